@@ -1,1 +1,80 @@
-//! placeholder
+//! Sluice's packet engine: compiles a BMv2 JSON program (v1model) into an
+//! execution plan and runs packets through it exactly as bmv2's
+//! `simple_switch` would.
+//!
+//! Follow one packet through the files named after the stages:
+//! [`switch`] (ingress/egress flow, replication, clone, recirculate) calls the
+//! parser and deparser in [`switch`], the control stage in [`control`] (tables
+//! and actions), which matches in [`tables`] and evaluates [`expr`] over the
+//! [`phv`]. [`plan`] is the compiler that builds all of it from the model in
+//! `sluice-json`; [`state`] holds entries, counters and the replication engine;
+//! [`commands`] is the `simple_switch_CLI` command language.
+//!
+//! Dependencies are one-way: `sluice-json` (model) <- `plan` (compiler) <-
+//! `switch`/`control` (run time) <- `commands` (control plane).
+
+pub mod commands;
+pub mod control;
+pub mod expr;
+pub mod phv;
+pub mod plan;
+pub mod state;
+pub mod switch;
+pub mod tables;
+pub mod value;
+
+use std::fmt;
+
+pub use plan::{compile, Plan};
+pub use switch::Switch;
+
+/// A construct the compiler cannot run, located by its JSON path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    /// JSON path of the element, e.g. `actions[3].primitives[0]`.
+    pub path: String,
+    /// What is wrong or unsupported.
+    pub message: String,
+}
+
+impl CompileError {
+    /// An error at a JSON path.
+    pub fn at(path: &str, message: impl Into<String>) -> CompileError {
+        CompileError { path: path.to_string(), message: message.into() }
+    }
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// Errors from loading a program file: JSON problems or unsupported constructs.
+#[derive(Debug, Clone)]
+pub enum LoadError {
+    /// The JSON could not be read into the model.
+    Json(sluice_json::LoadError),
+    /// The model uses something the engine cannot run.
+    Compile(CompileError),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Json(e) => write!(f, "{e}"),
+            LoadError::Compile(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Loads, compiles and instantiates a program from JSON text.
+pub fn load_switch(json: &str) -> Result<Switch, LoadError> {
+    let model = sluice_json::load_str(json).map_err(LoadError::Json)?;
+    let plan = compile(&model).map_err(LoadError::Compile)?;
+    Switch::new(plan).map_err(LoadError::Compile)
+}

@@ -37,18 +37,14 @@ impl std::error::Error for LoadError {}
 
 /// Parses BMv2 JSON text into a [`Program`].
 pub fn load_str(text: &str) -> Result<Program, LoadError> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| LoadError {
-        path: String::new(),
-        message: format!("not valid JSON: {e}"),
-    })?;
+    let v: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| LoadError { path: String::new(), message: format!("not valid JSON: {e}") })?;
     model::parse_program(&At::root(&v))
 }
 
 /// Reads and parses a BMv2 JSON file.
 pub fn load_file(path: &std::path::Path) -> Result<Program, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError {
-        path: String::new(),
-        message: format!("cannot read {}: {e}", path.display()),
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| LoadError { path: String::new(), message: format!("cannot read {}: {e}", path.display()) })?;
     load_str(&text)
 }

@@ -193,7 +193,10 @@ pub enum HeaderRef {
 pub enum TransitionValue {
     Default,
     /// Value (and optional mask), as big-endian bytes of the whole key.
-    Value { value: Vec<u8>, mask: Option<Vec<u8>> },
+    Value {
+        value: Vec<u8>,
+        mask: Option<Vec<u8>>,
+    },
     /// A parser value set.
     Vset(String),
 }
@@ -314,7 +317,10 @@ pub struct Primitive {
 pub enum Expr {
     Field(String, String),
     /// A constant: sign and big-endian magnitude.
-    Hex { negative: bool, magnitude: Vec<u8> },
+    Hex {
+        negative: bool,
+        magnitude: Vec<u8>,
+    },
     Bool(bool),
     Header(String),
     HeaderStack(String),
@@ -331,11 +337,22 @@ pub enum Expr {
     Str(String),
     /// A reference to a named object: calculation, counter_array, register_array,
     /// meter_array, extern, field_list.
-    Object { kind: String, name: String },
+    Object {
+        kind: String,
+        name: String,
+    },
     /// An operation.
-    Op { op: String, left: Option<Box<Expr>>, right: Option<Box<Expr>> },
+    Op {
+        op: String,
+        left: Option<Box<Expr>>,
+        right: Option<Box<Expr>>,
+    },
     /// `cond ? left : right`.
-    Cond { cond: Box<Expr>, left: Box<Expr>, right: Box<Expr> },
+    Cond {
+        cond: Box<Expr>,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
     /// `access_field(header expression, field offset)`.
     AccessField(Box<Expr>, u32),
 }
@@ -510,8 +527,7 @@ pub fn parse_expr(a: &At) -> Result<Expr, LoadError> {
         }
         "hexstr" => {
             let s = val.str()?;
-            let (negative, magnitude) =
-                parse_hexstr(s).ok_or_else(|| val.err(format!("bad hex string \"{s}\"")))?;
+            let (negative, magnitude) = parse_hexstr(s).ok_or_else(|| val.err(format!("bad hex string \"{s}\"")))?;
             Expr::Hex { negative, magnitude }
         }
         "bool" => Expr::Bool(val.bool()?),
@@ -537,8 +553,9 @@ pub fn parse_expr(a: &At) -> Result<Expr, LoadError> {
             Expr::Lookahead(items[0].u64()? as u32, items[1].u64()? as u32)
         }
         "string" => Expr::Str(val.str()?.to_string()),
-        "calculation" | "counter_array" | "register_array" | "meter_array" | "extern" | "field_list"
-        | "parse_vset" => Expr::Object { kind: ty.to_string(), name: obj_name(&val)? },
+        "calculation" | "counter_array" | "register_array" | "meter_array" | "extern" | "field_list" | "parse_vset" => {
+            Expr::Object { kind: ty.to_string(), name: obj_name(&val)? }
+        }
         "expression" => parse_expression_value(&val)?,
         other => return Err(a.err(format!("expression type \"{other}\" is not supported"))),
     })
@@ -670,9 +687,7 @@ fn parse_parser(a: &At) -> Result<Parser, LoadError> {
                     TransitionValue::Value { value, mask }
                 }
                 "parse_vset" => TransitionValue::Vset(t.get("value")?.str()?.to_string()),
-                other => {
-                    return Err(t.get("type")?.err(format!("transition type \"{other}\" is not supported")))
-                }
+                other => return Err(t.get("type")?.err(format!("transition type \"{other}\" is not supported"))),
             };
             let next_state = opt_str(&t, "next_state")?;
             transitions.push(Transition { value, next_state });
@@ -1112,8 +1127,9 @@ mod tests {
 
     #[test]
     fn loads_the_router_example() {
-        let p = crate::load_file(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/router.json")))
-            .unwrap();
+        let p =
+            crate::load_file(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/router.json")))
+                .unwrap();
         assert!(p.headers.iter().any(|h| h.name == "ipv4"));
         assert_eq!(p.pipelines.len(), 2);
         assert!(!p.checksums.is_empty());

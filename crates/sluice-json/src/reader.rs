@@ -66,11 +66,9 @@ impl<'a> At<'a> {
     /// The elements of an array, each with its indexed path.
     pub fn arr(&self) -> Result<Vec<At<'a>>, LoadError> {
         match self.v {
-            Value::Array(a) => Ok(a
-                .iter()
-                .enumerate()
-                .map(|(i, v)| At { v, path: format!("{}[{}]", self.path, i) })
-                .collect()),
+            Value::Array(a) => {
+                Ok(a.iter().enumerate().map(|(i, v)| At { v, path: format!("{}[{}]", self.path, i) }).collect())
+            }
             _ => Err(self.err("expected an array")),
         }
     }

@@ -1,0 +1,563 @@
+//! Control stage: walks a pipeline's tables and conditionals and runs actions.
+//!
+//! Hot-path invariant: nothing here allocates per packet. Keys are built into
+//! a reusable buffer of the `Exec`; action data is borrowed from the entry.
+
+use crate::expr::{resolve_href, Env, HRef};
+use crate::phv::{mask_top, Phv};
+use crate::plan::{Dst, Node, Plan, Prim};
+use crate::state::{Digest, State};
+use crate::tables::{Entry, EntryAction, FieldMatch, MeterState};
+use crate::value::nbytes;
+
+/// Hidden per-packet state that v1model keeps outside the PHV.
+#[derive(Debug, Clone, Default)]
+pub struct PktMeta {
+    /// Clone requested: `(session, field list)`.
+    pub clone: Option<(u32, Option<u32>)>,
+    pub resubmit: Option<Option<u32>>,
+    pub recirculate: Option<Option<u32>>,
+    pub truncate: Option<u32>,
+    pub digest: Option<(u64, u32)>,
+    pub exit: bool,
+    /// bmv2's length register: received length adjusted by header add/remove.
+    pub len_reg: u32,
+    /// Length of the packet as received at ingress (counter/meter byte basis).
+    pub ingress_len: u32,
+}
+
+/// Everything one packet's control-stage execution needs.
+pub struct Exec<'a> {
+    pub plan: &'a Plan,
+    pub state: &'a mut State,
+    pub phv: &'a mut Phv,
+    pub meta: &'a mut PktMeta,
+    pub key_buf: &'a mut Vec<u8>,
+    pub hash_buf: &'a mut sluice_hash::BitPacker,
+    pub now_us: u64,
+    pub trace: Option<&'a mut String>,
+}
+
+macro_rules! env {
+    ($s:expr, $params:expr) => {
+        Env { layout: &$s.plan.layout, phv: &*$s.phv, params: $params, packet: &[], cursor_bits: 0 }
+    };
+}
+
+impl Exec<'_> {
+    /// Runs a pipeline from its first node.
+    pub fn run_pipeline(&mut self, init: Option<Node>) {
+        let mut node = init;
+        while let Some(n) = node {
+            if self.meta.exit {
+                break;
+            }
+            node = match n {
+                Node::Cond(c) => {
+                    let cp = &self.plan.conds[c as usize];
+                    let v = cp.expr.eval_bool(&env!(self, &[]));
+                    if let Some(t) = self.trace.as_deref_mut() {
+                        t.push_str(&format!("  condition {} -> {}\n", cp.name, v));
+                    }
+                    if v {
+                        cp.true_next
+                    } else {
+                        cp.false_next
+                    }
+                }
+                Node::Table(t) => self.apply_table(t as usize),
+            };
+        }
+    }
+
+    fn build_key(&mut self, ti: usize) {
+        let tp = &self.plan.tables[ti];
+        self.key_buf.clear();
+        let env = env!(self, &[]);
+        for k in &tp.key {
+            let n = nbytes(k.width);
+            let start = self.key_buf.len();
+            self.key_buf.resize(start + n, 0);
+            let invalid = match &k.header {
+                Some(h) => !resolve_href(h, &env).is_some_and(|x| self.phv.valid[x as usize]),
+                None => false,
+            };
+            if invalid {
+                continue;
+            }
+            let dst = &mut self.key_buf[start..start + n];
+            match &k.src {
+                crate::expr::CExpr::Field(f) => self.phv.get_bytes(&self.plan.layout.fields[*f as usize], dst),
+                e => {
+                    let v = e.eval::<i128>(&env);
+                    crate::value::u128_to_be(v as u128, dst);
+                }
+            }
+            if let Some(m) = &k.mask {
+                let ml = m.len();
+                for (i, b) in dst.iter_mut().rev().enumerate() {
+                    *b &= if i < ml { m[ml - 1 - i] } else { 0 };
+                }
+            }
+        }
+    }
+
+    /// Applies one table; returns the next node.
+    fn apply_table(&mut self, ti: usize) -> Option<Node> {
+        self.build_key(ti);
+        let plan = self.plan;
+        let tp = &plan.tables[ti];
+        let hit = self.state.tables[ti].lookup(self.key_buf);
+        let len = self.meta.ingress_len as u64;
+        let (action, data): (u32, Box<[u8]>) = match hit {
+            Some(h) => {
+                let e = self.state.tables[ti].get_mut(h).expect("hit handle is live");
+                if tp.with_counters {
+                    e.packets += 1;
+                    e.bytes += len;
+                }
+                let colour = tp.direct_meter.as_ref().map(|(mi, dst)| {
+                    let size = if plan.meters[*mi as usize].width == 1 { 1 } else { len };
+                    (e.meter.execute(size, self.now_us), dst)
+                });
+                let action = e.action.clone();
+                if let Some((c, dst)) = colour {
+                    self.write_dst(dst, c as u128, &[]);
+                }
+                match action {
+                    EntryAction::Direct { action, data } => (action, data),
+                    EntryAction::Member(m) => self.member(tp.profile, m),
+                    EntryAction::Group(g) => {
+                        let m = self.select_member(tp.profile, g);
+                        match m {
+                            Some(m) => self.member(tp.profile, m),
+                            None => return tp.base_default_next,
+                        }
+                    }
+                }
+            }
+            None => match &self.state.tables[ti].default {
+                Some((a, d)) => (*a, d.clone()),
+                None => {
+                    if let Some(t) = self.trace.as_deref_mut() {
+                        t.push_str(&format!("  table {}: miss, no default action\n", tp.name));
+                    }
+                    return match tp.next_miss {
+                        Some(n) => n,
+                        None => tp.base_default_next,
+                    };
+                }
+            },
+        };
+        if let Some(t) = self.trace.as_deref_mut() {
+            let key: String = self.key_buf.iter().map(|b| format!("{b:02x}")).collect();
+            t.push_str(&format!(
+                "  table {} key=0x{} -> {} action {}({})\n",
+                tp.name,
+                key,
+                if hit.is_some() { "hit" } else { "miss" },
+                plan.actions[action as usize].name,
+                data.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            ));
+        }
+        self.run_action(action as usize, &data);
+        if hit.is_some() {
+            if let Some(n) = tp.next_hit {
+                return n;
+            }
+        } else if let Some(n) = tp.next_miss {
+            return n;
+        }
+        match tp.actions.iter().position(|a| *a == action) {
+            Some(pos) => tp.next_by_action[pos],
+            None => tp.base_default_next,
+        }
+    }
+
+    fn member(&self, profile: Option<u32>, m: u32) -> (u32, Box<[u8]>) {
+        let p = &self.state.profiles[profile.expect("indirect table has a profile") as usize];
+        match p.members.get(m as usize) {
+            Some(Some((a, d))) => (*a, d.clone()),
+            _ => (0, Box::new([])),
+        }
+    }
+
+    fn select_member(&mut self, profile: Option<u32>, g: u32) -> Option<u32> {
+        let pi = profile? as usize;
+        let grp = self.state.profiles[pi].groups.get(g as usize)?.as_ref()?;
+        if grp.is_empty() {
+            return None;
+        }
+        let n = grp.len() as u64;
+        let hash = match &self.plan.profiles[pi].selector {
+            Some((algo, inputs, widths)) => {
+                self.hash_buf.clear();
+                let env = env!(self, &[]);
+                for (e, w) in inputs.iter().zip(widths) {
+                    if let crate::expr::CExpr::Field(f) = e {
+                        let fi = &self.plan.layout.fields[*f as usize];
+                        if !self.phv.valid[fi.header as usize] {
+                            continue;
+                        }
+                    }
+                    let mut b = [0u8; 64];
+                    let nb = nbytes(*w);
+                    crate::expr::Root { e: e.clone(), wide: *w > 126 }.eval_bytes(&env, &mut b[..nb]);
+                    self.hash_buf.push_field(&b[..nb], *w as usize);
+                }
+                sluice_hash::Algorithm::from_name(algo).map(|a| a.compute(self.hash_buf.as_bytes())).unwrap_or(0)
+            }
+            None => 0,
+        };
+        let idx = ((hash & 0xffff_ffff) % n) as usize;
+        self.state.profiles[pi].groups[g as usize].as_ref()?.iter().nth(idx).copied()
+    }
+
+    fn write_dst(&mut self, dst: &Dst, v: u128, params: &[u8]) {
+        let layout = &self.plan.layout;
+        match dst {
+            Dst::Field(f) => self.phv.set(&layout.fields[*f as usize], v),
+            Dst::Dyn(h, idx) => {
+                let env = env!(self, params);
+                if let Some(hd) = resolve_href(h, &env) {
+                    let f = layout.headers[hd as usize].fields[*idx];
+                    self.phv.set(&layout.fields[f as usize], v);
+                }
+            }
+        }
+    }
+
+    fn set_validity(&mut self, h: u32, valid: bool) {
+        let layout = &self.plan.layout;
+        let hi = &layout.headers[h as usize];
+        if hi.metadata {
+            return;
+        }
+        let was = self.phv.valid[h as usize];
+        if was != valid {
+            let bytes = (hi.fixed_bits + self.phv.varbit_len[h as usize]) / 8;
+            if valid {
+                self.meta.len_reg = self.meta.len_reg.wrapping_add(bytes);
+            } else {
+                self.meta.len_reg = self.meta.len_reg.wrapping_sub(bytes);
+            }
+        }
+        if valid && !was {
+            // A header made valid reads as zero until written (P4-16 leaves it undefined).
+            self.phv.zero_header(layout, h);
+        }
+        self.phv.valid[h as usize] = valid;
+        if valid {
+            if let Some(u) = hi.union {
+                for other in &layout.unions[u as usize].headers {
+                    if *other != h {
+                        self.phv.valid[*other as usize] = false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs an action with its data.
+    pub fn run_action(&mut self, ai: usize, data: &[u8]) {
+        let plan = self.plan;
+        let prims = &plan.actions[ai].prims;
+        let mut pc = 0;
+        while pc < prims.len() {
+            let p = &prims[pc];
+            pc += 1;
+            self.run_prim(p, data, &mut pc);
+        }
+    }
+
+    /// Runs one primitive; `pc` may be changed by jumps.
+    pub fn run_prim(&mut self, p: &Prim, data: &[u8], pc: &mut usize) {
+        let plan = self.plan;
+        let layout = &plan.layout;
+        match p {
+            Prim::Assign { dst, src } => match dst {
+                Dst::Field(f) => {
+                    let fi = &layout.fields[*f as usize];
+                    if fi.width <= 128 {
+                        let v = src.eval_u128(&env!(self, data));
+                        self.phv.set(fi, v);
+                    } else {
+                        let mut b = [0u8; 512];
+                        let n = nbytes(fi.width);
+                        src.eval_bytes(&env!(self, data), &mut b[..n]);
+                        self.phv.set_bytes(fi, &b[..n]);
+                    }
+                }
+                d => {
+                    let v = src.eval_u128(&env!(self, data));
+                    self.write_dst(d, v, data);
+                }
+            },
+            Prim::AssignHeader { dst, src } => {
+                let env = env!(self, data);
+                if let (Some(d), Some(s)) = (resolve_href(dst, &env), resolve_href(src, &env)) {
+                    let was = self.phv.valid[d as usize];
+                    let now = self.phv.valid[s as usize];
+                    self.phv.copy_header(layout, d, s);
+                    self.phv.valid[d as usize] = was;
+                    self.set_validity_keep(d, now);
+                }
+            }
+            Prim::AssignUnion { dst, src } => {
+                let (d, s) = (&layout.unions[*dst as usize], &layout.unions[*src as usize]);
+                for (hd, hs) in d.headers.iter().zip(s.headers.iter()) {
+                    self.phv.copy_header(layout, *hd, *hs);
+                }
+            }
+            Prim::AssignStack { dst, src } => {
+                let (d, s) = (&layout.stacks[*dst as usize], &layout.stacks[*src as usize]);
+                for (hd, hs) in d.headers.iter().zip(s.headers.iter()) {
+                    self.phv.copy_header(layout, *hd, *hs);
+                }
+                self.phv.stack_next[*dst as usize] = self.phv.stack_next[*src as usize];
+            }
+            Prim::SetValid(h) => {
+                if let Some(x) = resolve_href(h, &env!(self, data)) {
+                    self.set_validity(x, true);
+                }
+            }
+            Prim::SetInvalid(h) => {
+                if let Some(x) = resolve_href(h, &env!(self, data)) {
+                    self.set_validity(x, false);
+                }
+            }
+            Prim::MarkToDrop => {
+                if let Some(f) = plan.std.egress_spec {
+                    self.phv.set(&layout.fields[f as usize], 511);
+                }
+                if let Some(f) = plan.std.mcast_grp {
+                    self.phv.set(&layout.fields[f as usize], 0);
+                }
+            }
+            Prim::Exit => self.meta.exit = true,
+            Prim::Jump(t) => *pc = *t,
+            Prim::JumpIfZero(c, t) => {
+                if !c.eval_bool(&env!(self, data)) {
+                    *pc = *t;
+                }
+            }
+            Prim::Count { arr, idx } => {
+                let i = idx.eval_u128(&env!(self, data)) as usize;
+                let len = self.meta.ingress_len as u64;
+                if let Some(c) = self.state.counters[*arr as usize].get_mut(i) {
+                    c.0 += 1;
+                    c.1 += len;
+                }
+            }
+            Prim::ExecuteMeter { arr, idx, dst } => {
+                let i = idx.eval_u128(&env!(self, data)) as usize;
+                let size = if plan.meters[*arr as usize].width == 1 { 1 } else { self.meta.ingress_len as u64 };
+                let now = self.now_us;
+                let colour = match self.state.meters[*arr as usize].get_mut(i) {
+                    Some(m) => m.execute(size, now),
+                    None => 0,
+                };
+                self.write_dst(dst, colour as u128, data);
+            }
+            Prim::RegRead { dst, arr, idx } => {
+                let i = idx.eval_u128(&env!(self, data)) as usize;
+                let v = self.state.registers[*arr as usize].get(i).copied().unwrap_or(0);
+                self.write_dst(dst, v, data);
+            }
+            Prim::RegWrite { arr, idx, val } => {
+                let env = env!(self, data);
+                let i = idx.eval_u128(&env) as usize;
+                let w = plan.registers[*arr as usize].width;
+                let v = val.eval_u128(&env) & crate::value::mask128(w);
+                if let Some(r) = self.state.registers[*arr as usize].get_mut(i) {
+                    *r = v;
+                }
+            }
+            Prim::Clone { session, field_list, .. } => {
+                let s = session.eval_u128(&env!(self, data)) as u32;
+                self.meta.clone = Some((s, *field_list));
+            }
+            Prim::Resubmit(fl) => self.meta.resubmit = Some(*fl),
+            Prim::Recirculate(fl) => self.meta.recirculate = Some(*fl),
+            Prim::Truncate(n) => {
+                let n = n.eval_u128(&env!(self, data)) as u32;
+                self.meta.truncate = Some(self.meta.truncate.map_or(n, |t| t.min(n)));
+            }
+            Prim::Digest { receiver, list } => {
+                let r = receiver.eval_u128(&env!(self, data)) as u64;
+                self.meta.digest = Some((r, *list));
+                if let Some((name, fields)) = plan.learn_lists.get(&(*list as u64)) {
+                    let values = fields
+                        .iter()
+                        .map(|f| {
+                            let fi = &layout.fields[*f as usize];
+                            let mut b = vec![0u8; nbytes(fi.width)];
+                            self.phv.get_bytes(fi, &mut b);
+                            b
+                        })
+                        .collect();
+                    self.state.digests.push(Digest { list: name.clone(), receiver: r, values });
+                }
+            }
+            Prim::HashOffset { dst, base, calc, size } => {
+                let env = env!(self, data);
+                let b = base.eval_u128(&env) as u64;
+                let s = size.eval_u128(&env) as u64;
+                let h = self.compute_calc(*calc as usize);
+                self.write_dst(dst, sluice_hash::hash_with_offset(b, h, s) as u128, data);
+            }
+            Prim::Rng { dst, lo, hi } => {
+                let env = env!(self, data);
+                let (l, h) = (lo.eval_u128(&env) as u64, hi.eval_u128(&env) as u64);
+                let span = h.saturating_sub(l).saturating_add(1);
+                // xorshift on the clock: not cryptographic, deterministic enough for tests of bounds.
+                let mut x = self.now_us ^ 0x9e37_79b9_7f4a_7c15;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let v = if span == 0 { l } else { l + x % span };
+                self.write_dst(dst, v as u128, data);
+            }
+            Prim::Push { stack, n } => {
+                let st = &layout.stacks[*stack as usize];
+                let size = st.headers.len();
+                let n = (*n as usize).min(size);
+                for i in (n..size).rev() {
+                    self.phv.copy_header(layout, st.headers[i], st.headers[i - n]);
+                }
+                for i in 0..n {
+                    self.phv.valid[st.headers[i] as usize] = false;
+                }
+                let next = &mut self.phv.stack_next[*stack as usize];
+                *next = (*next + n as u32).min(size as u32);
+            }
+            Prim::Pop { stack, n } => {
+                let st = &layout.stacks[*stack as usize];
+                let size = st.headers.len();
+                let n = (*n as usize).min(size);
+                for i in 0..size - n {
+                    self.phv.copy_header(layout, st.headers[i], st.headers[i + n]);
+                }
+                for i in size - n..size {
+                    self.phv.valid[st.headers[i] as usize] = false;
+                }
+                let next = &mut self.phv.stack_next[*stack as usize];
+                *next = next.saturating_sub(n as u32);
+            }
+            Prim::Assert(c) => {
+                if !c.eval_bool(&env!(self, data)) {
+                    // bmv2 aborts the whole switch; Sluice drops this packet and says why.
+                    if let Some(t) = self.trace.as_deref_mut() {
+                        t.push_str("  assert failed: packet dropped\n");
+                    }
+                    self.meta.exit = true;
+                    if let Some(f) = plan.std.egress_spec {
+                        self.phv.set(&layout.fields[f as usize], 511);
+                    }
+                }
+            }
+            Prim::Log { fmt, args } => {
+                if let Some(t) = self.trace.as_deref_mut() {
+                    let env = Env { layout, phv: &*self.phv, params: data, packet: &[], cursor_bits: 0 };
+                    let vals: Vec<String> = args.iter().map(|a| a.eval_u128(&env).to_string()).collect();
+                    t.push_str(&format!("  log_msg: {fmt} {vals:?}\n"));
+                }
+            }
+            Prim::AssignVl { dst, src } => {
+                let (fd, fs) = (&layout.fields[*dst as usize], &layout.fields[*src as usize]);
+                if let (crate::phv::Loc::Wide { off: a, len }, crate::phv::Loc::Wide { off: b, .. }) = (fd.loc, fs.loc)
+                {
+                    self.phv.wide.copy_within(b as usize..(b + len) as usize, a as usize);
+                }
+                self.phv.varbit_len[fd.header as usize] = self.phv.varbit_len[fs.header as usize];
+            }
+        }
+    }
+
+    fn set_validity_keep(&mut self, h: u32, valid: bool) {
+        let was = self.phv.valid[h as usize];
+        if was != valid {
+            let layout = &self.plan.layout;
+            let hi = &layout.headers[h as usize];
+            if !hi.metadata {
+                let bytes = (hi.fixed_bits + self.phv.varbit_len[h as usize]) / 8;
+                self.meta.len_reg =
+                    if valid { self.meta.len_reg.wrapping_add(bytes) } else { self.meta.len_reg.wrapping_sub(bytes) };
+            }
+        }
+        self.phv.valid[h as usize] = valid;
+    }
+
+    /// Computes a named calculation over the current PHV (invalid headers' fields skipped).
+    pub fn compute_calc(&mut self, ci: usize) -> u64 {
+        compute_calc(self.plan, self.state, self.phv, self.hash_buf, ci)
+    }
+}
+
+/// Computes calculation `ci` over `phv`, bmv2-style bit packing.
+pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash::BitPacker, ci: usize) -> u64 {
+    let c = &plan.calcs[ci];
+    buf.clear();
+    let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
+    for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
+        if let Some(h) = h {
+            if !phv.valid[*h as usize] {
+                continue;
+            }
+        }
+        let mut b = [0u8; 512];
+        let nb = nbytes(*w);
+        match &r.e {
+            crate::expr::CExpr::Field(f) => phv.get_bytes(&plan.layout.fields[*f as usize], &mut b[..nb]),
+            _ => r.eval_bytes(&env, &mut b[..nb]),
+        }
+        mask_top(&mut b[..nb], *w);
+        buf.push_field(&b[..nb], *w as usize);
+    }
+    state.calc_algos[ci].compute(buf.as_bytes())
+}
+
+/// Installs one const entry from the JSON into a table.
+pub fn install_const_entry(
+    plan: &Plan,
+    st: &mut State,
+    ti: usize,
+    ce: &sluice_json::ConstEntry,
+) -> Result<u32, String> {
+    let tp = &plan.tables[ti];
+    if ce.match_key.len() != tp.key.len() {
+        return Err(format!("expected {} key fields, got {}", tp.key.len(), ce.match_key.len()));
+    }
+    let matches = ce
+        .match_key
+        .iter()
+        .map(|m| match m {
+            sluice_json::EntryMatch::Exact(v) => FieldMatch::Exact(v.clone()),
+            sluice_json::EntryMatch::Lpm(v, p) => FieldMatch::Lpm(v.clone(), *p),
+            sluice_json::EntryMatch::Ternary(v, m) => FieldMatch::Ternary(v.clone(), m.clone()),
+            sluice_json::EntryMatch::Range(a, b) => FieldMatch::Range(a.clone(), b.clone()),
+            sluice_json::EntryMatch::Valid(b) => FieldMatch::Valid(*b),
+            sluice_json::EntryMatch::Optional(v) => FieldMatch::Optional(v.clone()),
+        })
+        .collect();
+    let a = plan
+        .actions
+        .iter()
+        .position(|a| a.id == ce.action.action_id)
+        .ok_or_else(|| format!("unknown action id {}", ce.action.action_id))? as u32;
+    let data = crate::plan::pack_action_data(&plan.actions[a as usize], &ce.action.action_data)?;
+    st.tables[ti]
+        .add(Entry {
+            matches,
+            priority: ce.priority.unwrap_or(0) as i32,
+            action: EntryAction::Direct { action: a, data: data.into_boxed_slice() },
+            packets: 0,
+            bytes: 0,
+            meter: MeterState::default(),
+            timeout_ms: None,
+        })
+        .map_err(|e| e.to_string())
+}
+
+#[allow(dead_code)]
+fn _href_is_used(_: HRef) {}

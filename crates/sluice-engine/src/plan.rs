@@ -1,0 +1,1044 @@
+//! The compiler: typed model -> execution plan.
+//!
+//! Every name in the program is resolved here to an index (fields, headers,
+//! tables, actions, externs), every parameter layout is fixed, and every
+//! unsupported construct is rejected with the JSON path where it sits. The
+//! plan is immutable once built; run-time state (entries, counters...) lives
+//! in `state::State`.
+
+use std::collections::HashMap;
+
+use sluice_json::{Expr, HeaderRef, ParserOpKind, Primitive, Program, TransitionValue};
+
+use crate::expr::{CExpr, ExprCx, HRef, Root};
+use crate::phv::Layout;
+use crate::tables::MatchKind;
+use crate::value::nbytes;
+use crate::CompileError;
+
+/// Destination of an assignment.
+#[derive(Debug, Clone)]
+pub enum Dst {
+    Field(u32),
+    /// A field of a run-time selected header: `(header, field index)`.
+    Dyn(HRef, usize),
+}
+
+/// A compiled primitive.
+#[derive(Debug, Clone)]
+pub enum Prim {
+    Assign { dst: Dst, src: Root },
+    AssignHeader { dst: HRef, src: HRef },
+    AssignUnion { dst: u32, src: u32 },
+    AssignStack { dst: u32, src: u32 },
+    SetValid(HRef),
+    SetInvalid(HRef),
+    MarkToDrop,
+    Exit,
+    Jump(usize),
+    JumpIfZero(Root, usize),
+    Count { arr: u32, idx: Root },
+    ExecuteMeter { arr: u32, idx: Root, dst: Dst },
+    RegRead { dst: Dst, arr: u32, idx: Root },
+    RegWrite { arr: u32, idx: Root, val: Root },
+    Clone { ingress: bool, session: Root, field_list: Option<u32> },
+    Resubmit(Option<u32>),
+    Recirculate(Option<u32>),
+    Truncate(Root),
+    Digest { receiver: Root, list: u32 },
+    HashOffset { dst: Dst, base: Root, calc: u32, size: Root },
+    Rng { dst: Dst, lo: Root, hi: Root },
+    Push { stack: u32, n: u32 },
+    Pop { stack: u32, n: u32 },
+    Assert(Root),
+    Log { fmt: String, args: Vec<Root> },
+    AssignVl { dst: u32, src: u32 },
+}
+
+/// A compiled action.
+#[derive(Debug, Clone)]
+pub struct ActionPlan {
+    pub name: String,
+    pub id: u64,
+    /// `(name, bitwidth)` of each parameter.
+    pub params: Vec<(String, u32)>,
+    /// `(byte offset, byte length)` of each parameter in the action data.
+    pub param_layout: Vec<(u32, u32)>,
+    pub data_len: usize,
+    pub prims: Vec<Prim>,
+}
+
+/// One element of a table key.
+#[derive(Debug, Clone)]
+pub struct KeyElem {
+    pub name: String,
+    pub kind: MatchKind,
+    /// Field read (or validity for `valid`).
+    pub src: CExpr,
+    /// Header whose validity decides whether the field reads as zero.
+    pub header: Option<HRef>,
+    pub width: u32,
+    /// Mask applied to the field value before matching (p4c's `mask` on keys).
+    pub mask: Option<Vec<u8>>,
+}
+
+/// A compiled table.
+#[derive(Debug, Clone)]
+pub struct TablePlan {
+    pub name: String,
+    pub id: u64,
+    pub key: Vec<KeyElem>,
+    pub match_type: String,
+    pub max_size: usize,
+    pub with_counters: bool,
+    pub direct_meter: Option<(u32, Dst)>,
+    /// Indices into `Plan::actions`.
+    pub actions: Vec<u32>,
+    /// Action profile index for indirect tables.
+    pub profile: Option<u32>,
+    pub base_default_next: Option<Node>,
+    /// Next node by action index (position in `actions`).
+    pub next_by_action: Vec<Option<Node>>,
+    /// `__HIT__` / `__MISS__` successors, when the program switches on hit.
+    pub next_hit: Option<Option<Node>>,
+    pub next_miss: Option<Option<Node>>,
+    pub default_action: Option<(u32, Vec<u8>)>,
+    pub default_const: bool,
+    pub const_entries: Vec<sluice_json::ConstEntry>,
+    pub support_timeout: bool,
+}
+
+/// A control-flow node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Node {
+    Table(u32),
+    Cond(u32),
+}
+
+/// A compiled conditional.
+#[derive(Debug, Clone)]
+pub struct CondPlan {
+    pub name: String,
+    pub expr: Root,
+    pub true_next: Option<Node>,
+    pub false_next: Option<Node>,
+}
+
+/// A control pipeline.
+#[derive(Debug, Clone)]
+pub struct PipelinePlan {
+    pub name: String,
+    pub init: Option<Node>,
+}
+
+/// An action profile or selector.
+#[derive(Debug, Clone)]
+pub struct ProfilePlan {
+    pub name: String,
+    pub max_size: usize,
+    /// `(calculation algorithm, input fields)`.
+    pub selector: Option<(String, Vec<CExpr>, Vec<u32>)>,
+}
+
+/// Where an `extract` writes.
+#[derive(Debug, Clone)]
+pub enum ExtractTo {
+    Header(u32),
+    StackNext(u32),
+    UnionStackNext(u32, usize),
+}
+
+/// A parser operation.
+#[derive(Debug, Clone)]
+pub enum POp {
+    Extract(ExtractTo),
+    ExtractVl(ExtractTo, Root),
+    Set(Dst, Root),
+    Verify(Root, Root),
+    Advance(Root),
+    Prim(Prim),
+}
+
+/// One transition.
+#[derive(Debug, Clone)]
+pub struct PTrans {
+    pub value: Vec<u8>,
+    pub mask: Option<Vec<u8>>,
+    pub vset: Option<u32>,
+    pub default: bool,
+    /// `None` accepts.
+    pub next: Option<u32>,
+}
+
+/// A parser state.
+#[derive(Debug, Clone)]
+pub struct PState {
+    pub name: String,
+    pub ops: Vec<POp>,
+    /// Key elements with their byte width.
+    pub key: Vec<(Root, u32)>,
+    pub key_len: usize,
+    pub transitions: Vec<PTrans>,
+}
+
+/// A checksum to verify or update.
+#[derive(Debug, Clone)]
+pub struct ChecksumPlan {
+    pub name: String,
+    pub target: u32,
+    pub calc: u32,
+    pub verify: bool,
+    pub update: bool,
+    pub cond: Option<Root>,
+}
+
+/// A calculation: algorithm plus input fields.
+#[derive(Debug, Clone)]
+pub struct CalcPlan {
+    pub name: String,
+    pub algo: String,
+    /// Each input as `(expression, bit width)`.
+    pub input: Vec<(Root, u32)>,
+    /// Input fields whose header must be valid to be included (bmv2 skips invalid headers).
+    pub input_headers: Vec<Option<u32>>,
+}
+
+/// Counter, meter and register arrays.
+#[derive(Debug, Clone)]
+pub struct ArrayPlan {
+    pub name: String,
+    pub size: usize,
+    pub is_direct: bool,
+    pub binding: Option<String>,
+    /// Registers: bit width. Meters: 1 for packet meters, 0 for byte meters.
+    pub width: u32,
+}
+
+/// The whole compiled program.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub layout: Layout,
+    pub actions: Vec<ActionPlan>,
+    pub tables: Vec<TablePlan>,
+    pub conds: Vec<CondPlan>,
+    pub ingress: PipelinePlan,
+    pub egress: PipelinePlan,
+    pub profiles: Vec<ProfilePlan>,
+    pub states: Vec<PState>,
+    pub init_state: Option<u32>,
+    pub deparse_order: Vec<u32>,
+    pub checksums: Vec<ChecksumPlan>,
+    pub calcs: Vec<CalcPlan>,
+    pub counters: Vec<ArrayPlan>,
+    pub meters: Vec<ArrayPlan>,
+    pub registers: Vec<ArrayPlan>,
+    /// Field lists by JSON id: field ids.
+    pub field_lists: HashMap<u64, Vec<u32>>,
+    /// Learn lists by JSON id: `(name, field ids)`.
+    pub learn_lists: HashMap<u64, (String, Vec<u32>)>,
+    pub vsets: Vec<(String, u32)>,
+    pub errors: HashMap<String, u64>,
+    pub std: StdFields,
+    pub program_name: String,
+}
+
+/// The v1model intrinsic fields the switch reads and writes.
+#[derive(Debug, Clone, Default)]
+pub struct StdFields {
+    pub ingress_port: Option<u32>,
+    pub egress_spec: Option<u32>,
+    pub egress_port: Option<u32>,
+    pub instance_type: Option<u32>,
+    pub packet_length: Option<u32>,
+    pub mcast_grp: Option<u32>,
+    pub egress_rid: Option<u32>,
+    pub checksum_error: Option<u32>,
+    pub parser_error: Option<u32>,
+    pub ingress_global_timestamp: Option<u32>,
+    pub egress_global_timestamp: Option<u32>,
+    pub enq_timestamp: Option<u32>,
+    pub enq_qdepth: Option<u32>,
+    pub deq_timedelta: Option<u32>,
+    pub deq_qdepth: Option<u32>,
+    pub priority: Option<u32>,
+}
+
+struct Cx<'a> {
+    p: &'a Program,
+    layout: &'a Layout,
+    calcs: HashMap<&'a str, u32>,
+    counters: HashMap<&'a str, u32>,
+    meters: HashMap<&'a str, u32>,
+    registers: HashMap<&'a str, u32>,
+}
+
+fn width_of(layout: &Layout, e: &CExpr) -> u32 {
+    match e {
+        CExpr::Field(f) => layout.fields[*f as usize].width,
+        _ => 0,
+    }
+}
+
+impl<'a> Cx<'a> {
+    fn ecx<'b>(&'b self, params: &'b [(u32, u32)], path: &'b str) -> ExprCx<'b> {
+        ExprCx { layout: self.layout, params, path }
+    }
+
+    fn dst(&self, e: &Expr, params: &[(u32, u32)], path: &str) -> Result<(Dst, u32), CompileError> {
+        let cx = self.ecx(params, path);
+        match cx.expr(e)? {
+            CExpr::Field(f) => Ok((Dst::Field(f), self.layout.fields[f as usize].width)),
+            CExpr::DynField(h, i) => Ok((Dst::Dyn(h, i), 128)),
+            _ => Err(CompileError::at(path, "assignment target is not a field")),
+        }
+    }
+
+    fn root(&self, e: &Expr, params: &[(u32, u32)], path: &str, dst_width: u32) -> Result<Root, CompileError> {
+        let c = self.ecx(params, path).expr(e)?;
+        Ok(Root::new(c, self.layout, dst_width))
+    }
+
+    fn named(&self, map: &HashMap<&str, u32>, e: &Expr, kind: &str, path: &str) -> Result<u32, CompileError> {
+        match e {
+            Expr::Object { name, .. } => map
+                .get(name.as_str())
+                .copied()
+                .ok_or_else(|| CompileError::at(path, format!("unknown {kind} \"{name}\""))),
+            _ => Err(CompileError::at(path, format!("expected a {kind}"))),
+        }
+    }
+
+    fn stack_of(&self, e: &Expr, path: &str) -> Result<u32, CompileError> {
+        match e {
+            Expr::HeaderStack(s) => {
+                self.layout.stack(s).ok_or_else(|| CompileError::at(path, format!("unknown header stack \"{s}\"")))
+            }
+            _ => Err(CompileError::at(path, "expected a header stack")),
+        }
+    }
+
+    fn const_u64(&self, e: &Expr, path: &str) -> Result<u64, CompileError> {
+        match e {
+            Expr::Hex { negative: false, magnitude } => Ok(crate::value::be_to_u128(magnitude) as u64),
+            _ => Err(CompileError::at(path, "expected a constant")),
+        }
+    }
+
+    fn field_list_id(&self, e: Option<&Expr>, path: &str) -> Result<Option<u32>, CompileError> {
+        match e {
+            None => Ok(None),
+            Some(e) => {
+                let id = self.const_u64(e, path)?;
+                Ok(if id == 0 { None } else { Some(id as u32) })
+            }
+        }
+    }
+
+    fn prim(&self, pr: &Primitive, params: &[(u32, u32)]) -> Result<Prim, CompileError> {
+        let path = pr.path.as_str();
+        let n = pr.params.len();
+        let need = |k: usize| -> Result<(), CompileError> {
+            if n < k {
+                Err(CompileError::at(path, format!("primitive \"{}\" needs {k} parameters, got {n}", pr.op)))
+            } else {
+                Ok(())
+            }
+        };
+        let cx = self.ecx(params, path);
+        Ok(match pr.op.as_str() {
+            "assign" | "modify_field" => {
+                need(2)?;
+                let (dst, w) = self.dst(&pr.params[0], params, path)?;
+                Prim::Assign { dst, src: self.root(&pr.params[1], params, path, w)? }
+            }
+            "add_to_field" | "subtract_from_field" => {
+                need(2)?;
+                let (dst, w) = self.dst(&pr.params[0], params, path)?;
+                let op = if pr.op == "add_to_field" { "+" } else { "-" };
+                let e = Expr::Op {
+                    op: op.into(),
+                    left: Some(Box::new(pr.params[0].clone())),
+                    right: Some(Box::new(pr.params[1].clone())),
+                };
+                Prim::Assign { dst, src: self.root(&e, params, path, w)? }
+            }
+            "assign_header" => {
+                need(2)?;
+                Prim::AssignHeader { dst: cx.href(&pr.params[0])?, src: cx.href(&pr.params[1])? }
+            }
+            "assign_union" => {
+                need(2)?;
+                let u = |e: &Expr| -> Result<u32, CompileError> {
+                    match e {
+                        Expr::HeaderUnion(n) => self
+                            .layout
+                            .union(n)
+                            .ok_or_else(|| CompileError::at(path, format!("unknown header union \"{n}\""))),
+                        _ => Err(CompileError::at(path, "expected a header union")),
+                    }
+                };
+                Prim::AssignUnion { dst: u(&pr.params[0])?, src: u(&pr.params[1])? }
+            }
+            "assign_header_stack" => {
+                need(2)?;
+                Prim::AssignStack { dst: self.stack_of(&pr.params[0], path)?, src: self.stack_of(&pr.params[1], path)? }
+            }
+            "add_header" | "setValid" => {
+                need(1)?;
+                Prim::SetValid(cx.href(&pr.params[0])?)
+            }
+            "remove_header" | "setInvalid" => {
+                need(1)?;
+                Prim::SetInvalid(cx.href(&pr.params[0])?)
+            }
+            "mark_to_drop" | "drop" => Prim::MarkToDrop,
+            "exit" => Prim::Exit,
+            "_jump" => {
+                need(1)?;
+                Prim::Jump(self.const_u64(&pr.params[0], path)? as usize)
+            }
+            "_jump_if_zero" => {
+                need(2)?;
+                Prim::JumpIfZero(
+                    self.root(&pr.params[0], params, path, 0)?,
+                    self.const_u64(&pr.params[1], path)? as usize,
+                )
+            }
+            "count" => {
+                need(2)?;
+                Prim::Count {
+                    arr: self.named(&self.counters, &pr.params[0], "counter array", path)?,
+                    idx: self.root(&pr.params[1], params, path, 0)?,
+                }
+            }
+            "execute_meter" => {
+                need(3)?;
+                let (dst, _) = self.dst(&pr.params[2], params, path)?;
+                Prim::ExecuteMeter {
+                    arr: self.named(&self.meters, &pr.params[0], "meter array", path)?,
+                    idx: self.root(&pr.params[1], params, path, 0)?,
+                    dst,
+                }
+            }
+            "register_read" => {
+                need(3)?;
+                let (dst, _) = self.dst(&pr.params[0], params, path)?;
+                Prim::RegRead {
+                    dst,
+                    arr: self.named(&self.registers, &pr.params[1], "register array", path)?,
+                    idx: self.root(&pr.params[2], params, path, 0)?,
+                }
+            }
+            "register_write" => {
+                need(3)?;
+                let arr = self.named(&self.registers, &pr.params[0], "register array", path)?;
+                let w = self.p.register_arrays.get(arr as usize).map(|r| r.bitwidth).unwrap_or(0);
+                Prim::RegWrite {
+                    arr,
+                    idx: self.root(&pr.params[1], params, path, 0)?,
+                    val: self.root(&pr.params[2], params, path, w)?,
+                }
+            }
+            "clone_ingress_pkt_to_egress" | "clone_egress_pkt_to_egress" => {
+                need(1)?;
+                Prim::Clone {
+                    ingress: pr.op == "clone_ingress_pkt_to_egress",
+                    session: self.root(&pr.params[0], params, path, 0)?,
+                    field_list: self.field_list_id(pr.params.get(1), path)?,
+                }
+            }
+            "resubmit" => Prim::Resubmit(self.field_list_id(pr.params.first(), path)?),
+            "recirculate" => Prim::Recirculate(self.field_list_id(pr.params.first(), path)?),
+            "truncate" => {
+                need(1)?;
+                Prim::Truncate(self.root(&pr.params[0], params, path, 0)?)
+            }
+            "generate_digest" => {
+                need(2)?;
+                Prim::Digest {
+                    receiver: self.root(&pr.params[0], params, path, 0)?,
+                    list: self.const_u64(&pr.params[1], path)? as u32,
+                }
+            }
+            "modify_field_with_hash_based_offset" => {
+                need(4)?;
+                let (dst, _) = self.dst(&pr.params[0], params, path)?;
+                Prim::HashOffset {
+                    dst,
+                    base: self.root(&pr.params[1], params, path, 0)?,
+                    calc: self.named(&self.calcs, &pr.params[2], "calculation", path)?,
+                    size: self.root(&pr.params[3], params, path, 0)?,
+                }
+            }
+            "modify_field_rng_uniform" => {
+                need(3)?;
+                let (dst, _) = self.dst(&pr.params[0], params, path)?;
+                Prim::Rng {
+                    dst,
+                    lo: self.root(&pr.params[1], params, path, 0)?,
+                    hi: self.root(&pr.params[2], params, path, 0)?,
+                }
+            }
+            "push" | "pop" => {
+                need(2)?;
+                let stack = self.stack_of(&pr.params[0], path)?;
+                let k = self.const_u64(&pr.params[1], path)? as u32;
+                if pr.op == "push" {
+                    Prim::Push { stack, n: k }
+                } else {
+                    Prim::Pop { stack, n: k }
+                }
+            }
+            "assert" | "assume" => {
+                need(1)?;
+                Prim::Assert(self.root(&pr.params[0], params, path, 0)?)
+            }
+            "log_msg" => {
+                let fmt = match pr.params.first() {
+                    Some(Expr::Str(s)) => s.clone(),
+                    _ => String::new(),
+                };
+                let mut args = Vec::new();
+                if let Some(Expr::Op { .. }) = pr.params.get(1) {
+                    // p4c passes a list expression; not decoded further.
+                }
+                for a in pr.params.iter().skip(1) {
+                    if let Ok(r) = self.root(a, params, path, 0) {
+                        args.push(r);
+                    }
+                }
+                Prim::Log { fmt, args }
+            }
+            "assign_VL" => {
+                need(2)?;
+                let f = |e: &Expr| -> Result<u32, CompileError> {
+                    match cx.expr(e)? {
+                        CExpr::Field(f) => Ok(f),
+                        _ => Err(CompileError::at(path, "assign_VL needs fields")),
+                    }
+                };
+                Prim::AssignVl { dst: f(&pr.params[0])?, src: f(&pr.params[1])? }
+            }
+            other => return Err(CompileError::at(path, format!("primitive \"{other}\" is not supported"))),
+        })
+    }
+}
+
+/// Compiles a loaded program into an execution plan.
+pub fn compile(p: &Program) -> Result<Plan, CompileError> {
+    let layout = Layout::new(p)?;
+    let cx = Cx {
+        p,
+        layout: &layout,
+        calcs: p.calculations.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
+        counters: p.counter_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
+        meters: p.meter_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
+        registers: p.register_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
+    };
+    for e in &p.extern_instances {
+        return Err(CompileError::at(&e.path, format!("extern instances (type \"{}\") are not supported", e.kind)));
+    }
+    // Actions
+    let mut actions = Vec::new();
+    let mut action_by_id = HashMap::new();
+    for a in &p.actions {
+        let mut layout_p = Vec::new();
+        let mut off = 0u32;
+        for r in &a.runtime_data {
+            let len = nbytes(r.bitwidth.max(1)) as u32;
+            layout_p.push((off, len));
+            off += len;
+        }
+        let mut prims = Vec::new();
+        for pr in &a.primitives {
+            prims.push(cx.prim(pr, &layout_p)?);
+        }
+        action_by_id.insert(a.id, actions.len() as u32);
+        actions.push(ActionPlan {
+            name: a.name.clone(),
+            id: a.id,
+            params: a.runtime_data.iter().map(|r| (r.name.clone(), r.bitwidth)).collect(),
+            param_layout: layout_p,
+            data_len: off as usize,
+            prims,
+        });
+    }
+    // Calculations
+    let mut calcs = Vec::new();
+    for c in &p.calculations {
+        if sluice_hash::Algorithm::from_name(&c.algo).is_none() {
+            return Err(CompileError::at(
+                &format!("{}.algo", c.path),
+                format!("hash algorithm \"{}\" is not supported", c.algo),
+            ));
+        }
+        let mut input = Vec::new();
+        let mut hdrs = Vec::new();
+        for e in &c.input {
+            let ce = cx.ecx(&[], &c.path).expr(e)?;
+            let w = width_of(&layout, &ce);
+            if w == 0 {
+                return Err(CompileError::at(&c.path, format!("calculation input {e:?} is not supported")));
+            }
+            hdrs.push(match &ce {
+                CExpr::Field(f) => Some(layout.fields[*f as usize].header),
+                _ => None,
+            });
+            input.push((Root::new(ce, &layout, w), w));
+        }
+        calcs.push(CalcPlan { name: c.name.clone(), algo: c.algo.clone(), input, input_headers: hdrs });
+    }
+    // Pipelines: tables and conditionals share one numbering across pipelines.
+    let mut node_by_name: HashMap<String, Node> = HashMap::new();
+    let mut ti = 0u32;
+    let mut ci = 0u32;
+    for pl in &p.pipelines {
+        for t in &pl.tables {
+            node_by_name.insert(t.name.clone(), Node::Table(ti));
+            ti += 1;
+        }
+        for c in &pl.conditionals {
+            node_by_name.insert(c.name.clone(), Node::Cond(ci));
+            ci += 1;
+        }
+    }
+    let node = |n: &Option<String>, path: &str| -> Result<Option<Node>, CompileError> {
+        match n {
+            None => Ok(None),
+            Some(s) => node_by_name
+                .get(s)
+                .copied()
+                .map(Some)
+                .ok_or_else(|| CompileError::at(path, format!("unknown next node \"{s}\""))),
+        }
+    };
+    let mut tables = Vec::new();
+    let mut conds = Vec::new();
+    let mut profiles: Vec<ProfilePlan> = Vec::new();
+    let mut profile_by_name = HashMap::new();
+    let mut ingress = PipelinePlan { name: "ingress".into(), init: None };
+    let mut egress = PipelinePlan { name: "egress".into(), init: None };
+    for pl in &p.pipelines {
+        for ap in &pl.action_profiles {
+            let selector = match &ap.selector {
+                Some((algo, input)) => {
+                    if sluice_hash::Algorithm::from_name(algo).is_none() {
+                        return Err(CompileError::at(
+                            &ap.path,
+                            format!("selector algorithm \"{algo}\" is not supported"),
+                        ));
+                    }
+                    let mut es = Vec::new();
+                    let mut ws = Vec::new();
+                    for e in input {
+                        let ce = cx.ecx(&[], &ap.path).expr(e)?;
+                        ws.push(width_of(&layout, &ce));
+                        es.push(ce);
+                    }
+                    Some((algo.clone(), es, ws))
+                }
+                None => None,
+            };
+            profile_by_name.insert(ap.name.clone(), profiles.len() as u32);
+            profiles.push(ProfilePlan { name: ap.name.clone(), max_size: ap.max_size as usize, selector });
+        }
+        for t in &pl.tables {
+            let mut key = Vec::new();
+            for k in &t.key {
+                let kind = MatchKind::from_name(&k.match_type).ok_or_else(|| {
+                    CompileError::at(&k.path, format!("match_type \"{}\" is not supported", k.match_type))
+                })?;
+                let (src, header, width) = if kind == MatchKind::Valid || k.target.len() == 1 {
+                    let h = k.target[0].as_str();
+                    let hi =
+                        layout.header(h).ok_or_else(|| CompileError::at(&k.path, format!("unknown header \"{h}\"")))?;
+                    (CExpr::Valid(HRef::Fixed(hi)), None, 1)
+                } else {
+                    let (h, f) = (&k.target[0], &k.target[1]);
+                    let ce = cx.ecx(&[], &k.path).expr(&Expr::Field(h.clone(), f.clone()))?;
+                    let w = match &ce {
+                        CExpr::Field(fid) => layout.fields[*fid as usize].width,
+                        _ => 1,
+                    };
+                    let hdr = match &ce {
+                        CExpr::Field(fid) => {
+                            let hi = layout.fields[*fid as usize].header;
+                            if layout.headers[hi as usize].metadata {
+                                None
+                            } else {
+                                Some(HRef::Fixed(hi))
+                            }
+                        }
+                        _ => None,
+                    };
+                    (ce, hdr, w)
+                };
+                key.push(KeyElem { name: k.name.clone(), kind, src, header, width, mask: k.mask.clone() });
+            }
+            let mut tactions = Vec::new();
+            for id in &t.action_ids {
+                tactions.push(
+                    *action_by_id
+                        .get(id)
+                        .ok_or_else(|| CompileError::at(&t.path, format!("action_ids: unknown action id {id}")))?,
+                );
+            }
+            let mut next_by_action = vec![None; tactions.len()];
+            let mut next_hit = None;
+            let mut next_miss = None;
+            for (aname, nxt) in &t.next_tables {
+                let n = node(nxt, &t.path)?;
+                match aname.as_str() {
+                    "__HIT__" => next_hit = Some(n),
+                    "__MISS__" => next_miss = Some(n),
+                    _ => {
+                        if let Some(pos) = tactions.iter().position(|a| actions[*a as usize].name == *aname) {
+                            next_by_action[pos] = n;
+                            // Several actions may share a name; give them all the same successor.
+                            for (i, a) in tactions.iter().enumerate() {
+                                if actions[*a as usize].name == *aname {
+                                    next_by_action[i] = n;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let profile = match (&t.kind[..], &t.action_profile) {
+                ("simple", _) => None,
+                ("indirect" | "indirect_ws", Some(name)) => Some(
+                    *profile_by_name
+                        .get(name)
+                        .ok_or_else(|| CompileError::at(&t.path, format!("unknown action profile \"{name}\"")))?,
+                ),
+                (other, _) => {
+                    return Err(CompileError::at(
+                        &format!("{}.type", t.path),
+                        format!("table type \"{other}\" is not supported"),
+                    ))
+                }
+            };
+            let direct_meter = match &t.direct_meters {
+                Some(m) => {
+                    let mi = *cx
+                        .meters
+                        .get(m.as_str())
+                        .ok_or_else(|| CompileError::at(&t.path, format!("unknown direct meter \"{m}\"")))?;
+                    let ma = &p.meter_arrays[mi as usize];
+                    let (h, f) = ma
+                        .result_target
+                        .clone()
+                        .ok_or_else(|| CompileError::at(&ma.path, "direct meter without result_target"))?;
+                    let fid = layout
+                        .field(&h, &f)
+                        .ok_or_else(|| CompileError::at(&ma.path, format!("unknown field \"{h}.{f}\"")))?;
+                    Some((mi, Dst::Field(fid)))
+                }
+                None => None,
+            };
+            let default_action = match &t.default_entry {
+                Some(d) => {
+                    let a = *action_by_id.get(&d.entry.action_id).ok_or_else(|| {
+                        CompileError::at(&t.path, format!("default_entry: unknown action id {}", d.entry.action_id))
+                    })?;
+                    let data = pack_action_data(&actions[a as usize], &d.entry.action_data)
+                        .map_err(|m| CompileError::at(&format!("{}.default_entry", t.path), m))?;
+                    Some((a, data))
+                }
+                None => None,
+            };
+            tables.push(TablePlan {
+                name: t.name.clone(),
+                id: t.id,
+                key,
+                match_type: t.match_type.clone(),
+                max_size: t.max_size as usize,
+                with_counters: t.with_counters,
+                direct_meter,
+                actions: tactions,
+                profile,
+                base_default_next: node(&t.base_default_next, &t.path)?,
+                next_by_action,
+                next_hit,
+                next_miss,
+                default_action,
+                default_const: t.default_entry.as_ref().is_some_and(|d| d.action_const),
+                const_entries: t.entries.clone(),
+                support_timeout: t.support_timeout,
+            });
+        }
+        for c in &pl.conditionals {
+            conds.push(CondPlan {
+                name: c.name.clone(),
+                expr: cx.root(&c.expression, &[], &c.path, 0)?,
+                true_next: node(&c.true_next, &c.path)?,
+                false_next: node(&c.false_next, &c.path)?,
+            });
+        }
+        let init = node(&pl.init_table, &pl.path)?;
+        match pl.name.as_str() {
+            "ingress" => ingress.init = init,
+            "egress" => egress.init = init,
+            other => return Err(CompileError::at(&pl.path, format!("pipeline \"{other}\" is not a v1model pipeline"))),
+        }
+    }
+    // Parser
+    let mut states = Vec::new();
+    let mut init_state = None;
+    let vsets: Vec<(String, u32)> = p.parse_vsets.iter().map(|v| (v.name.clone(), v.compressed_bitwidth)).collect();
+    if p.parsers.len() > 1 {
+        return Err(CompileError::at("parsers[1]", "only one parser is supported (v1model has one)"));
+    }
+    if let Some(parser) = p.parsers.first() {
+        let state_idx: HashMap<&str, u32> =
+            parser.states.iter().enumerate().map(|(i, s)| (s.name.as_str(), i as u32)).collect();
+        init_state =
+            Some(*state_idx.get(parser.init_state.as_str()).ok_or_else(|| {
+                CompileError::at(&parser.path, format!("unknown init_state \"{}\"", parser.init_state))
+            })?);
+        for s in &parser.states {
+            let mut ops = Vec::new();
+            for o in &s.ops {
+                let path = o.path.as_str();
+                let to = |h: &HeaderRef| -> Result<ExtractTo, CompileError> {
+                    Ok(match h {
+                        HeaderRef::Header(n) => ExtractTo::Header(
+                            layout
+                                .header(n)
+                                .ok_or_else(|| CompileError::at(path, format!("unknown header \"{n}\"")))?,
+                        ),
+                        HeaderRef::StackNext(n) => ExtractTo::StackNext(
+                            layout
+                                .stack(n)
+                                .ok_or_else(|| CompileError::at(path, format!("unknown header stack \"{n}\"")))?,
+                        ),
+                        HeaderRef::UnionStackNext(n, m) => {
+                            let us = layout
+                                .union_stack(n)
+                                .ok_or_else(|| CompileError::at(path, format!("unknown union stack \"{n}\"")))?;
+                            let u0 = layout.union_stacks[us as usize].unions[0];
+                            let mi = layout.unions[u0 as usize]
+                                .member_names
+                                .iter()
+                                .position(|x| x == m)
+                                .ok_or_else(|| CompileError::at(path, format!("unknown union member \"{m}\"")))?;
+                            ExtractTo::UnionStackNext(us, mi)
+                        }
+                    })
+                };
+                ops.push(match &o.kind {
+                    ParserOpKind::Extract(h) => POp::Extract(to(h)?),
+                    ParserOpKind::ExtractVl(h, e) => POp::ExtractVl(to(h)?, cx.root(e, &[], path, 0)?),
+                    ParserOpKind::Set(d, e) => {
+                        let (dst, w) = cx.dst(d, &[], path)?;
+                        POp::Set(dst, cx.root(e, &[], path, w)?)
+                    }
+                    ParserOpKind::Verify(c, e) => POp::Verify(cx.root(c, &[], path, 0)?, cx.root(e, &[], path, 0)?),
+                    ParserOpKind::Advance(e) => POp::Advance(cx.root(e, &[], path, 0)?),
+                    ParserOpKind::Primitive(pr) => POp::Prim(cx.prim(pr, &[])?),
+                });
+            }
+            let mut key = Vec::new();
+            let mut key_len = 0;
+            for k in &s.key {
+                let ce = cx.ecx(&[], &s.path).expr(k)?;
+                let w = match &ce {
+                    CExpr::Field(f) => layout.fields[*f as usize].width,
+                    CExpr::DynField(HRef::StackLast(st), idx) => {
+                        let h0 = layout.stacks[*st as usize].headers[0];
+                        layout.fields[layout.headers[h0 as usize].fields[*idx] as usize].width
+                    }
+                    CExpr::Lookahead { width, .. } => *width,
+                    _ => return Err(CompileError::at(&s.path, format!("transition key {k:?} is not supported"))),
+                };
+                let nb = nbytes(w) as u32;
+                key_len += nb as usize;
+                key.push((Root::new(ce, &layout, w), nb));
+            }
+            let mut transitions = Vec::new();
+            for t in &s.transitions {
+                let next = match &t.next_state {
+                    None => None,
+                    Some(n) => Some(
+                        *state_idx
+                            .get(n.as_str())
+                            .ok_or_else(|| CompileError::at(&s.path, format!("unknown next_state \"{n}\"")))?,
+                    ),
+                };
+                let tr = match &t.value {
+                    TransitionValue::Default => PTrans { value: vec![], mask: None, vset: None, default: true, next },
+                    TransitionValue::Value { value, mask } => PTrans {
+                        value: crate::tables::fit(value, key_len, key_len as u32 * 8),
+                        mask: mask.as_ref().map(|m| crate::tables::fit(m, key_len, key_len as u32 * 8)),
+                        vset: None,
+                        default: false,
+                        next,
+                    },
+                    TransitionValue::Vset(name) => {
+                        PTrans {
+                            value: vec![],
+                            mask: None,
+                            vset: Some(
+                                vsets.iter().position(|(n, _)| n == name).ok_or_else(|| {
+                                    CompileError::at(&s.path, format!("unknown parse_vset \"{name}\""))
+                                })? as u32,
+                            ),
+                            default: false,
+                            next,
+                        }
+                    }
+                };
+                transitions.push(tr);
+            }
+            states.push(PState { name: s.name.clone(), ops, key, key_len, transitions });
+        }
+    }
+    // Deparser
+    let mut deparse_order = Vec::new();
+    if p.deparsers.len() > 1 {
+        return Err(CompileError::at("deparsers[1]", "only one deparser is supported"));
+    }
+    if let Some(d) = p.deparsers.first() {
+        for (i, h) in d.order.iter().enumerate() {
+            deparse_order.push(layout.header(h).ok_or_else(|| {
+                CompileError::at(&format!("{}.order[{i}]", d.path), format!("unknown header \"{h}\""))
+            })?);
+        }
+        if !d.primitives.is_empty() {
+            return Err(CompileError::at(&d.path, "deparser primitives are not supported"));
+        }
+    }
+    // Checksums
+    let mut checksums = Vec::new();
+    for c in &p.checksums {
+        if c.kind != "generic" && c.kind != "ipv4" {
+            return Err(CompileError::at(&c.path, format!("checksum type \"{}\" is not supported", c.kind)));
+        }
+        let target = layout.field(&c.target.0, &c.target.1).ok_or_else(|| {
+            CompileError::at(&c.path, format!("unknown target field \"{}.{}\"", c.target.0, c.target.1))
+        })?;
+        let calc = *cx
+            .calcs
+            .get(c.calculation.as_str())
+            .ok_or_else(|| CompileError::at(&c.path, format!("unknown calculation \"{}\"", c.calculation)))?;
+        let cond = match &c.if_cond {
+            Some(e) => Some(cx.root(e, &[], &c.path, 0)?),
+            None => None,
+        };
+        checksums.push(ChecksumPlan { name: c.name.clone(), target, calc, verify: c.verify, update: c.update, cond });
+    }
+    let arrays = |v: Vec<(String, u64, bool, Option<String>, u32)>| -> Vec<ArrayPlan> {
+        v.into_iter()
+            .map(|(name, size, is_direct, binding, width)| ArrayPlan {
+                name,
+                size: size as usize,
+                is_direct,
+                binding,
+                width,
+            })
+            .collect()
+    };
+    let counters =
+        arrays(p.counter_arrays.iter().map(|c| (c.name.clone(), c.size, c.is_direct, c.binding.clone(), 0)).collect());
+    let meters = arrays(
+        p.meter_arrays
+            .iter()
+            .map(|c| (c.name.clone(), c.size, c.is_direct, c.binding.clone(), c.packets as u32))
+            .collect(),
+    );
+    let registers =
+        arrays(p.register_arrays.iter().map(|c| (c.name.clone(), c.size, false, None, c.bitwidth)).collect());
+    let mut field_lists = HashMap::new();
+    for fl in &p.field_lists {
+        let mut fs = Vec::new();
+        for e in &fl.elements {
+            match cx.ecx(&[], &fl.path).expr(e)? {
+                CExpr::Field(f) => fs.push(f),
+                _ => return Err(CompileError::at(&fl.path, "field list elements must be fields")),
+            }
+        }
+        field_lists.insert(fl.id, fs);
+    }
+    let mut learn_lists = HashMap::new();
+    for fl in &p.learn_lists {
+        let mut fs = Vec::new();
+        for e in &fl.elements {
+            match cx.ecx(&[], &fl.path).expr(e)? {
+                CExpr::Field(f) => fs.push(f),
+                _ => return Err(CompileError::at(&fl.path, "learn list elements must be fields")),
+            }
+        }
+        learn_lists.insert(fl.id, (fl.name.clone(), fs));
+    }
+    let std = StdFields {
+        ingress_port: layout.intrinsic("ingress_port"),
+        egress_spec: layout.intrinsic("egress_spec"),
+        egress_port: layout.intrinsic("egress_port"),
+        instance_type: layout.intrinsic("instance_type"),
+        packet_length: layout.intrinsic("packet_length"),
+        mcast_grp: layout.intrinsic("mcast_grp"),
+        egress_rid: layout.intrinsic("egress_rid"),
+        checksum_error: layout.intrinsic("checksum_error"),
+        parser_error: layout.intrinsic("parser_error"),
+        ingress_global_timestamp: layout.intrinsic("ingress_global_timestamp"),
+        egress_global_timestamp: layout.intrinsic("egress_global_timestamp"),
+        enq_timestamp: layout.intrinsic("enq_timestamp"),
+        enq_qdepth: layout.intrinsic("enq_qdepth"),
+        deq_timedelta: layout.intrinsic("deq_timedelta"),
+        deq_qdepth: layout.intrinsic("deq_qdepth"),
+        priority: layout.intrinsic("priority"),
+    };
+    let mut errors: HashMap<String, u64> = p.errors.iter().cloned().collect();
+    for (i, n) in [
+        "NoError",
+        "PacketTooShort",
+        "NoMatch",
+        "StackOutOfBounds",
+        "HeaderTooShort",
+        "ParserTimeout",
+        "ParserInvalidArgument",
+    ]
+    .iter()
+    .enumerate()
+    {
+        errors.entry(n.to_string()).or_insert(i as u64);
+    }
+    Ok(Plan {
+        layout,
+        actions,
+        tables,
+        conds,
+        ingress,
+        egress,
+        profiles,
+        states,
+        init_state,
+        deparse_order,
+        checksums,
+        calcs,
+        counters,
+        meters,
+        registers,
+        field_lists,
+        learn_lists,
+        vsets,
+        errors,
+        std,
+        program_name: p.program.clone().unwrap_or_default(),
+    })
+}
+
+/// Lays out action parameter values (big-endian, any length) into action data bytes.
+pub fn pack_action_data(a: &ActionPlan, values: &[Vec<u8>]) -> Result<Vec<u8>, String> {
+    if values.len() != a.params.len() {
+        return Err(format!("action \"{}\" takes {} parameters, got {}", a.name, a.params.len(), values.len()));
+    }
+    let mut data = vec![0u8; a.data_len];
+    for (i, v) in values.iter().enumerate() {
+        let (off, len) = a.param_layout[i];
+        let dst = &mut data[off as usize..(off + len) as usize];
+        crate::tables::copy_right(dst, v);
+        crate::phv::mask_top(dst, a.params[i].1);
+    }
+    Ok(data)
+}

@@ -1,0 +1,203 @@
+//! Run-time state of a loaded program: table entries, action profiles,
+//! counters, meters, registers, the packet replication engine and mirroring.
+//!
+//! Concurrency invariant (today): one `Switch` owns its `State` and mutates it
+//! from one thread; control-plane commands and packets are serialized by the
+//! caller. Multi-core workers (issue 3) will publish immutable snapshots of
+//! the table part instead.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::plan::Plan;
+use crate::tables::{KeyFieldSpec, MeterState, TableState};
+use crate::value::nbytes;
+
+/// An action profile's members and groups.
+#[derive(Debug, Clone, Default)]
+pub struct ProfileState {
+    /// Member handle -> `(action index, action data)`.
+    pub members: Vec<Option<(u32, Box<[u8]>)>>,
+    /// Group handle -> member handles, sorted.
+    pub groups: Vec<Option<BTreeSet<u32>>>,
+    free_members: BTreeSet<u32>,
+    free_groups: BTreeSet<u32>,
+}
+
+fn alloc<T>(v: &mut Vec<Option<T>>, free: &mut BTreeSet<u32>, x: T) -> u32 {
+    match free.pop_first() {
+        Some(h) => {
+            v[h as usize] = Some(x);
+            h
+        }
+        None => {
+            v.push(Some(x));
+            (v.len() - 1) as u32
+        }
+    }
+}
+
+impl ProfileState {
+    /// Adds a member; returns its handle.
+    pub fn add_member(&mut self, action: u32, data: Box<[u8]>) -> u32 {
+        alloc(&mut self.members, &mut self.free_members, (action, data))
+    }
+    /// Deletes a member.
+    pub fn delete_member(&mut self, h: u32) -> bool {
+        match self.members.get_mut(h as usize) {
+            Some(m @ Some(_)) => {
+                *m = None;
+                self.free_members.insert(h);
+                for g in self.groups.iter_mut().flatten() {
+                    g.remove(&h);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+    /// Creates an empty group; returns its handle.
+    pub fn create_group(&mut self) -> u32 {
+        alloc(&mut self.groups, &mut self.free_groups, BTreeSet::new())
+    }
+    /// Deletes a group.
+    pub fn delete_group(&mut self, h: u32) -> bool {
+        match self.groups.get_mut(h as usize) {
+            Some(g @ Some(_)) => {
+                *g = None;
+                self.free_groups.insert(h);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A multicast node: replication id and ports.
+#[derive(Debug, Clone)]
+pub struct McNode {
+    pub rid: u16,
+    pub ports: BTreeSet<u32>,
+    pub lags: BTreeSet<u32>,
+}
+
+/// The packet replication engine.
+#[derive(Debug, Clone, Default)]
+pub struct Pre {
+    /// Group id -> node handles, in association order.
+    pub groups: BTreeMap<u32, Vec<u32>>,
+    pub nodes: Vec<Option<McNode>>,
+    free_nodes: BTreeSet<u32>,
+}
+
+impl Pre {
+    /// Creates a node; returns its handle.
+    pub fn create_node(&mut self, rid: u16, ports: BTreeSet<u32>, lags: BTreeSet<u32>) -> u32 {
+        alloc(&mut self.nodes, &mut self.free_nodes, McNode { rid, ports, lags })
+    }
+    /// Destroys a node (also removes it from groups).
+    pub fn destroy_node(&mut self, h: u32) -> bool {
+        match self.nodes.get_mut(h as usize) {
+            Some(n @ Some(_)) => {
+                *n = None;
+                self.free_nodes.insert(h);
+                for g in self.groups.values_mut() {
+                    g.retain(|x| *x != h);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+    /// The `(rid, port)` copies a group produces, in replication order.
+    pub fn replicate(&self, mgid: u32, out: &mut Vec<(u16, u32)>) {
+        out.clear();
+        if let Some(nodes) = self.groups.get(&mgid) {
+            for h in nodes {
+                if let Some(Some(n)) = self.nodes.get(*h as usize) {
+                    for p in &n.ports {
+                        out.push((n.rid, *p));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A mirroring (clone) session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MirrorSession {
+    pub port: Option<u32>,
+    pub mgid: Option<u32>,
+}
+
+/// A digest message produced by the data plane.
+#[derive(Debug, Clone)]
+pub struct Digest {
+    pub list: String,
+    pub receiver: u64,
+    /// Field values, big-endian.
+    pub values: Vec<Vec<u8>>,
+}
+
+/// All mutable state of a running program.
+#[derive(Debug, Clone)]
+pub struct State {
+    pub tables: Vec<TableState>,
+    pub profiles: Vec<ProfileState>,
+    /// `(packets, bytes)` per counter cell.
+    pub counters: Vec<Vec<(u64, u64)>>,
+    pub meters: Vec<Vec<MeterState>>,
+    pub registers: Vec<Vec<u128>>,
+    pub pre: Pre,
+    pub mirror: HashMap<u32, MirrorSession>,
+    /// Values of each parser value set: `(value, mask)`.
+    pub vsets: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// One algorithm object per calculation (custom CRC parameters are per calculation).
+    pub calc_algos: Vec<sluice_hash::Algorithm>,
+    pub digests: Vec<Digest>,
+    /// Drop statistics by reason.
+    pub dropped: u64,
+}
+
+impl State {
+    /// Fresh state for a plan, with const entries and default actions installed.
+    pub fn new(plan: &Plan) -> Result<State, crate::CompileError> {
+        let mut tables = Vec::new();
+        for t in &plan.tables {
+            let mut off = 0;
+            let mut key = Vec::new();
+            for k in &t.key {
+                let len = nbytes(k.width);
+                key.push(KeyFieldSpec { kind: k.kind, width: k.width, off, len });
+                off += len;
+            }
+            let mut ts = TableState::new(key, t.max_size.max(t.const_entries.len()));
+            ts.default = t.default_action.as_ref().map(|(a, d)| (*a, d.clone().into_boxed_slice()));
+            tables.push(ts);
+        }
+        let mut st = State {
+            tables,
+            profiles: vec![ProfileState::default(); plan.profiles.len()],
+            counters: plan.counters.iter().map(|c| vec![(0, 0); c.size]).collect(),
+            meters: plan.meters.iter().map(|c| vec![MeterState::default(); c.size]).collect(),
+            registers: plan.registers.iter().map(|c| vec![0; c.size]).collect(),
+            pre: Pre::default(),
+            mirror: HashMap::new(),
+            vsets: vec![Vec::new(); plan.vsets.len()],
+            calc_algos: plan
+                .calcs
+                .iter()
+                .map(|c| sluice_hash::Algorithm::from_name(&c.algo).expect("checked at compile time"))
+                .collect(),
+            digests: Vec::new(),
+            dropped: 0,
+        };
+        for (ti, t) in plan.tables.iter().enumerate() {
+            for (ei, ce) in t.const_entries.iter().enumerate() {
+                crate::control::install_const_entry(plan, &mut st, ti, ce)
+                    .map_err(|m| crate::CompileError::at(&ce.path, format!("const entry {ei}: {m}")))?;
+            }
+        }
+        Ok(st)
+    }
+}

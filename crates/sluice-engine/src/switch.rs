@@ -1,0 +1,720 @@
+//! The v1model switch: parser -> ingress -> replication/queueing -> egress ->
+//! deparser, with clone, resubmit, recirculate and multicast as simple_switch
+//! does them (see `docs/bmv2-semantics.md`).
+//!
+//! Memory invariant: PHVs and packet buffers come from per-switch pools and
+//! go back to them, so steady-state unicast forwarding allocates nothing.
+//! Concurrency invariant: a `Switch` is used from one thread at a time.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use crate::control::{Exec, PktMeta};
+use crate::expr::{Env, Root};
+use crate::phv::{read_bits, read_bits_into, write_bits, write_bits_from, Loc, Phv};
+use crate::plan::{ExtractTo, POp, Plan};
+use crate::state::State;
+use crate::value::nbytes;
+
+/// Instance type values of `standard_metadata.instance_type`.
+pub mod instance {
+    pub const NORMAL: u128 = 0;
+    pub const INGRESS_CLONE: u128 = 1;
+    pub const EGRESS_CLONE: u128 = 2;
+    pub const RECIRC: u128 = 4;
+    pub const REPLICATION: u128 = 5;
+    pub const RESUBMIT: u128 = 6;
+}
+
+/// The drop port of simple_switch.
+pub const DROP_PORT: u128 = 511;
+
+struct IngressItem {
+    data: Vec<u8>,
+    port: u32,
+    instance_type: u128,
+    /// `(field, value bytes)` preserved from the packet that caused this one.
+    preserved: Vec<(u32, [u8; 16], Option<Vec<u8>>)>,
+}
+
+struct EgressItem {
+    phv: Phv,
+    /// Payload bytes (unparsed remainder).
+    payload: Vec<u8>,
+    port: u32,
+    meta: PktMeta,
+}
+
+/// Counters the switch keeps about its own work.
+#[derive(Debug, Clone, Default)]
+pub struct SwitchStats {
+    pub received: u64,
+    pub transmitted: u64,
+    pub dropped: u64,
+}
+
+/// A loaded program with its state, ready to process packets.
+pub struct Switch {
+    pub plan: Plan,
+    pub state: State,
+    phv_pool: Vec<Phv>,
+    buf_pool: Vec<Vec<u8>>,
+    key_buf: Vec<u8>,
+    hash_buf: sluice_hash::BitPacker,
+    mc_buf: Vec<(u16, u32)>,
+    out_buf: Vec<u8>,
+    start: Instant,
+    /// When set, a per-packet trace is appended here.
+    pub trace: Option<String>,
+    pub stats: SwitchStats,
+    /// Bound on recirculation/resubmission depth of one input packet (bmv2 has none and can loop forever).
+    pub max_recirculations: u32,
+}
+
+impl Switch {
+    /// A switch for a compiled plan.
+    pub fn new(plan: Plan) -> Result<Switch, crate::CompileError> {
+        let state = State::new(&plan)?;
+        Ok(Switch {
+            plan,
+            state,
+            phv_pool: Vec::new(),
+            buf_pool: Vec::new(),
+            key_buf: Vec::with_capacity(256),
+            hash_buf: sluice_hash::BitPacker::with_capacity(256),
+            mc_buf: Vec::new(),
+            out_buf: Vec::with_capacity(16384),
+            start: Instant::now(),
+            trace: None,
+            stats: SwitchStats::default(),
+            max_recirculations: 64,
+        })
+    }
+
+    fn now_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
+    fn take_phv(&mut self) -> Phv {
+        self.phv_pool.pop().unwrap_or_else(|| self.plan.layout.new_phv())
+    }
+
+    fn take_buf(&mut self) -> Vec<u8> {
+        let mut b = self.buf_pool.pop().unwrap_or_default();
+        b.clear();
+        b
+    }
+
+    fn set_std(&mut self, phv: &mut Phv, f: Option<u32>, v: u128) {
+        if let Some(f) = f {
+            phv.set(&self.plan.layout.fields[f as usize], v);
+        }
+    }
+
+    fn get_std(&self, phv: &Phv, f: Option<u32>) -> u128 {
+        f.map(|f| phv.get(&self.plan.layout.fields[f as usize])).unwrap_or(0)
+    }
+
+    /// Processes one received packet and everything it causes (clones,
+    /// replicas, recirculations); `emit(port, bytes)` receives each packet sent.
+    pub fn process(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
+        self.stats.received += 1;
+        let mut buf = self.take_buf();
+        buf.extend_from_slice(data);
+        let mut ingress = VecDeque::new();
+        ingress.push_back(IngressItem { data: buf, port, instance_type: instance::NORMAL, preserved: Vec::new() });
+        let mut egress: VecDeque<EgressItem> = VecDeque::new();
+        let mut passes = 0;
+        while let Some(item) = ingress.pop_front() {
+            passes += 1;
+            if passes > self.max_recirculations + 1 {
+                self.stats.dropped += 1;
+                continue;
+            }
+            self.ingress(item, &mut ingress, &mut egress);
+            while let Some(e) = egress.pop_front() {
+                self.egress(e, &mut ingress, &mut egress, emit);
+            }
+        }
+    }
+
+    fn trace_line(&mut self, s: impl FnOnce() -> String) {
+        if let Some(t) = self.trace.as_mut() {
+            t.push_str(&s());
+        }
+    }
+
+    fn ingress(&mut self, item: IngressItem, ingress: &mut VecDeque<IngressItem>, egress: &mut VecDeque<EgressItem>) {
+        let mut phv = self.take_phv();
+        phv.reset();
+        let len = item.data.len() as u128;
+        let std = self.plan.std.clone();
+        self.set_std(&mut phv, std.ingress_port, item.port as u128);
+        self.set_std(&mut phv, std.packet_length, len);
+        self.set_std(&mut phv, std.instance_type, item.instance_type);
+        let now = self.now_us();
+        self.set_std(&mut phv, std.ingress_global_timestamp, now as u128);
+        for (f, v, wide) in &item.preserved {
+            let fi = &self.plan.layout.fields[*f as usize];
+            match wide {
+                Some(b) => phv.set_bytes(fi, b),
+                None => phv.set_bytes(fi, v),
+            }
+        }
+        let item_type = item.instance_type;
+        self.trace_line(|| format!("packet in port {} ({} bytes, instance_type {})\n", item.port, len, item_type));
+        let consumed = self.parse(&mut phv, &item.data);
+        let mut meta = PktMeta { len_reg: len as u32, ingress_len: len as u32, ..Default::default() };
+        self.run_pipeline(&mut phv, &mut meta, true);
+        // After ingress.
+        if let Some((session, fl)) = meta.clone.take() {
+            let sess = self.state.mirror.get(&(session & 0x7fff)).cloned();
+            self.trace_line(|| {
+                format!(
+                    "  clone I2E session {session}: {}\n",
+                    if sess.is_some() { "configured" } else { "not configured" }
+                )
+            });
+            if let Some(sess) = sess {
+                let mut cphv = self.take_phv();
+                cphv.reset();
+                self.set_std(&mut cphv, std.ingress_port, item.port as u128);
+                let cconsumed = self.parse(&mut cphv, &item.data);
+                // Keep the re-parsed headers, zero all metadata, then copy the field list.
+                let parsed = cphv.clone();
+                cphv.reset();
+                copy_headers_only(&self.plan, &mut cphv, &parsed);
+                self.copy_field_list(&mut cphv, &phv, fl);
+                self.set_std(&mut cphv, std.instance_type, instance::INGRESS_CLONE);
+                self.set_std(&mut cphv, std.packet_length, len);
+                let payload = item.data[cconsumed.min(item.data.len())..].to_vec();
+                let cmeta = PktMeta { len_reg: len as u32, ingress_len: len as u32, ..Default::default() };
+                self.enqueue_session(&sess, cphv, payload, cmeta, egress);
+            }
+        }
+        if let Some((r, l)) = meta.digest {
+            self.trace_line(|| format!("  digest list {l} receiver {r}\n"));
+        }
+        if let Some(fl) = meta.resubmit {
+            let preserved = self.preserved(&phv, fl);
+            self.trace_line(|| "  resubmit\n".to_string());
+            ingress.push_back(IngressItem {
+                data: item.data,
+                port: item.port,
+                instance_type: instance::RESUBMIT,
+                preserved,
+            });
+            self.phv_pool.push(phv);
+            return;
+        }
+        let mgid = self.get_std(&phv, std.mcast_grp) as u32;
+        let payload_start = consumed.min(item.data.len());
+        if mgid != 0 {
+            self.set_std(&mut phv, std.instance_type, instance::REPLICATION);
+            let mut copies = std::mem::take(&mut self.mc_buf);
+            self.state.pre.replicate(mgid, &mut copies);
+            self.trace_line(|| format!("  multicast group {mgid}: {} copies\n", copies.len()));
+            for (rid, port) in copies.iter() {
+                self.set_std(&mut phv, std.egress_rid, *rid as u128);
+                let mut c = self.take_phv();
+                c.copy_from(&phv);
+                let mut p = self.take_buf();
+                p.extend_from_slice(&item.data[payload_start..]);
+                let m = PktMeta { len_reg: meta.len_reg, ingress_len: meta.ingress_len, ..Default::default() };
+                egress.push_back(EgressItem { phv: c, payload: p, port: *port, meta: m });
+            }
+            self.mc_buf = copies;
+            self.phv_pool.push(phv);
+            self.buf_pool.push(item.data);
+            return;
+        }
+        let spec = self.get_std(&phv, std.egress_spec);
+        if spec == DROP_PORT {
+            self.trace_line(|| "  dropped at end of ingress\n".to_string());
+            self.stats.dropped += 1;
+            self.phv_pool.push(phv);
+            self.buf_pool.push(item.data);
+            return;
+        }
+        self.set_std(&mut phv, std.instance_type, instance::NORMAL);
+        let mut data = item.data;
+        data.drain(..payload_start);
+        let m = PktMeta {
+            len_reg: meta.len_reg,
+            ingress_len: meta.ingress_len,
+            truncate: meta.truncate,
+            ..Default::default()
+        };
+        self.trace_line(|| format!("  to egress port {spec}\n"));
+        egress.push_back(EgressItem { phv, payload: data, port: spec as u32, meta: m });
+    }
+
+    fn enqueue_session(
+        &mut self,
+        sess: &crate::state::MirrorSession,
+        phv: Phv,
+        payload: Vec<u8>,
+        meta: PktMeta,
+        egress: &mut VecDeque<EgressItem>,
+    ) {
+        let std = self.plan.std.clone();
+        if let Some(mgid) = sess.mgid {
+            let mut copies = std::mem::take(&mut self.mc_buf);
+            self.state.pre.replicate(mgid, &mut copies);
+            let mut src = phv.clone();
+            for (rid, port) in copies.iter() {
+                self.set_std(&mut src, std.egress_rid, *rid as u128);
+                let mut c = self.take_phv();
+                c.copy_from(&src);
+                let m = PktMeta { len_reg: meta.len_reg, ingress_len: meta.ingress_len, ..Default::default() };
+                egress.push_back(EgressItem { phv: c, payload: payload.clone(), port: *port, meta: m });
+            }
+            self.mc_buf = copies;
+        }
+        if let Some(port) = sess.port {
+            egress.push_back(EgressItem { phv, payload, port, meta });
+        }
+    }
+
+    fn preserved(&self, phv: &Phv, fl: Option<u32>) -> Vec<(u32, [u8; 16], Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        if let Some(list) = fl.and_then(|id| self.plan.field_lists.get(&(id as u64))) {
+            for f in list {
+                let fi = &self.plan.layout.fields[*f as usize];
+                if fi.width > 128 {
+                    let mut b = vec![0u8; nbytes(fi.width)];
+                    phv.get_bytes(fi, &mut b);
+                    out.push((*f, [0; 16], Some(b)));
+                } else {
+                    let mut b = [0u8; 16];
+                    crate::value::u128_to_be(phv.get(fi), &mut b);
+                    out.push((*f, b, None));
+                }
+            }
+        }
+        out
+    }
+
+    fn copy_field_list(&self, dst: &mut Phv, src: &Phv, fl: Option<u32>) {
+        for (f, v, wide) in self.preserved(src, fl) {
+            let fi = &self.plan.layout.fields[f as usize];
+            match wide {
+                Some(b) => dst.set_bytes(fi, &b),
+                None => dst.set_bytes(fi, &v),
+            }
+        }
+    }
+
+    fn run_pipeline(&mut self, phv: &mut Phv, meta: &mut PktMeta, ingress: bool) {
+        let now = self.now_us();
+        let mut trace = self.trace.take();
+        let init = if ingress { self.plan.ingress.init } else { self.plan.egress.init };
+        if let Some(t) = trace.as_mut() {
+            t.push_str(if ingress { "  ingress pipeline\n" } else { "  egress pipeline\n" });
+        }
+        let mut ex = Exec {
+            plan: &self.plan,
+            state: &mut self.state,
+            phv,
+            meta,
+            key_buf: &mut self.key_buf,
+            hash_buf: &mut self.hash_buf,
+            now_us: now,
+            trace: trace.as_mut(),
+        };
+        ex.run_pipeline(init);
+        meta.exit = false;
+        self.trace = trace;
+    }
+
+    fn egress(
+        &mut self,
+        mut e: EgressItem,
+        ingress: &mut VecDeque<IngressItem>,
+        egress: &mut VecDeque<EgressItem>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        let std = self.plan.std.clone();
+        let now = self.now_us();
+        self.set_std(&mut e.phv, std.egress_global_timestamp, now as u128);
+        self.set_std(&mut e.phv, std.egress_port, e.port as u128);
+        self.set_std(&mut e.phv, std.egress_spec, 512);
+        self.set_std(&mut e.phv, std.packet_length, e.meta.len_reg as u128);
+        self.trace_line(|| format!("  egress port {}\n", e.port));
+        let mut meta = std::mem::take(&mut e.meta);
+        self.run_pipeline(&mut e.phv, &mut meta, false);
+        if let Some((session, fl)) = meta.clone.take() {
+            if let Some(sess) = self.state.mirror.get(&(session & 0x7fff)).cloned() {
+                self.trace_line(|| format!("  clone E2E session {session}\n"));
+                let mut c = self.take_phv();
+                c.reset();
+                copy_headers_only(&self.plan, &mut c, &e.phv);
+                self.copy_field_list(&mut c, &e.phv, fl);
+                self.set_std(&mut c, std.instance_type, instance::EGRESS_CLONE);
+                let cm = PktMeta { len_reg: meta.len_reg, ingress_len: meta.ingress_len, ..Default::default() };
+                self.enqueue_session(&sess, c, e.payload.clone(), cm, egress);
+            }
+        }
+        if self.get_std(&e.phv, std.egress_spec) == DROP_PORT {
+            self.trace_line(|| "  dropped at end of egress\n".to_string());
+            self.stats.dropped += 1;
+            self.phv_pool.push(e.phv);
+            self.buf_pool.push(e.payload);
+            return;
+        }
+        let mut out = std::mem::take(&mut self.out_buf);
+        self.deparse(&mut e.phv, &e.payload, &mut out);
+        if let Some(fl) = meta.recirculate {
+            let preserved = self.preserved(&e.phv, fl);
+            self.trace_line(|| "  recirculate\n".to_string());
+            let mut b = self.take_buf();
+            b.extend_from_slice(&out);
+            ingress.push_back(IngressItem { data: b, port: 0, instance_type: instance::RECIRC, preserved });
+        } else {
+            let n = meta.truncate.map_or(out.len(), |t| (t as usize).min(out.len()));
+            self.trace_line(|| format!("  transmit port {} ({} bytes)\n", e.port, n));
+            self.stats.transmitted += 1;
+            emit(e.port, &out[..n]);
+        }
+        self.out_buf = out;
+        self.phv_pool.push(e.phv);
+        self.buf_pool.push(e.payload);
+    }
+
+    /// Runs the parser and checksum verification; returns the bytes consumed.
+    pub fn parse(&mut self, phv: &mut Phv, data: &[u8]) -> usize {
+        let plan = &self.plan;
+        let layout = &plan.layout;
+        let mut cursor: usize = 0; // bits
+        let mut state = plan.init_state;
+        let mut error: Option<u64> = None;
+        let total_bits = data.len() * 8;
+        let err = |name: &str| plan.errors.get(name).copied().unwrap_or(0);
+        let mut meta = PktMeta::default();
+        let mut trace = self.trace.take();
+        'states: while let Some(si) = state {
+            let st = &plan.states[si as usize];
+            if let Some(t) = trace.as_mut() {
+                t.push_str(&format!("  parser state {}\n", st.name));
+            }
+            for op in &st.ops {
+                match op {
+                    POp::Extract(to) | POp::ExtractVl(to, _) => {
+                        let h = match to {
+                            ExtractTo::Header(h) => *h,
+                            ExtractTo::StackNext(s) => {
+                                let next = phv.stack_next[*s as usize] as usize;
+                                let sh = &layout.stacks[*s as usize].headers;
+                                if next >= sh.len() {
+                                    error = Some(err("StackOutOfBounds"));
+                                    break 'states;
+                                }
+                                sh[next]
+                            }
+                            ExtractTo::UnionStackNext(us, m) => {
+                                let next = phv.union_stack_next[*us as usize] as usize;
+                                let us_ = &layout.union_stacks[*us as usize].unions;
+                                if next >= us_.len() {
+                                    error = Some(err("StackOutOfBounds"));
+                                    break 'states;
+                                }
+                                layout.unions[us_[next] as usize].headers[*m]
+                            }
+                        };
+                        let hi = &layout.headers[h as usize];
+                        let mut vl_bits = 0u32;
+                        if let POp::ExtractVl(_, len) = op {
+                            let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+                            let n = len.eval_u128(&env);
+                            if n % 8 != 0 {
+                                error = Some(err("ParserInvalidArgument"));
+                                break 'states;
+                            }
+                            vl_bits = n.min(u32::MAX as u128) as u32;
+                        }
+                        let bits = hi.fixed_bits as usize + vl_bits as usize;
+                        if cursor + bits > total_bits {
+                            error = Some(err("PacketTooShort"));
+                            break 'states;
+                        }
+                        if let Some(vf) = hi.varbit_field {
+                            let f = &layout.fields[hi.fields[vf] as usize];
+                            if vl_bits > f.width {
+                                error = Some(err("HeaderTooShort"));
+                                break 'states;
+                            }
+                        }
+                        extract_header(layout, phv, h, data, cursor, vl_bits);
+                        phv.valid[h as usize] = true;
+                        if let Some(u) = hi.union {
+                            for o in &layout.unions[u as usize].headers {
+                                if *o != h {
+                                    phv.valid[*o as usize] = false;
+                                }
+                            }
+                        }
+                        match to {
+                            ExtractTo::StackNext(s) => phv.stack_next[*s as usize] += 1,
+                            ExtractTo::UnionStackNext(us, _) => phv.union_stack_next[*us as usize] += 1,
+                            _ => {}
+                        }
+                        if let Some(t) = trace.as_mut() {
+                            t.push_str(&format!("    extract {} ({} bits)\n", hi.name, bits));
+                        }
+                        cursor += bits;
+                    }
+                    POp::Set(dst, src) => {
+                        if let crate::expr::CExpr::Lookahead { width, .. } = &src.e {
+                            if total_bits - cursor.min(total_bits) < nbytes(*width) * 8 {
+                                error = Some(err("PacketTooShort"));
+                                break 'states;
+                            }
+                        }
+                        let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+                        match dst {
+                            crate::plan::Dst::Field(f) => {
+                                let fi = &layout.fields[*f as usize];
+                                if fi.width <= 128 {
+                                    let v = src.eval_u128(&env);
+                                    phv.set(fi, v);
+                                } else {
+                                    let mut b = vec![0u8; nbytes(fi.width)];
+                                    src.eval_bytes(&env, &mut b);
+                                    phv.set_bytes(fi, &b);
+                                }
+                            }
+                            crate::plan::Dst::Dyn(h, idx) => {
+                                let v = src.eval_u128(&env);
+                                if let Some(hd) = crate::expr::resolve_href(h, &env) {
+                                    let f = layout.headers[hd as usize].fields[*idx];
+                                    phv.set(&layout.fields[f as usize], v);
+                                }
+                            }
+                        }
+                    }
+                    POp::Verify(cond, e) => {
+                        let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+                        if !cond.eval_bool(&env) {
+                            error = Some(e.eval_u128(&env) as u64);
+                            break 'states;
+                        }
+                    }
+                    POp::Advance(n) => {
+                        let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+                        let n = n.eval_u128(&env) as usize;
+                        if n % 8 != 0 {
+                            error = Some(err("ParserInvalidArgument"));
+                            break 'states;
+                        }
+                        if cursor + n > total_bits {
+                            error = Some(err("PacketTooShort"));
+                            break 'states;
+                        }
+                        cursor += n;
+                    }
+                    POp::Prim(p) => {
+                        let mut ex = Exec {
+                            plan,
+                            state: &mut self.state,
+                            phv,
+                            meta: &mut meta,
+                            key_buf: &mut self.key_buf,
+                            hash_buf: &mut self.hash_buf,
+                            now_us: 0,
+                            trace: None,
+                        };
+                        let mut pc = 0;
+                        ex.run_prim(p, &[], &mut pc);
+                    }
+                }
+            }
+            // Transition key
+            if st.key.is_empty() {
+                state = st.transitions.iter().find(|t| t.default).and_then(|t| t.next);
+                if st.transitions.iter().all(|t| !t.default) {
+                    state = None;
+                }
+                continue;
+            }
+            let mut key = [0u8; 128];
+            let mut koff = 0;
+            let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+            for (r, nb) in &st.key {
+                let nb = *nb as usize;
+                if let crate::expr::CExpr::Lookahead { off, width } = &r.e {
+                    let need_bytes = (*off as usize) / 8 + nbytes(*width);
+                    if cursor / 8 + need_bytes > data.len() {
+                        error = Some(err("PacketTooShort"));
+                        break 'states;
+                    }
+                }
+                if koff + nb > key.len() {
+                    break;
+                }
+                r.eval_bytes(&env, &mut key[koff..koff + nb]);
+                koff += nb;
+            }
+            let key = &key[..koff];
+            let mut next = None;
+            let mut matched = false;
+            for t in &st.transitions {
+                let hit = if t.default {
+                    true
+                } else if let Some(vs) = t.vset {
+                    self.state.vsets[vs as usize].iter().any(|(v, m)| {
+                        key.iter().zip(v.iter().zip(m.iter())).all(|(k, (v, m))| k & m == v & m) && v.len() == key.len()
+                    })
+                } else {
+                    match &t.mask {
+                        Some(m) => key.iter().zip(t.value.iter().zip(m.iter())).all(|(k, (v, m))| k & m == v & m),
+                        None => key == t.value.as_slice(),
+                    }
+                };
+                if hit {
+                    next = t.next;
+                    matched = true;
+                    break;
+                }
+            }
+            if !matched {
+                next = None;
+            }
+            state = next;
+        }
+        if let Some(e) = error {
+            if let Some(t) = trace.as_mut() {
+                t.push_str(&format!("    parser error {e}\n"));
+            }
+        }
+        let perr = error.unwrap_or_else(|| err("NoError"));
+        if let Some(f) = plan.std.parser_error {
+            phv.set(&layout.fields[f as usize], perr as u128);
+        }
+        // Checksum verification.
+        let mut bad = false;
+        for c in &plan.checksums {
+            if !c.verify {
+                continue;
+            }
+            let tf = &layout.fields[c.target as usize];
+            if !phv.valid[tf.header as usize] {
+                continue;
+            }
+            if let Some(cond) = &c.cond {
+                let env = Env { layout, phv: &*phv, params: &[], packet: &[], cursor_bits: 0 };
+                if !cond.eval_bool(&env) {
+                    continue;
+                }
+            }
+            let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize);
+            if v as u128 != phv.get(tf) {
+                bad = true;
+            }
+        }
+        if let Some(f) = plan.std.checksum_error {
+            phv.set(&layout.fields[f as usize], bad as u128);
+        }
+        self.trace = trace;
+        cursor.div_ceil(8)
+    }
+
+    /// Updates checksums and writes valid headers then the payload into `out`.
+    pub fn deparse(&mut self, phv: &mut Phv, payload: &[u8], out: &mut Vec<u8>) {
+        let plan = &self.plan;
+        let layout = &plan.layout;
+        for c in &plan.checksums {
+            if !c.update {
+                continue;
+            }
+            if let Some(cond) = &c.cond {
+                let env = Env { layout, phv: &*phv, params: &[], packet: &[], cursor_bits: 0 };
+                if !cond.eval_bool(&env) {
+                    continue;
+                }
+            }
+            let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize);
+            phv.set(&layout.fields[c.target as usize], v as u128);
+        }
+        out.clear();
+        let mut bits = 0usize;
+        for h in &plan.deparse_order {
+            if phv.valid[*h as usize] {
+                bits += (layout.headers[*h as usize].fixed_bits + phv.varbit_len[*h as usize]) as usize;
+            }
+        }
+        out.resize(bits.div_ceil(8), 0);
+        let mut cursor = 0;
+        for h in &plan.deparse_order {
+            if !phv.valid[*h as usize] {
+                continue;
+            }
+            let hi = &layout.headers[*h as usize];
+            for (i, f) in hi.fields.iter().enumerate() {
+                let fi = &layout.fields[*f as usize];
+                if Some(i) == hi.varbit_field {
+                    let vl = phv.varbit_len[*h as usize];
+                    if let Loc::Wide { off, len } = fi.loc {
+                        let src = &phv.wide[off as usize..(off + len) as usize];
+                        write_bits_from(out, cursor, vl, src);
+                    }
+                    cursor += vl as usize;
+                    continue;
+                }
+                match fi.loc {
+                    Loc::Slot(s) => write_bits(out, cursor, fi.width, phv.slots[s as usize]),
+                    Loc::Wide { off, len } => {
+                        write_bits_from(out, cursor, fi.width, &phv.wide[off as usize..(off + len) as usize])
+                    }
+                }
+                cursor += fi.width as usize;
+            }
+        }
+        out.extend_from_slice(payload);
+    }
+}
+
+fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
+    for (h, hi) in plan.layout.headers.iter().enumerate() {
+        if hi.metadata {
+            continue;
+        }
+        for f in &hi.fields {
+            let fi = &plan.layout.fields[*f as usize];
+            match fi.loc {
+                Loc::Slot(s) => dst.slots[s as usize] = src.slots[s as usize],
+                Loc::Wide { off, len } => dst.wide[off as usize..(off + len) as usize]
+                    .copy_from_slice(&src.wide[off as usize..(off + len) as usize]),
+            }
+        }
+        dst.valid[h] = src.valid[h];
+        dst.varbit_len[h] = src.varbit_len[h];
+    }
+    dst.stack_next.copy_from_slice(&src.stack_next);
+    dst.union_stack_next.copy_from_slice(&src.union_stack_next);
+}
+
+fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8], mut cursor: usize, vl_bits: u32) {
+    let hi = &layout.headers[h as usize];
+    for (i, f) in hi.fields.iter().enumerate() {
+        let fi = &layout.fields[*f as usize];
+        if Some(i) == hi.varbit_field {
+            if let Loc::Wide { off, len } = fi.loc {
+                let dst = &mut phv.wide[off as usize..(off + len) as usize];
+                read_bits_into(data, cursor, vl_bits, dst);
+            }
+            phv.varbit_len[h as usize] = vl_bits;
+            cursor += vl_bits as usize;
+            continue;
+        }
+        match fi.loc {
+            Loc::Slot(s) => phv.slots[s as usize] = read_bits(data, cursor, fi.width),
+            Loc::Wide { off, len } => {
+                read_bits_into(data, cursor, fi.width, &mut phv.wide[off as usize..(off + len) as usize])
+            }
+        }
+        cursor += fi.width as usize;
+    }
+}
+
+#[allow(dead_code)]
+fn _root_used(_: Root) {}

@@ -1,0 +1,598 @@
+//! Match tables: entries, handles and lookup structures.
+//!
+//! A key is the concatenation of its fields, each right-aligned in
+//! `ceil(width/8)` big-endian bytes (a `valid` key is one byte, 0 or 1).
+//! Lookup structure is chosen from the key's match kinds:
+//! - all exact (and valid): one hash map from key bytes to handle;
+//! - one lpm field plus exact ones: one hash map per prefix length, longest first;
+//! - anything with ternary, range or optional: entries sorted by priority
+//!   (lower number wins, then older handle), each checked as value/mask bytes
+//!   plus range bounds.
+//!
+//! Handles are allocated as bmv2 does: from 0 per table, the lowest free one first.
+
+use std::collections::BTreeSet;
+
+use hashbrown::HashMap;
+
+/// Match kind of one key field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchKind {
+    Exact,
+    Lpm,
+    Ternary,
+    Range,
+    Valid,
+    Optional,
+}
+
+impl MatchKind {
+    /// From the JSON `match_type` string.
+    pub fn from_name(s: &str) -> Option<MatchKind> {
+        Some(match s {
+            "exact" => MatchKind::Exact,
+            "lpm" => MatchKind::Lpm,
+            "ternary" => MatchKind::Ternary,
+            "range" => MatchKind::Range,
+            "valid" => MatchKind::Valid,
+            "optional" => MatchKind::Optional,
+            _ => return None,
+        })
+    }
+}
+
+/// Shape of one key field inside the key bytes.
+#[derive(Debug, Clone)]
+pub struct KeyFieldSpec {
+    pub kind: MatchKind,
+    pub width: u32,
+    pub off: usize,
+    pub len: usize,
+}
+
+/// One field's match value in an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldMatch {
+    Exact(Vec<u8>),
+    Lpm(Vec<u8>, u32),
+    Ternary(Vec<u8>, Vec<u8>),
+    Range(Vec<u8>, Vec<u8>),
+    Valid(bool),
+    /// `None` is the wildcard.
+    Optional(Option<Vec<u8>>),
+}
+
+/// What an entry does on a hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryAction {
+    /// An action (plan index) with its data laid out as the action expects.
+    Direct { action: u32, data: Box<[u8]> },
+    /// An action profile member.
+    Member(u32),
+    /// An action selector group.
+    Group(u32),
+}
+
+/// Two-rate three-colour meter state (RFC 2698), rates in units per microsecond.
+#[derive(Debug, Clone, Default)]
+pub struct MeterState {
+    /// `[(rate, burst)]`: committed then peak; empty when not configured (all green).
+    pub rates: Vec<(f64, u32)>,
+    pub tokens: [f64; 2],
+    pub last_us: u64,
+}
+
+impl MeterState {
+    /// Colours a packet of `size` units at time `now_us`: 0 green, 1 yellow, 2 red.
+    pub fn execute(&mut self, size: u64, now_us: u64) -> u32 {
+        if self.rates.len() < 2 {
+            return 0;
+        }
+        let dt = now_us.saturating_sub(self.last_us) as f64;
+        self.last_us = now_us;
+        for i in 0..2 {
+            let (rate, burst) = self.rates[i];
+            self.tokens[i] = (self.tokens[i] + rate * dt).min(burst as f64);
+        }
+        let s = size as f64;
+        // Peak bucket first, then committed (colour-blind mode).
+        if self.tokens[1] < s {
+            return 2;
+        }
+        if self.tokens[0] < s {
+            self.tokens[1] -= s;
+            return 1;
+        }
+        self.tokens[1] -= s;
+        self.tokens[0] -= s;
+        0
+    }
+
+    /// Configures rates and fills the buckets.
+    pub fn set_rates(&mut self, rates: Vec<(f64, u32)>, now_us: u64) {
+        self.tokens = [0.0; 2];
+        for (i, (_, b)) in rates.iter().enumerate().take(2) {
+            self.tokens[i] = *b as f64;
+        }
+        self.rates = rates;
+        self.last_us = now_us;
+    }
+}
+
+/// A table entry.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub matches: Vec<FieldMatch>,
+    pub priority: i32,
+    pub action: EntryAction,
+    pub packets: u64,
+    pub bytes: u64,
+    pub meter: MeterState,
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+struct Flat {
+    handle: u32,
+    priority: i32,
+    value: Vec<u8>,
+    mask: Vec<u8>,
+    ranges: Vec<(usize, usize, Vec<u8>, Vec<u8>)>,
+}
+
+#[derive(Debug, Clone)]
+enum Index {
+    Exact(HashMap<Box<[u8]>, u32>),
+    /// `(lpm field offset, len, width)` and maps by prefix length, longest first.
+    Lpm {
+        off: usize,
+        len: usize,
+        width: u32,
+        by_len: Vec<(u32, HashMap<Box<[u8]>, u32>)>,
+    },
+    Scan(Vec<Flat>),
+}
+
+/// Why a table operation failed (names follow bmv2's runtime error codes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableError {
+    DuplicateEntry(u32),
+    InvalidHandle,
+    TableFull,
+    BadMatchKey(String),
+}
+
+impl std::fmt::Display for TableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TableError::DuplicateEntry(h) => write!(f, "DUPLICATE_ENTRY (existing handle {h})"),
+            TableError::InvalidHandle => write!(f, "INVALID_HANDLE"),
+            TableError::TableFull => write!(f, "TABLE_FULL"),
+            TableError::BadMatchKey(m) => write!(f, "BAD_MATCH_KEY: {m}"),
+        }
+    }
+}
+
+/// The run-time state of one match table.
+#[derive(Debug, Clone)]
+pub struct TableState {
+    pub key: Vec<KeyFieldSpec>,
+    pub key_len: usize,
+    pub max_size: usize,
+    pub entries: Vec<Option<Entry>>,
+    free: BTreeSet<u32>,
+    count: usize,
+    index: Index,
+    /// The current default action.
+    pub default: Option<(u32, Box<[u8]>)>,
+    /// Packets/bytes counted on misses are not kept (bmv2 has no miss counter).
+    pub needs_priority: bool,
+}
+
+impl TableState {
+    /// An empty table for the given key shape.
+    pub fn new(key: Vec<KeyFieldSpec>, max_size: usize) -> TableState {
+        let key_len = key.iter().map(|k| k.len).sum();
+        let needs_priority =
+            key.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional));
+        let lpm: Vec<&KeyFieldSpec> = key.iter().filter(|k| k.kind == MatchKind::Lpm).collect();
+        let index = if needs_priority || lpm.len() > 1 {
+            Index::Scan(Vec::new())
+        } else if let Some(l) = lpm.first() {
+            Index::Lpm { off: l.off, len: l.len, width: l.width, by_len: Vec::new() }
+        } else {
+            Index::Exact(HashMap::new())
+        };
+        TableState {
+            key,
+            key_len,
+            max_size,
+            entries: Vec::new(),
+            free: BTreeSet::new(),
+            count: 0,
+            index,
+            default: None,
+            needs_priority,
+        }
+    }
+
+    /// Number of installed entries.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when no entry is installed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Looks a key up; returns the hit handle.
+    #[inline]
+    pub fn lookup(&self, key: &[u8]) -> Option<u32> {
+        match &self.index {
+            Index::Exact(m) => m.get(key).copied(),
+            Index::Lpm { off, len, width, by_len } => {
+                if by_len.is_empty() {
+                    return None;
+                }
+                let mut buf = [0u8; 256];
+                let k = &mut buf[..key.len().min(256)];
+                if key.len() > 256 {
+                    return None;
+                }
+                for (plen, m) in by_len {
+                    k.copy_from_slice(key);
+                    apply_prefix(&mut k[*off..*off + *len], *width, *plen);
+                    if let Some(h) = m.get(&*k) {
+                        return Some(*h);
+                    }
+                }
+                None
+            }
+            Index::Scan(list) => {
+                'outer: for f in list {
+                    for i in 0..key.len() {
+                        if key[i] & f.mask[i] != f.value[i] {
+                            continue 'outer;
+                        }
+                    }
+                    for (off, len, lo, hi) in &f.ranges {
+                        let k = &key[*off..*off + *len];
+                        if k < lo.as_slice() || k > hi.as_slice() {
+                            continue 'outer;
+                        }
+                    }
+                    return Some(f.handle);
+                }
+                None
+            }
+        }
+    }
+
+    fn exact_key(&self, matches: &[FieldMatch]) -> Vec<u8> {
+        let mut k = vec![0u8; self.key_len];
+        for (spec, m) in self.key.iter().zip(matches) {
+            let dst = &mut k[spec.off..spec.off + spec.len];
+            match m {
+                FieldMatch::Exact(v) | FieldMatch::Lpm(v, _) => copy_right(dst, v),
+                FieldMatch::Valid(b) => dst[dst.len() - 1] = *b as u8,
+                _ => {}
+            }
+        }
+        if let Index::Lpm { off, len, width, .. } = &self.index {
+            let plen = matches
+                .iter()
+                .find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })
+                .unwrap_or(*width);
+            apply_prefix(&mut k[*off..*off + *len], *width, plen);
+        }
+        k
+    }
+
+    fn flat(&self, handle: u32, e: &Entry) -> Flat {
+        let mut value = vec![0u8; self.key_len];
+        let mut mask = vec![0u8; self.key_len];
+        let mut ranges = Vec::new();
+        for (spec, m) in self.key.iter().zip(&e.matches) {
+            let (v, mk) = (&mut value[spec.off..spec.off + spec.len], &mut mask[spec.off..spec.off + spec.len]);
+            match m {
+                FieldMatch::Exact(x) | FieldMatch::Optional(Some(x)) => {
+                    copy_right(v, x);
+                    full_mask(mk, spec.width);
+                }
+                FieldMatch::Optional(None) => {}
+                FieldMatch::Lpm(x, p) => {
+                    copy_right(v, x);
+                    full_mask(mk, spec.width);
+                    apply_prefix(mk, spec.width, *p);
+                }
+                FieldMatch::Ternary(x, m) => {
+                    copy_right(v, x);
+                    copy_right(mk, m);
+                }
+                FieldMatch::Valid(b) => {
+                    v[spec.len - 1] = *b as u8;
+                    mk[spec.len - 1] = 1;
+                }
+                FieldMatch::Range(lo, hi) => {
+                    let mut l = vec![0u8; spec.len];
+                    let mut h = vec![0u8; spec.len];
+                    copy_right(&mut l, lo);
+                    copy_right(&mut h, hi);
+                    ranges.push((spec.off, spec.len, l, h));
+                }
+            }
+        }
+        for i in 0..value.len() {
+            value[i] &= mask[i];
+        }
+        Flat { handle, priority: e.priority, value, mask, ranges }
+    }
+
+    /// Finds an installed entry with the same match (and priority, where it matters).
+    pub fn find(&self, matches: &[FieldMatch], priority: i32) -> Option<u32> {
+        match &self.index {
+            Index::Exact(m) => m.get(self.exact_key(matches).as_slice()).copied(),
+            Index::Lpm { by_len, .. } => {
+                let plen = matches.iter().find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })?;
+                let k = self.exact_key(matches);
+                by_len.iter().find(|(l, _)| *l == plen).and_then(|(_, m)| m.get(k.as_slice()).copied())
+            }
+            Index::Scan(_) => self.entries.iter().enumerate().find_map(|(h, e)| match e {
+                Some(e) if e.priority == priority && normalize(&e.matches) == normalize(matches) => Some(h as u32),
+                _ => None,
+            }),
+        }
+    }
+
+    /// Adds an entry; returns its handle.
+    pub fn add(&mut self, mut e: Entry) -> Result<u32, TableError> {
+        if e.matches.len() != self.key.len() {
+            return Err(TableError::BadMatchKey(format!(
+                "expected {} key fields, got {}",
+                self.key.len(),
+                e.matches.len()
+            )));
+        }
+        // Canonicalize values to the field widths.
+        for (spec, m) in self.key.iter().zip(e.matches.iter_mut()) {
+            match m {
+                FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) | FieldMatch::Lpm(v, _) => {
+                    *v = fit(v, spec.len, spec.width)
+                }
+                FieldMatch::Ternary(v, mk) => {
+                    *mk = fit(mk, spec.len, spec.width);
+                    *v = fit(v, spec.len, spec.width);
+                    for (a, b) in v.iter_mut().zip(mk.iter()) {
+                        *a &= *b;
+                    }
+                }
+                FieldMatch::Range(a, b) => {
+                    *a = fit(a, spec.len, spec.width);
+                    *b = fit(b, spec.len, spec.width);
+                }
+                _ => {}
+            }
+            if let FieldMatch::Lpm(v, p) = m {
+                if *p > spec.width {
+                    return Err(TableError::BadMatchKey(format!("prefix length {p} exceeds width {}", spec.width)));
+                }
+                apply_prefix(v, spec.width, *p);
+            }
+        }
+        if let Some(h) = self.find(&e.matches, e.priority) {
+            return Err(TableError::DuplicateEntry(h));
+        }
+        if self.count >= self.max_size {
+            return Err(TableError::TableFull);
+        }
+        let handle = match self.free.pop_first() {
+            Some(h) => h,
+            None => {
+                self.entries.push(None);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        match &mut self.index {
+            Index::Scan(_) => {
+                let f = self.flat(handle, &e);
+                if let Index::Scan(list) = &mut self.index {
+                    let pos = list.partition_point(|x| (x.priority, x.handle) < (f.priority, f.handle));
+                    list.insert(pos, f);
+                }
+            }
+            _ => {
+                let k = self.exact_key(&e.matches).into_boxed_slice();
+                match &mut self.index {
+                    Index::Exact(m) => {
+                        m.insert(k, handle);
+                    }
+                    Index::Lpm { width, by_len, .. } => {
+                        let plen = e
+                            .matches
+                            .iter()
+                            .find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })
+                            .unwrap_or(*width);
+                        let pos = match by_len.iter().position(|(l, _)| *l <= plen) {
+                            Some(p) if by_len[p].0 == plen => p,
+                            Some(p) => {
+                                by_len.insert(p, (plen, HashMap::new()));
+                                p
+                            }
+                            None => {
+                                by_len.push((plen, HashMap::new()));
+                                by_len.len() - 1
+                            }
+                        };
+                        by_len[pos].1.insert(k, handle);
+                    }
+                    Index::Scan(_) => unreachable!(),
+                }
+            }
+        }
+        e.packets = 0;
+        e.bytes = 0;
+        self.entries[handle as usize] = Some(e);
+        self.count += 1;
+        Ok(handle)
+    }
+
+    /// Removes an entry by handle.
+    pub fn delete(&mut self, handle: u32) -> Result<Entry, TableError> {
+        let e = self.entries.get_mut(handle as usize).and_then(|e| e.take()).ok_or(TableError::InvalidHandle)?;
+        let k = self.exact_key(&e.matches);
+        match &mut self.index {
+            Index::Exact(m) => {
+                m.remove(k.as_slice());
+            }
+            Index::Lpm { by_len, .. } => {
+                for (_, m) in by_len.iter_mut() {
+                    if m.get(k.as_slice()) == Some(&handle) {
+                        m.remove(k.as_slice());
+                    }
+                }
+                by_len.retain(|(_, m)| !m.is_empty());
+            }
+            Index::Scan(list) => list.retain(|f| f.handle != handle),
+        }
+        self.free.insert(handle);
+        self.count -= 1;
+        Ok(e)
+    }
+
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        let handles: Vec<u32> =
+            self.entries.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(h, _)| h as u32).collect();
+        for h in handles {
+            let _ = self.delete(h);
+        }
+        self.entries.clear();
+        self.free.clear();
+    }
+
+    /// The entry behind a handle.
+    pub fn get(&self, handle: u32) -> Option<&Entry> {
+        self.entries.get(handle as usize).and_then(|e| e.as_ref())
+    }
+
+    /// Mutable access to the entry behind a handle.
+    pub fn get_mut(&mut self, handle: u32) -> Option<&mut Entry> {
+        self.entries.get_mut(handle as usize).and_then(|e| e.as_mut())
+    }
+}
+
+fn normalize(m: &[FieldMatch]) -> Vec<FieldMatch> {
+    m.to_vec()
+}
+
+/// Right-aligns `src` into `dst` (truncating from the left when longer).
+pub fn copy_right(dst: &mut [u8], src: &[u8]) {
+    dst.fill(0);
+    let n = src.len().min(dst.len());
+    let dl = dst.len();
+    dst[dl - n..].copy_from_slice(&src[src.len() - n..]);
+}
+
+/// Resizes a big-endian value to `len` bytes and clears bits above `width`.
+pub fn fit(v: &[u8], len: usize, width: u32) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    copy_right(&mut out, v);
+    crate::phv::mask_top(&mut out, width);
+    out
+}
+
+fn full_mask(m: &mut [u8], width: u32) {
+    m.fill(0xff);
+    crate::phv::mask_top(m, width);
+}
+
+/// Keeps the top `plen` bits of a `width`-bit right-aligned field, clearing the rest.
+pub fn apply_prefix(v: &mut [u8], width: u32, plen: u32) {
+    let total = v.len() as u32 * 8;
+    let keep_from = total - width; // first bit of the field
+    let cut = keep_from + plen.min(width); // bits at or after `cut` are cleared
+    for (i, b) in v.iter_mut().enumerate() {
+        let start = i as u32 * 8;
+        if start >= cut {
+            *b = 0;
+        } else if start + 8 > cut {
+            let keep = cut - start;
+            *b &= !(0xffu8 >> keep);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(m: Vec<FieldMatch>, prio: i32, a: u32) -> Entry {
+        Entry {
+            matches: m,
+            priority: prio,
+            action: EntryAction::Direct { action: a, data: Box::new([]) },
+            packets: 0,
+            bytes: 0,
+            meter: MeterState::default(),
+            timeout_ms: None,
+        }
+    }
+
+    #[test]
+    fn lpm_longest_prefix_wins_and_handles_reuse() {
+        let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Lpm, width: 32, off: 0, len: 4 }], 10);
+        let h0 = t.add(entry(vec![FieldMatch::Lpm(vec![10, 0, 0, 0], 8)], 0, 1)).unwrap();
+        let h1 = t.add(entry(vec![FieldMatch::Lpm(vec![10, 1, 0, 0], 16)], 0, 2)).unwrap();
+        assert_eq!((h0, h1), (0, 1));
+        assert_eq!(t.lookup(&[10, 1, 2, 3]), Some(1));
+        assert_eq!(t.lookup(&[10, 2, 2, 3]), Some(0));
+        assert_eq!(t.lookup(&[11, 2, 2, 3]), None);
+        assert!(matches!(
+            t.add(entry(vec![FieldMatch::Lpm(vec![10, 1, 9, 9], 16)], 0, 3)),
+            Err(TableError::DuplicateEntry(1))
+        ));
+        t.delete(0).unwrap();
+        assert_eq!(t.lookup(&[10, 2, 2, 3]), None);
+        assert_eq!(t.add(entry(vec![FieldMatch::Lpm(vec![0, 0, 0, 0], 0)], 0, 4)).unwrap(), 0);
+        assert_eq!(t.lookup(&[99, 2, 2, 3]), Some(0));
+    }
+
+    #[test]
+    fn ternary_lower_priority_number_wins() {
+        let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Ternary, width: 16, off: 0, len: 2 }], 10);
+        t.add(entry(vec![FieldMatch::Ternary(vec![0x12, 0x00], vec![0xff, 0x00])], 20, 1)).unwrap();
+        t.add(entry(vec![FieldMatch::Ternary(vec![0x12, 0x34], vec![0xff, 0xff])], 10, 2)).unwrap();
+        assert_eq!(t.lookup(&[0x12, 0x34]), Some(1));
+        assert_eq!(t.lookup(&[0x12, 0x35]), Some(0));
+        assert_eq!(t.lookup(&[0x13, 0x35]), None);
+    }
+
+    #[test]
+    fn range_bounds_are_inclusive() {
+        let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Range, width: 16, off: 0, len: 2 }], 10);
+        t.add(entry(vec![FieldMatch::Range(vec![0, 10], vec![0, 20])], 1, 1)).unwrap();
+        assert_eq!(t.lookup(&[0, 10]), Some(0));
+        assert_eq!(t.lookup(&[0, 20]), Some(0));
+        assert_eq!(t.lookup(&[0, 21]), None);
+    }
+
+    #[test]
+    fn exact_table_full_and_invalid_handle() {
+        let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Exact, width: 9, off: 0, len: 2 }], 1);
+        t.add(entry(vec![FieldMatch::Exact(vec![1, 1])], 0, 1)).unwrap();
+        assert_eq!(t.lookup(&[1, 1]), Some(0));
+        assert!(matches!(t.add(entry(vec![FieldMatch::Exact(vec![0, 2])], 0, 1)), Err(TableError::TableFull)));
+        assert!(matches!(t.delete(5), Err(TableError::InvalidHandle)));
+    }
+
+    #[test]
+    fn meter_colours() {
+        let mut m = MeterState::default();
+        assert_eq!(m.execute(100, 0), 0);
+        m.set_rates(vec![(0.0, 100), (0.0, 200)], 0);
+        assert_eq!(m.execute(100, 1), 0);
+        assert_eq!(m.execute(50, 2), 1);
+        assert_eq!(m.execute(100, 3), 2);
+    }
+}
