@@ -137,7 +137,7 @@ pub struct ProfilePlan {
     pub name: String,
     pub max_size: usize,
     /// `(calculation algorithm, input fields)`.
-    pub selector: Option<(String, Vec<CExpr>, Vec<u32>)>,
+    pub selector: Option<Selector>,
 }
 
 /// Where an `extract` writes.
@@ -524,6 +524,22 @@ impl<'a> Cx<'a> {
     }
 }
 
+type Selector = (String, Vec<CExpr>, Vec<u32>);
+
+fn compile_selector(cx: &Cx, algo: &str, input: &[Expr], path: &str) -> Result<Selector, CompileError> {
+    if sluice_hash::Algorithm::from_name(algo).is_none() {
+        return Err(CompileError::at(path, format!("selector algorithm \"{algo}\" is not supported")));
+    }
+    let mut es = Vec::new();
+    let mut ws = Vec::new();
+    for e in input {
+        let ce = cx.ecx(&[], path).expr(e)?;
+        ws.push(width_of(cx.layout, &ce));
+        es.push(ce);
+    }
+    Ok((algo.to_string(), es, ws))
+}
+
 /// Compiles a loaded program into an execution plan.
 pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     let layout = Layout::new(p)?;
@@ -621,22 +637,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     for pl in &p.pipelines {
         for ap in &pl.action_profiles {
             let selector = match &ap.selector {
-                Some((algo, input)) => {
-                    if sluice_hash::Algorithm::from_name(algo).is_none() {
-                        return Err(CompileError::at(
-                            &ap.path,
-                            format!("selector algorithm \"{algo}\" is not supported"),
-                        ));
-                    }
-                    let mut es = Vec::new();
-                    let mut ws = Vec::new();
-                    for e in input {
-                        let ce = cx.ecx(&[], &ap.path).expr(e)?;
-                        ws.push(width_of(&layout, &ce));
-                        es.push(ce);
-                    }
-                    Some((algo.clone(), es, ws))
-                }
+                Some((algo, input)) => Some(compile_selector(&cx, algo, input, &ap.path)?),
                 None => None,
             };
             profile_by_name.insert(ap.name.clone(), profiles.len() as u32);
@@ -683,6 +684,15 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                         .ok_or_else(|| CompileError::at(&t.path, format!("action_ids: unknown action id {id}")))?,
                 );
             }
+            if t.action_ids.is_empty() {
+                // Older bmv2 JSON names the actions only.
+                for n in &t.actions {
+                    let a = actions.iter().position(|a| a.name == *n).ok_or_else(|| {
+                        CompileError::at(&t.path, format!("actions: unknown action \"{n}\""))
+                    })?;
+                    tactions.push(a as u32);
+                }
+            }
             let mut next_by_action = vec![None; tactions.len()];
             let mut next_hit = None;
             let mut next_miss = None;
@@ -706,11 +716,22 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             }
             let profile = match (&t.kind[..], &t.action_profile) {
                 ("simple", _) => None,
-                ("indirect" | "indirect_ws", Some(name)) => Some(
-                    *profile_by_name
-                        .get(name)
-                        .ok_or_else(|| CompileError::at(&t.path, format!("unknown action profile \"{name}\"")))?,
-                ),
+                ("indirect" | "indirect_ws", Some(name)) => match profile_by_name.get(name) {
+                    Some(p) => Some(*p),
+                    None => {
+                        // Older bmv2 JSON declares the profile (and selector) on the table.
+                        let selector = match &t.selector {
+                            Some((algo, input)) => Some(compile_selector(&cx, algo, input, &t.path)?),
+                            None if t.kind == "indirect_ws" => {
+                                return Err(CompileError::at(&t.path, "indirect_ws table without a selector"))
+                            }
+                            None => None,
+                        };
+                        profile_by_name.insert(name.clone(), profiles.len() as u32);
+                        profiles.push(ProfilePlan { name: name.clone(), max_size: t.max_size as usize, selector });
+                        Some((profiles.len() - 1) as u32)
+                    }
+                },
                 (other, _) => {
                     return Err(CompileError::at(
                         &format!("{}.type", t.path),

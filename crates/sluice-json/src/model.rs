@@ -416,6 +416,8 @@ pub struct Table {
     /// `simple`, `indirect` or `indirect_ws`.
     pub kind: String,
     pub action_profile: Option<String>,
+    /// Selector declared on the table itself (older bmv2 JSON): `(algo, input)`.
+    pub selector: Option<(String, Vec<Expr>)>,
     pub max_size: u64,
     pub with_counters: bool,
     pub support_timeout: bool,
@@ -483,7 +485,11 @@ pub fn parse_hexstr(s: &str) -> Option<(bool, Vec<u8>)> {
         Some(r) => (true, r),
         None => (false, s),
     };
-    let digits = rest.strip_prefix("0x").or_else(|| rest.strip_prefix("0X"))?;
+    // Older bmv2 JSON sometimes writes bare hex digits without the 0x prefix.
+    let digits = rest.strip_prefix("0x").or_else(|| rest.strip_prefix("0X")).unwrap_or(rest);
+    if !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
     let digits: String = if digits.len() % 2 == 1 { format!("0{digits}") } else { digits.to_string() };
     let mut out = Vec::with_capacity(digits.len() / 2);
     for i in (0..digits.len()).step_by(2) {
@@ -825,7 +831,18 @@ fn parse_table(t: &At) -> Result<Table, LoadError> {
     let actions = t.opt_arr("actions")?.iter().map(|x| x.str().map(str::to_string)).collect::<Result<_, _>>()?;
     let kind = t.str_of("type")?;
     let action_profile = opt_str(t, "action_profile")?.or(opt_str(t, "act_prof_name")?);
+    let selector = match t.opt("selector") {
+        Some(s) => {
+            let mut input = Vec::new();
+            for i in s.opt_arr("input")? {
+                input.push(parse_expr(&i)?);
+            }
+            Some((s.str_of("algo")?, input))
+        }
+        None => None,
+    };
     Ok(Table {
+        selector,
         name,
         id,
         key,
@@ -1105,7 +1122,8 @@ mod tests {
         assert_eq!(parse_hexstr("0x0800"), Some((false, vec![8, 0])));
         assert_eq!(parse_hexstr("-0x1"), Some((true, vec![1])));
         assert_eq!(parse_hexstr("0xabc"), Some((false, vec![0x0a, 0xbc])));
-        assert_eq!(parse_hexstr("12"), None);
+        assert_eq!(parse_hexstr("12"), Some((false, vec![0x12])));
+        assert_eq!(parse_hexstr("0xzz"), None);
     }
 
     #[test]
