@@ -638,7 +638,7 @@ impl Switch {
         let tail = &args[arrow + 1..];
         let t = self.table(head.first().copied().unwrap_or(""))?;
         let prio = self.table_is_prioritized(t);
-        let (action, keys, params, priority) = match indirect {
+        let (action, keys, priority) = match indirect {
             None => {
                 if head.len() < 2 {
                     return err("usage: table_add <table> <action> <match fields> => <action params> [priority]");
@@ -647,7 +647,7 @@ impl Switch {
                 let np = self.plan.actions[a as usize].params.len();
                 let (params, priority) = split_priority(tail, np, prio)?;
                 let data = self.action_data(a, params)?;
-                (EntryAction::Direct { action: a, data: data.into_boxed_slice() }, &head[2..], (), priority)
+                (EntryAction::Direct { action: a, data: data.into_boxed_slice() }, &head[2..], priority)
             }
             Some(group) => {
                 let (h, priority) = split_priority(tail, 1, prio)?;
@@ -659,16 +659,15 @@ impl Switch {
                         Some(Some(_)) => {}
                         _ => return err("Invalid table operation (INVALID_GRP_HANDLE)"),
                     }
-                    (EntryAction::Group(h), &head[1..], (), priority)
+                    (EntryAction::Group(h), &head[1..], priority)
                 } else {
                     if !matches!(self.state.profiles[p].members.get(h as usize), Some(Some(_))) {
                         return err("Invalid table operation (INVALID_MBR_HANDLE)");
                     }
-                    (EntryAction::Member(h), &head[1..], (), priority)
+                    (EntryAction::Member(h), &head[1..], priority)
                 }
             }
         };
-        let _ = params;
         let matches = self.parse_matches(t, keys)?;
         let e =
             Entry { matches, priority, action, packets: 0, bytes: 0, meter: MeterState::default(), timeout_ms: None };
@@ -738,7 +737,7 @@ impl Switch {
     fn dump_table(&self, t: usize) -> String {
         let ts = &self.state.tables[t];
         let mut out = String::new();
-        out.push_str(&format!("==========\nTABLE ENTRIES\n"));
+        out.push_str("==========\nTABLE ENTRIES\n");
         for (h, e) in ts.entries.iter().enumerate() {
             if let Some(e) = e {
                 out.push_str(&format!("**********\nDumping entry 0x{h:x}\nMatch key:\n"));

@@ -478,7 +478,8 @@ impl ExprCx<'_> {
                 CExpr::Const(small, Box::new(w))
             }
             Expr::Bool(b) => CExpr::Const(*b as i128, Box::new(Wide::from(*b as i64))),
-            Expr::RuntimeData(i) => {
+            // `local` is how p4c refers to action parameters inside expressions.
+            Expr::RuntimeData(i) | Expr::Local(i) => {
                 let (off, len) =
                     *self.params.get(*i as usize).ok_or_else(|| self.err(format!("runtime_data {i} out of range")))?;
                 CExpr::Param { off, len }
@@ -506,7 +507,6 @@ impl ExprCx<'_> {
                 CExpr::Cond(Box::new(self.expr(cond)?), Box::new(self.expr(left)?), Box::new(self.expr(right)?))
             }
             Expr::Op { op, left, right } => return self.op(op, left.as_deref(), right.as_deref()),
-            Expr::Local(_) => return Err(self.err("\"local\" parameters are not supported")),
             other => return Err(self.err(format!("{other:?} is not a value expression"))),
         })
     }

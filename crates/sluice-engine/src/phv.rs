@@ -415,7 +415,7 @@ pub fn mask_top(b: &mut [u8], width: u32) {
 /// Reads `width` (<= 128) bits starting at bit `off` of `buf` (big-endian bit order).
 #[inline]
 pub fn read_bits(buf: &[u8], off: usize, width: u32) -> u128 {
-    if off % 8 == 0 && width % 8 == 0 {
+    if off.is_multiple_of(8) && width.is_multiple_of(8) {
         let s = off / 8;
         return be_to_u128(&buf[s..s + width as usize / 8]);
     }
@@ -441,7 +441,7 @@ pub fn read_bits(buf: &[u8], off: usize, width: u32) -> u128 {
 /// Writes the low `width` (<= 128) bits of `v` at bit `off` of `buf`.
 #[inline]
 pub fn write_bits(buf: &mut [u8], off: usize, width: u32, v: u128) {
-    if off % 8 == 0 && width % 8 == 0 {
+    if off.is_multiple_of(8) && width.is_multiple_of(8) {
         let s = off / 8;
         u128_to_be(v, &mut buf[s..s + width as usize / 8]);
         return;

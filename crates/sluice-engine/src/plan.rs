@@ -551,7 +551,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
         meters: p.meter_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
         registers: p.register_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
     };
-    for e in &p.extern_instances {
+    if let Some(e) = p.extern_instances.first() {
         return Err(CompileError::at(&e.path, format!("extern instances (type \"{}\") are not supported", e.kind)));
     }
     // Actions
@@ -687,9 +687,10 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             if t.action_ids.is_empty() {
                 // Older bmv2 JSON names the actions only.
                 for n in &t.actions {
-                    let a = actions.iter().position(|a| a.name == *n).ok_or_else(|| {
-                        CompileError::at(&t.path, format!("actions: unknown action \"{n}\""))
-                    })?;
+                    let a = actions
+                        .iter()
+                        .position(|a| a.name == *n)
+                        .ok_or_else(|| CompileError::at(&t.path, format!("actions: unknown action \"{n}\"")))?;
                     tactions.push(a as u32);
                 }
             }

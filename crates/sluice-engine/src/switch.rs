@@ -426,7 +426,7 @@ impl Switch {
                         if let POp::ExtractVl(_, len) = op {
                             let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
                             let n = len.eval_u128(&env);
-                            if n % 8 != 0 {
+                            if !n.is_multiple_of(8) {
                                 error = Some(err("ParserInvalidArgument"));
                                 break 'states;
                             }
@@ -502,7 +502,7 @@ impl Switch {
                     POp::Advance(n) => {
                         let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
                         let n = n.eval_u128(&env) as usize;
-                        if n % 8 != 0 {
+                        if !n.is_multiple_of(8) {
                             error = Some(err("ParserInvalidArgument"));
                             break 'states;
                         }

@@ -131,13 +131,19 @@ pub struct Entry {
     pub timeout_ms: Option<u64>,
 }
 
+/// Key bytes to entry handle.
+type KeyMap = HashMap<Box<[u8]>, u32>;
+
+/// `(offset, length, low, high)` of one range field in the key.
+type RangeCheck = (usize, usize, Vec<u8>, Vec<u8>);
+
 #[derive(Debug, Clone)]
 struct Flat {
     handle: u32,
     priority: i32,
     value: Vec<u8>,
     mask: Vec<u8>,
-    ranges: Vec<(usize, usize, Vec<u8>, Vec<u8>)>,
+    ranges: Vec<RangeCheck>,
 }
 
 #[derive(Debug, Clone)]
@@ -148,7 +154,7 @@ enum Index {
         off: usize,
         len: usize,
         width: u32,
-        by_len: Vec<(u32, HashMap<Box<[u8]>, u32>)>,
+        by_len: Vec<(u32, KeyMap)>,
     },
     Scan(Vec<Flat>),
 }
@@ -251,10 +257,8 @@ impl TableState {
             }
             Index::Scan(list) => {
                 'outer: for f in list {
-                    for i in 0..key.len() {
-                        if key[i] & f.mask[i] != f.value[i] {
-                            continue 'outer;
-                        }
+                    if key.iter().zip(&f.mask).zip(&f.value).any(|((k, m), v)| k & m != *v) {
+                        continue 'outer;
                     }
                     for (off, len, lo, hi) in &f.ranges {
                         let k = &key[*off..*off + *len];

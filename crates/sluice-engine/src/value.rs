@@ -320,8 +320,6 @@ pub fn nbytes(bits: u32) -> usize {
 mod tests {
     use super::*;
 
-    fn both<F: Fn(&dyn Fn(i64) -> (i128, I512))>(_f: F) {}
-
     #[test]
     fn sign_extension_and_masks() {
         assert_eq!(<i128 as Num>::sext(0xff, 8), -1);
@@ -329,13 +327,12 @@ mod tests {
         assert_eq!(<i128 as Num>::mask(-1, 4), 15);
         assert_eq!(I512::from(-1i64).mask(4), I512::from(15));
         assert_eq!(I512::from(0xffu32).sext(8), I512::from(-1));
-        both(|_| (0, I512::ZERO));
     }
 
     #[test]
     fn wide_round_trip() {
         let bytes: Vec<u8> = (1..=42).collect();
-        let w = I512::from_be(&bytes);
+        let w = <I512 as Num>::from_be(&bytes);
         let mut out = vec![0u8; 42];
         w.write_be(&mut out);
         assert_eq!(out, bytes);
@@ -351,7 +348,7 @@ mod tests {
     fn shifts_past_the_width() {
         assert_eq!(<i128 as Num>::shl(1, 200), 0);
         assert_eq!(<i128 as Num>::shr(-5, 300), -1);
-        assert_eq!(I512::ONE.shl(600), I512::ZERO);
-        assert_eq!(I512::ONE.shl(300).shr(299), I512::from(2));
+        assert_eq!(Num::shl(I512::ONE, 600), I512::ZERO);
+        assert_eq!(Num::shr(Num::shl(I512::ONE, 300), 299), I512::from(2));
     }
 }

@@ -633,7 +633,9 @@ fn parse_header_type(a: &At) -> Result<HeaderType, LoadError> {
                 FieldWidth::Bits(w as u32)
             }
         };
+        // p4c writes the signedness as a boolean, some versions as 0/1.
         let signed = match items.get(2) {
+            Some(s) if s.v.is_u64() => s.u64()? != 0,
             Some(s) => s.bool()?,
             None => false,
         };

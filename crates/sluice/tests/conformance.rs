@@ -1,0 +1,148 @@
+//! Conformance: every case of `../shared/conformance/bmv2/` byte-exact per
+//! port (plus the CLI read-backs of `expect_cli.txt`), and every test of
+//! `../shared/conformance/p4c-stf/` except those listed, with a reason, in
+//! `tests/stf-known-failures.txt`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn shared() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance");
+    assert!(p.is_dir(), "conformance corpora not found at {}: clone the repo with ../shared beside it", p.display());
+    p
+}
+
+fn case_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Values of an `expect_cli.txt` answer, with bmv2's wording lines that carry no value dropped.
+fn cli_values(text: &str) -> Vec<String> {
+    text.lines().filter(|l| !l.starts_with("this is the direct counter")).map(|l| l.trim().to_string()).collect()
+}
+
+fn run_bmv2_case(dir: &Path) -> Result<(), String> {
+    let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    let mut sw = sluice::load(&dir.join("program.json"))?;
+    // Like simple_switch_CLI, a failing command is reported and the rest still run
+    // (some cases exercise error paths, e.g. EMPTY_GRP).
+    sluice::apply_commands(&mut sw, &dir.join("commands.txt"), false)?;
+    let ports: BTreeSet<u32> = std::fs::read_to_string(dir.join("ports.txt"))
+        .map_err(|e| e.to_string())?
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let outs = sluice::run_inputs(&mut sw, &dir.join("in"), Some(&ports), false)?;
+    for p in &ports {
+        let want: Vec<Vec<u8>> =
+            sluice::pcapio::read_pcap(&dir.join(format!("out/{p}.pcap")))?.into_iter().map(|(_, d)| d).collect();
+        let got = outs.get(p).cloned().unwrap_or_default();
+        if want.len() != got.len() {
+            return Err(format!("{name}: port {p}: expected {} packets, got {}", want.len(), got.len()));
+        }
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            if w != g {
+                let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+                return Err(format!(
+                    "{name}: port {p} packet {i} differs\n  expected {}\n  got      {}",
+                    hex(w),
+                    hex(g)
+                ));
+            }
+        }
+    }
+    let cli = dir.join("expect_cli.txt");
+    if cli.exists() {
+        let text = std::fs::read_to_string(&cli).map_err(|e| e.to_string())?;
+        for block in text.split("> ").filter(|b| !b.trim().is_empty()) {
+            let (cmd, answer) = block.split_once('\n').unwrap_or((block, ""));
+            let got = sw.command(cmd).unwrap_or_else(|e| e.to_string());
+            if cli_values(answer) != cli_values(&got) {
+                return Err(format!("{name}: `{cmd}` answered {got:?}, bmv2 answered {answer:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn bmv2_corpus_is_byte_exact() {
+    let dirs = case_dirs(&shared().join("bmv2"));
+    assert!(dirs.len() >= 20, "expected the bmv2 corpus, found {} cases", dirs.len());
+    let failures: Vec<String> = dirs.iter().filter_map(|d| run_bmv2_case(d).err()).collect();
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), dirs.len(), failures.join("\n"));
+}
+
+fn known_stf_failures() -> Vec<String> {
+    let text = include_str!("stf-known-failures.txt");
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn p4c_stf_corpus_passes() {
+    let dirs = case_dirs(&shared().join("p4c-stf"));
+    assert!(dirs.len() >= 100, "expected the p4c STF corpus, found {} tests", dirs.len());
+    let known = known_stf_failures();
+    let mut failed = Vec::new();
+    let mut unexpectedly_passing = Vec::new();
+    for d in &dirs {
+        let n = d.file_name().unwrap().to_string_lossy().to_string();
+        let (json, stf) = (d.join(format!("{n}.json")), d.join(format!("{n}.stf")));
+        if !stf.exists() {
+            continue;
+        }
+        let ok = matches!(sluice::stf::run_stf(&json, &stf, false), Ok(true));
+        match (ok, known.contains(&n)) {
+            (false, false) => failed.push(n),
+            (true, true) => unexpectedly_passing.push(n),
+            _ => {}
+        }
+    }
+    assert!(failed.is_empty(), "STF tests failed (not in the known-failures list): {failed:?}");
+    assert!(
+        unexpectedly_passing.is_empty(),
+        "STF tests now pass: remove them from tests/stf-known-failures.txt: {unexpectedly_passing:?}"
+    );
+}
+
+#[test]
+fn p4c_bench_programs_load() {
+    for d in case_dirs(&shared().join("p4c-bench")) {
+        let n = d.file_name().unwrap().to_string_lossy().to_string();
+        sluice::load(&d.join(format!("{n}.json"))).unwrap_or_else(|e| panic!("{n}: {e}"));
+    }
+}
+
+#[test]
+fn stf_runner_reports_a_wrong_expectation() {
+    let dir = shared().join("p4c-stf/arith-bmv2");
+    let text = std::fs::read_to_string(dir.join("arith-bmv2.stf")).unwrap();
+    // Flip the first hex digit of every expectation: the runner must fail.
+    let broken: String = text
+        .lines()
+        .map(|l| {
+            if let Some(rest) = l.strip_prefix("expect 0 ") {
+                let mut c: Vec<char> = rest.chars().collect();
+                let i = c.iter().position(|x| x.is_ascii_hexdigit()).unwrap();
+                c[i] = if c[i] == '0' { '1' } else { '0' };
+                format!("expect 0 {}\n", c.into_iter().collect::<String>())
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let tmp = std::env::temp_dir().join(format!("sluice-broken-{}.stf", std::process::id()));
+    std::fs::write(&tmp, broken).unwrap();
+    let r = sluice::stf::run_stf(&dir.join("arith-bmv2.json"), &tmp, false);
+    std::fs::remove_file(&tmp).ok();
+    assert_eq!(r, Ok(false));
+}

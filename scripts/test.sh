@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit, conformance and property tests.
+# Installs what it needs (Rust toolchain components) and fails loudly if the
+# conformance corpora (../shared beside the repo) are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/ensure-tools.sh
+if [ ! -d ../shared/conformance ]; then
+    echo "error: ../shared/conformance not found beside the repository (the conformance corpora are required)" >&2
+    exit 1
+fi
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --release -- -D warnings
+echo "== cargo test"
+cargo test --workspace --release
