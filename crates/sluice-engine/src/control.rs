@@ -33,6 +33,8 @@ pub struct Exec<'a> {
     pub phv: &'a mut Phv,
     pub meta: &'a mut PktMeta,
     pub key_buf: &'a mut Vec<u8>,
+    /// Reusable buffer for the running action's data.
+    pub act_buf: &'a mut Vec<u8>,
     pub hash_buf: &'a mut sluice_hash::BitPacker,
     pub now_us: u64,
     pub trace: Option<&'a mut String>,
@@ -107,9 +109,17 @@ impl Exec<'_> {
         self.build_key(ti);
         let plan = self.plan;
         let tp = &plan.tables[ti];
-        let hit = self.state.tables[ti].lookup(self.key_buf);
+        // p4c wraps single action calls in keyless tables: skip the lookup for them.
+        let hit = if tp.key.is_empty() && self.state.tables[ti].is_empty() {
+            None
+        } else {
+            self.state.tables[ti].lookup(self.key_buf)
+        };
         let len = self.meta.ingress_len as u64;
-        let (action, data): (u32, Box<[u8]>) = match hit {
+        // Action data is copied into a reusable buffer: no allocation per packet.
+        let mut data = std::mem::take(self.act_buf);
+        data.clear();
+        let action: u32 = match hit {
             Some(h) => {
                 let e = self.state.tables[ti].get_mut(h).expect("hit handle is live");
                 if tp.with_counters {
@@ -120,28 +130,39 @@ impl Exec<'_> {
                     let size = if plan.meters[*mi as usize].width == 1 { 1 } else { len };
                     (e.meter.execute(size, self.now_us), dst)
                 });
-                let action = e.action.clone();
+                let target = match &e.action {
+                    EntryAction::Direct { action, data: d } => {
+                        data.extend_from_slice(d);
+                        Ok(*action)
+                    }
+                    EntryAction::Member(m) => Err((false, *m)),
+                    EntryAction::Group(g) => Err((true, *g)),
+                };
                 if let Some((c, dst)) = colour {
                     self.write_dst(dst, c as u128, &[]);
                 }
-                match action {
-                    EntryAction::Direct { action, data } => (action, data),
-                    EntryAction::Member(m) => self.member(tp.profile, m),
-                    EntryAction::Group(g) => {
-                        let m = self.select_member(tp.profile, g);
-                        match m {
-                            Some(m) => self.member(tp.profile, m),
-                            None => return tp.base_default_next,
+                match target {
+                    Ok(a) => a,
+                    Err((false, m)) => self.member_into(tp.profile, m, &mut data),
+                    Err((true, g)) => match self.select_member(tp.profile, g) {
+                        Some(m) => self.member_into(tp.profile, m, &mut data),
+                        None => {
+                            *self.act_buf = data;
+                            return tp.base_default_next;
                         }
-                    }
+                    },
                 }
             }
             None => match &self.state.tables[ti].default {
-                Some((a, d)) => (*a, d.clone()),
+                Some((a, d)) => {
+                    data.extend_from_slice(d);
+                    *a
+                }
                 None => {
                     if let Some(t) = self.trace.as_deref_mut() {
                         t.push_str(&format!("  table {}: miss, no default action\n", tp.name));
                     }
+                    *self.act_buf = data;
                     return match tp.next_miss {
                         Some(n) => n,
                         None => tp.base_default_next,
@@ -161,6 +182,7 @@ impl Exec<'_> {
             ));
         }
         self.run_action(action as usize, &data);
+        *self.act_buf = data;
         if hit.is_some() {
             if let Some(n) = tp.next_hit {
                 return n;
@@ -174,11 +196,15 @@ impl Exec<'_> {
         }
     }
 
-    fn member(&self, profile: Option<u32>, m: u32) -> (u32, Box<[u8]>) {
+    /// Copies a profile member's action data into `data`; returns its action.
+    fn member_into(&self, profile: Option<u32>, m: u32, data: &mut Vec<u8>) -> u32 {
         let p = &self.state.profiles[profile.expect("indirect table has a profile") as usize];
         match p.members.get(m as usize) {
-            Some(Some((a, d))) => (*a, d.clone()),
-            _ => (0, Box::new([])),
+            Some(Some((a, d))) => {
+                data.extend_from_slice(d);
+                *a
+            }
+            _ => 0,
         }
     }
 
@@ -202,7 +228,11 @@ impl Exec<'_> {
                     }
                     let mut b = [0u8; 64];
                     let nb = nbytes(*w);
-                    crate::expr::Root { e: e.clone(), wide: *w > 126 }.eval_bytes(&env, &mut b[..nb]);
+                    if *w > 126 {
+                        crate::value::Num::write_be(e.eval::<crate::value::Wide>(&env), &mut b[..nb]);
+                    } else {
+                        crate::value::Num::write_be(e.eval::<i128>(&env), &mut b[..nb]);
+                    }
                     self.hash_buf.push_field(&b[..nb], *w as usize);
                 }
                 sluice_hash::Algorithm::from_name(algo).map(|a| a.compute(self.hash_buf.as_bytes())).unwrap_or(0)
@@ -275,6 +305,10 @@ impl Exec<'_> {
         let plan = self.plan;
         let layout = &plan.layout;
         match p {
+            Prim::SetSlot { slot, mask, src } => {
+                let v = src.eval_u128(&env!(self, data));
+                self.phv.slots[*slot as usize] = v & mask;
+            }
             Prim::Assign { dst, src } => match dst {
                 Dst::Field(f) => {
                     let fi = &layout.fields[*f as usize];
@@ -497,6 +531,29 @@ impl Exec<'_> {
 /// Computes calculation `ci` over `phv`, bmv2-style bit packing.
 pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash::BitPacker, ci: usize) -> u64 {
     let c = &plan.calcs[ci];
+    if c.is_csum16 && c.narrow_bits != usize::MAX {
+        return csum16_fields(plan, phv, c);
+    }
+    if c.narrow_bits <= 1900 {
+        // Fast path: every input is at most 128 bits; pack into a stack buffer.
+        let mut tmp = [0u8; 256];
+        let mut n = 0usize;
+        let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
+        for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
+            if let Some(h) = h {
+                if !phv.valid[*h as usize] {
+                    continue;
+                }
+            }
+            let v = match &r.e {
+                crate::expr::CExpr::Field(f) => phv.get(&plan.layout.fields[*f as usize]),
+                _ => r.eval_u128(&env),
+            };
+            crate::phv::write_bits(&mut tmp, n, *w, v & crate::value::mask128(*w));
+            n += *w as usize;
+        }
+        return state.calc_algos[ci].compute(&tmp[..n.div_ceil(8)]);
+    }
     buf.clear();
     let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
     for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
@@ -505,16 +562,74 @@ pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash
                 continue;
             }
         }
-        let mut b = [0u8; 512];
-        let nb = nbytes(*w);
-        match &r.e {
-            crate::expr::CExpr::Field(f) => phv.get_bytes(&plan.layout.fields[*f as usize], &mut b[..nb]),
-            _ => r.eval_bytes(&env, &mut b[..nb]),
+        if let crate::expr::CExpr::Field(f) = &r.e {
+            let fi = &plan.layout.fields[*f as usize];
+            if fi.width <= 64 {
+                buf.push_u64(phv.get(fi) as u64, fi.width as usize);
+                continue;
+            }
         }
-        mask_top(&mut b[..nb], *w);
-        buf.push_field(&b[..nb], *w as usize);
+        let nb = nbytes(*w);
+        let mut small = [0u8; 16];
+        let mut big = Vec::new();
+        let b: &mut [u8] = if nb <= 16 {
+            &mut small[..nb]
+        } else {
+            big.resize(nb, 0);
+            &mut big
+        };
+        match &r.e {
+            crate::expr::CExpr::Field(f) => phv.get_bytes(&plan.layout.fields[*f as usize], b),
+            _ => r.eval_bytes(&env, b),
+        }
+        mask_top(b, *w);
+        buf.push_field(b, *w as usize);
     }
     state.calc_algos[ci].compute(buf.as_bytes())
+}
+
+/// The Internet checksum of bit-packed fields, summed 16 bits at a time as
+/// the bits arrive (equal to packing then `csum16`, without the buffer).
+fn csum16_fields(plan: &Plan, phv: &Phv, c: &crate::plan::CalcPlan) -> u64 {
+    let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
+    let mut sum: u64 = 0;
+    // Invariant between pushes: fewer than 16 bits wait in `acc`.
+    let mut acc: u64 = 0;
+    let mut nacc: u32 = 0;
+    let mut push = |v: u64, w: u32| {
+        // w <= 32 keeps acc within 48 bits.
+        acc = (acc << w) | (v & ((1u64 << w) - 1));
+        nacc += w;
+        while nacc >= 16 {
+            nacc -= 16;
+            sum += (acc >> nacc) & 0xffff;
+        }
+        acc &= (1u64 << nacc) - 1;
+    };
+    for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
+        if let Some(h) = h {
+            if !phv.valid[*h as usize] {
+                continue;
+            }
+        }
+        let v = match &r.e {
+            crate::expr::CExpr::Field(f) => phv.get(&plan.layout.fields[*f as usize]),
+            _ => r.eval_u128(&env),
+        };
+        let mut left = *w;
+        while left > 32 {
+            left -= 32;
+            push((v >> left) as u64, 32);
+        }
+        push(v as u64, left);
+    }
+    if nacc > 0 {
+        sum += (acc << (16 - nacc)) & 0xffff;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !sum & 0xffff
 }
 
 /// Installs one const entry from the JSON into a table.

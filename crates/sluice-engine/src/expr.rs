@@ -361,34 +361,152 @@ pub fn fits_i128(e: &CExpr, layout: &Layout) -> bool {
     }
 }
 
+/// Shapes of expressions that p4c emits very often, evaluated without a tree
+/// walk. Each is exact: it is only chosen when it computes the same value as
+/// the general evaluator (unsigned slot fields, no overflow beyond 128 bits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fast {
+    /// No shortcut: walk the tree.
+    None,
+    /// A constant.
+    Const(u128),
+    /// An unsigned field in a slot.
+    Slot(u32),
+    /// An action parameter of at most 16 bytes.
+    Param {
+        off: u32,
+        len: u32,
+    },
+    /// `(slot + c) & mask` (p4c's form of `x + c` and `x - c`).
+    AddMask {
+        slot: u32,
+        c: u128,
+        mask: u128,
+    },
+    /// Header validity (`isValid()`, `d2b(h.$valid$)`).
+    Valid(u32),
+    /// Negated header validity.
+    NotValid(u32),
+    /// `slot OP c` for a comparison operator (constant on the right).
+    Cmp {
+        slot: u32,
+        c: u128,
+        op: BinOp,
+    },
+    /// `slot & mask`.
+    AndConst {
+        slot: u32,
+        mask: u128,
+    },
+    /// `slot != 0` (`d2b(field)`).
+    NonZero(u32),
+    /// Logical and / or of two shortcuts.
+    And(Box<(Fast, Fast)>),
+    Or(Box<(Fast, Fast)>),
+}
+
 /// A top-level expression with its chosen representation.
 #[derive(Debug, Clone)]
 pub struct Root {
     pub e: CExpr,
     pub wide: bool,
+    pub fast: Fast,
+}
+
+fn unsigned_slot(e: &CExpr, layout: &Layout) -> Option<u32> {
+    match e {
+        CExpr::Field(f) => {
+            let fi = &layout.fields[*f as usize];
+            match fi.loc {
+                crate::phv::Loc::Slot(s) if !fi.signed => Some(s),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn const_u128(e: &CExpr) -> Option<u128> {
+    match e {
+        CExpr::Const(c, _) if *c >= 0 => Some(*c as u128),
+        _ => None,
+    }
+}
+
+fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
+    if let Some(c) = const_u128(e) {
+        return Fast::Const(c);
+    }
+    if let Some(s) = unsigned_slot(e, layout) {
+        return Fast::Slot(s);
+    }
+    match e {
+        CExpr::Param { off, len } if *len <= 16 => Fast::Param { off: *off, len: *len },
+        CExpr::Valid(HRef::Fixed(h)) => Fast::Valid(*h),
+        CExpr::D2B(x) => match fast_shape(x, layout) {
+            Fast::Valid(h) => Fast::Valid(h),
+            Fast::Slot(s) => Fast::NonZero(s),
+            f @ Fast::Cmp { .. } => f,
+            _ => Fast::None,
+        },
+        CExpr::LNot(x) => match fast_shape(x, layout) {
+            Fast::Valid(h) => Fast::NotValid(h),
+            _ => Fast::None,
+        },
+        CExpr::Bin(BinOp::And, a, m) if unsigned_slot(a, layout).is_some() && const_u128(m).is_some() => {
+            Fast::AndConst { slot: unsigned_slot(a, layout).unwrap_or(0), mask: const_u128(m).unwrap_or(0) }
+        }
+        CExpr::Bin(BinOp::And, a, m) => match (&**a, const_u128(m)) {
+            (CExpr::Bin(BinOp::Add, x, c), Some(mask)) => match (unsigned_slot(x, layout), const_u128(c)) {
+                (Some(slot), Some(c)) => Fast::AddMask { slot, c, mask },
+                _ => Fast::None,
+            },
+            _ => Fast::None,
+        },
+        CExpr::Bin(op @ (BinOp::LAnd | BinOp::LOr), a, b) => {
+            let (x, y) = (fast_shape(a, layout), fast_shape(b, layout));
+            if x == Fast::None || y == Fast::None {
+                return Fast::None;
+            }
+            if *op == BinOp::LAnd {
+                Fast::And(Box::new((x, y)))
+            } else {
+                Fast::Or(Box::new((x, y)))
+            }
+        }
+        CExpr::Bin(op @ (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), a, b) => {
+            match (unsigned_slot(a, layout), const_u128(b)) {
+                (Some(slot), Some(c)) => Fast::Cmp { slot, c, op: *op },
+                _ => Fast::None,
+            }
+        }
+        _ => Fast::None,
+    }
 }
 
 impl Root {
     /// Chooses the representation for `e`, given the width of its destination (0 if none).
     pub fn new(e: CExpr, layout: &Layout, dst_width: u32) -> Root {
         let wide = !fits_i128(&e, layout) || dst_width > 128;
-        Root { e, wide }
+        let fast = if wide { Fast::None } else { fast_shape(&e, layout) };
+        Root { e, wide, fast }
     }
 
     /// Evaluates to the low 128 bits (for destinations of at most 128 bits).
     #[inline]
     pub fn eval_u128(&self, env: &Env) -> u128 {
-        if self.wide {
-            self.e.eval::<Wide>(env).low_u128()
-        } else {
-            self.e.eval::<i128>(env) as u128
+        if self.fast == Fast::None {
+            return if self.wide { self.e.eval::<Wide>(env).low_u128() } else { self.e.eval::<i128>(env) as u128 };
         }
+        eval_fast(&self.fast, env)
     }
 
     /// Evaluates to big-endian bytes (two's complement, low `out.len()*8` bits).
     pub fn eval_bytes(&self, env: &Env, out: &mut [u8]) {
         if self.wide {
             self.e.eval::<Wide>(env).write_be(out)
+        } else if out.len() <= 16 && self.fast != Fast::None {
+            crate::value::u128_to_be(self.eval_u128(env), out)
         } else {
             self.e.eval::<i128>(env).write_be(out)
         }
@@ -397,11 +515,45 @@ impl Root {
     /// Evaluates as a condition.
     #[inline]
     pub fn eval_bool(&self, env: &Env) -> bool {
-        if self.wide {
-            self.e.eval::<Wide>(env) != Wide::ZERO
-        } else {
-            self.e.eval::<i128>(env) != 0
+        match &self.fast {
+            Fast::None => {
+                if self.wide {
+                    self.e.eval::<Wide>(env) != Wide::ZERO
+                } else {
+                    self.e.eval::<i128>(env) != 0
+                }
+            }
+            f => eval_fast(f, env) != 0,
         }
+    }
+}
+
+/// Evaluates a shortcut (never `Fast::None`).
+fn eval_fast(f: &Fast, env: &Env) -> u128 {
+    let slots = &env.phv.slots;
+    match f {
+        Fast::Const(c) => *c,
+        Fast::Slot(s) => slots[*s as usize],
+        Fast::Param { off, len } => crate::value::be_to_u128(&env.params[*off as usize..(*off + *len) as usize]),
+        Fast::AddMask { slot, c, mask } => slots[*slot as usize].wrapping_add(*c) & mask,
+        Fast::Valid(h) => env.phv.valid[*h as usize] as u128,
+        Fast::NotValid(h) => !env.phv.valid[*h as usize] as u128,
+        Fast::Cmp { slot, c, op } => {
+            let v = slots[*slot as usize];
+            (match op {
+                BinOp::Eq => v == *c,
+                BinOp::Ne => v != *c,
+                BinOp::Lt => v < *c,
+                BinOp::Le => v <= *c,
+                BinOp::Gt => v > *c,
+                _ => v >= *c,
+            }) as u128
+        }
+        Fast::AndConst { slot, mask } => slots[*slot as usize] & mask,
+        Fast::NonZero(s) => (slots[*s as usize] != 0) as u128,
+        Fast::And(p) => (eval_fast(&p.0, env) != 0 && eval_fast(&p.1, env) != 0) as u128,
+        Fast::Or(p) => (eval_fast(&p.0, env) != 0 || eval_fast(&p.1, env) != 0) as u128,
+        Fast::None => unreachable!("callers check for Fast::None"),
     }
 }
 

@@ -51,6 +51,10 @@ pub struct HeaderInfo {
     pub varbit_field: Option<usize>,
     /// Union this header belongs to.
     pub union: Option<u32>,
+    /// `(slot, bit offset in header, width)` of every field, when all live in
+    /// slots (no varbit, none wider than 128 bits): extraction and deparsing
+    /// then run without per-field layout lookups.
+    pub codec: Option<Vec<(u32, u32, u32)>>,
 }
 
 /// A header stack.
@@ -144,7 +148,18 @@ impl Layout {
                 fields.push(fid);
             }
             l.header_by_name.insert(h.name.clone(), hidx);
+            let mut codec = Some(Vec::new());
+            let mut off = 0;
+            for f in &fields {
+                let fi = &l.fields[*f as usize];
+                match (fi.loc, codec.as_mut()) {
+                    (Loc::Slot(s), Some(c)) if !fi.varbit => c.push((s, off, fi.width)),
+                    _ => codec = None,
+                }
+                off += fi.width;
+            }
             l.headers.push(HeaderInfo {
+                codec,
                 name: h.name.clone(),
                 type_name: h.header_type.clone(),
                 metadata: h.metadata,
@@ -269,7 +284,19 @@ impl Layout {
             stack_next: vec![0; self.stacks.len()],
             union_stack_next: vec![0; self.union_stacks.len()],
             metadata: self.headers.iter().map(|h| h.metadata).collect(),
+            meta_slots: Vec::new(),
+            meta_wide: Vec::new(),
         };
+        for f in &self.fields {
+            if self.headers[f.header as usize].metadata {
+                match f.loc {
+                    Loc::Slot(i) => phv.meta_slots.push(i),
+                    Loc::Wide { off, len } => phv.meta_wide.push((off, len)),
+                }
+            }
+        }
+        phv.slots.fill(0);
+        phv.wide.fill(0);
         phv.reset();
         phv
     }
@@ -286,13 +313,24 @@ pub struct Phv {
     pub stack_next: Vec<u32>,
     pub union_stack_next: Vec<u32>,
     metadata: Vec<bool>,
+    /// Slots and wide ranges of metadata fields: the only ones reset per packet.
+    meta_slots: Vec<u32>,
+    meta_wide: Vec<(u32, u32)>,
 }
 
 impl Phv {
-    /// Clears every field and marks all non-metadata headers invalid.
+    /// Zeroes all metadata and marks all non-metadata headers invalid.
+    ///
+    /// Fields of packet headers keep stale values, as in bmv2: they are
+    /// overwritten by extraction, zeroed by `setValid`, read as zero in table
+    /// keys and skipped by checksums while their header is invalid.
     pub fn reset(&mut self) {
-        self.slots.fill(0);
-        self.wide.fill(0);
+        for i in &self.meta_slots {
+            self.slots[*i as usize] = 0;
+        }
+        for (off, len) in &self.meta_wide {
+            self.wide[*off as usize..(*off + *len) as usize].fill(0);
+        }
         self.valid.copy_from_slice(&self.metadata);
         self.varbit_len.fill(0);
         self.stack_next.fill(0);
@@ -415,39 +453,62 @@ pub fn mask_top(b: &mut [u8], width: u32) {
 /// Reads `width` (<= 128) bits starting at bit `off` of `buf` (big-endian bit order).
 #[inline]
 pub fn read_bits(buf: &[u8], off: usize, width: u32) -> u128 {
-    if off.is_multiple_of(8) && width.is_multiple_of(8) {
-        let s = off / 8;
-        return be_to_u128(&buf[s..s + width as usize / 8]);
+    let w = width as usize;
+    if w == 0 {
+        return 0;
+    }
+    let first = off / 8;
+    let shift = off % 8;
+    let nb = (shift + w).div_ceil(8);
+    if nb <= 16 {
+        // One 128-bit window holds the whole field; load it with a fixed-size
+        // read when the buffer is long enough (no variable-length memcpy).
+        let v = match buf.get(first..first + 16) {
+            Some(b) => u128::from_be_bytes(b.try_into().expect("16 bytes")),
+            None => {
+                let mut tmp = [0u8; 16];
+                tmp[..nb].copy_from_slice(&buf[first..first + nb]);
+                u128::from_be_bytes(tmp)
+            }
+        };
+        return (v << shift) >> (128 - w);
     }
     let mut v: u128 = 0;
-    let first = off / 8;
-    let last = (off + width as usize - 1) / 8;
-    let mut acc_bits = 0u32;
-    // Accumulate bytes; at most 17 bytes -> may exceed u128, so shift carefully.
-    for (k, b) in buf[first..=last].iter().enumerate() {
-        if k == 0 {
-            let skip = off % 8;
-            v = (*b as u128) & (0xffu128 >> skip);
-            acc_bits = 8 - skip as u32;
-        } else {
-            v = (v << 8) | *b as u128;
-            acc_bits += 8;
-        }
+    for i in 0..w {
+        let p = off + i;
+        v = (v << 1) | ((buf[p / 8] >> (7 - p % 8)) & 1) as u128;
     }
-    let extra = acc_bits - width;
-    (v >> extra) & mask128(width)
+    v
 }
 
 /// Writes the low `width` (<= 128) bits of `v` at bit `off` of `buf`.
 #[inline]
 pub fn write_bits(buf: &mut [u8], off: usize, width: u32, v: u128) {
-    if off.is_multiple_of(8) && width.is_multiple_of(8) {
-        let s = off / 8;
-        u128_to_be(v, &mut buf[s..s + width as usize / 8]);
+    let w = width as usize;
+    if w == 0 {
         return;
     }
-    for i in 0..width as usize {
-        let bit = (v >> (width as usize - 1 - i)) & 1;
+    let first = off / 8;
+    let shift = off % 8;
+    let nb = (shift + w).div_ceil(8);
+    if nb <= 16 {
+        let sh = 128 - shift - w;
+        let m = mask128(width) << sh;
+        if let Some(win) = buf.get_mut(first..first + 16) {
+            let win: &mut [u8; 16] = win.try_into().expect("16 bytes");
+            let cur = u128::from_be_bytes(*win);
+            *win = ((cur & !m) | ((v << sh) & m)).to_be_bytes();
+            return;
+        }
+        let mut tmp = [0u8; 16];
+        tmp[..nb].copy_from_slice(&buf[first..first + nb]);
+        let cur = u128::from_be_bytes(tmp);
+        let new = (cur & !m) | ((v << sh) & m);
+        buf[first..first + nb].copy_from_slice(&new.to_be_bytes()[..nb]);
+        return;
+    }
+    for i in 0..w {
+        let bit = (v >> (w - 1 - i)) & 1;
         let pos = off + i;
         let mask = 0x80u8 >> (pos % 8);
         if bit == 1 {

@@ -27,32 +27,93 @@ pub enum Dst {
 /// A compiled primitive.
 #[derive(Debug, Clone)]
 pub enum Prim {
-    Assign { dst: Dst, src: Root },
-    AssignHeader { dst: HRef, src: HRef },
-    AssignUnion { dst: u32, src: u32 },
-    AssignStack { dst: u32, src: u32 },
+    /// Assignment to a field stored in a slot (the common case), mask precomputed.
+    SetSlot {
+        slot: u32,
+        mask: u128,
+        src: Root,
+    },
+    Assign {
+        dst: Dst,
+        src: Root,
+    },
+    AssignHeader {
+        dst: HRef,
+        src: HRef,
+    },
+    AssignUnion {
+        dst: u32,
+        src: u32,
+    },
+    AssignStack {
+        dst: u32,
+        src: u32,
+    },
     SetValid(HRef),
     SetInvalid(HRef),
     MarkToDrop,
     Exit,
     Jump(usize),
     JumpIfZero(Root, usize),
-    Count { arr: u32, idx: Root },
-    ExecuteMeter { arr: u32, idx: Root, dst: Dst },
-    RegRead { dst: Dst, arr: u32, idx: Root },
-    RegWrite { arr: u32, idx: Root, val: Root },
-    Clone { ingress: bool, session: Root, field_list: Option<u32> },
+    Count {
+        arr: u32,
+        idx: Root,
+    },
+    ExecuteMeter {
+        arr: u32,
+        idx: Root,
+        dst: Dst,
+    },
+    RegRead {
+        dst: Dst,
+        arr: u32,
+        idx: Root,
+    },
+    RegWrite {
+        arr: u32,
+        idx: Root,
+        val: Root,
+    },
+    Clone {
+        ingress: bool,
+        session: Root,
+        field_list: Option<u32>,
+    },
     Resubmit(Option<u32>),
     Recirculate(Option<u32>),
     Truncate(Root),
-    Digest { receiver: Root, list: u32 },
-    HashOffset { dst: Dst, base: Root, calc: u32, size: Root },
-    Rng { dst: Dst, lo: Root, hi: Root },
-    Push { stack: u32, n: u32 },
-    Pop { stack: u32, n: u32 },
+    Digest {
+        receiver: Root,
+        list: u32,
+    },
+    HashOffset {
+        dst: Dst,
+        base: Root,
+        calc: u32,
+        size: Root,
+    },
+    Rng {
+        dst: Dst,
+        lo: Root,
+        hi: Root,
+    },
+    Push {
+        stack: u32,
+        n: u32,
+    },
+    Pop {
+        stack: u32,
+        n: u32,
+    },
     Assert(Root),
-    Log { fmt: String, args: Vec<Root> },
-    AssignVl { dst: u32, src: u32 },
+    Log {
+        fmt: String,
+        args: Vec<Root>,
+    },
+    AssignVl {
+        dst: u32,
+        src: u32,
+    },
 }
 
 /// A compiled action.
@@ -179,6 +240,9 @@ pub struct PState {
     pub key: Vec<(Root, u32)>,
     pub key_len: usize,
     pub transitions: Vec<PTrans>,
+    /// `(value, mask, next)` as integers, when the key is at most 16 bytes of
+    /// fields and no value set is used (the default case has mask 0).
+    pub fast_transitions: Option<Vec<(u128, u128, Option<u32>)>>,
 }
 
 /// A checksum to verify or update.
@@ -201,6 +265,10 @@ pub struct CalcPlan {
     pub input: Vec<(Root, u32)>,
     /// Input fields whose header must be valid to be included (bmv2 skips invalid headers).
     pub input_headers: Vec<Option<u32>>,
+    /// Total input bits when every input is at most 128 bits wide, else `usize::MAX`.
+    pub narrow_bits: usize,
+    /// The algorithm is the Internet checksum: summed on the fly, no packing buffer.
+    pub is_csum16: bool,
 }
 
 /// Counter, meter and register arrays.
@@ -238,6 +306,8 @@ pub struct Plan {
     pub learn_lists: HashMap<u64, (String, Vec<u32>)>,
     pub vsets: Vec<(String, u32)>,
     pub errors: HashMap<String, u64>,
+    /// Value of `error.NoError` (0 in new p4c output, 1 in old).
+    pub no_error: u64,
     pub std: StdFields,
     pub program_name: String,
 }
@@ -349,7 +419,14 @@ impl<'a> Cx<'a> {
             "assign" | "modify_field" => {
                 need(2)?;
                 let (dst, w) = self.dst(&pr.params[0], params, path)?;
-                Prim::Assign { dst, src: self.root(&pr.params[1], params, path, w)? }
+                let src = self.root(&pr.params[1], params, path, w)?;
+                match dst {
+                    Dst::Field(f) => match self.layout.fields[f as usize].loc {
+                        crate::phv::Loc::Slot(slot) => Prim::SetSlot { slot, mask: crate::value::mask128(w), src },
+                        _ => Prim::Assign { dst, src },
+                    },
+                    _ => Prim::Assign { dst, src },
+                }
             }
             "add_to_field" | "subtract_from_field" => {
                 need(2)?;
@@ -540,6 +617,9 @@ fn compile_selector(cx: &Cx, algo: &str, input: &[Expr], path: &str) -> Result<S
     Ok((algo.to_string(), es, ws))
 }
 
+/// Largest counter/meter/register array Sluice allocates (cells).
+pub const MAX_ARRAY_SIZE: u64 = 1 << 24;
+
 /// Compiles a loaded program into an execution plan.
 pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     let layout = Layout::new(p)?;
@@ -602,7 +682,19 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             });
             input.push((Root::new(ce, &layout, w), w));
         }
-        calcs.push(CalcPlan { name: c.name.clone(), algo: c.algo.clone(), input, input_headers: hdrs });
+        let narrow_bits = if input.iter().all(|(_, w)| *w <= 128) {
+            input.iter().map(|(_, w)| *w as usize).sum()
+        } else {
+            usize::MAX
+        };
+        calcs.push(CalcPlan {
+            name: c.name.clone(),
+            algo: c.algo.clone(),
+            input,
+            input_headers: hdrs,
+            narrow_bits,
+            is_csum16: c.algo == "csum16" || c.algo == "cksum16",
+        });
     }
     // Pipelines: tables and conditionals share one numbering across pipelines.
     let mut node_by_name: HashMap<String, Node> = HashMap::new();
@@ -912,7 +1004,26 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                 };
                 transitions.push(tr);
             }
-            states.push(PState { name: s.name.clone(), ops, key, key_len, transitions });
+            let fast_ok = key_len <= 16
+                && !key.iter().any(|(r, _)| matches!(r.e, CExpr::Lookahead { .. }))
+                && transitions.iter().all(|t| t.vset.is_none());
+            let fast_transitions = fast_ok.then(|| {
+                transitions
+                    .iter()
+                    .map(|t| {
+                        if t.default {
+                            (0, 0, t.next)
+                        } else {
+                            let m = t
+                                .mask
+                                .as_ref()
+                                .map_or(crate::value::mask128(key_len as u32 * 8), |m| crate::value::be_to_u128(m));
+                            (crate::value::be_to_u128(&t.value) & m, m, t.next)
+                        }
+                    })
+                    .collect()
+            });
+            states.push(PState { name: s.name.clone(), ops, key, key_len, transitions, fast_transitions });
         }
     }
     // Deparser
@@ -948,6 +1059,23 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             None => None,
         };
         checksums.push(ChecksumPlan { name: c.name.clone(), target, calc, verify: c.verify, update: c.update, cond });
+    }
+    for (what, arrs) in [
+        ("counter_arrays", p.counter_arrays.iter().map(|c| (c.size, &c.path)).collect::<Vec<_>>()),
+        ("meter_arrays", p.meter_arrays.iter().map(|c| (c.size, &c.path)).collect()),
+        ("register_arrays", p.register_arrays.iter().map(|c| (c.size, &c.path)).collect()),
+    ] {
+        for (size, path) in arrs {
+            if size > MAX_ARRAY_SIZE {
+                return Err(CompileError::at(
+                    path,
+                    format!("{what}: size {size} exceeds the supported maximum {MAX_ARRAY_SIZE}"),
+                ));
+            }
+        }
+    }
+    if let Some(r) = p.register_arrays.iter().find(|r| r.bitwidth > 128 || r.bitwidth == 0) {
+        return Err(CompileError::at(&r.path, format!("register bitwidth {} is not supported (1..=128)", r.bitwidth)));
     }
     let arrays = |v: Vec<(String, u64, bool, Option<String>, u32)>| -> Vec<ArrayPlan> {
         v.into_iter()
@@ -1025,7 +1153,9 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     {
         errors.entry(n.to_string()).or_insert(i as u64);
     }
+    let no_error = errors["NoError"];
     Ok(Plan {
+        no_error,
         layout,
         actions,
         tables,

@@ -26,6 +26,9 @@ pub mod instance {
     pub const RESUBMIT: u128 = 6;
 }
 
+/// Parser states one packet may visit before the parser gives up with `ParserTimeout`.
+pub const MAX_PARSER_STATES: u32 = 10_000;
+
 /// The drop port of simple_switch.
 pub const DROP_PORT: u128 = 511;
 
@@ -60,6 +63,11 @@ pub struct Switch {
     phv_pool: Vec<Phv>,
     buf_pool: Vec<Vec<u8>>,
     key_buf: Vec<u8>,
+    act_buf: Vec<u8>,
+    ingress_q: VecDeque<IngressItem>,
+    egress_q: VecDeque<EgressItem>,
+    /// Time of the packet being processed, µs since start (read once per packet).
+    now: u64,
     hash_buf: sluice_hash::BitPacker,
     mc_buf: Vec<(u16, u32)>,
     out_buf: Vec<u8>,
@@ -81,6 +89,10 @@ impl Switch {
             phv_pool: Vec::new(),
             buf_pool: Vec::new(),
             key_buf: Vec::with_capacity(256),
+            act_buf: Vec::with_capacity(256),
+            ingress_q: VecDeque::new(),
+            egress_q: VecDeque::new(),
+            now: 0,
             hash_buf: sluice_hash::BitPacker::with_capacity(256),
             mc_buf: Vec::new(),
             out_buf: Vec::with_capacity(16384),
@@ -92,7 +104,7 @@ impl Switch {
     }
 
     fn now_us(&self) -> u64 {
-        self.start.elapsed().as_micros() as u64
+        self.now
     }
 
     fn take_phv(&mut self) -> Phv {
@@ -119,11 +131,12 @@ impl Switch {
     /// replicas, recirculations); `emit(port, bytes)` receives each packet sent.
     pub fn process(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
         self.stats.received += 1;
+        self.now = self.start.elapsed().as_micros() as u64;
         let mut buf = self.take_buf();
         buf.extend_from_slice(data);
-        let mut ingress = VecDeque::new();
+        let mut ingress = std::mem::take(&mut self.ingress_q);
         ingress.push_back(IngressItem { data: buf, port, instance_type: instance::NORMAL, preserved: Vec::new() });
-        let mut egress: VecDeque<EgressItem> = VecDeque::new();
+        let mut egress = std::mem::take(&mut self.egress_q);
         let mut passes = 0;
         while let Some(item) = ingress.pop_front() {
             passes += 1;
@@ -136,6 +149,8 @@ impl Switch {
                 self.egress(e, &mut ingress, &mut egress, emit);
             }
         }
+        self.ingress_q = ingress;
+        self.egress_q = egress;
     }
 
     fn trace_line(&mut self, s: impl FnOnce() -> String) {
@@ -318,6 +333,7 @@ impl Switch {
             phv,
             meta,
             key_buf: &mut self.key_buf,
+            act_buf: &mut self.act_buf,
             hash_buf: &mut self.hash_buf,
             now_us: now,
             trace: trace.as_mut(),
@@ -392,7 +408,15 @@ impl Switch {
         let err = |name: &str| plan.errors.get(name).copied().unwrap_or(0);
         let mut meta = PktMeta::default();
         let mut trace = self.trace.take();
+        // bmv2 has no bound on parser loops; Sluice stops a parser that has
+        // run MAX_PARSER_STATES states with ParserTimeout instead of hanging.
+        let mut visited = 0u32;
         'states: while let Some(si) = state {
+            visited += 1;
+            if visited > MAX_PARSER_STATES {
+                error = Some(err("ParserTimeout"));
+                break 'states;
+            }
             let st = &plan.states[si as usize];
             if let Some(t) = trace.as_mut() {
                 t.push_str(&format!("  parser state {}\n", st.name));
@@ -519,6 +543,7 @@ impl Switch {
                             phv,
                             meta: &mut meta,
                             key_buf: &mut self.key_buf,
+                            act_buf: &mut self.act_buf,
                             hash_buf: &mut self.hash_buf,
                             now_us: 0,
                             trace: None,
@@ -536,9 +561,19 @@ impl Switch {
                 }
                 continue;
             }
+            let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+            if let Some(fast) = &st.fast_transitions {
+                // Keys of at most 16 bytes from fields: compare as integers.
+                let mut k: u128 = 0;
+                for (r, nb) in &st.key {
+                    let bits = *nb * 8;
+                    k = if bits >= 128 { 0 } else { k << bits } | (r.eval_u128(&env) & crate::value::mask128(bits));
+                }
+                state = fast.iter().find(|(v, m, _)| k & m == *v).and_then(|(_, _, n)| *n);
+                continue;
+            }
             let mut key = [0u8; 128];
             let mut koff = 0;
-            let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
             for (r, nb) in &st.key {
                 let nb = *nb as usize;
                 if let crate::expr::CExpr::Lookahead { off, width } = &r.e {
@@ -586,7 +621,7 @@ impl Switch {
                 t.push_str(&format!("    parser error {e}\n"));
             }
         }
-        let perr = error.unwrap_or_else(|| err("NoError"));
+        let perr = error.unwrap_or(plan.no_error);
         if let Some(f) = plan.std.parser_error {
             phv.set(&layout.fields[f as usize], perr as u128);
         }
@@ -642,13 +677,22 @@ impl Switch {
                 bits += (layout.headers[*h as usize].fixed_bits + phv.varbit_len[*h as usize]) as usize;
             }
         }
-        out.resize(bits.div_ceil(8), 0);
+        let hdr_bytes = bits.div_ceil(8);
+        // 16 bytes of slack let `write_bits` use fixed-size windows.
+        out.resize(hdr_bytes + 16, 0);
         let mut cursor = 0;
         for h in &plan.deparse_order {
             if !phv.valid[*h as usize] {
                 continue;
             }
             let hi = &layout.headers[*h as usize];
+            if let Some(codec) = &hi.codec {
+                for (slot, off, width) in codec {
+                    write_bits(out, cursor + *off as usize, *width, phv.slots[*slot as usize]);
+                }
+                cursor += hi.fixed_bits as usize;
+                continue;
+            }
             for (i, f) in hi.fields.iter().enumerate() {
                 let fi = &layout.fields[*f as usize];
                 if Some(i) == hi.varbit_field {
@@ -669,6 +713,7 @@ impl Switch {
                 cursor += fi.width as usize;
             }
         }
+        out.truncate(hdr_bytes);
         out.extend_from_slice(payload);
     }
 }
@@ -695,6 +740,12 @@ fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
 
 fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8], mut cursor: usize, vl_bits: u32) {
     let hi = &layout.headers[h as usize];
+    if let Some(codec) = &hi.codec {
+        for (slot, off, width) in codec {
+            phv.slots[*slot as usize] = read_bits(data, cursor + *off as usize, *width);
+        }
+        return;
+    }
     for (i, f) in hi.fields.iter().enumerate() {
         let fi = &layout.fields[*f as usize];
         if Some(i) == hi.varbit_field {

@@ -92,7 +92,21 @@ impl BitPacker {
     /// Appends the low `width` bits of `value` (`width` ≤ 64).
     pub fn push_u64(&mut self, value: u64, width: usize) {
         assert!(width <= 64, "push_u64 width {width} > 64");
-        self.push_field(&value.to_be_bytes(), width);
+        if width == 0 {
+            return;
+        }
+        // Fast path for the hot case (checksums over header fields): place
+        // the bits in a 128-bit window that starts at the current byte.
+        let v = if width == 64 { value } else { value & ((1u64 << width) - 1) };
+        let off = self.nbits % 8;
+        let start = self.nbits / 8;
+        let nb = (off + width).div_ceil(8);
+        self.buf.resize(start + nb, 0);
+        let mut w: u128 = ((self.buf[start] & !(0xffu8 >> off)) as u128) << 120;
+        w |= (v as u128) << (128 - off - width);
+        let bytes = w.to_be_bytes();
+        self.buf[start..start + nb].copy_from_slice(&bytes[..nb]);
+        self.nbits += width;
     }
 
     /// Appends raw bytes as `8 * bytes.len()` bits, e.g. a whole deparsed
@@ -133,6 +147,28 @@ impl BitPacker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_u64_matches_push_field_at_every_offset() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for lead in 0..8 {
+            for width in 1..=64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let mut a = BitPacker::new();
+                let mut b = BitPacker::new();
+                a.push_field(&[0xff], lead);
+                b.push_field(&[0xff], lead);
+                a.push_u64(x, width);
+                b.push_field(&x.to_be_bytes(), width);
+                a.push_u64(x >> 3, 5);
+                b.push_field(&(x >> 3).to_be_bytes(), 5);
+                assert_eq!(a.as_bytes(), b.as_bytes(), "lead {lead} width {width}");
+                assert_eq!(a.bit_len(), b.bit_len());
+            }
+        }
+    }
 
     /// Bit-by-bit reference: pushes each of the `width` low bits MSB-first.
     fn reference(fields: &[(Vec<u8>, usize)]) -> Vec<u8> {

@@ -645,7 +645,16 @@ fn parse_header_type(a: &At) -> Result<HeaderType, LoadError> {
         };
         fields.push(FieldDef { name: fname, width, signed, saturating });
     }
-    let max_length = a.opt("max_length").map(|m| m.u64().map(|x| x as u32)).transpose()?;
+    let max_length = match a.opt("max_length") {
+        Some(m) => {
+            let v = m.u64()?;
+            if v > 65_535 {
+                return Err(m.err(format!("max_length {v} is out of range (at most 65535 bytes)")));
+            }
+            Some(v as u32)
+        }
+        None => None,
+    };
     if fields.iter().any(|f| f.width == FieldWidth::Varbit) && max_length.is_none() {
         return Err(a.err("header type has a varbit field but no max_length"));
     }

@@ -111,6 +111,7 @@ pub fn run(
     pcap: Option<&Path>,
     duration: f64,
     routes: u32,
+    max_packets: Option<u64>,
 ) -> Result<(), String> {
     let (mut sw, traffic) = setup(program, commands, pcap, routes)?;
     println!(
@@ -147,7 +148,7 @@ pub fn run(
             last_b = bytes;
             last_sent = sent;
         }
-        if now.duration_since(start) >= end {
+        if now.duration_since(start) >= end || max_packets.is_some_and(|m| pkts >= m) {
             break 'outer;
         }
     }

@@ -60,6 +60,9 @@ enum Cmd {
         /// Number of routes in the built-in route table.
         #[arg(long, default_value_t = 1000)]
         routes: u32,
+        /// Stop after this many packets (for instruction-count profiling).
+        #[arg(long)]
+        packets: Option<u64>,
     },
     /// Read simple_switch_CLI commands from standard input and print the answers.
     Cli {
@@ -82,8 +85,8 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
         },
-        Cmd::Bench { program, commands, pcap, duration, routes } => {
-            bench::run(program.as_deref(), commands.as_deref(), pcap.as_deref(), duration, routes)
+        Cmd::Bench { program, commands, pcap, duration, routes, packets } => {
+            bench::run(program.as_deref(), commands.as_deref(), pcap.as_deref(), duration, routes, packets)
         }
         Cmd::Cli { program, commands } => (|| {
             let mut sw = load(&program)?;
