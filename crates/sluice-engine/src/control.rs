@@ -106,9 +106,16 @@ impl Exec<'_> {
 
     /// Applies one table; returns the next node.
     fn apply_table(&mut self, ti: usize) -> Option<Node> {
-        self.build_key(ti);
         let plan = self.plan;
         let tp = &plan.tables[ti];
+        if let Some((a, next)) = tp.inline_default {
+            if let Some(t) = self.trace.as_deref_mut() {
+                t.push_str(&format!("  table {} (keyless) -> action {}\n", tp.name, plan.actions[a as usize].name));
+            }
+            self.run_action(a as usize, &[]);
+            return next;
+        }
+        self.build_key(ti);
         // p4c wraps single action calls in keyless tables: skip the lookup for them.
         let hit = if tp.key.is_empty() && self.state.tables[ti].is_empty() {
             None
@@ -178,7 +185,7 @@ impl Exec<'_> {
                 key,
                 if hit.is_some() { "hit" } else { "miss" },
                 plan.actions[action as usize].name,
-                data.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                format_action_data(&plan.actions[action as usize], &data)
             ));
         }
         self.run_action(action as usize, &data);
@@ -528,11 +535,29 @@ impl Exec<'_> {
     }
 }
 
+/// `name=0x..., ...` for an action's parameters, for traces.
+pub fn format_action_data(a: &crate::plan::ActionPlan, data: &[u8]) -> String {
+    a.params
+        .iter()
+        .zip(&a.param_layout)
+        .map(|((name, _), (off, len))| {
+            let bytes = data.get(*off as usize..(*off + *len) as usize).unwrap_or(&[]);
+            format!("{name}=0x{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Computes calculation `ci` over `phv`, bmv2-style bit packing.
 pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash::BitPacker, ci: usize) -> u64 {
     let c = &plan.calcs[ci];
-    if c.is_csum16 && c.narrow_bits != usize::MAX {
-        return csum16_fields(plan, phv, c);
+    if c.is_csum16 {
+        if let Some(slots) = &c.slots {
+            return csum16_slots(phv, slots);
+        }
+        if c.narrow_bits != usize::MAX {
+            return csum16_fields(plan, phv, c);
+        }
     }
     if c.narrow_bits <= 1900 {
         // Fast path: every input is at most 128 bits; pack into a stack buffer.
@@ -586,6 +611,42 @@ pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash
         buf.push_field(b, *w as usize);
     }
     state.calc_algos[ci].compute(buf.as_bytes())
+}
+
+/// `csum16_fields` for inputs that are all slot fields of at most 64 bits.
+fn csum16_slots(phv: &Phv, slots: &[(Option<u32>, u32, u32)]) -> u64 {
+    let mut sum: u64 = 0;
+    // Fewer than 16 bits wait in `acc` between fields; pieces are at most 32 bits.
+    let mut acc: u64 = 0;
+    let mut nacc: u32 = 0;
+    for (h, slot, w) in slots {
+        if let Some(h) = h {
+            if !phv.valid[*h as usize] {
+                continue;
+            }
+        }
+        let v = phv.slots[*slot as usize] as u64;
+        let mut left = *w;
+        while left > 0 {
+            let take = left.min(32);
+            left -= take;
+            let piece = (v >> left) & ((1u64 << take) - 1);
+            acc = (acc << take) | piece;
+            nacc += take;
+            while nacc >= 16 {
+                nacc -= 16;
+                sum += (acc >> nacc) & 0xffff;
+            }
+            acc &= (1u64 << nacc) - 1;
+        }
+    }
+    if nacc > 0 {
+        sum += (acc << (16 - nacc)) & 0xffff;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !sum & 0xffff
 }
 
 /// The Internet checksum of bit-packed fields, summed 16 bits at a time as

@@ -167,6 +167,10 @@ pub struct TablePlan {
     pub default_const: bool,
     pub const_entries: Vec<sluice_json::ConstEntry>,
     pub support_timeout: bool,
+    /// For keyless tables whose default action is fixed and takes no data
+    /// (p4c wraps plain action calls this way): the action and next node, so
+    /// the table is run as a direct action call.
+    pub inline_default: Option<(u32, Option<Node>)>,
 }
 
 /// A control-flow node.
@@ -269,6 +273,9 @@ pub struct CalcPlan {
     pub narrow_bits: usize,
     /// The algorithm is the Internet checksum: summed on the fly, no packing buffer.
     pub is_csum16: bool,
+    /// `(header, slot, width)` of every input when all are slot fields of at
+    /// most 64 bits: the checksum loop then reads slots directly.
+    pub slots: Option<Vec<(Option<u32>, u32, u32)>>,
 }
 
 /// Counter, meter and register arrays.
@@ -687,6 +694,17 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
         } else {
             usize::MAX
         };
+        let slots = input
+            .iter()
+            .zip(&hdrs)
+            .map(|((r, w), h)| match &r.e {
+                CExpr::Field(f) => match layout.fields[*f as usize].loc {
+                    crate::phv::Loc::Slot(sl) if *w <= 64 => Some((*h, sl, *w)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>();
         calcs.push(CalcPlan {
             name: c.name.clone(),
             algo: c.algo.clone(),
@@ -694,6 +712,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             input_headers: hdrs,
             narrow_bits,
             is_csum16: c.algo == "csum16" || c.algo == "cksum16",
+            slots,
         });
     }
     // Pipelines: tables and conditionals share one numbering across pipelines.
@@ -861,7 +880,22 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                 }
                 None => None,
             };
+            let default_const = t.default_entry.as_ref().is_some_and(|d| d.action_const && d.action_entry_const);
+            let inline_default = match &default_action {
+                Some((a, data)) if key.is_empty() && t.entries.is_empty() && default_const && data.is_empty() => {
+                    let next = match next_miss {
+                        Some(n) => n,
+                        None => match tactions.iter().position(|x| x == a) {
+                            Some(pos) => next_by_action[pos],
+                            None => node(&t.base_default_next, &t.path)?,
+                        },
+                    };
+                    Some((*a, next))
+                }
+                _ => None,
+            };
             tables.push(TablePlan {
+                inline_default,
                 name: t.name.clone(),
                 id: t.id,
                 key,

@@ -1,7 +1,7 @@
 //! The `sluice` command: replay pcap files through a program, run p4c STF
 //! tests, benchmark in memory, or drive the switch with CLI commands.
 
-use sluice::{apply_command_text, apply_commands, bench, load, replay, stf};
+use sluice::{apply_commands, bench, load, replay, stf};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -89,14 +89,35 @@ fn main() -> ExitCode {
             bench::run(program.as_deref(), commands.as_deref(), pcap.as_deref(), duration, routes, packets)
         }
         Cmd::Cli { program, commands } => (|| {
+            use std::io::{BufRead, IsTerminal, Write};
             let mut sw = load(&program)?;
             if let Some(c) = commands {
                 apply_commands(&mut sw, &c, false)?;
             }
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| e.to_string())?;
-            let failed = apply_command_text(&mut sw, &text, "stdin", true);
-            if failed > 0 {
+            let interactive = std::io::stdin().is_terminal();
+            let mut failed = 0;
+            let stdin = std::io::stdin();
+            let mut lines = stdin.lock().lines();
+            loop {
+                if interactive {
+                    print!("sluice> ");
+                    std::io::stdout().flush().ok();
+                }
+                let Some(line) = lines.next() else { break };
+                let line = line.map_err(|e| e.to_string())?;
+                if matches!(line.trim(), "quit" | "exit" | "EOF") {
+                    break;
+                }
+                match sw.command(&line) {
+                    Ok(out) if !out.is_empty() => println!("{out}"),
+                    Ok(_) => {}
+                    Err(e) => {
+                        failed += 1;
+                        println!("Error: {e}");
+                    }
+                }
+            }
+            if failed > 0 && !interactive {
                 return Err(format!("{failed} command(s) failed"));
             }
             Ok(())
