@@ -156,7 +156,38 @@ enum Index {
         width: u32,
         by_len: Vec<(u32, KeyMap)>,
     },
-    Scan(Vec<Flat>),
+    /// Tuple-space search: entries grouped by their mask; each group is a
+    /// hash map from masked key to entries sorted by (priority, handle).
+    /// Groups are kept sorted by their best (priority, handle), so a lookup
+    /// stops at the first group that cannot beat the best match so far.
+    Tuples(Vec<Tuple>),
+}
+
+#[derive(Debug, Clone)]
+struct Tuple {
+    mask: Vec<u8>,
+    best: (i32, u32),
+    map: HashMap<Box<[u8]>, Vec<Flat>>,
+    count: usize,
+}
+
+impl Tuple {
+    fn recompute_best(&mut self) {
+        self.best = self
+            .map
+            .values()
+            .filter_map(|l| l.first())
+            .map(|f| (f.priority, f.handle))
+            .min()
+            .unwrap_or((i32::MAX, u32::MAX));
+    }
+}
+
+fn ranges_hold(f: &Flat, key: &[u8]) -> bool {
+    f.ranges.iter().all(|(off, len, lo, hi)| {
+        let k = &key[*off..*off + *len];
+        k >= lo.as_slice() && k <= hi.as_slice()
+    })
 }
 
 /// Why a table operation failed (names follow bmv2's runtime error codes).
@@ -203,7 +234,7 @@ impl TableState {
             key.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional));
         let lpm: Vec<&KeyFieldSpec> = key.iter().filter(|k| k.kind == MatchKind::Lpm).collect();
         let index = if needs_priority || lpm.len() > 1 {
-            Index::Scan(Vec::new())
+            Index::Tuples(Vec::new())
         } else if let Some(l) = lpm.first() {
             Index::Lpm { off: l.off, len: l.len, width: l.width, by_len: Vec::new() }
         } else {
@@ -255,20 +286,36 @@ impl TableState {
                 }
                 None
             }
-            Index::Scan(list) => {
-                'outer: for f in list {
-                    if key.iter().zip(&f.mask).zip(&f.value).any(|((k, m), v)| k & m != *v) {
-                        continue 'outer;
+            Index::Tuples(tuples) => {
+                let mut best: Option<(i32, u32)> = None;
+                let mut buf = [0u8; 256];
+                let mut heap = Vec::new();
+                let masked: &mut [u8] = if key.len() <= buf.len() {
+                    &mut buf[..key.len()]
+                } else {
+                    heap.resize(key.len(), 0);
+                    &mut heap
+                };
+                for t in tuples {
+                    if best.is_some_and(|b| t.best >= b) {
+                        break;
                     }
-                    for (off, len, lo, hi) in &f.ranges {
-                        let k = &key[*off..*off + *len];
-                        if k < lo.as_slice() || k > hi.as_slice() {
-                            continue 'outer;
+                    for ((m, k), o) in t.mask.iter().zip(key).zip(masked.iter_mut()) {
+                        *o = k & m;
+                    }
+                    if let Some(list) = t.map.get(&*masked) {
+                        for f in list {
+                            if best.is_some_and(|b| (f.priority, f.handle) >= b) {
+                                break;
+                            }
+                            if ranges_hold(f, key) {
+                                best = Some((f.priority, f.handle));
+                                break;
+                            }
                         }
                     }
-                    return Some(f.handle);
                 }
-                None
+                best.map(|b| b.1)
             }
         }
     }
@@ -342,10 +389,26 @@ impl TableState {
                 let k = self.exact_key(matches);
                 by_len.iter().find(|(l, _)| *l == plen).and_then(|(_, m)| m.get(k.as_slice()).copied())
             }
-            Index::Scan(_) => self.entries.iter().enumerate().find_map(|(h, e)| match e {
-                Some(e) if e.priority == priority && normalize(&e.matches) == normalize(matches) => Some(h as u32),
-                _ => None,
-            }),
+            Index::Tuples(tuples) => {
+                let f = self.flat(
+                    0,
+                    &Entry {
+                        matches: matches.to_vec(),
+                        priority,
+                        action: EntryAction::Member(0),
+                        packets: 0,
+                        bytes: 0,
+                        meter: MeterState::default(),
+                        timeout_ms: None,
+                    },
+                );
+                let t = tuples.iter().find(|t| t.mask == f.mask)?;
+                t.map
+                    .get(f.value.as_slice())?
+                    .iter()
+                    .find(|x| x.priority == priority && x.ranges == f.ranges)
+                    .map(|x| x.handle)
+            }
         }
     }
 
@@ -398,11 +461,29 @@ impl TableState {
             }
         };
         match &mut self.index {
-            Index::Scan(_) => {
+            Index::Tuples(_) => {
                 let f = self.flat(handle, &e);
-                if let Index::Scan(list) = &mut self.index {
-                    let pos = list.partition_point(|x| (x.priority, x.handle) < (f.priority, f.handle));
-                    list.insert(pos, f);
+                if let Index::Tuples(tuples) = &mut self.index {
+                    let pos = match tuples.iter().position(|t| t.mask == f.mask) {
+                        Some(p) => p,
+                        None => {
+                            tuples.push(Tuple {
+                                mask: f.mask.clone(),
+                                best: (i32::MAX, u32::MAX),
+                                map: HashMap::new(),
+                                count: 0,
+                            });
+                            tuples.len() - 1
+                        }
+                    };
+                    let t = &mut tuples[pos];
+                    let key = (f.priority, f.handle);
+                    let list = t.map.entry(f.value.clone().into_boxed_slice()).or_default();
+                    let at = list.partition_point(|x| (x.priority, x.handle) < key);
+                    list.insert(at, f);
+                    t.count += 1;
+                    t.best = t.best.min(key);
+                    tuples.sort_by_key(|t| t.best);
                 }
             }
             _ => {
@@ -430,7 +511,7 @@ impl TableState {
                         };
                         by_len[pos].1.insert(k, handle);
                     }
-                    Index::Scan(_) => unreachable!(),
+                    Index::Tuples(_) => unreachable!(),
                 }
             }
         }
@@ -457,7 +538,27 @@ impl TableState {
                 }
                 by_len.retain(|(_, m)| !m.is_empty());
             }
-            Index::Scan(list) => list.retain(|f| f.handle != handle),
+            Index::Tuples(_) => {
+                let f = self.flat(handle, &e);
+                if let Index::Tuples(tuples) = &mut self.index {
+                    if let Some(pos) = tuples.iter().position(|t| t.mask == f.mask) {
+                        let t = &mut tuples[pos];
+                        if let Some(list) = t.map.get_mut(f.value.as_slice()) {
+                            list.retain(|x| x.handle != handle);
+                            if list.is_empty() {
+                                t.map.remove(f.value.as_slice());
+                            }
+                        }
+                        t.count -= 1;
+                        if t.count == 0 {
+                            tuples.remove(pos);
+                        } else {
+                            t.recompute_best();
+                        }
+                        tuples.sort_by_key(|t| t.best);
+                    }
+                }
+            }
         }
         self.free.insert(handle);
         self.count -= 1;
@@ -484,10 +585,6 @@ impl TableState {
     pub fn get_mut(&mut self, handle: u32) -> Option<&mut Entry> {
         self.entries.get_mut(handle as usize).and_then(|e| e.as_mut())
     }
-}
-
-fn normalize(m: &[FieldMatch]) -> Vec<FieldMatch> {
-    m.to_vec()
 }
 
 /// Right-aligns `src` into `dst` (truncating from the left when longer).
@@ -570,6 +667,76 @@ mod tests {
         assert_eq!(t.lookup(&[0x12, 0x34]), Some(1));
         assert_eq!(t.lookup(&[0x12, 0x35]), Some(0));
         assert_eq!(t.lookup(&[0x13, 0x35]), None);
+    }
+
+    #[test]
+    fn tuple_space_matches_a_linear_scan() {
+        // Two ternary fields and a range field; random entries and keys, the
+        // result must equal the best (priority, handle) found by brute force.
+        let key = vec![
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 8, off: 0, len: 1 },
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 16, off: 1, len: 2 },
+            KeyFieldSpec { kind: MatchKind::Range, width: 8, off: 3, len: 1 },
+        ];
+        let mut t = TableState::new(key, 10_000);
+        let mut x: u32 = 12345;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        };
+        let masks = [0x00u8, 0xf0, 0xff];
+        for _ in 0..300 {
+            let m0 = masks[(rnd() % 3) as usize];
+            let m1 = masks[(rnd() % 3) as usize];
+            let lo = (rnd() % 200) as u8;
+            let hi = lo.saturating_add((rnd() % 60) as u8);
+            let e = entry(
+                vec![
+                    FieldMatch::Ternary(vec![rnd() as u8], vec![m0]),
+                    FieldMatch::Ternary(vec![rnd() as u8, 0], vec![m1, 0]),
+                    FieldMatch::Range(vec![lo], vec![hi]),
+                ],
+                (rnd() % 20) as i32,
+                1,
+            );
+            let _ = t.add(e);
+        }
+        for h in [3u32, 10, 50, 51] {
+            let _ = t.delete(h);
+        }
+        for _ in 0..2000 {
+            let k = [rnd() as u8, rnd() as u8, 0, rnd() as u8];
+            let brute = t
+                .entries
+                .iter()
+                .enumerate()
+                .filter_map(|(h, e)| e.as_ref().map(|e| (h as u32, e)))
+                .filter(|(_, e)| {
+                    let FieldMatch::Ternary(v0, m0) = &e.matches[0] else { unreachable!() };
+                    let FieldMatch::Ternary(v1, m1) = &e.matches[1] else { unreachable!() };
+                    let FieldMatch::Range(lo, hi) = &e.matches[2] else { unreachable!() };
+                    k[0] & m0[0] == v0[0] && k[1] & m1[0] == v1[0] && k[3] >= lo[0] && k[3] <= hi[0]
+                })
+                .min_by_key(|(h, e)| (e.priority, *h))
+                .map(|(h, _)| h);
+            assert_eq!(t.lookup(&k), brute, "key {k:?}");
+        }
+    }
+
+    #[test]
+    fn same_ternary_key_with_another_priority_is_not_a_duplicate() {
+        let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Ternary, width: 8, off: 0, len: 1 }], 10);
+        t.add(entry(vec![FieldMatch::Ternary(vec![1], vec![0xff])], 5, 1)).unwrap();
+        assert!(matches!(
+            t.add(entry(vec![FieldMatch::Ternary(vec![1], vec![0xff])], 5, 2)),
+            Err(TableError::DuplicateEntry(0))
+        ));
+        assert_eq!(t.add(entry(vec![FieldMatch::Ternary(vec![1], vec![0xff])], 3, 2)).unwrap(), 1);
+        assert_eq!(t.lookup(&[1]), Some(1));
+        t.delete(1).unwrap();
+        assert_eq!(t.lookup(&[1]), Some(0));
     }
 
     #[test]
