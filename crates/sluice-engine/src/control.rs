@@ -10,6 +10,10 @@ use crate::state::{Digest, State};
 use crate::tables::{Entry, EntryAction, FieldMatch, MeterState};
 use crate::value::nbytes;
 
+/// Primitives one action call may execute (loops come from `_jump`) before
+/// Sluice stops it and drops the packet.
+pub const MAX_ACTION_STEPS: u32 = 1_000_000;
+
 /// Hidden per-packet state that v1model keeps outside the PHV.
 #[derive(Debug, Clone, Default)]
 pub struct PktMeta {
@@ -300,9 +304,22 @@ impl Exec<'_> {
         let plan = self.plan;
         let prims = &plan.actions[ai].prims;
         let mut pc = 0;
+        let mut steps = 0u32;
         while pc < prims.len() {
             let p = &prims[pc];
             pc += 1;
+            steps += 1;
+            if steps > MAX_ACTION_STEPS {
+                // A loop that never ends (bmv2 would hang): stop and drop the packet.
+                if let Some(t) = self.trace.as_deref_mut() {
+                    t.push_str("  action exceeded its step limit: packet dropped\n");
+                }
+                self.meta.exit = true;
+                if let Some(f) = plan.std.egress_spec {
+                    self.phv.set(&plan.layout.fields[f as usize], 511);
+                }
+                return;
+            }
             self.run_prim(p, data, &mut pc);
         }
     }
@@ -506,11 +523,16 @@ impl Exec<'_> {
             }
             Prim::AssignVl { dst, src } => {
                 let (fd, fs) = (&layout.fields[*dst as usize], &layout.fields[*src as usize]);
-                if let (crate::phv::Loc::Wide { off: a, len }, crate::phv::Loc::Wide { off: b, .. }) = (fd.loc, fs.loc)
+                if let (crate::phv::Loc::Wide { off: a, len: la }, crate::phv::Loc::Wide { off: b, len: lb }) =
+                    (fd.loc, fs.loc)
                 {
-                    self.phv.wide.copy_within(b as usize..(b + len) as usize, a as usize);
+                    // Values are right-aligned in their storage: copy the common low part.
+                    let n = la.min(lb);
+                    self.phv.wide[a as usize..(a + la) as usize].fill(0);
+                    self.phv.wide.copy_within((b + lb - n) as usize..(b + lb) as usize, (a + la - n) as usize);
                 }
-                self.phv.varbit_len[fd.header as usize] = self.phv.varbit_len[fs.header as usize];
+                let vl = self.phv.varbit_len[fs.header as usize].min(fd.width);
+                self.phv.varbit_len[fd.header as usize] = vl;
             }
         }
     }

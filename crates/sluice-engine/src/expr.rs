@@ -653,6 +653,17 @@ impl ExprCx<'_> {
                     let f = *fields.get(*idx as usize).ok_or_else(|| self.err("access_field index out of range"))?;
                     return Ok(CExpr::Field(f));
                 }
+                // Every element of a stack has the same type: check the index once.
+                let h0 = match &hr {
+                    HRef::StackElem(st, _) | HRef::StackLast(st) => {
+                        self.layout.stacks[*st as usize].headers.first().copied()
+                    }
+                    HRef::Fixed(x) => Some(*x),
+                };
+                let nfields = h0.map_or(0, |h| self.layout.headers[h as usize].fields.len());
+                if *idx as usize >= nfields {
+                    return Err(self.err(format!("access_field index {idx} is out of range ({nfields} fields)")));
+                }
                 CExpr::DynField(hr, *idx as usize)
             }
             Expr::Cond { cond, left, right } => {

@@ -160,8 +160,15 @@ enum Index {
     /// hash map from masked key to entries sorted by (priority, handle).
     /// Groups are kept sorted by their best (priority, handle), so a lookup
     /// stops at the first group that cannot beat the best match so far.
-    Tuples(Vec<Tuple>),
+    Tuples {
+        tuples: Vec<Tuple>,
+        small: Vec<Flat>,
+    },
 }
+
+/// Up to this many entries, a ternary/range table is scanned in priority
+/// order (faster than hashing per mask for small ACLs); above, tuple search.
+const SMALL_TABLE: usize = 32;
 
 #[derive(Debug, Clone)]
 struct Tuple {
@@ -234,7 +241,7 @@ impl TableState {
             key.iter().any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional));
         let lpm: Vec<&KeyFieldSpec> = key.iter().filter(|k| k.kind == MatchKind::Lpm).collect();
         let index = if needs_priority || lpm.len() > 1 {
-            Index::Tuples(Vec::new())
+            Index::Tuples { tuples: Vec::new(), small: Vec::new() }
         } else if let Some(l) = lpm.first() {
             Index::Lpm { off: l.off, len: l.len, width: l.width, by_len: Vec::new() }
         } else {
@@ -272,11 +279,14 @@ impl TableState {
                 if by_len.is_empty() {
                     return None;
                 }
-                let mut buf = [0u8; 256];
-                let k = &mut buf[..key.len().min(256)];
-                if key.len() > 256 {
-                    return None;
-                }
+                let mut buf = [0u8; 64];
+                let mut heap = Vec::new();
+                let k: &mut [u8] = if key.len() <= buf.len() {
+                    &mut buf[..key.len()]
+                } else {
+                    heap.resize(key.len(), 0);
+                    &mut heap
+                };
                 for (plen, m) in by_len {
                     k.copy_from_slice(key);
                     apply_prefix(&mut k[*off..*off + *len], *width, *plen);
@@ -286,9 +296,17 @@ impl TableState {
                 }
                 None
             }
-            Index::Tuples(tuples) => {
+            Index::Tuples { small, .. } if self.count <= SMALL_TABLE => {
+                for f in small {
+                    if key.iter().zip(&f.mask).zip(&f.value).all(|((k, m), v)| k & m == *v) && ranges_hold(f, key) {
+                        return Some(f.handle);
+                    }
+                }
+                None
+            }
+            Index::Tuples { tuples, .. } => {
                 let mut best: Option<(i32, u32)> = None;
-                let mut buf = [0u8; 256];
+                let mut buf = [0u8; 64];
                 let mut heap = Vec::new();
                 let masked: &mut [u8] = if key.len() <= buf.len() {
                     &mut buf[..key.len()]
@@ -389,7 +407,7 @@ impl TableState {
                 let k = self.exact_key(matches);
                 by_len.iter().find(|(l, _)| *l == plen).and_then(|(_, m)| m.get(k.as_slice()).copied())
             }
-            Index::Tuples(tuples) => {
+            Index::Tuples { tuples, .. } => {
                 let f = self.flat(
                     0,
                     &Entry {
@@ -461,9 +479,11 @@ impl TableState {
             }
         };
         match &mut self.index {
-            Index::Tuples(_) => {
+            Index::Tuples { .. } => {
                 let f = self.flat(handle, &e);
-                if let Index::Tuples(tuples) = &mut self.index {
+                if let Index::Tuples { tuples, small } = &mut self.index {
+                    let at = small.partition_point(|x| (x.priority, x.handle) < (f.priority, f.handle));
+                    small.insert(at, f.clone());
                     let pos = match tuples.iter().position(|t| t.mask == f.mask) {
                         Some(p) => p,
                         None => {
@@ -511,7 +531,7 @@ impl TableState {
                         };
                         by_len[pos].1.insert(k, handle);
                     }
-                    Index::Tuples(_) => unreachable!(),
+                    Index::Tuples { .. } => unreachable!(),
                 }
             }
         }
@@ -538,9 +558,10 @@ impl TableState {
                 }
                 by_len.retain(|(_, m)| !m.is_empty());
             }
-            Index::Tuples(_) => {
+            Index::Tuples { .. } => {
                 let f = self.flat(handle, &e);
-                if let Index::Tuples(tuples) = &mut self.index {
+                if let Index::Tuples { tuples, small } = &mut self.index {
+                    small.retain(|x| x.handle != handle);
                     if let Some(pos) = tuples.iter().position(|t| t.mask == f.mask) {
                         let t = &mut tuples[pos];
                         if let Some(list) = t.map.get_mut(f.value.as_slice()) {

@@ -11,6 +11,12 @@ use sluice_engine::Switch;
 /// The router example, compiled by p4c, embedded so `sluice bench` needs no files.
 pub const ROUTER_JSON: &str = include_str!("../../../examples/router.json");
 
+/// Network address of built-in route `r`: consecutive /24s from 10.0.0.0
+/// (up to 4M routes stay inside 10.0.0.0-73.255.255.0).
+pub fn route_base(r: u32) -> u32 {
+    (10u32 << 24).wrapping_add(r << 8)
+}
+
 /// Route-table commands for the built-in router: `routes` /24 routes over 16 next hops.
 pub fn router_commands(routes: u32) -> String {
     let mut s = String::new();
@@ -23,11 +29,8 @@ pub fn router_commands(routes: u32) -> String {
         ));
     }
     for r in 0..routes {
-        let (a, b) = ((r >> 8) & 0xff, r & 0xff);
-        s.push_str(&format!(
-            "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.{a}.{b}.0/24 => {}\n",
-            r % 16 + 1
-        ));
+        let net = std::net::Ipv4Addr::from(route_base(r));
+        s.push_str(&format!("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {net}/24 => {}\n", r % 16 + 1));
     }
     s
 }
@@ -62,7 +65,7 @@ pub fn router_traffic(n: usize, routes: u32) -> Vec<Vec<u8>> {
         ip[8] = 64;
         ip[9] = 17;
         ip[12..16].copy_from_slice(&[192, 168, 0, 1]);
-        ip[16..20].copy_from_slice(&[10, ((r >> 8) & 0xff) as u8, (r & 0xff) as u8, (x >> 24) as u8 | 1]);
+        ip[16..20].copy_from_slice(&(route_base(r) | ((x >> 24) | 1)).to_be_bytes());
         let c = csum(ip);
         ip[10..12].copy_from_slice(&c.to_be_bytes());
         p[34..36].copy_from_slice(&(1024 + (x & 0xff) as u16).to_be_bytes());

@@ -57,8 +57,8 @@ enum Cmd {
         /// Seconds to run.
         #[arg(long, default_value_t = 5.0)]
         duration: f64,
-        /// Number of routes in the built-in route table.
-        #[arg(long, default_value_t = 1000)]
+        /// Number of /24 routes in the built-in route table (at most 4194304).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
         routes: u32,
         /// Stop after this many packets (for instruction-count profiling).
         #[arg(long)]
