@@ -574,6 +574,20 @@ pub fn format_action_data(a: &crate::plan::ActionPlan, data: &[u8]) -> String {
 pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash::BitPacker, ci: usize) -> u64 {
     let c = &plan.calcs[ci];
     if c.is_csum16 {
+        if let Some((h, wc)) = &c.csum_words {
+            // All inputs in one header: when it is invalid nothing is packed.
+            if h.is_some_and(|h| !phv.valid[h as usize]) {
+                return 0xffff;
+            }
+            let mut sum: u64 = 0;
+            for w in &wc.pack(&phv.slots)[..wc.nwords] {
+                sum += (w >> 48) + ((w >> 32) & 0xffff) + ((w >> 16) & 0xffff) + (w & 0xffff);
+            }
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            return !sum & 0xffff;
+        }
         if let Some(slots) = &c.slots {
             return csum16_slots(phv, slots);
         }

@@ -55,6 +55,109 @@ pub struct HeaderInfo {
     /// slots (no varbit, none wider than 128 bits): extraction and deparsing
     /// then run without per-field layout lookups.
     pub codec: Option<Vec<(u32, u32, u32)>>,
+    /// The same fields cut into pieces of 64-bit words, for byte-aligned
+    /// headers of at most 64 bytes: extraction loads whole words and
+    /// deparsing stores whole words (see [`WordPiece`]).
+    pub words: Option<WordCodec>,
+}
+
+/// One piece of a field inside one 64-bit word of a header.
+#[derive(Debug, Clone, Copy)]
+pub struct WordPiece {
+    pub slot: u32,
+    /// Index of the 64-bit word within the header.
+    pub word: u8,
+    /// The piece is `(slot >> field_shift) & mask` ...
+    pub field_shift: u8,
+    pub mask: u64,
+    /// ... placed at `<< word_shift` in the word.
+    pub word_shift: u8,
+}
+
+/// Word-level layout of a header (see `HeaderInfo::words`).
+#[derive(Debug, Clone)]
+pub struct WordCodec {
+    pub bytes: usize,
+    pub nwords: usize,
+    /// Slots of the header's fields (cleared before pieces are OR-ed in).
+    pub slots: Vec<u32>,
+    pub pieces: Vec<WordPiece>,
+}
+
+impl WordCodec {
+    /// Builds the pieces for `(slot, bit offset, width)` fields spanning `bits` bits.
+    pub fn new(codec: &[(u32, u32, u32)], bits: u32) -> Option<WordCodec> {
+        if !bits.is_multiple_of(8) || bits > 512 || bits == 0 {
+            return None;
+        }
+        let mut pieces = Vec::new();
+        for (slot, off, width) in codec {
+            let (mut pos, end) = (*off, *off + *width);
+            while pos < end {
+                let word = pos / 64;
+                let in_word = pos % 64;
+                let take = (64 - in_word).min(end - pos);
+                // Bits [pos, pos+take) of the header are field bits [pos-off, ...) from the MSB.
+                let field_shift = end - (pos + take);
+                let word_shift = 64 - in_word - take;
+                let mask = if take == 64 { u64::MAX } else { (1u64 << take) - 1 };
+                pieces.push(WordPiece {
+                    slot: *slot,
+                    word: word as u8,
+                    field_shift: field_shift as u8,
+                    mask,
+                    word_shift: word_shift as u8,
+                });
+                pos += take;
+            }
+        }
+        Some(WordCodec {
+            bytes: bits as usize / 8,
+            nwords: (bits as usize).div_ceil(64),
+            slots: codec.iter().map(|c| c.0).collect(),
+            pieces,
+        })
+    }
+
+    /// Extracts the header from `data` (at least `bytes` long) into the slots.
+    #[inline]
+    pub fn extract(&self, slots: &mut [u128], data: &[u8]) {
+        let mut buf = [0u8; 64];
+        buf[..self.bytes].copy_from_slice(&data[..self.bytes]);
+        let mut words = [0u64; 8];
+        for (i, w) in words.iter_mut().enumerate().take(self.nwords) {
+            *w = u64::from_be_bytes(buf[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        }
+        for s in &self.slots {
+            slots[*s as usize] = 0;
+        }
+        for p in &self.pieces {
+            let v = (words[p.word as usize] >> p.word_shift) & p.mask;
+            slots[p.slot as usize] |= (v as u128) << p.field_shift;
+        }
+    }
+
+    /// Packs the fields from the slots into big-endian-ordered 64-bit words.
+    #[inline]
+    pub fn pack(&self, slots: &[u128]) -> [u64; 8] {
+        let mut words = [0u64; 8];
+        for p in &self.pieces {
+            let v = ((slots[p.slot as usize] >> p.field_shift) as u64) & p.mask;
+            words[p.word as usize] |= v << p.word_shift;
+        }
+        words
+    }
+
+    /// Writes the header's bytes from the slots into `out` (at least `bytes` long).
+    #[inline]
+    pub fn deparse(&self, slots: &[u128], out: &mut [u8]) {
+        let words = self.pack(slots);
+        let mut buf = [0u8; 64];
+        for (i, w) in words.iter().enumerate().take(self.nwords) {
+            buf[i * 8..i * 8 + 8].copy_from_slice(&w.to_be_bytes());
+        }
+        out[..self.bytes].copy_from_slice(&buf[..self.bytes]);
+    }
 }
 
 /// A header stack.
@@ -158,7 +261,9 @@ impl Layout {
                 }
                 off += fi.width;
             }
+            let words = codec.as_ref().and_then(|c| WordCodec::new(c, fixed_bits));
             l.headers.push(HeaderInfo {
+                words,
                 codec,
                 name: h.name.clone(),
                 type_name: h.header_type.clone(),

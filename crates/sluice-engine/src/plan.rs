@@ -276,6 +276,9 @@ pub struct CalcPlan {
     /// `(header, slot, width)` of every input when all are slot fields of at
     /// most 64 bits: the checksum loop then reads slots directly.
     pub slots: Option<Vec<(Option<u32>, u32, u32)>>,
+    /// csum16 over fields that all belong to one header (or to metadata):
+    /// the header (if any) and the fields packed as 64-bit words.
+    pub csum_words: Option<(Option<u32>, crate::phv::WordCodec)>,
 }
 
 /// Counter, meter and register arrays.
@@ -712,6 +715,21 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             input_headers: hdrs,
             narrow_bits,
             is_csum16: c.algo == "csum16" || c.algo == "cksum16",
+            csum_words: slots.as_ref().and_then(|sl| {
+                let h0 = sl.first()?.0;
+                if !sl.iter().all(|(h, _, _)| *h == h0) {
+                    return None;
+                }
+                let mut off = 0;
+                let codec: Vec<(u32, u32, u32)> = sl
+                    .iter()
+                    .map(|(_, slot, w)| {
+                        off += w;
+                        (*slot, off - w, *w)
+                    })
+                    .collect();
+                crate::phv::WordCodec::new(&codec, off).map(|wc| (h0, wc))
+            }),
             slots,
         });
     }

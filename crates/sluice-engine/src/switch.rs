@@ -686,6 +686,11 @@ impl Switch {
                 continue;
             }
             let hi = &layout.headers[*h as usize];
+            if let (Some(wc), true) = (&hi.words, cursor % 8 == 0) {
+                wc.deparse(&phv.slots, &mut out[cursor / 8..]);
+                cursor += hi.fixed_bits as usize;
+                continue;
+            }
             if let Some(codec) = &hi.codec {
                 for (slot, off, width) in codec {
                     write_bits(out, cursor + *off as usize, *width, phv.slots[*slot as usize]);
@@ -740,6 +745,10 @@ fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
 
 fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8], mut cursor: usize, vl_bits: u32) {
     let hi = &layout.headers[h as usize];
+    if let (Some(wc), true) = (&hi.words, cursor % 8 == 0) {
+        wc.extract(&mut phv.slots, &data[cursor / 8..]);
+        return;
+    }
     if let Some(codec) = &hi.codec {
         for (slot, off, width) in codec {
             phv.slots[*slot as usize] = read_bits(data, cursor + *off as usize, *width);

@@ -131,8 +131,68 @@ pub struct Entry {
     pub timeout_ms: Option<u64>,
 }
 
-/// Key bytes to entry handle.
-type KeyMap = HashMap<Box<[u8]>, u32>;
+/// Key to entry handle. Keys of at most 16 bytes are stored as one `u128`
+/// (no pointer to chase, cheap hashing); longer ones as byte strings.
+#[derive(Debug, Clone)]
+enum KeyMap {
+    /// Keys of at most 8 bytes: 16-byte buckets.
+    Tiny(HashMap<u64, u32>),
+    Short(HashMap<u128, u32>),
+    Long(HashMap<Box<[u8]>, u32>),
+}
+
+impl KeyMap {
+    fn new(key_len: usize) -> KeyMap {
+        if key_len <= 8 {
+            KeyMap::Tiny(HashMap::new())
+        } else if key_len <= 16 {
+            KeyMap::Short(HashMap::new())
+        } else {
+            KeyMap::Long(HashMap::new())
+        }
+    }
+    #[inline]
+    fn get(&self, k: &[u8]) -> Option<u32> {
+        match self {
+            KeyMap::Tiny(m) => m.get(&(crate::value::be_to_u128(k) as u64)).copied(),
+            KeyMap::Short(m) => m.get(&crate::value::be_to_u128(k)).copied(),
+            KeyMap::Long(m) => m.get(k).copied(),
+        }
+    }
+    fn insert(&mut self, k: &[u8], h: u32) {
+        match self {
+            KeyMap::Tiny(m) => {
+                m.insert(crate::value::be_to_u128(k) as u64, h);
+            }
+            KeyMap::Short(m) => {
+                m.insert(crate::value::be_to_u128(k), h);
+            }
+            KeyMap::Long(m) => {
+                m.insert(k.to_vec().into_boxed_slice(), h);
+            }
+        }
+    }
+    fn remove(&mut self, k: &[u8]) {
+        match self {
+            KeyMap::Tiny(m) => {
+                m.remove(&(crate::value::be_to_u128(k) as u64));
+            }
+            KeyMap::Short(m) => {
+                m.remove(&crate::value::be_to_u128(k));
+            }
+            KeyMap::Long(m) => {
+                m.remove(k);
+            }
+        }
+    }
+    fn is_empty(&self) -> bool {
+        match self {
+            KeyMap::Tiny(m) => m.is_empty(),
+            KeyMap::Short(m) => m.is_empty(),
+            KeyMap::Long(m) => m.is_empty(),
+        }
+    }
+}
 
 /// `(offset, length, low, high)` of one range field in the key.
 type RangeCheck = (usize, usize, Vec<u8>, Vec<u8>);
@@ -148,13 +208,14 @@ struct Flat {
 
 #[derive(Debug, Clone)]
 enum Index {
-    Exact(HashMap<Box<[u8]>, u32>),
+    Exact(KeyMap),
     /// `(lpm field offset, len, width)` and maps by prefix length, longest first.
     Lpm {
         off: usize,
         len: usize,
         width: u32,
-        by_len: Vec<(u32, KeyMap)>,
+        /// `(prefix length, mask of the whole key as u128 when it fits, map)`.
+        by_len: Vec<(u32, u128, KeyMap)>,
     },
     /// Tuple-space search: entries grouped by their mask; each group is a
     /// hash map from masked key to entries sorted by (priority, handle).
@@ -245,7 +306,7 @@ impl TableState {
         } else if let Some(l) = lpm.first() {
             Index::Lpm { off: l.off, len: l.len, width: l.width, by_len: Vec::new() }
         } else {
-            Index::Exact(HashMap::new())
+            Index::Exact(KeyMap::new(key.iter().map(|k| k.len).sum()))
         };
         TableState {
             key,
@@ -274,9 +335,23 @@ impl TableState {
     #[inline]
     pub fn lookup(&self, key: &[u8]) -> Option<u32> {
         match &self.index {
-            Index::Exact(m) => m.get(key).copied(),
+            Index::Exact(m) => m.get(key),
             Index::Lpm { off, len, width, by_len } => {
                 if by_len.is_empty() {
+                    return None;
+                }
+                if key.len() <= 16 {
+                    let k = crate::value::be_to_u128(key);
+                    for (_, mask, m) in by_len {
+                        let hit = match m {
+                            KeyMap::Tiny(m) => m.get(&((k & mask) as u64)),
+                            KeyMap::Short(m) => m.get(&(k & mask)),
+                            KeyMap::Long(_) => None,
+                        };
+                        if let Some(h) = hit {
+                            return Some(*h);
+                        }
+                    }
                     return None;
                 }
                 let mut buf = [0u8; 64];
@@ -287,11 +362,11 @@ impl TableState {
                     heap.resize(key.len(), 0);
                     &mut heap
                 };
-                for (plen, m) in by_len {
+                for (plen, _, m) in by_len {
                     k.copy_from_slice(key);
                     apply_prefix(&mut k[*off..*off + *len], *width, *plen);
-                    if let Some(h) = m.get(&*k) {
-                        return Some(*h);
+                    if let Some(h) = m.get(k) {
+                        return Some(h);
                     }
                 }
                 None
@@ -401,11 +476,11 @@ impl TableState {
     /// Finds an installed entry with the same match (and priority, where it matters).
     pub fn find(&self, matches: &[FieldMatch], priority: i32) -> Option<u32> {
         match &self.index {
-            Index::Exact(m) => m.get(self.exact_key(matches).as_slice()).copied(),
+            Index::Exact(m) => m.get(&self.exact_key(matches)),
             Index::Lpm { by_len, .. } => {
                 let plen = matches.iter().find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })?;
                 let k = self.exact_key(matches);
-                by_len.iter().find(|(l, _)| *l == plen).and_then(|(_, m)| m.get(k.as_slice()).copied())
+                by_len.iter().find(|(l, _, _)| *l == plen).and_then(|(_, _, m)| m.get(&k))
             }
             Index::Tuples { tuples, .. } => {
                 let f = self.flat(
@@ -507,29 +582,37 @@ impl TableState {
                 }
             }
             _ => {
-                let k = self.exact_key(&e.matches).into_boxed_slice();
-                match &mut self.index {
-                    Index::Exact(m) => {
-                        m.insert(k, handle);
+                let k = self.exact_key(&e.matches);
+                let key_len = self.key_len;
+                let mask_of = |off: usize, len: usize, width: u32, plen: u32| -> u128 {
+                    let mut m = vec![0xffu8; key_len];
+                    apply_prefix(&mut m[off..off + len], width, plen);
+                    if key_len <= 16 {
+                        crate::value::be_to_u128(&m)
+                    } else {
+                        0
                     }
-                    Index::Lpm { width, by_len, .. } => {
+                };
+                match &mut self.index {
+                    Index::Exact(m) => m.insert(&k, handle),
+                    Index::Lpm { off, len, width, by_len } => {
                         let plen = e
                             .matches
                             .iter()
                             .find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })
                             .unwrap_or(*width);
-                        let pos = match by_len.iter().position(|(l, _)| *l <= plen) {
+                        let pos = match by_len.iter().position(|(l, _, _)| *l <= plen) {
                             Some(p) if by_len[p].0 == plen => p,
                             Some(p) => {
-                                by_len.insert(p, (plen, HashMap::new()));
+                                by_len.insert(p, (plen, mask_of(*off, *len, *width, plen), KeyMap::new(key_len)));
                                 p
                             }
                             None => {
-                                by_len.push((plen, HashMap::new()));
+                                by_len.push((plen, mask_of(*off, *len, *width, plen), KeyMap::new(key_len)));
                                 by_len.len() - 1
                             }
                         };
-                        by_len[pos].1.insert(k, handle);
+                        by_len[pos].2.insert(&k, handle);
                     }
                     Index::Tuples { .. } => unreachable!(),
                 }
@@ -547,16 +630,14 @@ impl TableState {
         let e = self.entries.get_mut(handle as usize).and_then(|e| e.take()).ok_or(TableError::InvalidHandle)?;
         let k = self.exact_key(&e.matches);
         match &mut self.index {
-            Index::Exact(m) => {
-                m.remove(k.as_slice());
-            }
+            Index::Exact(m) => m.remove(&k),
             Index::Lpm { by_len, .. } => {
-                for (_, m) in by_len.iter_mut() {
-                    if m.get(k.as_slice()) == Some(&handle) {
-                        m.remove(k.as_slice());
+                for (_, _, m) in by_len.iter_mut() {
+                    if m.get(&k) == Some(handle) {
+                        m.remove(&k);
                     }
                 }
-                by_len.retain(|(_, m)| !m.is_empty());
+                by_len.retain(|(_, _, m)| !m.is_empty());
             }
             Index::Tuples { .. } => {
                 let f = self.flat(handle, &e);
