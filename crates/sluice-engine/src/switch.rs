@@ -686,7 +686,7 @@ impl Switch {
                 continue;
             }
             let hi = &layout.headers[*h as usize];
-            if let (Some(wc), true) = (&hi.words, cursor % 8 == 0) {
+            if let (Some(wc), true) = (&hi.words, cursor.is_multiple_of(8)) {
                 wc.deparse(&phv.slots, &mut out[cursor / 8..]);
                 cursor += hi.fixed_bits as usize;
                 continue;
@@ -745,7 +745,7 @@ fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
 
 fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8], mut cursor: usize, vl_bits: u32) {
     let hi = &layout.headers[h as usize];
-    if let (Some(wc), true) = (&hi.words, cursor % 8 == 0) {
+    if let (Some(wc), true) = (&hi.words, cursor.is_multiple_of(8)) {
         wc.extract(&mut phv.slots, &data[cursor / 8..]);
         return;
     }
