@@ -680,7 +680,7 @@ impl Switch {
         let hdr_bytes = bits.div_ceil(8);
         // 16 bytes of slack let `write_bits` use fixed-size windows.
         out.resize(hdr_bytes + 16, 0);
-        let mut cursor = 0;
+        let mut cursor: usize = 0;
         for h in &plan.deparse_order {
             if !phv.valid[*h as usize] {
                 continue;
