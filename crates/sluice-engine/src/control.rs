@@ -588,12 +588,6 @@ pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash
             }
             return !sum & 0xffff;
         }
-        if let Some(slots) = &c.slots {
-            return csum16_slots(phv, slots);
-        }
-        if c.narrow_bits != usize::MAX {
-            return csum16_fields(plan, phv, c);
-        }
     }
     if c.narrow_bits <= 1900 {
         // Fast path: every input is at most 128 bits; pack into a stack buffer.
@@ -647,86 +641,6 @@ pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash
         buf.push_field(b, *w as usize);
     }
     state.calc_algos[ci].compute(buf.as_bytes())
-}
-
-/// `csum16_fields` for inputs that are all slot fields of at most 64 bits.
-fn csum16_slots(phv: &Phv, slots: &[(Option<u32>, u32, u32)]) -> u64 {
-    let mut sum: u64 = 0;
-    // Fewer than 16 bits wait in `acc` between fields; pieces are at most 32 bits.
-    let mut acc: u64 = 0;
-    let mut nacc: u32 = 0;
-    for (h, slot, w) in slots {
-        if let Some(h) = h {
-            if !phv.valid[*h as usize] {
-                continue;
-            }
-        }
-        let v = phv.slots[*slot as usize] as u64;
-        let mut left = *w;
-        while left > 0 {
-            let take = left.min(32);
-            left -= take;
-            let piece = (v >> left) & ((1u64 << take) - 1);
-            acc = (acc << take) | piece;
-            nacc += take;
-            while nacc >= 16 {
-                nacc -= 16;
-                sum += (acc >> nacc) & 0xffff;
-            }
-            acc &= (1u64 << nacc) - 1;
-        }
-    }
-    if nacc > 0 {
-        sum += (acc << (16 - nacc)) & 0xffff;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !sum & 0xffff
-}
-
-/// The Internet checksum of bit-packed fields, summed 16 bits at a time as
-/// the bits arrive (equal to packing then `csum16`, without the buffer).
-fn csum16_fields(plan: &Plan, phv: &Phv, c: &crate::plan::CalcPlan) -> u64 {
-    let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
-    let mut sum: u64 = 0;
-    // Invariant between pushes: fewer than 16 bits wait in `acc`.
-    let mut acc: u64 = 0;
-    let mut nacc: u32 = 0;
-    let mut push = |v: u64, w: u32| {
-        // w <= 32 keeps acc within 48 bits.
-        acc = (acc << w) | (v & ((1u64 << w) - 1));
-        nacc += w;
-        while nacc >= 16 {
-            nacc -= 16;
-            sum += (acc >> nacc) & 0xffff;
-        }
-        acc &= (1u64 << nacc) - 1;
-    };
-    for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
-        if let Some(h) = h {
-            if !phv.valid[*h as usize] {
-                continue;
-            }
-        }
-        let v = match &r.e {
-            crate::expr::CExpr::Field(f) => phv.get(&plan.layout.fields[*f as usize]),
-            _ => r.eval_u128(&env),
-        };
-        let mut left = *w;
-        while left > 32 {
-            left -= 32;
-            push((v >> left) as u64, 32);
-        }
-        push(v as u64, left);
-    }
-    if nacc > 0 {
-        sum += (acc << (16 - nacc)) & 0xffff;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !sum & 0xffff
 }
 
 /// Installs one const entry from the JSON into a table.

@@ -273,9 +273,6 @@ pub struct CalcPlan {
     pub narrow_bits: usize,
     /// The algorithm is the Internet checksum: summed on the fly, no packing buffer.
     pub is_csum16: bool,
-    /// `(header, slot, width)` of every input when all are slot fields of at
-    /// most 64 bits: the checksum loop then reads slots directly.
-    pub slots: Option<Vec<(Option<u32>, u32, u32)>>,
     /// csum16 over fields that all belong to one header (or to metadata):
     /// the header (if any) and the fields packed as 64-bit words.
     pub csum_words: Option<(Option<u32>, crate::phv::WordCodec)>,
@@ -730,7 +727,6 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                     .collect();
                 crate::phv::WordCodec::new(&codec, off).map(|wc| (h0, wc))
             }),
-            slots,
         });
     }
     // Pipelines: tables and conditionals share one numbering across pipelines.

@@ -632,14 +632,8 @@ impl Switch {
                 continue;
             }
             let tf = &layout.fields[c.target as usize];
-            if !phv.valid[tf.header as usize] {
+            if !phv.valid[tf.header as usize] || !checksum_applies(plan, c, phv) {
                 continue;
-            }
-            if let Some(cond) = &c.cond {
-                let env = Env { layout, phv: &*phv, params: &[], packet: &[], cursor_bits: 0 };
-                if !cond.eval_bool(&env) {
-                    continue;
-                }
             }
             let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize);
             if v as u128 != phv.get(tf) {
@@ -658,14 +652,8 @@ impl Switch {
         let plan = &self.plan;
         let layout = &plan.layout;
         for c in &plan.checksums {
-            if !c.update {
+            if !c.update || !checksum_applies(plan, c, phv) {
                 continue;
-            }
-            if let Some(cond) = &c.cond {
-                let env = Env { layout, phv: &*phv, params: &[], packet: &[], cursor_bits: 0 };
-                if !cond.eval_bool(&env) {
-                    continue;
-                }
             }
             let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize);
             phv.set(&layout.fields[c.target as usize], v as u128);
@@ -721,6 +709,13 @@ impl Switch {
         out.truncate(hdr_bytes);
         out.extend_from_slice(payload);
     }
+}
+
+/// Whether a checksum's `if_cond` (if any) holds for this packet.
+fn checksum_applies(plan: &Plan, c: &crate::plan::ChecksumPlan, phv: &Phv) -> bool {
+    c.cond
+        .as_ref()
+        .is_none_or(|cond| cond.eval_bool(&Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 }))
 }
 
 fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
