@@ -72,6 +72,10 @@ pub struct WordPiece {
     pub mask: u64,
     /// ... placed at `<< word_shift` in the word.
     pub word_shift: u8,
+    /// The field is at most 64 bits wide (its value fits a `u64`).
+    pub narrow: bool,
+    /// The whole field is this one piece.
+    pub whole: bool,
 }
 
 /// Word-level layout of a header (see `HeaderInfo::words`).
@@ -107,6 +111,8 @@ impl WordCodec {
                     field_shift: field_shift as u8,
                     mask,
                     word_shift: word_shift as u8,
+                    narrow: *width <= 64,
+                    whole: take == *width,
                 });
                 pos += take;
             }
@@ -133,7 +139,13 @@ impl WordCodec {
         }
         for p in &self.pieces {
             let v = (words[p.word as usize] >> p.word_shift) & p.mask;
-            slots[p.slot as usize] |= (v as u128) << p.field_shift;
+            if p.whole {
+                slots[p.slot as usize] = v as u128;
+            } else if p.narrow {
+                slots[p.slot as usize] |= (v << p.field_shift) as u128;
+            } else {
+                slots[p.slot as usize] |= (v as u128) << p.field_shift;
+            }
         }
     }
 
@@ -142,7 +154,11 @@ impl WordCodec {
     pub fn pack(&self, slots: &[u128]) -> [u64; 8] {
         let mut words = [0u64; 8];
         for p in &self.pieces {
-            let v = ((slots[p.slot as usize] >> p.field_shift) as u64) & p.mask;
+            let v = if p.narrow {
+                ((slots[p.slot as usize] as u64) >> p.field_shift) & p.mask
+            } else {
+                ((slots[p.slot as usize] >> p.field_shift) as u64) & p.mask
+            };
             words[p.word as usize] |= v << p.word_shift;
         }
         words
@@ -682,6 +698,33 @@ mod tests {
         let mut back = [0u8; 5];
         write_bits_from(&mut back, 4, 20, &wide);
         assert_eq!(back[..3], [0x05, 0x00, 0x12]);
+    }
+
+    #[test]
+    fn word_codec_agrees_with_bit_reads_and_writes() {
+        // Field widths that straddle 64-bit words, including a 128-bit field.
+        let widths = [4u32, 4, 8, 16, 3, 13, 48, 1, 7, 128, 9, 23, 64, 8];
+        let bits: u32 = widths.iter().sum();
+        assert_eq!(bits % 8, 0);
+        let mut off = 0;
+        let codec: Vec<(u32, u32, u32)> = widths
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                off += w;
+                (i as u32, off - w, *w)
+            })
+            .collect();
+        let wc = WordCodec::new(&codec, bits).unwrap();
+        let data: Vec<u8> = (0..bits / 8).map(|i| (i as u8).wrapping_mul(37).wrapping_add(11)).collect();
+        let mut slots = vec![0u128; widths.len()];
+        wc.extract(&mut slots, &data);
+        for (slot, off, w) in &codec {
+            assert_eq!(slots[*slot as usize], read_bits(&data, *off as usize, *w), "field at {off}");
+        }
+        let mut out = vec![0u8; data.len()];
+        wc.deparse(&slots, &mut out);
+        assert_eq!(out, data);
     }
 
     #[test]
