@@ -119,12 +119,38 @@ impl Exec<'_> {
             self.run_action(a as usize, &[]);
             return next;
         }
-        self.build_key(ti);
-        // p4c wraps single action calls in keyless tables: skip the lookup for them.
-        let hit = if tp.key.is_empty() && self.state.tables[ti].is_empty() {
-            None
-        } else {
-            self.state.tables[ti].lookup(self.key_buf)
+        // Integer keys (the common case) skip the key bytes entirely.
+        let fast_hit = match (&tp.key128, self.trace.is_none()) {
+            (Some(parts), true) => {
+                let mut k: u128 = 0;
+                for (part, bits) in parts {
+                    let v = match part {
+                        crate::plan::KeyPart::Slot { slot, header } => {
+                            if header.is_some_and(|h| !self.phv.valid[h as usize]) {
+                                0
+                            } else {
+                                self.phv.slots[*slot as usize]
+                            }
+                        }
+                        crate::plan::KeyPart::Valid(h) => self.phv.valid[*h as usize] as u128,
+                    };
+                    k = if *bits >= 128 { v } else { (k << bits) | v };
+                }
+                self.state.tables[ti].lookup_u128(k)
+            }
+            _ => None,
+        };
+        let hit = match fast_hit {
+            Some(h) => h,
+            None => {
+                self.build_key(ti);
+                // p4c wraps single action calls in keyless tables: skip the lookup for them.
+                if tp.key.is_empty() && self.state.tables[ti].is_empty() {
+                    None
+                } else {
+                    self.state.tables[ti].lookup(self.key_buf)
+                }
+            }
         };
         let len = self.meta.ingress_len as u64;
         // Action data is copied into a reusable buffer: no allocation per packet.

@@ -167,10 +167,22 @@ pub struct TablePlan {
     pub default_const: bool,
     pub const_entries: Vec<sluice_json::ConstEntry>,
     pub support_timeout: bool,
+    /// Key as `(slot or validity, bits)` parts when it is at most 16 bytes of
+    /// unmasked slot fields and validity bits: built as one integer, no bytes.
+    pub key128: Option<Vec<(KeyPart, u32)>>,
     /// For keyless tables whose default action is fixed and takes no data
     /// (p4c wraps plain action calls this way): the action and next node, so
     /// the table is run as a direct action call.
     pub inline_default: Option<(u32, Option<Node>)>,
+}
+
+/// One part of an integer-built table key.
+#[derive(Debug, Clone, Copy)]
+pub enum KeyPart {
+    /// A slot field; zero while `header` (if any) is invalid.
+    Slot { slot: u32, header: Option<u32> },
+    /// 1 if the header is valid.
+    Valid(u32),
 }
 
 /// A control-flow node.
@@ -908,7 +920,31 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                 }
                 _ => None,
             };
+            let key_bytes: usize = key.iter().map(|k| nbytes(k.width)).sum();
+            let key128 = if key.is_empty() || key_bytes > 16 {
+                None
+            } else {
+                key.iter()
+                    .map(|k| {
+                        let bits = nbytes(k.width) as u32 * 8;
+                        match (&k.src, k.kind, &k.mask, &k.header) {
+                            (CExpr::Valid(HRef::Fixed(h)), MatchKind::Valid, _, _) => Some((KeyPart::Valid(*h), bits)),
+                            (CExpr::Field(f), _, None, hdr) => match (layout.fields[*f as usize].loc, hdr) {
+                                (crate::phv::Loc::Slot(slot), None) => {
+                                    Some((KeyPart::Slot { slot, header: None }, bits))
+                                }
+                                (crate::phv::Loc::Slot(slot), Some(HRef::Fixed(h))) => {
+                                    Some((KeyPart::Slot { slot, header: Some(*h) }, bits))
+                                }
+                                _ => None,
+                            },
+                            _ => None,
+                        }
+                    })
+                    .collect::<Option<Vec<_>>>()
+            };
             tables.push(TablePlan {
+                key128,
                 inline_default,
                 name: t.name.clone(),
                 id: t.id,

@@ -331,6 +331,30 @@ impl TableState {
         self.count == 0
     }
 
+    /// Looks up a key of at most 16 bytes given as an integer (the key bytes
+    /// read big-endian). `None` when this table's index needs byte keys.
+    #[inline]
+    pub fn lookup_u128(&self, k: u128) -> Option<Option<u32>> {
+        match &self.index {
+            Index::Exact(KeyMap::Tiny(m)) => Some(m.get(&(k as u64)).copied()),
+            Index::Exact(KeyMap::Short(m)) => Some(m.get(&k).copied()),
+            Index::Lpm { by_len, .. } if self.key_len <= 16 => {
+                for (_, mask, m) in by_len {
+                    let hit = match m {
+                        KeyMap::Tiny(m) => m.get(&((k & mask) as u64)),
+                        KeyMap::Short(m) => m.get(&(k & mask)),
+                        KeyMap::Long(_) => None,
+                    };
+                    if let Some(h) = hit {
+                        return Some(Some(*h));
+                    }
+                }
+                Some(None)
+            }
+            _ => None,
+        }
+    }
+
     /// Looks a key up; returns the hit handle.
     #[inline]
     pub fn lookup(&self, key: &[u8]) -> Option<u32> {
