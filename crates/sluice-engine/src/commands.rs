@@ -177,8 +177,22 @@ impl Switch {
             }
             "table_indirect_add" => self.cmd_table_add(args, Some(false)),
             "table_indirect_add_with_group" => self.cmd_table_add(args, Some(true)),
-            "table_indirect_set_default" | "table_indirect_set_default_with_group" => {
-                err("table_indirect_set_default is not supported yet")
+            "table_indirect_set_default" => {
+                // The default becomes the member's action and data (copied: later
+                // changes to the member do not follow, unlike bmv2).
+                let t = self.table(args.first().copied().unwrap_or(""))?;
+                let m = num(args.get(1))?;
+                let p = self.plan.tables[t].profile.ok_or_else(|| CmdError("Table is not indirect".into()))? as usize;
+                match self.state.profiles[p].members.get(m as usize) {
+                    Some(Some((a, d))) => {
+                        self.state.tables[t].default = Some((*a, d.clone()));
+                        Ok(String::new())
+                    }
+                    _ => err("Invalid table operation (INVALID_MBR_HANDLE)"),
+                }
+            }
+            "table_indirect_set_default_with_group" => {
+                err("table_indirect_set_default_with_group is not supported yet (a group as default action)")
             }
             "act_prof_create_member" => {
                 if args.len() < 2 {

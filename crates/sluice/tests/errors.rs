@@ -424,3 +424,18 @@ fn cli_register_and_meter_answers() {
     assert_contains(&cmd_err(&mut sw, "meter_set_rates EdgeIngress.policer 4 fast:100 1:1"), "Invalid rate \"fast\"");
     assert_eq!(cmd_err(&mut sw, "meter_get_rates EdgeIngress.policer 1024"), "Invalid meter operation (INVALID_INDEX)");
 }
+
+#[test]
+fn cli_indirect_default_takes_a_member() {
+    let mut sw = edge();
+    assert_eq!(
+        cmd_ok(
+            &mut sw,
+            "act_prof_create_member EdgeIngress.ecmp EdgeIngress.set_nexthop 1 00:5e:00:00:00:01 02:00:00:00:01:01"
+        ),
+        "Member has been created with handle 0"
+    );
+    assert_eq!(cmd_ok(&mut sw, "table_indirect_set_default EdgeIngress.routes 0"), "");
+    assert_contains(&cmd_err(&mut sw, "table_indirect_set_default EdgeIngress.routes 7"), "INVALID_MBR_HANDLE");
+    assert_contains(&cmd_err(&mut sw, "table_indirect_set_default EdgeIngress.acl 0"), "not indirect");
+}
