@@ -3,7 +3,7 @@
 //! Hot-path invariant: nothing here allocates per packet. Keys are built into
 //! a reusable buffer of the `Exec`; action data is borrowed from the entry.
 
-use crate::expr::{resolve_href, Env, HRef};
+use crate::expr::{resolve_href, Env};
 use crate::phv::{mask_top, Phv};
 use crate::plan::{Dst, Node, Plan, Prim};
 use crate::state::{Digest, State};
@@ -710,6 +710,3 @@ pub fn install_const_entry(
         })
         .map_err(|e| e.to_string())
 }
-
-#[allow(dead_code)]
-fn _href_is_used(_: HRef) {}

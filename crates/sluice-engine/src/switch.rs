@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::control::{Exec, PktMeta};
-use crate::expr::{Env, Root};
+use crate::expr::Env;
 use crate::phv::{read_bits, read_bits_into, write_bits, write_bits_from, Loc, Phv};
 use crate::plan::{ExtractTo, POp, Plan};
 use crate::state::State;
@@ -770,6 +770,3 @@ fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8
         cursor += fi.width as usize;
     }
 }
-
-#[allow(dead_code)]
-fn _root_used(_: Root) {}
