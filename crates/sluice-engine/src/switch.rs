@@ -41,7 +41,8 @@ struct IngressItem {
 }
 
 struct EgressItem {
-    phv: Phv,
+    /// Boxed so that queueing a packet moves a pointer, not the PHV's vectors.
+    phv: Box<Phv>,
     /// Payload bytes (unparsed remainder).
     payload: Vec<u8>,
     port: u32,
@@ -60,7 +61,7 @@ pub struct SwitchStats {
 pub struct Switch {
     pub plan: Plan,
     pub state: State,
-    phv_pool: Vec<Phv>,
+    phv_pool: Vec<Box<Phv>>,
     buf_pool: Vec<Vec<u8>>,
     key_buf: Vec<u8>,
     act_buf: Vec<u8>,
@@ -107,8 +108,8 @@ impl Switch {
         self.now
     }
 
-    fn take_phv(&mut self) -> Phv {
-        self.phv_pool.pop().unwrap_or_else(|| self.plan.layout.new_phv())
+    fn take_phv(&mut self) -> Box<Phv> {
+        self.phv_pool.pop().unwrap_or_else(|| Box::new(self.plan.layout.new_phv()))
     }
 
     fn take_buf(&mut self) -> Vec<u8> {
@@ -267,7 +268,7 @@ impl Switch {
     fn enqueue_session(
         &mut self,
         sess: &crate::state::MirrorSession,
-        phv: Phv,
+        phv: Box<Phv>,
         payload: Vec<u8>,
         meta: PktMeta,
         egress: &mut VecDeque<EgressItem>,
