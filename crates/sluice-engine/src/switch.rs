@@ -61,6 +61,8 @@ pub struct SwitchStats {
 pub struct Switch {
     pub plan: Plan,
     pub state: State,
+    // Boxed on purpose: a pooled PHV moves into queue items as a pointer.
+    #[allow(clippy::vec_box)]
     phv_pool: Vec<Box<Phv>>,
     buf_pool: Vec<Vec<u8>>,
     key_buf: Vec<u8>,
