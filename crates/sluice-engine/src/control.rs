@@ -579,7 +579,7 @@ impl Exec<'_> {
 
     /// Computes a named calculation over the current PHV (invalid headers' fields skipped).
     pub fn compute_calc(&mut self, ci: usize) -> u64 {
-        compute_calc(self.plan, self.state, self.phv, self.hash_buf, ci)
+        compute_calc(self.plan, self.state, self.phv, self.hash_buf, ci, &[])
     }
 }
 
@@ -597,8 +597,18 @@ pub fn format_action_data(a: &crate::plan::ActionPlan, data: &[u8]) -> String {
 }
 
 /// Computes calculation `ci` over `phv`, bmv2-style bit packing.
-pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash::BitPacker, ci: usize) -> u64 {
+pub fn compute_calc(
+    plan: &Plan,
+    state: &State,
+    phv: &Phv,
+    buf: &mut sluice_hash::BitPacker,
+    ci: usize,
+    payload: &[u8],
+) -> u64 {
     let c = &plan.calcs[ci];
+    if c.with_payload {
+        return compute_calc_packed(plan, state, phv, buf, ci, payload);
+    }
     if c.is_csum16 {
         if let Some((h, wc)) = &c.csum_words {
             // All inputs in one header: when it is invalid nothing is packed.
@@ -635,6 +645,19 @@ pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash
         }
         return state.calc_algos[ci].compute(&tmp[..n.div_ceil(8)]);
     }
+    compute_calc_packed(plan, state, phv, buf, ci, &[])
+}
+
+/// The general path: bit-pack every input with `BitPacker`, then the payload.
+fn compute_calc_packed(
+    plan: &Plan,
+    state: &State,
+    phv: &Phv,
+    buf: &mut sluice_hash::BitPacker,
+    ci: usize,
+    payload: &[u8],
+) -> u64 {
+    let c = &plan.calcs[ci];
     buf.clear();
     let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
     for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
@@ -665,6 +688,9 @@ pub fn compute_calc(plan: &Plan, state: &State, phv: &Phv, buf: &mut sluice_hash
         }
         mask_top(b, *w);
         buf.push_field(b, *w as usize);
+    }
+    if c.with_payload {
+        buf.append_payload(payload);
     }
     state.calc_algos[ci].compute(buf.as_bytes())
 }

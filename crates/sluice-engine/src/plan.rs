@@ -285,6 +285,8 @@ pub struct CalcPlan {
     pub narrow_bits: usize,
     /// The algorithm is the Internet checksum: summed on the fly, no packing buffer.
     pub is_csum16: bool,
+    /// The payload is appended after the fields (bmv2: wherever it is listed).
+    pub with_payload: bool,
     /// csum16 over fields that all belong to one header (or to metadata):
     /// the header (if any) and the fields packed as 64-bit words.
     pub csum_words: Option<(Option<u32>, crate::phv::WordCodec)>,
@@ -689,7 +691,24 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
         }
         let mut input = Vec::new();
         let mut hdrs = Vec::new();
+        let mut with_payload = false;
+        // A whole `header` input packs as its fields (all skipped while it is invalid).
+        let mut expanded = Vec::new();
         for e in &c.input {
+            match e {
+                Expr::Payload => with_payload = true,
+                Expr::Header(h) => {
+                    let hi =
+                        layout.header(h).ok_or_else(|| CompileError::at(&c.path, format!("unknown header \"{h}\"")))?;
+                    for f in &layout.headers[hi as usize].fields {
+                        let fi = &layout.fields[*f as usize];
+                        expanded.push(Expr::Field(h.clone(), fi.name.clone()));
+                    }
+                }
+                other => expanded.push(other.clone()),
+            }
+        }
+        for e in &expanded {
             let ce = cx.ecx(&[], &c.path).expr(e)?;
             let w = width_of(&layout, &ce);
             if w == 0 {
@@ -718,6 +737,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             })
             .collect::<Option<Vec<_>>>();
         calcs.push(CalcPlan {
+            with_payload,
             name: c.name.clone(),
             algo: c.algo.clone(),
             input,

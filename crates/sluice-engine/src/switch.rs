@@ -638,7 +638,8 @@ impl Switch {
             if !phv.valid[tf.header as usize] || !checksum_applies(plan, c, phv) {
                 continue;
             }
-            let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize);
+            let rest = &data[cursor.div_ceil(8).min(data.len())..];
+            let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize, rest);
             if v as u128 != phv.get(tf) {
                 bad = true;
             }
@@ -658,7 +659,7 @@ impl Switch {
             if !c.update || !checksum_applies(plan, c, phv) {
                 continue;
             }
-            let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize);
+            let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize, payload);
             phv.set(&layout.fields[c.target as usize], v as u128);
         }
         out.clear();

@@ -347,6 +347,8 @@ pub enum Expr {
         left: Option<Box<Expr>>,
         right: Option<Box<Expr>>,
     },
+    /// The unparsed packet payload (calculation inputs of `*_with_payload`).
+    Payload,
     /// `cond ? left : right`.
     Cond {
         cond: Box<Expr>,
@@ -525,6 +527,9 @@ fn opt_str(a: &At, key: &str) -> Result<Option<String>, LoadError> {
 /// Parses a `{type, value}` parameter or expression.
 pub fn parse_expr(a: &At) -> Result<Expr, LoadError> {
     let ty = a.get("type")?.str()?;
+    if ty == "payload" {
+        return Ok(Expr::Payload);
+    }
     let val = a.get("value")?;
     Ok(match ty {
         "field" => {
