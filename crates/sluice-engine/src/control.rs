@@ -158,7 +158,7 @@ impl Exec<'_> {
         data.clear();
         let action: u32 = match hit {
             Some(h) => {
-                let e = self.state.tables[ti].get_mut(h).expect("hit handle is live");
+                let e = self.state.tables[ti].entry_mut(h).expect("hit index is live");
                 if tp.with_counters {
                     e.packets += 1;
                     e.bytes += len;

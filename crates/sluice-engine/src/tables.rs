@@ -9,7 +9,8 @@
 //!   (lower number wins, then older handle), each checked as value/mask bytes
 //!   plus range bounds.
 //!
-//! Handles are allocated as bmv2 does: from 0 per table, the lowest free one first.
+//! Handles are allocated as bmv2 does: the lowest free index per table, with a
+//! per-index version (bumped on delete) in the top 8 bits.
 
 use std::collections::BTreeSet;
 
@@ -263,6 +264,8 @@ fn ranges_hold(f: &Flat, key: &[u8]) -> bool {
 pub enum TableError {
     DuplicateEntry(u32),
     InvalidHandle,
+    /// The handle's index is in use by a newer entry (bmv2's EXPIRED_HANDLE).
+    ExpiredHandle,
     TableFull,
     BadMatchKey(String),
 }
@@ -272,6 +275,7 @@ impl std::fmt::Display for TableError {
         match self {
             TableError::DuplicateEntry(h) => write!(f, "DUPLICATE_ENTRY (existing handle {h})"),
             TableError::InvalidHandle => write!(f, "INVALID_HANDLE"),
+            TableError::ExpiredHandle => write!(f, "EXPIRED_HANDLE"),
             TableError::TableFull => write!(f, "TABLE_FULL"),
             TableError::BadMatchKey(m) => write!(f, "BAD_MATCH_KEY: {m}"),
         }
@@ -284,7 +288,10 @@ pub struct TableState {
     pub key: Vec<KeyFieldSpec>,
     pub key_len: usize,
     pub max_size: usize,
+    /// Entries by index (the low 24 bits of a handle).
     pub entries: Vec<Option<Entry>>,
+    /// Per-index version, bumped on delete; bmv2 puts it in a handle's top 8 bits.
+    versions: Vec<u8>,
     free: BTreeSet<u32>,
     count: usize,
     index: Index,
@@ -313,6 +320,7 @@ impl TableState {
             key_len,
             max_size,
             entries: Vec::new(),
+            versions: Vec::new(),
             free: BTreeSet::new(),
             count: 0,
             index,
@@ -355,7 +363,7 @@ impl TableState {
         }
     }
 
-    /// Looks a key up; returns the hit handle.
+    /// Looks a key up; returns the hit entry index (see `handle_of`).
     #[inline]
     pub fn lookup(&self, key: &[u8]) -> Option<u32> {
         match &self.index {
@@ -565,7 +573,7 @@ impl TableState {
             }
         }
         if let Some(h) = self.find(&e.matches, e.priority) {
-            return Err(TableError::DuplicateEntry(h));
+            return Err(TableError::DuplicateEntry(self.handle_of(h)));
         }
         if self.count >= self.max_size {
             return Err(TableError::TableFull);
@@ -646,11 +654,37 @@ impl TableState {
         e.bytes = 0;
         self.entries[handle as usize] = Some(e);
         self.count += 1;
-        Ok(handle)
+        if self.versions.len() <= handle as usize {
+            self.versions.resize(handle as usize + 1, 0);
+        }
+        Ok(self.handle_of(handle))
+    }
+
+    /// The handle users see for entry index `idx`: `version << 24 | idx`, as bmv2.
+    pub fn handle_of(&self, idx: u32) -> u32 {
+        (u32::from(self.versions.get(idx as usize).copied().unwrap_or(0)) << 24) | idx
+    }
+
+    /// The entry index behind a handle, checking that the handle is current.
+    pub fn index_of(&self, handle: u32) -> Result<u32, TableError> {
+        let idx = handle & 0x00ff_ffff;
+        match self.entries.get(idx as usize) {
+            Some(Some(_)) if self.handle_of(idx) == handle => Ok(idx),
+            Some(Some(_)) => Err(TableError::ExpiredHandle),
+            _ => Err(TableError::InvalidHandle),
+        }
     }
 
     /// Removes an entry by handle.
     pub fn delete(&mut self, handle: u32) -> Result<Entry, TableError> {
+        let idx = self.index_of(handle)?;
+        let e = self.delete_index(idx)?;
+        self.versions[idx as usize] = self.versions[idx as usize].wrapping_add(1);
+        Ok(e)
+    }
+
+    /// Removes the entry at an index.
+    fn delete_index(&mut self, handle: u32) -> Result<Entry, TableError> {
         let e = self.entries.get_mut(handle as usize).and_then(|e| e.take()).ok_or(TableError::InvalidHandle)?;
         let k = self.exact_key(&e.matches);
         match &mut self.index {
@@ -696,20 +730,28 @@ impl TableState {
         let handles: Vec<u32> =
             self.entries.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(h, _)| h as u32).collect();
         for h in handles {
-            let _ = self.delete(h);
+            let _ = self.delete(self.handle_of(h));
         }
         self.entries.clear();
         self.free.clear();
     }
 
-    /// The entry behind a handle.
+    /// The entry behind a (current) handle.
     pub fn get(&self, handle: u32) -> Option<&Entry> {
-        self.entries.get(handle as usize).and_then(|e| e.as_ref())
+        let idx = self.index_of(handle).ok()?;
+        self.entries[idx as usize].as_ref()
     }
 
-    /// Mutable access to the entry behind a handle.
+    /// Mutable access to the entry behind a (current) handle.
     pub fn get_mut(&mut self, handle: u32) -> Option<&mut Entry> {
-        self.entries.get_mut(handle as usize).and_then(|e| e.as_mut())
+        let idx = self.index_of(handle).ok()?;
+        self.entries[idx as usize].as_mut()
+    }
+
+    /// Mutable access by entry index (what `lookup` returns), for the packet path.
+    #[inline]
+    pub fn entry_mut(&mut self, idx: u32) -> Option<&mut Entry> {
+        self.entries.get_mut(idx as usize).and_then(|e| e.as_mut())
     }
 }
 
@@ -781,8 +823,11 @@ mod tests {
         ));
         t.delete(0).unwrap();
         assert_eq!(t.lookup(&[10, 2, 2, 3]), None);
-        assert_eq!(t.add(entry(vec![FieldMatch::Lpm(vec![0, 0, 0, 0], 0)], 0, 4)).unwrap(), 0);
+        // Index 0 is reused with a new version, as bmv2 does: handle 1 << 24.
+        assert_eq!(t.add(entry(vec![FieldMatch::Lpm(vec![0, 0, 0, 0], 0)], 0, 4)).unwrap(), 1 << 24);
         assert_eq!(t.lookup(&[99, 2, 2, 3]), Some(0));
+        assert!(matches!(t.delete(0), Err(TableError::ExpiredHandle)));
+        assert!(t.delete(1 << 24).is_ok());
     }
 
     #[test]

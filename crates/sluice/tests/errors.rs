@@ -291,8 +291,10 @@ fn cli_table_full_duplicate_and_invalid_handle() {
     assert_eq!(cmd_err(&mut sw, "table_delete RouterIngress.nexthop 0"), "Invalid table operation (INVALID_HANDLE)");
     assert_contains(&cmd_err(&mut sw, "table_delete RouterIngress.nexthop"), "Missing argument");
     assert_contains(&cmd_err(&mut sw, "table_delete RouterIngress.nexthop x"), "Invalid value \"x\"");
-    // The freed handle is reused, as bmv2 does; the table has room again.
-    assert_eq!(cmd_ok(&mut sw, &add(3)), "Entry has been added with handle 0");
+    // The freed index is reused with a new version in the top 8 bits, as bmv2
+    // does (docs/bmv2-semantics.md §6.3); the table has room again.
+    assert_eq!(cmd_ok(&mut sw, &add(3)), "Entry has been added with handle 16777216");
+    assert_eq!(cmd_err(&mut sw, "table_delete RouterIngress.nexthop 0"), "Invalid table operation (EXPIRED_HANDLE)");
     assert_eq!(
         cmd_err(&mut sw, "table_modify RouterIngress.nexthop RouterIngress.drop 5"),
         "Invalid table operation (INVALID_HANDLE)"
