@@ -324,9 +324,13 @@ impl Switch {
     }
 
     fn run_pipeline(&mut self, phv: &mut Phv, meta: &mut PktMeta, ingress: bool) {
+        let init = if ingress { self.plan.ingress.init } else { self.plan.egress.init };
+        if init.is_none() && self.trace.is_none() {
+            // An empty control (e.g. the router's egress) costs nothing.
+            return;
+        }
         let now = self.now_us();
         let mut trace = self.trace.take();
-        let init = if ingress { self.plan.ingress.init } else { self.plan.egress.init };
         if let Some(t) = trace.as_mut() {
             t.push_str(if ingress { "  ingress pipeline\n" } else { "  egress pipeline\n" });
         }

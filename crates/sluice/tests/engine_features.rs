@@ -1,5 +1,6 @@
-//! Calculation inputs beyond plain fields: `payload` (update_checksum_with_payload)
-//! and whole-`header` inputs, checked against an independent csum16.
+//! Engine features checked end to end on the router example: calculation
+//! inputs beyond plain fields (`payload` of update_checksum_with_payload, whole
+//! `header`), checked against an independent csum16, and the per-packet trace.
 
 use serde_json::Value;
 
@@ -71,4 +72,38 @@ fn whole_header_input_packs_all_its_fields() {
     let out = forward(&mut sw, &packet());
     let got = u16::from_be_bytes([out[24], out[25]]);
     assert_eq!(got, expected(&out, &out[..14]));
+}
+
+#[test]
+fn trace_shows_parser_tables_and_egress_decision() {
+    let mut sw = router_with_update_inputs(vec![]);
+    sw.trace = Some(String::new());
+    forward(&mut sw, &packet());
+    let t = sw.trace.take().unwrap();
+    for want in [
+        "packet in port 1",
+        "parser state start",
+        "extract ethernet (112 bits)",
+        "extract ipv4 (160 bits)",
+        "table RouterIngress.ipv4_lpm key=0x0a010203 -> hit action RouterIngress.set_nexthop(id=0x0001)",
+        "table RouterIngress.nexthop key=0x0001 -> hit action RouterIngress.forward(port=0x0002",
+        "to egress port 2",
+        "transmit port 2 (41 bytes)",
+    ] {
+        assert!(t.contains(want), "trace lacks {want:?}:\n{t}");
+    }
+    // A route miss drops the packet and the trace says where.
+    sw.trace = Some(String::new());
+    let mut miss = packet();
+    miss[30] = 11; // 11.1.2.3: no route; fix the header checksum
+    miss[24] = 0;
+    miss[25] = 0;
+    let c = sluice_hash::Algorithm::from_name("csum16").unwrap().compute(&miss[14..34]) as u16;
+    miss[24..26].copy_from_slice(&c.to_be_bytes());
+    let mut out = 0;
+    sw.process(1, &miss, &mut |_, _| out += 1);
+    let t = sw.trace.take().unwrap();
+    assert_eq!(out, 0);
+    assert!(t.contains("RouterIngress.ipv4_lpm key=0x0b010203 -> miss"), "{t}");
+    assert!(t.contains("dropped at end of ingress"), "{t}");
 }
