@@ -128,6 +128,9 @@ pub fn run(
     let (mut pkts, mut bytes, mut sent) = (0u64, 0u64, 0u64);
     let (mut last_p, mut last_b, mut last_sent) = (0u64, 0u64, 0u64);
     let end = Duration::from_secs_f64(duration);
+    // On a terminal, a progress bar is redrawn in place between the per-second lines.
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut drawn = start;
     'outer: loop {
         for p in &traffic {
             sw.process(0, p, &mut |_, _| sent += 1);
@@ -136,8 +139,18 @@ pub fn run(
             bytes += p.len() as u64 + 4 + 20;
         }
         let now = Instant::now();
+        if tty && now.duration_since(drawn) >= Duration::from_millis(100) {
+            drawn = now;
+            let frac = (now.duration_since(start).as_secs_f64() / duration).min(1.0);
+            let filled = (frac * 30.0) as usize;
+            print!("\r[{}{}] {:5.1}% {} packets", "#".repeat(filled), ".".repeat(30 - filled), frac * 100.0, pkts);
+            std::io::Write::flush(&mut std::io::stdout()).ok();
+        }
         if now.duration_since(tick) >= Duration::from_secs(1) {
             let dt = now.duration_since(tick).as_secs_f64();
+            if tty {
+                print!("\r{:60}\r", "");
+            }
             println!(
                 "{:6.1} s  {:7.3} Mpps  {:7.3} Gbps  sent {}  dropped {}",
                 now.duration_since(start).as_secs_f64(),
@@ -156,6 +169,9 @@ pub fn run(
         }
     }
     let dt = start.elapsed().as_secs_f64();
+    if tty {
+        print!("\r{:60}\r", "");
+    }
     println!(
         "summary: {pkts} packets in {dt:.2} s = {:.3} Mpps, {:.3} Gbps, {} sent, {} dropped",
         pkts as f64 / dt / 1e6,
