@@ -34,7 +34,12 @@ pub const DROP_PORT: u128 = 511;
 
 struct IngressItem {
     data: Vec<u8>,
+    /// The port the packet arrived on (kept by resubmitted copies for re-parsing clones).
     port: u32,
+    /// A packet from a port: bmv2 sets `ingress_port` and the ingress timestamp
+    /// only on arrival, so resubmitted and recirculated packets see 0 there
+    /// unless a preserved field list carries them.
+    arrived: bool,
     instance_type: u128,
     /// `(field, value bytes)` preserved from the packet that caused this one.
     preserved: Vec<(u32, [u8; 16], Option<Vec<u8>>)>,
@@ -138,7 +143,13 @@ impl Switch {
         let mut buf = self.take_buf();
         buf.extend_from_slice(data);
         let mut ingress = std::mem::take(&mut self.ingress_q);
-        ingress.push_back(IngressItem { data: buf, port, instance_type: instance::NORMAL, preserved: Vec::new() });
+        ingress.push_back(IngressItem {
+            data: buf,
+            port,
+            arrived: true,
+            instance_type: instance::NORMAL,
+            preserved: Vec::new(),
+        });
         let mut egress = std::mem::take(&mut self.egress_q);
         let mut passes = 0;
         while let Some(item) = ingress.pop_front() {
@@ -167,11 +178,13 @@ impl Switch {
         phv.reset();
         let len = item.data.len() as u128;
         let std = self.plan.std.clone();
-        self.set_std(&mut phv, std.ingress_port, item.port as u128);
+        if item.arrived {
+            self.set_std(&mut phv, std.ingress_port, item.port as u128);
+            let now = self.now_us();
+            self.set_std(&mut phv, std.ingress_global_timestamp, now as u128);
+        }
         self.set_std(&mut phv, std.packet_length, len);
         self.set_std(&mut phv, std.instance_type, item.instance_type);
-        let now = self.now_us();
-        self.set_std(&mut phv, std.ingress_global_timestamp, now as u128);
         for (f, v, wide) in &item.preserved {
             let fi = &self.plan.layout.fields[*f as usize];
             match wide {
@@ -219,6 +232,7 @@ impl Switch {
             ingress.push_back(IngressItem {
                 data: item.data,
                 port: item.port,
+                arrived: false,
                 instance_type: instance::RESUBMIT,
                 preserved,
             });
@@ -392,7 +406,13 @@ impl Switch {
             self.trace_line(|| "  recirculate\n".to_string());
             let mut b = self.take_buf();
             b.extend_from_slice(&out);
-            ingress.push_back(IngressItem { data: b, port: 0, instance_type: instance::RECIRC, preserved });
+            ingress.push_back(IngressItem {
+                data: b,
+                port: 0,
+                arrived: false,
+                instance_type: instance::RECIRC,
+                preserved,
+            });
         } else {
             let n = meta.truncate.map_or(out.len(), |t| (t as usize).min(out.len()));
             self.trace_line(|| format!("  transmit port {} ({} bytes)\n", e.port, n));
