@@ -606,10 +606,7 @@ pub fn compute_calc(
     payload: &[u8],
 ) -> u64 {
     let c = &plan.calcs[ci];
-    if c.with_payload {
-        return compute_calc_packed(plan, state, phv, buf, ci, payload);
-    }
-    if c.is_csum16 {
+    if c.is_csum16 && !c.with_payload {
         if let Some((h, wc)) = &c.csum_words {
             // All inputs in one header: when it is invalid nothing is packed.
             if h.is_some_and(|h| !phv.valid[h as usize]) {
@@ -625,30 +622,11 @@ pub fn compute_calc(
             return !sum & 0xffff;
         }
     }
-    if c.narrow_bits <= 1900 {
-        // Fast path: every input is at most 128 bits; pack into a stack buffer.
-        let mut tmp = [0u8; 256];
-        let mut n = 0usize;
-        let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
-        for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
-            if let Some(h) = h {
-                if !phv.valid[*h as usize] {
-                    continue;
-                }
-            }
-            let v = match &r.e {
-                crate::expr::CExpr::Field(f) => phv.get(&plan.layout.fields[*f as usize]),
-                _ => r.eval_u128(&env),
-            };
-            crate::phv::write_bits(&mut tmp, n, *w, v & crate::value::mask128(*w));
-            n += *w as usize;
-        }
-        return state.calc_algos[ci].compute(&tmp[..n.div_ceil(8)]);
-    }
-    compute_calc_packed(plan, state, phv, buf, ci, &[])
+    compute_calc_packed(plan, state, phv, buf, ci, payload)
 }
 
-/// The general path: bit-pack every input with `BitPacker`, then the payload.
+/// The general path: bit-pack every input with `BitPacker` (which reuses its
+/// buffer), then the payload.
 fn compute_calc_packed(
     plan: &Plan,
     state: &State,

@@ -281,8 +281,6 @@ pub struct CalcPlan {
     pub input: Vec<(Root, u32)>,
     /// Input fields whose header must be valid to be included (bmv2 skips invalid headers).
     pub input_headers: Vec<Option<u32>>,
-    /// Total input bits when every input is at most 128 bits wide, else `usize::MAX`.
-    pub narrow_bits: usize,
     /// The algorithm is the Internet checksum: summed on the fly, no packing buffer.
     pub is_csum16: bool,
     /// The payload is appended after the fields (bmv2: wherever it is listed).
@@ -720,11 +718,6 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             });
             input.push((Root::new(ce, &layout, w), w));
         }
-        let narrow_bits = if input.iter().all(|(_, w)| *w <= 128) {
-            input.iter().map(|(_, w)| *w as usize).sum()
-        } else {
-            usize::MAX
-        };
         let slots = input
             .iter()
             .zip(&hdrs)
@@ -742,7 +735,6 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             algo: c.algo.clone(),
             input,
             input_headers: hdrs,
-            narrow_bits,
             is_csum16: c.algo == "csum16" || c.algo == "cksum16",
             csum_words: slots.as_ref().and_then(|sl| {
                 let h0 = sl.first()?.0;
