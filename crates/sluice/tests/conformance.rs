@@ -4,23 +4,11 @@
 //! `tests/stf-known-failures.txt`.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+mod common;
 
-fn shared() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance");
-    assert!(p.is_dir(), "conformance corpora not found at {}: clone the repo with ../shared beside it", p.display());
-    p
-}
+use std::path::Path;
 
-fn case_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
-    v
-}
+use common::{case_dirs, shared};
 
 /// Values of an `expect_cli.txt` answer, with bmv2's wording lines that carry no value dropped.
 fn cli_values(text: &str) -> Vec<String> {

@@ -21,6 +21,8 @@
 //! does in bmv2) is listed in `NON_TERMINATING` and gets no random packets;
 //! the tests at the end reproduce each engine bug these properties found.
 
+mod common;
+
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -32,6 +34,8 @@ use std::time::{Duration, Instant};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
+
+use common::{case_dirs, case_files, shared};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use sluice_engine::tables::MatchKind;
 use sluice_engine::Switch;
@@ -65,12 +69,6 @@ struct Corpus {
     pool: Vec<(u32, Vec<u8>)>,
 }
 
-fn shared() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance");
-    assert!(p.is_dir(), "conformance corpora not found at {}: clone the repo with ../shared beside it", p.display());
-    p
-}
-
 fn examples() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     assert!(p.is_dir(), "examples not found at {}", p.display());
@@ -81,16 +79,6 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
 }
 
-fn case_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
-    v
-}
-
 /// Packets of `in/<port>.pcap` of a bmv2 case.
 fn pcap_inputs(dir: &Path) -> Vec<(u32, Vec<u8>)> {
     let mut out = Vec::new();
@@ -98,7 +86,7 @@ fn pcap_inputs(dir: &Path) -> Vec<(u32, Vec<u8>)> {
     if !input.is_dir() {
         return out;
     }
-    for f in case_dirs_files(&input) {
+    for f in case_files(&input) {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         let Some(port) = name.strip_suffix(".pcap").and_then(|s| s.parse::<u32>().ok()) else { continue };
         for (_, data) in sluice::pcapio::read_pcap(&f).unwrap_or_else(|e| panic!("{e}")) {
@@ -106,16 +94,6 @@ fn pcap_inputs(dir: &Path) -> Vec<(u32, Vec<u8>)> {
         }
     }
     out
-}
-
-fn case_dirs_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    v.sort();
-    v
 }
 
 fn corpus() -> &'static Corpus {
