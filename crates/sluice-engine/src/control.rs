@@ -125,11 +125,11 @@ impl Exec<'_> {
                 let mut k: u128 = 0;
                 for (part, bits) in parts {
                     let v = match part {
-                        crate::plan::KeyPart::Slot { slot, header } => {
+                        crate::plan::KeyPart::Field { src, header } => {
                             if header.is_some_and(|h| !self.phv.valid[h as usize]) {
                                 0
                             } else {
-                                self.phv.slots[*slot as usize]
+                                src.read(self.phv)
                             }
                         }
                         crate::plan::KeyPart::Valid(h) => self.phv.valid[*h as usize] as u128,
@@ -218,6 +218,8 @@ impl Exec<'_> {
                 format_action_data(&plan.actions[action as usize], &data)
             ));
         }
+        // Padding lets parameter reads load fixed 16-byte windows.
+        data.extend_from_slice(&[0u8; 16]);
         self.run_action(action as usize, &data);
         *self.act_buf = data;
         if hit.is_some() {
@@ -334,6 +336,12 @@ impl Exec<'_> {
         while pc < prims.len() {
             let p = &prims[pc];
             pc += 1;
+            // The commonest primitive runs here, without entering `run_prim`.
+            if let (Prim::SetField { dst, mask, src }, None) = (p, &self.trace) {
+                let v = src.eval_u128(&env!(self, data));
+                dst.write(self.phv, v, *mask);
+                continue;
+            }
             steps += 1;
             if steps > MAX_ACTION_STEPS {
                 // A loop that never ends (bmv2 would hang): stop and drop the packet.
@@ -355,9 +363,9 @@ impl Exec<'_> {
         let plan = self.plan;
         let layout = &plan.layout;
         match p {
-            Prim::SetSlot { slot, mask, src } => {
+            Prim::SetField { dst, mask, src } => {
                 let v = src.eval_u128(&env!(self, data));
-                self.phv.slots[*slot as usize] = v & mask;
+                dst.write(self.phv, v, *mask);
             }
             Prim::Assign { dst, src } => match dst {
                 Dst::Field(f) => {
@@ -607,22 +615,64 @@ pub fn compute_calc(
 ) -> u64 {
     let c = &plan.calcs[ci];
     if c.is_csum16 && !c.with_payload {
-        if let Some((h, wc)) = &c.csum_words {
+        if let Some((h, ranges)) = &c.csum_bytes {
             // All inputs in one header: when it is invalid nothing is packed.
-            if h.is_some_and(|h| !phv.valid[h as usize]) {
+            if !phv.valid[*h as usize] {
                 return 0xffff;
             }
-            let mut sum: u64 = 0;
-            for w in &wc.pack(&phv.slots)[..wc.nwords] {
-                sum += (w >> 48) + ((w >> 32) & 0xffff) + ((w >> 16) & 0xffff) + (w & 0xffff);
-            }
-            while sum > 0xffff {
-                sum = (sum & 0xffff) + (sum >> 16);
-            }
-            return !sum & 0xffff;
+            return u64::from(csum16_ranges(&phv.wire, ranges));
         }
     }
     compute_calc_packed(plan, state, phv, buf, ci, payload)
+}
+
+/// The Internet checksum of the concatenation of byte ranges of `bytes`.
+///
+/// One's complement sums do not depend on where the words start as long as
+/// bytes keep their parity, so each range is summed on its own and a range
+/// starting at an odd position of the concatenation counts byte-swapped
+/// (RFC 1071, section 2).
+pub fn csum16_ranges(bytes: &[u8], ranges: &[(u32, u32)]) -> u16 {
+    let mut total: u64 = 0;
+    let mut odd = false;
+    for (a, b) in ranges {
+        let r = &bytes[*a as usize..*b as usize];
+        // Big-endian 32-bit words count as the sum of their two halves.
+        let mut sum: u64 = 0;
+        let mut i = 0;
+        while let Some(w) = r.get(i..i + 4) {
+            sum += u64::from(u32::from_be_bytes(w.try_into().expect("4 bytes")));
+            i += 4;
+        }
+        if let Some(w) = r.get(i..i + 2) {
+            sum += u64::from(u16::from_be_bytes([w[0], w[1]]));
+            i += 2;
+        }
+        if let Some(b) = r.get(i) {
+            sum += u64::from(*b) << 8;
+        }
+        let mut folded = fold16(sum);
+        if odd {
+            folded = folded.swap_bytes();
+        }
+        total += u64::from(folded);
+        odd ^= r.len() % 2 == 1;
+    }
+    !fold16(total)
+}
+
+/// Folds a sum into 16 bits with end-around carry.
+///
+/// Every step keeps the value modulo 2^16 - 1, which divides 2^32 - 1, so
+/// the fold runs in a fixed number of steps.
+#[inline]
+fn fold16(x: u64) -> u16 {
+    let mut y = (x & 0xffff_ffff) + (x >> 32);
+    y = (y & 0xffff_ffff) + (y >> 32);
+    let mut z = (y & 0xffff) + (y >> 16);
+    z = (z & 0xffff) + (z >> 16);
+    z = (z & 0xffff) + (z >> 16);
+    z as u16
 }
 
 /// The general path: bit-pack every input with `BitPacker` (which reuses its
@@ -713,4 +763,26 @@ pub fn install_const_entry(
             timeout_ms: None,
         })
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csum16_ranges;
+
+    #[test]
+    fn csum16_ranges_equals_the_checksum_of_the_concatenation() {
+        let bytes: Vec<u8> = (0..64u32).map(|i| (i * 37 + 11) as u8).collect();
+        let cases: &[&[(u32, u32)]] =
+            &[&[(0, 20)], &[(0, 10), (12, 20)], &[(1, 4), (7, 8), (9, 30)], &[(3, 3)], &[(5, 6), (6, 23), (40, 63)]];
+        for ranges in cases {
+            let cat: Vec<u8> =
+                ranges.iter().flat_map(|(a, b)| bytes[*a as usize..*b as usize].iter().copied()).collect();
+            assert_eq!(csum16_ranges(&bytes, ranges), sluice_hash::csum16(&cat), "{ranges:?}");
+        }
+        assert_eq!(csum16_ranges(&[0u8; 4], &[(0, 4)]), 0xffff);
+        assert_eq!(csum16_ranges(&[0xff; 4], &[(0, 4)]), 0);
+        assert_eq!(csum16_ranges(&[0xff; 64], &[(0, 64)]), 0);
+        assert_eq!(super::fold16(u64::MAX), 0xffff);
+        assert_eq!(super::fold16(0x1_0000), 1);
+    }
 }

@@ -7,7 +7,7 @@
 
 use sluice_json::Expr;
 
-use crate::phv::{Layout, Phv};
+use crate::phv::{FieldSrc, Layout, Phv};
 use crate::value::{Num, Wide};
 use crate::CompileError;
 
@@ -256,6 +256,7 @@ fn read_field<T: Num>(env: &Env, f: u32) -> T {
     let v = match fi.loc {
         crate::phv::Loc::Slot(i) => T::from_u128(env.phv.slots[i as usize]),
         crate::phv::Loc::Wide { off, len } => T::from_be(&env.phv.wide[off as usize..(off + len) as usize]),
+        crate::phv::Loc::Wire { bit } => T::from_u128(crate::phv::read_bits(&env.phv.wire, bit as usize, fi.width)),
     };
     if fi.signed {
         v.sext(fi.width)
@@ -370,8 +371,8 @@ pub enum Fast {
     None,
     /// A constant.
     Const(u128),
-    /// An unsigned field in a slot.
-    Slot(u32),
+    /// An unsigned field with a hot-path reader.
+    Field(FieldSrc),
     /// An action parameter of at most 16 bytes.
     Param {
         off: u32,
@@ -379,7 +380,7 @@ pub enum Fast {
     },
     /// `(slot + c) & mask` (p4c's form of `x + c` and `x - c`).
     AddMask {
-        slot: u32,
+        slot: FieldSrc,
         c: u128,
         mask: u128,
     },
@@ -389,17 +390,17 @@ pub enum Fast {
     NotValid(u32),
     /// `slot OP c` for a comparison operator (constant on the right).
     Cmp {
-        slot: u32,
+        slot: FieldSrc,
         c: u128,
         op: BinOp,
     },
     /// `slot & mask`.
     AndConst {
-        slot: u32,
+        slot: FieldSrc,
         mask: u128,
     },
-    /// `slot != 0` (`d2b(field)`).
-    NonZero(u32),
+    /// `field != 0` (`d2b(field)`).
+    NonZero(FieldSrc),
     /// Logical and / or of two shortcuts.
     And(Box<(Fast, Fast)>),
     Or(Box<(Fast, Fast)>),
@@ -413,14 +414,14 @@ pub struct Root {
     pub fast: Fast,
 }
 
-fn unsigned_slot(e: &CExpr, layout: &Layout) -> Option<u32> {
+fn unsigned_slot(e: &CExpr, layout: &Layout) -> Option<FieldSrc> {
     match e {
         CExpr::Field(f) => {
             let fi = &layout.fields[*f as usize];
-            match fi.loc {
-                crate::phv::Loc::Slot(s) if !fi.signed => Some(s),
-                _ => None,
+            if fi.signed {
+                return None;
             }
+            FieldSrc::of(fi)
         }
         _ => None,
     }
@@ -438,14 +439,14 @@ fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
         return Fast::Const(c);
     }
     if let Some(s) = unsigned_slot(e, layout) {
-        return Fast::Slot(s);
+        return Fast::Field(s);
     }
     match e {
-        CExpr::Param { off, len } if *len <= 16 => Fast::Param { off: *off, len: *len },
+        CExpr::Param { off, len } if *len <= 16 && *len > 0 => Fast::Param { off: *off, len: *len },
         CExpr::Valid(HRef::Fixed(h)) => Fast::Valid(*h),
         CExpr::D2B(x) => match fast_shape(x, layout) {
             Fast::Valid(h) => Fast::Valid(h),
-            Fast::Slot(s) => Fast::NonZero(s),
+            Fast::Field(s) => Fast::NonZero(s),
             f @ Fast::Cmp { .. } => f,
             _ => Fast::None,
         },
@@ -454,7 +455,7 @@ fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
             _ => Fast::None,
         },
         CExpr::Bin(BinOp::And, a, m) if unsigned_slot(a, layout).is_some() && const_u128(m).is_some() => {
-            Fast::AndConst { slot: unsigned_slot(a, layout).unwrap_or(0), mask: const_u128(m).unwrap_or(0) }
+            Fast::AndConst { slot: unsigned_slot(a, layout).expect("checked"), mask: const_u128(m).unwrap_or(0) }
         }
         CExpr::Bin(BinOp::And, a, m) => match (&**a, const_u128(m)) {
             (CExpr::Bin(BinOp::Add, x, c), Some(mask)) => match (unsigned_slot(x, layout), const_u128(c)) {
@@ -530,16 +531,23 @@ impl Root {
 
 /// Evaluates a shortcut (never `Fast::None`).
 fn eval_fast(f: &Fast, env: &Env) -> u128 {
-    let slots = &env.phv.slots;
+    let phv = env.phv;
     match f {
         Fast::Const(c) => *c,
-        Fast::Slot(s) => slots[*s as usize],
-        Fast::Param { off, len } => crate::value::be_to_u128(&env.params[*off as usize..(*off + *len) as usize]),
-        Fast::AddMask { slot, c, mask } => slots[*slot as usize].wrapping_add(*c) & mask,
+        Fast::Field(s) => s.read(phv),
+        Fast::Param { off, len } => {
+            // Action data is stored with 16 bytes of zero padding: one window load.
+            let off = *off as usize;
+            match env.params.get(off..off + 16) {
+                Some(w) => u128::from_be_bytes(w.try_into().expect("16 bytes")) >> (128 - 8 * *len),
+                None => crate::value::be_to_u128(&env.params[off..off + *len as usize]),
+            }
+        }
+        Fast::AddMask { slot, c, mask } => slot.read(phv).wrapping_add(*c) & mask,
         Fast::Valid(h) => env.phv.valid[*h as usize] as u128,
         Fast::NotValid(h) => !env.phv.valid[*h as usize] as u128,
         Fast::Cmp { slot, c, op } => {
-            let v = slots[*slot as usize];
+            let v = slot.read(phv);
             (match op {
                 BinOp::Eq => v == *c,
                 BinOp::Ne => v != *c,
@@ -549,8 +557,8 @@ fn eval_fast(f: &Fast, env: &Env) -> u128 {
                 _ => v >= *c,
             }) as u128
         }
-        Fast::AndConst { slot, mask } => slots[*slot as usize] & mask,
-        Fast::NonZero(s) => (slots[*s as usize] != 0) as u128,
+        Fast::AndConst { slot, mask } => slot.read(phv) & mask,
+        Fast::NonZero(s) => (s.read(phv) != 0) as u128,
         Fast::And(p) => (eval_fast(&p.0, env) != 0 && eval_fast(&p.1, env) != 0) as u128,
         Fast::Or(p) => (eval_fast(&p.0, env) != 0 || eval_fast(&p.1, env) != 0) as u128,
         Fast::None => unreachable!("callers check for Fast::None"),

@@ -27,9 +27,9 @@ pub enum Dst {
 /// A compiled primitive.
 #[derive(Debug, Clone)]
 pub enum Prim {
-    /// Assignment to a field stored in a slot (the common case), mask precomputed.
-    SetSlot {
-        slot: u32,
+    /// Assignment to a field with a hot-path writer (the common case), mask precomputed.
+    SetField {
+        dst: crate::phv::FieldSrc,
         mask: u128,
         src: Root,
     },
@@ -179,8 +179,8 @@ pub struct TablePlan {
 /// One part of an integer-built table key.
 #[derive(Debug, Clone, Copy)]
 pub enum KeyPart {
-    /// A slot field; zero while `header` (if any) is invalid.
-    Slot { slot: u32, header: Option<u32> },
+    /// A field with a hot-path reader; zero while `header` (if any) is invalid.
+    Field { src: crate::phv::FieldSrc, header: Option<u32> },
     /// 1 if the header is valid.
     Valid(u32),
 }
@@ -259,6 +259,9 @@ pub struct PState {
     /// `(value, mask, next)` as integers, when the key is at most 16 bytes of
     /// fields and no value set is used (the default case has mask 0).
     pub fast_transitions: Option<Vec<(u128, u128, Option<u32>)>>,
+    /// `(header, wire offset, bytes)` when the state only extracts
+    /// wire-format headers outside unions: the parser then copies bytes.
+    pub wire_extracts: Option<Vec<(u32, u32, u32)>>,
 }
 
 /// A checksum to verify or update.
@@ -287,7 +290,10 @@ pub struct CalcPlan {
     pub with_payload: bool,
     /// csum16 over fields that all belong to one header (or to metadata):
     /// the header (if any) and the fields packed as 64-bit words.
-    pub csum_words: Option<(Option<u32>, crate::phv::WordCodec)>,
+    /// When every input is a field of one wire-format header and together
+    /// they cover whole bytes: `(header, byte ranges in the wire area)`, so a
+    /// checksum reads the header's bytes directly.
+    pub csum_bytes: Option<(u32, Vec<(u32, u32)>)>,
 }
 
 /// Counter, meter and register arrays.
@@ -440,9 +446,9 @@ impl<'a> Cx<'a> {
                 let (dst, w) = self.dst(&pr.params[0], params, path)?;
                 let src = self.root(&pr.params[1], params, path, w)?;
                 match dst {
-                    Dst::Field(f) => match self.layout.fields[f as usize].loc {
-                        crate::phv::Loc::Slot(slot) => Prim::SetSlot { slot, mask: crate::value::mask128(w), src },
-                        _ => Prim::Assign { dst, src },
+                    Dst::Field(f) => match crate::phv::FieldSrc::of(&self.layout.fields[f as usize]) {
+                        Some(dst) => Prim::SetField { dst, mask: crate::value::mask128(w), src },
+                        None => Prim::Assign { dst: Dst::Field(f), src },
                     },
                     _ => Prim::Assign { dst, src },
                 }
@@ -718,17 +724,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             });
             input.push((Root::new(ce, &layout, w), w));
         }
-        let slots = input
-            .iter()
-            .zip(&hdrs)
-            .map(|((r, w), h)| match &r.e {
-                CExpr::Field(f) => match layout.fields[*f as usize].loc {
-                    crate::phv::Loc::Slot(sl) if *w <= 64 => Some((*h, sl, *w)),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect::<Option<Vec<_>>>();
+        let csum_bytes = wire_byte_ranges(&layout, &input, &hdrs);
         calcs.push(CalcPlan {
             with_payload,
             name: c.name.clone(),
@@ -736,21 +732,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             input,
             input_headers: hdrs,
             is_csum16: c.algo == "csum16" || c.algo == "cksum16",
-            csum_words: slots.as_ref().and_then(|sl| {
-                let h0 = sl.first()?.0;
-                if !sl.iter().all(|(h, _, _)| *h == h0) {
-                    return None;
-                }
-                let mut off = 0;
-                let codec: Vec<(u32, u32, u32)> = sl
-                    .iter()
-                    .map(|(_, slot, w)| {
-                        off += w;
-                        (*slot, off - w, *w)
-                    })
-                    .collect();
-                crate::phv::WordCodec::new(&codec, off).map(|wc| (h0, wc))
-            }),
+            csum_bytes,
         });
     }
     // Pipelines: tables and conditionals share one numbering across pipelines.
@@ -941,15 +923,14 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                         let bits = nbytes(k.width) as u32 * 8;
                         match (&k.src, k.kind, &k.mask, &k.header) {
                             (CExpr::Valid(HRef::Fixed(h)), MatchKind::Valid, _, _) => Some((KeyPart::Valid(*h), bits)),
-                            (CExpr::Field(f), _, None, hdr) => match (layout.fields[*f as usize].loc, hdr) {
-                                (crate::phv::Loc::Slot(slot), None) => {
-                                    Some((KeyPart::Slot { slot, header: None }, bits))
+                            (CExpr::Field(f), _, None, hdr) => {
+                                let src = crate::phv::FieldSrc::of(&layout.fields[*f as usize])?;
+                                match hdr {
+                                    None => Some((KeyPart::Field { src, header: None }, bits)),
+                                    Some(HRef::Fixed(h)) => Some((KeyPart::Field { src, header: Some(*h) }, bits)),
+                                    _ => None,
                                 }
-                                (crate::phv::Loc::Slot(slot), Some(HRef::Fixed(h))) => {
-                                    Some((KeyPart::Slot { slot, header: Some(*h) }, bits))
-                                }
-                                _ => None,
-                            },
+                            }
                             _ => None,
                         }
                     })
@@ -1119,7 +1100,28 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                     })
                     .collect()
             });
-            states.push(PState { name: s.name.clone(), ops, key, key_len, transitions, fast_transitions });
+            let wire_extracts = ops
+                .iter()
+                .map(|op| match op {
+                    POp::Extract(ExtractTo::Header(h)) => {
+                        let hi = &layout.headers[*h as usize];
+                        match (hi.wire, hi.union) {
+                            (Some((off, n)), None) => Some((*h, off, n)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>();
+            states.push(PState {
+                name: s.name.clone(),
+                ops,
+                key,
+                key_len,
+                transitions,
+                fast_transitions,
+                wire_extracts,
+            });
         }
     }
     // Deparser
@@ -1289,4 +1291,29 @@ pub fn pack_action_data(a: &ActionPlan, values: &[Vec<u8>]) -> Result<Vec<u8>, S
         crate::phv::mask_top(dst, a.params[i].1);
     }
     Ok(data)
+}
+
+/// The byte ranges of the wire area that a calculation's inputs cover, when
+/// they are all whole fields of one wire-format header whose bits, merged in
+/// order, start and end on byte boundaries (at most 128 bytes in total).
+fn wire_byte_ranges(layout: &Layout, input: &[(Root, u32)], hdrs: &[Option<u32>]) -> Option<(u32, Vec<(u32, u32)>)> {
+    let h0 = (*hdrs.first()?)?;
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for ((r, w), h) in input.iter().zip(hdrs) {
+        let CExpr::Field(f) = &r.e else { return None };
+        let fi = &layout.fields[*f as usize];
+        let crate::phv::Loc::Wire { bit } = fi.loc else { return None };
+        if *h != Some(h0) || *w != fi.width {
+            return None;
+        }
+        match ranges.last_mut() {
+            Some(last) if last.1 == bit => last.1 += fi.width,
+            _ => ranges.push((bit, bit + fi.width)),
+        }
+    }
+    let total: u32 = ranges.iter().map(|(a, b)| b - a).sum();
+    if total > 128 * 8 || ranges.iter().any(|(a, b)| !a.is_multiple_of(8) || !b.is_multiple_of(8)) {
+        return None;
+    }
+    Some((h0, ranges.into_iter().map(|(a, b)| (a / 8, b / 8)).collect()))
 }

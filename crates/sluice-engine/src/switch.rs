@@ -45,11 +45,26 @@ struct IngressItem {
     preserved: Vec<(u32, [u8; 16], Option<Vec<u8>>)>,
 }
 
+/// How a packet entered ingress (the borrowed form of an [`IngressItem`]).
+struct Arrival<'a> {
+    port: u32,
+    arrived: bool,
+    instance_type: u128,
+    preserved: &'a [(u32, [u8; 16], Option<Vec<u8>>)],
+}
+
 struct EgressItem {
     /// Boxed so that queueing a packet moves a pointer, not the PHV's vectors.
     phv: Box<Phv>,
     /// Payload bytes (unparsed remainder).
     payload: Vec<u8>,
+    port: u32,
+    meta: PktMeta,
+}
+
+/// A packet in egress (an [`EgressItem`] without its payload).
+struct EgressRun {
+    phv: Box<Phv>,
     port: u32,
     meta: PktMeta,
 }
@@ -125,43 +140,52 @@ impl Switch {
         b
     }
 
+    #[inline(always)]
     fn set_std(&mut self, phv: &mut Phv, f: Option<u32>, v: u128) {
         if let Some(f) = f {
-            phv.set(&self.plan.layout.fields[f as usize], v);
+            self.plan.layout.write(phv, f, v);
         }
     }
 
+    #[inline(always)]
     fn get_std(&self, phv: &Phv, f: Option<u32>) -> u128 {
-        f.map(|f| phv.get(&self.plan.layout.fields[f as usize])).unwrap_or(0)
+        f.map(|f| self.plan.layout.read(phv, f)).unwrap_or(0)
     }
 
     /// Processes one received packet and everything it causes (clones,
     /// replicas, recirculations); `emit(port, bytes)` receives each packet sent.
+    ///
+    /// The received packet is parsed straight from `data` and a unicast
+    /// packet goes through egress without being queued or copied; only
+    /// resubmitted, recirculated, cloned and replicated packets take the
+    /// queues.
     pub fn process(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
         self.stats.received += 1;
         self.now = self.start.elapsed().as_micros() as u64;
-        let mut buf = self.take_buf();
-        buf.extend_from_slice(data);
         let mut ingress = std::mem::take(&mut self.ingress_q);
-        ingress.push_back(IngressItem {
-            data: buf,
-            port,
-            arrived: true,
-            instance_type: instance::NORMAL,
-            preserved: Vec::new(),
-        });
         let mut egress = std::mem::take(&mut self.egress_q);
-        let mut passes = 0;
-        while let Some(item) = ingress.pop_front() {
-            passes += 1;
-            if passes > self.max_recirculations + 1 {
-                self.stats.dropped += 1;
-                continue;
-            }
-            self.ingress(item, &mut ingress, &mut egress);
+        let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
+        self.ingress(first, data, &mut ingress, &mut egress, emit);
+        let mut passes = 1;
+        loop {
             while let Some(e) = egress.pop_front() {
                 self.egress(e, &mut ingress, &mut egress, emit);
             }
+            let Some(item) = ingress.pop_front() else { break };
+            passes += 1;
+            if passes > self.max_recirculations + 1 {
+                self.stats.dropped += 1;
+                self.buf_pool.push(item.data);
+                continue;
+            }
+            let arrival = Arrival {
+                port: item.port,
+                arrived: item.arrived,
+                instance_type: item.instance_type,
+                preserved: &item.preserved,
+            };
+            self.ingress(arrival, &item.data, &mut ingress, &mut egress, emit);
+            self.buf_pool.push(item.data);
         }
         self.ingress_q = ingress;
         self.egress_q = egress;
@@ -173,10 +197,17 @@ impl Switch {
         }
     }
 
-    fn ingress(&mut self, item: IngressItem, ingress: &mut VecDeque<IngressItem>, egress: &mut VecDeque<EgressItem>) {
+    fn ingress(
+        &mut self,
+        item: Arrival,
+        data: &[u8],
+        ingress: &mut VecDeque<IngressItem>,
+        egress: &mut VecDeque<EgressItem>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
         let mut phv = self.take_phv();
         phv.reset();
-        let len = item.data.len() as u128;
+        let len = data.len() as u128;
         let std = self.plan.std.clone();
         if item.arrived {
             self.set_std(&mut phv, std.ingress_port, item.port as u128);
@@ -185,7 +216,7 @@ impl Switch {
         }
         self.set_std(&mut phv, std.packet_length, len);
         self.set_std(&mut phv, std.instance_type, item.instance_type);
-        for (f, v, wide) in &item.preserved {
+        for (f, v, wide) in item.preserved {
             let fi = &self.plan.layout.fields[*f as usize];
             match wide {
                 Some(b) => phv.set_bytes(fi, b),
@@ -194,7 +225,7 @@ impl Switch {
         }
         let item_type = item.instance_type;
         self.trace_line(|| format!("packet in port {} ({} bytes, instance_type {})\n", item.port, len, item_type));
-        let consumed = self.parse(&mut phv, &item.data);
+        let consumed = self.parse(&mut phv, data);
         let mut meta = PktMeta { len_reg: len as u32, ingress_len: len as u32, ..Default::default() };
         self.run_pipeline(&mut phv, &mut meta, true);
         // After ingress.
@@ -210,7 +241,7 @@ impl Switch {
                 let mut cphv = self.take_phv();
                 cphv.reset();
                 self.set_std(&mut cphv, std.ingress_port, item.port as u128);
-                let cconsumed = self.parse(&mut cphv, &item.data);
+                let cconsumed = self.parse(&mut cphv, data);
                 // Keep the re-parsed headers, zero all metadata, then copy the field list.
                 let parsed = cphv.clone();
                 cphv.reset();
@@ -218,7 +249,7 @@ impl Switch {
                 self.copy_field_list(&mut cphv, &phv, fl);
                 self.set_std(&mut cphv, std.instance_type, instance::INGRESS_CLONE);
                 self.set_std(&mut cphv, std.packet_length, len);
-                let payload = item.data[cconsumed.min(item.data.len())..].to_vec();
+                let payload = data[cconsumed.min(data.len())..].to_vec();
                 let cmeta = PktMeta { len_reg: len as u32, ingress_len: len as u32, ..Default::default() };
                 self.enqueue_session(&sess, cphv, payload, cmeta, egress);
             }
@@ -229,8 +260,10 @@ impl Switch {
         if let Some(fl) = meta.resubmit {
             let preserved = self.preserved(&phv, fl);
             self.trace_line(|| "  resubmit\n".to_string());
+            let mut b = self.take_buf();
+            b.extend_from_slice(data);
             ingress.push_back(IngressItem {
-                data: item.data,
+                data: b,
                 port: item.port,
                 arrived: false,
                 instance_type: instance::RESUBMIT,
@@ -240,7 +273,7 @@ impl Switch {
             return;
         }
         let mgid = self.get_std(&phv, std.mcast_grp) as u32;
-        let payload_start = consumed.min(item.data.len());
+        let payload_start = consumed.min(data.len());
         if mgid != 0 {
             self.set_std(&mut phv, std.instance_type, instance::REPLICATION);
             let mut copies = std::mem::take(&mut self.mc_buf);
@@ -251,13 +284,12 @@ impl Switch {
                 let mut c = self.take_phv();
                 c.copy_from(&phv);
                 let mut p = self.take_buf();
-                p.extend_from_slice(&item.data[payload_start..]);
+                p.extend_from_slice(&data[payload_start..]);
                 let m = PktMeta { len_reg: meta.len_reg, ingress_len: meta.ingress_len, ..Default::default() };
                 egress.push_back(EgressItem { phv: c, payload: p, port: *port, meta: m });
             }
             self.mc_buf = copies;
             self.phv_pool.push(phv);
-            self.buf_pool.push(item.data);
             return;
         }
         let spec = self.get_std(&phv, std.egress_spec);
@@ -265,12 +297,9 @@ impl Switch {
             self.trace_line(|| "  dropped at end of ingress\n".to_string());
             self.stats.dropped += 1;
             self.phv_pool.push(phv);
-            self.buf_pool.push(item.data);
             return;
         }
         self.set_std(&mut phv, std.instance_type, instance::NORMAL);
-        let mut data = item.data;
-        data.drain(..payload_start);
         let m = PktMeta {
             len_reg: meta.len_reg,
             ingress_len: meta.ingress_len,
@@ -278,7 +307,14 @@ impl Switch {
             ..Default::default()
         };
         self.trace_line(|| format!("  to egress port {spec}\n"));
-        egress.push_back(EgressItem { phv, payload: data, port: spec as u32, meta: m });
+        if egress.is_empty() {
+            // Nothing queued ahead of it: egress runs on the borrowed payload.
+            self.egress_body(phv, spec as u32, m, &data[payload_start..], ingress, egress, emit);
+        } else {
+            let mut p = self.take_buf();
+            p.extend_from_slice(&data[payload_start..]);
+            egress.push_back(EgressItem { phv, payload: p, port: spec as u32, meta: m });
+        }
     }
 
     fn enqueue_session(
@@ -366,11 +402,28 @@ impl Switch {
 
     fn egress(
         &mut self,
-        mut e: EgressItem,
+        e: EgressItem,
         ingress: &mut VecDeque<IngressItem>,
         egress: &mut VecDeque<EgressItem>,
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
+        self.egress_body(e.phv, e.port, e.meta, &e.payload, ingress, egress, emit);
+        self.buf_pool.push(e.payload);
+    }
+
+    /// Egress for one packet whose unparsed payload is `payload`.
+    #[allow(clippy::too_many_arguments)]
+    fn egress_body(
+        &mut self,
+        phv: Box<Phv>,
+        port: u32,
+        meta: PktMeta,
+        payload: &[u8],
+        ingress: &mut VecDeque<IngressItem>,
+        egress: &mut VecDeque<EgressItem>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        let mut e = EgressRun { phv, port, meta };
         let std = self.plan.std.clone();
         let now = self.now_us();
         self.set_std(&mut e.phv, std.egress_global_timestamp, now as u128);
@@ -389,18 +442,17 @@ impl Switch {
                 self.copy_field_list(&mut c, &e.phv, fl);
                 self.set_std(&mut c, std.instance_type, instance::EGRESS_CLONE);
                 let cm = PktMeta { len_reg: meta.len_reg, ingress_len: meta.ingress_len, ..Default::default() };
-                self.enqueue_session(&sess, c, e.payload.clone(), cm, egress);
+                self.enqueue_session(&sess, c, payload.to_vec(), cm, egress);
             }
         }
         if self.get_std(&e.phv, std.egress_spec) == DROP_PORT {
             self.trace_line(|| "  dropped at end of egress\n".to_string());
             self.stats.dropped += 1;
             self.phv_pool.push(e.phv);
-            self.buf_pool.push(e.payload);
             return;
         }
         let mut out = std::mem::take(&mut self.out_buf);
-        self.deparse(&mut e.phv, &e.payload, &mut out);
+        self.deparse(&mut e.phv, payload, &mut out);
         if let Some(fl) = meta.recirculate {
             let preserved = self.preserved(&e.phv, fl);
             self.trace_line(|| "  recirculate\n".to_string());
@@ -421,7 +473,6 @@ impl Switch {
         }
         self.out_buf = out;
         self.phv_pool.push(e.phv);
-        self.buf_pool.push(e.payload);
     }
 
     /// Runs the parser and checksum verification; returns the bytes consumed.
@@ -448,135 +499,149 @@ impl Switch {
             if let Some(t) = trace.as_mut() {
                 t.push_str(&format!("  parser state {}\n", st.name));
             }
-            for op in &st.ops {
-                match op {
-                    POp::Extract(to) | POp::ExtractVl(to, _) => {
-                        let h = match to {
-                            ExtractTo::Header(h) => *h,
-                            ExtractTo::StackNext(s) => {
-                                let next = phv.stack_next[*s as usize] as usize;
-                                let sh = &layout.stacks[*s as usize].headers;
-                                if next >= sh.len() {
-                                    error = Some(err("StackOutOfBounds"));
+            if let (Some(ex), true) = (&st.wire_extracts, trace.is_none() && cursor.is_multiple_of(8)) {
+                // Only wire-format headers: each extraction is a byte copy.
+                for &(h, off, n) in ex {
+                    let (c, off, n) = (cursor / 8, off as usize, n as usize);
+                    let Some(src) = data.get(c..c + n) else {
+                        error = Some(err("PacketTooShort"));
+                        break 'states;
+                    };
+                    phv.wire[off..off + n].copy_from_slice(src);
+                    phv.valid[h as usize] = true;
+                    cursor += n * 8;
+                }
+            } else {
+                for op in &st.ops {
+                    match op {
+                        POp::Extract(to) | POp::ExtractVl(to, _) => {
+                            let h = match to {
+                                ExtractTo::Header(h) => *h,
+                                ExtractTo::StackNext(s) => {
+                                    let next = phv.stack_next[*s as usize] as usize;
+                                    let sh = &layout.stacks[*s as usize].headers;
+                                    if next >= sh.len() {
+                                        error = Some(err("StackOutOfBounds"));
+                                        break 'states;
+                                    }
+                                    sh[next]
+                                }
+                                ExtractTo::UnionStackNext(us, m) => {
+                                    let next = phv.union_stack_next[*us as usize] as usize;
+                                    let us_ = &layout.union_stacks[*us as usize].unions;
+                                    if next >= us_.len() {
+                                        error = Some(err("StackOutOfBounds"));
+                                        break 'states;
+                                    }
+                                    layout.unions[us_[next] as usize].headers[*m]
+                                }
+                            };
+                            let hi = &layout.headers[h as usize];
+                            let mut vl_bits = 0u32;
+                            if let POp::ExtractVl(_, len) = op {
+                                let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+                                let n = len.eval_u128(&env);
+                                if !n.is_multiple_of(8) {
+                                    error = Some(err("ParserInvalidArgument"));
                                     break 'states;
                                 }
-                                sh[next]
+                                vl_bits = n.min(u32::MAX as u128) as u32;
                             }
-                            ExtractTo::UnionStackNext(us, m) => {
-                                let next = phv.union_stack_next[*us as usize] as usize;
-                                let us_ = &layout.union_stacks[*us as usize].unions;
-                                if next >= us_.len() {
-                                    error = Some(err("StackOutOfBounds"));
+                            let bits = hi.fixed_bits as usize + vl_bits as usize;
+                            if cursor + bits > total_bits {
+                                error = Some(err("PacketTooShort"));
+                                break 'states;
+                            }
+                            if let Some(vf) = hi.varbit_field {
+                                let f = &layout.fields[hi.fields[vf] as usize];
+                                if vl_bits > f.width {
+                                    error = Some(err("HeaderTooShort"));
                                     break 'states;
                                 }
-                                layout.unions[us_[next] as usize].headers[*m]
                             }
-                        };
-                        let hi = &layout.headers[h as usize];
-                        let mut vl_bits = 0u32;
-                        if let POp::ExtractVl(_, len) = op {
+                            extract_header(layout, phv, h, data, cursor, vl_bits);
+                            phv.valid[h as usize] = true;
+                            if let Some(u) = hi.union {
+                                for o in &layout.unions[u as usize].headers {
+                                    if *o != h {
+                                        phv.valid[*o as usize] = false;
+                                    }
+                                }
+                            }
+                            match to {
+                                ExtractTo::StackNext(s) => phv.stack_next[*s as usize] += 1,
+                                ExtractTo::UnionStackNext(us, _) => phv.union_stack_next[*us as usize] += 1,
+                                _ => {}
+                            }
+                            if let Some(t) = trace.as_mut() {
+                                t.push_str(&format!("    extract {} ({} bits)\n", hi.name, bits));
+                            }
+                            cursor += bits;
+                        }
+                        POp::Set(dst, src) => {
+                            if let crate::expr::CExpr::Lookahead { width, .. } = &src.e {
+                                if total_bits - cursor.min(total_bits) < nbytes(*width) * 8 {
+                                    error = Some(err("PacketTooShort"));
+                                    break 'states;
+                                }
+                            }
                             let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
-                            let n = len.eval_u128(&env);
+                            match dst {
+                                crate::plan::Dst::Field(f) => {
+                                    let fi = &layout.fields[*f as usize];
+                                    if fi.width <= 128 {
+                                        let v = src.eval_u128(&env);
+                                        phv.set(fi, v);
+                                    } else {
+                                        let mut b = vec![0u8; nbytes(fi.width)];
+                                        src.eval_bytes(&env, &mut b);
+                                        phv.set_bytes(fi, &b);
+                                    }
+                                }
+                                crate::plan::Dst::Dyn(h, idx) => {
+                                    let v = src.eval_u128(&env);
+                                    if let Some(hd) = crate::expr::resolve_href(h, &env) {
+                                        let f = layout.headers[hd as usize].fields[*idx];
+                                        phv.set(&layout.fields[f as usize], v);
+                                    }
+                                }
+                            }
+                        }
+                        POp::Verify(cond, e) => {
+                            let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+                            if !cond.eval_bool(&env) {
+                                error = Some(e.eval_u128(&env) as u64);
+                                break 'states;
+                            }
+                        }
+                        POp::Advance(n) => {
+                            let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
+                            let n = n.eval_u128(&env) as usize;
                             if !n.is_multiple_of(8) {
                                 error = Some(err("ParserInvalidArgument"));
                                 break 'states;
                             }
-                            vl_bits = n.min(u32::MAX as u128) as u32;
-                        }
-                        let bits = hi.fixed_bits as usize + vl_bits as usize;
-                        if cursor + bits > total_bits {
-                            error = Some(err("PacketTooShort"));
-                            break 'states;
-                        }
-                        if let Some(vf) = hi.varbit_field {
-                            let f = &layout.fields[hi.fields[vf] as usize];
-                            if vl_bits > f.width {
-                                error = Some(err("HeaderTooShort"));
-                                break 'states;
-                            }
-                        }
-                        extract_header(layout, phv, h, data, cursor, vl_bits);
-                        phv.valid[h as usize] = true;
-                        if let Some(u) = hi.union {
-                            for o in &layout.unions[u as usize].headers {
-                                if *o != h {
-                                    phv.valid[*o as usize] = false;
-                                }
-                            }
-                        }
-                        match to {
-                            ExtractTo::StackNext(s) => phv.stack_next[*s as usize] += 1,
-                            ExtractTo::UnionStackNext(us, _) => phv.union_stack_next[*us as usize] += 1,
-                            _ => {}
-                        }
-                        if let Some(t) = trace.as_mut() {
-                            t.push_str(&format!("    extract {} ({} bits)\n", hi.name, bits));
-                        }
-                        cursor += bits;
-                    }
-                    POp::Set(dst, src) => {
-                        if let crate::expr::CExpr::Lookahead { width, .. } = &src.e {
-                            if total_bits - cursor.min(total_bits) < nbytes(*width) * 8 {
+                            if cursor + n > total_bits {
                                 error = Some(err("PacketTooShort"));
                                 break 'states;
                             }
+                            cursor += n;
                         }
-                        let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
-                        match dst {
-                            crate::plan::Dst::Field(f) => {
-                                let fi = &layout.fields[*f as usize];
-                                if fi.width <= 128 {
-                                    let v = src.eval_u128(&env);
-                                    phv.set(fi, v);
-                                } else {
-                                    let mut b = vec![0u8; nbytes(fi.width)];
-                                    src.eval_bytes(&env, &mut b);
-                                    phv.set_bytes(fi, &b);
-                                }
-                            }
-                            crate::plan::Dst::Dyn(h, idx) => {
-                                let v = src.eval_u128(&env);
-                                if let Some(hd) = crate::expr::resolve_href(h, &env) {
-                                    let f = layout.headers[hd as usize].fields[*idx];
-                                    phv.set(&layout.fields[f as usize], v);
-                                }
-                            }
+                        POp::Prim(p) => {
+                            let mut ex = Exec {
+                                plan,
+                                state: &mut self.state,
+                                phv,
+                                meta: &mut meta,
+                                key_buf: &mut self.key_buf,
+                                act_buf: &mut self.act_buf,
+                                hash_buf: &mut self.hash_buf,
+                                now_us: 0,
+                                trace: None,
+                            };
+                            let mut pc = 0;
+                            ex.run_prim(p, &[], &mut pc);
                         }
-                    }
-                    POp::Verify(cond, e) => {
-                        let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
-                        if !cond.eval_bool(&env) {
-                            error = Some(e.eval_u128(&env) as u64);
-                            break 'states;
-                        }
-                    }
-                    POp::Advance(n) => {
-                        let env = Env { layout, phv: &*phv, params: &[], packet: data, cursor_bits: cursor };
-                        let n = n.eval_u128(&env) as usize;
-                        if !n.is_multiple_of(8) {
-                            error = Some(err("ParserInvalidArgument"));
-                            break 'states;
-                        }
-                        if cursor + n > total_bits {
-                            error = Some(err("PacketTooShort"));
-                            break 'states;
-                        }
-                        cursor += n;
-                    }
-                    POp::Prim(p) => {
-                        let mut ex = Exec {
-                            plan,
-                            state: &mut self.state,
-                            phv,
-                            meta: &mut meta,
-                            key_buf: &mut self.key_buf,
-                            act_buf: &mut self.act_buf,
-                            hash_buf: &mut self.hash_buf,
-                            now_us: 0,
-                            trace: None,
-                        };
-                        let mut pc = 0;
-                        ex.run_prim(p, &[], &mut pc);
                     }
                 }
             }
@@ -650,7 +715,7 @@ impl Switch {
         }
         let perr = error.unwrap_or(plan.no_error);
         if let Some(f) = plan.std.parser_error {
-            phv.set(&layout.fields[f as usize], perr as u128);
+            layout.write(phv, f, perr as u128);
         }
         // Checksum verification.
         let mut bad = false;
@@ -669,7 +734,7 @@ impl Switch {
             }
         }
         if let Some(f) = plan.std.checksum_error {
-            phv.set(&layout.fields[f as usize], bad as u128);
+            layout.write(phv, f, bad as u128);
         }
         self.trace = trace;
         cursor.div_ceil(8)
@@ -702,8 +767,15 @@ impl Switch {
                 continue;
             }
             let hi = &layout.headers[*h as usize];
-            if let (Some(wc), true) = (&hi.words, cursor.is_multiple_of(8)) {
-                wc.deparse(&phv.slots, &mut out[cursor / 8..]);
+            if let Some((off, n)) = hi.wire {
+                let (off, n) = (off as usize, n as usize);
+                if cursor.is_multiple_of(8) {
+                    out[cursor / 8..cursor / 8 + n].copy_from_slice(&phv.wire[off..off + n]);
+                } else {
+                    for i in 0..n {
+                        write_bits(out, cursor + 8 * i, 8, u128::from(phv.wire[off + i]));
+                    }
+                }
                 cursor += hi.fixed_bits as usize;
                 continue;
             }
@@ -727,6 +799,7 @@ impl Switch {
                 }
                 match fi.loc {
                     Loc::Slot(s) => write_bits(out, cursor, fi.width, phv.slots[s as usize]),
+                    Loc::Wire { .. } => write_bits(out, cursor, fi.width, phv.get(fi)),
                     Loc::Wide { off, len } => {
                         write_bits_from(out, cursor, fi.width, &phv.wide[off as usize..(off + len) as usize])
                     }
@@ -751,12 +824,16 @@ fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
         if hi.metadata {
             continue;
         }
+        if let Some((off, n)) = hi.wire {
+            dst.wire[off as usize..(off + n) as usize].copy_from_slice(&src.wire[off as usize..(off + n) as usize]);
+        }
         for f in &hi.fields {
             let fi = &plan.layout.fields[*f as usize];
             match fi.loc {
                 Loc::Slot(s) => dst.slots[s as usize] = src.slots[s as usize],
                 Loc::Wide { off, len } => dst.wide[off as usize..(off + len) as usize]
                     .copy_from_slice(&src.wide[off as usize..(off + len) as usize]),
+                Loc::Wire { .. } => {}
             }
         }
         dst.valid[h] = src.valid[h];
@@ -768,8 +845,15 @@ fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
 
 fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8], mut cursor: usize, vl_bits: u32) {
     let hi = &layout.headers[h as usize];
-    if let (Some(wc), true) = (&hi.words, cursor.is_multiple_of(8)) {
-        wc.extract(&mut phv.slots, &data[cursor / 8..]);
+    if let Some((off, n)) = hi.wire {
+        let (off, n) = (off as usize, n as usize);
+        if cursor.is_multiple_of(8) {
+            phv.wire[off..off + n].copy_from_slice(&data[cursor / 8..cursor / 8 + n]);
+        } else {
+            for i in 0..n {
+                phv.wire[off + i] = read_bits(data, cursor + 8 * i, 8) as u8;
+            }
+        }
         return;
     }
     if let Some(codec) = &hi.codec {
@@ -791,6 +875,7 @@ fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8
         }
         match fi.loc {
             Loc::Slot(s) => phv.slots[s as usize] = read_bits(data, cursor, fi.width),
+            Loc::Wire { .. } => phv.set(fi, read_bits(data, cursor, fi.width)),
             Loc::Wide { off, len } => {
                 read_bits_into(data, cursor, fi.width, &mut phv.wide[off as usize..(off + len) as usize])
             }
