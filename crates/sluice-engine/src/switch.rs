@@ -32,6 +32,10 @@ pub const MAX_PARSER_STATES: u32 = 10_000;
 /// The drop port of simple_switch.
 pub const DROP_PORT: u128 = 511;
 
+/// A field value carried into a resubmitted or recirculated packet:
+/// `(field, value bytes, bytes of a field wider than 128 bits)`.
+type Preserved = (u32, [u8; 16], Option<Vec<u8>>);
+
 struct IngressItem {
     data: Vec<u8>,
     /// The port the packet arrived on (kept by resubmitted copies for re-parsing clones).
@@ -42,7 +46,7 @@ struct IngressItem {
     arrived: bool,
     instance_type: u128,
     /// `(field, value bytes)` preserved from the packet that caused this one.
-    preserved: Vec<(u32, [u8; 16], Option<Vec<u8>>)>,
+    preserved: Vec<Preserved>,
 }
 
 /// How a packet entered ingress (the borrowed form of an [`IngressItem`]).
@@ -50,7 +54,7 @@ struct Arrival<'a> {
     port: u32,
     arrived: bool,
     instance_type: u128,
-    preserved: &'a [(u32, [u8; 16], Option<Vec<u8>>)],
+    preserved: &'a [Preserved],
 }
 
 struct EgressItem {
@@ -344,7 +348,7 @@ impl Switch {
         }
     }
 
-    fn preserved(&self, phv: &Phv, fl: Option<u32>) -> Vec<(u32, [u8; 16], Option<Vec<u8>>)> {
+    fn preserved(&self, phv: &Phv, fl: Option<u32>) -> Vec<Preserved> {
         let mut out = Vec::new();
         if let Some(list) = fl.and_then(|id| self.plan.field_lists.get(&(id as u64))) {
             for f in list {
