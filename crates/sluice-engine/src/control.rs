@@ -3,7 +3,7 @@
 //! Hot-path invariant: nothing here allocates per packet. Keys are built into
 //! a reusable buffer of the `Exec`; action data is borrowed from the entry.
 
-use crate::expr::{resolve_href, Env};
+use crate::expr::{fast_value, resolve_href, Env, Fast};
 use crate::phv::{mask_top, Phv};
 use crate::plan::{Dst, Node, Plan, Prim};
 use crate::state::{Digest, State};
@@ -61,7 +61,11 @@ impl Exec<'_> {
             node = match n {
                 Node::Cond(c) => {
                     let cp = &self.plan.conds[c as usize];
-                    let v = cp.expr.eval_bool(&env!(self, &[]));
+                    let v = if cp.expr.fast != Fast::None {
+                        fast_value(&cp.expr.fast, self.phv, &[]) != 0
+                    } else {
+                        cp.expr.eval_bool(&env!(self, &[]))
+                    };
                     if let Some(t) = self.trace.as_deref_mut() {
                         t.push_str(&format!("  condition {} -> {}\n", cp.name, v));
                     }
@@ -71,7 +75,14 @@ impl Exec<'_> {
                         cp.false_next
                     }
                 }
-                Node::Table(t) => self.apply_table(t as usize),
+                Node::Table(t) => match (self.plan.tables[t as usize].inline_default, &self.trace) {
+                    // A keyless table that always runs one action (p4c's wrapper for statements).
+                    (Some((a, next)), None) => {
+                        self.run_action(a as usize, &[]);
+                        next
+                    }
+                    _ => self.apply_table(t as usize),
+                },
             };
         }
     }
@@ -333,14 +344,29 @@ impl Exec<'_> {
         let prims = &plan.actions[ai].prims;
         let mut pc = 0;
         let mut steps = 0u32;
+        let tracing = self.trace.is_some();
         while pc < prims.len() {
             let p = &prims[pc];
             pc += 1;
-            // The commonest primitive runs here, without entering `run_prim`.
-            if let (Prim::SetField { dst, mask, src }, None) = (p, &self.trace) {
-                let v = src.eval_u128(&env!(self, data));
-                dst.write(self.phv, v, *mask);
-                continue;
+            // The commonest primitives run here, without entering `run_prim`.
+            if !tracing {
+                match p {
+                    Prim::SetField { dst, mask, src } => {
+                        let v = self.value(src, data);
+                        dst.write(self.phv, v, *mask);
+                        continue;
+                    }
+                    Prim::Count { arr, idx } => {
+                        let i = self.value(idx, data) as usize;
+                        let len = self.meta.ingress_len as u64;
+                        if let Some(c) = self.state.counters[*arr as usize].get_mut(i) {
+                            c.0 += 1;
+                            c.1 += len;
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
             }
             steps += 1;
             if steps > MAX_ACTION_STEPS {
@@ -355,6 +381,16 @@ impl Exec<'_> {
                 return;
             }
             self.run_prim(p, data, &mut pc);
+        }
+    }
+
+    /// Evaluates an expression to its low 128 bits, through its shortcut when it has one.
+    #[inline(always)]
+    fn value(&self, r: &crate::expr::Root, data: &[u8]) -> u128 {
+        if r.fast != Fast::None {
+            fast_value(&r.fast, self.phv, data)
+        } else {
+            r.eval_u128(&env!(self, data))
         }
     }
 
@@ -637,11 +673,17 @@ pub fn csum16_ranges(bytes: &[u8], ranges: &[(u32, u32)]) -> u16 {
     let mut odd = false;
     for (a, b) in ranges {
         let r = &bytes[*a as usize..*b as usize];
-        // Big-endian 32-bit words count as the sum of their two halves.
+        // A big-endian 64-bit word counts as the sum of its four 16-bit
+        // words; adding with end-around carry keeps that sum modulo 2^64 - 1.
         let mut sum: u64 = 0;
         let mut i = 0;
-        while let Some(w) = r.get(i..i + 4) {
-            sum += u64::from(u32::from_be_bytes(w.try_into().expect("4 bytes")));
+        while let Some(w) = r.get(i..i + 8) {
+            let (t, carry) = sum.overflowing_add(u64::from_be_bytes(w.try_into().expect("8 bytes")));
+            sum = t + carry as u64;
+            i += 8;
+        }
+        if let Some(w) = r.get(i..i + 4) {
+            sum = fold16(sum) as u64 + u64::from(u32::from_be_bytes(w.try_into().expect("4 bytes")));
             i += 4;
         }
         if let Some(w) = r.get(i..i + 2) {

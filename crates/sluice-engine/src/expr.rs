@@ -530,22 +530,55 @@ impl Root {
 }
 
 /// Evaluates a shortcut (never `Fast::None`).
+#[inline(always)]
 fn eval_fast(f: &Fast, env: &Env) -> u128 {
-    let phv = env.phv;
+    fast_value(f, env.phv, env.params)
+}
+
+/// Evaluates a shortcut from the PHV and the action data alone.
+///
+/// Inlined into its callers: the leaf cases are a few instructions each and
+/// a call would cost more than they do.
+#[inline(always)]
+pub fn fast_value(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
+    match f {
+        Fast::And(p) => (fast_operand(&p.0, phv, params) != 0 && fast_operand(&p.1, phv, params) != 0) as u128,
+        Fast::Or(p) => (fast_operand(&p.0, phv, params) != 0 || fast_operand(&p.1, phv, params) != 0) as u128,
+        _ => fast_leaf(f, phv, params),
+    }
+}
+
+/// An operand of `&&` / `||`: a leaf inline, a nested connective out of line.
+#[inline(always)]
+fn fast_operand(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
+    match f {
+        Fast::And(_) | Fast::Or(_) => fast_nested(f, phv, params),
+        _ => fast_leaf(f, phv, params),
+    }
+}
+
+#[inline(never)]
+fn fast_nested(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
+    fast_value(f, phv, params)
+}
+
+/// A shortcut other than `&&` / `||`.
+#[inline(always)]
+fn fast_leaf(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
     match f {
         Fast::Const(c) => *c,
         Fast::Field(s) => s.read(phv),
         Fast::Param { off, len } => {
             // Action data is stored with 16 bytes of zero padding: one window load.
             let off = *off as usize;
-            match env.params.get(off..off + 16) {
+            match params.get(off..off + 16) {
                 Some(w) => u128::from_be_bytes(w.try_into().expect("16 bytes")) >> (128 - 8 * *len),
-                None => crate::value::be_to_u128(&env.params[off..off + *len as usize]),
+                None => crate::value::be_to_u128(&params[off..off + *len as usize]),
             }
         }
         Fast::AddMask { slot, c, mask } => slot.read(phv).wrapping_add(*c) & mask,
-        Fast::Valid(h) => env.phv.valid[*h as usize] as u128,
-        Fast::NotValid(h) => !env.phv.valid[*h as usize] as u128,
+        Fast::Valid(h) => phv.valid[*h as usize] as u128,
+        Fast::NotValid(h) => !phv.valid[*h as usize] as u128,
         Fast::Cmp { slot, c, op } => {
             let v = slot.read(phv);
             (match op {
@@ -559,8 +592,7 @@ fn eval_fast(f: &Fast, env: &Env) -> u128 {
         }
         Fast::AndConst { slot, mask } => slot.read(phv) & mask,
         Fast::NonZero(s) => (s.read(phv) != 0) as u128,
-        Fast::And(p) => (eval_fast(&p.0, env) != 0 && eval_fast(&p.1, env) != 0) as u128,
-        Fast::Or(p) => (eval_fast(&p.0, env) != 0 || eval_fast(&p.1, env) != 0) as u128,
+        Fast::And(_) | Fast::Or(_) => fast_nested(f, phv, params),
         Fast::None => unreachable!("callers check for Fast::None"),
     }
 }
