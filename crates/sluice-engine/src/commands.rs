@@ -716,12 +716,9 @@ impl Switch {
         let a = self.table_action(t, args[1])?;
         let h = num(args.get(2))?;
         let data = self.action_data(a, &args[3..])?;
-        match self.state.tables[t].get_mut(h) {
-            Some(e) => {
-                e.action = EntryAction::Direct { action: a, data: data.into_boxed_slice() };
-                Ok(String::new())
-            }
-            None => err("Invalid table operation (INVALID_HANDLE)"),
+        match self.state.tables[t].set_action(h, EntryAction::Direct { action: a, data: data.into_boxed_slice() }) {
+            Ok(()) => Ok(String::new()),
+            Err(_) => err("Invalid table operation (INVALID_HANDLE)"),
         }
     }
 

@@ -3,7 +3,7 @@
 //! Hot-path invariant: nothing here allocates per packet. Keys are built into
 //! a reusable buffer of the `Exec`; action data is borrowed from the entry.
 
-use crate::expr::{fast_value, resolve_href, Env, Fast};
+use crate::expr::{fast_u64, fast_value, resolve_href, Env, Fast};
 use crate::phv::{mask_top, Phv};
 use crate::plan::{Dst, Node, Plan, Prim};
 use crate::state::{Digest, State};
@@ -62,7 +62,7 @@ impl Exec<'_> {
                 Node::Cond(c) => {
                     let cp = &self.plan.conds[c as usize];
                     let v = if cp.expr.fast != Fast::None {
-                        fast_value(&cp.expr.fast, self.phv, &[]) != 0
+                        fast_u64(&cp.expr.fast, self.phv, &[]) != 0
                     } else {
                         cp.expr.eval_bool(&env!(self, &[]))
                     };
@@ -140,7 +140,7 @@ impl Exec<'_> {
                             if header.is_some_and(|h| !self.phv.valid[h as usize]) {
                                 0
                             } else {
-                                src.read(self.phv)
+                                u128::from(src.read(self.phv))
                             }
                         }
                         crate::plan::KeyPart::Valid(h) => self.phv.valid[*h as usize] as u128,
@@ -163,6 +163,20 @@ impl Exec<'_> {
                 }
             }
         };
+        if let (Some(h), None, false, None) = (hit, &self.trace, tp.with_counters, &tp.direct_meter) {
+            // A direct action with little data: run it from the hot record.
+            let hot = *self.state.tables[ti].hot(h);
+            if hot.action != u32::MAX {
+                self.run_action(hot.action as usize, &hot.data);
+                return match tp.next_hit {
+                    Some(n) => n,
+                    None => match tp.actions.iter().position(|a| *a == hot.action) {
+                        Some(pos) => tp.next_by_action[pos],
+                        None => tp.base_default_next,
+                    },
+                };
+            }
+        }
         let len = self.meta.ingress_len as u64;
         // Action data is copied into a reusable buffer: no allocation per packet.
         let mut data = std::mem::take(self.act_buf);
@@ -352,7 +366,11 @@ impl Exec<'_> {
             if !tracing {
                 match p {
                     Prim::SetField { dst, mask, src } => {
-                        let v = self.value(src, data);
+                        let v = if src.fast != Fast::None {
+                            fast_u64(&src.fast, self.phv, data)
+                        } else {
+                            src.eval_u128(&env!(self, data)) as u64
+                        };
                         dst.write(self.phv, v, *mask);
                         continue;
                     }
@@ -401,7 +419,7 @@ impl Exec<'_> {
         match p {
             Prim::SetField { dst, mask, src } => {
                 let v = src.eval_u128(&env!(self, data));
-                dst.write(self.phv, v, *mask);
+                dst.write(self.phv, v as u64, *mask);
             }
             Prim::Assign { dst, src } => match dst {
                 Dst::Field(f) => {
@@ -673,34 +691,47 @@ pub fn csum16_ranges(bytes: &[u8], ranges: &[(u32, u32)]) -> u16 {
     let mut odd = false;
     for (a, b) in ranges {
         let r = &bytes[*a as usize..*b as usize];
-        // A big-endian 64-bit word counts as the sum of its four 16-bit
-        // words; adding with end-around carry keeps that sum modulo 2^64 - 1.
-        let mut sum: u64 = 0;
-        let mut i = 0;
-        while let Some(w) = r.get(i..i + 8) {
-            let (t, carry) = sum.overflowing_add(u64::from_be_bytes(w.try_into().expect("8 bytes")));
-            sum = t + carry as u64;
-            i += 8;
-        }
-        if let Some(w) = r.get(i..i + 4) {
-            sum = fold16(sum) as u64 + u64::from(u32::from_be_bytes(w.try_into().expect("4 bytes")));
-            i += 4;
-        }
-        if let Some(w) = r.get(i..i + 2) {
-            sum += u64::from(u16::from_be_bytes([w[0], w[1]]));
-            i += 2;
-        }
-        if let Some(b) = r.get(i) {
-            sum += u64::from(*b) << 8;
-        }
-        let mut folded = fold16(sum);
+        let mut sum = sum_words(r);
         if odd {
-            folded = folded.swap_bytes();
+            sum = u64::from(fold16(sum).swap_bytes());
         }
-        total += u64::from(folded);
+        total = add_carry(total, sum);
         odd ^= r.len() % 2 == 1;
     }
     !fold16(total)
+}
+
+/// Adds with end-around carry: the sum stays the same modulo 2^64 - 1, and so
+/// modulo 2^16 - 1.
+#[inline(always)]
+fn add_carry(a: u64, b: u64) -> u64 {
+    let (t, carry) = a.overflowing_add(b);
+    t + carry as u64
+}
+
+/// A value congruent, modulo 2^16 - 1, to the one's complement sum of the
+/// big-endian 16-bit words of `r` (an odd last byte padded with zero). A
+/// big-endian 64-bit word is congruent to the sum of its four 16-bit words.
+#[inline(always)]
+fn sum_words(r: &[u8]) -> u64 {
+    let mut sum: u64 = 0;
+    let mut i = 0;
+    while let Some(w) = r.get(i..i + 8) {
+        sum = add_carry(sum, u64::from_be_bytes(w.try_into().expect("8 bytes")));
+        i += 8;
+    }
+    if let Some(w) = r.get(i..i + 4) {
+        sum = add_carry(sum, u64::from(u32::from_be_bytes(w.try_into().expect("4 bytes"))));
+        i += 4;
+    }
+    if let Some(w) = r.get(i..i + 2) {
+        sum = add_carry(sum, u64::from(u16::from_be_bytes([w[0], w[1]])));
+        i += 2;
+    }
+    if let Some(b) = r.get(i) {
+        sum = add_carry(sum, u64::from(*b) << 8);
+    }
+    sum
 }
 
 /// Folds a sum into 16 bits with end-around carry.

@@ -363,26 +363,28 @@ pub fn fits_i128(e: &CExpr, layout: &Layout) -> bool {
 }
 
 /// Shapes of expressions that p4c emits very often, evaluated without a tree
-/// walk. Each is exact: it is only chosen when it computes the same value as
-/// the general evaluator (unsigned slot fields, no overflow beyond 128 bits).
+/// walk and in `u64`. Each is exact: it is only chosen when it computes the
+/// same value as the general evaluator (unsigned fields of at most 64 bits,
+/// constants and masks that fit 64 bits).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fast {
     /// No shortcut: walk the tree.
     None,
     /// A constant.
-    Const(u128),
+    Const(u64),
     /// An unsigned field with a hot-path reader.
     Field(FieldSrc),
-    /// An action parameter of at most 16 bytes.
+    /// An action parameter of at most 8 bytes.
     Param {
         off: u32,
         len: u32,
     },
-    /// `(slot + c) & mask` (p4c's form of `x + c` and `x - c`).
+    /// `(slot + c) & mask` (p4c's form of `x + c` and `x - c`); only the
+    /// low 64 bits of `c` matter under a 64-bit mask.
     AddMask {
         slot: FieldSrc,
-        c: u128,
-        mask: u128,
+        c: u64,
+        mask: u64,
     },
     /// Header validity (`isValid()`, `d2b(h.$valid$)`).
     Valid(u32),
@@ -391,13 +393,13 @@ pub enum Fast {
     /// `slot OP c` for a comparison operator (constant on the right).
     Cmp {
         slot: FieldSrc,
-        c: u128,
+        c: u64,
         op: BinOp,
     },
-    /// `slot & mask`.
+    /// `slot & mask` (a field of at most 64 bits only keeps the mask's low bits).
     AndConst {
         slot: FieldSrc,
-        mask: u128,
+        mask: u64,
     },
     /// `field != 0` (`d2b(field)`).
     NonZero(FieldSrc),
@@ -434,15 +436,19 @@ fn const_u128(e: &CExpr) -> Option<u128> {
     }
 }
 
+fn const_u64(e: &CExpr) -> Option<u64> {
+    const_u128(e).and_then(|c| u64::try_from(c).ok())
+}
+
 fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
-    if let Some(c) = const_u128(e) {
+    if let Some(c) = const_u64(e) {
         return Fast::Const(c);
     }
     if let Some(s) = unsigned_slot(e, layout) {
         return Fast::Field(s);
     }
     match e {
-        CExpr::Param { off, len } if *len <= 16 && *len > 0 => Fast::Param { off: *off, len: *len },
+        CExpr::Param { off, len } if *len <= 8 && *len > 0 => Fast::Param { off: *off, len: *len },
         CExpr::Valid(HRef::Fixed(h)) => Fast::Valid(*h),
         CExpr::D2B(x) => match fast_shape(x, layout) {
             Fast::Valid(h) => Fast::Valid(h),
@@ -455,11 +461,11 @@ fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
             _ => Fast::None,
         },
         CExpr::Bin(BinOp::And, a, m) if unsigned_slot(a, layout).is_some() && const_u128(m).is_some() => {
-            Fast::AndConst { slot: unsigned_slot(a, layout).expect("checked"), mask: const_u128(m).unwrap_or(0) }
+            Fast::AndConst { slot: unsigned_slot(a, layout).expect("checked"), mask: const_u128(m).unwrap_or(0) as u64 }
         }
-        CExpr::Bin(BinOp::And, a, m) => match (&**a, const_u128(m)) {
+        CExpr::Bin(BinOp::And, a, m) => match (&**a, const_u64(m)) {
             (CExpr::Bin(BinOp::Add, x, c), Some(mask)) => match (unsigned_slot(x, layout), const_u128(c)) {
-                (Some(slot), Some(c)) => Fast::AddMask { slot, c, mask },
+                (Some(slot), Some(c)) => Fast::AddMask { slot, c: c as u64, mask },
                 _ => Fast::None,
             },
             _ => Fast::None,
@@ -476,7 +482,7 @@ fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
             }
         }
         CExpr::Bin(op @ (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), a, b) => {
-            match (unsigned_slot(a, layout), const_u128(b)) {
+            match (unsigned_slot(a, layout), const_u64(b)) {
                 (Some(slot), Some(c)) => Fast::Cmp { slot, c, op: *op },
                 _ => Fast::None,
             }
@@ -541,16 +547,22 @@ fn eval_fast(f: &Fast, env: &Env) -> u128 {
 /// a call would cost more than they do.
 #[inline(always)]
 pub fn fast_value(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
+    u128::from(fast_u64(f, phv, params))
+}
+
+/// [`fast_value`] in its native width.
+#[inline(always)]
+pub fn fast_u64(f: &Fast, phv: &Phv, params: &[u8]) -> u64 {
     match f {
-        Fast::And(p) => (fast_operand(&p.0, phv, params) != 0 && fast_operand(&p.1, phv, params) != 0) as u128,
-        Fast::Or(p) => (fast_operand(&p.0, phv, params) != 0 || fast_operand(&p.1, phv, params) != 0) as u128,
+        Fast::And(p) => (fast_operand(&p.0, phv, params) != 0 && fast_operand(&p.1, phv, params) != 0) as u64,
+        Fast::Or(p) => (fast_operand(&p.0, phv, params) != 0 || fast_operand(&p.1, phv, params) != 0) as u64,
         _ => fast_leaf(f, phv, params),
     }
 }
 
 /// An operand of `&&` / `||`: a leaf inline, a nested connective out of line.
 #[inline(always)]
-fn fast_operand(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
+fn fast_operand(f: &Fast, phv: &Phv, params: &[u8]) -> u64 {
     match f {
         Fast::And(_) | Fast::Or(_) => fast_nested(f, phv, params),
         _ => fast_leaf(f, phv, params),
@@ -558,27 +570,27 @@ fn fast_operand(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
 }
 
 #[inline(never)]
-fn fast_nested(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
-    fast_value(f, phv, params)
+fn fast_nested(f: &Fast, phv: &Phv, params: &[u8]) -> u64 {
+    fast_u64(f, phv, params)
 }
 
 /// A shortcut other than `&&` / `||`.
 #[inline(always)]
-fn fast_leaf(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
+fn fast_leaf(f: &Fast, phv: &Phv, params: &[u8]) -> u64 {
     match f {
         Fast::Const(c) => *c,
         Fast::Field(s) => s.read(phv),
         Fast::Param { off, len } => {
             // Action data is stored with 16 bytes of zero padding: one window load.
             let off = *off as usize;
-            match params.get(off..off + 16) {
-                Some(w) => u128::from_be_bytes(w.try_into().expect("16 bytes")) >> (128 - 8 * *len),
-                None => crate::value::be_to_u128(&params[off..off + *len as usize]),
+            match params.get(off..off + 8) {
+                Some(w) => u64::from_be_bytes(w.try_into().expect("8 bytes")) >> (64 - 8 * *len),
+                None => crate::value::be_to_u128(&params[off..off + *len as usize]) as u64,
             }
         }
         Fast::AddMask { slot, c, mask } => slot.read(phv).wrapping_add(*c) & mask,
-        Fast::Valid(h) => phv.valid[*h as usize] as u128,
-        Fast::NotValid(h) => !phv.valid[*h as usize] as u128,
+        Fast::Valid(h) => phv.valid[*h as usize] as u64,
+        Fast::NotValid(h) => !phv.valid[*h as usize] as u64,
         Fast::Cmp { slot, c, op } => {
             let v = slot.read(phv);
             (match op {
@@ -588,10 +600,10 @@ fn fast_leaf(f: &Fast, phv: &Phv, params: &[u8]) -> u128 {
                 BinOp::Le => v <= *c,
                 BinOp::Gt => v > *c,
                 _ => v >= *c,
-            }) as u128
+            }) as u64
         }
         Fast::AndConst { slot, mask } => slot.read(phv) & mask,
-        Fast::NonZero(s) => (s.read(phv) != 0) as u128,
+        Fast::NonZero(s) => (s.read(phv) != 0) as u64,
         Fast::And(_) | Fast::Or(_) => fast_nested(f, phv, params),
         Fast::None => unreachable!("callers check for Fast::None"),
     }

@@ -36,7 +36,8 @@ pub enum Loc {
 /// there can use a fixed 16-byte window.
 pub const WIRE_PAD: usize = 16;
 
-/// How a hot path reads an unsigned field without going through [`FieldInfo`].
+/// How a hot path reads an unsigned field of at most 64 bits without going
+/// through [`FieldInfo`]: hot paths compute in `u64`, which costs half of `u128`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldSrc {
     /// `slots[i]` (already masked).
@@ -49,43 +50,54 @@ pub enum FieldSrc {
 impl FieldSrc {
     /// The hot-path reader for a field, if it has one.
     pub fn of(f: &FieldInfo) -> Option<FieldSrc> {
+        if f.width == 0 || f.width > 64 {
+            return None;
+        }
         match f.loc {
             Loc::Slot(i) => Some(FieldSrc::Slot(i)),
-            Loc::Wire { bit } if bit % 8 + f.width <= 64 && f.width > 0 => Some(FieldSrc::Wire {
-                byte: bit / 8,
-                shift: (64 - bit % 8 - f.width) as u8,
-                mask: if f.width == 64 { u64::MAX } else { (1u64 << f.width) - 1 },
-            }),
+            Loc::Wire { bit } if bit % 8 + f.width <= 64 => {
+                Some(FieldSrc::Wire { byte: bit / 8, shift: (64 - bit % 8 - f.width) as u8, mask: mask64(f.width) })
+            }
             _ => None,
         }
     }
 
     /// Reads the field.
     #[inline(always)]
-    pub fn read(&self, phv: &Phv) -> u128 {
+    pub fn read(&self, phv: &Phv) -> u64 {
         match *self {
-            FieldSrc::Slot(i) => phv.slots[i as usize],
+            FieldSrc::Slot(i) => phv.slots[i as usize] as u64,
             FieldSrc::Wire { byte, shift, mask } => {
                 let b = byte as usize;
                 let w: [u8; 8] = phv.wire[b..b + 8].try_into().expect("8 bytes");
-                ((u64::from_be_bytes(w) >> shift) & mask) as u128
+                (u64::from_be_bytes(w) >> shift) & mask
             }
         }
     }
 
-    /// Writes the field (`v` is masked to the field's width).
+    /// Writes the field; `width_mask` is the mask of the field's width.
     #[inline(always)]
-    pub fn write(&self, phv: &mut Phv, v: u128, mask128: u128) {
+    pub fn write(&self, phv: &mut Phv, v: u64, width_mask: u64) {
         match *self {
-            FieldSrc::Slot(i) => phv.slots[i as usize] = v & mask128,
+            FieldSrc::Slot(i) => phv.slots[i as usize] = u128::from(v & width_mask),
             FieldSrc::Wire { byte, shift, mask } => {
                 let b = byte as usize;
                 let win: &mut [u8; 8] = (&mut phv.wire[b..b + 8]).try_into().expect("8 bytes");
                 let cur = u64::from_be_bytes(*win);
                 let m = mask << shift;
-                *win = ((cur & !m) | (((v as u64) & mask) << shift)).to_be_bytes();
+                *win = ((cur & !m) | ((v & mask) << shift)).to_be_bytes();
             }
         }
+    }
+}
+
+/// The mask of the low `w` bits (`w` <= 64).
+#[inline]
+pub fn mask64(w: u32) -> u64 {
+    if w >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << w) - 1
     }
 }
 
@@ -159,7 +171,7 @@ pub struct Layout {
     /// Size of the wire area (without its padding).
     pub wire_bytes: u32,
     /// Per field: its hot-path reader/writer and width mask, if it has one.
-    pub hot: Vec<Option<(FieldSrc, u128)>>,
+    pub hot: Vec<Option<(FieldSrc, u64)>>,
     field_by_name: HashMap<(String, String), u32>,
     header_by_name: HashMap<String, u32>,
     stack_by_name: HashMap<String, u32>,
@@ -307,7 +319,7 @@ impl Layout {
         for (alias, target) in &p.field_aliases {
             l.aliases.insert(alias.clone(), target.clone());
         }
-        l.hot = l.fields.iter().map(|f| FieldSrc::of(f).map(|s| (s, mask128(f.width)))).collect();
+        l.hot = l.fields.iter().map(|f| FieldSrc::of(f).map(|s| (s, mask64(f.width)))).collect();
         Ok(l)
     }
 
@@ -315,7 +327,7 @@ impl Layout {
     #[inline(always)]
     pub fn read(&self, phv: &Phv, f: u32) -> u128 {
         match self.hot[f as usize] {
-            Some((src, _)) => src.read(phv),
+            Some((src, _)) => u128::from(src.read(phv)),
             None => phv.get(&self.fields[f as usize]),
         }
     }
@@ -324,7 +336,7 @@ impl Layout {
     #[inline(always)]
     pub fn write(&self, phv: &mut Phv, f: u32, v: u128) {
         match self.hot[f as usize] {
-            Some((src, mask)) => src.write(phv, v, mask),
+            Some((src, mask)) => src.write(phv, v as u64, mask),
             None => phv.set(&self.fields[f as usize], v),
         }
     }
@@ -447,7 +459,14 @@ impl Phv {
         for (off, len) in &self.meta_wide {
             self.wide[*off as usize..(*off + *len) as usize].fill(0);
         }
-        self.valid.copy_from_slice(&self.metadata);
+        if self.valid.len() <= 32 {
+            // A handful of headers: a loop beats a call to `memcpy`.
+            for (v, m) in self.valid.iter_mut().zip(&self.metadata) {
+                *v = *m;
+            }
+        } else {
+            self.valid.copy_from_slice(&self.metadata);
+        }
         // Empty vectors are skipped on purpose: glibc's AVX-512 memset of zero
         // bytes at a dangling pointer costs ~100 ns on some AMD VMs.
         for v in [&mut self.varbit_len, &mut self.stack_next, &mut self.union_stack_next] {
@@ -573,6 +592,23 @@ impl Phv {
             }
         }
         self.varbit_len[h as usize] = 0;
+    }
+}
+
+/// Copies `src` into `dst` (same length). Headers are a few dozen bytes:
+/// 8-byte moves (the last one overlapping) beat a call to `memcpy` there.
+#[inline(always)]
+pub fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if (8..=64).contains(&n) && dst.len() == n {
+        let mut i = 0;
+        while i + 8 < n {
+            dst[i..i + 8].copy_from_slice(&src[i..i + 8]);
+            i += 8;
+        }
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+    } else {
+        dst.copy_from_slice(src);
     }
 }
 

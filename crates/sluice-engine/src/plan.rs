@@ -30,7 +30,7 @@ pub enum Prim {
     /// Assignment to a field with a hot-path writer (the common case), mask precomputed.
     SetField {
         dst: crate::phv::FieldSrc,
-        mask: u128,
+        mask: u64,
         src: Root,
     },
     Assign {
@@ -447,7 +447,7 @@ impl<'a> Cx<'a> {
                 let src = self.root(&pr.params[1], params, path, w)?;
                 match dst {
                     Dst::Field(f) => match crate::phv::FieldSrc::of(&self.layout.fields[f as usize]) {
-                        Some(dst) => Prim::SetField { dst, mask: crate::value::mask128(w), src },
+                        Some(dst) => Prim::SetField { dst, mask: crate::phv::mask64(w), src },
                         None => Prim::Assign { dst: Dst::Field(f), src },
                     },
                     _ => Prim::Assign { dst, src },

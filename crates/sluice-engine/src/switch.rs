@@ -536,7 +536,7 @@ impl Switch {
                         error = Some(err("PacketTooShort"));
                         break 'states;
                     };
-                    phv.wire[off..off + n].copy_from_slice(src);
+                    crate::phv::copy_short(&mut phv.wire[off..off + n], src);
                     phv.valid[h as usize] = true;
                     cursor += n * 8;
                 }
@@ -891,7 +891,7 @@ fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8
     if let Some((off, n)) = hi.wire {
         let (off, n) = (off as usize, n as usize);
         if cursor.is_multiple_of(8) {
-            phv.wire[off..off + n].copy_from_slice(&data[cursor / 8..cursor / 8 + n]);
+            crate::phv::copy_short(&mut phv.wire[off..off + n], &data[cursor / 8..cursor / 8 + n]);
         } else {
             for i in 0..n {
                 phv.wire[off + i] = read_bits(data, cursor + 8 * i, 8) as u8;

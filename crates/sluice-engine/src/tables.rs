@@ -283,6 +283,39 @@ impl std::fmt::Display for TableError {
 }
 
 /// The run-time state of one match table.
+/// Bytes of action data a [`HotEntry`] holds inline (the rest of its array is
+/// zero padding, so parameter reads can load fixed 16-byte windows).
+pub const HOT_DATA: usize = 27;
+
+/// What a lookup hit needs of a direct-action entry, in one 48-byte record
+/// kept apart from the control-plane fields: a hit then touches one cache
+/// line instead of the entry, its match list and its heap-allocated data.
+#[derive(Debug, Clone, Copy)]
+pub struct HotEntry {
+    /// Plan index of the action, or `u32::MAX` when the entry must take the
+    /// full path (profile member or group, or more than `HOT_DATA` bytes).
+    pub action: u32,
+    pub len: u8,
+    /// Action data followed by zeros.
+    pub data: [u8; HOT_DATA + 16],
+}
+
+impl HotEntry {
+    /// The record of an entry that has none.
+    pub const COLD: HotEntry = HotEntry { action: u32::MAX, len: 0, data: [0; HOT_DATA + 16] };
+
+    fn of(action: &EntryAction) -> HotEntry {
+        match action {
+            EntryAction::Direct { action, data } if data.len() <= HOT_DATA => {
+                let mut h = HotEntry { action: *action, len: data.len() as u8, data: [0; HOT_DATA + 16] };
+                h.data[..data.len()].copy_from_slice(data);
+                h
+            }
+            _ => HotEntry::COLD,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TableState {
     pub key: Vec<KeyFieldSpec>,
@@ -290,6 +323,8 @@ pub struct TableState {
     pub max_size: usize,
     /// Entries by index (the low 24 bits of a handle).
     pub entries: Vec<Option<Entry>>,
+    /// Per-index hot record, parallel to `entries`.
+    hot: Vec<HotEntry>,
     /// Per-index version, bumped on delete; bmv2 puts it in a handle's top 8 bits.
     versions: Vec<u8>,
     free: BTreeSet<u32>,
@@ -320,6 +355,7 @@ impl TableState {
             key_len,
             max_size,
             entries: Vec::new(),
+            hot: Vec::new(),
             versions: Vec::new(),
             free: BTreeSet::new(),
             count: 0,
@@ -582,6 +618,7 @@ impl TableState {
             Some(h) => h,
             None => {
                 self.entries.push(None);
+                self.hot.push(HotEntry::COLD);
                 (self.entries.len() - 1) as u32
             }
         };
@@ -652,6 +689,7 @@ impl TableState {
         }
         e.packets = 0;
         e.bytes = 0;
+        self.hot[handle as usize] = HotEntry::of(&e.action);
         self.entries[handle as usize] = Some(e);
         self.count += 1;
         if self.versions.len() <= handle as usize {
@@ -686,6 +724,7 @@ impl TableState {
     /// Removes the entry at an index.
     fn delete_index(&mut self, handle: u32) -> Result<Entry, TableError> {
         let e = self.entries.get_mut(handle as usize).and_then(|e| e.take()).ok_or(TableError::InvalidHandle)?;
+        self.hot[handle as usize] = HotEntry::COLD;
         let k = self.exact_key(&e.matches);
         match &mut self.index {
             Index::Exact(m) => m.remove(&k),
@@ -733,6 +772,7 @@ impl TableState {
             let _ = self.delete(self.handle_of(h));
         }
         self.entries.clear();
+        self.hot.clear();
         self.free.clear();
     }
 
@@ -742,7 +782,24 @@ impl TableState {
         self.entries[idx as usize].as_ref()
     }
 
-    /// Mutable access to the entry behind a (current) handle.
+    /// Changes the action of the entry behind a (current) handle.
+    pub fn set_action(&mut self, handle: u32, action: EntryAction) -> Result<(), TableError> {
+        let idx = self.index_of(handle)?;
+        self.hot[idx as usize] = HotEntry::of(&action);
+        if let Some(e) = self.entries[idx as usize].as_mut() {
+            e.action = action;
+        }
+        Ok(())
+    }
+
+    /// The hot record of entry index `idx` (what `lookup` returns).
+    #[inline]
+    pub fn hot(&self, idx: u32) -> &HotEntry {
+        self.hot.get(idx as usize).unwrap_or(&HotEntry::COLD)
+    }
+
+    /// Mutable access to the entry behind a (current) handle. Change its
+    /// action with [`TableState::set_action`], which keeps the hot record.
     pub fn get_mut(&mut self, handle: u32) -> Option<&mut Entry> {
         let idx = self.index_of(handle).ok()?;
         self.entries[idx as usize].as_mut()
