@@ -61,11 +61,7 @@ impl Exec<'_> {
             node = match n {
                 Node::Cond(c) => {
                     let cp = &self.plan.conds[c as usize];
-                    let v = if cp.expr.fast != Fast::None {
-                        fast_u64(&cp.expr.fast, self.phv, &[]) != 0
-                    } else {
-                        cp.expr.eval_bool(&env!(self, &[]))
-                    };
+                    let v = self.eval_cond(c as usize);
                     if let Some(t) = self.trace.as_deref_mut() {
                         t.push_str(&format!("  condition {} -> {}\n", cp.name, v));
                     }
@@ -84,6 +80,27 @@ impl Exec<'_> {
                     _ => self.apply_table(t as usize),
                 },
             };
+        }
+    }
+
+    /// Evaluates conditional `ci`.
+    #[inline]
+    pub fn eval_cond(&self, ci: usize) -> bool {
+        let cp = &self.plan.conds[ci];
+        if !matches!(cp.expr.fast, Fast::None) {
+            fast_u64(&cp.expr.fast, self.phv, &[]) != 0
+        } else {
+            cp.expr.eval_bool(&env!(self, &[]))
+        }
+    }
+
+    /// Counts the packet in cell `idx` of counter array `arr` (out of range: ignored, as bmv2).
+    #[inline]
+    pub fn count(&mut self, arr: usize, idx: u64) {
+        let len = self.meta.ingress_len as u64;
+        if let Some(c) = usize::try_from(idx).ok().and_then(|i| self.state.counters[arr].get_mut(i)) {
+            c.0 += 1;
+            c.1 += len;
         }
     }
 
@@ -119,8 +136,30 @@ impl Exec<'_> {
         }
     }
 
+    /// Looks table `ti` up with its key built as one integer, when the key
+    /// allows it: `Some(hit entry index or None)`, or `None` to take the byte path.
+    #[inline]
+    pub(crate) fn lookup_integer_key(&self, ti: usize) -> Option<Option<u32>> {
+        let parts = self.plan.tables[ti].key128.as_ref()?;
+        let mut k: u128 = 0;
+        for (part, bits) in parts {
+            let v = match part {
+                crate::plan::KeyPart::Field { src, header } => {
+                    if header.is_some_and(|h| !self.phv.valid[h as usize]) {
+                        0
+                    } else {
+                        u128::from(src.read(self.phv))
+                    }
+                }
+                crate::plan::KeyPart::Valid(h) => self.phv.valid[*h as usize] as u128,
+            };
+            k = if *bits >= 128 { v } else { (k << bits) | v };
+        }
+        self.state.tables[ti].lookup_u128(k)
+    }
+
     /// Applies one table; returns the next node.
-    fn apply_table(&mut self, ti: usize) -> Option<Node> {
+    pub fn apply_table(&mut self, ti: usize) -> Option<Node> {
         let plan = self.plan;
         let tp = &plan.tables[ti];
         if let Some((a, next)) = tp.inline_default {
@@ -131,26 +170,7 @@ impl Exec<'_> {
             return next;
         }
         // Integer keys (the common case) skip the key bytes entirely.
-        let fast_hit = match (&tp.key128, self.trace.is_none()) {
-            (Some(parts), true) => {
-                let mut k: u128 = 0;
-                for (part, bits) in parts {
-                    let v = match part {
-                        crate::plan::KeyPart::Field { src, header } => {
-                            if header.is_some_and(|h| !self.phv.valid[h as usize]) {
-                                0
-                            } else {
-                                u128::from(src.read(self.phv))
-                            }
-                        }
-                        crate::plan::KeyPart::Valid(h) => self.phv.valid[*h as usize] as u128,
-                    };
-                    k = if *bits >= 128 { v } else { (k << bits) | v };
-                }
-                self.state.tables[ti].lookup_u128(k)
-            }
-            _ => None,
-        };
+        let fast_hit = if self.trace.is_none() { self.lookup_integer_key(ti) } else { None };
         let hit = match fast_hit {
             Some(h) => h,
             None => {
@@ -366,7 +386,7 @@ impl Exec<'_> {
             if !tracing {
                 match p {
                     Prim::SetField { dst, mask, src } => {
-                        let v = if src.fast != Fast::None {
+                        let v = if !matches!(src.fast, Fast::None) {
                             fast_u64(&src.fast, self.phv, data)
                         } else {
                             src.eval_u128(&env!(self, data)) as u64
@@ -375,12 +395,8 @@ impl Exec<'_> {
                         continue;
                     }
                     Prim::Count { arr, idx } => {
-                        let i = self.value(idx, data) as usize;
-                        let len = self.meta.ingress_len as u64;
-                        if let Some(c) = self.state.counters[*arr as usize].get_mut(i) {
-                            c.0 += 1;
-                            c.1 += len;
-                        }
+                        let i = self.value(idx, data);
+                        self.count(*arr as usize, i as u64);
                         continue;
                     }
                     _ => {}
@@ -405,7 +421,7 @@ impl Exec<'_> {
     /// Evaluates an expression to its low 128 bits, through its shortcut when it has one.
     #[inline(always)]
     fn value(&self, r: &crate::expr::Root, data: &[u8]) -> u128 {
-        if r.fast != Fast::None {
+        if !matches!(r.fast, Fast::None) {
             fast_value(&r.fast, self.phv, data)
         } else {
             r.eval_u128(&env!(self, data))
@@ -488,12 +504,8 @@ impl Exec<'_> {
                 }
             }
             Prim::Count { arr, idx } => {
-                let i = idx.eval_u128(&env!(self, data)) as usize;
-                let len = self.meta.ingress_len as u64;
-                if let Some(c) = self.state.counters[*arr as usize].get_mut(i) {
-                    c.0 += 1;
-                    c.1 += len;
-                }
+                let i = idx.eval_u128(&env!(self, data)) as u64;
+                self.count(*arr as usize, i);
             }
             Prim::ExecuteMeter { arr, idx, dst } => {
                 let i = idx.eval_u128(&env!(self, data)) as usize;

@@ -472,7 +472,7 @@ fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
         },
         CExpr::Bin(op @ (BinOp::LAnd | BinOp::LOr), a, b) => {
             let (x, y) = (fast_shape(a, layout), fast_shape(b, layout));
-            if x == Fast::None || y == Fast::None {
+            if matches!(x, Fast::None) || matches!(y, Fast::None) {
                 return Fast::None;
             }
             if *op == BinOp::LAnd {
@@ -502,7 +502,7 @@ impl Root {
     /// Evaluates to the low 128 bits (for destinations of at most 128 bits).
     #[inline]
     pub fn eval_u128(&self, env: &Env) -> u128 {
-        if self.fast == Fast::None {
+        if matches!(self.fast, Fast::None) {
             return if self.wide { self.e.eval::<Wide>(env).low_u128() } else { self.e.eval::<i128>(env) as u128 };
         }
         eval_fast(&self.fast, env)
@@ -512,7 +512,7 @@ impl Root {
     pub fn eval_bytes(&self, env: &Env, out: &mut [u8]) {
         if self.wide {
             self.e.eval::<Wide>(env).write_be(out)
-        } else if out.len() <= 16 && self.fast != Fast::None {
+        } else if out.len() <= 16 && !matches!(self.fast, Fast::None) {
             crate::value::u128_to_be(self.eval_u128(env), out)
         } else {
             self.e.eval::<i128>(env).write_be(out)

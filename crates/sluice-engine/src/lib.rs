@@ -16,6 +16,7 @@
 pub mod commands;
 pub mod control;
 pub mod expr;
+pub mod jit;
 pub mod phv;
 pub mod plan;
 pub mod state;
@@ -25,6 +26,7 @@ pub mod value;
 
 use std::fmt;
 
+pub use jit::ExecMode;
 pub use plan::{compile, Plan};
 pub use switch::Switch;
 

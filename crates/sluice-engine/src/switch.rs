@@ -107,6 +107,8 @@ pub struct Switch {
     pub stats: SwitchStats,
     /// Bound on recirculation/resubmission depth of one input packet (bmv2 has none and can loop forever).
     pub max_recirculations: u32,
+    /// Native code for the control pipelines (`None`: interpreted).
+    compiled: Option<crate::jit::CompiledPipelines>,
 }
 
 impl Switch {
@@ -136,7 +138,39 @@ impl Switch {
             trace: None,
             stats: SwitchStats::default(),
             max_recirculations: 64,
+            compiled: None,
         })
+        .and_then(|mut sw| {
+            sw.set_mode(crate::ExecMode::Compiled)?;
+            Ok(sw)
+        })
+    }
+
+    /// Chooses how control pipelines run. Compiling can only fail when the
+    /// host has no code generator; the error says so.
+    pub fn set_mode(&mut self, mode: crate::ExecMode) -> Result<(), crate::CompileError> {
+        self.compiled = match mode {
+            crate::ExecMode::Interpreted => None,
+            crate::ExecMode::Compiled => Some(
+                crate::jit::CompiledPipelines::compile(&self.plan)
+                    .map_err(|e| crate::CompileError::at("pipelines", format!("native code generation failed: {e}")))?,
+            ),
+        };
+        Ok(())
+    }
+
+    /// How control pipelines run now.
+    pub fn mode(&self) -> crate::ExecMode {
+        if self.compiled.is_some() {
+            crate::ExecMode::Compiled
+        } else {
+            crate::ExecMode::Interpreted
+        }
+    }
+
+    /// What the pipeline compiler produced (IR listing and counts), if compiled.
+    pub fn compiled(&self) -> Option<&crate::jit::CompiledPipelines> {
+        self.compiled.as_ref()
     }
 
     fn now_us(&self) -> u64 {
@@ -174,6 +208,13 @@ impl Switch {
     /// queues.
     pub fn process(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
         self.now = self.start.elapsed().as_micros() as u64;
+        self.process_now(port, data, emit);
+    }
+
+    /// [`Switch::process`] at a given switch time (microseconds): replays
+    /// and tests that must not depend on the wall clock use it.
+    pub fn process_at(&mut self, port: u32, data: &[u8], now_us: u64, emit: &mut dyn FnMut(u32, &[u8])) {
+        self.now = now_us;
         self.process_now(port, data, emit);
     }
 
@@ -425,7 +466,13 @@ impl Switch {
             now_us: now,
             trace: trace.as_mut(),
         };
-        ex.run_pipeline(init);
+        let ran = match (&self.compiled, ex.trace.is_none()) {
+            (Some(c), true) => c.run(ingress, &mut ex),
+            _ => false,
+        };
+        if !ran {
+            ex.run_pipeline(init);
+        }
         meta.exit = false;
         self.trace = trace;
     }
@@ -854,7 +901,7 @@ impl Switch {
 /// Whether a checksum's `if_cond` (if any) holds for this packet.
 fn checksum_applies(plan: &Plan, c: &crate::plan::ChecksumPlan, phv: &Phv) -> bool {
     c.cond.as_ref().is_none_or(|cond| {
-        if cond.fast != crate::expr::Fast::None {
+        if !matches!(cond.fast, crate::expr::Fast::None) {
             crate::expr::fast_value(&cond.fast, phv, &[]) != 0
         } else {
             cond.eval_bool(&Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 })

@@ -136,6 +136,9 @@ pub struct Entry {
 /// (no pointer to chase, cheap hashing); longer ones as byte strings.
 #[derive(Debug, Clone)]
 enum KeyMap {
+    /// Exact keys of at most 2 bytes: an array indexed by the key
+    /// (`u32::MAX` where there is no entry), with the number of entries.
+    Direct(Vec<u32>, usize),
     /// Keys of at most 8 bytes: 16-byte buckets.
     Tiny(HashMap<u64, u32>),
     Short(HashMap<u128, u32>),
@@ -152,9 +155,19 @@ impl KeyMap {
             KeyMap::Long(HashMap::new())
         }
     }
+    /// The map for an exact-match table: direct indexing for keys of up to 16 bits.
+    fn for_exact(key_len: usize) -> KeyMap {
+        if key_len <= 2 {
+            KeyMap::Direct(vec![u32::MAX; 1 << (8 * key_len)], 0)
+        } else {
+            KeyMap::new(key_len)
+        }
+    }
+
     #[inline]
     fn get(&self, k: &[u8]) -> Option<u32> {
         match self {
+            KeyMap::Direct(v, _) => v.get(crate::value::be_to_u128(k) as usize).copied().filter(|h| *h != u32::MAX),
             KeyMap::Tiny(m) => m.get(&(crate::value::be_to_u128(k) as u64)).copied(),
             KeyMap::Short(m) => m.get(&crate::value::be_to_u128(k)).copied(),
             KeyMap::Long(m) => m.get(k).copied(),
@@ -162,6 +175,14 @@ impl KeyMap {
     }
     fn insert(&mut self, k: &[u8], h: u32) {
         match self {
+            KeyMap::Direct(v, n) => {
+                if let Some(slot) = v.get_mut(crate::value::be_to_u128(k) as usize) {
+                    if *slot == u32::MAX {
+                        *n += 1;
+                    }
+                    *slot = h;
+                }
+            }
             KeyMap::Tiny(m) => {
                 m.insert(crate::value::be_to_u128(k) as u64, h);
             }
@@ -175,6 +196,14 @@ impl KeyMap {
     }
     fn remove(&mut self, k: &[u8]) {
         match self {
+            KeyMap::Direct(v, n) => {
+                if let Some(slot) = v.get_mut(crate::value::be_to_u128(k) as usize) {
+                    if *slot != u32::MAX {
+                        *n -= 1;
+                    }
+                    *slot = u32::MAX;
+                }
+            }
             KeyMap::Tiny(m) => {
                 m.remove(&(crate::value::be_to_u128(k) as u64));
             }
@@ -188,6 +217,7 @@ impl KeyMap {
     }
     fn is_empty(&self) -> bool {
         match self {
+            KeyMap::Direct(_, n) => *n == 0,
             KeyMap::Tiny(m) => m.is_empty(),
             KeyMap::Short(m) => m.is_empty(),
             KeyMap::Long(m) => m.is_empty(),
@@ -348,7 +378,7 @@ impl TableState {
         } else if let Some(l) = lpm.first() {
             Index::Lpm { off: l.off, len: l.len, width: l.width, by_len: Vec::new() }
         } else {
-            Index::Exact(KeyMap::new(key.iter().map(|k| k.len).sum()))
+            Index::Exact(KeyMap::for_exact(key.iter().map(|k| k.len).sum()))
         };
         TableState {
             key,
@@ -380,6 +410,7 @@ impl TableState {
     #[inline]
     pub fn lookup_u128(&self, k: u128) -> Option<Option<u32>> {
         match &self.index {
+            Index::Exact(KeyMap::Direct(v, _)) => Some(v.get(k as usize).copied().filter(|h| *h != u32::MAX)),
             Index::Exact(KeyMap::Tiny(m)) => Some(m.get(&(k as u64)).copied()),
             Index::Exact(KeyMap::Short(m)) => Some(m.get(&k).copied()),
             Index::Lpm { by_len, .. } if self.key_len <= 16 => {
@@ -387,7 +418,7 @@ impl TableState {
                     let hit = match m {
                         KeyMap::Tiny(m) => m.get(&((k & mask) as u64)),
                         KeyMap::Short(m) => m.get(&(k & mask)),
-                        KeyMap::Long(_) => None,
+                        KeyMap::Long(_) | KeyMap::Direct(..) => None,
                     };
                     if let Some(h) = hit {
                         return Some(Some(*h));
@@ -414,7 +445,7 @@ impl TableState {
                         let hit = match m {
                             KeyMap::Tiny(m) => m.get(&((k & mask) as u64)),
                             KeyMap::Short(m) => m.get(&(k & mask)),
-                            KeyMap::Long(_) => None,
+                            KeyMap::Long(_) | KeyMap::Direct(..) => None,
                         };
                         if let Some(h) = hit {
                             return Some(*h);
@@ -774,6 +805,11 @@ impl TableState {
         self.entries.clear();
         self.hot.clear();
         self.free.clear();
+    }
+
+    /// Every live entry with its current handle (for dumps and reads).
+    pub fn entries(&self) -> impl Iterator<Item = (u32, &Entry)> + '_ {
+        self.entries.iter().enumerate().filter_map(|(i, e)| e.as_ref().map(|e| (self.handle_of(i as u32), e)))
     }
 
     /// The entry behind a (current) handle.

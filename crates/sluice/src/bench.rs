@@ -86,6 +86,7 @@ pub fn setup(
     match program {
         None => {
             let mut sw = sluice_engine::load_switch(ROUTER_JSON).map_err(|e| e.to_string())?;
+            sw.set_mode(crate::default_mode()).map_err(|e| e.to_string())?;
             let failed = crate::apply_command_text(&mut sw, &router_commands(routes), "built-in routes", false);
             if failed > 0 {
                 return Err("built-in route table failed to load".into());
@@ -118,10 +119,14 @@ pub fn run(
 ) -> Result<(), String> {
     let (mut sw, traffic) = setup(program, commands, pcap, routes)?;
     println!(
-        "sluice bench: {} ({} packets in memory, {} routes), {duration} s, 1 worker",
+        "sluice bench: {} ({} packets in memory, {} routes), {duration} s, 1 worker, {} pipelines",
         program.map_or("built-in router".to_string(), |p| p.display().to_string()),
         traffic.len(),
-        if program.is_none() { routes.to_string() } else { "-".into() }
+        if program.is_none() { routes.to_string() } else { "-".into() },
+        match sw.mode() {
+            sluice_engine::ExecMode::Compiled => "compiled",
+            sluice_engine::ExecMode::Interpreted => "interpreted",
+        }
     );
     let start = Instant::now();
     let mut tick = start;

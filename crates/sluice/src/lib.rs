@@ -8,12 +8,37 @@ pub mod stf;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use sluice_engine::Switch;
+use sluice_engine::{ExecMode, Switch};
+
+static INTERPRET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets the mode [`load`] gives switches (the binary's `--interpret` flag).
+pub fn set_default_mode(mode: ExecMode) {
+    INTERPRET.store(mode == ExecMode::Interpreted, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The mode [`load`] gives switches: compiled unless `--interpret` was given.
+pub fn default_mode() -> ExecMode {
+    if INTERPRET.load(std::sync::atomic::Ordering::Relaxed) {
+        ExecMode::Interpreted
+    } else {
+        ExecMode::Compiled
+    }
+}
 
 /// Loads a program file into a switch, with a message naming the file on failure.
 pub fn load(path: &Path) -> Result<Switch, String> {
+    load_with(path, default_mode())
+}
+
+/// [`load`] with an explicit execution mode (tests run both).
+pub fn load_with(path: &Path, mode: ExecMode) -> Result<Switch, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    sluice_engine::load_switch(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let mut sw = sluice_engine::load_switch(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if mode != sw.mode() {
+        sw.set_mode(mode).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(sw)
 }
 
 /// Applies a commands file; errors are reported with their line number.

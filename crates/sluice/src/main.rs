@@ -11,6 +11,9 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "sluice", version, about = "A fast programmable software switch for bmv2 (v1model) programs")]
 struct Cli {
+    /// Run control pipelines in the plan interpreter instead of compiled native code.
+    #[arg(long, global = true)]
+    interpret: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -72,10 +75,15 @@ enum Cmd {
     },
     /// Load a program and report whether Sluice can run it.
     Check { program: PathBuf },
+    /// Show what the pipeline compiler produced for a program (counts and code).
+    Inspect { program: PathBuf },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.interpret {
+        sluice::set_default_mode(sluice_engine::ExecMode::Interpreted);
+    }
     let r = match cli.cmd {
         Cmd::Replay { program, commands, ports, then, input, output, trace } => {
             replay(&program, commands.as_deref(), ports.as_deref(), then.as_deref(), &input, &output, trace)
@@ -130,6 +138,23 @@ fn main() -> ExitCode {
                 sw.plan.actions.len(),
                 sw.plan.states.len()
             )
+        }),
+        Cmd::Inspect { program } => load(&program).map(|sw| match sw.compiled() {
+            Some(c) => {
+                let s = &c.stats;
+                println!(
+                    "{}: compiled pipelines: {} table nodes; conditions {} inline, {} through the interpreter; \
+                     actions {} inline, {} through the interpreter\n",
+                    program.display(),
+                    s.tables,
+                    s.conditions_inline,
+                    s.conditions_helper,
+                    s.actions_inline,
+                    s.actions_helper
+                );
+                print!("{}", c.listing);
+            }
+            None => println!("{}: interpreted (--interpret): nothing compiled", program.display()),
         }),
     };
     match r {

@@ -156,7 +156,12 @@ fn run_add(
 
 /// Runs an STF test; `Ok(true)` when every expectation holds.
 pub fn run_stf(program: &Path, test: &Path, trace: bool) -> Result<bool, String> {
-    let mut sw = crate::load(program)?;
+    run_stf_with(program, test, trace, crate::default_mode())
+}
+
+/// [`run_stf`] with an explicit execution mode.
+pub fn run_stf_with(program: &Path, test: &Path, trace: bool, mode: sluice_engine::ExecMode) -> Result<bool, String> {
+    let mut sw = crate::load_with(program, mode)?;
     let text = std::fs::read_to_string(test).map_err(|e| format!("cannot read {}: {e}", test.display()))?;
     let lines: Vec<StfLine> = sluice_stf::parse(&text).map_err(|e| format!("{}: {e}", test.display()))?;
     let ports: BTreeSet<u32> = sluice_stf::ports(&lines);

@@ -9,15 +9,16 @@ mod common;
 use std::path::Path;
 
 use common::{case_dirs, shared};
+use sluice_engine::ExecMode;
 
 /// Values of an `expect_cli.txt` answer, with bmv2's wording lines that carry no value dropped.
 fn cli_values(text: &str) -> Vec<String> {
     text.lines().filter(|l| !l.starts_with("this is the direct counter")).map(|l| l.trim().to_string()).collect()
 }
 
-fn run_bmv2_case(dir: &Path) -> Result<(), String> {
-    let name = dir.file_name().unwrap().to_string_lossy().to_string();
-    let mut sw = sluice::load(&dir.join("program.json"))?;
+fn run_bmv2_case(dir: &Path, mode: ExecMode) -> Result<(), String> {
+    let name = format!("{} ({mode:?})", dir.file_name().unwrap().to_string_lossy());
+    let mut sw = sluice::load_with(&dir.join("program.json"), mode)?;
     // Like simple_switch_CLI, a failing command is reported and the rest still run
     // (some cases exercise error paths, e.g. EMPTY_GRP).
     sluice::apply_commands(&mut sw, &dir.join("commands.txt"), false)?;
@@ -63,8 +64,10 @@ fn run_bmv2_case(dir: &Path) -> Result<(), String> {
 fn bmv2_corpus_is_byte_exact() {
     let dirs = case_dirs(&shared().join("bmv2"));
     assert!(dirs.len() >= 20, "expected the bmv2 corpus, found {} cases", dirs.len());
-    let failures: Vec<String> = dirs.iter().filter_map(|d| run_bmv2_case(d).err()).collect();
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), dirs.len(), failures.join("\n"));
+    for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
+        let failures: Vec<String> = dirs.iter().filter_map(|d| run_bmv2_case(d, mode).err()).collect();
+        assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), dirs.len(), failures.join("\n"));
+    }
 }
 
 fn known_stf_failures() -> Vec<String> {
@@ -88,11 +91,13 @@ fn p4c_stf_corpus_passes() {
         if !stf.exists() {
             continue;
         }
-        let ok = matches!(sluice::stf::run_stf(&json, &stf, false), Ok(true));
-        match (ok, known.contains(&n)) {
-            (false, false) => failed.push(n),
-            (true, true) => unexpectedly_passing.push(n),
-            _ => {}
+        for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
+            let ok = matches!(sluice::stf::run_stf_with(&json, &stf, false, mode), Ok(true));
+            match (ok, known.contains(&n)) {
+                (false, false) => failed.push(format!("{n} ({mode:?})")),
+                (true, true) => unexpectedly_passing.push(format!("{n} ({mode:?})")),
+                _ => {}
+            }
         }
     }
     assert!(failed.is_empty(), "STF tests failed (not in the known-failures list): {failed:?}");

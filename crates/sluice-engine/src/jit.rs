@@ -1,0 +1,704 @@
+//! Compiled control pipelines: each pipeline of a loaded program becomes one
+//! native function (generated with Cranelift at load time).
+//!
+//! Why: the interpreter in `control.rs` pays a dispatch (and often a branch
+//! misprediction) for every node, primitive and expression of the program.
+//! Here the pipeline's graph becomes straight-line native code in which the
+//! offsets, widths, masks and constants the JSON fixes are immediates:
+//! - conditions with a shortcut form (`Fast`) are evaluated inline;
+//! - actions whose primitives are all simple (field assignments from
+//!   shortcut expressions, counters, `mark_to_drop`, `exit`) run inline;
+//!   any other action runs in the interpreter through a helper call;
+//! - table lookups call a helper that returns which `(action, hit)` case the
+//!   result is, with the action data copied into the context; the compiled
+//!   code then runs that action and jumps to the statically known next node.
+//!   A result the compiled code cannot take (indirect entries, direct
+//!   counters or meters, large action data) is applied completely by the
+//!   interpreter and only the next node comes back.
+//!
+//! The interpreter stays the reference: tracing always uses it, and
+//! `ExecMode::Interpreted` selects it for a whole switch (the conformance
+//! corpora and a differential test run both).
+//!
+//! Memory invariant: the generated code reads and writes the packet's PHV
+//! through the raw pointers in [`JitCtx`]; the PHV's vectors are allocated
+//! once per PHV and never resized, so the pointers stay valid for the whole
+//! call. The code memory is immutable after finalisation and freed when the
+//! [`CompiledPipelines`] is dropped; nothing else refers to it.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, Signature, UserFuncName, Value};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch as CaseSwitch};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module};
+
+use crate::control::Exec;
+use crate::expr::{BinOp, Fast};
+use crate::phv::{mask64, FieldSrc};
+use crate::plan::{Node, Plan, Prim};
+
+/// Which engine runs a switch's control pipelines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecMode {
+    /// Native code generated at load time (the default).
+    #[default]
+    Compiled,
+    /// The plan interpreter (the reference; also used whenever tracing).
+    Interpreted,
+}
+
+/// What the generated code and its helpers share for one pipeline run.
+///
+/// Field offsets are part of the generated code: keep `#[repr(C)]` and the
+/// `OFF_*` constants in step.
+#[repr(C)]
+pub struct JitCtx {
+    exec: *mut c_void,
+    wire: *mut u8,
+    slots: *mut u128,
+    valid: *mut bool,
+    /// Action data of the current table result, zero-padded.
+    data: [u8; 64],
+}
+
+const OFF_WIRE: i32 = 8;
+const OFF_SLOTS: i32 = 16;
+const OFF_VALID: i32 = 24;
+const OFF_DATA: i32 = 32;
+const DATA_LEN: u32 = 64;
+/// Bytes of `JitCtx::data` that table results overwrite; the rest stays zero.
+const HOT_RECORD: usize = crate::tables::HOT_DATA + 16;
+
+type PipelineFn = unsafe extern "C" fn(*mut JitCtx);
+
+/// The native code of a program's ingress and egress pipelines.
+pub struct CompiledPipelines {
+    module: Option<JITModule>,
+    ingress: Option<PipelineFn>,
+    egress: Option<PipelineFn>,
+    /// Cranelift IR of each compiled function, for `sluice inspect`.
+    pub listing: String,
+    /// How many actions run inline vs through the interpreter, per pipeline.
+    pub stats: JitStats,
+}
+
+/// Counts of what the compiler managed to turn into native code.
+#[derive(Debug, Clone, Default)]
+pub struct JitStats {
+    pub conditions_inline: usize,
+    pub conditions_helper: usize,
+    pub actions_inline: usize,
+    pub actions_helper: usize,
+    pub tables: usize,
+}
+
+// SAFETY: the module is only touched again to free its memory on drop; the
+// generated code is immutable and reentrant (all state lives in `JitCtx`).
+unsafe impl Send for CompiledPipelines {}
+
+impl Drop for CompiledPipelines {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the function pointers die with `self`; nothing else holds them.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+impl CompiledPipelines {
+    /// Runs the ingress (`ingress == true`) or egress pipeline on `ex`.
+    /// Returns false when that pipeline was not compiled (it is empty).
+    pub fn run(&self, ingress: bool, ex: &mut Exec<'_>) -> bool {
+        let Some(f) = (if ingress { self.ingress } else { self.egress }) else {
+            return false;
+        };
+        let mut ctx = JitCtx {
+            exec: std::ptr::null_mut(),
+            wire: ex.phv.wire.as_mut_ptr(),
+            slots: ex.phv.slots.as_mut_ptr(),
+            valid: ex.phv.valid.as_mut_ptr(),
+            data: [0; 64],
+        };
+        ctx.exec = ex as *mut Exec<'_> as *mut c_void;
+        // SAFETY: `f` was generated for this plan; `ctx` points at live PHV
+        // vectors (never resized) and at `ex`, which outlives the call.
+        unsafe { f(&mut ctx) };
+        true
+    }
+
+    /// Generates native code for a plan's pipelines.
+    pub fn compile(plan: &Plan) -> Result<CompiledPipelines, String> {
+        let mut flags = settings::builder();
+        let set =
+            |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("cranelift flag {k}: {e}"));
+        set(&mut flags, "opt_level", "speed")?;
+        set(&mut flags, "is_pic", "false")?;
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        let isa = cranelift_native::builder()
+            .map_err(|e| format!("no native code generator for this host: {e}"))?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| format!("cranelift: {e}"))?;
+        let mut jb = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+        jb.symbol("sluice_h_table", h_table as *const u8);
+        jb.symbol("sluice_h_action", h_action as *const u8);
+        jb.symbol("sluice_h_action_nodata", h_action_nodata as *const u8);
+        jb.symbol("sluice_h_cond", h_cond as *const u8);
+        jb.symbol("sluice_h_count", h_count as *const u8);
+        jb.symbol("sluice_h_run_from", h_run_from as *const u8);
+        let mut module = JITModule::new(jb);
+        let ptr = module.target_config().pointer_type();
+        let call_conv = module.isa().default_call_conv();
+        let sig = |params: &[types::Type], ret: Option<types::Type>| {
+            let mut s = Signature::new(call_conv);
+            for p in params {
+                s.params.push(AbiParam::new(*p));
+            }
+            if let Some(r) = ret {
+                s.returns.push(AbiParam::new(r));
+            }
+            s
+        };
+        let helper_sigs = [
+            ("sluice_h_table", sig(&[ptr, types::I32], Some(types::I64))),
+            ("sluice_h_action", sig(&[ptr, types::I32], Some(types::I32))),
+            ("sluice_h_action_nodata", sig(&[ptr, types::I32], Some(types::I32))),
+            ("sluice_h_cond", sig(&[ptr, types::I32], Some(types::I32))),
+            ("sluice_h_count", sig(&[ptr, types::I32, types::I64], None)),
+            ("sluice_h_run_from", sig(&[ptr, types::I64], None)),
+        ];
+        let mut helpers = Vec::new();
+        for (name, s) in &helper_sigs {
+            helpers.push(module.declare_function(name, Linkage::Import, s).map_err(|e| e.to_string())?);
+        }
+        let pipe_sig = sig(&[ptr], None);
+        let mut listing = String::new();
+        let mut stats = JitStats::default();
+        let mut ids: [Option<FuncId>; 2] = [None, None];
+        let mut fctx = FunctionBuilderContext::new();
+        for (k, (name, init)) in [("ingress", plan.ingress.init), ("egress", plan.egress.init)].into_iter().enumerate()
+        {
+            let Some(init) = init else { continue };
+            let id = module
+                .declare_function(&format!("sluice_{name}"), Linkage::Local, &pipe_sig)
+                .map_err(|e| e.to_string())?;
+            let mut ctx = Context::new();
+            ctx.func.signature = pipe_sig.clone();
+            ctx.func.name = UserFuncName::user(0, k as u32);
+            {
+                let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+                let refs: Vec<_> = helpers.iter().map(|h| module.declare_func_in_func(*h, b.func)).collect();
+                let mut g = Gen {
+                    plan,
+                    b: &mut b,
+                    ctx: Value::from_u32(0),
+                    blocks: HashMap::new(),
+                    work: Vec::new(),
+                    ret: Block::from_u32(0),
+                    h_table: refs[0],
+                    h_action: refs[1],
+                    h_action_nodata: refs[2],
+                    h_cond: refs[3],
+                    h_count: refs[4],
+                    h_run_from: refs[5],
+                    stats: &mut stats,
+                };
+                g.function(init);
+                b.seal_all_blocks();
+                b.finalize(module.target_config());
+            }
+            listing.push_str(&format!("; {name} pipeline\n{}\n", ctx.func.display()));
+            module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+            ids[k] = Some(id);
+        }
+        module.finalize_definitions().map_err(|e| e.to_string())?;
+        let get = |id: Option<FuncId>| {
+            // SAFETY: the function was defined with `pipe_sig`, i.e. `fn(*mut JitCtx)`.
+            id.map(|id| unsafe { std::mem::transmute::<*const u8, PipelineFn>(module.get_finalized_function(id)) })
+        };
+        let (ingress, egress) = (get(ids[0]), get(ids[1]));
+        Ok(CompiledPipelines { module: Some(module), ingress, egress, listing, stats })
+    }
+}
+
+/// Code generation state for one pipeline function.
+struct Gen<'p, 'b, 'f> {
+    plan: &'p Plan,
+    b: &'b mut FunctionBuilder<'f>,
+    ctx: Value,
+    blocks: HashMap<(u8, u32), Block>,
+    work: Vec<(Node, Block)>,
+    ret: Block,
+    h_table: cranelift_codegen::ir::FuncRef,
+    h_action: cranelift_codegen::ir::FuncRef,
+    h_action_nodata: cranelift_codegen::ir::FuncRef,
+    h_cond: cranelift_codegen::ir::FuncRef,
+    h_count: cranelift_codegen::ir::FuncRef,
+    h_run_from: cranelift_codegen::ir::FuncRef,
+    stats: &'b mut JitStats,
+}
+
+fn node_key(n: Node) -> (u8, u32) {
+    match n {
+        Node::Table(t) => (0, t),
+        Node::Cond(c) => (1, c),
+    }
+}
+
+/// How the helpers report a next node: 0 for the end of the pipeline.
+fn encode_node(n: Option<Node>) -> i64 {
+    match n {
+        None => 0,
+        Some(Node::Table(t)) => 1 + 2 * i64::from(t),
+        Some(Node::Cond(c)) => 2 + 2 * i64::from(c),
+    }
+}
+
+fn decode_node(v: i64) -> Option<Node> {
+    match v {
+        0 => None,
+        v if v % 2 == 1 => Some(Node::Table(((v - 1) / 2) as u32)),
+        v => Some(Node::Cond(((v - 2) / 2) as u32)),
+    }
+}
+
+/// Result of an inline action: whether it always ends the pipeline (`exit`).
+enum ActionEnd {
+    Continue,
+    Exit,
+    /// The action ran in a helper; the value is its exit flag (i32).
+    Dynamic(Value),
+}
+
+impl Gen<'_, '_, '_> {
+    fn flags() -> MemFlagsData {
+        MemFlagsData::new().with_notrap()
+    }
+
+    fn function(&mut self, init: Node) {
+        let entry = self.b.create_block();
+        self.b.append_block_params_for_function_params(entry);
+        self.b.switch_to_block(entry);
+        self.ctx = self.b.block_params(entry)[0];
+        self.ret = self.b.create_block();
+        let first = self.block_for(Some(init));
+        self.b.ins().jump(first, &[]);
+        while let Some((n, blk)) = self.work.pop() {
+            self.b.switch_to_block(blk);
+            match n {
+                Node::Cond(c) => self.cond(c),
+                Node::Table(t) => self.table(t),
+            }
+        }
+        self.b.switch_to_block(self.ret);
+        self.b.ins().return_(&[]);
+    }
+
+    /// The block that runs node `n` (the return block for the end).
+    fn block_for(&mut self, n: Option<Node>) -> Block {
+        let Some(n) = n else { return self.ret };
+        if let Some(b) = self.blocks.get(&node_key(n)) {
+            return *b;
+        }
+        let b = self.b.create_block();
+        self.blocks.insert(node_key(n), b);
+        self.work.push((n, b));
+        b
+    }
+
+    fn ptr(&mut self, off: i32) -> Value {
+        self.b.ins().load(types::I64, Self::flags(), self.ctx, off)
+    }
+
+    fn read(&mut self, s: FieldSrc) -> Value {
+        match s {
+            FieldSrc::Slot(i) => {
+                let base = self.ptr(OFF_SLOTS);
+                self.b.ins().load(types::I64, Self::flags(), base, (16 * i) as i32)
+            }
+            FieldSrc::Wire { byte, shift, mask } => {
+                let base = self.ptr(OFF_WIRE);
+                let w = self.b.ins().load(types::I64, Self::flags(), base, byte as i32);
+                let v = self.b.ins().bswap(w);
+                let v = if shift > 0 { self.b.ins().ushr_imm_u(v, i64::from(shift)) } else { v };
+                if mask == u64::MAX {
+                    v
+                } else {
+                    self.b.ins().band_imm_u(v, mask as i64)
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, s: FieldSrc, v: Value, width_mask: u64) {
+        match s {
+            FieldSrc::Slot(i) => {
+                let base = self.ptr(OFF_SLOTS);
+                let v = if width_mask == u64::MAX { v } else { self.b.ins().band_imm_u(v, width_mask as i64) };
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.b.ins().store(Self::flags(), v, base, (16 * i) as i32);
+                self.b.ins().store(Self::flags(), zero, base, (16 * i + 8) as i32);
+            }
+            FieldSrc::Wire { byte, shift, mask } => {
+                let base = self.ptr(OFF_WIRE);
+                let w = self.b.ins().load(types::I64, Self::flags(), base, byte as i32);
+                let cur = self.b.ins().bswap(w);
+                let m = mask << shift;
+                let kept = self.b.ins().band_imm_u(cur, !m as i64);
+                let nv = if mask == u64::MAX { v } else { self.b.ins().band_imm_u(v, mask as i64) };
+                let nv = if shift > 0 { self.b.ins().ishl_imm_u(nv, i64::from(shift)) } else { nv };
+                let out = self.b.ins().bor(kept, nv);
+                let out = self.b.ins().bswap(out);
+                self.b.ins().store(Self::flags(), out, base, byte as i32);
+            }
+        }
+    }
+
+    fn bool_to_i64(&mut self, c: Value) -> Value {
+        self.b.ins().uextend(types::I64, c)
+    }
+
+    /// Whether [`Gen::fast`] can generate `f` (`data`: action data in scope).
+    fn supported(f: &Fast, data: bool) -> bool {
+        match f {
+            Fast::None => false,
+            Fast::Param { off, len } => data && *len <= 8 && off + 8 <= DATA_LEN,
+            Fast::And(p) | Fast::Or(p) => Self::supported(&p.0, data) && Self::supported(&p.1, data),
+            _ => true,
+        }
+    }
+
+    /// Generates a shortcut expression's value (as `fast_u64` computes it).
+    fn fast(&mut self, f: &Fast) -> Value {
+        match f {
+            Fast::Const(c) => self.b.ins().iconst(types::I64, *c as i64),
+            Fast::Field(s) => self.read(*s),
+            Fast::Param { off, len } => {
+                let w = self.b.ins().load(types::I64, Self::flags(), self.ctx, OFF_DATA + *off as i32);
+                let v = self.b.ins().bswap(w);
+                if *len < 8 {
+                    self.b.ins().ushr_imm_u(v, i64::from(64 - 8 * *len))
+                } else {
+                    v
+                }
+            }
+            Fast::AddMask { slot, c, mask } => {
+                let v = self.read(*slot);
+                let v = self.b.ins().iadd_imm_u(v, *c as i64);
+                self.b.ins().band_imm_u(v, *mask as i64)
+            }
+            Fast::Valid(h) | Fast::NotValid(h) => {
+                let base = self.ptr(OFF_VALID);
+                let v = self.b.ins().uload8(types::I64, Self::flags(), base, *h as i32);
+                if matches!(f, Fast::NotValid(_)) {
+                    self.b.ins().bxor_imm_u(v, 1)
+                } else {
+                    v
+                }
+            }
+            Fast::Cmp { slot, c, op } => {
+                let v = self.read(*slot);
+                let cc = match op {
+                    BinOp::Eq => IntCC::Equal,
+                    BinOp::Ne => IntCC::NotEqual,
+                    BinOp::Lt => IntCC::UnsignedLessThan,
+                    BinOp::Le => IntCC::UnsignedLessThanOrEqual,
+                    BinOp::Gt => IntCC::UnsignedGreaterThan,
+                    _ => IntCC::UnsignedGreaterThanOrEqual,
+                };
+                let r = self.b.ins().icmp_imm_u(cc, v, *c as i64);
+                self.bool_to_i64(r)
+            }
+            Fast::AndConst { slot, mask } => {
+                let v = self.read(*slot);
+                self.b.ins().band_imm_u(v, *mask as i64)
+            }
+            Fast::NonZero(s) => {
+                let v = self.read(*s);
+                let r = self.b.ins().icmp_imm_u(IntCC::NotEqual, v, 0);
+                self.bool_to_i64(r)
+            }
+            Fast::And(p) | Fast::Or(p) => {
+                // Shortcut leaves have no side effects: evaluate both sides.
+                let a = self.fast(&p.0);
+                let a = self.b.ins().icmp_imm_u(IntCC::NotEqual, a, 0);
+                let c = self.fast(&p.1);
+                let c = self.b.ins().icmp_imm_u(IntCC::NotEqual, c, 0);
+                let r = if matches!(f, Fast::And(_)) { self.b.ins().band(a, c) } else { self.b.ins().bor(a, c) };
+                self.bool_to_i64(r)
+            }
+            Fast::None => unreachable!("checked by `supported`"),
+        }
+    }
+
+    fn cond(&mut self, c: u32) {
+        let cp = &self.plan.conds[c as usize];
+        let v = if Self::supported(&cp.expr.fast, false) {
+            self.stats.conditions_inline += 1;
+            self.fast(&cp.expr.fast)
+        } else {
+            self.stats.conditions_helper += 1;
+            let ci = self.b.ins().iconst(types::I32, i64::from(c));
+            let call = self.b.ins().call(self.h_cond, &[self.ctx, ci]);
+            self.b.inst_results(call)[0]
+        };
+        let (t, f) = (self.block_for(cp.true_next), self.block_for(cp.false_next));
+        self.b.ins().brif(v, t, &[], f, &[]);
+    }
+
+    /// Whether action `ai` can run inline (`data`: it has action data).
+    fn action_inlinable(&self, ai: u32, data: bool) -> bool {
+        let std = &self.plan.std;
+        self.plan.actions[ai as usize].prims.iter().all(|p| match p {
+            Prim::SetField { src, .. } => Self::supported(&src.fast, data),
+            Prim::Count { idx, .. } => Self::supported(&idx.fast, data),
+            Prim::MarkToDrop => [std.egress_spec, std.mcast_grp]
+                .iter()
+                .all(|f| f.is_none_or(|f| FieldSrc::of(&self.plan.layout.fields[f as usize]).is_some())),
+            Prim::Exit => true,
+            _ => false,
+        })
+    }
+
+    /// Generates action `ai` in the current block (data, if any, in `JitCtx::data`).
+    fn action(&mut self, ai: u32, data: bool) -> ActionEnd {
+        if !self.action_inlinable(ai, data) {
+            self.stats.actions_helper += 1;
+            let a = self.b.ins().iconst(types::I32, i64::from(ai));
+            let h = if data { self.h_action } else { self.h_action_nodata };
+            let call = self.b.ins().call(h, &[self.ctx, a]);
+            return ActionEnd::Dynamic(self.b.inst_results(call)[0]);
+        }
+        self.stats.actions_inline += 1;
+        let plan = self.plan;
+        let mut exit = false;
+        for p in &plan.actions[ai as usize].prims {
+            match p {
+                Prim::SetField { dst, mask, src } => {
+                    let v = self.fast(&src.fast);
+                    self.write(*dst, v, *mask);
+                }
+                Prim::Count { arr, idx } => {
+                    let i = self.fast(&idx.fast);
+                    let a = self.b.ins().iconst(types::I32, i64::from(*arr));
+                    self.b.ins().call(self.h_count, &[self.ctx, a, i]);
+                }
+                Prim::MarkToDrop => {
+                    for (f, v) in [(plan.std.egress_spec, 511i64), (plan.std.mcast_grp, 0)] {
+                        if let Some(f) = f {
+                            let fi = &plan.layout.fields[f as usize];
+                            let src = FieldSrc::of(fi).expect("checked by action_inlinable");
+                            let c = self.b.ins().iconst(types::I64, v);
+                            self.write(src, c, mask64(fi.width));
+                        }
+                    }
+                }
+                Prim::Exit => exit = true,
+                _ => unreachable!("checked by action_inlinable"),
+            }
+        }
+        if exit {
+            ActionEnd::Exit
+        } else {
+            ActionEnd::Continue
+        }
+    }
+
+    /// Ends the current block after an action: to `next`, or out on exit.
+    fn after_action(&mut self, end: ActionEnd, next: Option<Node>) {
+        match end {
+            ActionEnd::Continue => {
+                let n = self.block_for(next);
+                self.b.ins().jump(n, &[]);
+            }
+            ActionEnd::Exit => {
+                self.b.ins().jump(self.ret, &[]);
+            }
+            ActionEnd::Dynamic(exit) => {
+                let n = self.block_for(next);
+                self.b.ins().brif(exit, self.ret, &[], n, &[]);
+            }
+        }
+    }
+
+    fn table(&mut self, t: u32) {
+        self.stats.tables += 1;
+        let tp = &self.plan.tables[t as usize];
+        if let Some((a, next)) = tp.inline_default {
+            let end = self.action(a, false);
+            self.after_action(end, next);
+            return;
+        }
+        let ti = self.b.ins().iconst(types::I32, i64::from(t));
+        let call = self.b.ins().call(self.h_table, &[self.ctx, ti]);
+        let r = self.b.inst_results(call)[0];
+        let hot = self.b.create_block();
+        let full = self.b.create_block();
+        let neg = self.b.ins().icmp_imm_u(IntCC::SignedLessThan, r, 0);
+        self.b.ins().brif(neg, full, &[], hot, &[]);
+
+        // Hot results: case `2 * position + hit`.
+        self.b.switch_to_block(hot);
+        let mut cases = CaseSwitch::new();
+        let fallback = self.b.create_block();
+        let mut case_blocks = Vec::new();
+        for (pos, a) in tp.actions.iter().enumerate() {
+            for hit in [false, true] {
+                let blk = self.b.create_block();
+                cases.set_entry((2 * pos + hit as usize) as u128, blk);
+                case_blocks.push((blk, *a, pos, hit));
+            }
+        }
+        cases.emit(self.b, r, fallback);
+        for (blk, a, pos, hit) in case_blocks {
+            self.b.switch_to_block(blk);
+            let next = match (hit, tp.next_hit, tp.next_miss) {
+                (true, Some(n), _) | (false, _, Some(n)) => n,
+                _ => tp.next_by_action[pos],
+            };
+            let end = self.action(a, true);
+            self.after_action(end, next);
+        }
+        // Not expected (the helper only returns listed actions): end the pipeline.
+        self.b.switch_to_block(fallback);
+        self.b.ins().jump(self.ret, &[]);
+
+        // Applied by the interpreter: `-1 - next node`, or i64::MIN on exit.
+        self.b.switch_to_block(full);
+        let exit = self.b.ins().icmp_imm_u(IntCC::Equal, r, i64::MIN);
+        let dispatch = self.b.create_block();
+        self.b.ins().brif(exit, self.ret, &[], dispatch, &[]);
+        self.b.switch_to_block(dispatch);
+        let minus_one = self.b.ins().iconst(types::I64, -1);
+        let enc = self.b.ins().isub(minus_one, r);
+        let mut succ: Vec<Option<Node>> = vec![tp.base_default_next];
+        succ.extend(tp.next_by_action.iter().copied());
+        succ.extend(tp.next_hit);
+        succ.extend(tp.next_miss);
+        let mut seen = Vec::new();
+        let mut sw = CaseSwitch::new();
+        for n in succ {
+            let e = encode_node(n);
+            if !seen.contains(&e) {
+                seen.push(e);
+                let blk = self.block_for(n);
+                sw.set_entry(e as u128, blk);
+            }
+        }
+        let other = self.b.create_block();
+        sw.emit(self.b, enc, other);
+        // Any other node (not expected): let the interpreter run the rest.
+        self.b.switch_to_block(other);
+        self.b.ins().call(self.h_run_from, &[self.ctx, enc]);
+        self.b.ins().jump(self.ret, &[]);
+    }
+}
+
+/// The `Exec` behind a context.
+///
+/// # Safety
+/// `ctx` must be the live context of a running compiled pipeline.
+unsafe fn exec_of<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) {
+    let c = &mut *ctx;
+    (&mut *(c.exec as *mut Exec<'a>), &mut c.data)
+}
+
+extern "C" fn h_table(ctx: *mut JitCtx, ti: u32) -> i64 {
+    // SAFETY: called only by generated code with its live context.
+    let (ex, data) = unsafe { exec_of(ctx) };
+    ex.apply_table_for_jit(ti as usize, data)
+}
+
+extern "C" fn h_action(ctx: *mut JitCtx, ai: u32) -> u32 {
+    // SAFETY: as above.
+    let (ex, data) = unsafe { exec_of(ctx) };
+    let d = *data;
+    ex.run_action(ai as usize, &d);
+    ex.meta.exit as u32
+}
+
+extern "C" fn h_action_nodata(ctx: *mut JitCtx, ai: u32) -> u32 {
+    // SAFETY: as above.
+    let (ex, _) = unsafe { exec_of(ctx) };
+    ex.run_action(ai as usize, &[]);
+    ex.meta.exit as u32
+}
+
+extern "C" fn h_cond(ctx: *mut JitCtx, ci: u32) -> u32 {
+    // SAFETY: as above.
+    let (ex, _) = unsafe { exec_of(ctx) };
+    ex.eval_cond(ci as usize) as u32
+}
+
+extern "C" fn h_count(ctx: *mut JitCtx, arr: u32, idx: u64) {
+    // SAFETY: as above.
+    let (ex, _) = unsafe { exec_of(ctx) };
+    ex.count(arr as usize, idx);
+}
+
+extern "C" fn h_run_from(ctx: *mut JitCtx, node: i64) {
+    // SAFETY: as above.
+    let (ex, _) = unsafe { exec_of(ctx) };
+    ex.run_pipeline(decode_node(node));
+}
+
+/// Table results as the compiled code consumes them (see `h_table`).
+impl Exec<'_> {
+    /// Looks table `ti` up for compiled code. For a direct action with at
+    /// most `HOT_DATA` bytes of data and nothing else to do (no direct
+    /// counter or meter, no profile) it copies the zero-padded data into
+    /// `out` and returns `2 * position of the action in the table + hit`.
+    /// Anything else is applied completely here; the result is then
+    /// `-1 - encoded next node`, or `i64::MIN` when the action exited.
+    pub fn apply_table_for_jit(&mut self, ti: usize, out: &mut [u8; 64]) -> i64 {
+        let tp = &self.plan.tables[ti];
+        if !tp.with_counters && tp.direct_meter.is_none() {
+            let found = match self.lookup_integer_key(ti) {
+                Some(Some(h)) => {
+                    let hot = self.state.tables[ti].hot(h);
+                    (hot.action != u32::MAX).then(|| {
+                        // The record is zero-padded; `out` beyond it stays zero.
+                        out[..hot.data.len()].copy_from_slice(&hot.data);
+                        (hot.action, 1)
+                    })
+                }
+                Some(None) => match &self.state.tables[ti].default {
+                    Some((a, d)) if d.len() <= crate::tables::HOT_DATA => {
+                        out[..d.len()].copy_from_slice(d);
+                        out[d.len()..HOT_RECORD].fill(0);
+                        Some((*a, 0))
+                    }
+                    _ => None,
+                },
+                None => None,
+            };
+            if let Some((a, hit)) = found {
+                if let Some(pos) = tp.actions.iter().position(|x| *x == a) {
+                    return 2 * pos as i64 + hit;
+                }
+            }
+        }
+        let next = self.apply_table(ti);
+        if self.meta.exit {
+            i64::MIN
+        } else {
+            -1 - encode_node(next)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_encoding_round_trips() {
+        for n in [None, Some(Node::Table(0)), Some(Node::Cond(0)), Some(Node::Table(77)), Some(Node::Cond(1234))] {
+            assert_eq!(decode_node(encode_node(n)), n);
+        }
+    }
+}
