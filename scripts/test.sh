@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-tools.sh
+# Live-port tests need iproute2, iperf3, ethtool and ping (installed with apt when missing).
+source scripts/ensure-net-tools.sh
 if [ ! -d ../shared/conformance ]; then
     echo "error: ../shared/conformance not found beside the repository (the conformance corpora are required)" >&2
     exit 1

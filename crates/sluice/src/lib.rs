@@ -2,7 +2,9 @@
 //! tests and the in-memory benchmark, shared by the binary and the tests.
 
 pub mod bench;
+pub mod live;
 pub mod pcapio;
+pub mod simple_switch;
 pub mod stf;
 
 use std::collections::{BTreeMap, BTreeSet};

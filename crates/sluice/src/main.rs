@@ -77,9 +77,46 @@ enum Cmd {
     Check { program: PathBuf },
     /// Show what the pipeline compiler produced for a program (counts and code).
     Inspect { program: PathBuf },
+    /// Run on live interfaces with bmv2 simple_switch's command line (see `sluice simple_switch --help`).
+    #[command(name = "simple_switch", alias = "simple_switch_grpc", disable_help_flag = true)]
+    SimpleSwitch {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+/// `sluice simple_switch ARGS`: the bmv2 command line on live ports.
+fn simple_switch(args: &[String]) -> Result<(), String> {
+    let a = sluice::simple_switch::parse(args)?;
+    if a.help {
+        print!("{}", sluice::simple_switch::USAGE);
+        return Ok(());
+    }
+    if let Some(p) = a.thrift_port {
+        eprintln!("note: --thrift-port {p} remembered; Sluice does not serve the Thrift API yet (use --commands FILE)");
+    }
+    if let Some(addr) = &a.grpc_server_addr {
+        eprintln!("note: --grpc-server-addr {addr} remembered; Sluice does not serve P4Runtime yet");
+    }
+    if let Some(n) = a.priority_queues {
+        eprintln!("note: --priority-queues {n} accepted; Sluice has no egress queues (packets go to egress at once)");
+    }
+    sluice::live::run(&a.live).map(|_| ())
 }
 
 fn main() -> ExitCode {
+    // Invoked as `simple_switch` / `simple_switch_grpc` (a symlink): bmv2's command line.
+    let argv: Vec<String> = std::env::args().collect();
+    let called = argv.first().and_then(|a| std::path::Path::new(a).file_name()).and_then(|n| n.to_str()).unwrap_or("");
+    if matches!(called, "simple_switch" | "simple_switch_grpc") {
+        return match simple_switch(&argv[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{called}: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let cli = Cli::parse();
     if cli.interpret {
         sluice::set_default_mode(sluice_engine::ExecMode::Interpreted);
@@ -139,6 +176,7 @@ fn main() -> ExitCode {
                 sw.plan.states.len()
             )
         }),
+        Cmd::SimpleSwitch { args } => simple_switch(&args),
         Cmd::Inspect { program } => load(&program).map(|sw| match sw.compiled() {
             Some(c) => {
                 let s = &c.stats;

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The network benchmark of bmv2's docs, without Mininet: two hosts in network
+# namespaces joined through Sluice (router example) on veth pairs, measured
+# side by side with the same hosts joined by a plain veth pair and by a Linux
+# bridge (the ceilings).
+#
+#   bench/netns-router.sh [--quick] [--backend af_packet|tap] [--offloads on|off|both]
+#
+# Measures: ping latency (median of 20), iperf3 TCP (median of 5 x 10 s; --quick: 3 x 3 s)
+# and UDP 64-byte frames (offered rate, received rate, loss). Everything it
+# creates (namespaces sl-h1, sl-h2, sl-sw, a bridge) is removed on exit, also on failure.
+# Needs root, iproute2, iperf3, ethtool (installed by scripts/ensure-net-tools.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=5; SECS=10; BACKEND=af_packet; OFFLOADS=both
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) RUNS=3; SECS=3 ;;
+        --backend) BACKEND="$2"; shift ;;
+        --offloads) OFFLOADS="$2"; shift ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+source scripts/ensure-net-tools.sh
+SLUICE=${SLUICE:-target/release/sluice}
+[ -x "$SLUICE" ] || cargo build --release -p sluice
+H1=sl-h1; H2=sl-h2; SW=sl-sw
+SLUICE_PID=""
+cleanup() {
+    [ -n "$SLUICE_PID" ] && kill "$SLUICE_PID" 2>/dev/null && wait "$SLUICE_PID" 2>/dev/null || true
+    for n in $H1 $H2 $SW; do ip netns del $n 2>/dev/null || true; done
+    rm -f /tmp/sl-router-cmds.txt
+}
+trap cleanup EXIT
+h1() { ip netns exec $H1 "$@"; }
+# What bmv2's veth setup does: every offload the device lets us turn off, off.
+ns_offloads_off() { for o in rx tx sg tso ufo gso gro lro rxvlan txvlan rxhash; do ip netns exec "$1" ethtool -K "$2" $o off >/dev/null 2>&1 || true; done; }
+h2() { ip netns exec $H2 "$@"; }
+MAC_H1=02:00:00:00:01:01; MAC_H2=02:00:00:00:02:01; MAC_SW1=02:00:00:00:01:fe; MAC_SW2=02:00:00:00:02:fe
+
+# hosts: h1 10.0.1.1/24, h2 10.0.2.1/24, each with a gateway .254 whose MAC is static.
+hosts() {
+    cleanup; ip netns add $H1; ip netns add $H2
+    h1 ip link set lo up; h2 ip link set lo up
+}
+host_addrs() { # $1: h1 iface, $2: h2 iface, $3: on|off offloads
+    h1 ip link set "$1" address $MAC_H1; h2 ip link set "$2" address $MAC_H2
+    h1 ip addr add 10.0.1.1/24 dev "$1"; h2 ip addr add 10.0.2.1/24 dev "$2"
+    h1 ip link set "$1" up; h2 ip link set "$2" up
+    h1 ip route add 10.0.2.0/24 via 10.0.1.254; h2 ip route add 10.0.1.0/24 via 10.0.2.254
+    h1 ip neigh add 10.0.1.254 lladdr $MAC_SW1 dev "$1"; h2 ip neigh add 10.0.2.254 lladdr $MAC_SW2 dev "$2"
+    if [ "$3" = off ]; then ns_offloads_off $H1 "$1"; ns_offloads_off $H2 "$2"; fi
+}
+setup_sluice() { # $1 offloads on|off
+    hosts; ip netns add $SW; ip netns exec $SW ip link set lo up
+    ip link add h1-eth0 netns $H1 type veth peer name s1-eth1 netns $SW
+    ip link add h2-eth0 netns $H2 type veth peer name s1-eth2 netns $SW
+    host_addrs h1-eth0 h2-eth0 "$1"
+    for i in s1-eth1 s1-eth2; do ip netns exec $SW ip link set $i up; done
+    if [ "$1" = off ]; then
+        for i in s1-eth1 s1-eth2; do ns_offloads_off $SW $i; done
+    fi
+    cat > /tmp/sl-router-cmds.txt <<CMDS
+table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.1.0/24 => 1
+table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.2.0/24 => 2
+table_add RouterIngress.nexthop RouterIngress.forward 1 => 1 $MAC_SW1 $MAC_H1
+table_add RouterIngress.nexthop RouterIngress.forward 2 => 2 $MAC_SW2 $MAC_H2
+CMDS
+    local p1=s1-eth1 p2=s1-eth2 extra=""
+    [ "$1" = off ] && extra="--no-offload"
+    ip netns exec $SW "$SLUICE" simple_switch -i 1@$p1 -i 2@$p2 --commands /tmp/sl-router-cmds.txt $extra \
+        examples/router.json 2>/tmp/sl-sluice.log &
+    SLUICE_PID=$!
+    sleep 0.5
+}
+setup_veth() { hosts; ip link add h1-eth0 netns $H1 type veth peer name h2-eth0 netns $H2
+    # Same addressing through a direct link: the "gateway" MAC is the peer's.
+    MAC_SW1=$MAC_H2; MAC_SW2=$MAC_H1; host_addrs h1-eth0 h2-eth0 "$1"
+    h1 ip route add 10.0.2.1/32 dev h1-eth0 2>/dev/null || true; h2 ip route add 10.0.1.1/32 dev h2-eth0 2>/dev/null || true
+    MAC_SW1=02:00:00:00:01:fe; MAC_SW2=02:00:00:00:02:fe; }
+setup_bridge() { hosts; ip netns add $SW; ip netns exec $SW ip link add br0 type bridge
+    ip link add h1-eth0 netns $H1 type veth peer name b-eth1 netns $SW
+    ip link add h2-eth0 netns $H2 type veth peer name b-eth2 netns $SW
+    for i in b-eth1 b-eth2; do ip netns exec $SW ip link set $i master br0; ip netns exec $SW ip link set $i up; done
+    ip netns exec $SW ip link set br0 up
+    MAC_SW1=$MAC_H2; MAC_SW2=$MAC_H1; host_addrs h1-eth0 h2-eth0 "$1"
+    MAC_SW1=02:00:00:00:01:fe; MAC_SW2=02:00:00:00:02:fe
+    if [ "$1" = off ]; then for i in b-eth1 b-eth2; do ns_offloads_off $SW $i; done; fi; }
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+measure() { # prints: ping_ms tcp_gbps udp_offered_kpps udp_received_kpps udp_loss_pct
+    local ping tcp udp
+    ping=$(h1 ping -c 20 -i 0.05 -q 10.0.2.1 >/dev/null 2>&1; h1 ping -c 20 -i 0.05 10.0.2.1 2>/dev/null | sed -n 's/.*time=\([0-9.]*\) ms/\1/p' | median)
+    h2 iperf3 -s -D -1 -p 5201 >/dev/null 2>&1; sleep 0.3
+    tcp=$(for r in $(seq $RUNS); do
+        h2 iperf3 -s -D -1 -p 5202 >/dev/null 2>&1; sleep 0.2
+        h1 iperf3 -c 10.0.2.1 -p 5202 -t $SECS -J 2>/dev/null | sed -n 's/.*"bits_per_second":[[:space:]]*\([0-9.e+]*\).*/\1/p' | tail -1
+    done | awk '{printf "%.3f\n", $1/1e9}' | median)
+    pkill -f "iperf3 -s -D -1 -p 5201" 2>/dev/null || true
+    h2 iperf3 -s -D -1 -p 5203 >/dev/null 2>&1; sleep 0.2
+    udp=$(h1 iperf3 -c 10.0.2.1 -p 5203 -u -l 18 -b 0 -t $SECS -J 2>/dev/null | python3 -c '
+import json,sys
+j=json.load(sys.stdin); e=j["end"]; s=e.get("sum_sent", e.get("sum")); r=e.get("sum_received", e.get("sum"))
+t=s["seconds"] or 1
+sent=s.get("packets", 0); lost=r.get("lost_packets", 0); tot=r.get("packets", sent)
+print("%.0f %.0f %.1f" % (sent/t/1e3, (tot-lost)/t/1e3, 100.0*lost/max(tot,1)))' 2>/dev/null || echo "n/a n/a n/a")
+    echo "$ping $tcp $udp"
+}
+
+printf "%-28s %-9s %10s %14s %14s %14s %8s\n" setup offloads "ping ms" "TCP Gbit/s" "UDP sent kpps" "UDP recv kpps" "loss %"
+offl_list="on off"; [ "$OFFLOADS" != both ] && offl_list=$OFFLOADS
+for off in $offl_list; do
+    for setup in veth bridge sluice; do
+        case $setup in
+            veth) setup_veth $off; label="plain veth (ceiling)" ;;
+            bridge) setup_bridge $off; label="Linux bridge" ;;
+            sluice) setup_sluice $off; label="Sluice router ($BACKEND)" ;;
+        esac
+        read -r p t us ur ul <<<"$(measure)"
+        printf "%-28s %-9s %10s %14s %14s %14s %8s\n" "$label" "$off" "$p" "$t" "$us" "$ur" "$ul"
+        cleanup; SLUICE_PID=""
+    done
+done
+echo "machine: $(nproc) CPUs, $(uname -r), $(date -u +%F)"

@@ -1,0 +1,271 @@
+//! AF_PACKET ports: a raw packet socket bound to one interface.
+//!
+//! Receive and send use `recvmmsg`/`sendmmsg` batches of [`BATCH`] frames, so
+//! a batch costs one system call each way. The socket is promiscuous, ignores
+//! the frames it sends itself (PACKET_IGNORE_OUTGOING) and, with offload,
+//! carries virtio-net headers (PACKET_VNET_HDR). Several sockets on one
+//! interface can form a PACKET_FANOUT group that the kernel balances by flow
+//! hash, one socket per worker.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::{check, ifname, Port, PortStats, RxBatch, VnetHdr, BATCH, MAX_FRAME, VNET_HDR_LEN};
+
+const ETH_P_ALL: u16 = 0x0003;
+const SOL_PACKET: libc::c_int = 263;
+const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+const PACKET_MR_PROMISC: libc::c_ushort = 1;
+const PACKET_VNET_HDR: libc::c_int = 15;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_FANOUT: libc::c_int = 18;
+const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
+const PACKET_OUTGOING: u8 = 4;
+/// Socket buffers: room for a few dozen 64 KB segments.
+const SOCKET_BUFFER: libc::c_int = 8 << 20;
+
+/// An AF_PACKET socket bound to one interface.
+pub struct AfPacketPort {
+    name: String,
+    fd: OwnedFd,
+    offload: bool,
+    stats: PortStats,
+    /// Frames queued by `send`: bytes, and `(start, len)` of each.
+    tx_data: Vec<u8>,
+    tx_frames: Vec<(usize, usize)>,
+    tx_vnet: Vec<[u8; VNET_HDR_LEN]>,
+    rx_vnet: [[u8; VNET_HDR_LEN]; BATCH],
+    rx_addr: [libc::sockaddr_ll; BATCH],
+}
+
+// SAFETY: the raw pointers only live inside one `recv`/`flush` call.
+unsafe impl Send for AfPacketPort {}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: &T, what: &str) -> io::Result<()> {
+    // SAFETY: `v` is a live value of the size passed.
+    let r = unsafe {
+        libc::setsockopt(fd, level, opt, v as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32)
+    };
+    check(r, what).map(|_| ())
+}
+
+impl AfPacketPort {
+    /// Opens interface `name`; `offload` asks for virtio-net headers;
+    /// `fanout` joins the socket to that PACKET_FANOUT group (flow hash).
+    pub fn open(name: &str, offload: bool, fanout: Option<u16>) -> io::Result<AfPacketPort> {
+        let cname = ifname(name)?;
+        // SAFETY: plain system calls on values we own.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if ifindex == 0 {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("interface {name} does not exist")));
+        }
+        let raw = check(
+            unsafe {
+                libc::socket(
+                    libc::AF_PACKET,
+                    libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                    i32::from(ETH_P_ALL.to_be()),
+                )
+            },
+            &format!("{name}: AF_PACKET socket (needs root or CAP_NET_RAW)"),
+        )?;
+        // SAFETY: `raw` is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        if offload {
+            setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, &format!("{name}: PACKET_VNET_HDR"))?;
+        }
+        // Frames we send must not come back to us (kernel >= 4.20).
+        setsockopt(raw, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32, &format!("{name}: PACKET_IGNORE_OUTGOING"))?;
+        // Larger buffers (the forced variant needs CAP_NET_ADMIN; fall back quietly to the plain one).
+        for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+            if setsockopt(raw, libc::SOL_SOCKET, force, &SOCKET_BUFFER, "buffer").is_err() {
+                let _ = setsockopt(raw, libc::SOL_SOCKET, plain, &SOCKET_BUFFER, "buffer");
+            }
+        }
+        // SAFETY: zeroed sockaddr_ll is a valid value; fields set below.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ALL.to_be();
+        sll.sll_ifindex = ifindex as i32;
+        check(
+            unsafe {
+                libc::bind(
+                    raw,
+                    &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                )
+            },
+            &format!("{name}: bind"),
+        )?;
+        // SAFETY: zeroed packet_mreq is valid.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = ifindex as i32;
+        mreq.mr_type = PACKET_MR_PROMISC;
+        setsockopt(raw, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq, &format!("{name}: promiscuous mode"))?;
+        if let Some(group) = fanout {
+            let arg: u32 = u32::from(group) | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
+            setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &arg, &format!("{name}: PACKET_FANOUT"))?;
+        }
+        Ok(AfPacketPort {
+            name: name.to_string(),
+            fd,
+            offload,
+            stats: PortStats::default(),
+            tx_data: Vec::with_capacity(BATCH * 2048),
+            tx_frames: Vec::with_capacity(BATCH),
+            tx_vnet: Vec::with_capacity(BATCH),
+            rx_vnet: [[0; VNET_HDR_LEN]; BATCH],
+            // SAFETY: zeroed sockaddr_ll values are valid.
+            rx_addr: unsafe { std::mem::zeroed() },
+        })
+    }
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn backend(&self) -> &'static str {
+        "af_packet"
+    }
+
+    fn offload(&self) -> bool {
+        self.offload
+    }
+
+    fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+        let slot = batch.slot;
+        // SAFETY: zeroed iovec/mmsghdr arrays are valid; every pointer set
+        // below points into `batch`/`self`, which outlive the call.
+        let mut iov: [[libc::iovec; 2]; BATCH] = unsafe { std::mem::zeroed() };
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        let base = batch.data.as_mut_ptr();
+        for i in 0..BATCH {
+            let parts = &mut iov[i];
+            let mut n = 0;
+            if self.offload {
+                parts[0] = libc::iovec { iov_base: self.rx_vnet[i].as_mut_ptr() as *mut _, iov_len: VNET_HDR_LEN };
+                n = 1;
+            }
+            // SAFETY: slot `i` lies inside `batch.data`.
+            parts[n] = libc::iovec { iov_base: unsafe { base.add(i * slot) } as *mut _, iov_len: slot };
+            msgs[i].msg_hdr.msg_iov = parts.as_mut_ptr();
+            msgs[i].msg_hdr.msg_iovlen = n + 1;
+            msgs[i].msg_hdr.msg_name = &mut self.rx_addr[i] as *mut libc::sockaddr_ll as *mut _;
+            msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+        }
+        let r = unsafe {
+            libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            batch.count = 0;
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(io::Error::new(e.kind(), format!("{}: receive: {e}", self.name))),
+            };
+        }
+        let mut kept = 0;
+        for (i, msg) in msgs.iter().enumerate().take(r as usize) {
+            let mut len = msg.msg_len as usize;
+            if self.offload {
+                len = len.saturating_sub(VNET_HDR_LEN);
+            }
+            // Older kernels without PACKET_IGNORE_OUTGOING still loop our frames back.
+            if self.rx_addr[i].sll_pkttype == PACKET_OUTGOING || msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                continue;
+            }
+            let vnet = if self.offload { VnetHdr::from_bytes(&self.rx_vnet[i]) } else { VnetHdr::default() };
+            if kept != i {
+                batch.data.copy_within(i * slot..i * slot + len, kept * slot);
+            }
+            batch.lens[kept] = len;
+            batch.vnet[kept] = vnet;
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += len as u64;
+            kept += 1;
+        }
+        batch.count = kept;
+        Ok(kept)
+    }
+
+    fn send(&mut self, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        if frame.len() > MAX_FRAME {
+            self.stats.tx_dropped += 1;
+            return Ok(());
+        }
+        if self.tx_frames.len() == BATCH {
+            self.flush()?;
+        }
+        let start = self.tx_data.len();
+        self.tx_data.extend_from_slice(frame);
+        self.tx_frames.push((start, frame.len()));
+        self.tx_vnet.push(vnet.to_bytes());
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let n = self.tx_frames.len();
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: as in `recv`; the pointers point into `self.tx_*`.
+        let mut iov: [[libc::iovec; 2]; BATCH] = unsafe { std::mem::zeroed() };
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..n {
+            let (start, len) = self.tx_frames[i];
+            let mut k = 0;
+            if self.offload {
+                iov[i][0] = libc::iovec { iov_base: self.tx_vnet[i].as_mut_ptr() as *mut _, iov_len: VNET_HDR_LEN };
+                k = 1;
+            }
+            iov[i][k] = libc::iovec { iov_base: self.tx_data[start..].as_mut_ptr() as *mut _, iov_len: len };
+            msgs[i].msg_hdr.msg_iov = iov[i].as_mut_ptr();
+            msgs[i].msg_hdr.msg_iovlen = k + 1;
+        }
+        let mut sent = 0;
+        while sent < n {
+            let r = unsafe {
+                libc::sendmmsg(self.fd.as_raw_fd(), msgs[sent..].as_mut_ptr(), (n - sent) as u32, libc::MSG_DONTWAIT)
+            };
+            if r <= 0 {
+                // Buffer full or a frame the interface refuses: drop the rest of the batch, count it.
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    _ => {
+                        // Skip the frame at the head (e.g. too large for the MTU) and go on.
+                        self.stats.tx_dropped += 1;
+                        sent += 1;
+                        continue;
+                    }
+                }
+            }
+            for i in sent..sent + r as usize {
+                self.stats.tx_packets += 1;
+                self.stats.tx_bytes += self.tx_frames[i].1 as u64;
+            }
+            sent += r as usize;
+        }
+        self.tx_data.clear();
+        self.tx_frames.clear();
+        self.tx_vnet.clear();
+        Ok(())
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}

@@ -1,0 +1,298 @@
+//! Live ports end to end: Sluice runs the router example between two hosts
+//! in network namespaces this test creates (and removes, also on failure),
+//! on veth pairs through AF_PACKET and on a TAP interface, with host offloads
+//! on (virtio-net headers carried through) and off. Ping and a short iperf3
+//! TCP transfer must get through; `--pcap` must record what each port saw.
+//! Also the `simple_switch` command line: a tutorial invocation starts, an
+//! unknown option is refused.
+//!
+//! Needs root and iproute2, iperf3, ethtool, ping: `scripts/test.sh`
+//! installs the tools; a missing one fails the test with its name.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn router_json() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/router.json")
+}
+
+fn require_tools() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "the live-port tests need root (network namespaces); run them as root");
+    for t in ["ip", "iperf3", "ethtool", "ping"] {
+        let ok = Command::new("sh").args(["-c", &format!("command -v {t}")]).stdout(Stdio::null()).status();
+        assert!(
+            ok.is_ok_and(|s| s.success()),
+            "{t} is not installed: run scripts/test.sh (it installs it) or apt-get install it"
+        );
+    }
+}
+
+/// Runs a command, failing the test with its output when it fails.
+fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+const MAC_H1: &str = "02:00:00:00:01:01";
+const MAC_H2: &str = "02:00:00:00:02:01";
+const MAC_SW1: &str = "02:00:00:00:01:fe";
+const MAC_SW2: &str = "02:00:00:00:02:fe";
+
+/// Two hosts and a switch namespace; everything is removed on drop.
+struct Lab {
+    h1: String,
+    h2: String,
+    sw: String,
+    dir: PathBuf,
+    sluice: Option<Child>,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.sluice.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for n in [&self.h1, &self.h2, &self.sw] {
+            let _ = Command::new("ip").args(["netns", "del", n]).stderr(Stdio::null()).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Lab {
+    fn new() -> Lab {
+        require_tools();
+        let id = format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let dir = std::env::temp_dir().join(format!("sluice-live-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lab =
+            Lab { h1: format!("slt{id}-h1"), h2: format!("slt{id}-h2"), sw: format!("slt{id}-sw"), dir, sluice: None };
+        for n in [&lab.h1, &lab.h2, &lab.sw] {
+            sh(&["ip", "netns", "add", n]);
+            sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
+        }
+        std::fs::write(
+            lab.dir.join("commands.txt"),
+            format!(
+                "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.1.0/24 => 1\n\
+                 table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.2.0/24 => 2\n\
+                 table_add RouterIngress.nexthop RouterIngress.forward 1 => 1 {MAC_SW1} {MAC_H1}\n\
+                 table_add RouterIngress.nexthop RouterIngress.forward 2 => 2 {MAC_SW2} {MAC_H2}\n"
+            ),
+        )
+        .unwrap();
+        lab
+    }
+
+    /// A veth pair: `host_if` in host namespace `host`, `sw_if` in the switch namespace.
+    fn veth(&self, host: &str, host_if: &str, sw_if: &str) {
+        sh(&["ip", "link", "add", host_if, "netns", host, "type", "veth", "peer", "name", sw_if, "netns", &self.sw]);
+        sh(&["ip", "-n", &self.sw, "link", "set", sw_if, "up"]);
+    }
+
+    /// Addresses, gateway and static gateway MAC of host `n` (1 or 2) on `iface`.
+    fn host(&self, n: u8, iface: &str, offloads: bool) {
+        let (ns, mac, gw_mac) = if n == 1 { (&self.h1, MAC_H1, MAC_SW1) } else { (&self.h2, MAC_H2, MAC_SW2) };
+        let other = if n == 1 { 2 } else { 1 };
+        sh(&["ip", "-n", ns, "link", "set", iface, "address", mac]);
+        sh(&["ip", "-n", ns, "addr", "add", &format!("10.0.{n}.1/24"), "dev", iface]);
+        sh(&["ip", "-n", ns, "link", "set", iface, "up"]);
+        sh(&["ip", "-n", ns, "route", "add", &format!("10.0.{other}.0/24"), "via", &format!("10.0.{n}.254")]);
+        sh(&["ip", "-n", ns, "neigh", "add", &format!("10.0.{n}.254"), "lladdr", gw_mac, "dev", iface]);
+        if !offloads {
+            for o in ["tx", "tso", "gso", "sg"] {
+                let _ = Command::new("ip").args(["netns", "exec", ns, "ethtool", "-K", iface, o, "off"]).output();
+            }
+        }
+    }
+
+    fn start(&mut self, args: &[&str]) {
+        let log = std::fs::File::create(self.dir.join("sluice.log")).unwrap();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.sw, SLUICE, "simple_switch"]).args(args);
+        let child = cmd.stdout(Stdio::null()).stderr(log).spawn().expect("start sluice");
+        self.sluice = Some(child);
+        // Started when it says so (ports open); fail with its log otherwise.
+        let t0 = Instant::now();
+        while !self.log().contains("forwarding on") {
+            if let Some(Ok(Some(st))) = self.sluice.as_mut().map(|c| c.try_wait()) {
+                panic!("sluice exited ({st}) at start:\n{}", self.log());
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "sluice did not start:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("sluice.log")).unwrap_or_default()
+    }
+
+    /// Stops Sluice with SIGTERM (it flushes its pcap files) and returns its log.
+    fn stop(&mut self) -> String {
+        if let Some(mut c) = self.sluice.take() {
+            // SAFETY: kill on our own child's pid.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let t0 = Instant::now();
+            while c.try_wait().unwrap().is_none() {
+                if t0.elapsed() > Duration::from_secs(10) {
+                    let _ = c.kill();
+                    panic!("sluice did not stop on SIGTERM:\n{}", self.log());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.log()
+    }
+
+    /// Pings h2 from h1; returns how many of `n` replies came back.
+    fn ping(&self, n: u32) -> u32 {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.h1, "ping", "-c", &n.to_string(), "-i", "0.1", "-W", "2", "10.0.2.1"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| l.split(" received").next().filter(|_| l.contains(" received")))
+            .and_then(|s| s.rsplit(", ").next())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// A 2-second iperf3 TCP transfer h1 -> h2; returns the bytes received.
+    fn iperf(&self) -> u64 {
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", &self.h2, "iperf3", "-s", "-1", "-p", "5301"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.h1, "iperf3", "-c", "10.0.2.1", "-p", "5301", "-t", "2", "-J"])
+            .output()
+            .unwrap();
+        let _ = server.kill();
+        let _ = server.wait();
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("iperf3 printed no JSON: {}", String::from_utf8_lossy(&out.stderr)));
+        j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0)
+    }
+}
+
+/// Ethernet frames of a pcap file.
+fn pcap_frames(p: &Path) -> Vec<Vec<u8>> {
+    sluice::pcapio::read_pcap(p).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|(_, d)| d).collect()
+}
+
+fn is_echo_request(f: &[u8], dst: [u8; 4]) -> bool {
+    f.len() >= 42 && f[12..14] == [0x08, 0x00] && f[23] == 1 && f[30..34] == dst && f[34] == 8
+}
+
+fn router_over_veth(offloads: bool) {
+    let mut lab = Lab::new();
+    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
+    lab.veth(&lab.h2.clone(), "h2-eth0", "s1-eth2");
+    lab.host(1, "h1-eth0", offloads);
+    lab.host(2, "h2-eth0", offloads);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let pcaps = lab.dir.join("pcaps").display().to_string();
+    let json = router_json().display().to_string();
+    let mut args = vec!["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--commands", &cmds, "--pcap", &pcaps];
+    if !offloads {
+        args.push("--no-offload");
+    }
+    args.push(&json);
+    lab.start(&args);
+    assert!(lab.log().contains("port 1: s1-eth1 via af_packet"), "start-up report:\n{}", lab.log());
+    assert_eq!(lab.ping(5), 5, "ping through Sluice lost packets:\n{}", lab.log());
+    let bytes = lab.iperf();
+    assert!(bytes > 1_000_000, "iperf3 TCP moved only {bytes} bytes through Sluice");
+    let log = lab.stop();
+    assert!(log.contains("stopped after"), "{log}");
+    // The echo request as h1 sent it, and as Sluice forwarded it (MACs rewritten, TTL - 1).
+    let dir = lab.dir.join("pcaps");
+    let rx = pcap_frames(&dir.join("s1-eth1_in.pcap"));
+    let tx = pcap_frames(&dir.join("s1-eth2_out.pcap"));
+    let req_in = rx.iter().find(|f| is_echo_request(f, [10, 0, 2, 1])).expect("echo request in s1-eth1_in.pcap");
+    let req_out = tx.iter().find(|f| is_echo_request(f, [10, 0, 2, 1])).expect("echo request in s1-eth2_out.pcap");
+    assert_eq!(&req_out[0..6], &[2, 0, 0, 0, 2, 1], "destination MAC is h2's");
+    assert_eq!(&req_out[6..12], &[2, 0, 0, 0, 2, 0xfe], "source MAC is the switch's");
+    assert_eq!(req_out[22], req_in[22] - 1, "TTL decremented");
+    assert_eq!(req_out[34..], req_in[34..], "ICMP part unchanged");
+}
+
+#[test]
+fn router_over_af_packet_with_host_offloads_on() {
+    router_over_veth(true);
+}
+
+#[test]
+fn router_over_af_packet_with_host_offloads_off() {
+    router_over_veth(false);
+}
+
+#[test]
+fn router_with_a_tap_port() {
+    let mut lab = Lab::new();
+    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
+    lab.host(1, "h1-eth0", true);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    lab.start(&["-i", "1@s1-eth1", "-i", "2@tap:s1-tap2", "--commands", &cmds, &json]);
+    assert!(lab.log().contains("port 2: s1-tap2 via tap"), "start-up report:\n{}", lab.log());
+    // The TAP interface Sluice created becomes h2's interface.
+    sh(&["ip", "-n", &lab.sw, "link", "set", "s1-tap2", "netns", &lab.h2]);
+    lab.host(2, "s1-tap2", true);
+    assert_eq!(lab.ping(5), 5, "ping through the TAP port lost packets:\n{}", lab.log());
+    let bytes = lab.iperf();
+    assert!(bytes > 1_000_000, "iperf3 TCP moved only {bytes} bytes through the TAP port");
+    lab.stop();
+}
+
+#[test]
+fn a_tutorial_simple_switch_command_line_starts_and_an_unknown_option_is_refused() {
+    let mut lab = Lab::new();
+    lab.veth(&lab.h1.clone(), "veth0", "veth1");
+    lab.veth(&lab.h2.clone(), "veth2", "veth3");
+    let json = router_json().display().to_string();
+    // Through a symlink named simple_switch, as scripts written for bmv2 call it.
+    let link = lab.dir.join("simple_switch");
+    std::os::unix::fs::symlink(SLUICE, &link).unwrap();
+    let log = std::fs::File::create(lab.dir.join("sluice.log")).unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", &lab.sw])
+        .arg(&link)
+        .args(["-i", "1@veth1", "-i", "2@veth3", "--thrift-port", "9090", "--log-console", &json])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    lab.sluice = Some(child);
+    let t0 = Instant::now();
+    while !lab.log().contains("forwarding on 2 port(s)") {
+        assert!(t0.elapsed() < Duration::from_secs(20), "simple_switch did not start:\n{}", lab.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = lab.stop();
+    assert!(log.contains("port 1: veth1 via af_packet") && log.contains("port 2: veth3 via af_packet"), "{log}");
+    assert!(log.contains("--thrift-port 9090 remembered"), "{log}");
+
+    let out = Command::new(&link).args(["--frobnicate", &json]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown option --frobnicate"), "{err}");
+}

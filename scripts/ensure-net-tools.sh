@@ -1,0 +1,18 @@
+# Sourced: makes sure the tools the live-port tests and the network benchmark
+# need are installed (iproute2, iperf3, ethtool, ping), installing them with
+# apt when missing; fails with a clear message otherwise.
+need=()
+command -v ip >/dev/null || need+=(iproute2)
+command -v iperf3 >/dev/null || need+=(iperf3)
+command -v ethtool >/dev/null || need+=(ethtool)
+command -v ping >/dev/null || need+=(iputils-ping)
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "error: ${need[*]} missing and not root: install them (apt-get install ${need[*]})" >&2
+        exit 1
+    fi
+    echo "installing ${need[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null; } ||
+        { echo "error: could not install ${need[*]} with apt-get" >&2; exit 1; }
+fi
