@@ -367,14 +367,14 @@ impl Switch {
                 match args.get(1) {
                     Some(i) => {
                         let i: usize = i.parse().map_err(|_| CmdError(format!("Invalid index \"{i}\"")))?;
-                        match self.state.registers[r].get(i) {
+                        match self.state.registers.get(r, i) {
                             Some(v) => Ok(format!("{name}[{i}]= {v}")),
                             None => err("Invalid register operation (INVALID_INDEX)"),
                         }
                     }
                     None => Ok(format!(
                         "{name}= {}",
-                        self.state.registers[r].iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+                        self.state.registers.values(r).iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
                     )),
                 }
             }
@@ -383,17 +383,15 @@ impl Switch {
                 let i = num(args.get(1))? as usize;
                 let w = self.plan.registers[r].width;
                 let v = parse_value(args.get(2).copied().unwrap_or(""), w)?;
-                match self.state.registers[r].get_mut(i) {
-                    Some(x) => {
-                        *x = crate::value::be_to_u128(&v);
-                        Ok(String::new())
-                    }
-                    None => err("Invalid register operation (INVALID_INDEX)"),
+                if self.state.registers.set(r, i, crate::value::be_to_u128(&v)) {
+                    Ok(String::new())
+                } else {
+                    err("Invalid register operation (INVALID_INDEX)")
                 }
             }
             "register_reset" => {
                 let r = self.register(args.first().copied().unwrap_or(""))?;
-                self.state.registers[r].fill(0);
+                self.state.registers.reset(r);
                 Ok(String::new())
             }
             "meter_set_rates" | "meter_array_set_rates" => {
@@ -417,13 +415,15 @@ impl Switch {
                 }
                 let now = 0;
                 match idx {
-                    Some(i) => match self.state.meters[m].get_mut(i) {
-                        Some(ms) => ms.set_rates(rates, now),
+                    Some(i) => match self.state.meters.cell(m, i) {
+                        Some(mut ms) => ms.set_rates(rates, now),
                         None => return err("Invalid meter operation (INVALID_INDEX)"),
                     },
                     None => {
-                        for ms in self.state.meters[m].iter_mut() {
-                            ms.set_rates(rates.clone(), now);
+                        for i in 0..self.state.meters.len(m) {
+                            if let Some(mut ms) = self.state.meters.cell(m, i) {
+                                ms.set_rates(rates.clone(), now);
+                            }
                         }
                     }
                 }
@@ -432,7 +432,7 @@ impl Switch {
             "meter_get_rates" => {
                 let m = self.meter(args.first().copied().unwrap_or(""))?;
                 let i = num(args.get(1))? as usize;
-                match self.state.meters[m].get(i) {
+                match self.state.meters.cell(m, i) {
                     Some(ms) => Ok(ms
                         .rates
                         .iter()

@@ -511,15 +511,15 @@ impl Exec<'_> {
                 let i = idx.eval_u128(&env!(self, data)) as usize;
                 let size = if plan.meters[*arr as usize].width == 1 { 1 } else { self.meta.ingress_len as u64 };
                 let now = self.now_us;
-                let colour = match self.state.meters[*arr as usize].get_mut(i) {
-                    Some(m) => m.execute(size, now),
+                let colour = match self.state.meters.cell(*arr as usize, i) {
+                    Some(mut m) => m.execute(size, now),
                     None => 0,
                 };
                 self.write_dst(dst, colour as u128, data);
             }
             Prim::RegRead { dst, arr, idx } => {
                 let i = idx.eval_u128(&env!(self, data)) as usize;
-                let v = self.state.registers[*arr as usize].get(i).copied().unwrap_or(0);
+                let v = self.state.registers.get(*arr as usize, i).unwrap_or(0);
                 self.write_dst(dst, v, data);
             }
             Prim::RegWrite { arr, idx, val } => {
@@ -527,9 +527,7 @@ impl Exec<'_> {
                 let i = idx.eval_u128(&env) as usize;
                 let w = plan.registers[*arr as usize].width;
                 let v = val.eval_u128(&env) & crate::value::mask128(w);
-                if let Some(r) = self.state.registers[*arr as usize].get_mut(i) {
-                    *r = v;
-                }
+                self.state.registers.set(*arr as usize, i, v);
             }
             Prim::Clone { session, field_list, .. } => {
                 let s = session.eval_u128(&env!(self, data)) as u32;

@@ -19,6 +19,7 @@ pub mod expr;
 pub mod jit;
 pub mod phv;
 pub mod plan;
+pub mod shared;
 pub mod state;
 pub mod switch;
 pub mod tables;

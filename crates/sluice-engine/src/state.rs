@@ -1,15 +1,16 @@
 //! Run-time state of a loaded program: table entries, action profiles,
 //! counters, meters, registers, the packet replication engine and mirroring.
 //!
-//! Concurrency invariant (today): one `Switch` owns its `State` and mutates it
-//! from one thread; control-plane commands and packets are serialized by the
-//! caller. Multi-core workers (issue 3) will publish immutable snapshots of
-//! the table part instead.
+//! Concurrency invariant: one `Switch` owns its `State` and mutates it from
+//! one thread; control-plane commands and packets are serialized by the
+//! caller. With several workers each worker owns a replica of the switch
+//! (see `sluice::workers`): everything here is per replica except registers
+//! and indirect meters, which the replicas share (`crate::shared`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::plan::Plan;
-use crate::tables::{KeyFieldSpec, MeterState, TableState};
+use crate::tables::{KeyFieldSpec, TableState};
 use crate::value::nbytes;
 
 /// An action profile's members and groups.
@@ -146,8 +147,9 @@ pub struct State {
     pub profiles: Vec<ProfileState>,
     /// `(packets, bytes)` per counter cell.
     pub counters: Vec<Vec<(u64, u64)>>,
-    pub meters: Vec<Vec<MeterState>>,
-    pub registers: Vec<Vec<u128>>,
+    /// Indirect meters and registers: shared with the other workers' replicas.
+    pub meters: crate::shared::Meters,
+    pub registers: crate::shared::Registers,
     pub pre: Pre,
     pub mirror: HashMap<u32, MirrorSession>,
     /// Values of each parser value set: `(value, mask)`.
@@ -179,8 +181,8 @@ impl State {
             tables,
             profiles: vec![ProfileState::default(); plan.profiles.len()],
             counters: plan.counters.iter().map(|c| vec![(0, 0); c.size]).collect(),
-            meters: plan.meters.iter().map(|c| vec![MeterState::default(); c.size]).collect(),
-            registers: plan.registers.iter().map(|c| vec![0; c.size]).collect(),
+            meters: crate::shared::Meters::new(plan.meters.iter().map(|c| c.size)),
+            registers: crate::shared::Registers::new(plan.registers.iter().map(|c| c.size)),
             pre: Pre::default(),
             mirror: HashMap::new(),
             vsets: vec![Vec::new(); plan.vsets.len()],

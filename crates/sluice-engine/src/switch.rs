@@ -146,9 +146,23 @@ impl Switch {
         })
     }
 
+    /// A replica for another worker: same program, same execution mode and a
+    /// copy of the current state, except registers and indirect meters, which
+    /// it shares with this switch (see `crate::shared`).
+    pub fn replica(&self) -> Result<Switch, crate::CompileError> {
+        let mut sw = Switch::new(self.plan.clone())?;
+        sw.state = self.state.clone();
+        sw.set_mode(self.mode())?;
+        sw.max_recirculations = self.max_recirculations;
+        Ok(sw)
+    }
+
     /// Chooses how control pipelines run. Compiling can only fail when the
     /// host has no code generator; the error says so.
     pub fn set_mode(&mut self, mode: crate::ExecMode) -> Result<(), crate::CompileError> {
+        if mode == self.mode() {
+            return Ok(());
+        }
         self.compiled = match mode {
             crate::ExecMode::Interpreted => None,
             crate::ExecMode::Compiled => Some(

@@ -846,6 +846,12 @@ impl TableState {
     pub fn entry_mut(&mut self, idx: u32) -> Option<&mut Entry> {
         self.entries.get_mut(idx as usize).and_then(|e| e.as_mut())
     }
+
+    /// Mutable access to the entry behind a (current) handle (counters, meter).
+    pub fn entry_by_handle_mut(&mut self, handle: u32) -> Option<&mut Entry> {
+        let idx = self.index_of(handle).ok()?;
+        self.entry_mut(idx)
+    }
 }
 
 /// Right-aligns `src` into `dst` (truncating from the left when longer).

@@ -4,6 +4,8 @@
 //! generated route table and generated 64-byte IPv4/UDP traffic.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_engine::Switch;
@@ -108,7 +110,36 @@ pub fn setup(
     }
 }
 
+/// One worker's share of the bench traffic, replayed in batches of 32.
+struct BenchIo {
+    traffic: Vec<Vec<u8>>,
+    next: usize,
+    stop: Arc<AtomicBool>,
+    /// Packets, wire bytes and packets sent by this worker.
+    counts: Arc<[AtomicU64; 3]>,
+}
+
+impl crate::workers::WorkerIo for BenchIo {
+    fn run_batch(&mut self, sw: &mut Switch) -> bool {
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let end = (self.next + 32).min(self.traffic.len());
+        let batch = &self.traffic[self.next..end];
+        self.next = if end == self.traffic.len() { 0 } else { end };
+        let mut sent = 0;
+        sw.process_batch(0, batch.iter().map(|p| p.as_slice()), &mut |_, _| sent += 1);
+        // Wire size: frame + FCS + preamble/IFG (20 bytes) as network benchmarks count it.
+        let bytes: u64 = batch.iter().map(|p| p.len() as u64 + 4 + 20).sum();
+        self.counts[0].fetch_add(batch.len() as u64, Ordering::Relaxed);
+        self.counts[1].fetch_add(bytes, Ordering::Relaxed);
+        self.counts[2].fetch_add(sent, Ordering::Relaxed);
+        true
+    }
+}
+
 /// Runs the benchmark and prints per-second and summary lines.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     program: Option<&Path>,
     commands: Option<&Path>,
@@ -116,10 +147,12 @@ pub fn run(
     duration: f64,
     routes: u32,
     max_packets: Option<u64>,
+    workers: usize,
 ) -> Result<(), String> {
-    let (mut sw, traffic) = setup(program, commands, pcap, routes)?;
+    let (sw, traffic) = setup(program, commands, pcap, routes)?;
+    let workers = workers.max(1);
     println!(
-        "sluice bench: {} ({} packets in memory, {} routes), {duration} s, 1 worker, {} pipelines",
+        "sluice bench: {} ({} packets in memory, {} routes), {duration} s, {workers} worker(s), {} pipelines",
         program.map_or("built-in router".to_string(), |p| p.display().to_string()),
         traffic.len(),
         if program.is_none() { routes.to_string() } else { "-".into() },
@@ -128,25 +161,34 @@ pub fn run(
             sluice_engine::ExecMode::Interpreted => "interpreted",
         }
     );
+    // Flow-hashed distribution, as the live ports do it.
+    let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
+    for p in traffic {
+        shares[crate::workers::flow_hash(&p) as usize % workers].push(p);
+    }
+    if let Some(k) = shares.iter().position(|s| s.is_empty()) {
+        return Err(format!("worker {k} gets no traffic: the traffic has too few flows for {workers} workers"));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: Vec<Arc<[AtomicU64; 3]>> = (0..workers).map(|_| Arc::new(Default::default())).collect();
+    let io: Vec<Box<dyn crate::workers::WorkerIo>> = shares
+        .into_iter()
+        .zip(&counts)
+        .map(|(t, c)| Box::new(BenchIo { traffic: t, next: 0, stop: stop.clone(), counts: c.clone() }) as Box<_>)
+        .collect();
+    let total = |i: usize| counts.iter().map(|c| c[i].load(Ordering::Relaxed)).sum::<u64>();
+    let pool = crate::workers::Pool::start(sw, io)?;
     let start = Instant::now();
     let mut tick = start;
-    let (mut pkts, mut bytes, mut sent) = (0u64, 0u64, 0u64);
     let (mut last_p, mut last_b, mut last_sent) = (0u64, 0u64, 0u64);
     let end = Duration::from_secs_f64(duration);
     // On a terminal, a progress bar is redrawn in place between the per-second lines.
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let mut drawn = start;
-    'outer: loop {
-        // Batches of 32, as a port backend hands them over.
-        for batch in traffic.chunks(32) {
-            sw.process_batch(0, batch.iter().map(|p| p.as_slice()), &mut |_, _| sent += 1);
-            pkts += batch.len() as u64;
-            // Wire size: frame + FCS + preamble/IFG (20 bytes) as network benchmarks count it.
-            bytes += batch.iter().map(|p| p.len() as u64 + 4 + 20).sum::<u64>();
-        }
+    loop {
+        std::thread::sleep(Duration::from_millis(if max_packets.is_some() { 1 } else { 50 }));
         let now = Instant::now();
-        if tty && now.duration_since(drawn) >= Duration::from_millis(100) {
-            drawn = now;
+        let (pkts, bytes, sent) = (total(0), total(1), total(2));
+        if tty {
             let frac = (now.duration_since(start).as_secs_f64() / duration).min(1.0);
             let filled = (frac * 30.0) as usize;
             print!("\r[{}{}] {:5.1}% {} packets", "#".repeat(filled), ".".repeat(30 - filled), frac * 100.0, pkts);
@@ -171,10 +213,13 @@ pub fn run(
             last_sent = sent;
         }
         if now.duration_since(start) >= end || max_packets.is_some_and(|m| pkts >= m) {
-            break 'outer;
+            break;
         }
     }
+    stop.store(true, Ordering::Relaxed);
     let dt = start.elapsed().as_secs_f64();
+    pool.finish();
+    let (pkts, bytes, sent) = (total(0), total(1), total(2));
     if tty {
         print!("\r{:60}\r", "");
     }

@@ -6,6 +6,7 @@ pub mod live;
 pub mod pcapio;
 pub mod simple_switch;
 pub mod stf;
+pub mod workers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

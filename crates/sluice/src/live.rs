@@ -17,13 +17,14 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 use sluice_engine::Switch;
 use sluice_ports::afpacket::AfPacketPort;
 use sluice_ports::tap::TapPort;
-use sluice_ports::{complete_checksum, Port, RxBatch, VnetHdr, MAX_FRAME};
+use sluice_ports::{complete_checksum, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
 
 /// How a port is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +78,8 @@ pub struct LiveOptions {
     pub trace: bool,
     /// Carry virtio-net offload headers (default on).
     pub offload: bool,
+    /// Worker threads (AF_PACKET ports are shared through PACKET_FANOUT).
+    pub workers: usize,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -95,13 +98,6 @@ fn now_ts() -> std::time::Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
 }
 
-fn open_port(spec: &PortSpec, offload: bool) -> Result<Box<dyn Port>, String> {
-    Ok(match spec.backend {
-        Backend::AfPacket => Box::new(AfPacketPort::open(&spec.iface, offload, None).map_err(|e| e.to_string())?),
-        Backend::Tap => Box::new(TapPort::open(&spec.iface, offload).map_err(|e| e.to_string())?),
-    })
-}
-
 /// Counters of the live loop, printed at the end.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LiveStats {
@@ -113,107 +109,85 @@ pub struct LiveStats {
     pub gso_dropped: u64,
 }
 
-/// Runs the switch on live ports until SIGINT or SIGTERM.
-pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
-    if opts.ports.is_empty() {
-        return Err("no interfaces: give at least one -i PORT@IFACE".into());
-    }
-    let mut seen = BTreeMap::new();
-    for p in &opts.ports {
-        if let Some(prev) = seen.insert(p.port, &p.iface) {
-            return Err(format!("port {} is given twice ({prev} and {})", p.port, p.iface));
+/// What a worker leaves behind: its counters and each port's `(name, backend, stats)`.
+type WorkerReport = (LiveStats, Vec<(String, &'static str, PortStats)>);
+
+/// One worker's ports and buffers: polls its ports, runs each frame to
+/// completion and sends what the switch emits.
+struct LiveIo {
+    ports: Vec<Box<dyn Port>>,
+    port_numbers: Vec<u32>,
+    by_number: Vec<usize>,
+    pfds: Vec<libc::pollfd>,
+    batch: RxBatch,
+    out_buf: Vec<u8>,
+    outs: Vec<(u32, usize, usize)>,
+    captures: Option<Arc<Mutex<Vec<Capture>>>>,
+    stats: LiveStats,
+    /// Where the worker leaves its counters when it ends.
+    report: Arc<Mutex<Vec<WorkerReport>>>,
+    error: Arc<Mutex<Option<String>>>,
+}
+
+impl Drop for LiveIo {
+    fn drop(&mut self) {
+        let ports = self.ports.iter().map(|p| (p.name().to_string(), p.backend(), p.stats())).collect();
+        if let Ok(mut r) = self.report.lock() {
+            r.push((self.stats, ports));
         }
     }
-    let mut sw: Option<Switch> = match &opts.program {
-        Some(p) => Some(crate::load(p)?),
-        None => None,
-    };
-    if let Some(sw) = sw.as_mut() {
-        for c in &opts.commands {
-            let failed = crate::apply_commands(sw, c, false)?;
-            if failed > 0 {
-                return Err(format!("{failed} command(s) of {} failed", c.display()));
-            }
+}
+
+impl LiveIo {
+    fn fail(&self, e: String) -> bool {
+        if let Ok(mut x) = self.error.lock() {
+            x.get_or_insert(e);
         }
-        if opts.trace {
-            sw.trace = Some(String::new());
+        STOP.store(true, Ordering::Relaxed);
+        false
+    }
+}
+
+impl crate::workers::WorkerIo for LiveIo {
+    fn run_batch(&mut self, sw: &mut Switch) -> bool {
+        if STOP.load(Ordering::Relaxed) {
+            return false;
         }
-    }
-    let mut ports: Vec<Box<dyn Port>> = Vec::new();
-    let mut by_number = vec![usize::MAX; 512];
-    for spec in &opts.ports {
-        let p = open_port(spec, opts.offload)?;
-        eprintln!(
-            "port {}: {} via {}{}",
-            spec.port,
-            spec.iface,
-            p.backend(),
-            if p.offload() { " (offload headers on)" } else { "" }
-        );
-        by_number[spec.port as usize] = ports.len();
-        ports.push(p);
-    }
-    let mut captures: Vec<Capture> = Vec::new();
-    if let Some(dir) = &opts.pcap_dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        for spec in &opts.ports {
-            let open = |suffix: &str| -> Result<PcapWriter<BufWriter<File>>, String> {
-                let path = dir.join(format!("{}_{suffix}.pcap", spec.iface));
-                let f = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-                PcapWriter::new(BufWriter::new(f)).map_err(|e| format!("{}: {e}", path.display()))
-            };
-            captures.push(Capture { rx: open("in")?, tx: open("out")? });
-        }
-    }
-    STOP.store(false, Ordering::Relaxed);
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-    eprintln!(
-        "sluice: forwarding on {} port(s){}",
-        ports.len(),
-        if sw.is_none() { " with no program loaded (--no-p4): every packet is dropped" } else { "" }
-    );
-    let mut pfds: Vec<libc::pollfd> =
-        ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
-    let mut batch = RxBatch::new(if opts.offload { MAX_FRAME } else { 16384 });
-    let mut out_buf: Vec<u8> = Vec::with_capacity(4 * MAX_FRAME);
-    let mut outs: Vec<(u32, usize, usize)> = Vec::with_capacity(64);
-    let mut stats = LiveStats::default();
-    let port_numbers: Vec<u32> = opts.ports.iter().map(|p| p.port).collect();
-    let start = Instant::now();
-    while !STOP.load(Ordering::Relaxed) {
+        // A short timeout: control messages and the stop flag are seen within 1 ms.
         // SAFETY: `pfds` is a live array of pollfd.
-        let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 100) };
+        let r = unsafe { libc::poll(self.pfds.as_mut_ptr(), self.pfds.len() as libc::nfds_t, 1) };
         if r <= 0 {
-            continue;
+            return true;
         }
         let mut dirty = false;
-        for k in 0..pfds.len() {
-            if pfds[k].revents == 0 {
+        for k in 0..self.pfds.len() {
+            if self.pfds[k].revents == 0 {
                 continue;
             }
-            if pfds[k].revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
-                return Err(format!("{}: the interface went away", ports[k].name()));
+            if self.pfds[k].revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
+                return self.fail(format!("{}: the interface went away", self.ports[k].name()));
             }
             // A few batches per port per round keep the ports fair.
             for _ in 0..8 {
-                let n = ports[k].recv(&mut batch).map_err(|e| e.to_string())?;
+                let n = match self.ports[k].recv(&mut self.batch) {
+                    Ok(n) => n,
+                    Err(e) => return self.fail(e.to_string()),
+                };
                 if n == 0 {
                     break;
                 }
-                stats.received += n as u64;
+                self.stats.received += n as u64;
                 for i in 0..n {
-                    let (frame, vnet) = batch.frame(i);
-                    if let Some(c) = captures.get_mut(k) {
-                        let _ = c.rx.write_packet(&PcapPacket::new(now_ts(), frame.len() as u32, frame));
+                    let (frame, vnet) = self.batch.frame(i);
+                    if let Some(c) = &self.captures {
+                        if let Ok(mut c) = c.lock() {
+                            let _ = c[k].rx.write_packet(&PcapPacket::new(now_ts(), frame.len() as u32, frame));
+                        }
                     }
-                    let Some(sw) = sw.as_mut() else { continue };
-                    out_buf.clear();
-                    outs.clear();
-                    sw.process(port_numbers[k], frame, &mut |p, bytes| {
+                    self.out_buf.clear();
+                    self.outs.clear();
+                    let (out_buf, outs) = (&mut self.out_buf, &mut self.outs);
+                    sw.process(self.port_numbers[k], frame, &mut |p, bytes| {
                         let s = out_buf.len();
                         out_buf.extend_from_slice(bytes);
                         outs.push((p, s, bytes.len()));
@@ -222,25 +196,29 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
                         eprint!("{t}");
                         t.clear();
                     }
-                    for &(p, s, len) in &outs {
-                        let Some(&dst) = by_number.get(p as usize).filter(|d| **d != usize::MAX) else {
-                            stats.no_port += 1;
+                    for &(p, s, len) in &self.outs {
+                        let Some(&dst) = self.by_number.get(p as usize).filter(|d| **d != usize::MAX) else {
+                            self.stats.no_port += 1;
                             continue;
                         };
-                        let o = &mut out_buf[s..s + len];
+                        let o = &mut self.out_buf[s..s + len];
                         let v = vnet.shifted(len as isize - frame.len() as isize);
                         // Without offload on the way out: finish the checksum here; a segment cannot go.
-                        let no_offload = !ports[dst].offload();
+                        let no_offload = !self.ports[dst].offload();
                         if no_offload && (v.is_gso() || (v.needs_csum() && !complete_checksum(o, &v))) {
-                            stats.gso_dropped += 1;
+                            self.stats.gso_dropped += 1;
                             continue;
                         }
-                        let v = if ports[dst].offload() { v } else { VnetHdr::default() };
-                        ports[dst].send(o, &v).map_err(|e| e.to_string())?;
-                        stats.sent += 1;
+                        let v = if no_offload { VnetHdr::default() } else { v };
+                        if let Err(e) = self.ports[dst].send(o, &v) {
+                            return self.fail(e.to_string());
+                        }
+                        self.stats.sent += 1;
                         dirty = true;
-                        if let Some(c) = captures.get_mut(dst) {
-                            let _ = c.tx.write_packet(&PcapPacket::new(now_ts(), len as u32, o));
+                        if let Some(c) = &self.captures {
+                            if let Ok(mut c) = c.lock() {
+                                let _ = c[dst].tx.write_packet(&PcapPacket::new(now_ts(), len as u32, o));
+                            }
                         }
                     }
                 }
@@ -250,38 +228,173 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
             }
         }
         if dirty {
-            for p in ports.iter_mut() {
-                p.flush().map_err(|e| e.to_string())?;
+            for p in self.ports.iter_mut() {
+                if let Err(e) = p.flush() {
+                    return self.fail(e.to_string());
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Runs the switch on live ports until SIGINT or SIGTERM.
+pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
+    if opts.ports.is_empty() {
+        return Err("no interfaces: give at least one -i PORT@IFACE".into());
+    }
+    let workers = opts.workers.max(1);
+    let mut seen = BTreeMap::new();
+    for p in &opts.ports {
+        if let Some(prev) = seen.insert(p.port, &p.iface) {
+            return Err(format!("port {} is given twice ({prev} and {})", p.port, p.iface));
+        }
+        if workers > 1 && p.backend == Backend::Tap {
+            return Err(format!(
+                "port {} ({}): TAP ports run with one worker only (multi-queue TAP is not supported yet): use --workers 1",
+                p.port, p.iface
+            ));
+        }
+    }
+    let mut sw: Switch = match &opts.program {
+        Some(p) => crate::load(p)?,
+        // --no-p4: an empty program drops every packet until one is loaded.
+        None => sluice_engine::load_switch(NO_PROGRAM).map_err(|e| format!("internal empty program: {e}"))?,
+    };
+    for c in &opts.commands {
+        let failed = crate::apply_commands(&mut sw, c, false)?;
+        if failed > 0 {
+            return Err(format!("{failed} command(s) of {} failed", c.display()));
+        }
+    }
+    if opts.trace {
+        sw.trace = Some(String::new());
+    }
+    let mut by_number = vec![usize::MAX; 512];
+    for (i, spec) in opts.ports.iter().enumerate() {
+        by_number[spec.port as usize] = i;
+    }
+    let captures = match &opts.pcap_dir {
+        None => None,
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let mut v = Vec::new();
+            for spec in &opts.ports {
+                let open = |suffix: &str| -> Result<PcapWriter<BufWriter<File>>, String> {
+                    let path = dir.join(format!("{}_{suffix}.pcap", spec.iface));
+                    let f = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+                    PcapWriter::new(BufWriter::new(f)).map_err(|e| format!("{}: {e}", path.display()))
+                };
+                v.push(Capture { rx: open("in")?, tx: open("out")? });
+            }
+            Some(Arc::new(Mutex::new(v)))
+        }
+    };
+    STOP.store(false, Ordering::Relaxed);
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let report = Arc::new(Mutex::new(Vec::new()));
+    let error = Arc::new(Mutex::new(None));
+    let mut ios: Vec<Box<dyn crate::workers::WorkerIo>> = Vec::new();
+    // One PACKET_FANOUT group per interface when several workers share it.
+    let group_base = (std::process::id() as u16).wrapping_mul(31);
+    for w in 0..workers {
+        let mut ports: Vec<Box<dyn Port>> = Vec::new();
+        for (i, spec) in opts.ports.iter().enumerate() {
+            let fanout = (workers > 1).then(|| group_base.wrapping_add(i as u16));
+            let p: Box<dyn Port> = match spec.backend {
+                Backend::AfPacket => {
+                    Box::new(AfPacketPort::open(&spec.iface, opts.offload, fanout).map_err(|e| e.to_string())?)
+                }
+                Backend::Tap => Box::new(TapPort::open(&spec.iface, opts.offload).map_err(|e| e.to_string())?),
+            };
+            if w == 0 {
+                eprintln!(
+                    "port {}: {} via {}{}{}",
+                    spec.port,
+                    spec.iface,
+                    p.backend(),
+                    if p.offload() { " (offload headers on)" } else { "" },
+                    if workers > 1 { format!(", fanout over {workers} workers") } else { String::new() }
+                );
+            }
+            ports.push(p);
+        }
+        let pfds = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        ios.push(Box::new(LiveIo {
+            ports,
+            port_numbers: opts.ports.iter().map(|p| p.port).collect(),
+            by_number: by_number.clone(),
+            pfds,
+            batch: RxBatch::new(if opts.offload { MAX_FRAME } else { 16384 }),
+            out_buf: Vec::with_capacity(4 * MAX_FRAME),
+            outs: Vec::with_capacity(64),
+            captures: captures.clone(),
+            stats: LiveStats::default(),
+            report: report.clone(),
+            error: error.clone(),
+        }));
+    }
+    let start = Instant::now();
+    let pool = crate::workers::Pool::start(sw, ios)?;
+    eprintln!(
+        "sluice: forwarding on {} port(s) with {} worker(s){}",
+        opts.ports.len(),
+        workers,
+        if opts.program.is_none() { " and no program loaded (--no-p4): every packet is dropped" } else { "" }
+    );
+    while !STOP.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    pool.finish();
+    if let Some(c) = captures {
+        let v = std::mem::take(&mut *c.lock().map_err(|_| "a worker panicked")?);
+        for c in v {
+            for w in [c.rx, c.tx] {
+                if let Err(e) = std::io::Write::flush(&mut w.into_writer()) {
+                    eprintln!("sluice: writing a --pcap file failed: {e}");
+                }
             }
         }
     }
-    for c in captures {
-        for w in [c.rx, c.tx] {
-            if let Err(e) = std::io::Write::flush(&mut w.into_writer()) {
-                eprintln!("sluice: writing a --pcap file failed: {e}");
-            }
-        }
+    let mut total = LiveStats::default();
+    let report = report.lock().map_err(|_| "a worker panicked")?;
+    for (s, _) in report.iter() {
+        total.received += s.received;
+        total.sent += s.sent;
+        total.no_port += s.no_port;
+        total.gso_dropped += s.gso_dropped;
     }
     eprintln!(
         "sluice: stopped after {:.1} s: {} received, {} sent, {} to ports without an interface, {} offloaded segments dropped",
         start.elapsed().as_secs_f64(),
-        stats.received,
-        stats.sent,
-        stats.no_port,
-        stats.gso_dropped
+        total.received,
+        total.sent,
+        total.no_port,
+        total.gso_dropped
     );
-    for p in &ports {
-        let s = p.stats();
-        eprintln!(
-            "  {} ({}): rx {} pkts {} bytes, tx {} pkts {} bytes, tx dropped {}",
-            p.name(),
-            p.backend(),
-            s.rx_packets,
-            s.rx_bytes,
-            s.tx_packets,
-            s.tx_bytes,
-            s.tx_dropped
-        );
+    for (w, (_, ports)) in report.iter().enumerate() {
+        for (name, backend, s) in ports {
+            eprintln!(
+                "  {name} ({backend}{}): rx {} pkts {} bytes, tx {} pkts {} bytes, tx dropped {}",
+                if workers > 1 { format!(", worker {w}") } else { String::new() },
+                s.rx_packets,
+                s.rx_bytes,
+                s.tx_packets,
+                s.tx_bytes,
+                s.tx_dropped
+            );
+        }
     }
-    Ok(stats)
+    if let Some(e) = error.lock().map_err(|_| "a worker panicked")?.take() {
+        return Err(e);
+    }
+    Ok(total)
 }
+
+/// The program `--no-p4` runs until a real one is loaded: it parses nothing
+/// and drops every packet in ingress (`mark_to_drop`), as bmv2 does without a program.
+const NO_PROGRAM: &str = include_str!("no_program.json");

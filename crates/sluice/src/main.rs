@@ -66,6 +66,9 @@ enum Cmd {
         /// Stop after this many packets (for instruction-count profiling).
         #[arg(long)]
         packets: Option<u64>,
+        /// Worker threads, each with its share of the traffic by flow hash.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        workers: u32,
     },
     /// Read simple_switch_CLI commands from standard input and print the answers.
     Cli {
@@ -130,9 +133,15 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
         },
-        Cmd::Bench { program, commands, pcap, duration, routes, packets } => {
-            bench::run(program.as_deref(), commands.as_deref(), pcap.as_deref(), duration, routes, packets)
-        }
+        Cmd::Bench { program, commands, pcap, duration, routes, packets, workers } => bench::run(
+            program.as_deref(),
+            commands.as_deref(),
+            pcap.as_deref(),
+            duration,
+            routes,
+            packets,
+            workers as usize,
+        ),
         Cmd::Cli { program, commands } => (|| {
             use std::io::{BufRead, IsTerminal, Write};
             let mut sw = load(&program)?;

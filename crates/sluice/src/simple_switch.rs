@@ -43,6 +43,7 @@ Options of bmv2's simple_switch that Sluice accepts:
 Sluice options:
   --commands FILE              simple_switch_CLI commands applied before traffic starts (repeatable)
   --no-offload                 do not carry virtio-net offload headers (hosts must turn TSO/GSO off)
+  --workers N                  worker threads (default 1); AF_PACKET ports are shared by flow hash
 Target options after `--` (simple_switch_grpc):
   --grpc-server-addr ADDR      P4Runtime server address (remembered; the server comes with issue 4)
   --cpu-port N                 as above
@@ -67,7 +68,10 @@ fn split_eq(a: &str) -> (&str, Option<&str>) {
 
 /// Parses simple_switch's arguments (without the program name).
 pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
-    let mut out = SimpleSwitchArgs { live: LiveOptions { offload: true, ..Default::default() }, ..Default::default() };
+    let mut out = SimpleSwitchArgs {
+        live: LiveOptions { offload: true, workers: 1, ..Default::default() },
+        ..Default::default()
+    };
     let mut positional: Vec<String> = Vec::new();
     let mut no_p4 = false;
     let mut i = 0;
@@ -132,6 +136,13 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
             "--json" => positional.push(val(&mut i)?),
             "--commands" => out.live.commands.push(PathBuf::from(val(&mut i)?)),
             "--no-offload" => out.live.offload = false,
+            "--workers" => {
+                let n: usize = number(&val(&mut i)?, opt)?;
+                if !(1..=64).contains(&n) {
+                    return Err(format!("option --workers: {n} is out of range (1-64)"));
+                }
+                out.live.workers = n;
+            }
             "--use-files" => {
                 return Err("option --use-files is not supported by the live switch yet: \
                             `sluice replay PROGRAM.json --in DIR --out DIR` runs pcap files"

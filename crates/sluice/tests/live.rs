@@ -246,6 +246,37 @@ fn router_over_af_packet_with_host_offloads_off() {
 }
 
 #[test]
+fn router_with_two_workers_sharing_the_ports_by_fanout() {
+    let mut lab = Lab::new();
+    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
+    lab.veth(&lab.h2.clone(), "h2-eth0", "s1-eth2");
+    lab.host(1, "h1-eth0", true);
+    lab.host(2, "h2-eth0", true);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    lab.start(&["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--workers", "2", "--commands", &cmds, &json]);
+    assert!(lab.log().contains("fanout over 2 workers"), "start-up report:\n{}", lab.log());
+    assert_eq!(lab.ping(5), 5, "ping through two workers lost packets:\n{}", lab.log());
+    let bytes = lab.iperf();
+    assert!(bytes > 1_000_000, "iperf3 TCP moved only {bytes} bytes through two workers");
+    let log = lab.stop();
+    assert!(log.contains("worker 1"), "per-worker port counters:\n{log}");
+}
+
+#[test]
+fn without_a_program_every_packet_is_dropped() {
+    let mut lab = Lab::new();
+    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
+    lab.veth(&lab.h2.clone(), "h2-eth0", "s1-eth2");
+    lab.host(1, "h1-eth0", true);
+    lab.host(2, "h2-eth0", true);
+    lab.start(&["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--no-p4"]);
+    assert_eq!(lab.ping(3), 0, "a switch with no program forwarded packets");
+    let log = lab.stop();
+    assert!(log.contains(" 0 sent"), "{log}");
+}
+
+#[test]
 fn router_with_a_tap_port() {
     let mut lab = Lab::new();
     lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");

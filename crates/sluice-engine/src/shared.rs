@@ -1,0 +1,166 @@
+//! State that every worker's replica of a switch shares: register arrays and
+//! indirect meter arrays.
+//!
+//! Why: with several workers each runs its own replica of the switch (tables,
+//! counters and direct meters are per replica; see `sluice::workers`). bmv2
+//! keeps one copy of each register and meter however many threads touch it,
+//! and programs rely on that (a register written by one packet is read by
+//! the next, whatever core it lands on; a meter limits the total rate).
+//!
+//! Concurrency invariant: register cells are two relaxed 64-bit atomics
+//! (values up to 64 bits are exact; a wider value written concurrently with
+//! a read may be seen half-updated, as bmv2 without `@atomic` allows). Meter
+//! cells sit behind one mutex each: a meter update reads and writes several
+//! fields, and the lock is uncontended unless two workers meter the same cell
+//! at the same instant.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::tables::MeterState;
+
+struct RegCell {
+    lo: AtomicU64,
+    hi: AtomicU64,
+}
+
+/// Register arrays, shared by clones (`Clone` shares, it does not copy).
+#[derive(Clone)]
+pub struct Registers(Arc<Vec<Box<[RegCell]>>>);
+
+impl Registers {
+    /// Zeroed arrays of the given sizes.
+    pub fn new(sizes: impl IntoIterator<Item = usize>) -> Registers {
+        Registers(Arc::new(
+            sizes
+                .into_iter()
+                .map(|n| (0..n).map(|_| RegCell { lo: AtomicU64::new(0), hi: AtomicU64::new(0) }).collect())
+                .collect(),
+        ))
+    }
+
+    /// Cell `i` of array `arr`, `None` when out of range.
+    #[inline]
+    pub fn get(&self, arr: usize, i: usize) -> Option<u128> {
+        let c = self.0.get(arr)?.get(i)?;
+        Some(u128::from(c.lo.load(Ordering::Relaxed)) | (u128::from(c.hi.load(Ordering::Relaxed)) << 64))
+    }
+
+    /// Writes cell `i` of array `arr`; false when out of range.
+    #[inline]
+    pub fn set(&self, arr: usize, i: usize, v: u128) -> bool {
+        match self.0.get(arr).and_then(|a| a.get(i)) {
+            Some(c) => {
+                c.lo.store(v as u64, Ordering::Relaxed);
+                c.hi.store((v >> 64) as u64, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Cells of array `arr`.
+    pub fn len(&self, arr: usize) -> usize {
+        self.0.get(arr).map_or(0, |a| a.len())
+    }
+
+    /// Whether there are no register arrays.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every value of array `arr`.
+    pub fn values(&self, arr: usize) -> Vec<u128> {
+        (0..self.len(arr)).filter_map(|i| self.get(arr, i)).collect()
+    }
+
+    /// Zeroes array `arr`.
+    pub fn reset(&self, arr: usize) {
+        for i in 0..self.len(arr) {
+            self.set(arr, i, 0);
+        }
+    }
+
+    /// A new, unshared copy (for a switch that must not see this one's writes).
+    pub fn deep_copy(&self) -> Registers {
+        let r = Registers::new(self.0.iter().map(|a| a.len()));
+        for (k, a) in self.0.iter().enumerate() {
+            for i in 0..a.len() {
+                r.set(k, i, self.get(k, i).unwrap_or(0));
+            }
+        }
+        r
+    }
+}
+
+impl std::fmt::Debug for Registers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries((0..self.0.len()).map(|a| self.values(a))).finish()
+    }
+}
+
+/// Indirect meter arrays, shared by clones.
+#[derive(Clone)]
+pub struct Meters(Arc<Vec<Box<[Mutex<MeterState>]>>>);
+
+impl Meters {
+    /// Unconfigured meters of the given sizes.
+    pub fn new(sizes: impl IntoIterator<Item = usize>) -> Meters {
+        Meters(Arc::new(
+            sizes.into_iter().map(|n| (0..n).map(|_| Mutex::new(MeterState::default())).collect()).collect(),
+        ))
+    }
+
+    /// Cell `i` of array `arr`, locked; `None` when out of range.
+    #[inline]
+    pub fn cell(&self, arr: usize, i: usize) -> Option<MutexGuard<'_, MeterState>> {
+        // A poisoned cell only means a panic elsewhere; its state is still usable.
+        self.0.get(arr)?.get(i).map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Cells of array `arr`.
+    pub fn len(&self, arr: usize) -> usize {
+        self.0.get(arr).map_or(0, |a| a.len())
+    }
+
+    /// Whether there are no meter arrays.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// A new, unshared copy.
+    pub fn deep_copy(&self) -> Meters {
+        Meters(Arc::new(
+            self.0
+                .iter()
+                .map(|a| a.iter().map(|m| Mutex::new(m.lock().unwrap_or_else(|p| p.into_inner()).clone())).collect())
+                .collect(),
+        ))
+    }
+}
+
+impl std::fmt::Debug for Meters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Meters({} arrays)", self.0.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_share_registers_and_deep_copies_do_not() {
+        let a = Registers::new([4, 2]);
+        let b = a.clone();
+        assert!(b.set(0, 3, (7u128 << 64) | 9));
+        assert_eq!(a.get(0, 3), Some((7u128 << 64) | 9));
+        assert!(!a.set(1, 2, 1), "out of range");
+        assert_eq!(a.get(1, 2), None);
+        let c = a.deep_copy();
+        c.set(0, 3, 1);
+        assert_eq!(a.get(0, 3), Some((7u128 << 64) | 9));
+        a.reset(0);
+        assert_eq!(a.values(0), vec![0, 0, 0, 0]);
+    }
+}

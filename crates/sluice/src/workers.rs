@@ -1,0 +1,322 @@
+//! Multi-core workers: N threads, each running whole packets through its own
+//! replica of the switch (run to completion), fed by flow-hashed distribution
+//! so that the packets of one flow stay on one worker and in order.
+//!
+//! Control plane: a [`Pool`] keeps a master switch that answers every
+//! command. A command that changes state is applied to the master first (so
+//! errors and handles come from there) and then sent to every worker, which
+//! applies it between two batches and acknowledges; the command returns once
+//! every worker has it. No lock on the packet path, and no packet ever sees
+//! half an update (each worker moves from the old to the new state between
+//! packets). A worker's I/O must return from `run_batch` within about a
+//! millisecond when idle, which bounds how long a command waits. Replicas apply the same commands in the same order from
+//! the same state, so entry handles agree everywhere.
+//!
+//! Counters are per worker (plain integers, no atomics): reads gather every
+//! worker's counters, sum them into the master and answer from there.
+//! Registers and indirect meters are shared by all replicas (see
+//! `sluice_engine::shared`), so they keep bmv2's single-copy semantics.
+//! Direct meters are per worker: each worker meters its own share of a
+//! table entry's traffic (documented in the README).
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use sluice_engine::commands::CmdError;
+use sluice_engine::Switch;
+
+/// What a worker does with its switch between control messages: process one
+/// batch (or wait briefly for one). Returns false when the worker should end.
+pub trait WorkerIo: Send {
+    fn run_batch(&mut self, sw: &mut Switch) -> bool;
+}
+
+/// Every counter of one replica, for merging.
+#[derive(Debug, Clone, Default)]
+pub struct CounterSnapshot {
+    /// Indirect counter arrays: `(packets, bytes)` per cell.
+    pub counters: Vec<Vec<(u64, u64)>>,
+    /// Per table: `(entry handle, packets, bytes)` of entries that counted something.
+    pub direct: Vec<Vec<(u32, u64, u64)>>,
+}
+
+impl CounterSnapshot {
+    fn of(sw: &Switch) -> CounterSnapshot {
+        CounterSnapshot {
+            counters: sw.state.counters.clone(),
+            direct: sw
+                .state
+                .tables
+                .iter()
+                .map(|t| {
+                    t.entries()
+                        .filter(|(_, e)| e.packets != 0 || e.bytes != 0)
+                        .map(|(h, e)| (h, e.packets, e.bytes))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+enum Msg {
+    /// Apply commands, then acknowledge.
+    Commands(Vec<String>, mpsc::Sender<()>),
+    Snapshot(mpsc::Sender<CounterSnapshot>),
+}
+
+struct Worker {
+    tx: mpsc::Sender<Msg>,
+    handle: Option<JoinHandle<Switch>>,
+}
+
+/// N workers and the master switch that answers control-plane commands.
+pub struct Pool {
+    master: Switch,
+    workers: Vec<Worker>,
+}
+
+/// Commands that only read state: answered by the master after merging counters.
+fn is_read(cmd: &str) -> bool {
+    cmd.contains("dump")
+        || cmd.ends_with("_read")
+        || cmd.ends_with("_get")
+        || cmd.ends_with("_get_rates")
+        || cmd.starts_with("show_")
+        || matches!(cmd, "table_num_entries" | "table_info" | "switch_info" | "help")
+}
+
+/// Commands on state the replicas share: applied once, through the master.
+fn is_shared(cmd: &str) -> bool {
+    cmd.starts_with("register_") || cmd.starts_with("meter_") && !cmd.contains("get")
+}
+
+impl Pool {
+    /// Starts `io.len()` workers, each with a replica of `master` and its I/O.
+    pub fn start(master: Switch, io: Vec<Box<dyn WorkerIo>>) -> Result<Pool, String> {
+        let mut workers = Vec::new();
+        for (k, mut io) in io.into_iter().enumerate() {
+            let mut sw = master.replica().map_err(|e| e.to_string())?;
+            let (tx, rx) = mpsc::channel::<Msg>();
+            let handle = std::thread::Builder::new()
+                .name(format!("sluice-worker-{k}"))
+                .spawn(move || {
+                    loop {
+                        // Control messages between batches: the packet path takes no lock.
+                        loop {
+                            match rx.try_recv() {
+                                Ok(Msg::Commands(lines, ack)) => {
+                                    for line in &lines {
+                                        let _ = sw.command(line);
+                                    }
+                                    let _ = ack.send(());
+                                }
+                                Ok(Msg::Snapshot(reply)) => {
+                                    let _ = reply.send(CounterSnapshot::of(&sw));
+                                }
+                                Err(mpsc::TryRecvError::Empty) => break,
+                                Err(mpsc::TryRecvError::Disconnected) => return sw,
+                            }
+                        }
+                        if !io.run_batch(&mut sw) {
+                            return sw;
+                        }
+                    }
+                })
+                .map_err(|e| format!("cannot start worker {k}: {e}"))?;
+            workers.push(Worker { tx, handle: Some(handle) });
+        }
+        Ok(Pool { master, workers })
+    }
+
+    /// Number of workers.
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Whether the pool has no workers.
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+
+    /// Every worker's counters (workers that ended answer no more and are skipped).
+    pub fn snapshots(&self) -> Vec<CounterSnapshot> {
+        let mut replies = Vec::new();
+        for w in &self.workers {
+            let (tx, rx) = mpsc::channel();
+            if w.tx.send(Msg::Snapshot(tx)).is_ok() {
+                replies.push(rx);
+            }
+        }
+        replies.into_iter().filter_map(|rx| rx.recv().ok()).collect()
+    }
+
+    /// Sums every worker's counters into the master.
+    pub fn merge_counters(&mut self) {
+        let snaps = self.snapshots();
+        merge_into(&mut self.master, &snaps);
+    }
+
+    /// Runs a `simple_switch_CLI` command: reads see the merged counters; a
+    /// change is in effect on every worker when this returns (each applies it
+    /// between two batches and acknowledges).
+    pub fn command(&mut self, line: &str) -> Result<String, CmdError> {
+        self.commands(&[line]).pop().expect("one answer per command")
+    }
+
+    /// Runs several commands; the workers apply all the changes at once (one
+    /// message and one acknowledgement per worker), in order.
+    pub fn commands(&mut self, lines: &[&str]) -> Vec<Result<String, CmdError>> {
+        let mut answers = Vec::with_capacity(lines.len());
+        let mut per_worker: Vec<Vec<String>> = vec![Vec::new(); self.workers.len()];
+        let flush = |pool: &mut Pool, per_worker: &mut Vec<Vec<String>>| {
+            let mut acks = Vec::new();
+            for (w, lines) in pool.workers.iter().zip(per_worker.iter_mut()) {
+                if lines.is_empty() {
+                    continue;
+                }
+                let (tx, rx) = mpsc::channel();
+                if w.tx.send(Msg::Commands(std::mem::take(lines), tx)).is_ok() {
+                    acks.push(rx);
+                }
+            }
+            for rx in acks {
+                let _ = rx.recv();
+            }
+        };
+        for line in lines {
+            let cmd = line.split_whitespace().next().unwrap_or("");
+            if is_read(cmd) {
+                // Reads see every change made before them.
+                flush(self, &mut per_worker);
+                self.merge_counters();
+                answers.push(self.master.command(line));
+                continue;
+            }
+            let out = self.master.command(line);
+            if out.is_ok() && !is_shared(cmd) {
+                for (k, q) in per_worker.iter_mut().enumerate() {
+                    // A written counter value lives in one worker's shard; the others start from zero.
+                    q.push(if cmd == "counter_write" && k > 0 { zero_counter_write(line) } else { line.to_string() });
+                }
+            }
+            answers.push(out);
+        }
+        flush(self, &mut per_worker);
+        answers
+    }
+
+    /// Stops every worker (their I/O must return false soon, e.g. on a stop
+    /// flag) and returns the master with the merged counters.
+    pub fn finish(mut self) -> Switch {
+        let mut snaps = Vec::new();
+        for w in self.workers.iter_mut() {
+            let (tx, _) = mpsc::channel();
+            drop(std::mem::replace(&mut w.tx, tx));
+            if let Some(h) = w.handle.take() {
+                if let Ok(sw) = h.join() {
+                    snaps.push(CounterSnapshot::of(&sw));
+                }
+            }
+        }
+        merge_into(&mut self.master, &snaps);
+        self.master
+    }
+}
+
+/// `counter_write NAME INDEX PKTS BYTES` with both values zero.
+fn zero_counter_write(line: &str) -> String {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    if t.len() >= 5 {
+        format!("{} {} {} 0 0", t[0], t[1], t[2])
+    } else {
+        line.to_string()
+    }
+}
+
+fn merge_into(master: &mut Switch, snaps: &[CounterSnapshot]) {
+    for (a, arr) in master.state.counters.iter_mut().enumerate() {
+        for (i, c) in arr.iter_mut().enumerate() {
+            *c = snaps.iter().fold((0, 0), |(p, b), s| {
+                let (sp, sb) = s.counters.get(a).and_then(|x| x.get(i)).copied().unwrap_or((0, 0));
+                (p + sp, b + sb)
+            });
+        }
+    }
+    for (t, table) in master.state.tables.iter_mut().enumerate() {
+        let handles: Vec<u32> = table.entries().map(|(h, _)| h).collect();
+        for h in handles {
+            let (mut p, mut b) = (0, 0);
+            for s in snaps {
+                if let Some((_, sp, sb)) = s.direct.get(t).and_then(|d| d.iter().find(|(x, _, _)| *x == h)) {
+                    p += sp;
+                    b += sb;
+                }
+            }
+            if let Some(e) = table.entry_by_handle_mut(h) {
+                e.packets = p;
+                e.bytes = b;
+            }
+        }
+    }
+}
+
+/// A flow hash over the fields that name a flow (IPv4/IPv6 addresses,
+/// protocol and TCP/UDP ports; the MAC addresses for anything else), so
+/// that every packet of one flow goes to the same worker.
+pub fn flow_hash(f: &[u8]) -> u32 {
+    fn mix(h: u64, bytes: &[u8]) -> u64 {
+        bytes.iter().fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let et = if f.len() >= 14 { u16::from_be_bytes([f[12], f[13]]) } else { 0 };
+    let l4 = |h: u64, proto: u8, off: usize| {
+        if matches!(proto, 6 | 17) && f.len() >= off + 4 {
+            mix(h, &f[off..off + 4])
+        } else {
+            h
+        }
+    };
+    match et {
+        0x0800 if f.len() >= 34 => {
+            let ihl = usize::from(f[14] & 0x0f) * 4;
+            h = mix(h, &f[26..34]);
+            h = mix(h, &[f[23]]);
+            h = l4(h, f[23], 14 + ihl.max(20));
+        }
+        0x86dd if f.len() >= 54 => {
+            h = mix(h, &f[22..54]);
+            h = mix(h, &[f[20]]);
+            h = l4(h, f[20], 54);
+        }
+        _ => h = mix(h, &f[..f.len().min(12)]),
+    }
+    (h ^ (h >> 32)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_hash_ignores_everything_but_the_flow() {
+        let mut a = vec![0u8; 60];
+        a[12] = 0x08;
+        a[14] = 0x45;
+        a[22] = 64;
+        a[23] = 17;
+        a[26..34].copy_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+        a[34..38].copy_from_slice(&[0x30, 0x39, 0, 80]);
+        let mut b = a.clone();
+        b[22] = 63; // TTL
+        b[50] = 9; // payload
+        b[0] = 0xff; // MAC
+        assert_eq!(flow_hash(&a), flow_hash(&b));
+        let mut c = a.clone();
+        c[35] = 0x3a; // source port
+        assert_ne!(flow_hash(&a), flow_hash(&c));
+        assert_eq!(zero_counter_write("counter_write c 3 10 20"), "counter_write c 3 0 0");
+        assert!(is_read("counter_read") && is_read("table_dump") && !is_read("table_add"));
+        assert!(is_shared("register_write") && !is_shared("meter_get_rates") && !is_shared("counter_reset"));
+    }
+}
