@@ -4,7 +4,7 @@
 # side by side with the same hosts joined by a plain veth pair and by a Linux
 # bridge (the ceilings).
 #
-#   bench/netns-router.sh [--quick] [--backend af_packet|tap] [--offloads on|off|both]
+#   bench/netns-router.sh [--quick] [--backend af_packet|tap] [--offloads on|off|both] [--workers N]
 #
 # Measures: ping latency (median of 20), iperf3 TCP (median of 5 x 10 s; --quick: 3 x 3 s)
 # and UDP 64-byte frames (offered rate, received rate, loss). Everything it
@@ -12,12 +12,13 @@
 # Needs root, iproute2, iperf3, ethtool (installed by scripts/ensure-net-tools.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=5; SECS=10; BACKEND=af_packet; OFFLOADS=both
+RUNS=5; SECS=10; BACKEND=af_packet; OFFLOADS=both; WORKERS=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) RUNS=3; SECS=3 ;;
         --backend) BACKEND="$2"; shift ;;
         --offloads) OFFLOADS="$2"; shift ;;
+        --workers) WORKERS="$2"; shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -55,11 +56,17 @@ host_addrs() { # $1: h1 iface, $2: h2 iface, $3: on|off offloads
 setup_sluice() { # $1 offloads on|off
     hosts; ip netns add $SW; ip netns exec $SW ip link set lo up
     ip link add h1-eth0 netns $H1 type veth peer name s1-eth1 netns $SW
-    ip link add h2-eth0 netns $H2 type veth peer name s1-eth2 netns $SW
-    host_addrs h1-eth0 h2-eth0 "$1"
-    for i in s1-eth1 s1-eth2; do ip netns exec $SW ip link set $i up; done
+    ip netns exec $SW ip link set s1-eth1 up
+    local h2if=h2-eth0 port2="2@s1-eth2" extra=""
+    if [ "$BACKEND" = tap ]; then
+        port2="2@tap:s1-tap2"; h2if=s1-tap2
+    else
+        ip link add h2-eth0 netns $H2 type veth peer name s1-eth2 netns $SW
+        ip netns exec $SW ip link set s1-eth2 up
+    fi
     if [ "$1" = off ]; then
-        for i in s1-eth1 s1-eth2; do ns_offloads_off $SW $i; done
+        ns_offloads_off $SW s1-eth1; [ "$BACKEND" = tap ] || ns_offloads_off $SW s1-eth2
+        extra="--no-offload"
     fi
     cat > /tmp/sl-router-cmds.txt <<CMDS
 table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.1.0/24 => 1
@@ -67,12 +74,14 @@ table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.2.0/24 => 2
 table_add RouterIngress.nexthop RouterIngress.forward 1 => 1 $MAC_SW1 $MAC_H1
 table_add RouterIngress.nexthop RouterIngress.forward 2 => 2 $MAC_SW2 $MAC_H2
 CMDS
-    local p1=s1-eth1 p2=s1-eth2 extra=""
-    [ "$1" = off ] && extra="--no-offload"
-    ip netns exec $SW "$SLUICE" simple_switch -i 1@$p1 -i 2@$p2 --commands /tmp/sl-router-cmds.txt $extra \
-        examples/router.json 2>/tmp/sl-sluice.log &
+    ip netns exec $SW "$SLUICE" simple_switch -i 1@s1-eth1 -i "$port2" --workers "$WORKERS" \
+        --commands /tmp/sl-router-cmds.txt $extra examples/router.json 2>/tmp/sl-sluice.log &
     SLUICE_PID=$!
-    sleep 0.5
+    for _ in $(seq 100); do grep -q "forwarding on" /tmp/sl-sluice.log 2>/dev/null && break; sleep 0.1; done
+    grep -q "forwarding on" /tmp/sl-sluice.log || { cat /tmp/sl-sluice.log >&2; exit 1; }
+    # A TAP port is created by Sluice: it becomes h2's interface.
+    [ "$BACKEND" = tap ] && ip netns exec $SW ip link set s1-tap2 netns $H2
+    host_addrs h1-eth0 $h2if "$1"
 }
 setup_veth() { hosts; ip link add h1-eth0 netns $H1 type veth peer name h2-eth0 netns $H2
     # Same addressing through a direct link: the "gateway" MAC is the peer's.
@@ -116,7 +125,7 @@ for off in $offl_list; do
         case $setup in
             veth) setup_veth $off; label="plain veth (ceiling)" ;;
             bridge) setup_bridge $off; label="Linux bridge" ;;
-            sluice) setup_sluice $off; label="Sluice router ($BACKEND)" ;;
+            sluice) setup_sluice $off; label="Sluice router ($BACKEND, ${WORKERS}w)" ;;
         esac
         read -r p t us ur ul <<<"$(measure)"
         printf "%-28s %-9s %10s %14s %14s %14s %8s\n" "$label" "$off" "$p" "$t" "$us" "$ur" "$ul"
