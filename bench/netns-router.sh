@@ -4,7 +4,7 @@
 # side by side with the same hosts joined by a plain veth pair and by a Linux
 # bridge (the ceilings).
 #
-#   bench/netns-router.sh [--quick] [--backend af_packet|tap] [--offloads on|off|both] [--workers N]
+#   bench/netns-router.sh [--quick] [--backend af_packet|af_xdp|tap] [--offloads on|off|both] [--workers N]
 #
 # Measures: ping latency (median of 20), iperf3 TCP (median of 5 x 10 s; --quick: 3 x 3 s)
 # and UDP 64-byte frames (offered rate, received rate, loss). Everything it
@@ -58,8 +58,13 @@ setup_sluice() { # $1 offloads on|off
     ip link add h1-eth0 netns $H1 type veth peer name s1-eth1 netns $SW
     ip netns exec $SW ip link set s1-eth1 up
     local h2if=h2-eth0 port2="2@s1-eth2" extra=""
+    local port1="1@s1-eth1"
     if [ "$BACKEND" = tap ]; then
         port2="2@tap:s1-tap2"; h2if=s1-tap2
+    elif [ "$BACKEND" = af_xdp ]; then
+        port1="1@af_xdp:s1-eth1"; port2="2@af_xdp:s1-eth2"
+        ip link add h2-eth0 netns $H2 type veth peer name s1-eth2 netns $SW
+        ip netns exec $SW ip link set s1-eth2 up
     else
         ip link add h2-eth0 netns $H2 type veth peer name s1-eth2 netns $SW
         ip netns exec $SW ip link set s1-eth2 up
@@ -74,14 +79,18 @@ table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.2.0/24 => 2
 table_add RouterIngress.nexthop RouterIngress.forward 1 => 1 $MAC_SW1 $MAC_H1
 table_add RouterIngress.nexthop RouterIngress.forward 2 => 2 $MAC_SW2 $MAC_H2
 CMDS
-    ip netns exec $SW "$SLUICE" simple_switch -i 1@s1-eth1 -i "$port2" --workers "$WORKERS" \
+    [ "${2:-}" = null ] && extra="$extra --null-forward"
+    ip netns exec $SW "$SLUICE" simple_switch -i "$port1" -i "$port2" --workers "$WORKERS" \
         --commands /tmp/sl-router-cmds.txt $extra examples/router.json 2>/tmp/sl-sluice.log &
     SLUICE_PID=$!
     for _ in $(seq 100); do grep -q "forwarding on" /tmp/sl-sluice.log 2>/dev/null && break; sleep 0.1; done
     grep -q "forwarding on" /tmp/sl-sluice.log || { cat /tmp/sl-sluice.log >&2; exit 1; }
     # A TAP port is created by Sluice: it becomes h2's interface.
     [ "$BACKEND" = tap ] && ip netns exec $SW ip link set s1-tap2 netns $H2
+    # The null forwarder rewrites nothing: each host's gateway MAC is the other host's.
+    if [ "${2:-}" = null ]; then MAC_SW1=$MAC_H2; MAC_SW2=$MAC_H1; fi
     host_addrs h1-eth0 $h2if "$1"
+    MAC_SW1=02:00:00:00:01:fe; MAC_SW2=02:00:00:00:02:fe
 }
 setup_veth() { hosts; ip link add h1-eth0 netns $H1 type veth peer name h2-eth0 netns $H2
     # Same addressing through a direct link: the "gateway" MAC is the peer's.
@@ -121,8 +130,9 @@ print("%.0f %.0f %.1f" % (sent/t/1e3, (tot-lost)/t/1e3, 100.0*lost/max(tot,1)))'
 printf "%-28s %-9s %10s %14s %14s %14s %8s\n" setup offloads "ping ms" "TCP Gbit/s" "UDP sent kpps" "UDP recv kpps" "loss %"
 offl_list="on off"; [ "$OFFLOADS" != both ] && offl_list=$OFFLOADS
 for off in $offl_list; do
-    for setup in veth bridge sluice; do
+    for setup in veth bridge null sluice; do
         case $setup in
+            null) setup_sluice $off null; label="null forwarder ($BACKEND)" ;;
             veth) setup_veth $off; label="plain veth (ceiling)" ;;
             bridge) setup_bridge $off; label="Linux bridge" ;;
             sluice) setup_sluice $off; label="Sluice router ($BACKEND, ${WORKERS}w)" ;;

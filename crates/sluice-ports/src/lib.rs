@@ -17,6 +17,7 @@
 //! PACKET_FANOUT group.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod tap;
 
 use std::io;

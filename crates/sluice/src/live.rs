@@ -23,6 +23,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 use sluice_engine::Switch;
 use sluice_ports::afpacket::AfPacketPort;
+use sluice_ports::afxdp::AfXdpPort;
 use sluice_ports::tap::TapPort;
 use sluice_ports::{complete_checksum, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
 
@@ -33,6 +34,8 @@ pub enum Backend {
     AfPacket,
     /// A TAP interface Sluice creates.
     Tap,
+    /// An AF_XDP socket on queue 0 with Sluice's XDP program attached.
+    AfXdp,
 }
 
 /// One `-i PORT@IFACE` argument.
@@ -54,7 +57,8 @@ impl PortSpec {
         let (backend, iface) = match i.split_once(':') {
             Some(("tap", n)) => (Backend::Tap, n),
             Some(("af_packet", n)) => (Backend::AfPacket, n),
-            Some((b, _)) => return Err(format!("interface \"{s}\": unknown backend \"{b}\" (af_packet, tap)")),
+            Some(("af_xdp", n)) => (Backend::AfXdp, n),
+            Some((b, _)) => return Err(format!("interface \"{s}\": unknown backend \"{b}\" (af_packet, af_xdp, tap)")),
             None => (Backend::AfPacket, i),
         };
         if iface.is_empty() || iface.len() > 15 {
@@ -80,6 +84,9 @@ pub struct LiveOptions {
     pub offload: bool,
     /// Worker threads (AF_PACKET ports are shared through PACKET_FANOUT).
     pub workers: usize,
+    /// No pipeline: every frame of one port goes out of the other (exactly
+    /// two ports). The I/O ceiling the benchmark compares the switch with.
+    pub null_forward: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -127,6 +134,7 @@ struct LiveIo {
     /// Where the worker leaves its counters when it ends.
     report: Arc<Mutex<Vec<WorkerReport>>>,
     error: Arc<Mutex<Option<String>>>,
+    null_forward: bool,
 }
 
 impl Drop for LiveIo {
@@ -187,11 +195,16 @@ impl crate::workers::WorkerIo for LiveIo {
                     self.out_buf.clear();
                     self.outs.clear();
                     let (out_buf, outs) = (&mut self.out_buf, &mut self.outs);
-                    sw.process(self.port_numbers[k], frame, &mut |p, bytes| {
-                        let s = out_buf.len();
-                        out_buf.extend_from_slice(bytes);
-                        outs.push((p, s, bytes.len()));
-                    });
+                    if self.null_forward {
+                        out_buf.extend_from_slice(frame);
+                        outs.push((self.port_numbers[1 - k], 0, frame.len()));
+                    } else {
+                        sw.process(self.port_numbers[k], frame, &mut |p, bytes| {
+                            let s = out_buf.len();
+                            out_buf.extend_from_slice(bytes);
+                            outs.push((p, s, bytes.len()));
+                        });
+                    }
                     if let Some(t) = sw.trace.as_mut() {
                         eprint!("{t}");
                         t.clear();
@@ -244,14 +257,17 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         return Err("no interfaces: give at least one -i PORT@IFACE".into());
     }
     let workers = opts.workers.max(1);
+    if opts.null_forward && opts.ports.len() != 2 {
+        return Err("--null-forward needs exactly two interfaces".into());
+    }
     let mut seen = BTreeMap::new();
     for p in &opts.ports {
         if let Some(prev) = seen.insert(p.port, &p.iface) {
             return Err(format!("port {} is given twice ({prev} and {})", p.port, p.iface));
         }
-        if workers > 1 && p.backend == Backend::Tap {
+        if workers > 1 && p.backend != Backend::AfPacket {
             return Err(format!(
-                "port {} ({}): TAP ports run with one worker only (multi-queue TAP is not supported yet): use --workers 1",
+                "port {} ({}): TAP and AF_XDP ports run with one worker only (multi-queue is not supported yet): use --workers 1",
                 p.port, p.iface
             ));
         }
@@ -310,6 +326,11 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
                     Box::new(AfPacketPort::open(&spec.iface, opts.offload, fanout).map_err(|e| e.to_string())?)
                 }
                 Backend::Tap => Box::new(TapPort::open(&spec.iface, opts.offload).map_err(|e| e.to_string())?),
+                Backend::AfXdp => {
+                    let x = AfXdpPort::open(&spec.iface).map_err(|e| e.to_string())?;
+                    eprintln!("port {}: XDP program attached to {} in {} mode", spec.port, spec.iface, x.mode());
+                    Box::new(x)
+                }
             };
             if w == 0 {
                 eprintln!(
@@ -336,6 +357,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
             stats: LiveStats::default(),
             report: report.clone(),
             error: error.clone(),
+            null_forward: opts.null_forward,
         }));
     }
     let start = Instant::now();

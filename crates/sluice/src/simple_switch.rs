@@ -44,6 +44,8 @@ Sluice options:
   --commands FILE              simple_switch_CLI commands applied before traffic starts (repeatable)
   --no-offload                 do not carry virtio-net offload headers (hosts must turn TSO/GSO off)
   --workers N                  worker threads (default 1); AF_PACKET ports are shared by flow hash
+  --null-forward               no pipeline: frames of one of the two ports leave by the other
+                               (the I/O ceiling bench/netns-router.sh compares with)
 Target options after `--` (simple_switch_grpc):
   --grpc-server-addr ADDR      P4Runtime server address (remembered; the server comes with issue 4)
   --cpu-port N                 as above
@@ -136,6 +138,7 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
             "--json" => positional.push(val(&mut i)?),
             "--commands" => out.live.commands.push(PathBuf::from(val(&mut i)?)),
             "--no-offload" => out.live.offload = false,
+            "--null-forward" => out.live.null_forward = true,
             "--workers" => {
                 let n: usize = number(&val(&mut i)?, opt)?;
                 if !(1..=64).contains(&n) {

@@ -277,6 +277,31 @@ fn without_a_program_every_packet_is_dropped() {
 }
 
 #[test]
+fn router_over_af_xdp() {
+    let mut lab = Lab::new();
+    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
+    lab.veth(&lab.h2.clone(), "h2-eth0", "s1-eth2");
+    // AF_XDP carries no offload metadata: the hosts send plain frames.
+    lab.host(1, "h1-eth0", false);
+    lab.host(2, "h2-eth0", false);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    lab.start(&["-i", "1@af_xdp:s1-eth1", "-i", "2@af_xdp:s1-eth2", "--no-offload", "--commands", &cmds, &json]);
+    let log = lab.log();
+    assert!(
+        log.contains("port 1: s1-eth1 via af_xdp") && log.contains("XDP program attached"),
+        "start-up report:\n{log}"
+    );
+    assert_eq!(lab.ping(5), 5, "ping through AF_XDP ports lost packets:\n{}", lab.log());
+    let bytes = lab.iperf();
+    assert!(bytes > 1_000_000, "iperf3 TCP moved only {bytes} bytes through AF_XDP ports");
+    lab.stop();
+    // The program goes away with Sluice: nothing stays attached to the interface.
+    let link = sh(&["ip", "-n", &lab.sw, "link", "show", "s1-eth1"]);
+    assert!(!link.contains("xdp"), "an XDP program is still attached after Sluice stopped:\n{link}");
+}
+
+#[test]
 fn router_with_a_tap_port() {
     let mut lab = Lab::new();
     lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
