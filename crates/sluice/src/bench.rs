@@ -117,12 +117,17 @@ struct BenchIo {
     stop: Arc<AtomicBool>,
     /// Packets, wire bytes and packets sent by this worker.
     counts: Arc<[AtomicU64; 3]>,
+    /// The CPU this worker pins itself to on its first batch (one worker per core).
+    cpu: Option<usize>,
 }
 
 impl crate::workers::WorkerIo for BenchIo {
     fn run_batch(&mut self, sw: &mut Switch) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             return false;
+        }
+        if let Some(cpu) = self.cpu.take() {
+            pin_to_cpu(cpu);
         }
         let end = (self.next + 32).min(self.traffic.len());
         let batch = &self.traffic[self.next..end];
@@ -135,6 +140,19 @@ impl crate::workers::WorkerIo for BenchIo {
         self.counts[1].fetch_add(bytes, Ordering::Relaxed);
         self.counts[2].fetch_add(sent, Ordering::Relaxed);
         true
+    }
+}
+
+/// Pins the calling thread to one CPU, so that a worker keeps its caches
+/// and two workers never share a core; failure only costs speed.
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays in bounds for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu < libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
     }
 }
 
@@ -171,10 +189,15 @@ pub fn run(
     }
     let stop = Arc::new(AtomicBool::new(false));
     let counts: Vec<Arc<[AtomicU64; 3]>> = (0..workers).map(|_| Arc::new(Default::default())).collect();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let io: Vec<Box<dyn crate::workers::WorkerIo>> = shares
         .into_iter()
         .zip(&counts)
-        .map(|(t, c)| Box::new(BenchIo { traffic: t, next: 0, stop: stop.clone(), counts: c.clone() }) as Box<_>)
+        .enumerate()
+        .map(|(k, (t, c))| {
+            let cpu = (workers <= cpus).then_some(k);
+            Box::new(BenchIo { traffic: t, next: 0, stop: stop.clone(), counts: c.clone(), cpu }) as Box<_>
+        })
         .collect();
     let total = |i: usize| counts.iter().map(|c| c[i].load(Ordering::Relaxed)).sum::<u64>();
     let pool = crate::workers::Pool::start(sw, io)?;
