@@ -31,9 +31,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use criterion::{measurement::WallTime, BenchmarkId};
-use sluice_engine::tables::{
-    Entry, EntryAction, FieldMatch, KeyFieldSpec, MatchKind, MeterState, TableError, TableState,
-};
+use sluice_engine::tables::{Entry, EntryAction, FieldMatch, KeyFieldSpec, MatchKind, TableError, TableState};
 
 /// Number of precomputed lookup keys per case (a power of two).
 const KEYS: usize = 1 << 16;
@@ -61,7 +59,6 @@ fn entry(matches: Vec<FieldMatch>, priority: i32) -> Entry {
         action: EntryAction::Direct { action: 0, data: Box::new([]) },
         packets: 0,
         bytes: 0,
-        meter: MeterState::default(),
         timeout_ms: None,
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use crate::plan::pack_action_data;
 use crate::state::MirrorSession;
 use crate::switch::Switch;
-use crate::tables::{Entry, EntryAction, FieldMatch, MatchKind, MeterState};
+use crate::tables::{Entry, EntryAction, FieldMatch, MatchKind};
 
 /// A command that could not be carried out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -397,7 +397,7 @@ impl Switch {
             "meter_set_rates" | "meter_array_set_rates" => {
                 let m = self.meter(args.first().copied().unwrap_or(""))?;
                 let (idx, rest) = if toks[0] == "meter_set_rates" {
-                    (Some(num(args.get(1))? as usize), &args[2..])
+                    (Some(self.meter_cell(m, num(args.get(1))?)?), &args[2..])
                 } else {
                     (None, &args[1..])
                 };
@@ -431,7 +431,7 @@ impl Switch {
             }
             "meter_get_rates" => {
                 let m = self.meter(args.first().copied().unwrap_or(""))?;
-                let i = num(args.get(1))? as usize;
+                let i = self.meter_cell(m, num(args.get(1))?)?;
                 match self.state.meters.cell(m, i) {
                     Some(ms) => Ok(ms
                         .rates
@@ -550,6 +550,25 @@ impl Switch {
     fn register(&self, name: &str) -> Result<usize, CmdError> {
         resolve(self.plan.registers.iter().enumerate().map(|(i, t)| (i, t.name.as_str())), name, "register")
     }
+    /// The cell of meter `m` a command's index names: the index itself for a
+    /// meter array, the entry behind a handle of the bound table for a direct meter.
+    fn meter_cell(&self, m: usize, index: u32) -> Result<usize, CmdError> {
+        let mp = &self.plan.meters[m];
+        if !mp.is_direct {
+            return Ok(index as usize);
+        }
+        let t = self
+            .plan
+            .tables
+            .iter()
+            .position(|t| t.direct_meter.as_ref().is_some_and(|(mi, _)| *mi as usize == m))
+            .ok_or_else(|| CmdError(format!("direct meter {} is bound to no table", mp.name)))?;
+        match self.state.tables[t].index_of(index) {
+            Ok(i) => Ok(i as usize),
+            Err(_) => err("Invalid table operation (INVALID_HANDLE)"),
+        }
+    }
+
     fn meter(&self, name: &str) -> Result<usize, CmdError> {
         resolve(self.plan.meters.iter().enumerate().map(|(i, t)| (i, t.name.as_str())), name, "meter")
     }
@@ -683,9 +702,14 @@ impl Switch {
             }
         };
         let matches = self.parse_matches(t, keys)?;
-        let e =
-            Entry { matches, priority, action, packets: 0, bytes: 0, meter: MeterState::default(), timeout_ms: None };
+        let e = Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None };
         let h = self.state.tables[t].add(e).map_err(|e| CmdError(format!("Invalid table operation ({e})")))?;
+        // A new entry starts with an unconfigured direct meter, whatever its slot held before.
+        if let Some((mi, _)) = self.plan.tables[t].direct_meter {
+            if let Some(mut m) = self.state.meters.cell(mi as usize, (h & 0x00ff_ffff) as usize) {
+                *m = crate::tables::MeterState::default();
+            }
+        }
         Ok(format!("Entry has been added with handle {h}"))
     }
 

@@ -7,7 +7,7 @@ use crate::expr::{fast_u64, fast_value, resolve_href, Env, Fast};
 use crate::phv::{mask_top, Phv};
 use crate::plan::{Dst, Node, Plan, Prim};
 use crate::state::{Digest, State};
-use crate::tables::{Entry, EntryAction, FieldMatch, MeterState};
+use crate::tables::{Entry, EntryAction, FieldMatch};
 use crate::value::nbytes;
 
 /// Primitives one action call may execute (loops come from `_jump`) before
@@ -208,9 +208,12 @@ impl Exec<'_> {
                     e.packets += 1;
                     e.bytes += len;
                 }
+                // Direct meter cells are indexed by entry index and shared by all workers.
+                let meters = &self.state.meters;
+                let now = self.now_us;
                 let colour = tp.direct_meter.as_ref().map(|(mi, dst)| {
                     let size = if plan.meters[*mi as usize].width == 1 { 1 } else { len };
-                    (e.meter.execute(size, self.now_us), dst)
+                    (meters.cell(*mi as usize, h as usize).map_or(0, |mut m| m.execute(size, now)), dst)
                 });
                 let target = match &e.action {
                     EntryAction::Direct { action, data: d } => {
@@ -842,7 +845,6 @@ pub fn install_const_entry(
             action: EntryAction::Direct { action: a, data: data.into_boxed_slice() },
             packets: 0,
             bytes: 0,
-            meter: MeterState::default(),
             timeout_ms: None,
         })
         .map_err(|e| e.to_string())

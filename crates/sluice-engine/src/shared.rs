@@ -1,5 +1,5 @@
 //! State that every worker's replica of a switch shares: register arrays and
-//! indirect meter arrays.
+//! meter arrays (a direct meter's cells are indexed by the entry index of its table).
 //!
 //! Why: with several workers each runs its own replica of the switch (tables,
 //! counters and direct meters are per replica; see `sluice::workers`). bmv2

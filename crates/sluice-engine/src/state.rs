@@ -5,7 +5,7 @@
 //! one thread; control-plane commands and packets are serialized by the
 //! caller. With several workers each worker owns a replica of the switch
 //! (see `sluice::workers`): everything here is per replica except registers
-//! and indirect meters, which the replicas share (`crate::shared`).
+//! and meters, which the replicas share (`crate::shared`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

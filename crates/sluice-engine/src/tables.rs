@@ -128,7 +128,6 @@ pub struct Entry {
     pub action: EntryAction,
     pub packets: u64,
     pub bytes: u64,
-    pub meter: MeterState,
     pub timeout_ms: Option<u64>,
 }
 
@@ -590,7 +589,6 @@ impl TableState {
                         action: EntryAction::Member(0),
                         packets: 0,
                         bytes: 0,
-                        meter: MeterState::default(),
                         timeout_ms: None,
                     },
                 );
@@ -902,7 +900,6 @@ mod tests {
             action: EntryAction::Direct { action: a, data: Box::new([]) },
             packets: 0,
             bytes: 0,
-            meter: MeterState::default(),
             timeout_ms: None,
         }
     }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use sluice_engine::tables::{Entry, EntryAction, FieldMatch, MatchKind, MeterState};
+use sluice_engine::tables::{Entry, EntryAction, FieldMatch, MatchKind};
 use sluice_engine::Switch;
 use sluice_stf::{StfCommand, StfLine};
 
@@ -147,7 +147,6 @@ fn run_add(
             action: EntryAction::Direct { action: a, data: data.into_boxed_slice() },
             packets: 0,
             bytes: 0,
-            meter: MeterState::default(),
             timeout_ms: None,
         })
         .map(|_| ())

@@ -14,10 +14,9 @@
 //!
 //! Counters are per worker (plain integers, no atomics): reads gather every
 //! worker's counters, sum them into the master and answer from there.
-//! Registers and indirect meters are shared by all replicas (see
-//! `sluice_engine::shared`), so they keep bmv2's single-copy semantics.
-//! Direct meters are per worker: each worker meters its own share of a
-//! table entry's traffic (documented in the README).
+//! Registers and meters (direct ones included: their cells are indexed by
+//! entry) are shared by all replicas (see `sluice_engine::shared`), so they
+//! keep bmv2's single-copy semantics.
 
 use std::sync::mpsc;
 use std::thread::JoinHandle;

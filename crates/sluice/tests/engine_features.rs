@@ -107,3 +107,33 @@ fn trace_shows_parser_tables_and_egress_decision() {
     assert!(t.contains("RouterIngress.ipv4_lpm key=0x0b010203 -> miss"), "{t}");
     assert!(t.contains("dropped at end of ingress"), "{t}");
 }
+
+/// Direct meters are configured per entry handle (as with bmv2's CLI), the
+/// packet path and the commands use the same cell, a new entry starts
+/// unconfigured, and the cells are shared by every worker's replica.
+#[test]
+fn direct_meter_rates_follow_entry_handles_and_are_shared_by_replicas() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/conformance/p4c-bench/pins_wbb/pins_wbb.json");
+    let mut sw = sluice::load(&path).unwrap();
+    let t = "ingress.acl_wbb_ingress.acl_wbb_ingress_table";
+    let m = "ingress.acl_wbb_ingress.acl_wbb_ingress_meter";
+    let add = format!("table_add {t} NoAction 1&&&1 0&&&0 0&&&0 0&&&0 0&&&0 => 10");
+    let out = sw.command(&add).unwrap();
+    let h: u32 = out.rsplit(' ').next().unwrap().parse().unwrap();
+    sw.command(&format!("meter_set_rates {m} {h} 0.5:100 1.5:200")).unwrap();
+    let rates = sw.command(&format!("meter_get_rates {m} {h}")).unwrap();
+    assert!(rates.contains("burst size = 100") && rates.contains("burst size = 200"), "{rates}");
+    let replica = sw.replica().unwrap();
+    let mut replica = replica;
+    assert_eq!(replica.command(&format!("meter_get_rates {m} {h}")).unwrap(), rates, "replicas share direct meters");
+    let bad = sw.command(&format!("meter_set_rates {m} {} 1:1 2:2", h + 1)).unwrap_err().to_string();
+    assert!(bad.contains("INVALID_HANDLE"), "{bad}");
+    // Delete and add again: the slot is reused, its meter starts unconfigured.
+    sw.command(&format!("table_delete {t} {h}")).unwrap();
+    let out = sw.command(&add).unwrap();
+    let h2: u32 = out.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(h2 & 0xffffff, h & 0xffffff, "slot reused");
+    let fresh = sw.command(&format!("meter_get_rates {m} {h2}")).unwrap();
+    assert!(!fresh.contains("burst size = 100"), "a new entry inherited the old meter: {fresh}");
+}
