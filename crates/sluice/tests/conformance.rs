@@ -8,13 +8,8 @@ mod common;
 
 use std::path::Path;
 
-use common::{case_dirs, shared};
+use common::{case_dirs, check_expect_cli, shared};
 use sluice_engine::ExecMode;
-
-/// Values of an `expect_cli.txt` answer, with bmv2's wording lines that carry no value dropped.
-fn cli_values(text: &str) -> Vec<String> {
-    text.lines().filter(|l| !l.starts_with("this is the direct counter")).map(|l| l.trim().to_string()).collect()
-}
 
 fn run_bmv2_case(dir: &Path, mode: ExecMode) -> Result<(), String> {
     let name = format!("{} ({mode:?})", dir.file_name().unwrap().to_string_lossy());
@@ -46,17 +41,7 @@ fn run_bmv2_case(dir: &Path, mode: ExecMode) -> Result<(), String> {
             }
         }
     }
-    let cli = dir.join("expect_cli.txt");
-    if cli.exists() {
-        let text = std::fs::read_to_string(&cli).map_err(|e| e.to_string())?;
-        for block in text.split("> ").filter(|b| !b.trim().is_empty()) {
-            let (cmd, answer) = block.split_once('\n').unwrap_or((block, ""));
-            let got = sw.command(cmd).unwrap_or_else(|e| e.to_string());
-            if cli_values(answer) != cli_values(&got) {
-                return Err(format!("{name}: `{cmd}` answered {got:?}, bmv2 answered {answer:?}"));
-            }
-        }
-    }
+    check_expect_cli(dir, &name, |cmd| sw.command(cmd).unwrap_or_else(|e| e.to_string()))?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::{case_dirs, shared};
+use common::{case_dirs, check_expect_cli, shared};
 use sluice::workers::{flow_hash, Pool, WorkerIo};
 use sluice_engine::Switch;
 
@@ -40,10 +40,6 @@ impl WorkerIo for ChannelIo {
             Err(mpsc::RecvTimeoutError::Disconnected) => false,
         }
     }
-}
-
-fn cli_values(text: &str) -> Vec<String> {
-    text.lines().filter(|l| !l.starts_with("this is the direct counter")).map(|l| l.trim().to_string()).collect()
 }
 
 fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
@@ -107,17 +103,8 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
             ));
         }
     }
-    let cli = dir.join("expect_cli.txt");
-    if cli.exists() {
-        let text = std::fs::read_to_string(&cli).map_err(|e| e.to_string())?;
-        for block in text.split("> ").filter(|b| !b.trim().is_empty()) {
-            let (cmd, answer) = block.split_once('\n').unwrap_or((block, ""));
-            let got = pool.command(cmd).unwrap_or_else(|e| e.to_string());
-            if cli_values(answer) != cli_values(&got) {
-                return Err(format!("{name}: `{cmd}` answered {got:?} with {n} workers, bmv2 answered {answer:?}"));
-            }
-        }
-    }
+    let label = format!("{name} ({n} workers)");
+    check_expect_cli(dir, &label, |cmd| pool.command(cmd).unwrap_or_else(|e| e.to_string()))?;
     drop(txs);
     pool.finish();
     Ok(())

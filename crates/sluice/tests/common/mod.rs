@@ -31,3 +31,26 @@ pub fn case_dirs(dir: &Path) -> Vec<PathBuf> {
 pub fn case_files(dir: &Path) -> Vec<PathBuf> {
     entries(dir, Path::is_file)
 }
+
+/// Values of an `expect_cli.txt` answer, with bmv2's wording lines that carry no value dropped.
+fn cli_values(text: &str) -> Vec<String> {
+    text.lines().filter(|l| !l.starts_with("this is the direct counter")).map(|l| l.trim().to_string()).collect()
+}
+
+/// Runs every command of a case's `expect_cli.txt` (if any) through `run` and
+/// compares the answer's values with what bmv2 answered.
+pub fn check_expect_cli(dir: &Path, name: &str, mut run: impl FnMut(&str) -> String) -> Result<(), String> {
+    let cli = dir.join("expect_cli.txt");
+    if !cli.exists() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(&cli).map_err(|e| e.to_string())?;
+    for block in text.split("> ").filter(|b| !b.trim().is_empty()) {
+        let (cmd, answer) = block.split_once('\n').unwrap_or((block, ""));
+        let got = run(cmd);
+        if cli_values(answer) != cli_values(&got) {
+            return Err(format!("{name}: `{cmd}` answered {got:?}, bmv2 answered {answer:?}"));
+        }
+    }
+    Ok(())
+}
