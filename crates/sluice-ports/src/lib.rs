@@ -150,6 +150,20 @@ impl RxBatch {
         (&self.data[i * self.slot..i * self.slot + self.lens[i]], &self.vnet[i])
     }
 
+    /// Copies frames into the batch (for ports that are not sockets);
+    /// returns how many fitted, each cut to the slot size.
+    pub fn fill_from(&mut self, frames: &[&[u8]]) -> usize {
+        let n = frames.len().min(BATCH);
+        for (i, f) in frames[..n].iter().enumerate() {
+            let len = f.len().min(self.slot);
+            self.slot_mut(i)[..len].copy_from_slice(&f[..len]);
+            self.lens[i] = len;
+            self.vnet[i] = VnetHdr::default();
+        }
+        self.count = n;
+        n
+    }
+
     fn slot_mut(&mut self, i: usize) -> &mut [u8] {
         &mut self.data[i * self.slot..(i + 1) * self.slot]
     }
@@ -184,6 +198,11 @@ pub trait Port: Send {
     fn flush(&mut self) -> io::Result<()>;
     /// Counters so far.
     fn stats(&self) -> PortStats;
+    /// Whether the port will never receive again (a replayed file that
+    /// ended): the caller stops polling it.
+    fn finished(&self) -> bool {
+        false
+    }
 }
 
 /// `ioctl`/`setsockopt` results as `io::Result`.

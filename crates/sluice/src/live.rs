@@ -36,6 +36,8 @@ pub enum Backend {
     Tap,
     /// An AF_XDP socket on queue 0 with Sluice's XDP program attached.
     AfXdp,
+    /// bmv2's `--use-files`: frames come from `<iface>_in.pcap` and go to `<iface>_out.pcap`.
+    Files,
 }
 
 /// One `-i PORT@IFACE` argument.
@@ -87,6 +89,97 @@ pub struct LiveOptions {
     /// No pipeline: every frame of one port goes out of the other (exactly
     /// two ports). The I/O ceiling the benchmark compares the switch with.
     pub null_forward: bool,
+    /// bmv2's `--use-files WAIT`: every port is a pair of pcap files, read
+    /// after waiting this many seconds.
+    pub use_files: Option<f64>,
+}
+
+/// A port made of two pcap files (bmv2's `--use-files`): the input file is
+/// read at start and replayed in order, sent frames are appended to the
+/// output file.
+struct FilePort {
+    name: String,
+    input: Vec<Vec<u8>>,
+    next: usize,
+    /// Polled for readability (a regular file always is) until the input ends.
+    file: File,
+    out: Option<PcapWriter<BufWriter<File>>>,
+    stats: PortStats,
+}
+
+impl FilePort {
+    fn open(iface: &str) -> Result<FilePort, String> {
+        let in_path = PathBuf::from(format!("{iface}_in.pcap"));
+        let input: Vec<Vec<u8>> = crate::pcapio::read_pcap(&in_path)?.into_iter().map(|(_, d)| d).collect();
+        let file = File::open(&in_path).map_err(|e| format!("cannot open {}: {e}", in_path.display()))?;
+        let out_path = format!("{iface}_out.pcap");
+        let f = File::create(&out_path).map_err(|e| format!("cannot create {out_path}: {e}"))?;
+        let out = PcapWriter::new(BufWriter::new(f)).map_err(|e| format!("{out_path}: {e}"))?;
+        Ok(FilePort { name: iface.to_string(), input, next: 0, file, out: Some(out), stats: PortStats::default() })
+    }
+}
+
+impl Port for FilePort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn backend(&self) -> &'static str {
+        "pcap files"
+    }
+
+    fn offload(&self) -> bool {
+        false
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.file)
+    }
+
+    fn recv(&mut self, batch: &mut RxBatch) -> std::io::Result<usize> {
+        let mut frames = Vec::with_capacity(sluice_ports::BATCH);
+        while frames.len() < sluice_ports::BATCH && self.next < self.input.len() {
+            frames.push(self.input[self.next].as_slice());
+            self.next += 1;
+        }
+        let n = batch.fill_from(&frames);
+        for f in &frames[..n] {
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += f.len() as u64;
+        }
+        Ok(n)
+    }
+
+    fn send(&mut self, frame: &[u8], _vnet: &VnetHdr) -> std::io::Result<()> {
+        if let Some(w) = self.out.as_mut() {
+            w.write_packet(&PcapPacket::new(now_ts(), frame.len() as u32, frame)).map_err(std::io::Error::other)?;
+        }
+        self.stats.tx_packets += 1;
+        self.stats.tx_bytes += frame.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+
+    fn finished(&self) -> bool {
+        self.next >= self.input.len()
+    }
+}
+
+impl Drop for FilePort {
+    fn drop(&mut self) {
+        if let Some(w) = self.out.take() {
+            if let Err(e) = std::io::Write::flush(&mut w.into_writer()) {
+                eprintln!("sluice: writing {}_out.pcap failed: {e}", self.name);
+            }
+        }
+    }
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -182,6 +275,13 @@ impl crate::workers::WorkerIo for LiveIo {
                     Err(e) => return self.fail(e.to_string()),
                 };
                 if n == 0 {
+                    if self.ports[k].finished() {
+                        // poll skips negative descriptors.
+                        self.pfds[k].fd = -1;
+                        if self.pfds.iter().all(|p| p.fd < 0) {
+                            eprintln!("sluice: every input file has been replayed");
+                        }
+                    }
                     break;
                 }
                 self.stats.received += n as u64;
@@ -312,6 +412,10 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
+    if let Some(wait) = opts.use_files {
+        eprintln!("sluice: --use-files: starting in {wait} s");
+        std::thread::sleep(std::time::Duration::from_secs_f64(wait.max(0.0)));
+    }
     let report = Arc::new(Mutex::new(Vec::new()));
     let error = Arc::new(Mutex::new(None));
     let mut ios: Vec<Box<dyn crate::workers::WorkerIo>> = Vec::new();
@@ -326,6 +430,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
                     Box::new(AfPacketPort::open(&spec.iface, opts.offload, fanout).map_err(|e| e.to_string())?)
                 }
                 Backend::Tap => Box::new(TapPort::open(&spec.iface, opts.offload).map_err(|e| e.to_string())?),
+                Backend::Files => Box::new(FilePort::open(&spec.iface)?),
                 Backend::AfXdp => {
                     let x = AfXdpPort::open(&spec.iface).map_err(|e| e.to_string())?;
                     eprintln!("port {}: XDP program attached to {} in {} mode", spec.port, spec.iface, x.mode());

@@ -39,6 +39,8 @@ Options of bmv2's simple_switch that Sluice accepts:
   --no-p4                      start without a program: every packet is dropped
   --cpu-port N                 the CPU port (for P4Runtime packet-in/out)
   --priority-queues N          accepted: Sluice has no egress queues, packets go to egress at once
+  --use-files WAIT             every interface X is the pair of files X_in.pcap (read) and
+                               X_out.pcap (written), processed after WAIT seconds
   --json FILE                  the program (same as the positional argument)
 Sluice options:
   --commands FILE              simple_switch_CLI commands applied before traffic starts (repeatable)
@@ -147,9 +149,8 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
                 out.live.workers = n;
             }
             "--use-files" => {
-                return Err("option --use-files is not supported by the live switch yet: \
-                            `sluice replay PROGRAM.json --in DIR --out DIR` runs pcap files"
-                    .into())
+                let w: f64 = number(&val(&mut i)?, opt)?;
+                out.live.use_files = Some(w);
             }
             o if o.starts_with('-') && o.len() > 1 => {
                 return Err(format!("unknown option {raw} (see `sluice simple_switch --help`)"));
@@ -167,6 +168,11 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
         (0, false) => return Err("no JSON program given (or use --no-p4)".into()),
         (_, true) => return Err("--no-p4 and a JSON program were both given".into()),
         _ => return Err(format!("more than one JSON program given: {}", positional.join(", "))),
+    }
+    if out.live.use_files.is_some() {
+        for p in out.live.ports.iter_mut() {
+            p.backend = crate::live::Backend::Files;
+        }
     }
     if matches!(out.log_level.as_deref(), Some("trace" | "debug")) {
         out.live.trace = true;
@@ -225,7 +231,7 @@ mod tests {
             ("p.json -- --bogus", "unknown target option --bogus"),
             ("", "no JSON program"),
             ("a.json b.json", "more than one"),
-            ("--use-files 5 p.json", "--use-files"),
+            ("--use-files x p.json", "not a valid number"),
             ("--log-level loud p.json", "unknown level"),
         ] {
             match parse(&args(line)) {

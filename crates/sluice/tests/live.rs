@@ -352,3 +352,55 @@ fn a_tutorial_simple_switch_command_line_starts_and_an_unknown_option_is_refused
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown option --frobnicate"), "{err}");
 }
+
+/// `--use-files`: every interface is a pair of pcap files in the working
+/// directory, as with bmv2; a corpus case gives bmv2's output files.
+#[test]
+fn use_files_replays_interface_pcaps_like_bmv2() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/bmv2/clone_i2e");
+    assert!(case.is_dir(), "corpus case {} not found", case.display());
+    let dir = std::env::temp_dir().join(format!("sluice-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports: Vec<u32> = std::fs::read_to_string(case.join("ports.txt"))
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let mut args: Vec<String> = vec!["simple_switch".into(), "--use-files".into(), "0".into()];
+    for p in &ports {
+        let input = case.join(format!("in/{p}.pcap"));
+        if input.exists() {
+            std::fs::copy(&input, dir.join(format!("p{p}_in.pcap"))).unwrap();
+        } else {
+            // An interface with no traffic: an empty capture.
+            sluice::pcapio::write_pcap(&dir.join(format!("p{p}_in.pcap")), &[]).unwrap();
+        }
+        args.extend(["-i".into(), format!("{p}@p{p}")]);
+    }
+    args.extend(["--commands".into(), case.join("commands.txt").display().to_string()]);
+    args.push(case.join("program.json").display().to_string());
+    let log_path = dir.join("log");
+    let mut child = Command::new(SLUICE)
+        .args(&args)
+        .current_dir(&dir)
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    while !log().contains("every input file has been replayed") {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the files were not replayed:\n{}", log());
+        assert!(child.try_wait().unwrap().is_none(), "sluice exited:\n{}", log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success(), "{}", log());
+    assert!(log().contains("via pcap files"), "{}", log());
+    for p in &ports {
+        let want = pcap_frames(&case.join(format!("out/{p}.pcap")));
+        let got = pcap_frames(&dir.join(format!("p{p}_out.pcap")));
+        assert_eq!(got, want, "port {p}: p{p}_out.pcap differs from bmv2's output");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
