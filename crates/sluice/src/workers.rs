@@ -192,6 +192,11 @@ impl Pool {
                 answers.push(self.master.command(line));
                 continue;
             }
+            if is_shared(cmd) {
+                // Shared state changes at once for everyone: earlier changes still queued for the
+                // workers (a table_add resets its entry's direct meter) must land first.
+                flush(self, &mut per_worker);
+            }
             let out = self.master.command(line);
             if out.is_ok() && !is_shared(cmd) {
                 for (k, q) in per_worker.iter_mut().enumerate() {

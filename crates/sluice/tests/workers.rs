@@ -200,3 +200,32 @@ fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
     assert!(pkts > 0, "merged counter read saw no packets: {read}");
     assert_eq!(master.state.counters[0][0].0, c[0], "merged port counter after the workers ended");
 }
+
+/// In one batch of commands, a direct meter configured right after its entry
+/// was added keeps its rates on every worker (the add reaches the workers
+/// before the shared meter is set).
+#[test]
+fn a_batch_that_adds_an_entry_then_sets_its_direct_meter_keeps_the_rates() {
+    let path = shared().join("p4c-bench/pins_wbb/pins_wbb.json");
+    let master = sluice::load(&path).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    struct Idle(Arc<AtomicBool>);
+    impl WorkerIo for Idle {
+        fn run_batch(&mut self, _: &mut Switch) -> bool {
+            std::thread::sleep(Duration::from_micros(100));
+            !self.0.load(Ordering::Relaxed)
+        }
+    }
+    let ios: Vec<Box<dyn WorkerIo>> = (0..2).map(|_| Box::new(Idle(stop.clone())) as Box<_>).collect();
+    let mut pool = Pool::start(master, ios).unwrap();
+    let t = "ingress.acl_wbb_ingress.acl_wbb_ingress_table";
+    let m = "ingress.acl_wbb_ingress.acl_wbb_ingress_meter";
+    let add = format!("table_add {t} NoAction 1&&&1 0&&&0 0&&&0 0&&&0 0&&&0 => 10");
+    let set = format!("meter_set_rates {m} 0 0.5:100 1.5:200");
+    let answers = pool.commands(&[&add, &set]);
+    assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
+    let rates = pool.command(&format!("meter_get_rates {m} 0")).unwrap();
+    assert!(rates.contains("burst size = 100"), "the workers' table_add reset the meter set after it: {rates}");
+    stop.store(true, Ordering::Relaxed);
+    pool.finish();
+}
