@@ -472,7 +472,8 @@ impl Port for AfXdpPort {
         for i in 0..n {
             // SAFETY: descriptor published by the kernel; its frame lies in the UMEM.
             let d = unsafe { *self.rx.desc_slot(c + i) };
-            let len = (d.len as usize).min(batch.slot);
+            // The kernel keeps descriptors inside the UMEM; clamp anyway rather than trust it blindly.
+            let len = (d.len as usize).min(batch.slot).min(self.umem_len.saturating_sub(d.addr as usize));
             let src = unsafe { std::slice::from_raw_parts(self.umem.add(d.addr as usize), len) };
             batch.slot_mut(i as usize)[..len].copy_from_slice(src);
             batch.lens[i as usize] = len;

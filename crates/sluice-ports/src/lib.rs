@@ -231,6 +231,27 @@ pub(crate) fn ifname(name: &str) -> io::Result<[libc::c_char; libc::IFNAMSIZ]> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Offload headers come from the kernel and frames from the network:
+        /// any combination is handled without a panic, and a checksum is only
+        /// written inside the frame.
+        #[test]
+        fn any_frame_and_offload_header_is_handled(
+            frame in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            raw in proptest::prelude::any::<[u8; VNET_HDR_LEN]>(),
+            delta in -100isize..100,
+        ) {
+            let h = VnetHdr::from_bytes(&raw);
+            let s = h.shifted(delta);
+            let mut f = frame.clone();
+            let ok = complete_checksum(&mut f, &s);
+            proptest::prop_assert_eq!(f.len(), frame.len());
+            if !ok || !s.needs_csum() {
+                proptest::prop_assert_eq!(&f, &frame);
+            }
+        }
+    }
+
     #[test]
     fn vnet_header_round_trips() {
         let h = VnetHdr {
