@@ -24,6 +24,9 @@
 //! Entries are generated so that misses are certain: the top bit of the first
 //! key byte is 0 in every entry (and in its mask) and 1 in every miss key.
 //!
+//! `insert` measures the control-plane side: 100k entries added to an empty
+//! exact or lpm table.
+//!
 //! Run: `cargo bench -p sluice-engine --bench tables` (add `-- --quick` for a fast pass).
 
 use std::hint::black_box;
@@ -252,5 +255,45 @@ fn range(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, exact, lpm, ternary, range);
+/// Control-plane insert rate: 100k entries into an empty table, through
+/// `TableState::add` (what every control plane ends in; issue 4 asks for
+/// >= 1M entries/s in process for exact and lpm tables).
+fn inserts(c: &mut Criterion) {
+    const N: usize = 100_000;
+    let mut g = c.benchmark_group("table/insert");
+    g.throughput(Throughput::Elements(N as u64));
+    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    let mut rng = Rng(7);
+    let exact_keys: Vec<Vec<u8>> =
+        (0..N).map(|i| ((i as u64) << 8 | rng.below(256)).to_be_bytes()[2..].to_vec()).collect();
+    let lpm_keys: Vec<Vec<u8>> = (0..N).map(|i| (((i as u32) << 8) | 0x0a00_0000).to_be_bytes().to_vec()).collect();
+    for (name, kind, width, len, keys) in
+        [("exact48", MatchKind::Exact, 48, 6, &exact_keys), ("lpm32", MatchKind::Lpm, 32, 4, &lpm_keys)]
+    {
+        g.bench_function(BenchmarkId::new(name, N), |b| {
+            b.iter_batched(
+                || {
+                    let entries: Vec<Entry> = keys
+                        .iter()
+                        .map(|k| match kind {
+                            MatchKind::Lpm => entry(vec![FieldMatch::Lpm(k.clone(), 24)], 0),
+                            _ => entry(vec![FieldMatch::Exact(k.clone())], 0),
+                        })
+                        .collect();
+                    (TableState::new(vec![spec(kind, width, 0, len)], N), entries)
+                },
+                |(mut t, entries)| {
+                    for e in entries {
+                        t.add(e).expect("distinct keys");
+                    }
+                    black_box(t)
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, exact, lpm, ternary, range, inserts);
 criterion_main!(benches);
