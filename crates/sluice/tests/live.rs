@@ -98,6 +98,16 @@ impl Lab {
         lab
     }
 
+    /// Both hosts on veth pairs to the switch namespace (`s1-eth1`, `s1-eth2`), addressed.
+    fn with_veth_hosts(offloads: bool) -> Lab {
+        let lab = Lab::new();
+        lab.veth(&lab.h1, "h1-eth0", "s1-eth1");
+        lab.veth(&lab.h2, "h2-eth0", "s1-eth2");
+        lab.host(1, "h1-eth0", offloads);
+        lab.host(2, "h2-eth0", offloads);
+        lab
+    }
+
     /// A veth pair: `host_if` in host namespace `host`, `sw_if` in the switch namespace.
     fn veth(&self, host: &str, host_if: &str, sw_if: &str) {
         sh(&["ip", "link", "add", host_if, "netns", host, "type", "veth", "peer", "name", sw_if, "netns", &self.sw]);
@@ -203,11 +213,7 @@ fn is_echo_request(f: &[u8], dst: [u8; 4]) -> bool {
 }
 
 fn router_over_veth(offloads: bool) {
-    let mut lab = Lab::new();
-    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
-    lab.veth(&lab.h2.clone(), "h2-eth0", "s1-eth2");
-    lab.host(1, "h1-eth0", offloads);
-    lab.host(2, "h2-eth0", offloads);
+    let mut lab = Lab::with_veth_hosts(offloads);
     let cmds = lab.dir.join("commands.txt").display().to_string();
     let pcaps = lab.dir.join("pcaps").display().to_string();
     let json = router_json().display().to_string();
@@ -247,11 +253,7 @@ fn router_over_af_packet_with_host_offloads_off() {
 
 #[test]
 fn router_with_two_workers_sharing_the_ports_by_fanout() {
-    let mut lab = Lab::new();
-    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
-    lab.veth(&lab.h2.clone(), "h2-eth0", "s1-eth2");
-    lab.host(1, "h1-eth0", true);
-    lab.host(2, "h2-eth0", true);
+    let mut lab = Lab::with_veth_hosts(true);
     let cmds = lab.dir.join("commands.txt").display().to_string();
     let json = router_json().display().to_string();
     lab.start(&["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--workers", "2", "--commands", &cmds, &json]);
@@ -265,11 +267,7 @@ fn router_with_two_workers_sharing_the_ports_by_fanout() {
 
 #[test]
 fn without_a_program_every_packet_is_dropped() {
-    let mut lab = Lab::new();
-    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
-    lab.veth(&lab.h2.clone(), "h2-eth0", "s1-eth2");
-    lab.host(1, "h1-eth0", true);
-    lab.host(2, "h2-eth0", true);
+    let mut lab = Lab::with_veth_hosts(true);
     lab.start(&["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--no-p4"]);
     assert_eq!(lab.ping(3), 0, "a switch with no program forwarded packets");
     let log = lab.stop();
@@ -278,12 +276,8 @@ fn without_a_program_every_packet_is_dropped() {
 
 #[test]
 fn router_over_af_xdp() {
-    let mut lab = Lab::new();
-    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
-    lab.veth(&lab.h2.clone(), "h2-eth0", "s1-eth2");
     // AF_XDP carries no offload metadata: the hosts send plain frames.
-    lab.host(1, "h1-eth0", false);
-    lab.host(2, "h2-eth0", false);
+    let mut lab = Lab::with_veth_hosts(false);
     let cmds = lab.dir.join("commands.txt").display().to_string();
     let json = router_json().display().to_string();
     lab.start(&["-i", "1@af_xdp:s1-eth1", "-i", "2@af_xdp:s1-eth2", "--no-offload", "--commands", &cmds, &json]);
@@ -304,7 +298,7 @@ fn router_over_af_xdp() {
 #[test]
 fn router_with_a_tap_port() {
     let mut lab = Lab::new();
-    lab.veth(&lab.h1.clone(), "h1-eth0", "s1-eth1");
+    lab.veth(&lab.h1, "h1-eth0", "s1-eth1");
     lab.host(1, "h1-eth0", true);
     let cmds = lab.dir.join("commands.txt").display().to_string();
     let json = router_json().display().to_string();
@@ -322,8 +316,8 @@ fn router_with_a_tap_port() {
 #[test]
 fn a_tutorial_simple_switch_command_line_starts_and_an_unknown_option_is_refused() {
     let mut lab = Lab::new();
-    lab.veth(&lab.h1.clone(), "veth0", "veth1");
-    lab.veth(&lab.h2.clone(), "veth2", "veth3");
+    lab.veth(&lab.h1, "veth0", "veth1");
+    lab.veth(&lab.h2, "veth2", "veth3");
     let json = router_json().display().to_string();
     // Through a symlink named simple_switch, as scripts written for bmv2 call it.
     let link = lab.dir.join("simple_switch");
