@@ -172,6 +172,18 @@ impl KeyMap {
             KeyMap::Long(m) => m.get(k).copied(),
         }
     }
+    /// Looks up a key given as an integer (its big-endian bytes); `None` for
+    /// byte-string maps, whose keys are longer than an integer.
+    #[inline]
+    fn get_int(&self, k: u128) -> Option<Option<u32>> {
+        match self {
+            KeyMap::Direct(v, _) => Some(v.get(k as usize).copied().filter(|h| *h != u32::MAX)),
+            KeyMap::Tiny(m) => Some(m.get(&(k as u64)).copied()),
+            KeyMap::Short(m) => Some(m.get(&k).copied()),
+            KeyMap::Long(_) => None,
+        }
+    }
+
     fn insert(&mut self, k: &[u8], h: u32) {
         match self {
             KeyMap::Direct(v, n) => {
@@ -409,22 +421,8 @@ impl TableState {
     #[inline]
     pub fn lookup_u128(&self, k: u128) -> Option<Option<u32>> {
         match &self.index {
-            Index::Exact(KeyMap::Direct(v, _)) => Some(v.get(k as usize).copied().filter(|h| *h != u32::MAX)),
-            Index::Exact(KeyMap::Tiny(m)) => Some(m.get(&(k as u64)).copied()),
-            Index::Exact(KeyMap::Short(m)) => Some(m.get(&k).copied()),
-            Index::Lpm { by_len, .. } if self.key_len <= 16 => {
-                for (_, mask, m) in by_len {
-                    let hit = match m {
-                        KeyMap::Tiny(m) => m.get(&((k & mask) as u64)),
-                        KeyMap::Short(m) => m.get(&(k & mask)),
-                        KeyMap::Long(_) | KeyMap::Direct(..) => None,
-                    };
-                    if let Some(h) = hit {
-                        return Some(Some(*h));
-                    }
-                }
-                Some(None)
-            }
+            Index::Exact(m) => m.get_int(k),
+            Index::Lpm { by_len, .. } if self.key_len <= 16 => Some(lpm_probe(by_len, k)),
             _ => None,
         }
     }
@@ -439,18 +437,7 @@ impl TableState {
                     return None;
                 }
                 if key.len() <= 16 {
-                    let k = crate::value::be_to_u128(key);
-                    for (_, mask, m) in by_len {
-                        let hit = match m {
-                            KeyMap::Tiny(m) => m.get(&((k & mask) as u64)),
-                            KeyMap::Short(m) => m.get(&(k & mask)),
-                            KeyMap::Long(_) | KeyMap::Direct(..) => None,
-                        };
-                        if let Some(h) = hit {
-                            return Some(*h);
-                        }
-                    }
-                    return None;
+                    return lpm_probe(by_len, crate::value::be_to_u128(key));
                 }
                 let mut buf = [0u8; 64];
                 let mut heap = Vec::new();
@@ -850,6 +837,13 @@ impl TableState {
         let idx = self.index_of(handle).ok()?;
         self.entry_mut(idx)
     }
+}
+
+/// Probes LPM maps (longest prefix first) with an integer key, each under its
+/// prefix mask; the first hit is the longest match.
+#[inline]
+fn lpm_probe(by_len: &[(u32, u128, KeyMap)], k: u128) -> Option<u32> {
+    by_len.iter().find_map(|(_, mask, m)| m.get_int(k & mask).flatten())
 }
 
 /// Right-aligns `src` into `dst` (truncating from the left when longer).
