@@ -119,6 +119,9 @@ struct BenchIo {
     counts: Arc<[AtomicU64; 3]>,
     /// The CPU this worker pins itself to on its first batch (one worker per core).
     cpu: Option<usize>,
+    /// Packets after which this worker stops by itself (`--packets`), so that
+    /// instruction counts cover exactly that many packets.
+    limit: Option<u64>,
 }
 
 impl crate::workers::WorkerIo for BenchIo {
@@ -129,7 +132,14 @@ impl crate::workers::WorkerIo for BenchIo {
         if let Some(cpu) = self.cpu.take() {
             pin_to_cpu(cpu);
         }
-        let end = (self.next + 32).min(self.traffic.len());
+        let mut end = (self.next + 32).min(self.traffic.len());
+        if let Some(limit) = self.limit {
+            let left = limit.saturating_sub(self.counts[0].load(Ordering::Relaxed));
+            if left == 0 {
+                return false;
+            }
+            end = end.min(self.next + left as usize);
+        }
         let batch = &self.traffic[self.next..end];
         self.next = if end == self.traffic.len() { 0 } else { end };
         let mut sent = 0;
@@ -196,7 +206,9 @@ pub fn run(
         .enumerate()
         .map(|(k, (t, c))| {
             let cpu = (workers <= cpus).then_some(k);
-            Box::new(BenchIo { traffic: t, next: 0, stop: stop.clone(), counts: c.clone(), cpu }) as Box<_>
+            // The workers share `--packets` out: each stops after its part.
+            let limit = max_packets.map(|m| m / workers as u64 + u64::from((k as u64) < m % workers as u64));
+            Box::new(BenchIo { traffic: t, next: 0, stop: stop.clone(), counts: c.clone(), cpu, limit }) as Box<_>
         })
         .collect();
     let total = |i: usize| counts.iter().map(|c| c[i].load(Ordering::Relaxed)).sum::<u64>();
