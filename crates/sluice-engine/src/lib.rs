@@ -15,15 +15,18 @@
 
 pub mod commands;
 pub mod control;
+pub mod device;
 pub mod expr;
 pub mod jit;
 pub mod phv;
 pub mod plan;
+pub mod runtime;
 pub mod shared;
 pub mod state;
 pub mod switch;
 pub mod tables;
 pub mod value;
+pub mod workers;
 
 use std::fmt;
 

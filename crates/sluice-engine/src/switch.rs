@@ -112,8 +112,27 @@ pub struct Switch {
 }
 
 impl Switch {
+    /// A throwaway copy for trying a batch of changes before making them
+    /// (P4Runtime's rollback atomicity): same plan and state, registers and
+    /// meters copied rather than shared, and no native code (it never runs
+    /// packets).
+    pub fn scratch(&self) -> Result<Switch, crate::CompileError> {
+        let mut sw = Switch::new_interpreted(self.plan.clone())?;
+        sw.state = self.state.clone();
+        sw.state.registers = self.state.registers.deep_copy();
+        sw.state.meters = self.state.meters.deep_copy();
+        Ok(sw)
+    }
+
     /// A switch for a compiled plan.
     pub fn new(plan: Plan) -> Result<Switch, crate::CompileError> {
+        let mut sw = Switch::new_interpreted(plan)?;
+        sw.set_mode(crate::ExecMode::Compiled)?;
+        Ok(sw)
+    }
+
+    /// A switch for a compiled plan whose control pipelines are interpreted.
+    pub fn new_interpreted(plan: Plan) -> Result<Switch, crate::CompileError> {
         let state = State::new(&plan)?;
         let deparse_wire = plan
             .deparse_order
@@ -139,10 +158,6 @@ impl Switch {
             stats: SwitchStats::default(),
             max_recirculations: 64,
             compiled: None,
-        })
-        .and_then(|mut sw| {
-            sw.set_mode(crate::ExecMode::Compiled)?;
-            Ok(sw)
         })
     }
 

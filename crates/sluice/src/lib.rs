@@ -2,11 +2,12 @@
 //! tests and the in-memory benchmark, shared by the binary and the tests.
 
 pub mod bench;
+pub mod grpc;
 pub mod live;
 pub mod pcapio;
 pub mod simple_switch;
 pub mod stf;
-pub mod workers;
+pub use sluice_engine::workers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use pcap_file::pcap::{PcapPacket, PcapWriter};
+use sluice_engine::device::{Device, DeviceInfo, Event, EventSink, PortInfo};
+use sluice_engine::workers::Waker;
 use sluice_engine::Switch;
 use sluice_ports::afpacket::AfPacketPort;
 use sluice_ports::afxdp::AfXdpPort;
@@ -92,6 +94,13 @@ pub struct LiveOptions {
     /// bmv2's `--use-files WAIT`: every port is a pair of pcap files, read
     /// after waiting this many seconds.
     pub use_files: Option<f64>,
+    /// Serve bmv2's Thrift runtime API on this port.
+    pub thrift_port: Option<u16>,
+    /// Serve P4Runtime on this address (`HOST:PORT`).
+    pub grpc_addr: Option<String>,
+    /// Frames sent to this port go to the P4Runtime client (PacketIn); PacketOut frames enter here.
+    pub cpu_port: Option<u32>,
+    pub device_id: u64,
 }
 
 /// A port made of two pcap files (bmv2's `--use-files`): the input file is
@@ -228,6 +237,11 @@ struct LiveIo {
     report: Arc<Mutex<Vec<WorkerReport>>>,
     error: Arc<Mutex<Option<String>>>,
     null_forward: bool,
+    /// The CPU port and where its frames (and digests) go.
+    cpu_port: Option<u32>,
+    events: Option<EventSink>,
+    /// Written by the control plane to cut the poll short.
+    wake: Arc<std::os::fd::OwnedFd>,
 }
 
 impl Drop for LiveIo {
@@ -240,6 +254,79 @@ impl Drop for LiveIo {
 }
 
 impl LiveIo {
+    /// Runs one frame that arrived on port index `k` (the CPU port has
+    /// none: `usize::MAX`) and sends what the switch emits. Returns whether
+    /// anything was sent.
+    fn handle_frame(
+        &mut self,
+        sw: &mut Switch,
+        k: usize,
+        port: u32,
+        frame: &[u8],
+        vnet: &VnetHdr,
+    ) -> Result<bool, String> {
+        let mut sent = false;
+        if let Some(c) = self.captures.as_ref().filter(|_| k != usize::MAX) {
+            if let Ok(mut c) = c.lock() {
+                let _ = c[k].rx.write_packet(&PcapPacket::new(now_ts(), frame.len() as u32, frame));
+            }
+        }
+        self.out_buf.clear();
+        self.outs.clear();
+        let (out_buf, outs) = (&mut self.out_buf, &mut self.outs);
+        if self.null_forward {
+            out_buf.extend_from_slice(frame);
+            outs.push((self.port_numbers[1 - k], 0, frame.len()));
+        } else {
+            sw.process(port, frame, &mut |p, bytes| {
+                let s = out_buf.len();
+                out_buf.extend_from_slice(bytes);
+                outs.push((p, s, bytes.len()));
+            });
+        }
+        if let Some(t) = sw.trace.as_mut() {
+            eprint!("{t}");
+            t.clear();
+        }
+        if !sw.state.digests.is_empty() {
+            for d in sw.state.digests.drain(..) {
+                if let Some(ev) = &self.events {
+                    ev.send(Event::Digest(d));
+                }
+            }
+        }
+        for &(p, s, len) in &self.outs {
+            if Some(p) == self.cpu_port {
+                if let Some(ev) = &self.events {
+                    ev.send(Event::PacketIn(self.out_buf[s..s + len].to_vec()));
+                }
+                continue;
+            }
+            let Some(&dst) = self.by_number.get(p as usize).filter(|d| **d != usize::MAX) else {
+                self.stats.no_port += 1;
+                continue;
+            };
+            let o = &mut self.out_buf[s..s + len];
+            let v = vnet.shifted(len as isize - frame.len() as isize);
+            // Without offload on the way out: finish the checksum here; a segment cannot go.
+            let no_offload = !self.ports[dst].offload();
+            if no_offload && (v.is_gso() || (v.needs_csum() && !complete_checksum(o, &v))) {
+                self.stats.gso_dropped += 1;
+                continue;
+            }
+            let v = if no_offload { VnetHdr::default() } else { v };
+            self.ports[dst].send(o, &v).map_err(|e| e.to_string())?;
+            self.stats.sent += 1;
+            sent = true;
+            if let Some(c) = &self.captures {
+                if let Ok(mut c) = c.lock() {
+                    let _ = c[dst].tx.write_packet(&PcapPacket::new(now_ts(), len as u32, o));
+                }
+            }
+        }
+        Ok(sent)
+    }
+
     fn fail(&self, e: String) -> bool {
         if let Ok(mut x) = self.error.lock() {
             x.get_or_insert(e);
@@ -250,6 +337,30 @@ impl LiveIo {
 }
 
 impl crate::workers::WorkerIo for LiveIo {
+    fn inject(&mut self, sw: &mut Switch, port: u32, frame: &[u8]) {
+        match self.handle_frame(sw, usize::MAX, port, frame, &VnetHdr::default()) {
+            Ok(true) => {
+                let failed = self.ports.iter_mut().map(|p| p.flush()).find_map(Result::err);
+                if let Some(e) = failed {
+                    self.fail(e.to_string());
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        let fd = self.wake.clone();
+        Some(Arc::new(move || {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to an eventfd this closure keeps open.
+            unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(&*fd), (&one as *const u64).cast(), 8) };
+        }))
+    }
+
     fn run_batch(&mut self, sw: &mut Switch) -> bool {
         if STOP.load(Ordering::Relaxed) {
             return false;
@@ -261,7 +372,14 @@ impl crate::workers::WorkerIo for LiveIo {
             return true;
         }
         let mut dirty = false;
-        for k in 0..self.pfds.len() {
+        let nports = self.ports.len();
+        if self.pfds[nports].revents != 0 {
+            // The control plane woke us: reset the eventfd; its message is handled after this batch.
+            let mut v: u64 = 0;
+            // SAFETY: reads 8 bytes into a live u64 from our eventfd.
+            unsafe { libc::read(self.pfds[nports].fd, (&mut v as *mut u64).cast(), 8) };
+        }
+        for k in 0..nports {
             if self.pfds[k].revents == 0 {
                 continue;
             }
@@ -278,7 +396,7 @@ impl crate::workers::WorkerIo for LiveIo {
                     if self.ports[k].finished() {
                         // poll skips negative descriptors.
                         self.pfds[k].fd = -1;
-                        if self.pfds.iter().all(|p| p.fd < 0) {
+                        if self.pfds[..nports].iter().all(|p| p.fd < 0) {
                             eprintln!("sluice: every input file has been replayed");
                         }
                     }
@@ -286,53 +404,13 @@ impl crate::workers::WorkerIo for LiveIo {
                 }
                 self.stats.received += n as u64;
                 for i in 0..n {
-                    let (frame, vnet) = self.batch.frame(i);
-                    if let Some(c) = &self.captures {
-                        if let Ok(mut c) = c.lock() {
-                            let _ = c[k].rx.write_packet(&PcapPacket::new(now_ts(), frame.len() as u32, frame));
-                        }
-                    }
-                    self.out_buf.clear();
-                    self.outs.clear();
-                    let (out_buf, outs) = (&mut self.out_buf, &mut self.outs);
-                    if self.null_forward {
-                        out_buf.extend_from_slice(frame);
-                        outs.push((self.port_numbers[1 - k], 0, frame.len()));
-                    } else {
-                        sw.process(self.port_numbers[k], frame, &mut |p, bytes| {
-                            let s = out_buf.len();
-                            out_buf.extend_from_slice(bytes);
-                            outs.push((p, s, bytes.len()));
-                        });
-                    }
-                    if let Some(t) = sw.trace.as_mut() {
-                        eprint!("{t}");
-                        t.clear();
-                    }
-                    for &(p, s, len) in &self.outs {
-                        let Some(&dst) = self.by_number.get(p as usize).filter(|d| **d != usize::MAX) else {
-                            self.stats.no_port += 1;
-                            continue;
-                        };
-                        let o = &mut self.out_buf[s..s + len];
-                        let v = vnet.shifted(len as isize - frame.len() as isize);
-                        // Without offload on the way out: finish the checksum here; a segment cannot go.
-                        let no_offload = !self.ports[dst].offload();
-                        if no_offload && (v.is_gso() || (v.needs_csum() && !complete_checksum(o, &v))) {
-                            self.stats.gso_dropped += 1;
-                            continue;
-                        }
-                        let v = if no_offload { VnetHdr::default() } else { v };
-                        if let Err(e) = self.ports[dst].send(o, &v) {
-                            return self.fail(e.to_string());
-                        }
-                        self.stats.sent += 1;
-                        dirty = true;
-                        if let Some(c) = &self.captures {
-                            if let Ok(mut c) = c.lock() {
-                                let _ = c[dst].tx.write_packet(&PcapPacket::new(now_ts(), len as u32, o));
-                            }
-                        }
+                    let batch = std::mem::replace(&mut self.batch, RxBatch::new(0));
+                    let (frame, vnet) = batch.frame(i);
+                    let ok = self.handle_frame(sw, k, self.port_numbers[k], frame, vnet);
+                    self.batch = batch;
+                    match ok {
+                        Ok(sent) => dirty |= sent,
+                        Err(e) => return self.fail(e),
                     }
                 }
                 if n < sluice_ports::BATCH {
@@ -372,11 +450,16 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
             ));
         }
     }
+    let json: String = match &opts.program {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+        // --no-p4: an empty program drops every packet until one is loaded.
+        None => NO_PROGRAM.to_string(),
+    };
     let mut sw: Switch = match &opts.program {
         Some(p) => crate::load(p)?,
-        // --no-p4: an empty program drops every packet until one is loaded.
         None => sluice_engine::load_switch(NO_PROGRAM).map_err(|e| format!("internal empty program: {e}"))?,
     };
+    let (events_tx, events_rx) = EventSink::channel();
     for c in &opts.commands {
         let failed = crate::apply_commands(&mut sw, c, false)?;
         if failed > 0 {
@@ -449,7 +532,16 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
             }
             ports.push(p);
         }
-        let pfds = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        // SAFETY: plain system call; the descriptor is owned right away.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `efd` is a fresh descriptor nobody else owns.
+        let wake = Arc::new(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(efd) });
+        let mut pfds: Vec<libc::pollfd> =
+            ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        pfds.push(libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 });
         ios.push(Box::new(LiveIo {
             ports,
             port_numbers: opts.ports.iter().map(|p| p.port).collect(),
@@ -463,10 +555,29 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
             report: report.clone(),
             error: error.clone(),
             null_forward: opts.null_forward,
+            cpu_port: opts.cpu_port,
+            events: Some(events_tx.clone()),
+            wake,
         }));
     }
     let start = Instant::now();
     let pool = crate::workers::Pool::start(sw, ios)?;
+    let info = DeviceInfo {
+        device_id: opts.device_id,
+        thrift_port: opts.thrift_port,
+        cpu_port: opts.cpu_port,
+        ports: opts.ports.iter().map(|p| PortInfo { number: p.port, iface: p.iface.clone() }).collect(),
+    };
+    let device = Arc::new(Device::new(pool, json.into(), info, Some(events_rx)));
+    if let Some(port) = opts.thrift_port {
+        match sluice_thrift::serve(device.clone(), ("0.0.0.0", port)) {
+            Ok(s) => eprintln!("sluice: Thrift runtime server listening on port {}", s.port),
+            Err(e) => eprintln!("sluice: warning: the Thrift server could not start on port {port}: {e}"),
+        }
+    }
+    if let Some(addr) = &opts.grpc_addr {
+        crate::grpc::start(device.clone(), addr)?;
+    }
     eprintln!(
         "sluice: forwarding on {} port(s) with {} worker(s){}",
         opts.ports.len(),
@@ -476,7 +587,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    pool.finish();
+    drop(device.stop());
     if let Some(c) = captures {
         let v = std::mem::take(&mut *c.lock().map_err(|_| "a worker panicked")?);
         for c in v {

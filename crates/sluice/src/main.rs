@@ -89,18 +89,19 @@ enum Cmd {
 }
 
 /// `sluice simple_switch ARGS`: the bmv2 command line on live ports.
-fn simple_switch(args: &[String]) -> Result<(), String> {
-    let a = sluice::simple_switch::parse(args)?;
+/// `grpc`: invoked as `simple_switch_grpc`, which serves P4Runtime on
+/// 0.0.0.0:9559 unless told otherwise.
+fn simple_switch(args: &[String], grpc: bool) -> Result<(), String> {
+    let mut a = sluice::simple_switch::parse(args)?;
     if a.help {
         print!("{}", sluice::simple_switch::USAGE);
         return Ok(());
     }
-    if let Some(p) = a.thrift_port {
-        eprintln!("note: --thrift-port {p} remembered; Sluice does not serve the Thrift API yet (use --commands FILE)");
-    }
-    if let Some(addr) = &a.grpc_server_addr {
-        eprintln!("note: --grpc-server-addr {addr} remembered; Sluice does not serve P4Runtime yet");
-    }
+    // As bmv2: the Thrift server always runs (port 9090 by default).
+    a.live.thrift_port = Some(a.thrift_port.unwrap_or(9090));
+    a.live.grpc_addr = a.grpc_server_addr.clone().or_else(|| grpc.then(|| "0.0.0.0:9559".to_string()));
+    a.live.cpu_port = a.cpu_port;
+    a.live.device_id = a.device_id.unwrap_or(0);
     if let Some(n) = a.priority_queues {
         eprintln!("note: --priority-queues {n} accepted; Sluice has no egress queues (packets go to egress at once)");
     }
@@ -112,7 +113,7 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let called = argv.first().and_then(|a| std::path::Path::new(a).file_name()).and_then(|n| n.to_str()).unwrap_or("");
     if matches!(called, "simple_switch" | "simple_switch_grpc") {
-        return match simple_switch(&argv[1..]) {
+        return match simple_switch(&argv[1..], called == "simple_switch_grpc") {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("{called}: {e}");
@@ -185,7 +186,7 @@ fn main() -> ExitCode {
                 sw.plan.states.len()
             )
         }),
-        Cmd::SimpleSwitch { args } => simple_switch(&args),
+        Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),
         Cmd::Inspect { program } => load(&program).map(|sw| match sw.compiled() {
             Some(c) => {
                 let s = &c.stats;

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses a subset
 
+pub mod lab;
+
 use std::path::{Path, PathBuf};
 
 /// `../shared/conformance` beside the repository; fails (never skips) when missing.

@@ -18,17 +18,31 @@
 //! entry) are shared by all replicas (see `sluice_engine::shared`), so they
 //! keep bmv2's single-copy semantics.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
-use sluice_engine::commands::CmdError;
-use sluice_engine::Switch;
+use crate::commands::CmdError;
+use crate::Switch;
 
 /// What a worker does with its switch between control messages: process one
 /// batch (or wait briefly for one). Returns false when the worker should end.
 pub trait WorkerIo: Send {
     fn run_batch(&mut self, sw: &mut Switch) -> bool;
+
+    /// Runs one frame from the control plane (a P4Runtime PacketOut) as if it
+    /// had arrived on `port`, sending what the switch emits. I/O without
+    /// ports ignores it.
+    fn inject(&mut self, _sw: &mut Switch, _port: u32, _frame: &[u8]) {}
+
+    /// A way to interrupt the worker's wait for packets, so that a control
+    /// message is handled at once instead of at the end of the wait.
+    fn waker(&self) -> Option<Waker> {
+        None
+    }
 }
+
+/// Wakes one worker out of its wait for packets.
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// Every counter of one replica, for merging.
 #[derive(Debug, Clone, Default)]
@@ -58,21 +72,44 @@ impl CounterSnapshot {
     }
 }
 
+/// One state change as every replica replays it. The flag says whether this
+/// copy is the one that keeps values split across workers (counter writes):
+/// true on the master and on worker 0, false on the other workers.
+pub type Change = Arc<dyn Fn(&mut Switch, bool) + Send + Sync>;
+
 enum Msg {
-    /// Apply commands, then acknowledge.
-    Commands(Vec<String>, mpsc::Sender<()>),
+    /// Apply changes in order, then acknowledge.
+    Apply(Vec<Change>, mpsc::Sender<()>),
+    /// Start over with another switch (a new program), then acknowledge.
+    Replace(Box<Switch>, mpsc::Sender<()>),
+    /// Run one frame as if received on a port.
+    Inject(u32, Vec<u8>),
     Snapshot(mpsc::Sender<CounterSnapshot>),
 }
 
 struct Worker {
     tx: mpsc::Sender<Msg>,
     handle: Option<JoinHandle<Switch>>,
+    waker: Option<Waker>,
 }
 
-/// N workers and the master switch that answers control-plane commands.
+impl Worker {
+    /// Sends a message and wakes the worker; false when it has ended.
+    fn send(&self, m: Msg) -> bool {
+        let ok = self.tx.send(m).is_ok();
+        if let Some(w) = &self.waker {
+            w();
+        }
+        ok
+    }
+}
+
+/// N workers and the master switch that answers control-plane requests.
 pub struct Pool {
     master: Switch,
     workers: Vec<Worker>,
+    /// Changes the master has but the workers have not been sent yet.
+    pending: Vec<Change>,
 }
 
 /// Commands that only read state: answered by the master after merging counters.
@@ -96,6 +133,8 @@ impl Pool {
         let mut workers = Vec::new();
         for (k, mut io) in io.into_iter().enumerate() {
             let mut sw = master.replica().map_err(|e| e.to_string())?;
+            let first = k == 0;
+            let waker = io.waker();
             let (tx, rx) = mpsc::channel::<Msg>();
             let handle = std::thread::Builder::new()
                 .name(format!("sluice-worker-{k}"))
@@ -104,12 +143,17 @@ impl Pool {
                         // Control messages between batches: the packet path takes no lock.
                         loop {
                             match rx.try_recv() {
-                                Ok(Msg::Commands(lines, ack)) => {
-                                    for line in &lines {
-                                        let _ = sw.command(line);
+                                Ok(Msg::Apply(changes, ack)) => {
+                                    for c in &changes {
+                                        c(&mut sw, first);
                                     }
                                     let _ = ack.send(());
                                 }
+                                Ok(Msg::Replace(new, ack)) => {
+                                    sw = *new;
+                                    let _ = ack.send(());
+                                }
+                                Ok(Msg::Inject(port, frame)) => io.inject(&mut sw, port, &frame),
                                 Ok(Msg::Snapshot(reply)) => {
                                     let _ = reply.send(CounterSnapshot::of(&sw));
                                 }
@@ -123,9 +167,9 @@ impl Pool {
                     }
                 })
                 .map_err(|e| format!("cannot start worker {k}: {e}"))?;
-            workers.push(Worker { tx, handle: Some(handle) });
+            workers.push(Worker { tx, handle: Some(handle), waker });
         }
-        Ok(Pool { master, workers })
+        Ok(Pool { master, workers, pending: Vec::new() })
     }
 
     /// Number of workers.
@@ -143,17 +187,122 @@ impl Pool {
         let mut replies = Vec::new();
         for w in &self.workers {
             let (tx, rx) = mpsc::channel();
-            if w.tx.send(Msg::Snapshot(tx)).is_ok() {
+            if w.send(Msg::Snapshot(tx)) {
                 replies.push(rx);
             }
         }
         replies.into_iter().filter_map(|rx| rx.recv().ok()).collect()
     }
 
-    /// Sums every worker's counters into the master.
+    /// Sums every worker's counters into the master (a pool without workers
+    /// keeps the master's own counts).
     pub fn merge_counters(&mut self) {
+        if self.workers.is_empty() {
+            return;
+        }
         let snaps = self.snapshots();
         merge_into(&mut self.master, &snaps);
+    }
+
+    /// Applies a change to the master now and queues it for the workers; it
+    /// reaches them at the next [`Pool::flush`] (or read). The master's
+    /// answer (an entry handle, an error) is returned. A change that fails on
+    /// the master should not be queued: use [`Pool::try_change`].
+    pub fn change<R>(&mut self, f: impl Fn(&mut Switch, bool) -> R + Send + Sync + 'static) -> R {
+        let out = f(&mut self.master, true);
+        if !self.workers.is_empty() {
+            self.pending.push(Arc::new(move |sw: &mut Switch, first: bool| {
+                f(sw, first);
+            }));
+        }
+        out
+    }
+
+    /// Like [`Pool::change`], but only a change that succeeded on the master
+    /// goes to the workers.
+    pub fn try_change<T, E>(
+        &mut self,
+        f: impl Fn(&mut Switch, bool) -> Result<T, E> + Send + Sync + 'static,
+    ) -> Result<T, E> {
+        let out = f(&mut self.master, true)?;
+        if !self.workers.is_empty() {
+            self.pending.push(Arc::new(move |sw: &mut Switch, first: bool| {
+                let _ = f(sw, first);
+            }));
+        }
+        Ok(out)
+    }
+
+    /// Changes state the replicas share (registers, meters): applied once,
+    /// through the master, after every queued change has landed (a queued
+    /// `table_add` resets its entry's direct meter and must come first).
+    pub fn change_shared<R>(&mut self, f: impl FnOnce(&mut Switch) -> R) -> R {
+        self.flush();
+        f(&mut self.master)
+    }
+
+    /// Sends queued changes to every worker and waits until each has applied
+    /// them: from then on no packet sees the old state.
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let changes = std::mem::take(&mut self.pending);
+        let mut acks = Vec::new();
+        for w in &self.workers {
+            let (tx, rx) = mpsc::channel();
+            if w.send(Msg::Apply(changes.clone(), tx)) {
+                acks.push(rx);
+            }
+        }
+        for rx in acks {
+            let _ = rx.recv();
+        }
+    }
+
+    /// Answers a read from the master, after every change has landed and
+    /// with every worker's counters summed in.
+    pub fn read<R>(&mut self, f: impl FnOnce(&Switch) -> R) -> R {
+        self.flush();
+        self.merge_counters();
+        f(&self.master)
+    }
+
+    /// The master switch, for reads that need no counters (program shape,
+    /// names). Changes made through it would not reach the workers.
+    pub fn master(&self) -> &Switch {
+        &self.master
+    }
+
+    /// Replaces the program everywhere: the master becomes `sw` and every
+    /// worker gets a replica, between two of its batches.
+    pub fn replace(&mut self, sw: Switch) -> Result<(), String> {
+        self.pending.clear();
+        let mut acks = Vec::new();
+        for w in &self.workers {
+            let r = sw.replica().map_err(|e| e.to_string())?;
+            let (tx, rx) = mpsc::channel();
+            if w.send(Msg::Replace(Box::new(r), tx)) {
+                acks.push(rx);
+            }
+        }
+        for rx in acks {
+            let _ = rx.recv();
+        }
+        self.master = sw;
+        Ok(())
+    }
+
+    /// Runs a frame through the pipeline of one worker (chosen by flow hash)
+    /// as if it had arrived on `port`; what it emits leaves through that
+    /// worker's ports. Returns false when no worker could take it.
+    pub fn inject(&mut self, port: u32, frame: Vec<u8>) -> bool {
+        self.flush();
+        if self.workers.is_empty() {
+            return false;
+        }
+        let k = flow_hash(&frame) as usize % self.workers.len();
+        self.workers[k].send(Msg::Inject(port, frame))
     }
 
     /// Runs a `simple_switch_CLI` command: reads see the merged counters; a
@@ -167,63 +316,58 @@ impl Pool {
     /// message and one acknowledgement per worker), in order.
     pub fn commands(&mut self, lines: &[&str]) -> Vec<Result<String, CmdError>> {
         let mut answers = Vec::with_capacity(lines.len());
-        let mut per_worker: Vec<Vec<String>> = vec![Vec::new(); self.workers.len()];
-        let flush = |pool: &mut Pool, per_worker: &mut Vec<Vec<String>>| {
-            let mut acks = Vec::new();
-            for (w, lines) in pool.workers.iter().zip(per_worker.iter_mut()) {
-                if lines.is_empty() {
-                    continue;
-                }
-                let (tx, rx) = mpsc::channel();
-                if w.tx.send(Msg::Commands(std::mem::take(lines), tx)).is_ok() {
-                    acks.push(rx);
-                }
-            }
-            for rx in acks {
-                let _ = rx.recv();
-            }
-        };
         for line in lines {
             let cmd = line.split_whitespace().next().unwrap_or("");
             if is_read(cmd) {
-                // Reads see every change made before them.
-                flush(self, &mut per_worker);
+                // Reads see every change made before them (the CLI's read commands take `&mut`).
+                self.flush();
                 self.merge_counters();
                 answers.push(self.master.command(line));
                 continue;
             }
             if is_shared(cmd) {
-                // Shared state changes at once for everyone: earlier changes still queued for the
-                // workers (a table_add resets its entry's direct meter) must land first.
-                flush(self, &mut per_worker);
+                answers.push(self.change_shared(|sw| sw.command(line)));
+                continue;
             }
-            let out = self.master.command(line);
-            if out.is_ok() && !is_shared(cmd) {
-                for (k, q) in per_worker.iter_mut().enumerate() {
-                    // A written counter value lives in one worker's shard; the others start from zero.
-                    q.push(if cmd == "counter_write" && k > 0 { zero_counter_write(line) } else { line.to_string() });
-                }
-            }
-            answers.push(out);
+            let line = line.to_string();
+            let split = if cmd == "counter_write" { Some(zero_counter_write(&line)) } else { None };
+            answers.push(self.try_change(move |sw, first| match (&split, first) {
+                // A written counter value lives in one worker's shard; the others start from zero.
+                (Some(zero), false) => sw.command(zero),
+                _ => sw.command(&line),
+            }));
         }
-        flush(self, &mut per_worker);
+        self.flush();
         answers
     }
 
     /// Stops every worker (their I/O must return false soon, e.g. on a stop
-    /// flag) and returns the master with the merged counters.
-    pub fn finish(mut self) -> Switch {
+    /// flag), then merges their counters into the master. Later changes
+    /// apply to the master only.
+    pub fn stop_workers(&mut self) {
+        self.flush();
         let mut snaps = Vec::new();
         for w in self.workers.iter_mut() {
             let (tx, _) = mpsc::channel();
             drop(std::mem::replace(&mut w.tx, tx));
+            if let Some(wake) = &w.waker {
+                wake();
+            }
             if let Some(h) = w.handle.take() {
                 if let Ok(sw) = h.join() {
                     snaps.push(CounterSnapshot::of(&sw));
                 }
             }
         }
-        merge_into(&mut self.master, &snaps);
+        if !self.workers.is_empty() {
+            merge_into(&mut self.master, &snaps);
+        }
+        self.workers.clear();
+    }
+
+    /// Stops every worker and returns the master with the merged counters.
+    pub fn finish(mut self) -> Switch {
+        self.stop_workers();
         self.master
     }
 }

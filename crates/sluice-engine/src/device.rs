@@ -1,0 +1,166 @@
+//! The device the control planes drive: the worker pool, the program text it
+//! runs, facts about the switch, and the events the data plane sends up.
+//!
+//! Why one object: the Thrift and P4Runtime servers may run at the same
+//! time and must see one state. Every request takes the pool's lock, so
+//! requests from both servers are serialized; the packet path never takes it
+//! (see [`crate::workers`]).
+
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::state::Digest;
+use crate::workers::Pool;
+use crate::{ExecMode, Switch};
+
+/// Something the data plane reports to the control plane.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A frame the pipeline sent to the CPU port.
+    PacketIn(Vec<u8>),
+    /// A `digest()` call's values.
+    Digest(Digest),
+}
+
+/// How many events may wait for the control plane; more are dropped (and counted).
+pub const EVENT_QUEUE: usize = 4096;
+
+/// A port as the control plane lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    pub number: u32,
+    pub iface: String,
+}
+
+/// Fixed facts about the running switch.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceInfo {
+    pub device_id: u64,
+    pub thrift_port: Option<u16>,
+    /// Frames sent here go to the P4Runtime client as PacketIn; PacketOut frames enter here.
+    pub cpu_port: Option<u32>,
+    pub ports: Vec<PortInfo>,
+}
+
+/// The program a device runs.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// The BMv2 JSON text, as the Thrift API hands it out.
+    pub json: Arc<str>,
+}
+
+/// The switch as the control planes see it.
+pub struct Device {
+    pool: Mutex<Pool>,
+    program: Mutex<Program>,
+    /// A program loaded with Thrift's `bm_load_new_config`, waiting for `bm_swap_configs`.
+    staged: Mutex<Option<(Switch, Program)>>,
+    events: Mutex<Option<Receiver<Event>>>,
+    mode: ExecMode,
+    pub info: DeviceInfo,
+    pub started: Instant,
+}
+
+impl Device {
+    /// A device over a running pool. `events` is the receiving end of the
+    /// channel the workers report to (`None` when nothing reports).
+    pub fn new(pool: Pool, json: Arc<str>, info: DeviceInfo, events: Option<Receiver<Event>>) -> Device {
+        let mode = pool.master().mode();
+        Device {
+            pool: Mutex::new(pool),
+            program: Mutex::new(Program { json }),
+            staged: Mutex::new(None),
+            events: Mutex::new(events),
+            mode,
+            info,
+            started: Instant::now(),
+        }
+    }
+
+    /// A device with no workers: the master switch is the only copy (tests,
+    /// benchmarks of the control path).
+    pub fn standalone(sw: Switch, json: Arc<str>) -> Device {
+        let pool = Pool::start(sw, Vec::new()).expect("a pool without workers always starts");
+        Device::new(pool, json, DeviceInfo::default(), None)
+    }
+
+    /// The pool, locked for one request (a poisoned lock is taken over: the
+    /// pool's state stays consistent because changes apply whole).
+    pub fn pool(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The program the device runs.
+    pub fn program(&self) -> Program {
+        self.program.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Compiles a program without installing it.
+    pub fn compile(&self, json: &str) -> Result<Switch, String> {
+        let mut sw = crate::load_switch(json).map_err(|e| e.to_string())?;
+        if sw.mode() != self.mode {
+            sw.set_mode(self.mode).map_err(|e| e.to_string())?;
+        }
+        Ok(sw)
+    }
+
+    /// Replaces the running program with a compiled one (all state starts fresh).
+    pub fn install(&self, sw: Switch, json: Arc<str>) -> Result<(), String> {
+        let mut pool = self.pool();
+        pool.replace(sw)?;
+        *self.program.lock().unwrap_or_else(|e| e.into_inner()) = Program { json };
+        Ok(())
+    }
+
+    /// Compiles a program and keeps it for [`Device::swap_staged`].
+    pub fn stage(&self, json: &str) -> Result<(), String> {
+        let sw = self.compile(json)?;
+        *self.staged.lock().unwrap_or_else(|e| e.into_inner()) = Some((sw, Program { json: json.into() }));
+        Ok(())
+    }
+
+    /// Whether a staged program waits.
+    pub fn has_staged(&self) -> bool {
+        self.staged.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// Installs the staged program; false when none is staged.
+    pub fn swap_staged(&self) -> Result<bool, String> {
+        let staged = self.staged.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match staged {
+            Some((sw, p)) => self.install(sw, p.json).map(|_| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Stops the workers (see [`Pool::stop_workers`]) and returns the
+    /// master's state with every counter merged.
+    pub fn stop(&self) -> MutexGuard<'_, Pool> {
+        let mut pool = self.pool();
+        pool.stop_workers();
+        pool
+    }
+
+    /// Takes the event receiver (one consumer: the P4Runtime server).
+    pub fn take_events(&self) -> Option<Receiver<Event>> {
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// Where the data plane sends events: bounded, never blocks a worker.
+#[derive(Clone)]
+pub struct EventSink(pub SyncSender<Event>);
+
+impl EventSink {
+    /// A sink and the receiver for [`Device::new`].
+    pub fn channel() -> (EventSink, Receiver<Event>) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(EVENT_QUEUE);
+        (EventSink(tx), rx)
+    }
+
+    /// Sends an event; false when the queue is full or nobody listens (the event is dropped).
+    pub fn send(&self, e: Event) -> bool {
+        self.0.try_send(e).is_ok()
+    }
+}

@@ -1,0 +1,654 @@
+//! The typed runtime API: every change and read a control plane makes, on
+//! plan indices and byte values, with errors as codes.
+//!
+//! Why a second API next to [`crate::commands`]: the Thrift and P4Runtime
+//! servers receive typed messages (keys as bytes, ids, handles) and must answer
+//! with protocol error codes; going through command text would cost a print
+//! and a parse per entry and lose the codes. The codes are bmv2's runtime
+//! error names, the vocabulary both protocols translate from.
+
+use std::collections::BTreeSet;
+
+use crate::state::MirrorSession;
+use crate::switch::Switch;
+use crate::tables::{Entry, EntryAction, FieldMatch, MatchKind, MeterState, TableError};
+use crate::value::nbytes;
+
+/// Why a runtime operation failed (bmv2's runtime error names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtCode {
+    TableFull,
+    InvalidHandle,
+    ExpiredHandle,
+    InvalidTableName,
+    InvalidActionName,
+    WrongTableType,
+    InvalidMbrHandle,
+    MbrStillUsed,
+    MbrAlreadyInGrp,
+    MbrNotInGrp,
+    InvalidGrpHandle,
+    GrpStillUsed,
+    EmptyGrp,
+    DuplicateEntry,
+    BadMatchKey,
+    DefaultActionIsConst,
+    ImmutableTableEntries,
+    BadActionData,
+    AgeingDisabled,
+    /// A counter, meter, register or value set name that does not exist.
+    InvalidName,
+    /// An index outside an array.
+    InvalidIndex,
+    /// A meter rate list that is not two `(rate, burst)` pairs.
+    BadRatesList,
+    /// A multicast group that does not exist.
+    InvalidMgid,
+    InvalidL1Handle,
+    /// A replication-engine request that contradicts its state (node already in the group...).
+    PreError,
+    /// A mirroring session that does not exist.
+    SessionNotFound,
+}
+
+/// A failed runtime operation: the code and a sentence for humans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RtError {
+    pub code: RtCode,
+    pub message: String,
+}
+
+impl std::fmt::Display for RtError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for RtError {}
+
+fn fail<T>(code: RtCode, message: impl Into<String>) -> Result<T, RtError> {
+    Err(RtError { code, message: message.into() })
+}
+
+impl From<TableError> for RtError {
+    fn from(e: TableError) -> RtError {
+        let code = match e {
+            TableError::DuplicateEntry(_) => RtCode::DuplicateEntry,
+            TableError::InvalidHandle => RtCode::InvalidHandle,
+            TableError::ExpiredHandle => RtCode::ExpiredHandle,
+            TableError::TableFull => RtCode::TableFull,
+            TableError::BadMatchKey(_) => RtCode::BadMatchKey,
+        };
+        RtError { code, message: e.to_string() }
+    }
+}
+
+/// Strips leading zero bytes and checks that a value fits `width` bits;
+/// returns it right-aligned in `nbytes(width)` bytes.
+pub fn fit_value(v: &[u8], width: u32) -> Option<Vec<u8>> {
+    let n = nbytes(width.max(1));
+    let first = v.iter().position(|b| *b != 0).unwrap_or(v.len());
+    let v = &v[first..];
+    if v.len() > n {
+        return None;
+    }
+    let mut out = vec![0u8; n];
+    out[n - v.len()..].copy_from_slice(v);
+    let spare = (n * 8) as u32 - width.max(1);
+    if spare > 0 && out[0] >> (8 - spare) != 0 {
+        return None;
+    }
+    Some(out)
+}
+
+/// Which state a name lookup searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Table,
+    Action,
+    Profile,
+    Counter,
+    Meter,
+    Register,
+    ValueSet,
+}
+
+impl Switch {
+    /// The plan index of an object by its exact JSON name.
+    pub fn index_of(&self, what: Resource, name: &str) -> Option<usize> {
+        let p = &self.plan;
+        match what {
+            Resource::Table => p.tables.iter().position(|x| x.name == name),
+            Resource::Action => p.actions.iter().position(|x| x.name == name),
+            Resource::Profile => p.profiles.iter().position(|x| x.name == name),
+            Resource::Counter => p.counters.iter().position(|x| x.name == name),
+            Resource::Meter => p.meters.iter().position(|x| x.name == name),
+            Resource::Register => p.registers.iter().position(|x| x.name == name),
+            Resource::ValueSet => p.vsets.iter().position(|x| x.0 == name),
+        }
+    }
+
+    /// Packs an action's parameter values (big-endian, any length that fits
+    /// the parameter width) into its action data.
+    pub fn pack_action(&self, action: u32, values: &[Vec<u8>]) -> Result<Box<[u8]>, RtError> {
+        let Some(ap) = self.plan.actions.get(action as usize) else {
+            return fail(RtCode::InvalidActionName, format!("no action {action}"));
+        };
+        if values.len() != ap.params.len() {
+            return fail(
+                RtCode::BadActionData,
+                format!("action {} takes {} parameters, got {}", ap.name, ap.params.len(), values.len()),
+            );
+        }
+        let mut fitted = Vec::with_capacity(values.len());
+        for (v, (pname, w)) in values.iter().zip(&ap.params) {
+            match fit_value(v, *w) {
+                Some(x) => fitted.push(x),
+                None => {
+                    return fail(
+                        RtCode::BadActionData,
+                        format!("parameter {pname} of action {} does not fit {w} bits", ap.name),
+                    )
+                }
+            }
+        }
+        crate::plan::pack_action_data(ap, &fitted)
+            .map(Vec::into_boxed_slice)
+            .map_err(|m| RtError { code: RtCode::BadActionData, message: m })
+    }
+
+    /// Parameter values of packed action data, one right-aligned byte string each.
+    pub fn unpack_action(&self, action: u32, data: &[u8]) -> Vec<Vec<u8>> {
+        let ap = &self.plan.actions[action as usize];
+        ap.param_layout
+            .iter()
+            .map(|(off, len)| data.get(*off as usize..(*off + *len) as usize).unwrap_or(&[]).to_vec())
+            .collect()
+    }
+
+    /// Checks that `action` may be used in table `t`.
+    pub fn check_table_action(&self, t: usize, action: u32) -> Result<(), RtError> {
+        let tp = &self.plan.tables[t];
+        if !tp.actions.contains(&action) {
+            let name = self.plan.actions.get(action as usize).map_or("?", |a| a.name.as_str());
+            return fail(RtCode::InvalidActionName, format!("table {} has no action {name}", tp.name));
+        }
+        Ok(())
+    }
+
+    /// Checks a match key against table `t`'s key shape and normalizes each
+    /// value to the field's width (an LPM value is masked to its prefix).
+    pub fn check_match_key(&self, t: usize, matches: Vec<FieldMatch>) -> Result<Vec<FieldMatch>, RtError> {
+        let tp = &self.plan.tables[t];
+        if matches.len() != tp.key.len() {
+            return fail(
+                RtCode::BadMatchKey,
+                format!("table {} has {} key fields, got {}", tp.name, tp.key.len(), matches.len()),
+            );
+        }
+        let mut out = Vec::with_capacity(matches.len());
+        for (k, m) in tp.key.iter().zip(matches) {
+            let w = k.width;
+            let bad = |what: &str| RtError {
+                code: RtCode::BadMatchKey,
+                message: format!("key field {} of table {}: {what}", k.name, tp.name),
+            };
+            let fit = |v: &[u8]| fit_value(v, w).ok_or_else(|| bad(&format!("value does not fit {w} bits")));
+            let m = match (k.kind, m) {
+                (MatchKind::Exact, FieldMatch::Exact(v)) => FieldMatch::Exact(fit(&v)?),
+                (MatchKind::Valid, FieldMatch::Valid(b)) => FieldMatch::Valid(b),
+                (MatchKind::Valid, FieldMatch::Exact(v)) => FieldMatch::Valid(v.iter().any(|b| *b != 0)),
+                (MatchKind::Lpm, FieldMatch::Lpm(v, l)) => {
+                    if l > w {
+                        return Err(bad(&format!("prefix length {l} is longer than the field ({w} bits)")));
+                    }
+                    let mut v = fit(&v)?;
+                    crate::tables::apply_prefix(&mut v, w, l);
+                    FieldMatch::Lpm(v, l)
+                }
+                (MatchKind::Ternary, FieldMatch::Ternary(v, m)) => {
+                    let (mut v, m) = (fit(&v)?, fit(&m)?);
+                    for (a, b) in v.iter_mut().zip(&m) {
+                        *a &= *b;
+                    }
+                    FieldMatch::Ternary(v, m)
+                }
+                (MatchKind::Range, FieldMatch::Range(a, b)) => FieldMatch::Range(fit(&a)?, fit(&b)?),
+                (MatchKind::Optional, FieldMatch::Optional(v)) => FieldMatch::Optional(v.map(|v| fit(&v)).transpose()?),
+                (kind, m) => return Err(bad(&format!("a {kind:?} field cannot take {m:?}"))),
+            };
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    /// Whether entries of table `t` carry a priority (ternary, range or optional keys).
+    pub fn table_has_priority(&self, t: usize) -> bool {
+        self.state.tables[t].needs_priority
+    }
+
+    fn check_entry_action(&self, t: usize, action: &EntryAction) -> Result<(), RtError> {
+        let tp = &self.plan.tables[t];
+        match action {
+            EntryAction::Direct { action, .. } => {
+                if tp.profile.is_some() {
+                    return fail(RtCode::WrongTableType, format!("table {} is indirect", tp.name));
+                }
+                self.check_table_action(t, *action)
+            }
+            EntryAction::Member(m) => {
+                let Some(p) = tp.profile else {
+                    return fail(RtCode::WrongTableType, format!("table {} is not indirect", tp.name));
+                };
+                match self.state.profiles[p as usize].members.get(*m as usize) {
+                    Some(Some(_)) => Ok(()),
+                    _ => fail(RtCode::InvalidMbrHandle, format!("no member {m}")),
+                }
+            }
+            EntryAction::Group(g) => {
+                let Some(p) = tp.profile else {
+                    return fail(RtCode::WrongTableType, format!("table {} is not indirect", tp.name));
+                };
+                if self.plan.profiles[p as usize].selector.is_none() {
+                    return fail(RtCode::WrongTableType, format!("table {} has no selector", tp.name));
+                }
+                match self.state.profiles[p as usize].groups.get(*g as usize) {
+                    Some(Some(_)) => Ok(()),
+                    _ => fail(RtCode::InvalidGrpHandle, format!("no group {g}")),
+                }
+            }
+        }
+    }
+
+    /// Adds an entry; returns its handle. Keys are checked and normalized
+    /// with [`Switch::check_match_key`]; priority is ignored for tables without one.
+    pub fn add_entry(
+        &mut self,
+        t: usize,
+        matches: Vec<FieldMatch>,
+        action: EntryAction,
+        priority: i32,
+    ) -> Result<u32, RtError> {
+        let matches = self.check_match_key(t, matches)?;
+        self.check_entry_action(t, &action)?;
+        let priority = if self.table_has_priority(t) { priority } else { 0 };
+        let h =
+            self.state.tables[t].add(Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None })?;
+        // A new entry starts with an unconfigured direct meter, whatever its slot held before.
+        if let Some((mi, _)) = self.plan.tables[t].direct_meter {
+            if let Some(mut m) = self.state.meters.cell(mi as usize, (h & 0x00ff_ffff) as usize) {
+                *m = MeterState::default();
+            }
+        }
+        Ok(h)
+    }
+
+    /// Changes what an entry does.
+    pub fn modify_entry(&mut self, t: usize, handle: u32, action: EntryAction) -> Result<(), RtError> {
+        self.check_entry_action(t, &action)?;
+        self.state.tables[t].index_of(handle)?;
+        self.state.tables[t].set_action(handle, action)?;
+        Ok(())
+    }
+
+    /// Deletes an entry.
+    pub fn delete_entry(&mut self, t: usize, handle: u32) -> Result<(), RtError> {
+        self.state.tables[t].delete(handle)?;
+        Ok(())
+    }
+
+    /// The handle of the entry with exactly this key (and priority, when the table has them).
+    pub fn find_entry(&self, t: usize, matches: Vec<FieldMatch>, priority: i32) -> Result<Option<u32>, RtError> {
+        let matches = self.check_match_key(t, matches)?;
+        let priority = if self.table_has_priority(t) { priority } else { 0 };
+        let ts = &self.state.tables[t];
+        Ok(ts.find(&matches, priority).map(|i| ts.handle_of(i)))
+    }
+
+    /// Sets an entry's idle timeout (0 turns it off).
+    pub fn set_entry_ttl(&mut self, t: usize, handle: u32, timeout_ms: u32) -> Result<(), RtError> {
+        if !self.plan.tables[t].support_timeout {
+            return fail(
+                RtCode::AgeingDisabled,
+                format!("table {} does not support timeouts", self.plan.tables[t].name),
+            );
+        }
+        match self.state.tables[t].get_mut(handle) {
+            Some(e) => {
+                e.timeout_ms = (timeout_ms > 0).then_some(timeout_ms as u64);
+                Ok(())
+            }
+            None => fail(RtCode::InvalidHandle, format!("no entry {handle}")),
+        }
+    }
+
+    /// Sets the default action (for a direct table).
+    pub fn set_default_entry(&mut self, t: usize, action: u32, data: Box<[u8]>) -> Result<(), RtError> {
+        if self.plan.tables[t].default_const {
+            let same = self.plan.tables[t].default_action.as_ref().is_some_and(|(a, d)| *a == action && **d == *data);
+            if !same {
+                return fail(
+                    RtCode::DefaultActionIsConst,
+                    format!("table {} has a const default action", self.plan.tables[t].name),
+                );
+            }
+        }
+        self.check_table_action(t, action)?;
+        self.state.tables[t].default = Some((action, data));
+        Ok(())
+    }
+
+    /// Restores the default action the program declares.
+    pub fn reset_default_entry(&mut self, t: usize) {
+        self.state.tables[t].default =
+            self.plan.tables[t].default_action.as_ref().map(|(a, d)| (*a, d.clone().into_boxed_slice()));
+    }
+
+    /// Deletes every entry of a table.
+    pub fn clear_entries(&mut self, t: usize) {
+        self.state.tables[t].clear();
+    }
+
+    fn profile_state(&mut self, p: usize) -> Result<&mut crate::state::ProfileState, RtError> {
+        match self.state.profiles.get_mut(p) {
+            Some(x) => Ok(x),
+            None => fail(RtCode::InvalidTableName, format!("no action profile {p}")),
+        }
+    }
+
+    /// Whether some table entry uses member `m` (or group `g`) of profile `p`.
+    fn profile_in_use(&self, p: usize, what: EntryAction) -> bool {
+        self.plan.tables.iter().enumerate().any(|(t, tp)| {
+            tp.profile == Some(p as u32) && self.state.tables[t].entries().any(|(_, e)| e.action == what)
+        })
+    }
+
+    /// Checks an action for profile `p` (it must be an action of a table the profile serves).
+    fn check_profile_action(&self, p: usize, action: u32) -> Result<(), RtError> {
+        let ok = self.plan.tables.iter().any(|tp| tp.profile == Some(p as u32) && tp.actions.contains(&action));
+        if ok {
+            Ok(())
+        } else {
+            fail(
+                RtCode::InvalidActionName,
+                format!("action {action} is not an action of profile {}", self.plan.profiles[p].name),
+            )
+        }
+    }
+
+    /// Adds a member to an action profile; returns its handle.
+    pub fn add_member(&mut self, p: usize, action: u32, data: Box<[u8]>) -> Result<u32, RtError> {
+        self.check_profile_action(p, action)?;
+        Ok(self.profile_state(p)?.add_member(action, data))
+    }
+
+    /// Changes a member's action.
+    pub fn modify_member(&mut self, p: usize, m: u32, action: u32, data: Box<[u8]>) -> Result<(), RtError> {
+        self.check_profile_action(p, action)?;
+        match self.profile_state(p)?.members.get_mut(m as usize) {
+            Some(Some(x)) => {
+                *x = (action, data);
+                Ok(())
+            }
+            _ => fail(RtCode::InvalidMbrHandle, format!("no member {m}")),
+        }
+    }
+
+    /// Deletes a member that no entry uses.
+    pub fn delete_member(&mut self, p: usize, m: u32) -> Result<(), RtError> {
+        if self.profile_in_use(p, EntryAction::Member(m)) {
+            return fail(RtCode::MbrStillUsed, format!("member {m} is used by a table entry"));
+        }
+        if self.profile_state(p)?.delete_member(m) {
+            Ok(())
+        } else {
+            fail(RtCode::InvalidMbrHandle, format!("no member {m}"))
+        }
+    }
+
+    /// Creates an empty group; returns its handle.
+    pub fn create_group(&mut self, p: usize) -> Result<u32, RtError> {
+        Ok(self.profile_state(p)?.create_group())
+    }
+
+    /// Deletes a group that no entry uses.
+    pub fn delete_group(&mut self, p: usize, g: u32) -> Result<(), RtError> {
+        if self.profile_in_use(p, EntryAction::Group(g)) {
+            return fail(RtCode::GrpStillUsed, format!("group {g} is used by a table entry"));
+        }
+        if self.profile_state(p)?.delete_group(g) {
+            Ok(())
+        } else {
+            fail(RtCode::InvalidGrpHandle, format!("no group {g}"))
+        }
+    }
+
+    /// Adds (`true`) or removes a member of a group.
+    pub fn group_member(&mut self, p: usize, g: u32, m: u32, add: bool) -> Result<(), RtError> {
+        let ps = self.profile_state(p)?;
+        if !matches!(ps.members.get(m as usize), Some(Some(_))) {
+            return fail(RtCode::InvalidMbrHandle, format!("no member {m}"));
+        }
+        let Some(Some(grp)) = ps.groups.get_mut(g as usize) else {
+            return fail(RtCode::InvalidGrpHandle, format!("no group {g}"));
+        };
+        if add && !grp.insert(m) {
+            return fail(RtCode::MbrAlreadyInGrp, format!("member {m} is already in group {g}"));
+        }
+        if !add && !grp.remove(&m) {
+            return fail(RtCode::MbrNotInGrp, format!("member {m} is not in group {g}"));
+        }
+        Ok(())
+    }
+
+    /// Replaces a group's members.
+    pub fn set_group_members(&mut self, p: usize, g: u32, members: BTreeSet<u32>) -> Result<(), RtError> {
+        let ps = self.profile_state(p)?;
+        if let Some(m) = members.iter().find(|m| !matches!(ps.members.get(**m as usize), Some(Some(_)))) {
+            return fail(RtCode::InvalidMbrHandle, format!("no member {m}"));
+        }
+        match ps.groups.get_mut(g as usize) {
+            Some(Some(grp)) => {
+                *grp = members;
+                Ok(())
+            }
+            _ => fail(RtCode::InvalidGrpHandle, format!("no group {g}")),
+        }
+    }
+
+    /// The cell of counter array `c` at `i` as `(packets, bytes)`.
+    pub fn counter_cell(&mut self, c: usize, i: usize) -> Result<&mut (u64, u64), RtError> {
+        match self.state.counters.get_mut(c).map(|a| a.get_mut(i)) {
+            Some(Some(x)) => Ok(x),
+            Some(None) => fail(RtCode::InvalidIndex, format!("index {i} is outside counter {c}")),
+            None => fail(RtCode::InvalidName, format!("no counter {c}")),
+        }
+    }
+
+    /// The direct counter `(packets, bytes)` of an entry.
+    pub fn entry_counter(&mut self, t: usize, handle: u32) -> Result<(&mut u64, &mut u64), RtError> {
+        match self.state.tables[t].entry_by_handle_mut(handle) {
+            Some(e) => Ok((&mut e.packets, &mut e.bytes)),
+            None => fail(RtCode::InvalidHandle, format!("no entry {handle}")),
+        }
+    }
+
+    /// The meter cell of meter `m` that an index names: the index itself for
+    /// a meter array, the entry a handle names for a direct meter.
+    pub fn meter_index(&self, m: usize, index: u32) -> Result<usize, RtError> {
+        let mp = &self.plan.meters[m];
+        if !mp.is_direct {
+            if index as usize >= self.state.meters.len(m) {
+                return fail(RtCode::InvalidIndex, format!("index {index} is outside meter {}", mp.name));
+            }
+            return Ok(index as usize);
+        }
+        let t = self
+            .plan
+            .tables
+            .iter()
+            .position(|t| t.direct_meter.as_ref().is_some_and(|(mi, _)| *mi as usize == m))
+            .ok_or_else(|| RtError {
+                code: RtCode::InvalidName,
+                message: format!("meter {} is bound to no table", mp.name),
+            })?;
+        Ok(self.state.tables[t].index_of(index)? as usize)
+    }
+
+    /// Sets a meter cell's `(rate per microsecond, burst)` pairs; an empty list unconfigures it.
+    pub fn set_meter_rates(&self, m: usize, cell: usize, rates: Vec<(f64, u32)>) -> Result<(), RtError> {
+        if !rates.is_empty() && rates.len() != 2 {
+            return fail(RtCode::BadRatesList, format!("a meter takes 2 rates, got {}", rates.len()));
+        }
+        if rates.len() == 2 && rates[0].0 > rates[1].0 {
+            return fail(RtCode::BadRatesList, "the committed rate is above the peak rate");
+        }
+        match self.state.meters.cell(m, cell) {
+            Some(mut c) => {
+                if rates.is_empty() {
+                    *c = MeterState::default();
+                } else {
+                    c.set_rates(rates, 0);
+                }
+                Ok(())
+            }
+            None => fail(RtCode::InvalidIndex, format!("index {cell} is outside meter {m}")),
+        }
+    }
+
+    /// A meter cell's configured `(rate per microsecond, burst)` pairs (empty when unconfigured).
+    pub fn meter_rates(&self, m: usize, cell: usize) -> Result<Vec<(f64, u32)>, RtError> {
+        match self.state.meters.cell(m, cell) {
+            Some(c) => Ok(c.rates.clone()),
+            None => fail(RtCode::InvalidIndex, format!("index {cell} is outside meter {m}")),
+        }
+    }
+
+    /// Reads a register cell.
+    pub fn register_get(&self, r: usize, i: usize) -> Result<u128, RtError> {
+        self.state.registers.get(r, i).ok_or_else(|| RtError {
+            code: RtCode::InvalidIndex,
+            message: format!("index {i} is outside register {r}"),
+        })
+    }
+
+    /// Writes a register cell (the value is cut to the register's width).
+    pub fn register_set(&self, r: usize, i: usize, v: u128) -> Result<(), RtError> {
+        let w = self.plan.registers[r].width;
+        let v = if w >= 128 { v } else { v & ((1u128 << w) - 1) };
+        if self.state.registers.set(r, i, v) {
+            Ok(())
+        } else {
+            fail(RtCode::InvalidIndex, format!("index {i} is outside register {r}"))
+        }
+    }
+
+    /// Creates a multicast group (an existing one is kept).
+    pub fn mc_group_create(&mut self, mgid: u32) {
+        self.state.pre.groups.entry(mgid).or_default();
+    }
+
+    /// Destroys a multicast group.
+    pub fn mc_group_destroy(&mut self, mgid: u32) -> Result<(), RtError> {
+        match self.state.pre.groups.remove(&mgid) {
+            Some(_) => Ok(()),
+            None => fail(RtCode::InvalidMgid, format!("no multicast group {mgid}")),
+        }
+    }
+
+    /// Creates a node `(rid, ports, lags)`; returns its handle.
+    pub fn mc_node_create(&mut self, rid: u16, ports: BTreeSet<u32>, lags: BTreeSet<u32>) -> u32 {
+        self.state.pre.create_node(rid, ports, lags)
+    }
+
+    /// Replaces a node's ports and LAGs.
+    pub fn mc_node_update(&mut self, h: u32, ports: BTreeSet<u32>, lags: BTreeSet<u32>) -> Result<(), RtError> {
+        match self.state.pre.nodes.get_mut(h as usize) {
+            Some(Some(n)) => {
+                n.ports = ports;
+                n.lags = lags;
+                Ok(())
+            }
+            _ => fail(RtCode::InvalidL1Handle, format!("no node {h}")),
+        }
+    }
+
+    /// Destroys a node.
+    pub fn mc_node_destroy(&mut self, h: u32) -> Result<(), RtError> {
+        if self.state.pre.destroy_node(h) {
+            Ok(())
+        } else {
+            fail(RtCode::InvalidL1Handle, format!("no node {h}"))
+        }
+    }
+
+    /// Associates (`true`) a node with a group, or dissociates it.
+    pub fn mc_node_associate(&mut self, mgid: u32, h: u32, associate: bool) -> Result<(), RtError> {
+        if !matches!(self.state.pre.nodes.get(h as usize), Some(Some(_))) {
+            return fail(RtCode::InvalidL1Handle, format!("no node {h}"));
+        }
+        let Some(grp) = self.state.pre.groups.get_mut(&mgid) else {
+            return fail(RtCode::InvalidMgid, format!("no multicast group {mgid}"));
+        };
+        let present = grp.contains(&h);
+        match (associate, present) {
+            (true, false) => grp.push(h),
+            (false, true) => grp.retain(|x| *x != h),
+            (true, true) => return fail(RtCode::PreError, format!("node {h} is already in group {mgid}")),
+            (false, false) => return fail(RtCode::PreError, format!("node {h} is not in group {mgid}")),
+        }
+        Ok(())
+    }
+
+    /// Adds or replaces a mirroring session.
+    pub fn mirror_set(&mut self, id: u32, session: MirrorSession) {
+        self.state.mirror.insert(id, session);
+    }
+
+    /// Deletes a mirroring session.
+    pub fn mirror_delete(&mut self, id: u32) -> Result<(), RtError> {
+        match self.state.mirror.remove(&id) {
+            Some(_) => Ok(()),
+            None => fail(RtCode::SessionNotFound, format!("no mirroring session {id}")),
+        }
+    }
+
+    /// Adds a value to a parser value set (an existing value is kept once).
+    pub fn vset_add(&mut self, v: usize, value: &[u8], mask: Option<&[u8]>) -> Result<(), RtError> {
+        let w = self.plan.vsets[v].1;
+        let val = fit_value(value, w)
+            .ok_or_else(|| RtError { code: RtCode::BadMatchKey, message: format!("value does not fit {w} bits") })?;
+        let mask = match mask {
+            Some(m) => fit_value(m, w)
+                .ok_or_else(|| RtError { code: RtCode::BadMatchKey, message: format!("mask does not fit {w} bits") })?,
+            None => vec![0xff; val.len()],
+        };
+        if !self.state.vsets[v].iter().any(|(x, m)| *x == val && *m == mask) {
+            self.state.vsets[v].push((val, mask));
+        }
+        Ok(())
+    }
+
+    /// Removes a value from a parser value set.
+    pub fn vset_remove(&mut self, v: usize, value: &[u8]) -> Result<(), RtError> {
+        let w = self.plan.vsets[v].1;
+        let val = fit_value(value, w)
+            .ok_or_else(|| RtError { code: RtCode::BadMatchKey, message: format!("value does not fit {w} bits") })?;
+        self.state.vsets[v].retain(|(x, _)| *x != val);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_fit_their_width_or_are_refused() {
+        assert_eq!(fit_value(&[0, 0, 5], 9), Some(vec![0, 5]));
+        assert_eq!(fit_value(&[1, 0xff], 9), Some(vec![1, 0xff]));
+        assert_eq!(fit_value(&[2, 0], 9), None);
+        assert_eq!(fit_value(&[], 8), Some(vec![0]));
+        assert_eq!(fit_value(&[1, 0], 8), None);
+    }
+}

@@ -1,0 +1,405 @@
+//! P4Runtime for Sluice: the gRPC service p4runtime-shell, finsy and ONOS
+//! talk to, over the same device the Thrift API drives.
+//!
+//! - [`pipeline`]: P4Info ids resolved against the BMv2 JSON the engine runs.
+//! - [`entities`]: Write and Read of every entity the engine supports.
+//! - [`stream`]: StreamChannel: arbitration, PacketIn/PacketOut, digests.
+//!
+//! Requests take the server's state lock, then the device's pool lock (in
+//! that order, always). Writes run on tokio's blocking threads: applying a
+//! batch waits for the workers to acknowledge it.
+
+pub mod entities;
+pub mod pipeline;
+pub mod stream;
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use prost::Message;
+use sluice_engine::device::Device;
+use tokio_stream::Stream;
+use tonic::{Code, Request, Response, Status};
+
+use entities::{Fail, Handles, Op, Scratch};
+use pipeline::{Ids, Pipeline};
+use proto::p4::v1 as p4;
+
+/// Generated message and service types (from `proto/`, our schema files).
+#[allow(clippy::all, missing_docs)]
+pub mod proto {
+    pub mod p4 {
+        pub mod v1 {
+            tonic::include_proto!("p4.v1");
+        }
+        pub mod config {
+            pub mod v1 {
+                tonic::include_proto!("p4.config.v1");
+            }
+        }
+    }
+    pub mod google {
+        pub mod rpc {
+            tonic::include_proto!("google.rpc");
+        }
+    }
+}
+
+/// The P4Runtime version Sluice implements (Capabilities answers it).
+pub const API_VERSION: &str = "1.4.1";
+
+/// Largest request accepted (bigger ones are refused by gRPC before decoding).
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// What the server keeps between requests.
+#[derive(Default)]
+pub struct State {
+    /// The installed pipeline and the controller's handles into it.
+    pub pipeline: Option<Arc<Pipeline>>,
+    pub handles: Handles,
+    /// A pipeline verified and saved, waiting for COMMIT.
+    saved: Option<(Arc<Pipeline>, sluice_engine::Switch)>,
+    pub streams: stream::Streams,
+}
+
+/// The P4Runtime service.
+pub struct Server {
+    pub dev: Arc<Device>,
+    state: Mutex<State>,
+}
+
+impl Server {
+    /// A server for a device.
+    pub fn new(dev: Arc<Device>) -> Arc<Server> {
+        Arc::new(Server { dev, state: Mutex::new(State::default()) })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check_device(&self, id: u64) -> Result<(), Status> {
+        if id == self.dev.info.device_id {
+            Ok(())
+        } else {
+            Err(Status::not_found(format!("no device {id} (this switch is device {})", self.dev.info.device_id)))
+        }
+    }
+
+    /// The pipeline writes and reads use: installed, and still the program the device runs.
+    fn pipeline(&self, st: &State) -> Result<Arc<Pipeline>, Status> {
+        let pl = st.pipeline.clone().ok_or_else(|| Status::failed_precondition("no forwarding pipeline is set"))?;
+        if !Arc::ptr_eq(&pl.json, &self.dev.program().json) && *pl.json != *self.dev.program().json {
+            return Err(Status::failed_precondition(
+                "the program was replaced through the Thrift API: set the forwarding pipeline again",
+            ));
+        }
+        Ok(pl)
+    }
+
+    /// Applies a Write request.
+    pub fn write(&self, req: p4::WriteRequest) -> Result<(), Status> {
+        self.check_device(req.device_id)?;
+        let mut st = self.state();
+        st.streams.check_primary(&req.role, req.election_id)?;
+        let pl = self.pipeline(&st)?;
+        let mut updates = Vec::with_capacity(req.updates.len());
+        for u in &req.updates {
+            let op = match p4::update::Type::try_from(u.r#type) {
+                Ok(p4::update::Type::Insert) => Ok(Op::Insert),
+                Ok(p4::update::Type::Modify) => Ok(Op::Modify),
+                Ok(p4::update::Type::Delete) => Ok(Op::Delete),
+                _ => Err(Fail {
+                    code: Code::InvalidArgument,
+                    message: format!("update type {} is not INSERT, MODIFY or DELETE", u.r#type),
+                }),
+            };
+            let e = u.entity.as_ref().and_then(|e| e.entity.as_ref());
+            updates.push(op.and_then(|op| {
+                e.map(|e| (op, e))
+                    .ok_or_else(|| Fail { code: Code::InvalidArgument, message: "an update without an entity".into() })
+            }));
+        }
+        let atomic = !matches!(
+            p4::write_request::Atomicity::try_from(req.atomicity),
+            Ok(p4::write_request::Atomicity::ContinueOnError)
+        );
+        if req.atomicity > 2 || req.atomicity < 0 {
+            return Err(Status::invalid_argument(format!("unknown atomicity {}", req.atomicity)));
+        }
+        let st = &mut *st;
+        let mut pool = self.dev.pool();
+        let mut results: Vec<Result<(), Fail>> = Vec::with_capacity(updates.len());
+        if atomic {
+            // Tried whole on a scratch copy first; nothing changes unless every update succeeds.
+            let mut scratch = Scratch(pool.master().scratch().map_err(|e| Status::internal(e.to_string()))?);
+            let mut h = st.handles.clone();
+            for u in &updates {
+                results.push(u.clone().and_then(|(op, e)| entities::write(&pl, &mut h, &mut scratch, op, e)));
+            }
+            if results.iter().all(Result::is_ok) {
+                for (op, e) in updates.iter().flatten() {
+                    if let Err(f) = entities::write(&pl, &mut st.handles, &mut *pool, *op, e) {
+                        // The dry run succeeded, so this cannot happen; say so rather than hide it.
+                        pool.flush();
+                        return Err(Status::internal(format!(
+                            "an update failed after its dry run succeeded: {}",
+                            f.message
+                        )));
+                    }
+                }
+            } else {
+                for r in results.iter_mut().filter(|r| r.is_ok()) {
+                    *r = Err(Fail {
+                        code: Code::Aborted,
+                        message: "not applied: another update of the batch failed".into(),
+                    });
+                }
+            }
+        } else {
+            for u in &updates {
+                results.push(u.clone().and_then(|(op, e)| entities::write(&pl, &mut st.handles, &mut *pool, op, e)));
+            }
+        }
+        pool.flush();
+        drop(pool);
+        if results.iter().all(Result::is_ok) {
+            return Ok(());
+        }
+        Err(batch_error(&results))
+    }
+
+    /// Answers a Read request.
+    pub fn read(&self, req: p4::ReadRequest) -> Result<p4::ReadResponse, Status> {
+        self.check_device(req.device_id)?;
+        let st = self.state();
+        let pl = self.pipeline(&st)?;
+        let mut pool = self.dev.pool();
+        let mut out = Vec::new();
+        pool.read(|sw| {
+            for e in &req.entities {
+                let Some(e) = e.entity.as_ref() else {
+                    return Err(Status::invalid_argument("a read entity is empty"));
+                };
+                entities::read(&pl, &st.handles, sw, e, &mut out).map_err(|f| Status::new(f.code, f.message))?;
+            }
+            Ok(())
+        })?;
+        Ok(p4::ReadResponse { entities: out })
+    }
+
+    /// SetForwardingPipelineConfig.
+    pub fn set_pipeline(&self, req: p4::SetForwardingPipelineConfigRequest) -> Result<(), Status> {
+        use p4::set_forwarding_pipeline_config_request::Action as A;
+        self.check_device(req.device_id)?;
+        let mut st = self.state();
+        st.streams.check_primary(&req.role, req.election_id)?;
+        let action =
+            A::try_from(req.action).map_err(|_| Status::invalid_argument(format!("unknown action {}", req.action)))?;
+        if action == A::Commit {
+            let (pl, sw) = st
+                .saved
+                .take()
+                .ok_or_else(|| Status::failed_precondition("COMMIT: no pipeline was saved (VERIFY_AND_SAVE)"))?;
+            self.dev.install(sw, pl.json.clone()).map_err(Status::internal)?;
+            st.pipeline = Some(pl);
+            st.handles = Handles::default();
+            st.streams.reset_digests();
+            return Ok(());
+        }
+        if action == A::Unspecified {
+            return Err(Status::invalid_argument("the action is UNSPECIFIED"));
+        }
+        let cfg = req.config.ok_or_else(|| Status::invalid_argument("no config"))?;
+        let p4info = cfg.p4info.ok_or_else(|| Status::invalid_argument("no p4info in the config"))?;
+        let json = std::str::from_utf8(&cfg.p4_device_config)
+            .map_err(|_| Status::invalid_argument("p4_device_config must be BMv2 JSON text (UTF-8)"))?
+            .to_string();
+        let sw = self.dev.compile(&json).map_err(|e| Status::invalid_argument(format!("p4_device_config: {e}")))?;
+        let ids = Ids::build(&p4info, &sw)
+            .map_err(|e| Status::invalid_argument(format!("the P4Info does not fit the BMv2 JSON: {e}")))?;
+        let json: Arc<str> = json.into();
+        let pl = Arc::new(Pipeline { p4info, json: json.clone(), cookie: cfg.cookie.map(|c| c.cookie), ids });
+        match action {
+            A::Verify => Ok(()),
+            A::VerifyAndSave => {
+                st.saved = Some((pl, sw));
+                Ok(())
+            }
+            A::ReconcileAndCommit if st.pipeline.as_ref().is_some_and(|old| *old.json == *json) => {
+                // Same program: the forwarding state stays; only the P4Info and cookie change.
+                st.pipeline = Some(pl);
+                Ok(())
+            }
+            _ => {
+                self.dev.install(sw, json).map_err(Status::internal)?;
+                st.pipeline = Some(pl);
+                st.handles = Handles::default();
+                st.streams.reset_digests();
+                Ok(())
+            }
+        }
+    }
+
+    /// GetForwardingPipelineConfig.
+    pub fn get_pipeline(
+        &self,
+        req: p4::GetForwardingPipelineConfigRequest,
+    ) -> Result<p4::ForwardingPipelineConfig, Status> {
+        use p4::get_forwarding_pipeline_config_request::ResponseType as T;
+        self.check_device(req.device_id)?;
+        let st = self.state();
+        let Some(pl) = st.pipeline.as_ref() else {
+            return Ok(p4::ForwardingPipelineConfig::default());
+        };
+        let ty = T::try_from(req.response_type)
+            .map_err(|_| Status::invalid_argument(format!("unknown response type {}", req.response_type)))?;
+        let cookie = pl.cookie.map(|c| p4::forwarding_pipeline_config::Cookie { cookie: c });
+        let p4info = matches!(ty, T::All | T::P4infoAndCookie).then(|| pl.p4info.clone());
+        let device =
+            if matches!(ty, T::All | T::DeviceConfigAndCookie) { pl.json.as_bytes().to_vec() } else { Vec::new() };
+        Ok(p4::ForwardingPipelineConfig { p4info, p4_device_config: device, cookie })
+    }
+}
+
+/// The status of a batch with failed updates: UNKNOWN, with one `p4.v1.Error` per update.
+fn batch_error(results: &[Result<(), Fail>]) -> Status {
+    let details: Vec<prost_types::Any> = results
+        .iter()
+        .map(|r| {
+            let e = match r {
+                Ok(()) => p4::Error { canonical_code: 0, ..Default::default() },
+                Err(f) => p4::Error { canonical_code: f.code as i32, message: f.message.clone(), ..Default::default() },
+            };
+            prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".into(), value: e.encode_to_vec() }
+        })
+        .collect();
+    let first = results.iter().find_map(|r| r.as_ref().err()).map_or(String::new(), |f| f.message.clone());
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    let message = format!("{failed} of {} updates failed; first: {first}", results.len());
+    let status = proto::google::rpc::Status { code: Code::Unknown as i32, message: message.clone(), details };
+    Status::with_details(Code::Unknown, message, status.encode_to_vec().into())
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// The gRPC face of [`Server`].
+#[derive(Clone)]
+pub struct Service(pub Arc<Server>);
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, Status> + Send + 'static) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(format!("request task failed: {e}")))?
+}
+
+#[tonic::async_trait]
+impl p4::p4_runtime_server::P4Runtime for Service {
+    async fn write(&self, request: Request<p4::WriteRequest>) -> Result<Response<p4::WriteResponse>, Status> {
+        let s = self.0.clone();
+        let req = request.into_inner();
+        blocking(move || s.write(req)).await?;
+        Ok(Response::new(p4::WriteResponse {}))
+    }
+
+    type ReadStream = BoxStream<p4::ReadResponse>;
+
+    async fn read(&self, request: Request<p4::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+        let s = self.0.clone();
+        let req = request.into_inner();
+        let resp = blocking(move || s.read(req)).await?;
+        Ok(Response::new(Box::pin(tokio_stream::once(Ok(resp)))))
+    }
+
+    async fn set_forwarding_pipeline_config(
+        &self,
+        request: Request<p4::SetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::SetForwardingPipelineConfigResponse>, Status> {
+        let s = self.0.clone();
+        let req = request.into_inner();
+        blocking(move || s.set_pipeline(req)).await?;
+        Ok(Response::new(p4::SetForwardingPipelineConfigResponse {}))
+    }
+
+    async fn get_forwarding_pipeline_config(
+        &self,
+        request: Request<p4::GetForwardingPipelineConfigRequest>,
+    ) -> Result<Response<p4::GetForwardingPipelineConfigResponse>, Status> {
+        let config = self.0.get_pipeline(request.into_inner())?;
+        Ok(Response::new(p4::GetForwardingPipelineConfigResponse { config: Some(config) }))
+    }
+
+    type StreamChannelStream = BoxStream<p4::StreamMessageResponse>;
+
+    async fn stream_channel(
+        &self,
+        request: Request<tonic::Streaming<p4::StreamMessageRequest>>,
+    ) -> Result<Response<Self::StreamChannelStream>, Status> {
+        let rx = stream::open(self.0.clone(), request.into_inner());
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+
+    async fn capabilities(
+        &self,
+        _: Request<p4::CapabilitiesRequest>,
+    ) -> Result<Response<p4::CapabilitiesResponse>, Status> {
+        Ok(Response::new(p4::CapabilitiesResponse { p4runtime_api_version: API_VERSION.into(), experimental: None }))
+    }
+}
+
+/// gRPC's status table names RESOURCE_EXHAUSTED for a request above the
+/// receive limit; tonic answers OUT_OF_RANGE. Clients (and the P4Runtime
+/// test suite) expect the former, so the status is rewritten.
+fn too_large_is_resource_exhausted<B>(mut r: http::Response<B>) -> http::Response<B> {
+    let h = r.headers();
+    let too_large = h.get("grpc-status").is_some_and(|v| v == "11")
+        && h.get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .is_some_and(|m| m.contains("too%20large") || m.contains("too large"));
+    if too_large {
+        r.headers_mut().insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    r
+}
+
+/// Serves P4Runtime on `addr` from threads of its own; returns once the socket listens.
+pub fn start(dev: Arc<Device>, addr: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let sa = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("--grpc-server-addr {addr}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--grpc-server-addr {addr}: no address"))?;
+    let listener = std::net::TcpListener::bind(sa).map_err(|e| format!("P4Runtime server on {sa}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let server = Server::new(dev);
+    stream::start_event_thread(server.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("sluice-p4rt")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("P4Runtime runtime: {e}"))?;
+    std::thread::Builder::new()
+        .name("sluice-p4rt-main".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => return eprintln!("sluice: P4Runtime server: {e}"),
+                };
+                let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service(server))
+                    .max_decoding_message_size(MAX_MESSAGE)
+                    .max_encoding_message_size(MAX_MESSAGE);
+                let r = tonic::transport::Server::builder()
+                    .layer(tower::util::MapResponseLayer::new(too_large_is_resource_exhausted))
+                    .add_service(svc)
+                    .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                    .await;
+                if let Err(e) = r {
+                    eprintln!("sluice: P4Runtime server stopped: {e}");
+                }
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(local)
+}

@@ -1,0 +1,425 @@
+//! StreamChannel: client arbitration, PacketOut into the CPU port, PacketIn
+//! and digest lists out of it.
+//!
+//! Arbitration follows the specification: per role, the server remembers
+//! the highest election id it has seen; the client holding it is the
+//! primary. When the primary leaves there is no primary (the others are told
+//! NOT_FOUND) until a client arbitrates again with an id at least as high.
+//! Only the primary may write, set the pipeline or send packets; PacketIn
+//! and digests go to the primary of the default role.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_engine::device::Event;
+use tokio::sync::mpsc;
+use tonic::{Code, Status};
+
+use crate::entities::minimal;
+use crate::pipeline::{pack_fields, unpack_fields};
+use crate::proto::google::rpc;
+use crate::proto::p4::v1 as p4;
+use crate::Server;
+
+type Tx = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
+
+/// Outbound messages a stream may have queued before new ones are dropped.
+const STREAM_QUEUE: usize = 1024;
+
+struct Client {
+    id: u64,
+    election: Option<u128>,
+    tx: Tx,
+}
+
+#[derive(Default)]
+struct Role {
+    highest: Option<u128>,
+    clients: Vec<Client>,
+}
+
+impl Role {
+    fn primary(&self) -> Option<u64> {
+        let h = self.highest?;
+        self.clients.iter().find(|c| c.election == Some(h)).map(|c| c.id)
+    }
+}
+
+/// Open streams by role, and the digest queues.
+#[derive(Default)]
+pub struct Streams {
+    roles: HashMap<String, Role>,
+    next_id: u64,
+    digests: HashMap<u32, DigestQueue>,
+    next_list: u64,
+}
+
+fn u128_of(e: Option<p4::Uint128>) -> Option<u128> {
+    e.map(|e| (u128::from(e.high) << 64) | u128::from(e.low))
+}
+
+fn uint128(v: u128) -> p4::Uint128 {
+    p4::Uint128 { high: (v >> 64) as u64, low: v as u64 }
+}
+
+impl Streams {
+    /// Refuses a Write or SetForwardingPipelineConfig that does not come from the role's primary.
+    pub fn check_primary(&self, role: &str, election: Option<p4::Uint128>) -> Result<(), Status> {
+        let Some(e) = u128_of(election) else {
+            return Err(Status::permission_denied("no election_id: only the primary client may write"));
+        };
+        let r = self.roles.get(role);
+        match r.and_then(|r| r.highest) {
+            Some(h) if h == e && r.is_some_and(|r| r.primary().is_some()) => Ok(()),
+            Some(h) => Err(Status::permission_denied(format!(
+                "election_id {e} is not the primary's (the primary holds {h}{})",
+                if r.is_some_and(|r| r.primary().is_some()) { "" } else { ", and it is disconnected" }
+            ))),
+            None => Err(Status::permission_denied("no client has arbitrated on a stream: there is no primary")),
+        }
+    }
+
+    /// Forgets digest queues (a new pipeline).
+    pub fn reset_digests(&mut self) {
+        self.digests.clear();
+    }
+
+    fn update_for(&self, device_id: u64, role: &str, client: u64) -> p4::StreamMessageResponse {
+        let r = &self.roles[role];
+        let primary = r.primary();
+        let (code, message) = match primary {
+            Some(p) if p == client => (Code::Ok, "you are the primary"),
+            Some(_) => (Code::AlreadyExists, "another client is the primary"),
+            None => (Code::NotFound, "there is no primary"),
+        };
+        p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::Arbitration(p4::MasterArbitrationUpdate {
+                device_id,
+                role: (!role.is_empty()).then(|| p4::Role { name: role.to_string(), ..Default::default() }),
+                election_id: r.highest.map(uint128),
+                status: Some(rpc::Status { code: code as i32, message: message.into(), details: Vec::new() }),
+            })),
+        }
+    }
+
+    /// The sender of the default role's primary.
+    fn primary_tx(&self) -> Option<&Tx> {
+        let r = self.roles.get("")?;
+        let p = r.primary()?;
+        r.clients.iter().find(|c| c.id == p).map(|c| &c.tx)
+    }
+
+    fn remove(&mut self, id: u64) -> Option<String> {
+        for (name, r) in self.roles.iter_mut() {
+            if let Some(i) = r.clients.iter().position(|c| c.id == id) {
+                r.clients.remove(i);
+                return Some(name.clone());
+            }
+        }
+        None
+    }
+
+    /// Tells every client of a role where mastership stands.
+    fn notify_all(&self, device_id: u64, role: &str) {
+        if let Some(r) = self.roles.get(role) {
+            for c in r.clients.iter().filter(|c| c.election.is_some()) {
+                let _ = c.tx.try_send(Ok(self.update_for(device_id, role, c.id)));
+            }
+        }
+    }
+}
+
+/// Starts serving one StreamChannel; returns the outbound side.
+pub fn open(
+    server: Arc<Server>,
+    mut inbound: tonic::Streaming<p4::StreamMessageRequest>,
+) -> mpsc::Receiver<Result<p4::StreamMessageResponse, Status>> {
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    let id = {
+        let mut st = server.state();
+        st.streams.next_id += 1;
+        st.streams.next_id
+    };
+    tokio::spawn(async move {
+        loop {
+            let msg = match inbound.message().await {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(_) => break,
+            };
+            let srv = server.clone();
+            let tx2 = tx.clone();
+            let keep = tokio::task::spawn_blocking(move || handle(&srv, id, &tx2, msg)).await.unwrap_or(false);
+            if !keep {
+                break;
+            }
+        }
+        let mut st = server.state();
+        let was_primary = st.streams.roles.values().any(|r| r.primary() == Some(id));
+        if let Some(role) = st.streams.remove(id) {
+            if was_primary {
+                st.streams.notify_all(server.dev.info.device_id, &role);
+            }
+        }
+    });
+    rx
+}
+
+fn stream_error(code: Code, message: String, packet: Option<p4::PacketOut>) -> p4::StreamMessageResponse {
+    p4::StreamMessageResponse {
+        update: Some(p4::stream_message_response::Update::Error(p4::StreamError {
+            canonical_code: code as i32,
+            message,
+            details: packet.map(|p| p4::stream_error::Details::PacketOut(p4::PacketOutError { packet_out: Some(p) })),
+            ..Default::default()
+        })),
+    }
+}
+
+/// Handles one inbound message; false ends the stream.
+fn handle(server: &Server, id: u64, tx: &Tx, msg: p4::StreamMessageRequest) -> bool {
+    use p4::stream_message_request::Update as U;
+    let device_id = server.dev.info.device_id;
+    match msg.update {
+        Some(U::Arbitration(a)) => {
+            if a.device_id != device_id {
+                let _ = tx.try_send(Err(Status::not_found(format!(
+                    "no device {} (this switch is device {device_id})",
+                    a.device_id
+                ))));
+                return false;
+            }
+            let role = a.role.as_ref().map(|r| r.name.clone()).unwrap_or_default();
+            let Some(e) = u128_of(a.election_id) else {
+                let _ = tx.try_send(Err(Status::invalid_argument("an arbitration update needs an election_id")));
+                return false;
+            };
+            let mut st = server.state();
+            let s = &mut st.streams;
+            let r = s.roles.entry(role.clone()).or_default();
+            if r.clients.iter().any(|c| c.id != id && c.election == Some(e)) {
+                drop(st);
+                let _ = tx.try_send(Err(Status::invalid_argument(format!(
+                    "election_id {e} is already used by another client of this role"
+                ))));
+                return false;
+            }
+            let old_primary = s.roles.get(&role).and_then(Role::primary);
+            if let Some(prev) = s.remove(id) {
+                if prev != role {
+                    s.notify_all(device_id, &prev);
+                }
+            }
+            let r = s.roles.entry(role.clone()).or_default();
+            r.clients.push(Client { id, election: Some(e), tx: tx.clone() });
+            if r.highest.is_none_or(|h| e >= h) {
+                r.highest = Some(e);
+            }
+            let new_primary = r.primary();
+            if new_primary != old_primary {
+                s.notify_all(device_id, &role);
+            } else {
+                let _ = tx.try_send(Ok(s.update_for(device_id, &role, id)));
+            }
+            true
+        }
+        Some(U::Packet(p)) => {
+            let st = server.state();
+            let is_primary = st.streams.roles.get("").and_then(Role::primary) == Some(id);
+            let pl = st.pipeline.clone();
+            drop(st);
+            let refuse = |code: Code, m: String| {
+                let _ = tx.try_send(Ok(stream_error(code, m, Some(p.clone()))));
+                true
+            };
+            if !is_primary {
+                return refuse(Code::PermissionDenied, "only the primary client may send packets".into());
+            }
+            let Some(cpu) = server.dev.info.cpu_port else {
+                return refuse(Code::FailedPrecondition, "the switch runs without --cpu-port: no packet-out".into());
+            };
+            let Some(pl) = pl else {
+                return refuse(Code::FailedPrecondition, "no forwarding pipeline is set".into());
+            };
+            let mut frame = match &pl.ids.packet_out {
+                Some(fields) => {
+                    let mut vals = Vec::new();
+                    for (mid, w) in fields {
+                        let v = p
+                            .metadata
+                            .iter()
+                            .find(|m| m.metadata_id == *mid)
+                            .map(|m| m.value.clone())
+                            .unwrap_or_default();
+                        if sluice_engine::runtime::fit_value(&v, *w).is_none() {
+                            return refuse(
+                                Code::InvalidArgument,
+                                format!("packet_out metadata {mid} does not fit {w} bits"),
+                            );
+                        }
+                        vals.push((v, *w));
+                    }
+                    if let Some(m) = p.metadata.iter().find(|m| !fields.iter().any(|(id, _)| *id == m.metadata_id)) {
+                        return refuse(
+                            Code::InvalidArgument,
+                            format!("unknown packet_out metadata id {}", m.metadata_id),
+                        );
+                    }
+                    pack_fields(&vals)
+                }
+                None => Vec::new(),
+            };
+            frame.extend_from_slice(&p.payload);
+            if !server.dev.pool().inject(cpu, frame) {
+                return refuse(Code::Unavailable, "no worker runs the data plane".into());
+            }
+            true
+        }
+        Some(U::DigestAck(a)) => {
+            let mut st = server.state();
+            if let Some(q) = st.streams.digests.get_mut(&a.digest_id) {
+                if let Some((samples, _)) = q.outstanding.remove(&a.list_id) {
+                    for s in samples {
+                        q.seen.remove(&s);
+                    }
+                }
+            }
+            true
+        }
+        Some(U::Other(_)) | None => {
+            let _ = tx.try_send(Ok(stream_error(Code::Unimplemented, "unsupported stream message".into(), None)));
+            true
+        }
+    }
+}
+
+/// One digest sample: its field values, big-endian.
+type Sample = Vec<Vec<u8>>;
+
+/// One digest's samples: waiting to be sent, and sent but not acknowledged.
+#[derive(Default)]
+struct DigestQueue {
+    pending: Vec<Sample>,
+    first: Option<Instant>,
+    /// List id -> its samples and when it was sent.
+    outstanding: HashMap<u64, (Vec<Sample>, Instant)>,
+    /// Samples pending or outstanding: a repeat is not reported again until acknowledged.
+    seen: HashSet<Sample>,
+}
+
+/// Starts the thread that carries data-plane events (PacketIn, digests) to the primary.
+pub fn start_event_thread(server: Arc<Server>) {
+    let Some(events) = server.dev.take_events() else { return };
+    let _ = std::thread::Builder::new().name("sluice-p4rt-events".into()).spawn(move || loop {
+        let ev = match events.recv_timeout(Duration::from_millis(5)) {
+            Ok(e) => Some(e),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut st = server.state();
+        let st = &mut *st;
+        let Some(pl) = st.pipeline.clone() else { continue };
+        match ev {
+            Some(Event::PacketIn(frame)) => {
+                let (metadata, payload) = match &pl.ids.packet_in {
+                    Some(fields) => {
+                        let widths: Vec<u32> = fields.iter().map(|(_, w)| *w).collect();
+                        let hdr_len = (widths.iter().sum::<u32>() as usize).div_ceil(8);
+                        match unpack_fields(&frame, &widths) {
+                            Some(vals) => (
+                                fields
+                                    .iter()
+                                    .zip(vals)
+                                    .map(|((id, _), v)| p4::PacketMetadata { metadata_id: *id, value: minimal(&v) })
+                                    .collect(),
+                                frame[hdr_len..].to_vec(),
+                            ),
+                            None => continue,
+                        }
+                    }
+                    None => (Vec::new(), frame),
+                };
+                if let Some(tx) = st.streams.primary_tx() {
+                    let _ = tx.try_send(Ok(p4::StreamMessageResponse {
+                        update: Some(p4::stream_message_response::Update::Packet(p4::PacketIn { payload, metadata })),
+                    }));
+                }
+            }
+            Some(Event::Digest(d)) => {
+                let Some(&did) = pl.ids.digest_by_name.get(&d.list) else { continue };
+                if !st.handles.digests.contains_key(&did) {
+                    continue;
+                }
+                let q = st.streams.digests.entry(did).or_default();
+                if q.seen.insert(d.values.clone()) {
+                    q.pending.push(d.values);
+                    q.first.get_or_insert_with(Instant::now);
+                }
+            }
+            None => {}
+        }
+        // Send the lists that are full or old enough; forget unacknowledged ones that timed out.
+        let now = Instant::now();
+        let ids: Vec<u32> = st.streams.digests.keys().copied().collect();
+        for did in ids {
+            let Some(cfg) = st.handles.digests.get(&did).copied() else { continue };
+            let timeout = Duration::from_nanos(cfg.max_timeout_ns.max(0) as u64);
+            let ack_timeout = Duration::from_nanos(cfg.ack_timeout_ns.max(0) as u64);
+            let max = if cfg.max_list_size <= 0 { usize::MAX } else { cfg.max_list_size as usize };
+            loop {
+                let q = st.streams.digests.get_mut(&did).expect("listed above");
+                let due = q.pending.len() >= max || q.first.is_some_and(|f| now.duration_since(f) >= timeout);
+                if q.pending.is_empty() || !due {
+                    break;
+                }
+                let n = q.pending.len().min(max);
+                let samples: Vec<Sample> = q.pending.drain(..n).collect();
+                q.first = (!q.pending.is_empty()).then_some(now);
+                st.streams.next_list += 1;
+                let list_id = st.streams.next_list;
+                let data = samples
+                    .iter()
+                    .map(|s| p4::P4Data {
+                        data: Some(p4::p4_data::Data::Struct(p4::P4StructLike {
+                            members: s
+                                .iter()
+                                .map(|v| p4::P4Data { data: Some(p4::p4_data::Data::Bitstring(minimal(v))) })
+                                .collect(),
+                        })),
+                    })
+                    .collect();
+                let msg = p4::StreamMessageResponse {
+                    update: Some(p4::stream_message_response::Update::Digest(p4::DigestList {
+                        digest_id: did,
+                        list_id,
+                        data,
+                        timestamp: std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_nanos() as i64),
+                    })),
+                };
+                if let Some(tx) = st.streams.primary_tx() {
+                    let _ = tx.try_send(Ok(msg));
+                }
+                let q = st.streams.digests.get_mut(&did).expect("listed above");
+                q.outstanding.insert(list_id, (samples, now));
+            }
+            let q = st.streams.digests.get_mut(&did).expect("listed above");
+            let expired: Vec<u64> = q
+                .outstanding
+                .iter()
+                .filter(|(_, (_, t))| now.duration_since(*t) >= ack_timeout)
+                .map(|(k, _)| *k)
+                .collect();
+            for l in expired {
+                if let Some((samples, _)) = q.outstanding.remove(&l) {
+                    for s in samples {
+                        q.seen.remove(&s);
+                    }
+                }
+            }
+        }
+    });
+}

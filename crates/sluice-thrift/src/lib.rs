@@ -1,0 +1,183 @@
+//! bmv2's Thrift runtime API, served by Sluice so that the stock
+//! `simple_switch_CLI` (and anything else written against bmv2's Thrift
+//! services) drives it unchanged.
+//!
+//! Wire: plain TCP, buffered transport (no frame prefix), binary protocol,
+//! calls named `<service>:<method>` by the multiplexed client. Three services:
+//! `standard` ([`standard`]), `simple_pre_lag` ([`pre`]) and `simple_switch`
+//! ([`sswitch`]). Method names, argument ids and types are the protocol's facts
+//! (see `docs/thrift-api-facts.md`); the code is ours.
+//!
+//! Each connection gets a thread; every call takes the device's lock, so the
+//! calls of all clients (and of P4Runtime) are serialized. A call that does
+//! not have its method's shape is answered with a Thrift application error
+//! (PROTOCOL_ERROR) naming the field; the connection stays usable when the
+//! call could be read whole.
+
+pub mod pre;
+pub mod sswitch;
+pub mod standard;
+pub mod wire;
+
+use std::io::{BufReader, BufWriter};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use sluice_engine::device::Device;
+use sluice_engine::runtime::RtError;
+use thrift::protocol::{
+    TBinaryInputProtocol, TBinaryOutputProtocol, TInputProtocol, TMessageIdentifier, TMessageType, TOutputProtocol,
+};
+use thrift::{ApplicationError, ApplicationErrorKind};
+use wire::{BadMessage, Fields, Val};
+
+/// How a call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// The method's declared exception (result field 1) with this error code.
+    Code(i32),
+    /// The call does not have its method's shape.
+    Bad(String),
+    /// No such method (or service).
+    Unknown(String),
+    /// Something the server cannot do, said in words.
+    Internal(String),
+}
+
+impl From<BadMessage> for Fault {
+    fn from(e: BadMessage) -> Fault {
+        Fault::Bad(e.0)
+    }
+}
+
+/// A call's answer: the return value (`None` for `void`) or a fault.
+pub type Answer = Result<Option<Val>, Fault>;
+
+/// Maps a runtime error to one service's error code.
+pub(crate) fn code(map: fn(&RtError) -> i32) -> impl Fn(RtError) -> Fault {
+    move |e| Fault::Code(map(&e))
+}
+
+/// Runs one call against the device.
+pub fn call(dev: &Device, service: &str, method: &str, args: &Fields) -> Answer {
+    match service {
+        "standard" => standard::call(dev, method, args),
+        "simple_pre_lag" => pre::call(dev, method, args),
+        "simple_switch" => sswitch::call(dev, method, args),
+        _ => Err(Fault::Unknown(format!("unknown service \"{service}\" (method {method})"))),
+    }
+}
+
+/// The Thrift server: a listening socket and its accept thread.
+pub struct ThriftServer {
+    pub port: u16,
+    pub thread: JoinHandle<()>,
+}
+
+/// Listens on `addr` and serves every connection on its own thread.
+pub fn serve(dev: Arc<Device>, addr: impl ToSocketAddrs) -> std::io::Result<ThriftServer> {
+    let listener = TcpListener::bind(addr)?;
+    let port = listener.local_addr()?.port();
+    let thread = std::thread::Builder::new().name("sluice-thrift".into()).spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let dev = dev.clone();
+            let _ = std::thread::Builder::new().name("sluice-thrift-conn".into()).spawn(move || {
+                if let Err(e) = serve_connection(&dev, conn) {
+                    eprintln!("sluice: thrift connection closed: {e}");
+                }
+            });
+        }
+    })?;
+    Ok(ThriftServer { port, thread })
+}
+
+fn is_eof(e: &thrift::Error) -> bool {
+    matches!(e, thrift::Error::Transport(t) if t.kind == thrift::TransportErrorKind::EndOfFile)
+}
+
+/// Answers calls on one connection until the client closes it.
+pub fn serve_connection(dev: &Device, conn: TcpStream) -> thrift::Result<()> {
+    conn.set_nodelay(true).ok();
+    let mut input = TBinaryInputProtocol::new(BufReader::new(conn.try_clone()?), false);
+    let mut output = TBinaryOutputProtocol::new(BufWriter::new(conn), true);
+    loop {
+        let msg = match input.read_message_begin() {
+            Ok(m) => m,
+            Err(e) if is_eof(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let (service, method) = msg.name.split_once(':').unwrap_or(("", msg.name.as_str()));
+        let (service, method) = (service.to_string(), method.to_string());
+        let args = match wire::read_struct(&mut input, 0).and_then(|a| input.read_message_end().map(|_| a)) {
+            Ok(a) => a,
+            Err(e) => {
+                // The stream position is unknown now: answer and close.
+                let reply = Err(Fault::Bad(format!("cannot read the arguments of {}: {e}", msg.name)));
+                write_reply(&mut output, &method, msg.sequence_number, reply)?;
+                return Ok(());
+            }
+        };
+        let answer = if msg.message_type != TMessageType::Call && msg.message_type != TMessageType::OneWay {
+            Err(Fault::Bad(format!("message type {:?} is not a call", msg.message_type)))
+        } else {
+            call(dev, &service, &method, &args)
+        };
+        if msg.message_type == TMessageType::OneWay {
+            continue;
+        }
+        write_reply(&mut output, &method, msg.sequence_number, answer)?;
+    }
+}
+
+fn write_reply(o: &mut dyn TOutputProtocol, method: &str, seq: i32, answer: Answer) -> thrift::Result<()> {
+    let app = |kind, message: String| ApplicationError { kind, message };
+    let result = match answer {
+        Ok(v) => Ok(Fields(v.map(|v| vec![(0, v)]).unwrap_or_default())),
+        Err(Fault::Code(c)) => Ok(Fields(vec![(1, wire::st(vec![(1, Val::I32(c))]))])),
+        Err(Fault::Bad(m)) => Err(app(ApplicationErrorKind::ProtocolError, m)),
+        Err(Fault::Unknown(m)) => Err(app(ApplicationErrorKind::UnknownMethod, m)),
+        Err(Fault::Internal(m)) => Err(app(ApplicationErrorKind::InternalError, m)),
+    };
+    match result {
+        Ok(fields) => {
+            o.write_message_begin(&TMessageIdentifier::new(method, TMessageType::Reply, seq))?;
+            wire::write_struct(o, &fields)?;
+        }
+        Err(e) => {
+            o.write_message_begin(&TMessageIdentifier::new(method, TMessageType::Exception, seq))?;
+            thrift::Error::write_application_error_to_out_protocol(&e, o)?;
+        }
+    }
+    o.write_message_end()?;
+    o.flush()
+}
+
+/// A `0`/`1` string with the rightmost character standing for bit 0 (the
+/// PRE's port and LAG maps) as the set of its one bits.
+pub fn bits_of_map(map: &[u8]) -> Result<std::collections::BTreeSet<u32>, BadMessage> {
+    let mut out = std::collections::BTreeSet::new();
+    for (i, c) in map.iter().rev().enumerate() {
+        match c {
+            b'1' => {
+                out.insert(i as u32);
+            }
+            b'0' => {}
+            _ => return Err(BadMessage(format!("a port map holds only '0' and '1', not {:?}", *c as char))),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_maps_read_from_the_right() {
+        assert_eq!(bits_of_map(b"110").unwrap().into_iter().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(bits_of_map(b"").unwrap().len(), 0);
+        assert!(bits_of_map(b"12").is_err());
+    }
+}

@@ -1,0 +1,71 @@
+//! The `simple_switch` service: mirroring sessions, egress queues and the clock.
+
+use sluice_engine::device::Device;
+use sluice_engine::state::MirrorSession;
+
+use crate::wire::{st, Fields, Val};
+use crate::{Answer, Fault};
+
+/// Runs one call of the `simple_switch` service.
+pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
+    let mut pool = dev.pool();
+    match method {
+        "mirroring_session_add" => {
+            let id = a.i32(1, "mirror_id")? as u32;
+            let cfg = a.st(2, "config")?;
+            let session =
+                MirrorSession { port: cfg.opt_i32(1).map(|p| p as u32), mgid: cfg.opt_i32(2).map(|g| g as u32) };
+            pool.change(move |sw, _| sw.mirror_set(id, session.clone()));
+            pool.flush();
+            Ok(None)
+        }
+        "mirroring_mapping_add" => {
+            let id = a.i32(1, "mirror_id")? as u32;
+            let port = a.i32(2, "egress_port")? as u32;
+            pool.change(move |sw, _| sw.mirror_set(id, MirrorSession { port: Some(port), mgid: None }));
+            pool.flush();
+            Ok(Some(Val::I32(0)))
+        }
+        "mirroring_session_delete" | "mirroring_mapping_delete" => {
+            let id = a.i32(1, "mirror_id")? as u32;
+            let r = pool.try_change(move |sw, _| sw.mirror_delete(id));
+            pool.flush();
+            match (r, method) {
+                (Ok(()), "mirroring_session_delete") => Ok(None),
+                (Err(_), "mirroring_session_delete") => Err(Fault::Code(1)), // SESSION_NOT_FOUND
+                (r, _) => Ok(Some(Val::I32(if r.is_ok() { 0 } else { 1 }))),
+            }
+        }
+        "mirroring_session_get" => {
+            let id = a.i32(1, "mirror_id")? as u32;
+            let s = pool.master().state.mirror.get(&id).cloned().ok_or(Fault::Code(1))?;
+            let mut f = Vec::new();
+            if let Some(p) = s.port {
+                f.push((1, Val::I32(p as i32)));
+            }
+            if let Some(g) = s.mgid {
+                f.push((2, Val::I32(g as i32)));
+            }
+            Ok(Some(st(f)))
+        }
+        "mirroring_mapping_get_egress_port" => {
+            let id = a.i32(1, "mirror_id")? as u32;
+            let port = pool.master().state.mirror.get(&id).and_then(|s| s.port).map_or(-1, |p| p as i32);
+            Ok(Some(Val::I32(port)))
+        }
+        // Sluice sends each packet as soon as it is processed: there is no
+        // egress queue to size or pace. The calls succeed (status 0) and
+        // change nothing; the README says so.
+        "set_egress_queue_depth"
+        | "set_all_egress_queue_depths"
+        | "set_egress_queue_rate"
+        | "set_all_egress_queue_rates"
+        | "set_egress_priority_queue_depth"
+        | "set_egress_priority_queue_rate" => Ok(Some(Val::I32(0))),
+        "get_time_elapsed_us" => Ok(Some(Val::I64(dev.started.elapsed().as_micros() as i64))),
+        "get_time_since_epoch_us" => Ok(Some(Val::I64(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
+        ))),
+        _ => Err(Fault::Unknown(format!("simple_switch:{method} is not a method of the simple_switch service"))),
+    }
+}
