@@ -269,11 +269,30 @@ impl Switch {
         action: EntryAction,
         priority: i32,
     ) -> Result<u32, RtError> {
+        let e = self.prepare_entry(t, matches, action, priority)?;
+        self.install_entry(t, e)
+    }
+
+    /// Checks and normalizes an entry for table `t` without adding it: a
+    /// control plane checks once on the master and has the replicas
+    /// [`Switch::install_entry`] the result.
+    pub fn prepare_entry(
+        &self,
+        t: usize,
+        matches: Vec<FieldMatch>,
+        action: EntryAction,
+        priority: i32,
+    ) -> Result<Entry, RtError> {
         let matches = self.check_match_key(t, matches)?;
         self.check_entry_action(t, &action)?;
         let priority = if self.table_has_priority(t) { priority } else { 0 };
-        let h =
-            self.state.tables[t].add(Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None })?;
+        Ok(Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None })
+    }
+
+    /// Adds an entry made by [`Switch::prepare_entry`] (fails only on a
+    /// duplicate key or a full table).
+    pub fn install_entry(&mut self, t: usize, e: Entry) -> Result<u32, RtError> {
+        let h = self.state.tables[t].add(e)?;
         // A new entry starts with an unconfigured direct meter, whatever its slot held before.
         if let Some((mi, _)) = self.plan.tables[t].direct_meter {
             if let Some(mut m) = self.state.meters.cell(mi as usize, (h & 0x00ff_ffff) as usize) {

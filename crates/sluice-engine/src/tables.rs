@@ -602,18 +602,18 @@ impl TableState {
         for (spec, m) in self.key.iter().zip(e.matches.iter_mut()) {
             match m {
                 FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) | FieldMatch::Lpm(v, _) => {
-                    *v = fit(v, spec.len, spec.width)
+                    refit(v, spec.len, spec.width)
                 }
                 FieldMatch::Ternary(v, mk) => {
-                    *mk = fit(mk, spec.len, spec.width);
-                    *v = fit(v, spec.len, spec.width);
+                    refit(mk, spec.len, spec.width);
+                    refit(v, spec.len, spec.width);
                     for (a, b) in v.iter_mut().zip(mk.iter()) {
                         *a &= *b;
                     }
                 }
                 FieldMatch::Range(a, b) => {
-                    *a = fit(a, spec.len, spec.width);
-                    *b = fit(b, spec.len, spec.width);
+                    refit(a, spec.len, spec.width);
+                    refit(b, spec.len, spec.width);
                 }
                 _ => {}
             }
@@ -857,9 +857,24 @@ pub fn copy_right(dst: &mut [u8], src: &[u8]) {
 /// Resizes a big-endian value to `len` bytes and clears bits above `width`.
 pub fn fit(v: &[u8], len: usize, width: u32) -> Vec<u8> {
     let mut out = vec![0u8; len];
-    copy_right(&mut out, v);
-    crate::phv::mask_top(&mut out, width);
+    fit_into(&mut out, v, width);
     out
+}
+
+/// Makes `v` a right-aligned `len`-byte value of `width` bits in place
+/// (no allocation when it already has the length: the usual case for keys
+/// a control plane has checked).
+fn refit(v: &mut Vec<u8>, len: usize, width: u32) {
+    if v.len() == len {
+        crate::phv::mask_top(v, width);
+    } else {
+        *v = fit(v, len, width);
+    }
+}
+
+fn fit_into(out: &mut [u8], v: &[u8], width: u32) {
+    copy_right(out, v);
+    crate::phv::mask_top(out, width);
 }
 
 fn full_mask(m: &mut [u8], width: u32) {

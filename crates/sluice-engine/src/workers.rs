@@ -110,6 +110,9 @@ pub struct Pool {
     workers: Vec<Worker>,
     /// Changes the master has but the workers have not been sent yet.
     pending: Vec<Change>,
+    /// Acknowledgements of changes sent early ([`Pool::send_pending`]) that
+    /// [`Pool::flush`] still has to wait for.
+    in_flight: Vec<mpsc::Receiver<()>>,
 }
 
 /// Commands that only read state: answered by the master after merging counters.
@@ -169,7 +172,7 @@ impl Pool {
                 .map_err(|e| format!("cannot start worker {k}: {e}"))?;
             workers.push(Worker { tx, handle: Some(handle), waker });
         }
-        Ok(Pool { master, workers, pending: Vec::new() })
+        Ok(Pool { master, workers, pending: Vec::new(), in_flight: Vec::new() })
     }
 
     /// Number of workers.
@@ -241,21 +244,34 @@ impl Pool {
         f(&mut self.master)
     }
 
-    /// Sends queued changes to every worker and waits until each has applied
-    /// them: from then on no packet sees the old state.
-    pub fn flush(&mut self) {
+    /// Sends the queued changes to every worker without waiting: they apply
+    /// them while the caller goes on (a long batch of writes then costs the
+    /// master's time, not the master's plus the workers'). The data plane may
+    /// see part of a batch sent this way; callers that promise atomicity
+    /// only [`Pool::flush`]. [`Pool::flush`] waits for these too.
+    pub fn send_pending(&mut self) {
         if self.pending.is_empty() {
             return;
         }
         let changes = std::mem::take(&mut self.pending);
-        let mut acks = Vec::new();
         for w in &self.workers {
             let (tx, rx) = mpsc::channel();
             if w.send(Msg::Apply(changes.clone(), tx)) {
-                acks.push(rx);
+                self.in_flight.push(rx);
             }
         }
-        for rx in acks {
+    }
+
+    /// How many changes wait to be sent to the workers.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Sends queued changes to every worker and waits until each has applied
+    /// them (and everything sent before): from then on no packet sees the old state.
+    pub fn flush(&mut self) {
+        self.send_pending();
+        for rx in std::mem::take(&mut self.in_flight) {
             let _ = rx.recv();
         }
     }
@@ -285,6 +301,9 @@ impl Pool {
     /// worker gets a replica, between two of its batches.
     pub fn replace(&mut self, sw: Switch) -> Result<(), String> {
         self.pending.clear();
+        for rx in std::mem::take(&mut self.in_flight) {
+            let _ = rx.recv();
+        }
         let mut acks = Vec::new();
         for w in &self.workers {
             let r = sw.replica().map_err(|e| e.to_string())?;

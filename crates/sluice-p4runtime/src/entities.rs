@@ -129,11 +129,16 @@ pub fn engine_priority(p: i32) -> i32 {
     i32::MAX - p
 }
 
-fn canonical(v: &[u8], width: u32, what: &str) -> Result<Vec<u8>, Fail> {
+/// A value right-aligned in its field's bytes; `what` names it in the error (built only then).
+fn canonical_with(v: &[u8], width: u32, what: impl Fn() -> String) -> Result<Vec<u8>, Fail> {
     fit_value(v, width).ok_or_else(|| Fail {
         code: Code::InvalidArgument,
-        message: format!("{what}: value 0x{} does not fit {width} bits", hex(v)),
+        message: format!("{}: value 0x{} does not fit {width} bits", what(), hex(v)),
     })
+}
+
+fn canonical(v: &[u8], width: u32, what: &str) -> Result<Vec<u8>, Fail> {
+    canonical_with(v, width, || what.to_string())
 }
 
 fn hex(v: &[u8]) -> String {
@@ -159,34 +164,37 @@ fn match_key(t: &TableIds, fields: &[p4::FieldMatch]) -> Result<Vec<FieldMatch>,
         }
         let k = &t.key[pos];
         let w = k.bitwidth;
-        let what = format!("match field {}", f.field_id);
+        let fid = f.field_id;
+        let what = &|| format!("match field {fid}");
         let m = match (k.kind, &f.field_match_type) {
-            (MatchKind::Exact, Some(M::Exact(x))) => FieldMatch::Exact(canonical(&x.value, w, &what)?),
+            (MatchKind::Exact, Some(M::Exact(x))) => FieldMatch::Exact(canonical_with(&x.value, w, what)?),
             (MatchKind::Valid, Some(M::Exact(x))) => FieldMatch::Valid(x.value.iter().any(|b| *b != 0)),
             (MatchKind::Lpm, Some(M::Lpm(x))) => {
                 if x.prefix_len < 0 || x.prefix_len as u32 > w {
                     return fail(
                         Code::InvalidArgument,
-                        format!("{what}: prefix length {} outside 0..={w}", x.prefix_len),
+                        format!("{}: prefix length {} outside 0..={w}", what(), x.prefix_len),
                     );
                 }
-                FieldMatch::Lpm(canonical(&x.value, w, &what)?, x.prefix_len as u32)
+                FieldMatch::Lpm(canonical_with(&x.value, w, what)?, x.prefix_len as u32)
             }
             (MatchKind::Ternary, Some(M::Ternary(x))) => {
-                FieldMatch::Ternary(canonical(&x.value, w, &what)?, canonical(&x.mask, w, &what)?)
+                FieldMatch::Ternary(canonical_with(&x.value, w, what)?, canonical_with(&x.mask, w, what)?)
             }
             (MatchKind::Range, Some(M::Range(x))) => {
-                let (lo, hi) = (canonical(&x.low, w, &what)?, canonical(&x.high, w, &what)?);
+                let (lo, hi) = (canonical_with(&x.low, w, what)?, canonical_with(&x.high, w, what)?);
                 if lo > hi {
-                    return fail(Code::InvalidArgument, format!("{what}: range low is above high"));
+                    return fail(Code::InvalidArgument, format!("{}: range low is above high", what()));
                 }
                 FieldMatch::Range(lo, hi)
             }
-            (MatchKind::Optional, Some(M::Optional(x))) => FieldMatch::Optional(Some(canonical(&x.value, w, &what)?)),
+            (MatchKind::Optional, Some(M::Optional(x))) => {
+                FieldMatch::Optional(Some(canonical_with(&x.value, w, what)?))
+            }
             (kind, _) => {
                 return fail(
                     Code::InvalidArgument,
-                    format!("{what} is a {kind:?} field; the match given is another kind"),
+                    format!("{} is a {kind:?} field; the match given is another kind", what()),
                 )
             }
         };
@@ -263,7 +271,7 @@ fn action(pl: &Pipeline, sw: &Switch, a: &p4::Action, table: Option<&TableIds>) 
         let Some(p) = a.params.iter().find(|p| p.param_id == *pid) else {
             return fail(Code::InvalidArgument, format!("action {}: parameter {pid} is missing", a.action_id));
         };
-        values.push(canonical(&p.value, *w, &format!("action {} parameter {pid}", a.action_id))?);
+        values.push(canonical_with(&p.value, *w, || format!("action {} parameter {pid}", a.action_id))?);
     }
     if a.params.len() != ai.params.len() {
         return fail(Code::InvalidArgument, format!("action {}: unknown or repeated parameters", a.action_id));
@@ -644,8 +652,9 @@ fn write_table_entry(
     };
     let hd = match op {
         Op::Insert => {
-            let k = key.clone();
-            tg.apply(Arc::new(move |sw, _| sw.add_entry(ti, k.clone(), ea.clone(), prio)))?
+            // Checked once here; every replica installs the checked entry.
+            let entry = sw.prepare_entry(ti, key, ea, prio)?;
+            tg.apply(Arc::new(move |sw, _| sw.install_entry(ti, entry.clone())))?
         }
         _ => {
             let hd = sw

@@ -51,6 +51,9 @@ pub const API_VERSION: &str = "1.4.1";
 /// Largest request accepted (bigger ones are refused by gRPC before decoding).
 pub const MAX_MESSAGE: usize = 64 << 20;
 
+/// Changes handed to the workers at a time during a non-atomic Write.
+const EARLY_SEND: usize = 128;
+
 /// What the server keeps between requests.
 #[derive(Default)]
 pub struct State {
@@ -159,6 +162,10 @@ impl Server {
         } else {
             for u in &updates {
                 results.push(u.clone().and_then(|(op, e)| entities::write(&pl, &mut st.handles, &mut *pool, op, e)));
+                // No atomicity promised: the workers replay while the master goes on.
+                if pool.pending() >= EARLY_SEND {
+                    pool.send_pending();
+                }
             }
         }
         pool.flush();
@@ -390,7 +397,10 @@ pub fn start(dev: Arc<Device>, addr: &str) -> Result<std::net::SocketAddr, Strin
                 let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service(server))
                     .max_decoding_message_size(MAX_MESSAGE)
                     .max_encoding_message_size(MAX_MESSAGE);
+                // Large flow-control windows: batched Writes are tens of kilobytes to megabytes.
                 let r = tonic::transport::Server::builder()
+                    .initial_stream_window_size(Some(8 << 20))
+                    .initial_connection_window_size(Some(16 << 20))
                     .layer(tower::util::MapResponseLayer::new(too_large_is_resource_exhausted))
                     .add_service(svc)
                     .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))

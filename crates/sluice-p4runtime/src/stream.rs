@@ -312,9 +312,12 @@ struct DigestQueue {
 /// Starts the thread that carries data-plane events (PacketIn, digests) to the primary.
 pub fn start_event_thread(server: Arc<Server>) {
     let Some(events) = server.dev.take_events() else { return };
+    // Digest samples wait in the queues: only then must an idle wake-up look at them.
+    let mut waiting = false;
     let _ = std::thread::Builder::new().name("sluice-p4rt-events".into()).spawn(move || loop {
         let ev = match events.recv_timeout(Duration::from_millis(5)) {
             Ok(e) => Some(e),
+            Err(RecvTimeoutError::Timeout) if !waiting => continue,
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,
         };
@@ -362,6 +365,7 @@ pub fn start_event_thread(server: Arc<Server>) {
         }
         // Send the lists that are full or old enough; forget unacknowledged ones that timed out.
         let now = Instant::now();
+        waiting = false;
         let ids: Vec<u32> = st.streams.digests.keys().copied().collect();
         for did in ids {
             let Some(cfg) = st.handles.digests.get(&did).copied() else { continue };
@@ -407,6 +411,7 @@ pub fn start_event_thread(server: Arc<Server>) {
                 q.outstanding.insert(list_id, (samples, now));
             }
             let q = st.streams.digests.get_mut(&did).expect("listed above");
+            waiting |= !q.pending.is_empty() || !q.outstanding.is_empty();
             let expired: Vec<u64> = q
                 .outstanding
                 .iter()
