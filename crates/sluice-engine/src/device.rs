@@ -57,6 +57,8 @@ pub struct Device {
     /// A program loaded with Thrift's `bm_load_new_config`, waiting for `bm_swap_configs`.
     staged: Mutex<Option<(Switch, Program)>>,
     events: Mutex<Option<Receiver<Event>>>,
+    /// The ports attached now (`port_add` / `port_remove` change them).
+    ports: Mutex<Vec<PortInfo>>,
     mode: ExecMode,
     pub info: DeviceInfo,
     pub started: Instant,
@@ -72,6 +74,7 @@ impl Device {
             program: Mutex::new(Program { json }),
             staged: Mutex::new(None),
             events: Mutex::new(events),
+            ports: Mutex::new(info.ports.clone()),
             mode,
             info,
             started: Instant::now(),
@@ -140,6 +143,37 @@ impl Device {
         let mut pool = self.pool();
         pool.stop_workers();
         pool
+    }
+
+    /// The ports attached now.
+    pub fn ports(&self) -> Vec<PortInfo> {
+        self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Attaches interface `iface` as port `number` on every worker.
+    pub fn add_port(&self, number: u32, iface: &str) -> Result<(), String> {
+        // Lock order everywhere: pool, then ports.
+        let mut pool = self.pool();
+        let mut ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        if ports.iter().any(|p| p.number == number) {
+            return Err(format!("port {number} exists"));
+        }
+        pool.set_port(number, Some(iface))?;
+        ports.push(PortInfo { number, iface: iface.to_string() });
+        ports.sort_by_key(|p| p.number);
+        Ok(())
+    }
+
+    /// Detaches port `number`.
+    pub fn remove_port(&self, number: u32) -> Result<(), String> {
+        let mut pool = self.pool();
+        let mut ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        if !ports.iter().any(|p| p.number == number) {
+            return Err(format!("no port {number}"));
+        }
+        pool.set_port(number, None)?;
+        ports.retain(|p| p.number != number);
+        Ok(())
     }
 
     /// Takes the event receiver (one consumer: the P4Runtime server).

@@ -34,6 +34,16 @@ pub trait WorkerIo: Send {
     /// ports ignores it.
     fn inject(&mut self, _sw: &mut Switch, _port: u32, _frame: &[u8]) {}
 
+    /// Attaches interface `iface` as port `number` (Thrift's `port_add`).
+    fn add_port(&mut self, _number: u32, _iface: &str) -> Result<(), String> {
+        Err("this worker has no ports to add to".into())
+    }
+
+    /// Detaches port `number` (Thrift's `port_remove`).
+    fn remove_port(&mut self, _number: u32) -> Result<(), String> {
+        Err("this worker has no ports to remove".into())
+    }
+
     /// A way to interrupt the worker's wait for packets, so that a control
     /// message is handled at once instead of at the end of the wait.
     fn waker(&self) -> Option<Waker> {
@@ -84,6 +94,8 @@ enum Msg {
     Replace(Box<Switch>, mpsc::Sender<()>),
     /// Run one frame as if received on a port.
     Inject(u32, Vec<u8>),
+    /// Attach (`Some(iface)`) or detach a port, then report.
+    Port(u32, Option<String>, mpsc::Sender<Result<(), String>>),
     Snapshot(mpsc::Sender<CounterSnapshot>),
 }
 
@@ -157,6 +169,13 @@ impl Pool {
                                     let _ = ack.send(());
                                 }
                                 Ok(Msg::Inject(port, frame)) => io.inject(&mut sw, port, &frame),
+                                Ok(Msg::Port(number, iface, reply)) => {
+                                    let r = match iface {
+                                        Some(i) => io.add_port(number, &i),
+                                        None => io.remove_port(number),
+                                    };
+                                    let _ = reply.send(r);
+                                }
                                 Ok(Msg::Snapshot(reply)) => {
                                     let _ = reply.send(CounterSnapshot::of(&sw));
                                 }
@@ -329,6 +348,45 @@ impl Pool {
         }
         let k = flow_hash(&frame) as usize % self.workers.len();
         self.workers[k].send(Msg::Inject(port, frame))
+    }
+
+    /// Attaches `iface` as port `number` on every worker (`None`: detaches
+    /// port `number`). When a worker fails, the others are put back.
+    pub fn set_port(&mut self, number: u32, iface: Option<&str>) -> Result<(), String> {
+        if self.workers.is_empty() {
+            return Err("the switch runs without workers: no ports".into());
+        }
+        let mut done = Vec::new();
+        let mut error = None;
+        for (k, w) in self.workers.iter().enumerate() {
+            let (tx, rx) = mpsc::channel();
+            if !w.send(Msg::Port(number, iface.map(str::to_string), tx)) {
+                error = Some(format!("worker {k} has ended"));
+                break;
+            }
+            match rx.recv() {
+                Ok(Ok(())) => done.push(k),
+                Ok(Err(e)) => {
+                    error = Some(e);
+                    break;
+                }
+                Err(_) => {
+                    error = Some(format!("worker {k} has ended"));
+                    break;
+                }
+            }
+        }
+        let Some(e) = error else { return Ok(()) };
+        // Undo an attach on the workers that made it (a failed detach leaves nothing to undo).
+        if iface.is_some() {
+            for k in done {
+                let (tx, rx) = mpsc::channel();
+                if self.workers[k].send(Msg::Port(number, None, tx)) {
+                    let _ = rx.recv();
+                }
+            }
+        }
+        Err(e)
     }
 
     /// Runs a `simple_switch_CLI` command: reads see the merged counters; a

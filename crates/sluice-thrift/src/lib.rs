@@ -19,7 +19,7 @@ pub mod sswitch;
 pub mod standard;
 pub mod wire;
 
-use std::io::{BufReader, BufWriter};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -100,8 +100,14 @@ fn is_eof(e: &thrift::Error) -> bool {
 /// Answers calls on one connection until the client closes it.
 pub fn serve_connection(dev: &Device, conn: TcpStream) -> thrift::Result<()> {
     conn.set_nodelay(true).ok();
-    let mut input = TBinaryInputProtocol::new(BufReader::new(conn.try_clone()?), false);
-    let mut output = TBinaryOutputProtocol::new(BufWriter::new(conn), true);
+    serve_stream(dev, BufReader::new(conn.try_clone()?), BufWriter::new(conn))
+}
+
+/// Answers the calls read from `reader` on `writer` until the input ends
+/// (the connection loop, apart from sockets: the fuzz target feeds it bytes).
+pub fn serve_stream(dev: &Device, reader: impl Read, writer: impl Write) -> thrift::Result<()> {
+    let mut input = TBinaryInputProtocol::new(reader, false);
+    let mut output = TBinaryOutputProtocol::new(writer, true);
     loop {
         let msg = match input.read_message_begin() {
             Ok(m) => m,

@@ -664,10 +664,30 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                 Err(e) => Err(Fault::Internal(e)),
             }
         }
-        "bm_dev_mgr_add_port" | "bm_dev_mgr_remove_port" => Err(Fault::Code(1)),
+        "bm_dev_mgr_add_port" => {
+            let iface = a.str(1, "iface_name")?.to_string();
+            let port = a.i32(2, "port_num")?;
+            drop(pool);
+            if !(0..511).contains(&port) {
+                return Err(Fault::Code(1));
+            }
+            dev.add_port(port as u32, &iface).map_err(|e| {
+                eprintln!("sluice: port_add {iface} {port}: {e}");
+                Fault::Code(1)
+            })?;
+            Ok(None)
+        }
+        "bm_dev_mgr_remove_port" => {
+            let port = a.i32(1, "port_num")?;
+            drop(pool);
+            dev.remove_port(port.max(0) as u32).map_err(|e| {
+                eprintln!("sluice: port_remove {port}: {e}");
+                Fault::Code(1)
+            })?;
+            Ok(None)
+        }
         "bm_dev_mgr_show_ports" => Ok(Some(st_list(
-            dev.info
-                .ports
+            dev.ports()
                 .iter()
                 .map(|p| {
                     st(vec![

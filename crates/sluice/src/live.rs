@@ -232,6 +232,11 @@ struct LiveIo {
     out_buf: Vec<u8>,
     outs: Vec<(u32, usize, usize)>,
     captures: Option<Arc<Mutex<Vec<Capture>>>>,
+    /// Per port index: its capture in `captures` (ports added later have none).
+    capture_of: Vec<Option<usize>>,
+    /// How ports added at run time are opened: offload headers, fanout group base, workers.
+    offload: bool,
+    fanout_base: Option<u16>,
     stats: LiveStats,
     /// Where the worker leaves its counters when it ends.
     report: Arc<Mutex<Vec<WorkerReport>>>,
@@ -266,9 +271,9 @@ impl LiveIo {
         vnet: &VnetHdr,
     ) -> Result<bool, String> {
         let mut sent = false;
-        if let Some(c) = self.captures.as_ref().filter(|_| k != usize::MAX) {
+        if let (Some(c), Some(Some(ci))) = (self.captures.as_ref(), self.capture_of.get(k)) {
             if let Ok(mut c) = c.lock() {
-                let _ = c[k].rx.write_packet(&PcapPacket::new(now_ts(), frame.len() as u32, frame));
+                let _ = c[*ci].rx.write_packet(&PcapPacket::new(now_ts(), frame.len() as u32, frame));
             }
         }
         self.out_buf.clear();
@@ -318,9 +323,9 @@ impl LiveIo {
             self.ports[dst].send(o, &v).map_err(|e| e.to_string())?;
             self.stats.sent += 1;
             sent = true;
-            if let Some(c) = &self.captures {
+            if let (Some(c), Some(Some(ci))) = (self.captures.as_ref(), self.capture_of.get(dst)) {
                 if let Ok(mut c) = c.lock() {
-                    let _ = c[dst].tx.write_packet(&PcapPacket::new(now_ts(), len as u32, o));
+                    let _ = c[*ci].tx.write_packet(&PcapPacket::new(now_ts(), len as u32, o));
                 }
             }
         }
@@ -350,6 +355,45 @@ impl crate::workers::WorkerIo for LiveIo {
                 self.fail(e);
             }
         }
+    }
+
+    fn add_port(&mut self, number: u32, iface: &str) -> Result<(), String> {
+        if number >= 511 {
+            return Err(format!("port {number} is out of range (0-510)"));
+        }
+        if self.port_numbers.contains(&number) {
+            return Err(format!("port {number} exists"));
+        }
+        let fanout = self.fanout_base.map(|b| b.wrapping_add(number as u16));
+        let port = AfPacketPort::open(iface, self.offload, fanout).map_err(|e| e.to_string())?;
+        let fd = port.fd();
+        self.ports.push(Box::new(port));
+        self.port_numbers.push(number);
+        self.capture_of.push(None);
+        // The wake-up descriptor stays last.
+        let at = self.pfds.len() - 1;
+        self.pfds.insert(at, libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+        self.by_number[number as usize] = self.ports.len() - 1;
+        eprintln!("port {number}: {iface} via af_packet (added at run time)");
+        Ok(())
+    }
+
+    fn remove_port(&mut self, number: u32) -> Result<(), String> {
+        let Some(k) = self.port_numbers.iter().position(|p| *p == number) else {
+            return Err(format!("no port {number}"));
+        };
+        if self.null_forward {
+            return Err("--null-forward needs its two ports".into());
+        }
+        self.ports.remove(k);
+        self.port_numbers.remove(k);
+        self.capture_of.remove(k);
+        self.pfds.remove(k);
+        self.by_number.fill(usize::MAX);
+        for (i, p) in self.port_numbers.iter().enumerate() {
+            self.by_number[*p as usize] = i;
+        }
+        Ok(())
     }
 
     fn waker(&self) -> Option<Waker> {
@@ -506,8 +550,8 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     let group_base = (std::process::id() as u16).wrapping_mul(31);
     for w in 0..workers {
         let mut ports: Vec<Box<dyn Port>> = Vec::new();
-        for (i, spec) in opts.ports.iter().enumerate() {
-            let fanout = (workers > 1).then(|| group_base.wrapping_add(i as u16));
+        for spec in opts.ports.iter() {
+            let fanout = (workers > 1).then(|| group_base.wrapping_add(spec.port as u16));
             let p: Box<dyn Port> = match spec.backend {
                 Backend::AfPacket => {
                     Box::new(AfPacketPort::open(&spec.iface, opts.offload, fanout).map_err(|e| e.to_string())?)
@@ -551,6 +595,9 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
             out_buf: Vec::with_capacity(4 * MAX_FRAME),
             outs: Vec::with_capacity(64),
             captures: captures.clone(),
+            capture_of: (0..opts.ports.len()).map(|i| captures.as_ref().map(|_| i)).collect(),
+            offload: opts.offload,
+            fanout_base: (workers > 1).then_some(group_base),
             stats: LiveStats::default(),
             report: report.clone(),
             error: error.clone(),

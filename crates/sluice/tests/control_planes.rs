@@ -399,3 +399,34 @@ fn thrift_and_p4runtime_share_one_table_state() {
     let read = run(&["--count-routes"]);
     assert!(read.contains("routes: 3"), "P4Runtime reads the route the CLI wrote:\n{read}");
 }
+
+/// `port_add` / `port_remove` through the stock CLI on a live switch: the
+/// second host is reachable only while its port is attached.
+#[test]
+fn port_add_and_remove_through_the_stock_cli() {
+    let cli_bin = venv_bin("simple_switch_CLI");
+    let mut lab = Lab::with_veth_hosts(true);
+    let commands = lab.dir.join("commands.txt").display().to_string();
+    let router = common::lab::router_json().display().to_string();
+    lab.start(&["-i", "1@s1-eth1", "--thrift-port", "9090", "--commands", &commands, &router]);
+    let run_cli = |input: &str| -> Vec<String> {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &lab.sw])
+            .arg(&cli_bin)
+            .args(["--thrift-port", "9090"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        answers(&String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout))
+    };
+    assert_eq!(lab.ping(2), 0, "port 2 is not attached yet");
+    let a = run_cli("port_add s1-eth2 2\nshow_ports\n");
+    assert!(a[1].contains("s1-eth2") && a[1].contains("s1-eth1"), "show_ports lists both ports:\n{a:?}");
+    assert_eq!(lab.ping(3), 3, "after port_add:\n{}", lab.log());
+    let a = run_cli("port_remove 2\nport_remove 2\nshow_ports\n");
+    assert!(a[1].contains("Invalid device manager operation (ERROR)"), "a second remove fails:\n{a:?}");
+    assert!(!a[2].contains("s1-eth2"), "{a:?}");
+    assert_eq!(lab.ping(2), 0, "port 2 is detached again");
+}

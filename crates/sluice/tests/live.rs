@@ -153,7 +153,7 @@ fn a_tutorial_simple_switch_command_line_starts_and_an_unknown_option_is_refused
     }
     let log = lab.stop();
     assert!(log.contains("port 1: veth1 via af_packet") && log.contains("port 2: veth3 via af_packet"), "{log}");
-    assert!(log.contains("--thrift-port 9090 remembered"), "{log}");
+    assert!(log.contains("Thrift runtime server listening on port 9090"), "{log}");
 
     let out = Command::new(&link).args(["--frobnicate", &json]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
