@@ -553,20 +553,13 @@ impl Switch {
     /// The cell of meter `m` a command's index names: the index itself for a
     /// meter array, the entry behind a handle of the bound table for a direct meter.
     fn meter_cell(&self, m: usize, index: u32) -> Result<usize, CmdError> {
-        let mp = &self.plan.meters[m];
-        if !mp.is_direct {
-            return Ok(index as usize);
-        }
-        let t = self
-            .plan
-            .tables
-            .iter()
-            .position(|t| t.direct_meter.as_ref().is_some_and(|(mi, _)| *mi as usize == m))
-            .ok_or_else(|| CmdError(format!("direct meter {} is bound to no table", mp.name)))?;
-        match self.state.tables[t].index_of(index) {
-            Ok(i) => Ok(i as usize),
-            Err(_) => err("Invalid table operation (INVALID_HANDLE)"),
-        }
+        self.meter_index(m, index).map_err(|e| {
+            CmdError(match e.code {
+                crate::runtime::RtCode::InvalidIndex => "Invalid meter operation (INVALID_INDEX)".into(),
+                crate::runtime::RtCode::InvalidName => e.message,
+                _ => "Invalid table operation (INVALID_HANDLE)".into(),
+            })
+        })
     }
 
     fn meter(&self, name: &str) -> Result<usize, CmdError> {

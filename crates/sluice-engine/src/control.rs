@@ -183,6 +183,9 @@ impl Exec<'_> {
                 }
             }
         };
+        if let (Some(h), true) = (hit, tp.support_timeout) {
+            self.state.tables[ti].touch(h, self.now_us);
+        }
         if let (Some(h), None, false, None) = (hit, &self.trace, tp.with_counters, &tp.direct_meter) {
             // A direct action with little data: run it from the hot record.
             let hot = *self.state.tables[ti].hot(h);

@@ -656,7 +656,8 @@ impl Exec<'_> {
     /// `-1 - encoded next node`, or `i64::MIN` when the action exited.
     pub fn apply_table_for_jit(&mut self, ti: usize, out: &mut [u8; 64]) -> i64 {
         let tp = &self.plan.tables[ti];
-        if !tp.with_counters && tp.direct_meter.is_none() {
+        // Tables with idle timeouts record their hits: the full path does that.
+        if !tp.with_counters && tp.direct_meter.is_none() && !tp.support_timeout {
             let found = match self.lookup_integer_key(ti) {
                 Some(Some(h)) => {
                     let hot = self.state.tables[ti].hot(h);

@@ -206,6 +206,11 @@ impl Switch {
         self.now
     }
 
+    /// The instant a time of this switch's clock (µs since it started) stands for.
+    pub fn instant_at(&self, us: u64) -> Instant {
+        self.start + std::time::Duration::from_micros(us)
+    }
+
     fn take_phv(&mut self) -> Box<Phv> {
         self.phv_pool.pop().unwrap_or_else(|| Box::new(self.plan.layout.new_phv()))
     }

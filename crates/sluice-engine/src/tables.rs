@@ -366,6 +366,9 @@ pub struct TableState {
     pub entries: Vec<Option<Entry>>,
     /// Per-index hot record, parallel to `entries`.
     hot: Vec<HotEntry>,
+    /// Per index: when the entry was last hit, µs on its switch's clock
+    /// (0: not since it was added). Kept only for tables with idle timeouts.
+    last_hit: Vec<u64>,
     /// Per-index version, bumped on delete; bmv2 puts it in a handle's top 8 bits.
     versions: Vec<u8>,
     free: BTreeSet<u32>,
@@ -397,6 +400,7 @@ impl TableState {
             max_size,
             entries: Vec::new(),
             hot: Vec::new(),
+            last_hit: Vec::new(),
             versions: Vec::new(),
             free: BTreeSet::new(),
             count: 0,
@@ -635,9 +639,11 @@ impl TableState {
             None => {
                 self.entries.push(None);
                 self.hot.push(HotEntry::COLD);
+                self.last_hit.push(0);
                 (self.entries.len() - 1) as u32
             }
         };
+        self.last_hit[handle as usize] = 0;
         match &mut self.index {
             Index::Tuples { .. } => {
                 let f = self.flat(handle, &e);
@@ -811,6 +817,19 @@ impl TableState {
             e.action = action;
         }
         Ok(())
+    }
+
+    /// Records a hit on entry `idx` at `now_us` (tables with idle timeouts).
+    #[inline]
+    pub fn touch(&mut self, idx: u32, now_us: u64) {
+        if let Some(t) = self.last_hit.get_mut(idx as usize) {
+            *t = now_us;
+        }
+    }
+
+    /// When entry `idx` was last hit (µs on its switch's clock; 0: never since added).
+    pub fn last_hit(&self, idx: u32) -> u64 {
+        self.last_hit.get(idx as usize).copied().unwrap_or(0)
     }
 
     /// The hot record of entry index `idx` (what `lookup` returns).

@@ -61,6 +61,8 @@ pub struct CounterSnapshot {
     pub counters: Vec<Vec<(u64, u64)>>,
     /// Per table: `(entry handle, packets, bytes)` of entries that counted something.
     pub direct: Vec<Vec<(u32, u64, u64)>>,
+    /// Tables with idle timeouts: `(table, entry handle, last hit)` of entries hit since added.
+    pub hits: Vec<(usize, u32, std::time::Instant)>,
 }
 
 impl CounterSnapshot {
@@ -78,8 +80,27 @@ impl CounterSnapshot {
                         .collect()
                 })
                 .collect(),
+            hits: last_hits(sw),
         }
     }
+}
+
+/// When each entry of a table with idle timeouts was last hit (entries not hit since added are left out).
+fn last_hits(sw: &Switch) -> Vec<(usize, u32, std::time::Instant)> {
+    let mut out = Vec::new();
+    for (t, tp) in sw.plan.tables.iter().enumerate() {
+        if !tp.support_timeout {
+            continue;
+        }
+        let ts = &sw.state.tables[t];
+        for (h, _) in ts.entries() {
+            let us = ts.last_hit(h & 0x00ff_ffff);
+            if us != 0 {
+                out.push((t, h, sw.instant_at(us)));
+            }
+        }
+    }
+    out
 }
 
 /// One state change as every replica replays it. The flag says whether this
@@ -224,6 +245,25 @@ impl Pool {
         }
         let snaps = self.snapshots();
         merge_into(&mut self.master, &snaps);
+    }
+
+    /// When entries of tables with idle timeouts were last hit, over all
+    /// workers (the latest hit wins): `(table, handle) -> instant`.
+    pub fn last_hits(&mut self) -> std::collections::HashMap<(usize, u32), std::time::Instant> {
+        self.flush();
+        let hits: Vec<(usize, u32, std::time::Instant)> = if self.workers.is_empty() {
+            last_hits(&self.master)
+        } else {
+            self.snapshots().into_iter().flat_map(|s| s.hits).collect()
+        };
+        let mut out = std::collections::HashMap::new();
+        for (t, h, at) in hits {
+            let e = out.entry((t, h)).or_insert(at);
+            if at > *e {
+                *e = at;
+            }
+        }
+        out
     }
 
     /// Applies a change to the master now and queues it for the workers; it

@@ -118,6 +118,17 @@ pub struct Handles {
     pub one_shots: HashMap<(usize, u32), (usize, u32, Vec<u32>)>,
     /// Digest configurations by digest id.
     pub digests: HashMap<u32, p4::digest_entry::Config>,
+    /// Entries with an idle timeout: (table index, handle) -> their aging.
+    pub aging: HashMap<(usize, u32), Aging>,
+}
+
+/// One entry's idle timeout: its length, when it was (re)armed, and whether
+/// the controller has been told it went idle (told once, until it is hit again).
+#[derive(Debug, Clone, Copy)]
+pub struct Aging {
+    pub timeout: std::time::Duration,
+    pub since: std::time::Instant,
+    pub notified: bool,
 }
 
 /// Multicast groups Sluice makes for clone sessions with several replicas
@@ -319,13 +330,7 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
             let d = c.data.unwrap_or_default();
             let (p, b) = (d.packet_count as u64, d.byte_count as u64);
             let size = tg.sw().state.counters[ci].len();
-            let cells: Vec<usize> = match &c.index {
-                Some(i) if i.index < 0 || i.index as usize >= size => {
-                    return fail(Code::OutOfRange, format!("counter index {} outside 0..{size}", i.index))
-                }
-                Some(i) => vec![i.index as usize],
-                None => (0..size).collect(),
-            };
+            let cells = indices(&c.index, size, "counter")?;
             tg.apply(Arc::new(move |sw, first| {
                 for &i in &cells {
                     *sw.counter_cell(ci, i)? = if first { (p, b) } else { (0, 0) };
@@ -361,13 +366,7 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
             };
             let rates = meter_rates(m.config.as_ref())?;
             let size = tg.sw().state.meters.len(mi);
-            let cells: Vec<usize> = match &m.index {
-                Some(i) if i.index < 0 || i.index as usize >= size => {
-                    return fail(Code::OutOfRange, format!("meter index {} outside 0..{size}", i.index))
-                }
-                Some(i) => vec![i.index as usize],
-                None => (0..size).collect(),
-            };
+            let cells = indices(&m.index, size, "meter")?;
             tg.apply_shared(&|sw| cells.iter().try_for_each(|&i| sw.set_meter_rates(mi, i, rates.clone())))?;
             Ok(())
         }
@@ -400,13 +399,7 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
             let v = canonical(&v, w, "register value")?;
             let v = sluice_engine::value::be_to_u128(&v);
             let size = tg.sw().state.registers.len(ri);
-            let cells: Vec<usize> = match &r.index {
-                Some(i) if i.index < 0 || i.index as usize >= size => {
-                    return fail(Code::OutOfRange, format!("register index {} outside 0..{size}", i.index))
-                }
-                Some(i) => vec![i.index as usize],
-                None => (0..size).collect(),
-            };
+            let cells = indices(&r.index, size, "register")?;
             tg.apply_shared(&|sw| cells.iter().try_for_each(|&i| sw.register_set(ri, i, v)))?;
             Ok(())
         }
@@ -472,6 +465,17 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
             }
         }
         E::ExternEntry(_) => fail(Code::Unimplemented, "v1model has no P4Runtime extern entries"),
+    }
+}
+
+/// The cells an optional index names in an array of `size`: that one (checked) or all of them.
+fn indices(index: &Option<p4::Index>, size: usize, what: &str) -> Result<Vec<usize>, Fail> {
+    match index {
+        Some(i) if i.index < 0 || i.index as usize >= size => {
+            fail(Code::OutOfRange, format!("{what} index {} outside 0..{size}", i.index))
+        }
+        Some(i) => Ok(vec![i.index as usize]),
+        None => Ok((0..size).collect()),
     }
 }
 
@@ -567,6 +571,7 @@ fn write_table_entry(
             .ok_or_else(|| Fail { code: Code::NotFound, message: "no such entry".into() })?;
         tg.apply(Arc::new(move |sw, _| sw.delete_entry(ti, hd).map(|_| 0)))?;
         h.entry_meta.remove(&(ti, hd));
+        h.aging.remove(&(ti, hd));
         if let Some((p, g, members)) = h.one_shots.remove(&(ti, hd)) {
             tg.apply(Arc::new(move |sw, _| {
                 sw.delete_group(p, g)?;
@@ -674,12 +679,25 @@ fn finish_entry(h: &mut Handles, tg: &mut dyn Target, t: &TableIds, te: &p4::Tab
     } else {
         h.entry_meta.remove(&(ti, hd));
     }
+    if te.idle_timeout_ns < 0 {
+        return fail(Code::InvalidArgument, "idle_timeout_ns is negative");
+    }
     if te.idle_timeout_ns != 0 {
         if !t.idle_timeout {
             return fail(Code::InvalidArgument, format!("table {} does not support idle timeouts", t.id));
         }
         let ms = (te.idle_timeout_ns / 1_000_000).clamp(1, i64::from(u32::MAX)) as u32;
         tg.apply(Arc::new(move |sw, _| sw.set_entry_ttl(ti, hd, ms).map(|_| 0)))?;
+        h.aging.insert(
+            (ti, hd),
+            Aging {
+                timeout: std::time::Duration::from_nanos(te.idle_timeout_ns as u64),
+                since: std::time::Instant::now(),
+                notified: false,
+            },
+        );
+    } else {
+        h.aging.remove(&(ti, hd));
     }
     if let Some(cd) = te.counter_data {
         let (p, b) = (cd.packet_count as u64, cd.byte_count as u64);
@@ -942,7 +960,8 @@ fn write_clone(h: &mut Handles, tg: &mut dyn Target, op: Op, c: &p4::CloneSessio
 
 // ---------------------------------------------------------------- reads
 
-fn table_entry_out(
+/// A table entry as a Read answers it (`None` when the handle is gone).
+pub fn table_entry_out(
     pl: &Pipeline,
     h: &Handles,
     sw: &Switch,
@@ -1120,13 +1139,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             ids.sort();
             for (id, ci) in ids {
                 let cells = &sw.state.counters[ci];
-                let range: Vec<usize> = match &q.index {
-                    Some(i) if i.index < 0 || i.index as usize >= cells.len() => {
-                        return fail(Code::OutOfRange, format!("counter index {} outside 0..{}", i.index, cells.len()))
-                    }
-                    Some(i) => vec![i.index as usize],
-                    None => (0..cells.len()).collect(),
-                };
+                let range = indices(&q.index, cells.len(), "counter")?;
                 for i in range {
                     let (p, b) = cells[i];
                     push(
@@ -1174,13 +1187,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             ids.sort();
             for (id, mi) in ids {
                 let n = sw.state.meters.len(mi);
-                let range: Vec<usize> = match &q.index {
-                    Some(i) if i.index < 0 || i.index as usize >= n => {
-                        return fail(Code::OutOfRange, format!("meter index {} outside 0..{n}", i.index))
-                    }
-                    Some(i) => vec![i.index as usize],
-                    None => (0..n).collect(),
-                };
+                let range = indices(&q.index, n, "meter")?;
                 for i in range {
                     push(
                         out,
@@ -1226,13 +1233,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             for (id, ri) in ids {
                 let n = sw.state.registers.len(ri);
                 let w = sw.plan.registers[ri].width;
-                let range: Vec<usize> = match &q.index {
-                    Some(i) if i.index < 0 || i.index as usize >= n => {
-                        return fail(Code::OutOfRange, format!("register index {} outside 0..{n}", i.index))
-                    }
-                    Some(i) => vec![i.index as usize],
-                    None => (0..n).collect(),
-                };
+                let range = indices(&q.index, n, "register")?;
                 for i in range {
                     let v = sw.register_get(ri, i)?;
                     let bytes = v.to_be_bytes();

@@ -314,7 +314,12 @@ pub fn start_event_thread(server: Arc<Server>) {
     let Some(events) = server.dev.take_events() else { return };
     // Digest samples wait in the queues: only then must an idle wake-up look at them.
     let mut waiting = false;
+    let mut last_aging = Instant::now();
     let _ = std::thread::Builder::new().name("sluice-p4rt-events".into()).spawn(move || loop {
+        if last_aging.elapsed() >= AGING_PERIOD {
+            last_aging = Instant::now();
+            check_idle_entries(&server);
+        }
         let ev = match events.recv_timeout(Duration::from_millis(5)) {
             Ok(e) => Some(e),
             Err(RecvTimeoutError::Timeout) if !waiting => continue,
@@ -427,4 +432,57 @@ pub fn start_event_thread(server: Arc<Server>) {
             }
         }
     });
+}
+
+/// How often entries with idle timeouts are checked.
+const AGING_PERIOD: Duration = Duration::from_millis(100);
+
+/// Tells the primary about entries idle for longer than their timeout
+/// (IdleTimeoutNotification), once per idle period: an entry hit again is
+/// re-armed. Entries are not removed (the controller decides).
+fn check_idle_entries(server: &Server) {
+    let mut st = server.state();
+    if st.handles.aging.is_empty() {
+        return;
+    }
+    let Some(pl) = st.pipeline.clone() else { return };
+    let st = &mut *st;
+    let mut pool = server.dev.pool();
+    let hits = pool.last_hits();
+    let now = Instant::now();
+    let mut idle = Vec::new();
+    for (key, a) in st.handles.aging.iter_mut() {
+        let last = hits.get(key).map_or(a.since, |h| (*h).max(a.since));
+        if now.duration_since(last) >= a.timeout {
+            if !a.notified {
+                a.notified = true;
+                idle.push(*key);
+            }
+        } else {
+            a.notified = false;
+        }
+    }
+    if idle.is_empty() {
+        return;
+    }
+    idle.sort();
+    let sw = pool.master();
+    let entries: Vec<p4::TableEntry> = idle
+        .iter()
+        .filter_map(|(t, hd)| {
+            let tid = pl.ids.table_by_index.get(t)?;
+            crate::entities::table_entry_out(&pl, &st.handles, sw, &pl.ids.tables[tid], *hd, false)
+        })
+        .collect();
+    drop(pool);
+    if let Some(tx) = st.streams.primary_tx() {
+        let _ = tx.try_send(Ok(p4::StreamMessageResponse {
+            update: Some(p4::stream_message_response::Update::IdleTimeoutNotification(p4::IdleTimeoutNotification {
+                table_entry: entries,
+                timestamp: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as i64),
+            })),
+        }));
+    }
 }

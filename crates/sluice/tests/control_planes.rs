@@ -238,6 +238,10 @@ impl SwitchNs {
 
     /// Runs one script of `tests/p4runtime/` in the namespace; fails the test with its output.
     fn script(&self, name: &str, python: &Path) {
+        self.script_with(name, python, &[])
+    }
+
+    fn script_with(&self, name: &str, python: &Path, extra: &[&str]) {
         let out = Command::new("ip")
             .args(["netns", "exec", &self.ns])
             .arg(python)
@@ -245,6 +249,7 @@ impl SwitchNs {
             .args(["--addr", "127.0.0.1:9559", "--examples"])
             .arg(repo().join("examples"))
             .args(["--if1", "h1", "--if2", "h2"])
+            .args(extra)
             .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
             .output()
             .unwrap();
@@ -286,6 +291,14 @@ fn p4runtime_malformed_and_oversized_requests_get_errors_and_the_switch_keeps_se
 }
 
 #[test]
+fn p4runtime_idle_timeout_notifications_on_switch_p4_16() {
+    let python = venv_bin("python");
+    let program = shared().join("p4c-bench/switch_p4_16").display().to_string();
+    let ns = SwitchNs::start("idle");
+    ns.script_with("idle_timeout.py", &python, &["--program", &program]);
+}
+
+#[test]
 fn finsy_connects_writes_and_reads() {
     let python = repo().join(".venv/finsy/bin/python");
     assert!(
@@ -297,44 +310,46 @@ fn finsy_connects_writes_and_reads() {
     ns.script("finsy_smoke.py", &python);
 }
 
+/// Runs `tests/p4runtime/tutorial.py` (p4runtime-shell) in the lab's switch namespace; returns its output.
+fn tutorial(lab: &Lab, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw])
+        .arg(venv_bin("python"))
+        .arg(repo().join("tests/p4runtime/tutorial.py"))
+        .args(["--addr", "127.0.0.1:9559", "--examples"])
+        .arg(repo().join("examples"))
+        .args(args)
+        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "tutorial.py {args:?} failed:\n{text}\n{}", lab.log());
+    text
+}
+
+/// Runs the stock CLI (Thrift port 9090) in the lab's switch namespace; returns its answers.
+fn lab_cli(lab: &Lab, input: &str) -> Vec<String> {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &lab.sw])
+        .arg(venv_bin("simple_switch_CLI"))
+        .args(["--thrift-port", "9090"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    answers(&String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout))
+}
+
 /// The README's tutorial flow: Sluice as simple_switch_grpc between two
 /// hosts, the pipeline and routes pushed with p4runtime-shell, then ping.
 #[test]
 fn tutorial_flow_with_p4runtime_shell_then_ping() {
-    let python = venv_bin("python");
     let mut lab = Lab::with_veth_hosts(true);
-    lab.start_as(
-        "simple_switch_grpc",
-        &[
-            "--no-p4",
-            "-i",
-            "1@s1-eth1",
-            "-i",
-            "2@s1-eth2",
-            "--",
-            "--grpc-server-addr",
-            "127.0.0.1:9559",
-            "--cpu-port",
-            "255",
-        ],
-    );
+    let grpc = ["--", "--grpc-server-addr", "127.0.0.1:9559", "--cpu-port", "255"];
+    lab.start_as("simple_switch_grpc", &[&["--no-p4", "-i", "1@s1-eth1", "-i", "2@s1-eth2"][..], &grpc].concat());
     assert_eq!(lab.ping(1), 0, "nothing may pass before the pipeline is pushed");
-    let out = Command::new("ip")
-        .args(["netns", "exec", &lab.sw])
-        .arg(&python)
-        .arg(repo().join("tests/p4runtime/tutorial.py"))
-        .args(["--addr", "127.0.0.1:9559", "--examples"])
-        .arg(repo().join("examples"))
-        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "tutorial.py failed:\n{}{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        lab.log()
-    );
+    tutorial(&lab, &[]);
     assert_eq!(lab.ping(5), 5, "ping through the routes p4runtime-shell wrote:\n{}", lab.log());
 }
 
@@ -343,7 +358,6 @@ fn tutorial_flow_with_p4runtime_shell_then_ping() {
 /// `table_dump` (one state: see the README).
 #[test]
 fn thrift_and_p4runtime_share_one_table_state() {
-    let python = venv_bin("python");
     let mut lab = Lab::with_veth_hosts(true);
     lab.start_as(
         "simple_switch_grpc",
@@ -360,43 +374,14 @@ fn thrift_and_p4runtime_share_one_table_state() {
             "127.0.0.1:9559",
         ],
     );
-    let run = |args: &[&str]| {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &lab.sw])
-            .arg(&python)
-            .arg(repo().join("tests/p4runtime/tutorial.py"))
-            .args(["--addr", "127.0.0.1:9559", "--examples"])
-            .arg(repo().join("examples"))
-            .args(args)
-            .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-            .output()
-            .unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "tutorial.py {args:?} failed:\n{text}");
-        text
-    };
-    run(&[]);
-    let cli_out = {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &lab.sw])
-            .arg(venv_bin("simple_switch_CLI"))
-            .args(["--thrift-port", "9090"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"table_num_entries RouterIngress.ipv4_lpm\ntable_add RouterIngress.ipv4_lpm set_nexthop 10.9.0.0/16 => 2\n")
-            .unwrap();
-        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
-    };
-    let a = answers(&cli_out);
-    assert_eq!(a[0], "2", "the CLI sees the two routes p4runtime-shell wrote:\n{cli_out}");
-    assert!(a[1].ends_with("Entry has been added with handle 2"), "{cli_out}");
-    let read = run(&["--count-routes"]);
+    tutorial(&lab, &[]);
+    let a = lab_cli(
+        &lab,
+        "table_num_entries RouterIngress.ipv4_lpm\ntable_add RouterIngress.ipv4_lpm set_nexthop 10.9.0.0/16 => 2\n",
+    );
+    assert_eq!(a[0], "2", "the CLI sees the two routes p4runtime-shell wrote:\n{a:?}");
+    assert!(a[1].ends_with("Entry has been added with handle 2"), "{a:?}");
+    let read = tutorial(&lab, &["--count-routes"]);
     assert!(read.contains("routes: 3"), "P4Runtime reads the route the CLI wrote:\n{read}");
 }
 
@@ -404,28 +389,15 @@ fn thrift_and_p4runtime_share_one_table_state() {
 /// second host is reachable only while its port is attached.
 #[test]
 fn port_add_and_remove_through_the_stock_cli() {
-    let cli_bin = venv_bin("simple_switch_CLI");
     let mut lab = Lab::with_veth_hosts(true);
     let commands = lab.dir.join("commands.txt").display().to_string();
     let router = common::lab::router_json().display().to_string();
     lab.start(&["-i", "1@s1-eth1", "--thrift-port", "9090", "--commands", &commands, &router]);
-    let run_cli = |input: &str| -> Vec<String> {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &lab.sw])
-            .arg(&cli_bin)
-            .args(["--thrift-port", "9090"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        answers(&String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout))
-    };
     assert_eq!(lab.ping(2), 0, "port 2 is not attached yet");
-    let a = run_cli("port_add s1-eth2 2\nshow_ports\n");
+    let a = lab_cli(&lab, "port_add s1-eth2 2\nshow_ports\n");
     assert!(a[1].contains("s1-eth2") && a[1].contains("s1-eth1"), "show_ports lists both ports:\n{a:?}");
     assert_eq!(lab.ping(3), 3, "after port_add:\n{}", lab.log());
-    let a = run_cli("port_remove 2\nport_remove 2\nshow_ports\n");
+    let a = lab_cli(&lab, "port_remove 2\nport_remove 2\nshow_ports\n");
     assert!(a[1].contains("Invalid device manager operation (ERROR)"), "a second remove fails:\n{a:?}");
     assert!(!a[2].contains("s1-eth2"), "{a:?}");
     assert_eq!(lab.ping(2), 0, "port 2 is detached again");
