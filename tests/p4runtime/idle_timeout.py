@@ -9,6 +9,7 @@ Program: switch_p4_16 from ../shared/conformance/p4c-bench (its `dmac` table
 supports idle timeouts). Plain `p4runtime` bindings over grpcio.
 """
 import argparse
+import faulthandler
 import os
 import queue
 import sys
@@ -18,6 +19,9 @@ import grpc
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+# A hung client must fail the test, not stall CI: dump every thread and exit after 120 s.
+faulthandler.dump_traceback_later(120, exit=True)
 
 p = argparse.ArgumentParser(description=__doc__)
 p.add_argument("--addr", default="127.0.0.1:9559")

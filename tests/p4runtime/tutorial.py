@@ -7,9 +7,13 @@ With --count-routes it only connects (no pipeline push) and prints how many
 entries the IPv4 route table holds, as `routes: N`.
 """
 import argparse
+import faulthandler
 import os
 
 import p4runtime_sh.shell as sh
+
+# A hung client must fail the test, not stall CI: dump every thread and exit after 120 s.
+faulthandler.dump_traceback_later(120, exit=True)
 
 p = argparse.ArgumentParser(description=__doc__)
 p.add_argument("--addr", default="127.0.0.1:9559")

@@ -48,7 +48,10 @@ fn thrift_device(program: &Path) -> (Arc<Device>, u16) {
 
 /// Runs the stock CLI with `input` on its standard input; returns what it printed.
 fn cli(port: u16, input: &str) -> String {
-    let mut child = Command::new(venv_bin("simple_switch_CLI"))
+    // `timeout`: a server that never answers fails the test instead of stalling it.
+    let mut child = Command::new("timeout")
+        .arg("120")
+        .arg(venv_bin("simple_switch_CLI"))
         .args(["--thrift-port", &port.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -291,6 +294,11 @@ fn p4runtime_malformed_and_oversized_requests_get_errors_and_the_switch_keeps_se
 }
 
 #[test]
+fn p4runtime_pipeline_config_actions_and_write_atomicity() {
+    p4rt_script("atom", "pipeline_and_atomicity.py");
+}
+
+#[test]
 fn p4runtime_idle_timeout_notifications_on_switch_p4_16() {
     let python = venv_bin("python");
     let program = shared().join("p4c-bench/switch_p4_16").display().to_string();
@@ -330,7 +338,7 @@ fn tutorial(lab: &Lab, args: &[&str]) -> String {
 /// Runs the stock CLI (Thrift port 9090) in the lab's switch namespace; returns its answers.
 fn lab_cli(lab: &Lab, input: &str) -> Vec<String> {
     let mut child = Command::new("ip")
-        .args(["netns", "exec", &lab.sw])
+        .args(["netns", "exec", &lab.sw, "timeout", "120"])
         .arg(venv_bin("simple_switch_CLI"))
         .args(["--thrift-port", "9090"])
         .stdin(Stdio::piped())
