@@ -8,10 +8,13 @@
 //! and actions), which matches in [`tables`] and evaluates [`expr`] over the
 //! [`phv`]. [`plan`] is the compiler that builds all of it from the model in
 //! `sluice-json`; [`state`] holds entries, counters and the replication engine;
-//! [`commands`] is the `simple_switch_CLI` command language.
+//! [`commands`] is the `simple_switch_CLI` command language and [`runtime`]
+//! the typed API the Thrift and P4Runtime servers use; [`workers`] runs
+//! replicas on several threads and [`device`] is what the control planes share.
 //!
 //! Dependencies are one-way: `sluice-json` (model) <- `plan` (compiler) <-
-//! `switch`/`control` (run time) <- `commands` (control plane).
+//! `switch`/`control` (run time) <- `commands`/`runtime` (control plane) <-
+//! `workers`/`device` (replication and the servers' shared view).
 
 pub mod commands;
 pub mod control;

@@ -3,8 +3,7 @@
 //! binary invoked through a symlink named `simple_switch` or
 //! `simple_switch_grpc`).
 //!
-//! Every option bmv2 documents is either honoured, remembered for a part of
-//! Sluice that uses it (the Thrift and gRPC servers), or refused with a
+//! Every option bmv2 documents is either honoured or refused with a
 //! message: none is silently ignored.
 
 use std::path::PathBuf;
@@ -31,7 +30,7 @@ usage: sluice simple_switch [options] <path to JSON config file> [-- target opti
 Options of bmv2's simple_switch that Sluice accepts:
   -i, --interface PORT@IFACE   attach IFACE as PORT (repeatable); IFACE may be af_packet:NAME
                                (default) or tap:NAME (Sluice creates the TAP interface)
-  --thrift-port N              Thrift runtime server port (remembered; the server comes with issue 4)
+  --thrift-port N              Thrift runtime server port (default 9090; simple_switch_CLI talks to it)
   --device-id N                device id
   --log-console                print a per-packet trace on standard error
   --log-level L                trace, debug, info, warn, error or off (trace/debug print packet traces)
@@ -49,7 +48,7 @@ Sluice options:
   --null-forward               no pipeline: frames of one of the two ports leave by the other
                                (the I/O ceiling bench/netns-router.sh compares with)
 Target options after `--` (simple_switch_grpc):
-  --grpc-server-addr ADDR      P4Runtime server address (remembered; the server comes with issue 4)
+  --grpc-server-addr ADDR      P4Runtime server address (default 0.0.0.0:9559 in the simple_switch_grpc form)
   --cpu-port N                 as above
 ";
 
