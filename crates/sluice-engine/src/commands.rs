@@ -696,13 +696,8 @@ impl Switch {
         };
         let matches = self.parse_matches(t, keys)?;
         let e = Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None };
-        let h = self.state.tables[t].add(e).map_err(|e| CmdError(format!("Invalid table operation ({e})")))?;
-        // A new entry starts with an unconfigured direct meter, whatever its slot held before.
-        if let Some((mi, _)) = self.plan.tables[t].direct_meter {
-            if let Some(mut m) = self.state.meters.cell(mi as usize, (h & 0x00ff_ffff) as usize) {
-                *m = crate::tables::MeterState::default();
-            }
-        }
+        // `install_entry` also resets the entry's direct meter, as the typed API does.
+        let h = self.install_entry(t, e).map_err(|e| CmdError(format!("Invalid table operation ({})", e.message)))?;
         Ok(format!("Entry has been added with handle {h}"))
     }
 
