@@ -50,6 +50,26 @@ macro_rules! env {
     };
 }
 
+/// A table key built as one integer from its parts (see `Plan::key128`).
+#[inline]
+pub(crate) fn integer_key(parts: &[(crate::plan::KeyPart, u32)], phv: &Phv) -> u128 {
+    let mut k: u128 = 0;
+    for (part, bits) in parts {
+        let v = match part {
+            crate::plan::KeyPart::Field { src, header } => {
+                if header.is_some_and(|h| !phv.valid[h as usize]) {
+                    0
+                } else {
+                    u128::from(src.read(phv))
+                }
+            }
+            crate::plan::KeyPart::Valid(h) => phv.valid[*h as usize] as u128,
+        };
+        k = if *bits >= 128 { v } else { (k << bits) | v };
+    }
+    k
+}
+
 impl Exec<'_> {
     /// Runs a pipeline from its first node.
     pub fn run_pipeline(&mut self, init: Option<Node>) {
@@ -141,21 +161,7 @@ impl Exec<'_> {
     #[inline]
     pub(crate) fn lookup_integer_key(&self, ti: usize) -> Option<Option<u32>> {
         let parts = self.plan.tables[ti].key128.as_ref()?;
-        let mut k: u128 = 0;
-        for (part, bits) in parts {
-            let v = match part {
-                crate::plan::KeyPart::Field { src, header } => {
-                    if header.is_some_and(|h| !self.phv.valid[h as usize]) {
-                        0
-                    } else {
-                        u128::from(src.read(self.phv))
-                    }
-                }
-                crate::plan::KeyPart::Valid(h) => self.phv.valid[*h as usize] as u128,
-            };
-            k = if *bits >= 128 { v } else { (k << bits) | v };
-        }
-        self.state.tables[ti].lookup_u128(k)
+        self.state.tables[ti].lookup_u128(integer_key(parts, self.phv))
     }
 
     /// Applies one table; returns the next node.

@@ -21,6 +21,7 @@ pub mod control;
 pub mod device;
 pub mod expr;
 pub mod jit;
+pub mod lpm;
 pub mod phv;
 pub mod plan;
 pub mod runtime;

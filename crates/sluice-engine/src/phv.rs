@@ -405,23 +405,7 @@ impl Layout {
             stack_next: vec![0; self.stacks.len()],
             union_stack_next: vec![0; self.union_stacks.len()],
             metadata: self.headers.iter().map(|h| h.metadata).collect(),
-            meta_slots: Vec::new(),
-            meta_wide: Vec::new(),
         };
-        for f in &self.fields {
-            if self.headers[f.header as usize].metadata {
-                match f.loc {
-                    Loc::Slot(i) => match phv.meta_slots.last_mut() {
-                        Some(r) if r.1 == i => r.1 += 1,
-                        _ => phv.meta_slots.push((i, i + 1)),
-                    },
-                    Loc::Wide { off, len } => phv.meta_wide.push((off, len)),
-                    Loc::Wire { .. } => {}
-                }
-            }
-        }
-        phv.slots.fill(0);
-        phv.wide.fill(0);
         phv.reset();
         phv
     }
@@ -440,25 +424,24 @@ pub struct Phv {
     pub stack_next: Vec<u32>,
     pub union_stack_next: Vec<u32>,
     metadata: Vec<bool>,
-    /// Slots and wide ranges of metadata fields: the only ones reset per packet.
-    /// Ranges `[start, end)` of slots, merged where consecutive.
-    meta_slots: Vec<(u32, u32)>,
-    meta_wide: Vec<(u32, u32)>,
 }
 
 impl Phv {
-    /// Zeroes all metadata and marks all non-metadata headers invalid.
+    /// Zeroes every field and marks all non-metadata headers invalid.
     ///
-    /// Fields of packet headers keep stale values, as in bmv2: they are
-    /// overwritten by extraction, zeroed by `setValid`, read as zero in table
-    /// keys and skipped by checksums while their header is invalid.
+    /// Header fields are zeroed too (bmv2 leaves them stale): what a packet
+    /// does then never depends on the packets before it, which is what lets
+    /// a batch be parsed ahead into PHVs of its own (`Switch::process_batch`)
+    /// with the same results as packet by packet.
     pub fn reset(&mut self) {
-        for (a, b) in &self.meta_slots {
-            self.slots[*a as usize..*b as usize].fill(0);
+        // Empty vectors are skipped on purpose (see below).
+        if !self.slots.is_empty() {
+            self.slots.fill(0);
         }
-        for (off, len) in &self.meta_wide {
-            self.wide[*off as usize..(*off + *len) as usize].fill(0);
+        if !self.wide.is_empty() {
+            self.wide.fill(0);
         }
+        self.wire.fill(0);
         if self.valid.len() <= 32 {
             // A handful of headers: a loop beats a call to `memcpy`.
             for (v, m) in self.valid.iter_mut().zip(&self.metadata) {

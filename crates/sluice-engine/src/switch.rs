@@ -29,6 +29,9 @@ pub mod instance {
 /// Parser states one packet may visit before the parser gives up with `ParserTimeout`.
 pub const MAX_PARSER_STATES: u32 = 10_000;
 
+/// Packets [`Switch::process_batch`] parses ahead of running them.
+const BATCH: usize = 32;
+
 /// The drop port of simple_switch.
 pub const DROP_PORT: u128 = 511;
 
@@ -109,6 +112,14 @@ pub struct Switch {
     pub max_recirculations: u32,
     /// Native code for the control pipelines (`None`: interpreted).
     compiled: Option<crate::jit::CompiledPipelines>,
+    /// Whether batches may be parsed ahead (the parser calls no externs).
+    preparse: bool,
+    /// Tables whose integer key comes from packet header fields only, so it
+    /// is known right after parsing and their lookups can be prefetched.
+    prefetch: Vec<usize>,
+    /// Parsed PHVs of the batch in progress.
+    #[allow(clippy::vec_box)]
+    batch: Vec<(Box<Phv>, usize)>,
 }
 
 impl Switch {
@@ -119,6 +130,9 @@ impl Switch {
     pub fn scratch(&self) -> Result<Switch, crate::CompileError> {
         let mut sw = Switch::new_interpreted(self.plan.clone())?;
         sw.state = self.state.clone();
+        for t in &mut sw.state.tables {
+            t.without_accelerators();
+        }
         sw.state.registers = self.state.registers.deep_copy();
         sw.state.meters = self.state.meters.deep_copy();
         Ok(sw)
@@ -139,6 +153,26 @@ impl Switch {
             .iter()
             .map(|h| plan.layout.headers[*h as usize].wire.map(|(off, n)| (*h, off, n)))
             .collect::<Option<Vec<_>>>();
+        let preparse = plan.states.iter().all(|st| st.ops.iter().all(|op| !matches!(op, crate::plan::POp::Prim(_))));
+        let prefetch = plan
+            .tables
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                // Only tables that can have a direct index (one LPM field of
+                // at most 32 bits) have something to prefetch.
+                let k = &state.tables[*i].key;
+                k.len() == 1
+                    && k[0].kind == crate::tables::MatchKind::Lpm
+                    && k[0].width <= 32
+                    && t.key128.as_ref().is_some_and(|parts| {
+                        parts.iter().all(|(p, _)| {
+                            matches!(p, crate::plan::KeyPart::Field { src: crate::phv::FieldSrc::Wire { .. }, .. })
+                        })
+                    })
+            })
+            .map(|(i, _)| i)
+            .collect();
         Ok(Switch {
             deparse_wire,
             plan,
@@ -158,6 +192,9 @@ impl Switch {
             stats: SwitchStats::default(),
             max_recirculations: 64,
             compiled: None,
+            preparse,
+            prefetch,
+            batch: Vec::with_capacity(BATCH),
         })
     }
 
@@ -261,20 +298,95 @@ impl Switch {
         batch: impl IntoIterator<Item = &'a [u8]>,
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
-        self.now = self.start.elapsed().as_micros() as u64;
-        for data in batch {
-            self.process_now(port, data, emit);
+        let now = self.start.elapsed().as_micros() as u64;
+        self.process_batch_at(port, batch, now, emit);
+    }
+
+    /// [`Switch::process_batch`] at a given switch time (microseconds), for
+    /// replays and tests that must not depend on the wall clock.
+    pub fn process_batch_at<'a>(
+        &mut self,
+        port: u32,
+        batch: impl IntoIterator<Item = &'a [u8]>,
+        now_us: u64,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        self.now = now_us;
+        if !self.preparse || self.trace.is_some() {
+            for data in batch {
+                self.process_now(port, data, emit);
+            }
+            return;
+        }
+        // Parse up to BATCH packets first, prefetch what their table lookups
+        // will read, then run them: memory latency of big tables overlaps
+        // instead of stalling each packet in turn. Parsing has no side effects
+        // (`preparse` is only set for parsers that call no externs), so the
+        // order of effects is the same as packet by packet.
+        let mut it = batch.into_iter().peekable();
+        let mut parsed = std::mem::take(&mut self.batch);
+        let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
+        while it.peek().is_some() {
+            parsed.clear();
+            for (slot, data) in slices.iter_mut().zip(it.by_ref()) {
+                let arrival = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
+                parsed.push(self.ingress_parse(&arrival, data));
+                *slot = data;
+            }
+            for (phv, _) in &parsed {
+                self.prefetch_lookups(phv, false);
+            }
+            for (phv, _) in &parsed {
+                self.prefetch_lookups(phv, true);
+            }
+            for ((phv, consumed), data) in parsed.drain(..).zip(slices) {
+                self.process_parsed(port, data, phv, consumed, emit);
+            }
+        }
+        self.batch = parsed;
+    }
+
+    /// Hints the CPU to load what this packet's header-keyed table lookups
+    /// will read: the index slot (`second == false`), then the hit entry's
+    /// record (`second == true`, once the slot has arrived).
+    #[inline]
+    fn prefetch_lookups(&self, phv: &Phv, second: bool) {
+        for &ti in &self.prefetch {
+            if let Some(parts) = &self.plan.tables[ti].key128 {
+                let k = crate::control::integer_key(parts, phv);
+                let t = &self.state.tables[ti];
+                if second {
+                    t.prefetch_hit_u128(k);
+                } else {
+                    t.prefetch_u128(k);
+                }
+            }
         }
     }
 
     fn process_now(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
+        let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
+        let (phv, consumed) = self.ingress_parse(&first, data);
+        self.process_parsed(port, data, phv, consumed, emit);
+    }
+
+    /// Runs a parsed packet from ingress on, then everything it caused
+    /// (clones, replicas, resubmissions, recirculations).
+    fn process_parsed(
+        &mut self,
+        port: u32,
+        data: &[u8],
+        phv: Box<Phv>,
+        consumed: usize,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
         self.stats.received += 1;
         let mut ingress = std::mem::take(&mut self.ingress_q);
         let mut egress = std::mem::take(&mut self.egress_q);
         let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
-        self.ingress(first, data, &mut ingress, &mut egress, emit);
+        self.ingress_run(first, data, phv, consumed, &mut ingress, &mut egress, emit);
         let mut passes = 1;
-        loop {
+        while !(egress.is_empty() && ingress.is_empty()) {
             while let Some(e) = egress.pop_front() {
                 self.egress(e, &mut ingress, &mut egress, emit);
             }
@@ -312,6 +424,13 @@ impl Switch {
         egress: &mut VecDeque<EgressItem>,
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
+        let (phv, consumed) = self.ingress_parse(&item, data);
+        self.ingress_run(item, data, phv, consumed, ingress, egress, emit);
+    }
+
+    /// Sets up a PHV for a packet entering ingress and parses it; returns the
+    /// PHV and the bytes the parser consumed.
+    fn ingress_parse(&mut self, item: &Arrival, data: &[u8]) -> (Box<Phv>, usize) {
         let mut phv = self.take_phv();
         phv.reset();
         let len = data.len() as u128;
@@ -332,6 +451,22 @@ impl Switch {
         let item_type = item.instance_type;
         self.trace_line(|| format!("packet in port {} ({} bytes, instance_type {})\n", item.port, len, item_type));
         let consumed = self.parse(&mut phv, data);
+        (phv, consumed)
+    }
+
+    /// Ingress from the pipeline on, for a packet [`Switch::ingress_parse`] parsed.
+    #[allow(clippy::too_many_arguments)]
+    fn ingress_run(
+        &mut self,
+        item: Arrival,
+        data: &[u8],
+        mut phv: Box<Phv>,
+        consumed: usize,
+        ingress: &mut VecDeque<IngressItem>,
+        egress: &mut VecDeque<EgressItem>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        let len = data.len() as u128;
         let mut meta = PktMeta { len_reg: len as u32, ingress_len: len as u32, ..Default::default() };
         self.run_pipeline(&mut phv, &mut meta, true);
         // After ingress.
@@ -583,6 +718,119 @@ impl Switch {
         }
         self.out_buf = out;
         self.phv_pool.push(e.phv);
+    }
+
+    /// What the specializer chose for each stage of this program, one line
+    /// per parser state, checksum, table and the deparser: the shortcuts a
+    /// stage got and, where it got none, the general path it takes (for
+    /// `sluice inspect`, so a user can see why a program is slow).
+    pub fn stage_report(&self) -> String {
+        use std::fmt::Write as _;
+        let plan = &self.plan;
+        let layout = &plan.layout;
+        let mut r = String::new();
+        let _ = writeln!(
+            r,
+            "batches: {}",
+            if self.preparse {
+                "parsed ahead 32 at a time, then run (the parser calls no externs)"
+            } else {
+                "packet by packet (the parser calls externs, so it cannot run ahead)"
+            }
+        );
+        let _ = writeln!(r, "parser:");
+        for st in &plan.states {
+            let extracts = match &st.wire_extracts {
+                Some(x) if x.is_empty() => "no extraction".to_string(),
+                Some(x) => format!(
+                    "byte copies of {}",
+                    x.iter()
+                        .map(|(h, _, n)| format!("{} ({n} B)", layout.headers[*h as usize].name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => format!("{} general operations (bit-level extraction or expressions)", st.ops.len()),
+            };
+            let next = if st.key.is_empty() {
+                "unconditional transition".to_string()
+            } else if st.fast_transitions.is_some() {
+                format!("select on an integer key, {} cases", st.transitions.len())
+            } else {
+                format!("select on a byte key, {} cases compared bytewise", st.transitions.len())
+            };
+            let _ = writeln!(r, "  state {}: {extracts}; {next}", st.name);
+        }
+        let _ = writeln!(r, "checksums:");
+        if plan.checksums.is_empty() {
+            let _ = writeln!(r, "  none");
+        }
+        for c in &plan.checksums {
+            let calc = &plan.calcs[c.calc as usize];
+            let how = match (&calc.csum_bytes, calc.is_csum16, calc.with_payload) {
+                (Some((_, ranges)), true, false) => {
+                    format!("csum16 summed over {} byte range(s) of the header", ranges.len())
+                }
+                (_, true, _) => "csum16 over packed fields".to_string(),
+                _ => format!("{} over packed fields", calc.algo),
+            };
+            let cond = match &c.cond {
+                None => "always",
+                Some(e) if !matches!(e.fast, crate::expr::Fast::None) => "condition evaluated inline",
+                Some(_) => "condition evaluated by the expression walker",
+            };
+            let _ = writeln!(
+                r,
+                "  {} ({}{}): {how}; {cond}",
+                c.name,
+                if c.verify { "verify" } else { "" },
+                if c.update {
+                    if c.verify {
+                        "+update"
+                    } else {
+                        "update"
+                    }
+                } else {
+                    ""
+                }
+            );
+        }
+        let _ = writeln!(r, "tables:");
+        for (i, t) in plan.tables.iter().enumerate() {
+            let st = &self.state.tables[i];
+            let kinds: Vec<String> =
+                st.key.iter().map(|k| format!("{:?}/{}b", k.kind, k.width).to_lowercase()).collect();
+            let key = if t.inline_default.is_some() {
+                "keyless, fixed action: a direct call".to_string()
+            } else if t.key128.is_some() {
+                "key read as one integer".to_string()
+            } else if t.key.is_empty() {
+                "keyless".to_string()
+            } else {
+                "key built as bytes".to_string()
+            };
+            if t.key.is_empty() {
+                let _ = writeln!(r, "  {}: {key}", t.name);
+                continue;
+            }
+            let _ = writeln!(
+                r,
+                "  {} [{}] {} entries: {key}; {}{}",
+                t.name,
+                kinds.join(", "),
+                st.len(),
+                st.index_kind(),
+                if self.prefetch.contains(&i) { "; prefetched after parsing" } else { "" }
+            );
+        }
+        let _ = writeln!(
+            r,
+            "deparser: {}",
+            match &self.deparse_wire {
+                Some(h) => format!("byte copies of {} header(s)", h.len()),
+                None => "bit-level writes (some header is not whole bytes)".to_string(),
+            }
+        );
+        r
     }
 
     /// Runs the parser and checksum verification; returns the bytes consumed.

@@ -226,6 +226,22 @@ impl KeyMap {
             }
         }
     }
+    /// Calls `f(key, entry index)` for every key of at most 16 bytes.
+    fn for_each(&self, mut f: impl FnMut(u128, u32)) {
+        match self {
+            KeyMap::Direct(v, _) => {
+                for (k, h) in v.iter().enumerate() {
+                    if *h != u32::MAX {
+                        f(k as u128, *h);
+                    }
+                }
+            }
+            KeyMap::Tiny(m) => m.iter().for_each(|(k, h)| f(u128::from(*k), *h)),
+            KeyMap::Short(m) => m.iter().for_each(|(k, h)| f(*k, *h)),
+            KeyMap::Long(_) => {}
+        }
+    }
+
     fn is_empty(&self) -> bool {
         match self {
             KeyMap::Direct(_, n) => *n == 0,
@@ -258,6 +274,10 @@ enum Index {
         width: u32,
         /// `(prefix length, mask of the whole key as u128 when it fits, map)`.
         by_len: Vec<(u32, u128, KeyMap)>,
+        /// Direct-indexed lookups for a lone key field of at most 32 bits,
+        /// built on the first insert; shared copy-on-write between a table
+        /// and its copies (workers' replicas make their own on their first change).
+        dir: Option<std::sync::Arc<crate::lpm::DirLpm>>,
     },
     /// Tuple-space search: entries grouped by their mask; each group is a
     /// hash map from masked key to entries sorted by (priority, handle).
@@ -267,6 +287,31 @@ enum Index {
         tuples: Vec<Tuple>,
         small: Vec<Flat>,
     },
+}
+
+/// LPM tables with a lone key field of up to 32 bits get a direct-indexed
+/// structure from this many entries on (below, a probe per prefix length is
+/// as fast and a route like 0.0.0.0/0 does not make a switch paint 64 MiB).
+const DIR_MIN_ENTRIES: usize = 64;
+
+/// Most tuple-space pieces one entry's ranges are expanded into (see `TableState::pieces`).
+const MAX_RANGE_PIECES: usize = 32;
+
+/// The prefixes `(value, prefix length)` of a `width`-bit field whose union
+/// is exactly `[lo, hi]`; empty when the range is empty.
+fn range_prefixes(lo: u64, hi: u64, width: u32) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    let (mut a, hi) = (u128::from(lo), u128::from(hi));
+    while a <= hi {
+        // The largest aligned block starting at `a` that stays inside the range.
+        let mut k = if a == 0 { width } else { a.trailing_zeros().min(width) };
+        while a + (1u128 << k) - 1 > hi {
+            k -= 1;
+        }
+        out.push((a as u64, width - k));
+        a += 1u128 << k;
+    }
+    out
 }
 
 /// Up to this many entries, a ternary/range table is scanned in priority
@@ -378,6 +423,9 @@ pub struct TableState {
     pub default: Option<(u32, Box<[u8]>)>,
     /// Packets/bytes counted on misses are not kept (bmv2 has no miss counter).
     pub needs_priority: bool,
+    /// Whether lookup accelerators (the direct-indexed LPM) are kept; off for
+    /// throwaway copies that never look packets up.
+    accelerate: bool,
 }
 
 impl TableState {
@@ -390,7 +438,7 @@ impl TableState {
         let index = if needs_priority || lpm.len() > 1 {
             Index::Tuples { tuples: Vec::new(), small: Vec::new() }
         } else if let Some(l) = lpm.first() {
-            Index::Lpm { off: l.off, len: l.len, width: l.width, by_len: Vec::new() }
+            Index::Lpm { off: l.off, len: l.len, width: l.width, by_len: Vec::new(), dir: None }
         } else {
             Index::Exact(KeyMap::for_exact(key.iter().map(|k| k.len).sum()))
         };
@@ -407,6 +455,65 @@ impl TableState {
             index,
             default: None,
             needs_priority,
+            accelerate: true,
+        }
+    }
+
+    /// Drops lookup accelerators and stops keeping them: for copies that only
+    /// try control-plane changes (lookups stay correct, through the maps).
+    pub fn without_accelerators(&mut self) {
+        self.accelerate = false;
+        if let Index::Lpm { dir, .. } = &mut self.index {
+            *dir = None;
+        }
+    }
+
+    /// Prefetches what a lookup of this integer key will read, when the
+    /// table has a direct-indexed structure (a hint; no effect on results).
+    #[inline]
+    pub fn prefetch_u128(&self, k: u128) {
+        if let Index::Lpm { dir: Some(d), .. } = &self.index {
+            d.prefetch(k as u32);
+        }
+    }
+
+    /// Prefetches the hot record of the entry this integer key hits, when
+    /// the table has a direct-indexed structure (call after [`TableState::prefetch_u128`]).
+    #[inline]
+    pub fn prefetch_hit_u128(&self, k: u128) {
+        if let Index::Lpm { dir: Some(d), .. } = &self.index {
+            if let Some(h) = d.lookup(k as u32) {
+                if let Some(rec) = self.hot.get(h as usize) {
+                    crate::lpm::prefetch(rec);
+                }
+            }
+        }
+    }
+
+    /// How lookups are done now, in words (for `sluice inspect`).
+    pub fn index_kind(&self) -> String {
+        match &self.index {
+            Index::Exact(KeyMap::Direct(..)) => "exact: direct array".into(),
+            Index::Exact(_) => "exact: hash map".into(),
+            Index::Lpm { dir: Some(_), .. } => "lpm: direct-indexed (DIR-24-8), one or two reads".into(),
+            Index::Lpm { by_len, .. } => format!(
+                "lpm: a hash probe per prefix length ({} now){}",
+                by_len.len(),
+                if self.key.len() == 1 && self.key[0].width <= 32 {
+                    format!("; direct-indexed from {DIR_MIN_ENTRIES} entries")
+                } else {
+                    String::new()
+                }
+            ),
+            Index::Tuples { tuples, .. } if self.count <= SMALL_TABLE => {
+                format!(
+                    "ternary/range: priority-ordered scan ({} entries; tuple space above {SMALL_TABLE})",
+                    self.count
+                )
+            }
+            Index::Tuples { tuples, .. } => {
+                format!("ternary/range: tuple-space search over {} masks, ranges as prefixes", tuples.len())
+            }
         }
     }
 
@@ -426,6 +533,7 @@ impl TableState {
     pub fn lookup_u128(&self, k: u128) -> Option<Option<u32>> {
         match &self.index {
             Index::Exact(m) => m.get_int(k),
+            Index::Lpm { dir: Some(d), .. } => Some(d.lookup(k as u32)),
             Index::Lpm { by_len, .. } if self.key_len <= 16 => Some(lpm_probe(by_len, k)),
             _ => None,
         }
@@ -436,7 +544,8 @@ impl TableState {
     pub fn lookup(&self, key: &[u8]) -> Option<u32> {
         match &self.index {
             Index::Exact(m) => m.get(key),
-            Index::Lpm { off, len, width, by_len } => {
+            Index::Lpm { dir: Some(d), .. } => d.lookup(crate::value::be_to_u128(key) as u32),
+            Index::Lpm { off, len, width, by_len, .. } => {
                 if by_len.is_empty() {
                     return None;
                 }
@@ -562,6 +671,51 @@ impl TableState {
         Flat { handle, priority: e.priority, value, mask, ranges }
     }
 
+    /// The tuple-space pieces of an entry: its flat form with each range
+    /// field (up to 8 bytes) turned into the prefixes that cover the range,
+    /// one piece per combination, so that ranges are matched by hashing like
+    /// any masked field instead of being checked one entry after another.
+    /// Ranges whose combinations would exceed `MAX_RANGE_PIECES` stay checks.
+    fn pieces(&self, handle: u32, e: &Entry) -> Vec<Flat> {
+        let base = self.flat(handle, e);
+        let widths: Vec<u32> = base
+            .ranges
+            .iter()
+            .map(|(off, _, _, _)| self.key.iter().find(|k| k.off == *off).map_or(0, |k| k.width))
+            .collect();
+        let mut out = vec![Flat { ranges: Vec::new(), ..base.clone() }];
+        for ((off, len, lo, hi), width) in base.ranges.iter().zip(widths) {
+            let prefixes = if *len <= 8 && width > 0 {
+                range_prefixes(crate::value::be_to_u128(lo) as u64, crate::value::be_to_u128(hi) as u64, width)
+            } else {
+                Vec::new()
+            };
+            if prefixes.is_empty() || out.len() * prefixes.len() > MAX_RANGE_PIECES {
+                for f in &mut out {
+                    f.ranges.push((*off, *len, lo.clone(), hi.clone()));
+                }
+                continue;
+            }
+            let mut next = Vec::with_capacity(out.len() * prefixes.len());
+            for f in &out {
+                for (v, plen) in &prefixes {
+                    let mut g = f.clone();
+                    let m = if *plen == 0 {
+                        0
+                    } else {
+                        (u64::MAX >> (64 - width)) & !((1u128 << (width - plen)) - 1) as u64
+                    };
+                    let (vb, mb) = (v.to_be_bytes(), m.to_be_bytes());
+                    g.value[*off..*off + *len].copy_from_slice(&vb[8 - *len..]);
+                    g.mask[*off..*off + *len].copy_from_slice(&mb[8 - *len..]);
+                    next.push(g);
+                }
+            }
+            out = next;
+        }
+        out
+    }
+
     /// Finds an installed entry with the same match (and priority, where it matters).
     pub fn find(&self, matches: &[FieldMatch], priority: i32) -> Option<u32> {
         match &self.index {
@@ -647,28 +801,31 @@ impl TableState {
         match &mut self.index {
             Index::Tuples { .. } => {
                 let f = self.flat(handle, &e);
+                let pieces = self.pieces(handle, &e);
                 if let Index::Tuples { tuples, small } = &mut self.index {
                     let at = small.partition_point(|x| (x.priority, x.handle) < (f.priority, f.handle));
-                    small.insert(at, f.clone());
-                    let pos = match tuples.iter().position(|t| t.mask == f.mask) {
-                        Some(p) => p,
-                        None => {
-                            tuples.push(Tuple {
-                                mask: f.mask.clone(),
-                                best: (i32::MAX, u32::MAX),
-                                map: HashMap::new(),
-                                count: 0,
-                            });
-                            tuples.len() - 1
-                        }
-                    };
-                    let t = &mut tuples[pos];
-                    let key = (f.priority, f.handle);
-                    let list = t.map.entry(f.value.clone().into_boxed_slice()).or_default();
-                    let at = list.partition_point(|x| (x.priority, x.handle) < key);
-                    list.insert(at, f);
-                    t.count += 1;
-                    t.best = t.best.min(key);
+                    small.insert(at, f);
+                    for f in pieces {
+                        let pos = match tuples.iter().position(|t| t.mask == f.mask) {
+                            Some(p) => p,
+                            None => {
+                                tuples.push(Tuple {
+                                    mask: f.mask.clone(),
+                                    best: (i32::MAX, u32::MAX),
+                                    map: HashMap::new(),
+                                    count: 0,
+                                });
+                                tuples.len() - 1
+                            }
+                        };
+                        let t = &mut tuples[pos];
+                        let key = (f.priority, f.handle);
+                        let list = t.map.entry(f.value.clone().into_boxed_slice()).or_default();
+                        let at = list.partition_point(|x| (x.priority, x.handle) < key);
+                        list.insert(at, f);
+                        t.count += 1;
+                        t.best = t.best.min(key);
+                    }
                     tuples.sort_by_key(|t| t.best);
                 }
             }
@@ -686,7 +843,7 @@ impl TableState {
                 };
                 match &mut self.index {
                     Index::Exact(m) => m.insert(&k, handle),
-                    Index::Lpm { off, len, width, by_len } => {
+                    Index::Lpm { off, len, width, by_len, dir } => {
                         let plen = e
                             .matches
                             .iter()
@@ -704,6 +861,23 @@ impl TableState {
                             }
                         };
                         by_len[pos].2.insert(&k, handle);
+                        let fits = self.key.len() == 1 && *width <= 32 && handle <= crate::lpm::MAX_INDEX;
+                        if !fits || !self.accelerate {
+                            // An index past what the structure holds: the maps alone from now on.
+                            *dir = None;
+                        } else {
+                            if let Some(d) = dir {
+                                std::sync::Arc::make_mut(d).insert(crate::value::be_to_u128(&k) as u32, plen, handle);
+                            } else if self.count + 1 >= DIR_MIN_ENTRIES {
+                                // Small tables probe the maps; from this size on, every
+                                // entry (this one included) goes into the direct index.
+                                let mut d = crate::lpm::DirLpm::new(*width);
+                                for (l, _, m) in by_len.iter().rev() {
+                                    m.for_each(|key, h| d.insert(key as u32, *l, h));
+                                }
+                                *dir = Some(std::sync::Arc::new(d));
+                            }
+                        }
                     }
                     Index::Tuples { .. } => unreachable!(),
                 }
@@ -750,34 +924,49 @@ impl TableState {
         let k = self.exact_key(&e.matches);
         match &mut self.index {
             Index::Exact(m) => m.remove(&k),
-            Index::Lpm { by_len, .. } => {
-                for (_, _, m) in by_len.iter_mut() {
+            Index::Lpm { by_len, dir, .. } => {
+                let mut plen = None;
+                for (l, _, m) in by_len.iter_mut() {
                     if m.get(&k) == Some(handle) {
                         m.remove(&k);
+                        plen = Some(*l);
                     }
                 }
                 by_len.retain(|(_, _, m)| !m.is_empty());
+                if let (Some(d), Some(plen)) = (dir.as_mut(), plen) {
+                    let key = crate::value::be_to_u128(&k);
+                    let cover = by_len
+                        .iter()
+                        .filter(|(l, _, _)| *l < plen)
+                        .find_map(|(l, mask, m)| m.get_int(key & mask).flatten().map(|h| (h, *l)));
+                    std::sync::Arc::make_mut(d).remove(key as u32, plen, handle, cover);
+                }
+                if by_len.is_empty() {
+                    *dir = None;
+                }
             }
             Index::Tuples { .. } => {
-                let f = self.flat(handle, &e);
+                let pieces = self.pieces(handle, &e);
                 if let Index::Tuples { tuples, small } = &mut self.index {
                     small.retain(|x| x.handle != handle);
-                    if let Some(pos) = tuples.iter().position(|t| t.mask == f.mask) {
-                        let t = &mut tuples[pos];
-                        if let Some(list) = t.map.get_mut(f.value.as_slice()) {
-                            list.retain(|x| x.handle != handle);
-                            if list.is_empty() {
-                                t.map.remove(f.value.as_slice());
+                    for f in pieces {
+                        if let Some(pos) = tuples.iter().position(|t| t.mask == f.mask) {
+                            let t = &mut tuples[pos];
+                            if let Some(list) = t.map.get_mut(f.value.as_slice()) {
+                                list.retain(|x| x.handle != handle);
+                                if list.is_empty() {
+                                    t.map.remove(f.value.as_slice());
+                                }
+                            }
+                            t.count -= 1;
+                            if t.count == 0 {
+                                tuples.remove(pos);
+                            } else {
+                                t.recompute_best();
                             }
                         }
-                        t.count -= 1;
-                        if t.count == 0 {
-                            tuples.remove(pos);
-                        } else {
-                            t.recompute_best();
-                        }
-                        tuples.sort_by_key(|t| t.best);
                     }
+                    tuples.sort_by_key(|t| t.best);
                 }
             }
         }
@@ -952,6 +1141,71 @@ mod tests {
         assert_eq!(t.lookup(&[99, 2, 2, 3]), Some(0));
         assert!(matches!(t.delete(0), Err(TableError::ExpiredHandle)));
         assert!(t.delete(1 << 24).is_ok());
+    }
+
+    #[test]
+    fn direct_indexed_lpm_agrees_with_the_per_length_maps() {
+        for width in [32u32, 20] {
+            let len = width.div_ceil(8) as usize;
+            let spec = vec![KeyFieldSpec { kind: MatchKind::Lpm, width, off: 0, len }];
+            let mut fast = TableState::new(spec.clone(), 4096);
+            let mut maps = TableState::new(spec, 4096);
+            maps.without_accelerators();
+            let mut x: u32 = 0x2545_f491 ^ width;
+            let mut rnd = move || {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x
+            };
+            let key = |v: u32| v.to_be_bytes()[4 - len..].to_vec();
+            let mut handles = Vec::new();
+            for i in 0..1500u32 {
+                // Nested prefixes under one /8 so that deletes must find covering routes.
+                let v = (0x0a00_0000 | (rnd() & 0x00ff_f0ff)) >> (32 - width);
+                let plen = [0, 8, 12, 16, 20, 24, 28, 32][rnd() as usize % 8].min(width);
+                let e = entry(vec![FieldMatch::Lpm(key(v), plen)], 0, i);
+                match (fast.add(e.clone()), maps.add(e)) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!(a, b);
+                        handles.push(a);
+                    }
+                    (Err(_), Err(_)) => {}
+                    (a, b) => panic!("add disagrees: {a:?} vs {b:?}"),
+                }
+                if rnd() % 4 == 0 && !handles.is_empty() {
+                    let h = handles.swap_remove(rnd() as usize % handles.len());
+                    fast.delete(h).unwrap();
+                    maps.delete(h).unwrap();
+                }
+                for _ in 0..8 {
+                    let k = key((0x0a00_0000 | (rnd() & 0x00ff_ffff)) >> (32 - width));
+                    assert_eq!(fast.lookup(&k), maps.lookup(&k), "width {width}, key {k:?}");
+                    let ki = crate::value::be_to_u128(&k);
+                    assert_eq!(fast.lookup_u128(ki), maps.lookup_u128(ki));
+                }
+            }
+            assert!(matches!(&fast.index, Index::Lpm { dir: Some(_), .. }), "the direct index was never built");
+        }
+    }
+
+    #[test]
+    fn range_prefixes_cover_exactly_the_range() {
+        for (lo, hi, w) in
+            [(0u64, 65535u64, 16u32), (1000, 2000, 16), (5000, 5000, 16), (1, 254, 8), (3, 2, 8), (0, 0, 9)]
+        {
+            let p = range_prefixes(lo, hi, w);
+            for x in 0..(1u64 << w) {
+                let inside = p.iter().filter(|(v, l)| *l == 0 || x >> (w - l) == v >> (w - l)).count();
+                assert_eq!(
+                    inside,
+                    usize::from(lo <= x && x <= hi),
+                    "[{lo}, {hi}] width {w}: {x} covered {inside} times"
+                );
+            }
+        }
+        assert_eq!(range_prefixes(0, 65535, 16), vec![(0, 0)]);
+        assert_eq!(range_prefixes(1000, 2000, 16).len(), 8);
     }
 
     #[test]

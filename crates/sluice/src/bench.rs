@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 use sluice_engine::Switch;
 
+#[path = "../benches/reference/router.rs"]
+mod reference;
+pub use reference::ReferenceRouter;
+
 /// The router example, compiled by p4c, embedded so `sluice bench` needs no files.
 pub const ROUTER_JSON: &str = include_str!("../../../examples/router.json");
 
@@ -21,13 +25,13 @@ pub fn route_base(r: u32) -> u32 {
 
 /// Route-table commands for the built-in router: `routes` /24 routes over 16 next hops.
 pub fn router_commands(routes: u32) -> String {
-    let mut s = String::new();
+    let mut s = String::with_capacity(routes as usize * 80 + 2048);
     for nh in 1..=16u32 {
+        let (port, src, dst) = router_nexthop(nh as u16);
         s.push_str(&format!(
-            "table_add RouterIngress.nexthop RouterIngress.forward {nh} => {} 02:00:00:00:00:{:02x} 00:5e:00:00:00:{:02x}\n",
-            nh % 4,
-            nh,
-            nh
+            "table_add RouterIngress.nexthop RouterIngress.forward {nh} => {port} {} {}\n",
+            mac(src),
+            mac(dst)
         ));
     }
     for r in 0..routes {
@@ -35,6 +39,27 @@ pub fn router_commands(routes: u32) -> String {
         s.push_str(&format!("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {net}/24 => {}\n", r % 16 + 1));
     }
     s
+}
+
+/// Next hop `nh` (1..=16) of the built-in router: egress port, source and destination MAC.
+pub fn router_nexthop(nh: u16) -> (u16, [u8; 6], [u8; 6]) {
+    (nh % 4, [2, 0, 0, 0, 0, nh as u8], [0, 0x5e, 0, 0, 0, nh as u8])
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// The hand-written reference router with the same routes and next hops as
+/// [`router_commands`].
+pub fn reference_router(routes: u32) -> ReferenceRouter {
+    let mut r = ReferenceRouter::new();
+    for nh in 1..=16u16 {
+        let (port, src, dst) = router_nexthop(nh);
+        r.add_nexthop(nh, port, src, dst);
+    }
+    r.add_ipv4_routes((0..routes).map(|i| (route_base(i), 24, (i % 16 + 1) as u16)).collect());
+    r
 }
 
 fn csum(b: &[u8]) -> u16 {
@@ -50,6 +75,14 @@ fn csum(b: &[u8]) -> u16 {
 
 /// 64-byte IPv4/UDP frames (without FCS: 60 bytes on the wire buffer) to `n` destinations in the routes.
 pub fn router_traffic(n: usize, routes: u32) -> Vec<Vec<u8>> {
+    router_traffic_sized(n, routes, 64)
+}
+
+/// IPv4/UDP frames of `frame` bytes on the wire (FCS included, so the buffers
+/// are 4 bytes shorter; at least 64) from 192.168.0.1 to random hosts in the
+/// built-in routes, UDP source ports 1024-1279 to port 53.
+pub fn router_traffic_sized(n: usize, routes: u32, frame: usize) -> Vec<Vec<u8>> {
+    let len = frame.max(64) - 4;
     let mut out = Vec::with_capacity(n);
     let mut x: u32 = 0x1234_5678;
     for _ in 0..n {
@@ -57,13 +90,13 @@ pub fn router_traffic(n: usize, routes: u32) -> Vec<Vec<u8>> {
         x ^= x >> 17;
         x ^= x << 5;
         let r = x % routes.max(1);
-        let mut p = vec![0u8; 60];
+        let mut p = vec![0u8; len];
         p[0..6].copy_from_slice(&[0, 0x5e, 0, 0, 0, 0xfe]);
         p[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
         p[12..14].copy_from_slice(&[0x08, 0x00]);
         let ip = &mut p[14..34];
         ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&46u16.to_be_bytes());
+        ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
         ip[8] = 64;
         ip[9] = 17;
         ip[12..16].copy_from_slice(&[192, 168, 0, 1]);
@@ -72,48 +105,181 @@ pub fn router_traffic(n: usize, routes: u32) -> Vec<Vec<u8>> {
         ip[10..12].copy_from_slice(&c.to_be_bytes());
         p[34..36].copy_from_slice(&(1024 + (x & 0xff) as u16).to_be_bytes());
         p[36..38].copy_from_slice(&53u16.to_be_bytes());
-        p[38..40].copy_from_slice(&26u16.to_be_bytes());
+        p[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
         out.push(p);
     }
     out
 }
 
-/// Builds the switch and traffic for a bench run.
-pub fn setup(
-    program: Option<&Path>,
-    commands: Option<&Path>,
-    pcap: Option<&Path>,
-    routes: u32,
-) -> Result<(Switch, Vec<Vec<u8>>), String> {
-    match program {
-        None => {
-            let mut sw = sluice_engine::load_switch(ROUTER_JSON).map_err(|e| e.to_string())?;
-            sw.set_mode(crate::default_mode()).map_err(|e| e.to_string())?;
-            let failed = crate::apply_command_text(&mut sw, &router_commands(routes), "built-in routes", false);
-            if failed > 0 {
-                return Err("built-in route table failed to load".into());
-            }
-            Ok((sw, router_traffic(4096, routes)))
-        }
-        Some(p) => {
-            let mut sw = crate::load(p)?;
-            if let Some(c) = commands {
-                crate::apply_commands(&mut sw, c, false)?;
-            }
-            let pcap = pcap.ok_or("--pcap TRAFFIC.pcap is required with a program")?;
-            let pk: Vec<Vec<u8>> = crate::pcapio::read_pcap(pcap)?.into_iter().map(|(_, d)| d).collect();
-            if pk.is_empty() {
-                return Err(format!("{} holds no packets", pcap.display()));
-            }
-            Ok((sw, pk))
-        }
+/// The example programs `sluice bench` can run without files, each with a
+/// generated configuration and generated traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Example {
+    /// `examples/router.p4`: `--entries` /24 routes over 16 next hops.
+    Router,
+    /// `examples/edge.p4`: `--acl` ternary+range ACL rules (none matches the
+    /// traffic), a policed source (meter), `--entries` /24 routes over two ECMP
+    /// groups of the action selector.
+    Edge,
+    /// `examples/l2_learning.p4`: `--entries` learned source and destination MACs.
+    L2Learning,
+}
+
+/// The edge example, compiled by p4c.
+pub const EDGE_JSON: &str = include_str!("../../../examples/edge.json");
+/// The l2_learning example, compiled by p4c.
+pub const L2_JSON: &str = include_str!("../../../examples/l2_learning.json");
+
+/// What one bench run replays: switch, traffic, ingress port, and the
+/// reference router the ratio is taken against (with its own traffic of the
+/// same size and table size).
+pub struct Workload {
+    pub switch: Switch,
+    pub traffic: Vec<Vec<u8>>,
+    pub port: u32,
+    pub reference: Option<(ReferenceRouter, Vec<Vec<u8>>)>,
+    pub label: String,
+}
+
+/// Distinct packets replayed: enough that big tables are hit all over, but
+/// at most 32 MiB of frames, so that big frames measure the switch rather
+/// than the memory bandwidth of reading the traffic.
+fn traffic_count(entries: u32, frame: usize) -> usize {
+    let n = if entries <= 4096 { 4096 } else { 1 << 18 };
+    n.min((32 << 20) / frame.max(64)).max(4096.min(n))
+}
+
+/// Edge ACL rules that the bench traffic never matches: five mask shapes
+/// (the tuples a classifier has to search), some with port ranges.
+pub fn edge_acl_commands(rules: u32) -> String {
+    let mut s = String::new();
+    for i in 0..rules {
+        let a = (i >> 8) & 0xff;
+        let b = i & 0xff;
+        let line = match i % 5 {
+            0 => format!("0&&&0 0&&&0 172.{a}.{b}.0&&&255.255.255.0 0.0.0.0&&&0.0.0.0 0&&&0 0->65535 0->65535 => drop"),
+            1 => format!(
+                "0&&&0 0&&&0 0.0.0.0&&&0.0.0.0 172.16.{b}.{a}&&&255.255.255.255 6&&&0xff 0->65535 0->65535 => drop"
+            ),
+            2 => format!(
+                "0&&&0 0&&&0 10.{a}.{b}.0&&&255.255.255.0 0.0.0.0&&&0.0.0.0 6&&&0xff 0->65535 {}->{} => permit",
+                1000 + b,
+                2000 + b
+            ),
+            3 => format!(
+                "0&&&0 0&&&0 0.0.0.0&&&0.0.0.0 0.0.0.0&&&0.0.0.0 17&&&0xff 0->65535 {}->{} => drop",
+                5000 + i,
+                5000 + i
+            ),
+            _ => format!(
+                "0&&&0 0x86dd&&&0xffff 0.0.0.0&&&0.0.0.0 198.{a}.{b}.0&&&255.255.255.0 0&&&0 0->65535 0->65535 => drop"
+            ),
+        };
+        let (key, act) = line.split_once(" => ").expect("rule");
+        s.push_str(&format!("table_add EdgeIngress.acl EdgeIngress.{act} {key} => {}\n", 100 + i));
     }
+    s
+}
+
+/// Edge routes and ECMP groups: group 0 = ports 1-4, group 1 = ports 3-4.
+pub fn edge_route_commands(routes: u32) -> String {
+    let mut s = String::with_capacity(routes as usize * 90 + 2048);
+    for p in 1..=4 {
+        s.push_str(&format!(
+            "act_prof_create_member EdgeIngress.ecmp EdgeIngress.set_nexthop {p} 00:5e:00:00:00:0{p} 02:00:00:00:0{p}:01\n"
+        ));
+    }
+    s.push_str("act_prof_create_group EdgeIngress.ecmp\n");
+    for m in 0..4 {
+        s.push_str(&format!("act_prof_add_member_to_group EdgeIngress.ecmp {m} 0\n"));
+    }
+    s.push_str("act_prof_create_group EdgeIngress.ecmp\n");
+    for m in 2..4 {
+        s.push_str(&format!("act_prof_add_member_to_group EdgeIngress.ecmp {m} 1\n"));
+    }
+    for r in 0..routes {
+        let net = std::net::Ipv4Addr::from(route_base(r));
+        s.push_str(&format!("table_indirect_add_with_group EdgeIngress.routes {net}/24 => {}\n", r % 2));
+    }
+    // The traffic's source is policed by meter 0, with rates it never exceeds.
+    s.push_str("table_add EdgeIngress.sources EdgeIngress.police 192.168.0.1 => 0\n");
+    s.push_str("meter_set_rates EdgeIngress.policer 0 1000000:1000000 2000000:2000000\n");
+    s
+}
+
+/// l2_learning: `entries` hosts 02:00:xx:xx:xx:xx on ports 1-4, all learned
+/// (no digests) and all in the forwarding table; traffic between random pairs.
+fn l2_setup(entries: u32, frame: usize) -> (String, Vec<Vec<u8>>) {
+    let host = |i: u32| [2u8, 0, (i >> 24) as u8, (i >> 16) as u8, (i >> 8) as u8, i as u8];
+    let mut s = String::with_capacity(entries as usize * 160);
+    for i in 0..entries {
+        s.push_str(&format!("table_add L2Ingress.learned L2Ingress.known {} 0 =>\n", mac(host(i))));
+        s.push_str(&format!("table_add L2Ingress.forwarding L2Ingress.forward {} => {}\n", mac(host(i)), i % 4 + 1));
+    }
+    let n = traffic_count(entries, frame);
+    let mut x: u32 = 0x2545_f491;
+    let mut traffic = Vec::with_capacity(n);
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let (src, dst) = (x % entries, (x >> 8) % entries);
+        let mut p = vec![0u8; frame.max(64) - 4];
+        p[0..6].copy_from_slice(&host(dst));
+        p[6..12].copy_from_slice(&host(src));
+        p[12..14].copy_from_slice(&[0x88, 0xb5]);
+        traffic.push(p);
+    }
+    (s, traffic)
+}
+
+/// Builds one of the [`Example`] workloads with `entries` table entries,
+/// frames of `frame` bytes and (edge) `acl` ACL rules.
+pub fn example(ex: Example, entries: u32, frame: usize, acl: u32) -> Result<Workload, String> {
+    let n = traffic_count(entries, frame);
+    let (json, commands, traffic, port, label) = match ex {
+        Example::Router => {
+            (ROUTER_JSON, router_commands(entries), router_traffic_sized(n, entries, frame), 0, "router".to_string())
+        }
+        Example::Edge => {
+            let mut c = edge_acl_commands(acl);
+            c.push_str(&edge_route_commands(entries));
+            (EDGE_JSON, c, router_traffic_sized(n, entries, frame), 1, "edge".to_string())
+        }
+        Example::L2Learning => {
+            let (c, t) = l2_setup(entries, frame);
+            (L2_JSON, c, t, 0, "l2_learning".to_string())
+        }
+    };
+    let mut sw = sluice_engine::load_switch(json).map_err(|e| e.to_string())?;
+    sw.set_mode(crate::default_mode()).map_err(|e| e.to_string())?;
+    if crate::apply_command_text(&mut sw, &commands, "built-in configuration", false) > 0 {
+        return Err("the built-in configuration failed to load".into());
+    }
+    let reference = reference_router(entries.min(1 << 22));
+    let ref_traffic = router_traffic_sized(n, entries.min(1 << 22), frame);
+    Ok(Workload { switch: sw, traffic, port, reference: Some((reference, ref_traffic)), label })
+}
+
+/// Builds the switch and traffic for a bench run of a program file.
+pub fn setup(program: &Path, commands: Option<&Path>, pcap: Option<&Path>) -> Result<Workload, String> {
+    let mut sw = crate::load(program)?;
+    if let Some(c) = commands {
+        crate::apply_commands(&mut sw, c, false)?;
+    }
+    let pcap = pcap.ok_or("--pcap TRAFFIC.pcap is required with a program")?;
+    let pk: Vec<Vec<u8>> = crate::pcapio::read_pcap(pcap)?.into_iter().map(|(_, d)| d).collect();
+    if pk.is_empty() {
+        return Err(format!("{} holds no packets", pcap.display()));
+    }
+    Ok(Workload { switch: sw, traffic: pk, port: 0, reference: None, label: program.display().to_string() })
 }
 
 /// One worker's share of the bench traffic, replayed in batches of 32.
 struct BenchIo {
     traffic: Vec<Vec<u8>>,
     next: usize,
+    port: u32,
     stop: Arc<AtomicBool>,
     /// Packets, wire bytes and packets sent by this worker.
     counts: Arc<[AtomicU64; 3]>,
@@ -143,7 +309,7 @@ impl crate::workers::WorkerIo for BenchIo {
         let batch = &self.traffic[self.next..end];
         self.next = if end == self.traffic.len() { 0 } else { end };
         let mut sent = 0;
-        sw.process_batch(0, batch.iter().map(|p| p.as_slice()), &mut |_, _| sent += 1);
+        sw.process_batch(self.port, batch.iter().map(|p| p.as_slice()), &mut |_, _| sent += 1);
         // Wire size: frame + FCS + preamble/IFG (20 bytes) as network benchmarks count it.
         let bytes: u64 = batch.iter().map(|p| p.len() as u64 + 4 + 20).sum();
         self.counts[0].fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -166,30 +332,141 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
-/// Runs the benchmark and prints per-second and summary lines.
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    program: Option<&Path>,
-    commands: Option<&Path>,
-    pcap: Option<&Path>,
-    duration: f64,
-    routes: u32,
-    max_packets: Option<u64>,
-    workers: usize,
-) -> Result<(), String> {
-    let (sw, traffic) = setup(program, commands, pcap, routes)?;
-    let workers = workers.max(1);
+/// What to run: a program file with its commands and pcap, or a built-in example.
+pub struct BenchArgs<'a> {
+    pub program: Option<&'a Path>,
+    pub commands: Option<&'a Path>,
+    pub pcap: Option<&'a Path>,
+    pub example: Example,
+    pub entries: u32,
+    pub frame: usize,
+    pub acl: u32,
+    pub duration: f64,
+    pub max_packets: Option<u64>,
+    pub workers: usize,
+    /// Skip the hand-written reference run.
+    pub no_reference: bool,
+}
+
+/// Runs the benchmark and prints per-second and summary lines, then runs the
+/// hand-written reference router for as long and prints the ratio.
+pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
+    let w = match a.program {
+        None => example(a.example, a.entries, a.frame, a.acl)?,
+        Some(p) => setup(p, a.commands, a.pcap)?,
+    };
+    let Workload { switch: mut sw, traffic, port, reference, label } = w;
+    let workers = a.workers.max(1);
+    let mode = match sw.mode() {
+        sluice_engine::ExecMode::Compiled => "compiled",
+        sluice_engine::ExecMode::Interpreted => "interpreted",
+    };
+    let size = traffic.iter().map(|p| p.len() + 4).sum::<usize>() / traffic.len();
     println!(
-        "sluice bench: {} ({} packets in memory, {} routes), {duration} s, {workers} worker(s), {} pipelines",
-        program.map_or("built-in router".to_string(), |p| p.display().to_string()),
+        "sluice bench: {label} ({} packets in memory, {} entries, {size} B average frame), {} s, {workers} worker(s), {mode} pipelines",
         traffic.len(),
-        if program.is_none() { routes.to_string() } else { "-".into() },
-        match sw.mode() {
-            sluice_engine::ExecMode::Compiled => "compiled",
-            sluice_engine::ExecMode::Interpreted => "interpreted",
-        }
+        if a.program.is_none() { a.entries.to_string() } else { "-".into() },
+        a.duration,
     );
-    // Flow-hashed distribution, as the live ports do it.
+    // The router and its reference must do the same work: same output for every packet.
+    if let (Some((_, rt)), None, Example::Router) = (&reference, a.program, a.example) {
+        check_same_output(&mut sw, &mut reference_router(a.entries.min(1 << 22)), port, rt)?;
+    }
+    let engine = replay(sw, traffic, port, workers, a.duration, a.max_packets)?;
+    let reference = match reference {
+        Some((_, rt)) if !a.no_reference => {
+            let entries = a.entries.min(1 << 22);
+            let m = replay_reference(move || reference_router(entries), rt, workers, a.duration)?;
+            println!("reference: hand-written router, same packet size and route count: {m:.3} Mpps");
+            Some(m)
+        }
+        _ => None,
+    };
+    let ratio = reference.map_or(String::from("-"), |r| format!("{:.3}", engine / r));
+    println!(
+        "result: program={label} size={size} workers={workers} entries={} mode={mode} mpps={engine:.3} reference_mpps={} ratio={ratio}",
+        if a.program.is_none() { a.entries.to_string() } else { "-".into() },
+        reference.map_or(String::from("-"), |r| format!("{r:.3}")),
+    );
+    Ok(())
+}
+
+/// Checks that the engine and the reference emit the same frames on the same
+/// ports for `traffic`, so that the ratio compares equal work.
+fn check_same_output(sw: &mut Switch, r: &mut ReferenceRouter, port: u32, traffic: &[Vec<u8>]) -> Result<(), String> {
+    for (i, p) in traffic.iter().enumerate() {
+        let mut a = Vec::new();
+        sw.process(port, p, &mut |o, d| a.push((o, d.to_vec())));
+        let mut b = Vec::new();
+        r.process(port, p, &mut |o, d| b.push((o, d.to_vec())));
+        if a != b {
+            return Err(format!("packet {i}: the engine emitted {a:?} but the reference {b:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Replays `traffic` through reference routers made by `make` (one per
+/// worker, each pinned like the engine's workers, batches of 32) for
+/// `duration` seconds; returns Mpps.
+fn replay_reference(
+    make: impl Fn() -> ReferenceRouter + Send + Sync + 'static,
+    traffic: Vec<Vec<u8>>,
+    workers: usize,
+    duration: f64,
+) -> Result<f64, String> {
+    let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
+    for p in traffic {
+        shares[crate::workers::flow_hash(&p) as usize % workers].push(p);
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let make = Arc::new(make);
+    let stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(std::sync::Barrier::new(workers + 1));
+    let handles: Vec<_> = shares
+        .into_iter()
+        .enumerate()
+        .map(|(k, share)| {
+            let (stop, make, ready) = (stop.clone(), make.clone(), ready.clone());
+            std::thread::spawn(move || {
+                if workers <= cpus {
+                    pin_to_cpu(k);
+                }
+                let mut r = make();
+                ready.wait();
+                let (mut n, mut sent) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    for batch in share.chunks(32) {
+                        r.process_batch(0, batch, &mut |_, _| sent += 1);
+                        n += batch.len() as u64;
+                    }
+                }
+                std::hint::black_box(sent);
+                n
+            })
+        })
+        .collect();
+    ready.wait();
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(duration));
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    for h in handles {
+        total += h.join().map_err(|_| "reference worker panicked".to_string())?;
+    }
+    Ok(total as f64 / start.elapsed().as_secs_f64() / 1e6)
+}
+
+/// Replays `traffic` through the engine on `workers` workers (flow-hashed
+/// shares, as live ports do) and prints per-second and summary lines; returns Mpps.
+fn replay(
+    sw: Switch,
+    traffic: Vec<Vec<u8>>,
+    port: u32,
+    workers: usize,
+    duration: f64,
+    max_packets: Option<u64>,
+) -> Result<f64, String> {
     let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
     for p in traffic {
         shares[crate::workers::flow_hash(&p) as usize % workers].push(p);
@@ -208,7 +485,7 @@ pub fn run(
             let cpu = (workers <= cpus).then_some(k);
             // The workers share `--packets` out: each stops after its part.
             let limit = max_packets.map(|m| m / workers as u64 + u64::from((k as u64) < m % workers as u64));
-            Box::new(BenchIo { traffic: t, next: 0, stop: stop.clone(), counts: c.clone(), cpu, limit }) as Box<_>
+            Box::new(BenchIo { traffic: t, next: 0, port, stop: stop.clone(), counts: c.clone(), cpu, limit }) as Box<_>
         })
         .collect();
     let total = |i: usize| counts.iter().map(|c| c[i].load(Ordering::Relaxed)).sum::<u64>();
@@ -265,5 +542,5 @@ pub fn run(
         sent,
         pkts - sent
     );
-    Ok(())
+    Ok(pkts as f64 / dt / 1e6)
 }

@@ -60,15 +60,27 @@ enum Cmd {
         /// Seconds to run.
         #[arg(long, default_value_t = 5.0)]
         duration: f64,
-        /// Number of /24 routes in the built-in route table (at most 4194304).
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
-        routes: u32,
+        /// Built-in example to run when no PROGRAM is given (generated configuration and traffic).
+        #[arg(long, value_enum, default_value = "router")]
+        example: sluice::bench::Example,
+        /// Table entries of the built-in example: routes (router, edge) or hosts (l2_learning).
+        #[arg(long, alias = "routes", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
+        entries: u32,
+        /// Frame size in bytes on the wire, FCS included, of the built-in traffic.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(64..=9000))]
+        size: u32,
+        /// ACL rules of the built-in edge example.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(0..=4000))]
+        acl: u32,
         /// Stop after this many packets (for instruction-count profiling).
         #[arg(long)]
         packets: Option<u64>,
         /// Worker threads, each with its share of the traffic by flow hash.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
         workers: u32,
+        /// Do not run the hand-written reference router after the engine.
+        #[arg(long)]
+        no_reference: bool,
     },
     /// Read simple_switch_CLI commands from standard input and print the answers.
     Cli {
@@ -78,8 +90,17 @@ enum Cmd {
     },
     /// Load a program and report whether Sluice can run it.
     Check { program: PathBuf },
-    /// Show what the pipeline compiler produced for a program (counts and code).
-    Inspect { program: PathBuf },
+    /// Show what the specializer produced for each stage of a program (parser,
+    /// checksums, tables, deparser, compiled pipelines with their code).
+    Inspect {
+        program: PathBuf,
+        /// Table commands to apply first (table index choices depend on the entries).
+        #[arg(long)]
+        commands: Option<PathBuf>,
+        /// Leave out the generated code listing.
+        #[arg(long)]
+        no_code: bool,
+    },
     /// Run on live interfaces with bmv2 simple_switch's command line (see `sluice simple_switch --help`).
     #[command(name = "simple_switch", alias = "simple_switch_grpc", disable_help_flag = true)]
     SimpleSwitch {
@@ -134,15 +155,31 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
         },
-        Cmd::Bench { program, commands, pcap, duration, routes, packets, workers } => bench::run(
-            program.as_deref(),
-            commands.as_deref(),
-            pcap.as_deref(),
+        Cmd::Bench {
+            program,
+            commands,
+            pcap,
             duration,
-            routes,
+            example,
+            entries,
+            size,
+            acl,
             packets,
-            workers as usize,
-        ),
+            workers,
+            no_reference,
+        } => bench::run(&bench::BenchArgs {
+            program: program.as_deref(),
+            commands: commands.as_deref(),
+            pcap: pcap.as_deref(),
+            example,
+            entries,
+            frame: size as usize,
+            acl,
+            duration,
+            max_packets: packets,
+            workers: workers as usize,
+            no_reference,
+        }),
         Cmd::Cli { program, commands } => (|| {
             use std::io::{BufRead, IsTerminal, Write};
             let mut sw = load(&program)?;
@@ -187,7 +224,15 @@ fn main() -> ExitCode {
             )
         }),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),
-        Cmd::Inspect { program } => load(&program).map(|sw| match sw.compiled() {
+        Cmd::Inspect { program, commands, no_code } => (|| {
+            let mut sw = load(&program)?;
+            if let Some(c) = commands {
+                apply_commands(&mut sw, &c, false)?;
+            }
+            println!("{}: stages\n{}", program.display(), sw.stage_report());
+            Ok(sw)
+        })()
+        .map(|sw| match sw.compiled() {
             Some(c) => {
                 let s = &c.stats;
                 println!(
@@ -200,7 +245,9 @@ fn main() -> ExitCode {
                     s.actions_inline,
                     s.actions_helper
                 );
-                print!("{}", c.listing);
+                if !no_code {
+                    print!("{}", c.listing);
+                }
             }
             None => println!("{}: interpreted (--interpret): nothing compiled", program.display()),
         }),

@@ -1,0 +1,256 @@
+//! Direct-indexed longest-prefix match for keys of up to 32 bits, in the
+//! DIR-24-8 style (Gupta, Lin and McKeown, "Routing lookups in hardware at
+//! memory access speeds", 1998).
+//!
+//! Why: probing one hash map per prefix length costs a hash and a probe per
+//! length present, and with a million routes each probe is a cache miss. Here
+//! a lookup is one array read (two for prefixes longer than 24 bits) whatever
+//! the number of routes or prefix lengths, and its address is known from the
+//! key alone, so a batch can prefetch it.
+//!
+//! The top `min(width, 24)` bits of the key index `top`; a slot there holds
+//! no route (0), a route (`entry index + 1` with its prefix length in bits
+//! 24..30), or `GROUP | g`: the remaining (at most 8) bits index extension
+//! group `g` in `ext`. Updates paint the slots a prefix covers, leaving alone
+//! slots that a longer prefix already owns; a delete repaints its slots with
+//! the next shorter covering route, which the caller finds in its exact
+//! per-length maps (the control-plane index this structure accelerates).
+
+/// Marks a slot of `top` that points to an extension group.
+const GROUP: u32 = 1 << 31;
+/// Entry indexes must fit in the low 24 bits of a slot (plus one).
+pub const MAX_INDEX: u32 = (1 << 24) - 2;
+
+/// The direct-indexed LPM structure of one table.
+#[derive(Debug, Clone)]
+pub struct DirLpm {
+    width: u32,
+    low_bits: u32,
+    top: Vec<u32>,
+    ext: Vec<u32>,
+    free_groups: Vec<u32>,
+}
+
+#[inline(always)]
+fn depth(slot: u32) -> u32 {
+    (slot >> 24) & 0x3f
+}
+
+/// Whether a route of prefix length `plen` may overwrite `slot`.
+#[inline(always)]
+fn yields(slot: u32, plen: u32) -> bool {
+    slot == 0 || depth(slot) <= plen
+}
+
+impl DirLpm {
+    /// An empty structure for keys of `width` bits (1..=32).
+    pub fn new(width: u32) -> DirLpm {
+        assert!((1..=32).contains(&width), "DirLpm keys are 1 to 32 bits wide");
+        let top_bits = width.min(24);
+        // `vec![0; n]` asks the allocator for zeroed memory: untouched pages cost nothing.
+        DirLpm {
+            width,
+            low_bits: width - top_bits,
+            top: vec![0; 1 << top_bits],
+            ext: Vec::new(),
+            free_groups: Vec::new(),
+        }
+    }
+
+    fn group_len(&self) -> usize {
+        1 << self.low_bits
+    }
+
+    fn value(idx: u32, plen: u32) -> u32 {
+        (idx + 1) | (plen << 24)
+    }
+
+    /// Adds route `key/plen` (key right-aligned, bits below the prefix zero)
+    /// for entry `idx`.
+    pub fn insert(&mut self, key: u32, plen: u32, idx: u32) {
+        debug_assert!(idx <= MAX_INDEX && plen <= self.width);
+        let val = Self::value(idx, plen);
+        let top_bits = self.width - self.low_bits;
+        let gl = self.group_len();
+        if plen <= top_bits {
+            let first = (key >> self.low_bits) as usize;
+            for s in first..first + (1usize << (top_bits - plen)) {
+                let cur = self.top[s];
+                if cur & GROUP != 0 {
+                    let g = (cur & !GROUP) as usize * gl;
+                    for e in &mut self.ext[g..g + gl] {
+                        if yields(*e, plen) {
+                            *e = val;
+                        }
+                    }
+                } else if yields(cur, plen) {
+                    self.top[s] = val;
+                }
+            }
+        } else {
+            let s = (key >> self.low_bits) as usize;
+            let g = self.group_of(s);
+            let first = g * gl + (key as usize & (gl - 1));
+            for e in &mut self.ext[first..first + (1usize << (self.width - plen))] {
+                if yields(*e, plen) {
+                    *e = val;
+                }
+            }
+        }
+    }
+
+    /// The extension group of top slot `s`, made from the slot's route if it has none.
+    fn group_of(&mut self, s: usize) -> usize {
+        let cur = self.top[s];
+        if cur & GROUP != 0 {
+            return (cur & !GROUP) as usize;
+        }
+        let gl = self.group_len();
+        let g = match self.free_groups.pop() {
+            Some(g) => {
+                self.ext[g as usize * gl..(g as usize + 1) * gl].fill(cur);
+                g as usize
+            }
+            None => {
+                self.ext.extend(std::iter::repeat_n(cur, gl));
+                self.ext.len() / gl - 1
+            }
+        };
+        self.top[s] = GROUP | g as u32;
+        g
+    }
+
+    /// Removes route `key/plen` of entry `idx`; its slots go to `cover`, the
+    /// longest shorter route that covers it (`(entry index, prefix length)`), if any.
+    pub fn remove(&mut self, key: u32, plen: u32, idx: u32, cover: Option<(u32, u32)>) {
+        let val = Self::value(idx, plen);
+        let repl = cover.map_or(0, |(i, l)| Self::value(i, l));
+        let top_bits = self.width - self.low_bits;
+        let gl = self.group_len();
+        if plen <= top_bits {
+            let first = (key >> self.low_bits) as usize;
+            for s in first..first + (1usize << (top_bits - plen)) {
+                let cur = self.top[s];
+                if cur & GROUP != 0 {
+                    let g = (cur & !GROUP) as usize * gl;
+                    for e in &mut self.ext[g..g + gl] {
+                        if *e == val {
+                            *e = repl;
+                        }
+                    }
+                } else if cur == val {
+                    self.top[s] = repl;
+                }
+            }
+        } else {
+            let s = (key >> self.low_bits) as usize;
+            let cur = self.top[s];
+            if cur & GROUP == 0 {
+                return;
+            }
+            let g = (cur & !GROUP) as usize;
+            let group = &mut self.ext[g * gl..(g + 1) * gl];
+            for e in group.iter_mut() {
+                if *e == val {
+                    *e = repl;
+                }
+            }
+            // A group whose slots all agree again folds back into its top slot.
+            if group.iter().all(|e| *e == group[0]) {
+                self.top[s] = group[0];
+                self.free_groups.push(g as u32);
+            }
+        }
+    }
+
+    /// The entry index of the longest prefix matching `key`.
+    #[inline(always)]
+    pub fn lookup(&self, key: u32) -> Option<u32> {
+        let mut v = self.top[(key >> self.low_bits) as usize];
+        if v & GROUP != 0 {
+            v = self.ext[((v & !GROUP) << self.low_bits | (key & ((1 << self.low_bits) - 1))) as usize];
+        }
+        (v != 0).then(|| (v & 0x00ff_ffff) - 1)
+    }
+
+    /// Asks the CPU to start loading the slot `key` needs (a hint; no effect on results).
+    #[inline(always)]
+    pub fn prefetch(&self, key: u32) {
+        if let Some(slot) = self.top.get((key >> self.low_bits) as usize) {
+            prefetch(slot);
+        }
+    }
+}
+
+/// Asks the CPU to start loading the cache line of `p` (a hint; no effect on results).
+#[inline(always)]
+pub fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults and has no architectural effect; the pointer comes from a reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const T as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Longest match by brute force over `(key, plen, idx)` routes.
+    fn brute(routes: &[(u32, u32, u32)], width: u32, k: u32) -> Option<u32> {
+        routes
+            .iter()
+            .filter(|(key, plen, _)| *plen == 0 || (k >> (width - plen)) == (key >> (width - plen)))
+            .max_by_key(|r| r.1)
+            .map(|r| r.2)
+    }
+
+    fn prefix(width: u32, v: u32, plen: u32) -> u32 {
+        if plen == 0 {
+            0
+        } else {
+            v & (u32::MAX >> (32 - width)) & !((1u64 << (width - plen)) as u32).wrapping_sub(1)
+        }
+    }
+
+    #[test]
+    fn matches_brute_force_through_inserts_and_deletes() {
+        for width in [12u32, 28, 32] {
+            let mut x: u32 = 0x9e37_79b9 ^ width;
+            let mut rnd = move || {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x
+            };
+            let mut d = DirLpm::new(width);
+            let mut routes: Vec<(u32, u32, u32)> = Vec::new();
+            // Keys concentrated on a few top slots so prefixes overlap and groups are shared.
+            let base = rnd() & !0xfff;
+            for idx in 0..300u32 {
+                let plen = rnd() % (width + 1);
+                let key = prefix(width, (base ^ (rnd() & 0xfff)) >> (32 - width), plen);
+                if routes.iter().any(|r| r.0 == key && r.1 == plen) {
+                    continue;
+                }
+                d.insert(key, plen, idx);
+                routes.push((key, plen, idx));
+                if rnd() % 3 == 0 {
+                    let r = routes.remove(rnd() as usize % routes.len());
+                    let cover = routes
+                        .iter()
+                        .filter(|c| c.1 < r.1 && (c.1 == 0 || (r.0 >> (width - c.1)) == (c.0 >> (width - c.1))))
+                        .max_by_key(|c| c.1)
+                        .map(|c| (c.2, c.1));
+                    d.remove(r.0, r.1, r.2, cover);
+                }
+                for _ in 0..20 {
+                    let k = ((base ^ (rnd() & 0xfff)) >> (32 - width)) ^ (rnd() & 1);
+                    assert_eq!(d.lookup(k), brute(&routes, width, k), "width {width}, key {k:#x}");
+                }
+            }
+        }
+    }
+}
