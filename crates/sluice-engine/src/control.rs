@@ -185,7 +185,7 @@ impl Exec<'_> {
                 if tp.key.is_empty() && self.state.tables[ti].is_empty() {
                     None
                 } else {
-                    self.state.tables[ti].lookup(self.key_buf)
+                    self.state.tables[ti].lookup_cached(self.key_buf)
                 }
             }
         };

@@ -32,6 +32,9 @@ pub const MAX_PARSER_STATES: u32 = 10_000;
 /// Packets [`Switch::process_batch`] parses ahead of running them.
 const BATCH: usize = 32;
 
+/// Entries from which a header-keyed table's lookups are prefetched in batches.
+const PREFETCH_MIN_ENTRIES: usize = 16384;
+
 /// The drop port of simple_switch.
 pub const DROP_PORT: u128 = 511;
 
@@ -333,11 +336,14 @@ impl Switch {
                 parsed.push(self.ingress_parse(&arrival, data));
                 *slot = data;
             }
-            for (phv, _) in &parsed {
-                self.prefetch_lookups(phv, false);
-            }
-            for (phv, _) in &parsed {
-                self.prefetch_lookups(phv, true);
+            // Tables small enough to stay in cache gain nothing from prefetching.
+            if self.prefetch.iter().any(|t| self.state.tables[*t].len() >= PREFETCH_MIN_ENTRIES) {
+                for (phv, _) in &parsed {
+                    self.prefetch_lookups(phv, false);
+                }
+                for (phv, _) in &parsed {
+                    self.prefetch_lookups(phv, true);
+                }
             }
             for ((phv, consumed), data) in parsed.drain(..).zip(slices) {
                 self.process_parsed(port, data, phv, consumed, emit);
@@ -1017,7 +1023,12 @@ impl Switch {
                 let mut k: u128 = 0;
                 for (r, nb) in &st.key {
                     let bits = *nb * 8;
-                    k = if bits >= 128 { 0 } else { k << bits } | (r.eval_u128(&env) & crate::value::mask128(bits));
+                    let v = if matches!(r.fast, crate::expr::Fast::None) {
+                        r.eval_u128(&env)
+                    } else {
+                        crate::expr::fast_value(&r.fast, phv, &[])
+                    };
+                    k = if bits >= 128 { 0 } else { k << bits } | (v & crate::value::mask128(bits));
                 }
                 state = fast.iter().find(|(v, m, _)| k & m == *v).and_then(|(_, _, n)| *n);
                 continue;

@@ -423,9 +423,49 @@ pub struct TableState {
     pub default: Option<(u32, Box<[u8]>)>,
     /// Packets/bytes counted on misses are not kept (bmv2 has no miss counter).
     pub needs_priority: bool,
-    /// Whether lookup accelerators (the direct-indexed LPM) are kept; off for
-    /// throwaway copies that never look packets up.
+    /// Whether lookup accelerators (the direct-indexed LPM, the lookup
+    /// cache) are kept; off for throwaway copies that never look packets up.
     accelerate: bool,
+    /// Bumped by every change of what matches (add, delete, clear): cached
+    /// results of an older generation are stale.
+    generation: u32,
+    /// Results of recent tuple-space lookups (big ternary/range tables only).
+    cache: Option<Box<LookupCache>>,
+}
+
+/// Slots of a [`LookupCache`] (a power of two).
+const CACHE_SLOTS: usize = 8192;
+/// Keys longer than this are not cached.
+const CACHE_KEY_BYTES: usize = 32;
+
+/// A bounded, two-way set-associative cache in front of a tuple-space table: a key
+/// seen recently costs one hash and one compare instead of a probe per
+/// mask. Why: ACLs are searched on every packet while the set of flows in
+/// a short window is small. Each worker's switch has its own (no sharing
+/// on the packet path); any change to the table invalidates it at once
+/// through the table's generation.
+#[derive(Debug, Clone)]
+pub struct LookupCache {
+    slots: Vec<CacheSlot>,
+    /// Lookups answered from the cache, and lookups that searched the table.
+    pub hits: u64,
+    pub misses: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct CacheSlot {
+    key: [u64; 4],
+    generation: u32,
+    /// The entry index found, or `u32::MAX` for a miss.
+    result: u32,
+}
+
+/// A key as four zero-padded little-endian words (keys are at most `CACHE_KEY_BYTES`).
+#[inline(always)]
+fn cache_words(key: &[u8]) -> [u64; 4] {
+    let mut b = [0u8; CACHE_KEY_BYTES];
+    b[..key.len()].copy_from_slice(key);
+    std::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes")))
 }
 
 impl TableState {
@@ -456,6 +496,8 @@ impl TableState {
             default: None,
             needs_priority,
             accelerate: true,
+            generation: 1,
+            cache: None,
         }
     }
 
@@ -463,6 +505,7 @@ impl TableState {
     /// try control-plane changes (lookups stay correct, through the maps).
     pub fn without_accelerators(&mut self) {
         self.accelerate = false;
+        self.cache = None;
         if let Index::Lpm { dir, .. } = &mut self.index {
             *dir = None;
         }
@@ -537,6 +580,49 @@ impl TableState {
             Index::Lpm { by_len, .. } if self.key_len <= 16 => Some(lpm_probe(by_len, k)),
             _ => None,
         }
+    }
+
+    /// [`TableState::lookup`] through the table's lookup cache, for big
+    /// ternary/range tables; other tables are looked up directly.
+    #[inline]
+    pub fn lookup_cached(&mut self, key: &[u8]) -> Option<u32> {
+        let cacheable = matches!(self.index, Index::Tuples { .. })
+            && self.count > SMALL_TABLE
+            && key.len() <= CACHE_KEY_BYTES
+            && self.accelerate;
+        if !cacheable {
+            return self.lookup(key);
+        }
+        let words = cache_words(key);
+        let h = (words[0] ^ words[1].rotate_left(17) ^ words[2].rotate_left(31) ^ words[3].rotate_left(47))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // Two-way sets: slots 2i and 2i+1; a miss replaces the older way.
+        let set = 2 * (h >> (64 - (CACHE_SLOTS / 2).trailing_zeros())) as usize;
+        let generation = self.generation;
+        if let Some(c) = &mut self.cache {
+            for way in set..set + 2 {
+                let slot = c.slots[way];
+                if slot.generation == generation && slot.key == words {
+                    c.hits += 1;
+                    // Most recently used first.
+                    c.slots.swap(set, way);
+                    return (slot.result != u32::MAX).then_some(slot.result);
+                }
+            }
+        }
+        let found = self.lookup(key);
+        let c = self.cache.get_or_insert_with(|| {
+            Box::new(LookupCache { slots: vec![CacheSlot::default(); CACHE_SLOTS], hits: 0, misses: 0 })
+        });
+        c.misses += 1;
+        c.slots[set + 1] = c.slots[set];
+        c.slots[set] = CacheSlot { key: words, generation, result: found.unwrap_or(u32::MAX) };
+        found
+    }
+
+    /// The lookup cache's `(hits, misses)`, when the table has one.
+    pub fn cache_stats(&self) -> Option<(u64, u64)> {
+        self.cache.as_ref().map(|c| (c.hits, c.misses))
     }
 
     /// Looks a key up; returns the hit entry index (see `handle_of`).
@@ -888,6 +974,7 @@ impl TableState {
         self.hot[handle as usize] = HotEntry::of(&e.action);
         self.entries[handle as usize] = Some(e);
         self.count += 1;
+        self.generation = self.generation.wrapping_add(1).max(1);
         if self.versions.len() <= handle as usize {
             self.versions.resize(handle as usize + 1, 0);
         }
@@ -972,6 +1059,7 @@ impl TableState {
         }
         self.free.insert(handle);
         self.count -= 1;
+        self.generation = self.generation.wrapping_add(1).max(1);
         Ok(e)
     }
 
@@ -1206,6 +1294,55 @@ mod tests {
         }
         assert_eq!(range_prefixes(0, 65535, 16), vec![(0, 0)]);
         assert_eq!(range_prefixes(1000, 2000, 16).len(), 8);
+    }
+
+    #[test]
+    fn cached_lookups_follow_every_change() {
+        let spec = vec![
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 16, off: 0, len: 2 },
+            KeyFieldSpec { kind: MatchKind::Range, width: 16, off: 2, len: 2 },
+        ];
+        let mut t = TableState::new(spec, 1000);
+        let mut handles = Vec::new();
+        let mut x: u32 = 0x1357_9bdf;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        };
+        for i in 0..400u32 {
+            let (v, m) = ((rnd() & 0x3f) as u16, [0xffffu16, 0xfff0, 0][rnd() as usize % 3]);
+            let lo = (rnd() % 64) as u16;
+            let hi = lo + (rnd() % 16) as u16;
+            let e = entry(
+                vec![
+                    FieldMatch::Ternary(v.to_be_bytes().to_vec(), m.to_be_bytes().to_vec()),
+                    FieldMatch::Range(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec()),
+                ],
+                (rnd() % 50) as i32,
+                i,
+            );
+            if let Ok(h) = t.add(e) {
+                handles.push(h);
+            }
+            if rnd() % 3 == 0 && !handles.is_empty() {
+                t.delete(handles.swap_remove(rnd() as usize % handles.len())).unwrap();
+            }
+            // Few distinct keys, so most lookups after the first come from the cache.
+            for _ in 0..16 {
+                let k = [0, (rnd() % 64) as u8, 0, (rnd() % 80) as u8];
+                assert_eq!(t.lookup_cached(&k), t.lookup(&k), "key {k:?} after {i} adds");
+            }
+        }
+        // Without changes, repeated keys come from the cache.
+        let (hits0, misses0) = t.cache_stats().expect("a big ternary table has a cache");
+        for i in 0..1000u32 {
+            let k = [0, (i % 16) as u8, 0, (i % 5) as u8];
+            assert_eq!(t.lookup_cached(&k), t.lookup(&k));
+        }
+        let (hits, misses) = t.cache_stats().expect("cache");
+        assert!(hits - hits0 >= 900 && misses - misses0 <= 100, "{} hits, {} misses", hits - hits0, misses - misses0);
     }
 
     #[test]

@@ -288,11 +288,26 @@ struct BenchIo {
     /// Packets after which this worker stops by itself (`--packets`), so that
     /// instruction counts cover exactly that many packets.
     limit: Option<u64>,
+    /// Lookup-cache `(table, hits, misses)` of this worker's switch, filled when it stops.
+    caches: Arc<std::sync::Mutex<Vec<(String, u64, u64)>>>,
+}
+
+impl BenchIo {
+    /// Records the lookup-cache counters of the worker's switch.
+    fn record_caches(&self, sw: &Switch) {
+        let mut c = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        for (t, p) in sw.state.tables.iter().zip(&sw.plan.tables) {
+            if let Some((hits, misses)) = t.cache_stats() {
+                c.push((p.name.clone(), hits, misses));
+            }
+        }
+    }
 }
 
 impl crate::workers::WorkerIo for BenchIo {
     fn run_batch(&mut self, sw: &mut Switch) -> bool {
         if self.stop.load(Ordering::Relaxed) {
+            self.record_caches(sw);
             return false;
         }
         if let Some(cpu) = self.cpu.take() {
@@ -302,6 +317,7 @@ impl crate::workers::WorkerIo for BenchIo {
         if let Some(limit) = self.limit {
             let left = limit.saturating_sub(self.counts[0].load(Ordering::Relaxed));
             if left == 0 {
+                self.record_caches(sw);
                 return false;
             }
             end = end.min(self.next + left as usize);
@@ -476,6 +492,7 @@ fn replay(
     }
     let stop = Arc::new(AtomicBool::new(false));
     let counts: Vec<Arc<[AtomicU64; 3]>> = (0..workers).map(|_| Arc::new(Default::default())).collect();
+    let caches = Arc::new(std::sync::Mutex::new(Vec::new()));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let io: Vec<Box<dyn crate::workers::WorkerIo>> = shares
         .into_iter()
@@ -485,7 +502,16 @@ fn replay(
             let cpu = (workers <= cpus).then_some(k);
             // The workers share `--packets` out: each stops after its part.
             let limit = max_packets.map(|m| m / workers as u64 + u64::from((k as u64) < m % workers as u64));
-            Box::new(BenchIo { traffic: t, next: 0, port, stop: stop.clone(), counts: c.clone(), cpu, limit }) as Box<_>
+            Box::new(BenchIo {
+                traffic: t,
+                next: 0,
+                port,
+                stop: stop.clone(),
+                counts: c.clone(),
+                cpu,
+                limit,
+                caches: caches.clone(),
+            }) as Box<_>
         })
         .collect();
     let total = |i: usize| counts.iter().map(|c| c[i].load(Ordering::Relaxed)).sum::<u64>();
@@ -542,5 +568,11 @@ fn replay(
         sent,
         pkts - sent
     );
+    for (table, hits, misses) in caches.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        println!(
+            "lookup cache of {table} (one worker): {hits} hits, {misses} misses ({:.1}% hits)",
+            100.0 * *hits as f64 / (*hits + *misses).max(1) as f64
+        );
+    }
     Ok(pkts as f64 / dt / 1e6)
 }
