@@ -75,12 +75,47 @@ const DATA_LEN: u32 = 64;
 const HOT_RECORD: usize = crate::tables::HOT_DATA + 16;
 
 type PipelineFn = unsafe extern "C" fn(*mut JitCtx);
+type ParserFn = unsafe extern "C" fn(*mut ParseCtx);
+
+/// What the compiled parser reads and writes. Field offsets are part of the
+/// generated code: keep `#[repr(C)]` and the `P_*` constants in step.
+#[repr(C)]
+pub struct ParseCtx {
+    pkt: *const u8,
+    len: u64,
+    wire: *mut u8,
+    slots: *mut u128,
+    valid: *mut bool,
+    /// Out: bytes consumed.
+    cursor: u64,
+    /// Out: 0, or 1 when the packet ended inside a header (`PacketTooShort`).
+    error: u64,
+}
+
+const P_PKT: i32 = 0;
+const P_LEN: i32 = 8;
+const P_WIRE: i32 = 16;
+const P_SLOTS: i32 = 24;
+const P_VALID: i32 = 32;
+const P_CURSOR: i32 = 40;
+const P_ERROR: i32 = 48;
+
+/// How a compiled parser run ended.
+pub enum ParseOutcome {
+    /// Parsing finished (accept, or no transition matched): bytes consumed.
+    Done(usize),
+    /// The packet ended inside a header; bytes consumed before it.
+    TooShort(usize),
+}
 
 /// The native code of a program's ingress and egress pipelines.
 pub struct CompiledPipelines {
     module: Option<JITModule>,
     ingress: Option<PipelineFn>,
     egress: Option<PipelineFn>,
+    /// The parser, when every state it can reach copies wire-format headers
+    /// and selects on at most 64 bits of fields (see [`compile_parser`]).
+    parser: Option<ParserFn>,
     /// Cranelift IR of each compiled function, for `sluice inspect`.
     pub listing: String,
     /// How many actions run inline vs through the interpreter, per pipeline.
@@ -129,6 +164,35 @@ impl CompiledPipelines {
         // vectors (never resized) and at `ex`, which outlives the call.
         unsafe { f(&mut ctx) };
         true
+    }
+
+    /// Runs the compiled parser on `data` into `phv`, or returns `None` when
+    /// the parser was not compiled (the interpreter then parses).
+    pub fn run_parser(&self, phv: &mut crate::phv::Phv, data: &[u8]) -> Option<ParseOutcome> {
+        let f = self.parser?;
+        let mut ctx = ParseCtx {
+            pkt: data.as_ptr(),
+            len: data.len() as u64,
+            wire: phv.wire.as_mut_ptr(),
+            slots: phv.slots.as_mut_ptr(),
+            valid: phv.valid.as_mut_ptr(),
+            cursor: 0,
+            error: 0,
+        };
+        // SAFETY: `f` was generated for this plan's layout; it reads at most
+        // `len` bytes from `pkt` (every copy is bounds-checked first) and
+        // writes inside the PHV's vectors, whose sizes come from the same layout.
+        unsafe { f(&mut ctx) };
+        Some(if ctx.error != 0 {
+            ParseOutcome::TooShort(ctx.cursor as usize)
+        } else {
+            ParseOutcome::Done(ctx.cursor as usize)
+        })
+    }
+
+    /// Whether the parser runs as native code.
+    pub fn parser_compiled(&self) -> bool {
+        self.parser.is_some()
     }
 
     /// Generates native code for a plan's pipelines.
@@ -215,14 +279,195 @@ impl CompiledPipelines {
             module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
             ids[k] = Some(id);
         }
+        let parser_id = match compile_parser(plan, &mut module, &mut fctx, &mut listing)? {
+            Some(id) => Some(id),
+            None => None,
+        };
         module.finalize_definitions().map_err(|e| e.to_string())?;
+        // SAFETY: the parser was defined with the signature `fn(*mut ParseCtx)`.
+        let parser = parser_id
+            .map(|id| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
         let get = |id: Option<FuncId>| {
             // SAFETY: the function was defined with `pipe_sig`, i.e. `fn(*mut JitCtx)`.
             id.map(|id| unsafe { std::mem::transmute::<*const u8, PipelineFn>(module.get_finalized_function(id)) })
         };
         let (ingress, egress) = (get(ids[0]), get(ids[1]));
-        Ok(CompiledPipelines { module: Some(module), ingress, egress, listing, stats })
+        Ok(CompiledPipelines { module: Some(module), ingress, egress, parser, listing, stats })
     }
+}
+
+/// The key reader of a parser state's select, when the compiled parser can
+/// evaluate it: `(field reader, bits)` per part, at most 64 bits in all.
+fn parser_key(st: &crate::plan::PState) -> Option<Vec<(FieldSrc, u32)>> {
+    let parts: Option<Vec<(FieldSrc, u32)>> = st
+        .key
+        .iter()
+        .map(|(r, nb)| match r.fast {
+            Fast::Field(src) => Some((src, nb * 8)),
+            _ => None,
+        })
+        .collect();
+    parts.filter(|p| p.iter().map(|x| x.1).sum::<u32>() <= 64)
+}
+
+/// Compiles the parser when every state reachable from the start copies
+/// wire-format headers only and selects on at most 64 bits of fields, and
+/// the states form no loop (the interpreter bounds loops; this code does not
+/// need to). Returns `None` (interpreted parser) otherwise.
+///
+/// Each state becomes a block: per header a bounds check, then 8/4/2/1-byte
+/// copies at constant PHV offsets, its valid flag, and the select as a chain
+/// of masked compares on the key read once, in the plan's order.
+fn compile_parser(
+    plan: &Plan,
+    module: &mut JITModule,
+    fctx: &mut FunctionBuilderContext,
+    listing: &mut String,
+) -> Result<Option<FuncId>, String> {
+    let Some(init) = plan.init_state else { return Ok(None) };
+    // Reachable states in depth-first order, refusing loops and uncompilable states.
+    let mut order: Vec<u32> = Vec::new();
+    let mut stack: Vec<(u32, usize)> = vec![(init, 0)];
+    let mut on_path: Vec<u32> = vec![init];
+    let next_states = |si: u32| -> Vec<u32> {
+        let st = &plan.states[si as usize];
+        if st.key.is_empty() {
+            st.transitions.iter().find(|t| t.default).and_then(|t| t.next).into_iter().collect()
+        } else {
+            st.fast_transitions.iter().flatten().filter_map(|(_, _, n)| *n).collect()
+        }
+    };
+    order.push(init);
+    while let Some((si, k)) = stack.pop() {
+        let st = &plan.states[si as usize];
+        if st.wire_extracts.is_none()
+            || (!st.key.is_empty() && (st.fast_transitions.is_none() || parser_key(st).is_none()))
+        {
+            return Ok(None);
+        }
+        let nexts = next_states(si);
+        if k < nexts.len() {
+            stack.push((si, k + 1));
+            let n = nexts[k];
+            if on_path.contains(&n) {
+                return Ok(None);
+            }
+            if !order.contains(&n) {
+                order.push(n);
+                on_path.push(n);
+                stack.push((n, 0));
+            }
+        } else {
+            on_path.retain(|x| *x != si);
+        }
+    }
+    let ptr = module.target_config().pointer_type();
+    let mut sig = Signature::new(module.isa().default_call_conv());
+    sig.params.push(AbiParam::new(ptr));
+    let id = module.declare_function("sluice_parser", Linkage::Local, &sig).map_err(|e| e.to_string())?;
+    let mut ctx = Context::new();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(1, 0);
+    {
+        let fl = MemFlagsData::new().with_notrap();
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, b.create_block())).collect();
+        let done = b.create_block();
+        let short = b.create_block();
+        for blk in blocks.values().chain([&done, &short]) {
+            b.append_block_param(*blk, types::I64); // the cursor
+        }
+        b.switch_to_block(entry);
+        let pc = b.block_params(entry)[0];
+        let pkt = b.ins().load(types::I64, fl, pc, P_PKT);
+        let len = b.ins().load(types::I64, fl, pc, P_LEN);
+        let wire = b.ins().load(types::I64, fl, pc, P_WIRE);
+        let slots = b.ins().load(types::I64, fl, pc, P_SLOTS);
+        let valid = b.ins().load(types::I64, fl, pc, P_VALID);
+        let zero = b.ins().iconst(types::I64, 0);
+        b.ins().jump(blocks[&init], &[zero.into()]);
+        for si in &order {
+            let st = &plan.states[*si as usize];
+            let blk = blocks[si];
+            b.switch_to_block(blk);
+            let mut cursor = b.block_params(blk)[0];
+            for &(h, off, n) in st.wire_extracts.iter().flatten() {
+                // Bounds check: cursor + n <= len, else PacketTooShort with the cursor before this header.
+                let end = b.ins().iadd_imm_u(cursor, i64::from(n));
+                let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
+                let copy = b.create_block();
+                b.ins().brif(fits, copy, &[], short, &[cursor.into()]);
+                b.switch_to_block(copy);
+                let src = b.ins().iadd(pkt, cursor);
+                let mut done_bytes = 0u32;
+                for (size, ty) in [(8u32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
+                    while n - done_bytes >= size {
+                        let v = b.ins().load(ty, fl, src, done_bytes as i32);
+                        b.ins().store(fl, v, wire, (off + done_bytes) as i32);
+                        done_bytes += size;
+                    }
+                }
+                let one = b.ins().iconst(types::I8, 1);
+                b.ins().store(fl, one, valid, h as i32);
+                cursor = end;
+            }
+            if st.key.is_empty() {
+                match st.transitions.iter().find(|t| t.default).and_then(|t| t.next) {
+                    Some(n) => b.ins().jump(blocks[&n], &[cursor.into()]),
+                    None => b.ins().jump(done, &[cursor.into()]),
+                };
+                continue;
+            }
+            let parts = parser_key(st).expect("checked");
+            let mut key = b.ins().iconst(types::I64, 0);
+            for (src, bits) in parts {
+                let v = match src {
+                    FieldSrc::Slot(i) => b.ins().load(types::I64, fl, slots, (16 * i) as i32),
+                    FieldSrc::Wire { byte, shift, mask } => {
+                        let w = b.ins().load(types::I64, fl, wire, byte as i32);
+                        let v = b.ins().bswap(w);
+                        let v = if shift > 0 { b.ins().ushr_imm_u(v, i64::from(shift)) } else { v };
+                        if mask == u64::MAX {
+                            v
+                        } else {
+                            b.ins().band_imm_u(v, mask as i64)
+                        }
+                    }
+                };
+                let v = if bits >= 64 { v } else { b.ins().band_imm_u(v, mask64(bits) as i64) };
+                key = if bits >= 64 {
+                    v
+                } else {
+                    let sh = b.ins().ishl_imm_u(key, i64::from(bits));
+                    b.ins().bor(sh, v)
+                };
+            }
+            for (v, m, next) in st.fast_transitions.iter().flatten() {
+                let target = next.map_or(done, |n| blocks[&n]);
+                let masked = b.ins().band_imm_u(key, *m as u64 as i64);
+                let hit = b.ins().icmp_imm_u(IntCC::Equal, masked, *v as u64 as i64);
+                let miss = b.create_block();
+                b.ins().brif(hit, target, &[cursor.into()], miss, &[]);
+                b.switch_to_block(miss);
+            }
+            b.ins().jump(done, &[cursor.into()]);
+        }
+        for (blk, err) in [(done, 0i64), (short, 1)] {
+            b.switch_to_block(blk);
+            let c = b.block_params(blk)[0];
+            b.ins().store(fl, c, pc, P_CURSOR);
+            let e = b.ins().iconst(types::I64, err);
+            b.ins().store(fl, e, pc, P_ERROR);
+            b.ins().return_(&[]);
+        }
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
+    module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    Ok(Some(id))
 }
 
 /// Code generation state for one pipeline function.

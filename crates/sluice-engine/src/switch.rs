@@ -123,6 +123,8 @@ pub struct Switch {
     /// Parsed PHVs of the batch in progress.
     #[allow(clippy::vec_box)]
     batch: Vec<(Box<Phv>, usize)>,
+    /// Per entry of `plan.checksums`: its specialized form, if it has one.
+    byte_checksums: Vec<Option<ByteChecksum>>,
 }
 
 impl Switch {
@@ -176,6 +178,7 @@ impl Switch {
             })
             .map(|(i, _)| i)
             .collect();
+        let byte_checksums = plan.checksums.iter().map(|c| ByteChecksum::of(&plan, c)).collect();
         Ok(Switch {
             deparse_wire,
             plan,
@@ -198,6 +201,7 @@ impl Switch {
             preparse,
             prefetch,
             batch: Vec::with_capacity(BATCH),
+            byte_checksums,
         })
     }
 
@@ -744,7 +748,15 @@ impl Switch {
                 "packet by packet (the parser calls externs, so it cannot run ahead)"
             }
         );
-        let _ = writeln!(r, "parser:");
+        let _ = writeln!(
+            r,
+            "parser: {}",
+            match &self.compiled {
+                Some(c) if c.parser_compiled() => "native code (byte copies, selects as compare chains)",
+                Some(_) => "interpreted (a state does more than copy wire-format headers, selects on a non-field or >64-bit key, or the states loop)",
+                None => "interpreted (--interpret)",
+            }
+        );
         for st in &plan.states {
             let extracts = match &st.wire_extracts {
                 Some(x) if x.is_empty() => "no extraction".to_string(),
@@ -772,6 +784,7 @@ impl Switch {
         }
         for c in &plan.checksums {
             let calc = &plan.calcs[c.calc as usize];
+            let special = ByteChecksum::of(plan, c).is_some();
             let how = match (&calc.csum_bytes, calc.is_csum16, calc.with_payload) {
                 (Some((_, ranges)), true, false) => {
                     format!("csum16 summed over {} byte range(s) of the header", ranges.len())
@@ -786,7 +799,7 @@ impl Switch {
             };
             let _ = writeln!(
                 r,
-                "  {} ({}{}): {how}; {cond}",
+                "  {} ({}{}): {how}; {cond}{}",
                 c.name,
                 if c.verify { "verify" } else { "" },
                 if c.update {
@@ -797,7 +810,8 @@ impl Switch {
                     }
                 } else {
                     ""
-                }
+                },
+                if special { "; specialized (direct sum into the field)" } else { "" }
             );
         }
         let _ = writeln!(r, "tables:");
@@ -841,6 +855,17 @@ impl Switch {
 
     /// Runs the parser and checksum verification; returns the bytes consumed.
     pub fn parse(&mut self, phv: &mut Phv, data: &[u8]) -> usize {
+        if self.trace.is_none() {
+            if let Some(outcome) = self.compiled.as_ref().and_then(|c| c.run_parser(phv, data)) {
+                let (cursor, error) = match outcome {
+                    crate::jit::ParseOutcome::Done(c) => (c, None),
+                    crate::jit::ParseOutcome::TooShort(c) => {
+                        (c, Some(self.plan.errors.get("PacketTooShort").copied().unwrap_or(0)))
+                    }
+                };
+                return self.parse_end(phv, data, cursor * 8, error);
+            }
+        }
         let plan = &self.plan;
         let layout = &plan.layout;
         let mut cursor: usize = 0; // bits
@@ -1082,14 +1107,31 @@ impl Switch {
                 t.push_str(&format!("    parser error {e}\n"));
             }
         }
+        self.trace = trace;
+        self.parse_end(phv, data, cursor, error)
+    }
+
+    /// After the parser states: sets `parser_error`, verifies checksums and
+    /// returns the bytes consumed (`cursor` is in bits).
+    fn parse_end(&mut self, phv: &mut Phv, data: &[u8], cursor: usize, error: Option<u64>) -> usize {
+        let plan = &self.plan;
+        let layout = &plan.layout;
         let perr = error.unwrap_or(plan.no_error);
         if let Some(f) = plan.std.parser_error {
             layout.write(phv, f, perr as u128);
         }
         // Checksum verification.
         let mut bad = false;
-        for c in &plan.checksums {
+        for (c, fast) in plan.checksums.iter().zip(&self.byte_checksums) {
             if !c.verify {
+                continue;
+            }
+            if let Some(f) = fast {
+                if f.applies(phv)
+                    && u64::from(crate::control::csum16_ranges(&phv.wire, &f.ranges)) != f.target.read(phv)
+                {
+                    bad = true;
+                }
                 continue;
             }
             let tf = &layout.fields[c.target as usize];
@@ -1105,7 +1147,6 @@ impl Switch {
         if let Some(f) = plan.std.checksum_error {
             layout.write(phv, f, bad as u128);
         }
-        self.trace = trace;
         cursor.div_ceil(8)
     }
 
@@ -1113,8 +1154,18 @@ impl Switch {
     pub fn deparse(&mut self, phv: &mut Phv, payload: &[u8], out: &mut Vec<u8>) {
         let plan = &self.plan;
         let layout = &plan.layout;
-        for c in &plan.checksums {
-            if !c.update || !checksum_applies(plan, c, phv) {
+        for (c, fast) in plan.checksums.iter().zip(&self.byte_checksums) {
+            if !c.update {
+                continue;
+            }
+            if let Some(f) = fast {
+                if f.applies(phv) {
+                    let v = crate::control::csum16_ranges(&phv.wire, &f.ranges);
+                    f.target.write(phv, u64::from(v), 0xffff);
+                }
+                continue;
+            }
+            if !checksum_applies(plan, c, phv) {
                 continue;
             }
             let v = crate::control::compute_calc(plan, &self.state, phv, &mut self.hash_buf, c.calc as usize, payload);
@@ -1188,6 +1239,44 @@ impl Switch {
         }
         out.truncate(hdr_bytes);
         out.extend_from_slice(payload);
+    }
+}
+
+/// A checksum the specializer reduced to byte ranges of one wire-format
+/// header: csum16 over `ranges` of the wire area into a 16-bit field of the
+/// same header, under a shortcut condition. Why: the generic path evaluates
+/// the condition through the expression walker, dispatches on the algorithm
+/// and reads the target through the layout, for what is a 20-byte sum.
+#[derive(Debug, Clone)]
+struct ByteChecksum {
+    header: u32,
+    ranges: Vec<(u32, u32)>,
+    target: crate::phv::FieldSrc,
+    cond: Option<crate::expr::Fast>,
+}
+
+impl ByteChecksum {
+    /// The specialized form of `c`, when it has one.
+    fn of(plan: &Plan, c: &crate::plan::ChecksumPlan) -> Option<ByteChecksum> {
+        let calc = &plan.calcs[c.calc as usize];
+        let (h, ranges) = calc.csum_bytes.as_ref()?;
+        let tf = &plan.layout.fields[c.target as usize];
+        if !calc.is_csum16 || calc.with_payload || tf.header != *h || tf.width != 16 {
+            return None;
+        }
+        let target = crate::phv::FieldSrc::of(tf)?;
+        let cond = match &c.cond {
+            None => None,
+            Some(e) if matches!(e.fast, crate::expr::Fast::None) => return None,
+            Some(e) => Some(e.fast.clone()),
+        };
+        Some(ByteChecksum { header: *h, ranges: ranges.clone(), target, cond })
+    }
+
+    /// Whether the checksum is computed for this packet: its header is valid and the condition holds.
+    #[inline]
+    fn applies(&self, phv: &Phv) -> bool {
+        phv.valid[self.header as usize] && self.cond.as_ref().is_none_or(|f| crate::expr::fast_value(f, phv, &[]) != 0)
     }
 }
 
