@@ -335,10 +335,18 @@ impl Switch {
         let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
         while it.peek().is_some() {
             parsed.clear();
+            let mut n = 0;
             for (slot, data) in slices.iter_mut().zip(it.by_ref()) {
+                // The headers' cache line starts loading for the whole batch at once.
+                if let Some(b) = data.first() {
+                    crate::lpm::prefetch(b);
+                }
+                *slot = data;
+                n += 1;
+            }
+            for data in &slices[..n] {
                 let arrival = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
                 parsed.push(self.ingress_parse(&arrival, data));
-                *slot = data;
             }
             // Tables small enough to stay in cache gain nothing from prefetching.
             if self.prefetch.iter().any(|t| self.state.tables[*t].len() >= PREFETCH_MIN_ENTRIES) {

@@ -16,10 +16,12 @@
 //! checked to be forwarded before measuring. Throughput is packets per second
 //! (`Throughput::Elements(1)` per packet).
 //!
-//! `sluice::bench::router_commands` and `router_traffic` encode the route index
-//! in the second and third address bytes only (10.a.b.0/24), so they cover at
-//! most 65536 distinct routes; the 1M case extends the same scheme to the first
-//! byte (10..=25.a.b.0/24).
+//! - `reference/router`: the hand-written router of `benches/reference/router.rs`
+//!   (the ceiling; see there) on the same routes and traffic, in batches of 32
+//!   as `sluice bench` runs it; divide `process/router` by it for the ratio
+//!   (`sluice bench` and `bench/perf-lab.sh` print the ratio themselves).
+//!
+//! Routes are consecutive /24s from 10.0.0.0 (`sluice::bench::route_base`).
 //!
 //! Run: `cargo bench -p sluice --bench pipeline` (add `-- --quick` for a fast pass).
 
@@ -54,47 +56,11 @@ fn check_forwarded(sw: &mut Switch, port: u32, traffic: &[Vec<u8>]) {
     assert_eq!(sent, traffic.len(), "not every benchmark packet was forwarded");
 }
 
-fn ipv4_csum(h: &[u8]) -> u16 {
-    let mut s: u32 = h.chunks(2).map(|c| u32::from(c[0]) << 8 | u32::from(c[1])).sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
-
-/// The router with `routes` /24 routes, and traffic to them.
+/// The router with `routes` /24 routes, and traffic to random hosts in them.
 fn router(routes: u32) -> (Switch, Vec<Vec<u8>>) {
     let mut sw = load_switch(ROUTER_JSON).expect("router.json loads");
-    if routes <= 1 << 16 {
-        apply(&mut sw, &router_commands(routes));
-        return (sw, router_traffic(PACKETS, routes));
-    }
-    // More than 65536 routes: add the first address byte to the scheme.
-    assert!(routes.is_multiple_of(1 << 16) && routes <= 246 << 16);
-    apply(&mut sw, &router_commands(0)); // the 16 next hops only
-    let mut cmds = String::with_capacity(routes as usize * 80);
-    for r in 0..routes {
-        cmds.push_str(&format!(
-            "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {}.{}.{}.0/24 => {}\n",
-            10 + (r >> 16),
-            (r >> 8) & 0xff,
-            r & 0xff,
-            r % 16 + 1
-        ));
-    }
-    apply(&mut sw, &cmds);
-    let mut traffic = router_traffic(PACKETS, 1 << 16);
-    let mut x: u32 = 0x9e37_79b9;
-    for p in &mut traffic {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[30] = 10 + (x % (routes >> 16)) as u8;
-        p[24..26].fill(0);
-        let c = ipv4_csum(&p[14..34]);
-        p[24..26].copy_from_slice(&c.to_be_bytes());
-    }
-    (sw, traffic)
+    apply(&mut sw, &router_commands(routes));
+    (sw, router_traffic(PACKETS, routes))
 }
 
 /// ACL rules of the conformance corpus (`sluice_edge/commands.txt`).
@@ -206,5 +172,31 @@ fn bench_process(b: &mut criterion::Bencher<'_>, sw: &mut Switch, port: u32, tra
     })
 }
 
-criterion_group!(benches, parse, process_router, process_edge);
+fn reference_router(c: &mut Criterion) {
+    let mut g = c.benchmark_group("reference/router");
+    g.throughput(Throughput::Elements(32));
+    for (label, routes) in [("10", 10u32), ("10k", 10_000), ("1M", 1 << 20)] {
+        let mut r = sluice::bench::reference_router(routes);
+        let traffic = router_traffic(PACKETS, routes);
+        let mut sent = 0usize;
+        for batch in traffic.chunks(32) {
+            r.process_batch(0, batch, &mut |_, _| sent += 1);
+        }
+        assert_eq!(sent, traffic.len(), "the reference did not forward every packet");
+        g.sample_size(50).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+        let mut i = 0usize;
+        g.bench_function(BenchmarkId::new("routes", label), |b| {
+            b.iter(|| {
+                let batch = &traffic[i..i + 32];
+                i = (i + 32) & (PACKETS - 1);
+                r.process_batch(0, black_box(batch), &mut |port, bytes| {
+                    black_box((port, bytes));
+                });
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, parse, process_router, reference_router, process_edge);
 criterion_main!(benches);
