@@ -279,10 +279,7 @@ impl CompiledPipelines {
             module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
             ids[k] = Some(id);
         }
-        let parser_id = match compile_parser(plan, &mut module, &mut fctx, &mut listing)? {
-            Some(id) => Some(id),
-            None => None,
-        };
+        let parser_id = compile_parser(plan, &mut module, &mut fctx, &mut listing)?;
         module.finalize_definitions().map_err(|e| e.to_string())?;
         // SAFETY: the parser was defined with the signature `fn(*mut ParseCtx)`.
         let parser = parser_id

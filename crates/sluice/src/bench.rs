@@ -289,13 +289,20 @@ struct BenchIo {
     /// instruction counts cover exactly that many packets.
     limit: Option<u64>,
     /// Lookup-cache `(table, hits, misses)` of this worker's switch, filled when it stops.
+    /// (An empty table name marks "this worker has recorded".)
     caches: Arc<std::sync::Mutex<Vec<(String, u64, u64)>>>,
+    recorded: bool,
 }
 
 impl BenchIo {
-    /// Records the lookup-cache counters of the worker's switch.
-    fn record_caches(&self, sw: &Switch) {
+    /// Records the lookup-cache counters of the worker's switch (once).
+    fn record_caches(&mut self, sw: &Switch) {
+        if self.recorded {
+            return;
+        }
+        self.recorded = true;
         let mut c = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        c.push(("".into(), 0, 0));
         for (t, p) in sw.state.tables.iter().zip(&sw.plan.tables) {
             if let Some((hits, misses)) = t.cache_stats() {
                 c.push((p.name.clone(), hits, misses));
@@ -511,6 +518,7 @@ fn replay(
                 cpu,
                 limit,
                 caches: caches.clone(),
+                recorded: false,
             }) as Box<_>
         })
         .collect();
@@ -556,6 +564,13 @@ fn replay(
     }
     stop.store(true, Ordering::Relaxed);
     let dt = start.elapsed().as_secs_f64();
+    // Each worker records its lookup caches on its next batch; wait for that (briefly).
+    let waited = Instant::now();
+    while caches.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|c| c.0.is_empty()).count() < workers
+        && waited.elapsed() < Duration::from_secs(2)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     pool.finish();
     let (pkts, bytes, sent) = (total(0), total(1), total(2));
     if tty {
@@ -568,7 +583,7 @@ fn replay(
         sent,
         pkts - sent
     );
-    for (table, hits, misses) in caches.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+    for (table, hits, misses) in caches.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|c| !c.0.is_empty()) {
         println!(
             "lookup cache of {table} (one worker): {hits} hits, {misses} misses ({:.1}% hits)",
             100.0 * *hits as f64 / (*hits + *misses).max(1) as f64

@@ -173,7 +173,7 @@ impl ReferenceRouter {
             }
             None => {
                 self.v6.push((len, HashMap::from([(masked, nh)])));
-                self.v6.sort_by(|a, b| b.0.cmp(&a.0));
+                self.v6.sort_by_key(|r| std::cmp::Reverse(r.0));
             }
         }
     }
@@ -225,20 +225,14 @@ impl ReferenceRouter {
                 if ip[8] <= 1 {
                     return;
                 }
-                match self.v4.lookup(u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])) {
-                    Some(nh) => nh,
-                    None => 0,
-                }
+                self.v4.lookup(u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])).unwrap_or_default()
             }
             0x86dd if p.len() >= 54 => {
                 if p[21] <= 1 {
                     return;
                 }
                 let dst = u128::from_be_bytes(p[38..54].try_into().expect("16 bytes"));
-                match self.lookup_v6(dst) {
-                    Some(nh) => nh,
-                    None => 0,
-                }
+                self.lookup_v6(dst).unwrap_or_default()
             }
             _ => return,
         };
