@@ -77,28 +77,31 @@ const HOT_RECORD: usize = crate::tables::HOT_DATA + 16;
 type PipelineFn = unsafe extern "C" fn(*mut JitCtx);
 type ParserFn = unsafe extern "C" fn(*mut ParseCtx);
 
-/// What the compiled parser reads and writes. Field offsets are part of the
-/// generated code: keep `#[repr(C)]` and the `P_*` constants in step.
+/// What the compiled parser reads and writes. Its first four fields have
+/// [`JitCtx`]'s layout, so the parser is generated with the same field
+/// readers and expression code as the pipelines. Field offsets are part of
+/// the generated code: keep `#[repr(C)]` and the `P_*` constants in step.
 #[repr(C)]
 pub struct ParseCtx {
-    pkt: *const u8,
-    len: u64,
+    exec: *mut c_void,
     wire: *mut u8,
     slots: *mut u128,
     valid: *mut bool,
+    pkt: *const u8,
+    len: u64,
     /// Out: bytes consumed.
     cursor: u64,
-    /// Out: 0, or 1 when the packet ended inside a header (`PacketTooShort`).
-    error: u64,
+    /// Out: 0 done, 1 the packet ended inside a header, 2 a `verify` failed.
+    status: u64,
+    /// Out: the error code of a failed `verify`.
+    code: u64,
 }
 
-const P_PKT: i32 = 0;
-const P_LEN: i32 = 8;
-const P_WIRE: i32 = 16;
-const P_SLOTS: i32 = 24;
-const P_VALID: i32 = 32;
-const P_CURSOR: i32 = 40;
-const P_ERROR: i32 = 48;
+const P_PKT: i32 = 32;
+const P_LEN: i32 = 40;
+const P_CURSOR: i32 = 48;
+const P_STATUS: i32 = 56;
+const P_CODE: i32 = 64;
 
 /// How a compiled parser run ended.
 pub enum ParseOutcome {
@@ -106,6 +109,8 @@ pub enum ParseOutcome {
     Done(usize),
     /// The packet ended inside a header; bytes consumed before it.
     TooShort(usize),
+    /// A `verify` failed with this error code; bytes consumed before it.
+    Verify(usize, u64),
 }
 
 /// The native code of a program's ingress and egress pipelines.
@@ -171,22 +176,25 @@ impl CompiledPipelines {
     pub fn run_parser(&self, phv: &mut crate::phv::Phv, data: &[u8]) -> Option<ParseOutcome> {
         let f = self.parser?;
         let mut ctx = ParseCtx {
-            pkt: data.as_ptr(),
-            len: data.len() as u64,
+            exec: std::ptr::null_mut(),
             wire: phv.wire.as_mut_ptr(),
             slots: phv.slots.as_mut_ptr(),
             valid: phv.valid.as_mut_ptr(),
+            pkt: data.as_ptr(),
+            len: data.len() as u64,
             cursor: 0,
-            error: 0,
+            status: 0,
+            code: 0,
         };
         // SAFETY: `f` was generated for this plan's layout; it reads at most
         // `len` bytes from `pkt` (every copy is bounds-checked first) and
         // writes inside the PHV's vectors, whose sizes come from the same layout.
         unsafe { f(&mut ctx) };
-        Some(if ctx.error != 0 {
-            ParseOutcome::TooShort(ctx.cursor as usize)
-        } else {
-            ParseOutcome::Done(ctx.cursor as usize)
+        let c = ctx.cursor as usize;
+        Some(match ctx.status {
+            0 => ParseOutcome::Done(c),
+            1 => ParseOutcome::TooShort(c),
+            _ => ParseOutcome::Verify(c, ctx.code),
         })
     }
 
@@ -279,7 +287,7 @@ impl CompiledPipelines {
             module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
             ids[k] = Some(id);
         }
-        let parser_id = compile_parser(plan, &mut module, &mut fctx, &mut listing)?;
+        let parser_id = compile_parser(plan, &mut module, &helpers, &mut fctx, &mut listing)?;
         module.finalize_definitions().map_err(|e| e.to_string())?;
         // SAFETY: the parser was defined with the signature `fn(*mut ParseCtx)`.
         let parser = parser_id
@@ -307,25 +315,45 @@ fn parser_key(st: &crate::plan::PState) -> Option<Vec<(FieldSrc, u32)>> {
     parts.filter(|p| p.iter().map(|x| x.1).sum::<u32>() <= 64)
 }
 
-/// Compiles the parser when every state reachable from the start copies
-/// wire-format headers only and selects on at most 64 bits of fields, and
-/// the states form no loop (the interpreter bounds loops; this code does not
-/// need to). Returns `None` (interpreted parser) otherwise.
+/// Whether the compiled parser can run this operation: extraction of a
+/// wire-format header outside unions, an assignment of a shortcut value to a
+/// field of at most 64 bits, or a `verify` with a shortcut condition and a
+/// constant error.
+fn parser_op_ok(plan: &Plan, op: &crate::plan::POp) -> bool {
+    use crate::plan::{Dst, ExtractTo, POp};
+    let layout = &plan.layout;
+    match op {
+        POp::Extract(ExtractTo::Header(h)) => {
+            let hi = &layout.headers[*h as usize];
+            hi.wire.is_some() && hi.union.is_none() && hi.varbit_field.is_none()
+        }
+        POp::Set(Dst::Field(f), r) => {
+            FieldSrc::of(&layout.fields[*f as usize]).is_some() && Gen::supported(&r.fast, false)
+        }
+        POp::Verify(cond, e) => Gen::supported(&cond.fast, false) && matches!(e.fast, Fast::Const(_)),
+        _ => false,
+    }
+}
+
+/// Compiles the parser when every state reachable from the start is made
+/// of operations [`parser_op_ok`] accepts and selects on at most 64 bits of
+/// fields, and the states form no loop (the interpreter bounds loops; this
+/// code does not need to). Returns `None` (interpreted parser) otherwise.
 ///
 /// Each state becomes a block: per header a bounds check, then 8/4/2/1-byte
-/// copies at constant PHV offsets, its valid flag, and the select as a chain
-/// of masked compares on the key read once, in the plan's order.
+/// copies at constant PHV offsets and its valid flag; assignments and
+/// `verify` with the pipelines' expression code; the select as a chain of
+/// masked compares on the key read once, in the plan's order.
 fn compile_parser(
     plan: &Plan,
     module: &mut JITModule,
+    helpers: &[FuncId],
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
 ) -> Result<Option<FuncId>, String> {
+    use crate::plan::{Dst, ExtractTo, POp};
     let Some(init) = plan.init_state else { return Ok(None) };
     // Reachable states in depth-first order, refusing loops and uncompilable states.
-    let mut order: Vec<u32> = Vec::new();
-    let mut stack: Vec<(u32, usize)> = vec![(init, 0)];
-    let mut on_path: Vec<u32> = vec![init];
     let next_states = |si: u32| -> Vec<u32> {
         let st = &plan.states[si as usize];
         if st.key.is_empty() {
@@ -334,12 +362,13 @@ fn compile_parser(
             st.fast_transitions.iter().flatten().filter_map(|(_, _, n)| *n).collect()
         }
     };
-    order.push(init);
+    let mut order: Vec<u32> = vec![init];
+    let mut stack: Vec<(u32, usize)> = vec![(init, 0)];
+    let mut on_path: Vec<u32> = vec![init];
     while let Some((si, k)) = stack.pop() {
         let st = &plan.states[si as usize];
-        if st.wire_extracts.is_none()
-            || (!st.key.is_empty() && (st.fast_transitions.is_none() || parser_key(st).is_none()))
-        {
+        let key_ok = st.key.is_empty() || (st.fast_transitions.is_some() && parser_key(st).is_some());
+        if !key_ok || !st.ops.iter().all(|op| parser_op_ok(plan, op)) {
             return Ok(None);
         }
         let nexts = next_states(si);
@@ -365,99 +394,128 @@ fn compile_parser(
     let mut ctx = Context::new();
     ctx.func.signature = sig;
     ctx.func.name = UserFuncName::user(1, 0);
+    let mut stats = JitStats::default();
     {
         let fl = MemFlagsData::new().with_notrap();
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let refs: Vec<_> = helpers.iter().map(|h| module.declare_func_in_func(*h, b.func)).collect();
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
-        let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, b.create_block())).collect();
-        let done = b.create_block();
-        let short = b.create_block();
-        for blk in blocks.values().chain([&done, &short]) {
-            b.append_block_param(*blk, types::I64); // the cursor
-        }
         b.switch_to_block(entry);
         let pc = b.block_params(entry)[0];
-        let pkt = b.ins().load(types::I64, fl, pc, P_PKT);
-        let len = b.ins().load(types::I64, fl, pc, P_LEN);
-        let wire = b.ins().load(types::I64, fl, pc, P_WIRE);
-        let slots = b.ins().load(types::I64, fl, pc, P_SLOTS);
-        let valid = b.ins().load(types::I64, fl, pc, P_VALID);
-        let zero = b.ins().iconst(types::I64, 0);
-        b.ins().jump(blocks[&init], &[zero.into()]);
+        let mut g = Gen {
+            plan,
+            b: &mut b,
+            ctx: pc,
+            blocks: HashMap::new(),
+            work: Vec::new(),
+            ret: Block::from_u32(0),
+            h_table: refs[0],
+            h_action: refs[1],
+            h_action_nodata: refs[2],
+            h_cond: refs[3],
+            h_count: refs[4],
+            h_run_from: refs[5],
+            stats: &mut stats,
+        };
+        let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, g.b.create_block())).collect();
+        let done = g.b.create_block();
+        let short = g.b.create_block();
+        let failed = g.b.create_block();
+        for blk in blocks.values().chain([&done, &short, &failed]) {
+            g.b.append_block_param(*blk, types::I64); // the cursor
+        }
+        g.b.append_block_param(failed, types::I64); // the error code
+        let pkt = g.b.ins().load(types::I64, fl, pc, P_PKT);
+        let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
+        let zero = g.b.ins().iconst(types::I64, 0);
+        g.b.ins().jump(blocks[&init], &[zero.into()]);
         for si in &order {
             let st = &plan.states[*si as usize];
             let blk = blocks[si];
-            b.switch_to_block(blk);
-            let mut cursor = b.block_params(blk)[0];
-            for &(h, off, n) in st.wire_extracts.iter().flatten() {
-                // Bounds check: cursor + n <= len, else PacketTooShort with the cursor before this header.
-                let end = b.ins().iadd_imm_u(cursor, i64::from(n));
-                let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
-                let copy = b.create_block();
-                b.ins().brif(fits, copy, &[], short, &[cursor.into()]);
-                b.switch_to_block(copy);
-                let src = b.ins().iadd(pkt, cursor);
-                let mut done_bytes = 0u32;
-                for (size, ty) in [(8u32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
-                    while n - done_bytes >= size {
-                        let v = b.ins().load(ty, fl, src, done_bytes as i32);
-                        b.ins().store(fl, v, wire, (off + done_bytes) as i32);
-                        done_bytes += size;
+            g.b.switch_to_block(blk);
+            let mut cursor = g.b.block_params(blk)[0];
+            for op in &st.ops {
+                match op {
+                    POp::Extract(ExtractTo::Header(h)) => {
+                        let (off, n) = plan.layout.headers[*h as usize].wire.expect("checked");
+                        // Bounds check: cursor + n <= len, else PacketTooShort before this header.
+                        let end = g.b.ins().iadd_imm_u(cursor, i64::from(n));
+                        let fits = g.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
+                        let copy = g.b.create_block();
+                        g.b.ins().brif(fits, copy, &[], short, &[cursor.into()]);
+                        g.b.switch_to_block(copy);
+                        let src = g.b.ins().iadd(pkt, cursor);
+                        let wire = g.ptr(OFF_WIRE);
+                        let mut at = 0u32;
+                        for (size, ty) in [(8u32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
+                            while n - at >= size {
+                                let v = g.b.ins().load(ty, fl, src, at as i32);
+                                g.b.ins().store(fl, v, wire, (off + at) as i32);
+                                at += size;
+                            }
+                        }
+                        let valid = g.ptr(OFF_VALID);
+                        let one = g.b.ins().iconst(types::I8, 1);
+                        g.b.ins().store(fl, one, valid, *h as i32);
+                        cursor = end;
                     }
+                    POp::Set(Dst::Field(f), r) => {
+                        let fi = &plan.layout.fields[*f as usize];
+                        let dst = FieldSrc::of(fi).expect("checked");
+                        let v = g.fast(&r.fast);
+                        g.write(dst, v, mask64(fi.width));
+                    }
+                    POp::Verify(cond, e) => {
+                        let Fast::Const(code) = e.fast else { unreachable!("checked") };
+                        let ok = g.fast(&cond.fast);
+                        let cont = g.b.create_block();
+                        let code = g.b.ins().iconst(types::I64, code as i64);
+                        g.b.ins().brif(ok, cont, &[], failed, &[cursor.into(), code.into()]);
+                        g.b.switch_to_block(cont);
+                    }
+                    _ => unreachable!("checked by parser_op_ok"),
                 }
-                let one = b.ins().iconst(types::I8, 1);
-                b.ins().store(fl, one, valid, h as i32);
-                cursor = end;
             }
             if st.key.is_empty() {
                 match st.transitions.iter().find(|t| t.default).and_then(|t| t.next) {
-                    Some(n) => b.ins().jump(blocks[&n], &[cursor.into()]),
-                    None => b.ins().jump(done, &[cursor.into()]),
+                    Some(n) => g.b.ins().jump(blocks[&n], &[cursor.into()]),
+                    None => g.b.ins().jump(done, &[cursor.into()]),
                 };
                 continue;
             }
-            let parts = parser_key(st).expect("checked");
-            let mut key = b.ins().iconst(types::I64, 0);
-            for (src, bits) in parts {
-                let v = match src {
-                    FieldSrc::Slot(i) => b.ins().load(types::I64, fl, slots, (16 * i) as i32),
-                    FieldSrc::Wire { byte, shift, mask } => {
-                        let w = b.ins().load(types::I64, fl, wire, byte as i32);
-                        let v = b.ins().bswap(w);
-                        let v = if shift > 0 { b.ins().ushr_imm_u(v, i64::from(shift)) } else { v };
-                        if mask == u64::MAX {
-                            v
-                        } else {
-                            b.ins().band_imm_u(v, mask as i64)
-                        }
-                    }
-                };
-                let v = if bits >= 64 { v } else { b.ins().band_imm_u(v, mask64(bits) as i64) };
+            let mut key = g.b.ins().iconst(types::I64, 0);
+            for (src, bits) in parser_key(st).expect("checked") {
+                let v = g.read(src);
+                let v = if bits >= 64 { v } else { g.b.ins().band_imm_u(v, mask64(bits) as i64) };
                 key = if bits >= 64 {
                     v
                 } else {
-                    let sh = b.ins().ishl_imm_u(key, i64::from(bits));
-                    b.ins().bor(sh, v)
+                    let sh = g.b.ins().ishl_imm_u(key, i64::from(bits));
+                    g.b.ins().bor(sh, v)
                 };
             }
             for (v, m, next) in st.fast_transitions.iter().flatten() {
                 let target = next.map_or(done, |n| blocks[&n]);
-                let masked = b.ins().band_imm_u(key, *m as u64 as i64);
-                let hit = b.ins().icmp_imm_u(IntCC::Equal, masked, *v as u64 as i64);
-                let miss = b.create_block();
-                b.ins().brif(hit, target, &[cursor.into()], miss, &[]);
-                b.switch_to_block(miss);
+                let masked = g.b.ins().band_imm_u(key, *m as u64 as i64);
+                let hit = g.b.ins().icmp_imm_u(IntCC::Equal, masked, *v as u64 as i64);
+                let miss = g.b.create_block();
+                g.b.ins().brif(hit, target, &[cursor.into()], miss, &[]);
+                g.b.switch_to_block(miss);
             }
-            b.ins().jump(done, &[cursor.into()]);
+            g.b.ins().jump(done, &[cursor.into()]);
         }
-        for (blk, err) in [(done, 0i64), (short, 1)] {
-            b.switch_to_block(blk);
-            let c = b.block_params(blk)[0];
-            b.ins().store(fl, c, pc, P_CURSOR);
-            let e = b.ins().iconst(types::I64, err);
-            b.ins().store(fl, e, pc, P_ERROR);
-            b.ins().return_(&[]);
+        for (blk, status) in [(done, 0i64), (short, 1), (failed, 2)] {
+            g.b.switch_to_block(blk);
+            let c = g.b.block_params(blk)[0];
+            g.b.ins().store(fl, c, pc, P_CURSOR);
+            let st = g.b.ins().iconst(types::I64, status);
+            g.b.ins().store(fl, st, pc, P_STATUS);
+            if status == 2 {
+                let code = g.b.block_params(blk)[1];
+                g.b.ins().store(fl, code, pc, P_CODE);
+            }
+            g.b.ins().return_(&[]);
         }
         b.seal_all_blocks();
         b.finalize(module.target_config());

@@ -761,7 +761,7 @@ impl Switch {
             "parser: {}",
             match &self.compiled {
                 Some(c) if c.parser_compiled() => "native code (byte copies, selects as compare chains)",
-                Some(_) => "interpreted (a state does more than copy wire-format headers, selects on a non-field or >64-bit key, or the states loop)",
+                Some(_) => "interpreted (a state extracts a non-wire-format header or stack, computes a value without a shortcut, selects on a non-field or >64-bit key, or the states loop)",
                 None => "interpreted (--interpret)",
             }
         );
@@ -870,6 +870,7 @@ impl Switch {
                     crate::jit::ParseOutcome::TooShort(c) => {
                         (c, Some(self.plan.errors.get("PacketTooShort").copied().unwrap_or(0)))
                     }
+                    crate::jit::ParseOutcome::Verify(c, code) => (c, Some(code)),
                 };
                 return self.parse_end(phv, data, cursor * 8, error);
             }

@@ -4,6 +4,8 @@
 //! measures and fails otherwise), and the result line carries the ratio.
 //! Nothing here asserts a speed.
 
+mod common;
+
 use std::process::Command;
 
 fn sluice(args: &[&str]) -> String {
@@ -129,7 +131,12 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
         "{loaded}"
     );
     assert!(loaded.contains("; parser\nfunction"), "no parser code listed:\n{loaded}");
+    // edge's parser assigns metadata and runs `verify`: still native code.
     let edge = sluice(&["inspect", "--no-code", concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/edge.json")]);
-    assert!(edge.contains("parser: interpreted (a state does more"), "{edge}");
+    assert!(edge.contains("parser: native code"), "{edge}");
+    // fabric's parser extracts header stacks and uses lookahead: interpreted, with the reason.
+    let fabric_json = common::shared().join("p4c-bench/fabric/fabric.json");
+    let fabric = sluice(&["inspect", "--no-code", fabric_json.to_str().unwrap()]);
+    assert!(fabric.contains("parser: interpreted (a state extracts a non-wire-format header or stack"), "{fabric}");
     std::fs::remove_dir_all(&dir).ok();
 }
