@@ -812,23 +812,24 @@ impl TableState {
                 by_len.iter().find(|(l, _, _)| *l == plen).and_then(|(_, _, m)| m.get(&k))
             }
             Index::Tuples { tuples, .. } => {
-                let f = self.flat(
-                    0,
-                    &Entry {
-                        matches: matches.to_vec(),
-                        priority,
-                        action: EntryAction::Member(0),
-                        packets: 0,
-                        bytes: 0,
-                        timeout_ms: None,
-                    },
-                );
-                let t = tuples.iter().find(|t| t.mask == f.mask)?;
-                t.map
-                    .get(f.value.as_slice())?
-                    .iter()
-                    .find(|x| x.priority == priority && x.ranges == f.ranges)
-                    .map(|x| x.handle)
+                let e = Entry {
+                    matches: matches.to_vec(),
+                    priority,
+                    action: EntryAction::Member(0),
+                    packets: 0,
+                    bytes: 0,
+                    timeout_ms: None,
+                };
+                let want = self.flat(0, &e);
+                // Every entry's first piece is in the tuples; entries sharing it
+                // (ranges with a common start) are told apart by their full match.
+                let first = self.pieces(0, &e).into_iter().next()?;
+                let t = tuples.iter().find(|t| t.mask == first.mask)?;
+                t.map.get(first.value.as_slice())?.iter().filter(|x| x.priority == priority).find_map(|x| {
+                    let en = self.entries.get(x.handle as usize)?.as_ref()?;
+                    let f = self.flat(x.handle, en);
+                    (f.value == want.value && f.mask == want.mask && f.ranges == want.ranges).then_some(x.handle)
+                })
             }
         }
     }
@@ -1343,6 +1344,33 @@ mod tests {
         }
         let (hits, misses) = t.cache_stats().expect("cache");
         assert!(hits - hits0 >= 900 && misses - misses0 <= 100, "{} hits, {} misses", hits - hits0, misses - misses0);
+    }
+
+    #[test]
+    fn range_entries_are_found_by_their_match_and_duplicates_refused() {
+        let spec = vec![
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 8, off: 0, len: 1 },
+            KeyFieldSpec { kind: MatchKind::Range, width: 16, off: 1, len: 2 },
+        ];
+        let mut t = TableState::new(spec, 100);
+        let m = |lo: u16, hi: u16| {
+            vec![
+                FieldMatch::Ternary(vec![6], vec![0xff]),
+                FieldMatch::Range(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec()),
+            ]
+        };
+        // Same start, different ends: their first prefix pieces coincide.
+        let a = t.add(entry(m(1000, 1007), 5, 1)).unwrap();
+        let b = t.add(entry(m(1000, 2000), 5, 2)).unwrap();
+        let c = t.add(entry(m(1000, 2000), 7, 3)).unwrap();
+        assert_eq!(t.find(&m(1000, 1007), 5), Some(a));
+        assert_eq!(t.find(&m(1000, 2000), 5), Some(b));
+        assert_eq!(t.find(&m(1000, 2000), 7), Some(c));
+        assert_eq!(t.find(&m(1000, 2001), 5), None);
+        assert!(matches!(t.add(entry(m(1000, 2000), 5, 4)), Err(TableError::DuplicateEntry(h)) if h == b));
+        t.delete(b).unwrap();
+        assert_eq!(t.find(&m(1000, 2000), 5), None);
+        assert_eq!(t.lookup(&[6, 0x05, 0xdc]), Some(c)); // 1500: only c's range holds it now
     }
 
     #[test]
