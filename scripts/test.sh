@@ -19,3 +19,5 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --release -- -D warnings
 echo "== cargo test"
 cargo test --workspace --release
+echo "== perf lab report script"
+python3 -m unittest bench/test_perf_lab_report.py
