@@ -263,22 +263,7 @@ impl CompiledPipelines {
             ctx.func.name = UserFuncName::user(0, k as u32);
             {
                 let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-                let refs: Vec<_> = helpers.iter().map(|h| module.declare_func_in_func(*h, b.func)).collect();
-                let mut g = Gen {
-                    plan,
-                    b: &mut b,
-                    ctx: Value::from_u32(0),
-                    blocks: HashMap::new(),
-                    work: Vec::new(),
-                    ret: Block::from_u32(0),
-                    h_table: refs[0],
-                    h_action: refs[1],
-                    h_action_nodata: refs[2],
-                    h_cond: refs[3],
-                    h_count: refs[4],
-                    h_run_from: refs[5],
-                    stats: &mut stats,
-                };
+                let mut g = Gen::new(plan, &mut b, &mut module, &helpers, Value::from_u32(0), &mut stats);
                 g.function(init);
                 b.seal_all_blocks();
                 b.finalize(module.target_config());
@@ -398,26 +383,11 @@ fn compile_parser(
     {
         let fl = MemFlagsData::new().with_notrap();
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        let refs: Vec<_> = helpers.iter().map(|h| module.declare_func_in_func(*h, b.func)).collect();
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let pc = b.block_params(entry)[0];
-        let mut g = Gen {
-            plan,
-            b: &mut b,
-            ctx: pc,
-            blocks: HashMap::new(),
-            work: Vec::new(),
-            ret: Block::from_u32(0),
-            h_table: refs[0],
-            h_action: refs[1],
-            h_action_nodata: refs[2],
-            h_cond: refs[3],
-            h_count: refs[4],
-            h_run_from: refs[5],
-            stats: &mut stats,
-        };
+        let mut g = Gen::new(plan, &mut b, module, helpers, pc, &mut stats);
         let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, g.b.create_block())).collect();
         let done = g.b.create_block();
         let short = g.b.create_block();
@@ -572,6 +542,37 @@ enum ActionEnd {
     Exit,
     /// The action ran in a helper; the value is its exit flag (i32).
     Dynamic(Value),
+}
+
+impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
+    /// A generator for one function being built in `b`, with the engine
+    /// helpers (`helpers`, in `compile`'s order) declared in it; `ctx` is the
+    /// context pointer parameter (set later by `function` for pipelines).
+    fn new(
+        plan: &'p Plan,
+        b: &'b mut FunctionBuilder<'f>,
+        module: &mut JITModule,
+        helpers: &[FuncId],
+        ctx: Value,
+        stats: &'b mut JitStats,
+    ) -> Self {
+        let refs: Vec<_> = helpers.iter().map(|h| module.declare_func_in_func(*h, b.func)).collect();
+        Gen {
+            plan,
+            b,
+            ctx,
+            blocks: HashMap::new(),
+            work: Vec::new(),
+            ret: Block::from_u32(0),
+            h_table: refs[0],
+            h_action: refs[1],
+            h_action_nodata: refs[2],
+            h_cond: refs[3],
+            h_count: refs[4],
+            h_run_from: refs[5],
+            stats,
+        }
+    }
 }
 
 impl Gen<'_, '_, '_> {

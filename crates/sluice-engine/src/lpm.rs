@@ -66,10 +66,29 @@ impl DirLpm {
     }
 
     /// Adds route `key/plen` (key right-aligned, bits below the prefix zero)
-    /// for entry `idx`.
+    /// for entry `idx`: it takes every covered slot no longer prefix owns.
     pub fn insert(&mut self, key: u32, plen: u32, idx: u32) {
         debug_assert!(idx <= MAX_INDEX && plen <= self.width);
         let val = Self::value(idx, plen);
+        self.for_covered(key, plen, true, |e| {
+            if yields(*e, plen) {
+                *e = val;
+            }
+        });
+    }
+
+    /// Calls `f` on every slot route `key/plen` covers: top slots, or the
+    /// slots of the extension groups under them, or for a prefix longer
+    /// than the top bits its range in its group (made when `make_group`;
+    /// without a group such a prefix covers nothing). Returns the top slot
+    /// and group of a long prefix.
+    fn for_covered(
+        &mut self,
+        key: u32,
+        plen: u32,
+        make_group: bool,
+        mut f: impl FnMut(&mut u32),
+    ) -> Option<(usize, usize)> {
         let top_bits = self.width - self.low_bits;
         let gl = self.group_len();
         if plen <= top_bits {
@@ -78,25 +97,24 @@ impl DirLpm {
                 let cur = self.top[s];
                 if cur & GROUP != 0 {
                     let g = (cur & !GROUP) as usize * gl;
-                    for e in &mut self.ext[g..g + gl] {
-                        if yields(*e, plen) {
-                            *e = val;
-                        }
-                    }
-                } else if yields(cur, plen) {
-                    self.top[s] = val;
+                    self.ext[g..g + gl].iter_mut().for_each(&mut f);
+                } else {
+                    f(&mut self.top[s]);
                 }
             }
-        } else {
-            let s = (key >> self.low_bits) as usize;
-            let g = self.group_of(s);
-            let first = g * gl + (key as usize & (gl - 1));
-            for e in &mut self.ext[first..first + (1usize << (self.width - plen))] {
-                if yields(*e, plen) {
-                    *e = val;
-                }
-            }
+            return None;
         }
+        let s = (key >> self.low_bits) as usize;
+        let g = if make_group {
+            self.group_of(s)
+        } else if self.top[s] & GROUP != 0 {
+            (self.top[s] & !GROUP) as usize
+        } else {
+            return None;
+        };
+        let first = g * gl + (key as usize & (gl - 1));
+        self.ext[first..first + (1usize << (self.width - plen))].iter_mut().for_each(f);
+        Some((s, g))
     }
 
     /// The extension group of top slot `s`, made from the slot's route if it has none.
@@ -125,37 +143,15 @@ impl DirLpm {
     pub fn remove(&mut self, key: u32, plen: u32, idx: u32, cover: Option<(u32, u32)>) {
         let val = Self::value(idx, plen);
         let repl = cover.map_or(0, |(i, l)| Self::value(i, l));
-        let top_bits = self.width - self.low_bits;
-        let gl = self.group_len();
-        if plen <= top_bits {
-            let first = (key >> self.low_bits) as usize;
-            for s in first..first + (1usize << (top_bits - plen)) {
-                let cur = self.top[s];
-                if cur & GROUP != 0 {
-                    let g = (cur & !GROUP) as usize * gl;
-                    for e in &mut self.ext[g..g + gl] {
-                        if *e == val {
-                            *e = repl;
-                        }
-                    }
-                } else if cur == val {
-                    self.top[s] = repl;
-                }
+        let long = self.for_covered(key, plen, false, |e| {
+            if *e == val {
+                *e = repl;
             }
-        } else {
-            let s = (key >> self.low_bits) as usize;
-            let cur = self.top[s];
-            if cur & GROUP == 0 {
-                return;
-            }
-            let g = (cur & !GROUP) as usize;
-            let group = &mut self.ext[g * gl..(g + 1) * gl];
-            for e in group.iter_mut() {
-                if *e == val {
-                    *e = repl;
-                }
-            }
-            // A group whose slots all agree again folds back into its top slot.
+        });
+        // A group whose slots all agree again folds back into its top slot.
+        if let Some((s, g)) = long {
+            let gl = self.group_len();
+            let group = &self.ext[g * gl..(g + 1) * gl];
             if group.iter().all(|e| *e == group[0]) {
                 self.top[s] = group[0];
                 self.free_groups.push(g as u32);

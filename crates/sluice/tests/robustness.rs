@@ -359,6 +359,19 @@ const NON_TERMINATING: &[(&str, &str)] = &[(
 /// How long one program may take for one property before it counts as hung.
 const PROGRAM_TIME_LIMIT: Duration = Duration::from_secs(30);
 
+/// A copy of `pkt` with the bits the indexes pick flipped.
+fn flipped(pkt: &[u8], flips: &[Index]) -> Vec<u8> {
+    let mut pkt = pkt.to_vec();
+    let bits = pkt.len() * 8;
+    if bits > 0 {
+        for f in flips {
+            let b = f.index(bits);
+            pkt[b / 8] ^= 0x80 >> (b % 8);
+        }
+    }
+    pkt
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -519,15 +532,7 @@ fn batched_compiled_and_packet_by_packet_interpreted_switches_agree() {
             if *random || pkts.is_empty() {
                 return bytes.clone();
             }
-            let mut pkt = pkts[i.index(pkts.len())].1.clone();
-            let bits = pkt.len() * 8;
-            if bits > 0 {
-                for f in flips {
-                    let b = f.index(bits);
-                    pkt[b / 8] ^= 0x80 >> (b % 8);
-                }
-            }
-            pkt
+            flipped(&pkts[i.index(pkts.len())].1, flips)
         };
         let sw = RefCell::new(sw);
         let twin = RefCell::new(twin);
@@ -607,17 +612,7 @@ fn bit_flipped_corpus_packets_never_panic() {
         if pkts.is_empty() {
             return Err("no packets to flip".into());
         }
-        let flip = |(i, flips, port): &(Index, Vec<Index>, u32)| {
-            let mut pkt = pkts[i.index(pkts.len())].1.clone();
-            let bits = pkt.len() * 8;
-            if bits > 0 {
-                for f in flips {
-                    let b = f.index(bits);
-                    pkt[b / 8] ^= 0x80 >> (b % 8);
-                }
-            }
-            (*port, pkt)
-        };
+        let flip = |(i, flips, port): &(Index, Vec<Index>, u32)| (*port, flipped(&pkts[i.index(pkts.len())].1, flips));
         let sw = RefCell::new(sw);
         let total = RefCell::new(0);
         let strategy = (any::<Index>(), vec(any::<Index>(), 1..12), 0u32..16);
