@@ -190,6 +190,19 @@ pub fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
+/// A deterministic xorshift32 sequence from `seed` (non-zero), for tests
+/// that need many varied but repeatable keys.
+#[cfg(test)]
+pub(crate) fn test_rng(seed: u32) -> impl FnMut() -> u32 {
+    let mut x = seed;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,13 +227,7 @@ mod tests {
     #[test]
     fn matches_brute_force_through_inserts_and_deletes() {
         for width in [12u32, 28, 32] {
-            let mut x: u32 = 0x9e37_79b9 ^ width;
-            let mut rnd = move || {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x
-            };
+            let mut rnd = test_rng(0x9e37_79b9 ^ width);
             let mut d = DirLpm::new(width);
             let mut routes: Vec<(u32, u32, u32)> = Vec::new();
             // Keys concentrated on a few top slots so prefixes overlap and groups are shared.
@@ -233,7 +240,7 @@ mod tests {
                 }
                 d.insert(key, plen, idx);
                 routes.push((key, plen, idx));
-                if rnd() % 3 == 0 {
+                if rnd().is_multiple_of(3) {
                     let r = routes.remove(rnd() as usize % routes.len());
                     let cover = routes
                         .iter()

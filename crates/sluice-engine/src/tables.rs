@@ -1240,13 +1240,7 @@ mod tests {
             let mut fast = TableState::new(spec.clone(), 4096);
             let mut maps = TableState::new(spec, 4096);
             maps.without_accelerators();
-            let mut x: u32 = 0x2545_f491 ^ width;
-            let mut rnd = move || {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x
-            };
+            let mut rnd = crate::lpm::test_rng(0x2545_f491 ^ width);
             let key = |v: u32| v.to_be_bytes()[4 - len..].to_vec();
             let mut handles = Vec::new();
             for i in 0..1500u32 {
@@ -1262,7 +1256,7 @@ mod tests {
                     (Err(_), Err(_)) => {}
                     (a, b) => panic!("add disagrees: {a:?} vs {b:?}"),
                 }
-                if rnd() % 4 == 0 && !handles.is_empty() {
+                if rnd().is_multiple_of(4) && !handles.is_empty() {
                     let h = handles.swap_remove(rnd() as usize % handles.len());
                     fast.delete(h).unwrap();
                     maps.delete(h).unwrap();
@@ -1305,13 +1299,7 @@ mod tests {
         ];
         let mut t = TableState::new(spec, 1000);
         let mut handles = Vec::new();
-        let mut x: u32 = 0x1357_9bdf;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x
-        };
+        let mut rnd = crate::lpm::test_rng(0x1357_9bdf);
         for i in 0..400u32 {
             let (v, m) = ((rnd() & 0x3f) as u16, [0xffffu16, 0xfff0, 0][rnd() as usize % 3]);
             let lo = (rnd() % 64) as u16;
@@ -1327,7 +1315,7 @@ mod tests {
             if let Ok(h) = t.add(e) {
                 handles.push(h);
             }
-            if rnd() % 3 == 0 && !handles.is_empty() {
+            if rnd().is_multiple_of(3) && !handles.is_empty() {
                 t.delete(handles.swap_remove(rnd() as usize % handles.len())).unwrap();
             }
             // Few distinct keys, so most lookups after the first come from the cache.
@@ -1393,13 +1381,7 @@ mod tests {
             KeyFieldSpec { kind: MatchKind::Range, width: 8, off: 3, len: 1 },
         ];
         let mut t = TableState::new(key, 10_000);
-        let mut x: u32 = 12345;
-        let mut rnd = || {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x
-        };
+        let mut rnd = crate::lpm::test_rng(12345);
         let masks = [0x00u8, 0xf0, 0xff];
         for _ in 0..300 {
             let m0 = masks[(rnd() % 3) as usize];
