@@ -212,8 +212,11 @@ impl Exec<'_> {
         data.clear();
         let action: u32 = match hit {
             Some(h) => {
-                let e = self.state.tables[ti].entry_mut(h).expect("hit index is live");
+                // The hot record says what an indirect entry points to, so
+                // only counters and large action data touch the entry itself.
+                let hot = *self.state.tables[ti].hot(h);
                 if tp.with_counters {
+                    let e = self.state.tables[ti].entry_mut(h).expect("hit index is live");
                     e.packets += 1;
                     e.bytes += len;
                 }
@@ -224,13 +227,20 @@ impl Exec<'_> {
                     let size = if plan.meters[*mi as usize].width == 1 { 1 } else { len };
                     (meters.cell(*mi as usize, h as usize).map_or(0, |mut m| m.execute(size, now)), dst)
                 });
-                let target = match &e.action {
-                    EntryAction::Direct { action, data: d } => {
-                        data.extend_from_slice(d);
-                        Ok(*action)
+                let target = match hot.indirect() {
+                    Some(indirect) => Err(indirect),
+                    None if hot.action != u32::MAX => {
+                        data.extend_from_slice(&hot.data[..hot.len as usize]);
+                        Ok(hot.action)
                     }
-                    EntryAction::Member(m) => Err((false, *m)),
-                    EntryAction::Group(g) => Err((true, *g)),
+                    None => match &self.state.tables[ti].entry(h).expect("hit index is live").action {
+                        EntryAction::Direct { action, data: d } => {
+                            data.extend_from_slice(d);
+                            Ok(*action)
+                        }
+                        EntryAction::Member(m) => Err((false, *m)),
+                        EntryAction::Group(g) => Err((true, *g)),
+                    },
                 };
                 if let Some((c, dst)) = colour {
                     self.write_dst(dst, c as u128, &[]);

@@ -41,6 +41,7 @@ use crate::control::Exec;
 use crate::expr::{BinOp, Fast};
 use crate::phv::{mask64, FieldSrc};
 use crate::plan::{Node, Plan, Prim};
+use crate::tables::TableView;
 
 /// Which engine runs a switch's control pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,6 +65,22 @@ pub struct JitCtx {
     valid: *mut bool,
     /// Action data of the current table result, zero-padded.
     data: [u8; 64],
+    /// Set by the helpers when the packet needs the general path after its
+    /// pipeline (a clone, resubmit, recirculate or truncate was requested,
+    /// or headers were added or removed): read by the forwarding function.
+    special: u64,
+    /// In (forwarding function): the switch time in µs, for the egress timestamp.
+    now: u64,
+    /// In (forwarding function): where the deparsed headers go (`FORWARD_HDR_MAX` bytes).
+    out: *mut u8,
+    /// Out (forwarding function): header bytes written to `out`.
+    out_len: u64,
+    /// Out (forwarding function): the egress port.
+    port: u64,
+    /// In (forwarding function): the packet's length (egress `packet_length`).
+    len: u64,
+    /// In: one [`TableView`] per table of the plan, current for this run.
+    views: *const TableView,
 }
 
 const OFF_WIRE: i32 = 8;
@@ -71,11 +88,41 @@ const OFF_SLOTS: i32 = 16;
 const OFF_VALID: i32 = 24;
 const OFF_DATA: i32 = 32;
 const DATA_LEN: u32 = 64;
+const OFF_SPECIAL: i32 = 96;
+const OFF_NOW: i32 = 104;
+const OFF_OUT: i32 = 112;
+const OFF_OUT_LEN: i32 = 120;
+const OFF_PORT: i32 = 128;
+const OFF_LEN: i32 = 136;
+const OFF_VIEWS: i32 = 144;
+/// Size of a [`TableView`] in the views array.
+const VIEW_SIZE: i64 = 48;
+const _: () = assert!(std::mem::size_of::<TableView>() == VIEW_SIZE as usize);
+
+/// Bytes of `out` the forwarding function may write: every header the
+/// deparser can emit, plus 8 for the widest store.
+pub fn forward_hdr_max(plan: &Plan) -> usize {
+    plan.layout.headers.iter().filter_map(|h| h.wire).map(|(_, n)| n as usize).sum::<usize>() + 8
+}
+
+/// How a run of the forwarding function ended (see [`CompiledPipelines::forward`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forward {
+    /// Transmit on `port`: `hdr` header bytes were written to `out`, the payload follows.
+    Transmit { port: u32, hdr: usize },
+    /// Dropped at the end of ingress or egress.
+    Dropped,
+    /// The packet needs the general path from the end of ingress.
+    AfterIngress,
+    /// The packet needs the general path from the end of egress (egress port `port`).
+    AfterEgress { port: u32 },
+}
 /// Bytes of `JitCtx::data` that table results overwrite; the rest stays zero.
 const HOT_RECORD: usize = crate::tables::HOT_DATA + 16;
 
 type PipelineFn = unsafe extern "C" fn(*mut JitCtx);
 type ParserFn = unsafe extern "C" fn(*mut ParseCtx);
+type ForwardFn = unsafe extern "C" fn(*mut JitCtx) -> i64;
 
 /// What the compiled parser reads and writes. Its first four fields have
 /// [`JitCtx`]'s layout, so the parser is generated with the same field
@@ -121,6 +168,13 @@ pub struct CompiledPipelines {
     /// The parser, when every state it can reach copies wire-format headers
     /// and selects on at most 64 bits of fields (see [`compile_parser`]).
     parser: Option<ParserFn>,
+    /// Whether the compiled parser also sets `parser_error` and verifies
+    /// checksums (`Switch::parse_end` is then skipped).
+    parser_ends: bool,
+    /// Ingress to deparser in one function, when the program allows it (see `compile_forward`).
+    forward: Option<ForwardFn>,
+    /// Bytes the forwarding function may write to its output buffer.
+    forward_out: usize,
     /// Cranelift IR of each compiled function, for `sluice inspect`.
     pub listing: String,
     /// How many actions run inline vs through the interpreter, per pipeline.
@@ -153,22 +207,69 @@ impl Drop for CompiledPipelines {
 impl CompiledPipelines {
     /// Runs the ingress (`ingress == true`) or egress pipeline on `ex`.
     /// Returns false when that pipeline was not compiled (it is empty).
-    pub fn run(&self, ingress: bool, ex: &mut Exec<'_>) -> bool {
+    /// `views` are the tables' current [`TableView`]s, one per table.
+    pub fn run(&self, ingress: bool, ex: &mut Exec<'_>, views: &[TableView]) -> bool {
         let Some(f) = (if ingress { self.ingress } else { self.egress }) else {
             return false;
         };
+        assert_eq!(views.len(), ex.plan.tables.len(), "one table view per table");
         let mut ctx = JitCtx {
             exec: std::ptr::null_mut(),
             wire: ex.phv.wire.as_mut_ptr(),
             slots: ex.phv.slots.as_mut_ptr(),
             valid: ex.phv.valid.as_mut_ptr(),
             data: [0; 64],
+            special: 0,
+            now: 0,
+            out: std::ptr::null_mut(),
+            out_len: 0,
+            port: 0,
+            len: 0,
+            views: views.as_ptr(),
         };
         ctx.exec = ex as *mut Exec<'_> as *mut c_void;
         // SAFETY: `f` was generated for this plan; `ctx` points at live PHV
         // vectors (never resized) and at `ex`, which outlives the call.
         unsafe { f(&mut ctx) };
         true
+    }
+
+    /// Whether the one-function path from ingress to deparser exists.
+    pub fn has_forward(&self) -> bool {
+        self.forward.is_some()
+    }
+
+    /// Runs ingress, the unicast decision, egress, checksum updates and the
+    /// header part of the deparser in one native call (see `compile_forward`).
+    /// `out` must hold [`forward_hdr_max`] bytes; `len` is the packet's length.
+    /// Returns `None` when the program has no forwarding function.
+    pub fn forward(&self, ex: &mut Exec<'_>, len: u32, out: &mut [u8], views: &[TableView]) -> Option<Forward> {
+        let f = self.forward?;
+        assert!(out.len() >= self.forward_out, "forwarding buffer too small");
+        assert_eq!(views.len(), ex.plan.tables.len(), "one table view per table");
+        let mut ctx = JitCtx {
+            exec: std::ptr::null_mut(),
+            wire: ex.phv.wire.as_mut_ptr(),
+            slots: ex.phv.slots.as_mut_ptr(),
+            valid: ex.phv.valid.as_mut_ptr(),
+            data: [0; 64],
+            special: 0,
+            now: ex.now_us,
+            out: out.as_mut_ptr(),
+            out_len: 0,
+            port: 0,
+            len: u64::from(len),
+            views: views.as_ptr(),
+        };
+        ctx.exec = ex as *mut Exec<'_> as *mut c_void;
+        // SAFETY: as in `run`; `out` has the room the generated code writes into (checked above).
+        let status = unsafe { f(&mut ctx) };
+        Some(match status {
+            0 => Forward::Transmit { port: ctx.port as u32, hdr: ctx.out_len as usize },
+            2 => Forward::Dropped,
+            3 => Forward::AfterEgress { port: ctx.port as u32 },
+            _ => Forward::AfterIngress,
+        })
     }
 
     /// Runs the compiled parser on `data` into `phv`, or returns `None` when
@@ -201,6 +302,12 @@ impl CompiledPipelines {
     /// Whether the parser runs as native code.
     pub fn parser_compiled(&self) -> bool {
         self.parser.is_some()
+    }
+
+    /// Whether the compiled parser also does the end of parsing: sets
+    /// `parser_error` and verifies checksums into `checksum_error`.
+    pub fn parser_ends(&self) -> bool {
+        self.parser_ends
     }
 
     /// Generates native code for a plan's pipelines.
@@ -273,16 +380,31 @@ impl CompiledPipelines {
             ids[k] = Some(id);
         }
         let parser_id = compile_parser(plan, &mut module, &helpers, &mut fctx, &mut listing)?;
+        let forward_id = compile_forward(plan, &mut module, &helpers, &mut fctx, &mut listing)?;
         module.finalize_definitions().map_err(|e| e.to_string())?;
+        // SAFETY: the forwarding function was defined with the signature `fn(*mut JitCtx) -> i64`.
+        let forward = forward_id
+            .map(|id| unsafe { std::mem::transmute::<*const u8, ForwardFn>(module.get_finalized_function(id)) });
         // SAFETY: the parser was defined with the signature `fn(*mut ParseCtx)`.
         let parser = parser_id
-            .map(|id| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
+            .map(|(id, _)| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
+        let parser_ends = parser_id.is_some_and(|(_, ends)| ends);
         let get = |id: Option<FuncId>| {
             // SAFETY: the function was defined with `pipe_sig`, i.e. `fn(*mut JitCtx)`.
             id.map(|id| unsafe { std::mem::transmute::<*const u8, PipelineFn>(module.get_finalized_function(id)) })
         };
         let (ingress, egress) = (get(ids[0]), get(ids[1]));
-        Ok(CompiledPipelines { module: Some(module), ingress, egress, parser, listing, stats })
+        Ok(CompiledPipelines {
+            module: Some(module),
+            ingress,
+            egress,
+            parser,
+            parser_ends,
+            forward,
+            forward_out: forward_hdr_max(plan),
+            listing,
+            stats,
+        })
     }
 }
 
@@ -335,7 +457,7 @@ fn compile_parser(
     helpers: &[FuncId],
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
-) -> Result<Option<FuncId>, String> {
+) -> Result<Option<(FuncId, bool)>, String> {
     use crate::plan::{Dst, ExtractTo, POp};
     let Some(init) = plan.init_state else { return Ok(None) };
     // Reachable states in depth-first order, refusing loops and uncompilable states.
@@ -372,6 +494,30 @@ fn compile_parser(
             on_path.retain(|x| *x != si);
         }
     }
+    // The end of parsing runs here too when every verified checksum has the
+    // byte-range form and the error fields have hot-path writers.
+    let std_writer = |f: Option<u32>| -> Option<Option<(FieldSrc, u64)>> {
+        match f {
+            None => Some(None),
+            Some(f) => {
+                let fi = &plan.layout.fields[f as usize];
+                FieldSrc::of(fi).map(|s| Some((s, mask64(fi.width))))
+            }
+        }
+    };
+    let ends = (|| {
+        let perr = std_writer(plan.std.parser_error)?;
+        let cerr = std_writer(plan.std.checksum_error)?;
+        let mut sums = Vec::new();
+        for c in plan.checksums.iter().filter(|c| c.verify) {
+            let bc = crate::switch::ByteChecksum::of(plan, c)?;
+            if !bc.cond.as_ref().is_none_or(|f| Gen::supported(f, false)) {
+                return None;
+            }
+            sums.push(bc);
+        }
+        Some((perr, cerr, sums))
+    })();
     let ptr = module.target_config().pointer_type();
     let mut sig = Signature::new(module.isa().default_call_conv());
     sig.params.push(AbiParam::new(ptr));
@@ -388,6 +534,7 @@ fn compile_parser(
         b.switch_to_block(entry);
         let pc = b.block_params(entry)[0];
         let mut g = Gen::new(plan, &mut b, module, helpers, pc, &mut stats);
+        g.load_bases(false);
         let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, g.b.create_block())).collect();
         let done = g.b.create_block();
         let short = g.b.create_block();
@@ -475,22 +622,254 @@ fn compile_parser(
             }
             g.b.ins().jump(done, &[cursor.into()]);
         }
+        let end = g.b.create_block();
+        g.b.append_block_param(end, types::I64); // the parser error
+        let too_short = plan.errors.get("PacketTooShort").copied().unwrap_or(0);
         for (blk, status) in [(done, 0i64), (short, 1), (failed, 2)] {
             g.b.switch_to_block(blk);
             let c = g.b.block_params(blk)[0];
             g.b.ins().store(fl, c, pc, P_CURSOR);
             let st = g.b.ins().iconst(types::I64, status);
             g.b.ins().store(fl, st, pc, P_STATUS);
-            if status == 2 {
-                let code = g.b.block_params(blk)[1];
-                g.b.ins().store(fl, code, pc, P_CODE);
+            let error = match status {
+                0 => g.b.ins().iconst(types::I64, plan.no_error as i64),
+                1 => g.b.ins().iconst(types::I64, too_short as i64),
+                _ => {
+                    let code = g.b.block_params(blk)[1];
+                    g.b.ins().store(fl, code, pc, P_CODE);
+                    code
+                }
+            };
+            if ends.is_some() {
+                g.b.ins().jump(end, &[error.into()]);
+            } else {
+                g.b.ins().return_(&[]);
             }
-            g.b.ins().return_(&[]);
         }
+        // The end of parsing (`Switch::parse_end`): `parser_error`, then
+        // checksum verification into `checksum_error`.
+        g.b.switch_to_block(end);
+        if let Some((perr, cerr, sums)) = &ends {
+            let error = g.b.block_params(end)[0];
+            if let Some((s, m)) = perr {
+                g.write(*s, error, *m);
+            }
+            let mut bad = g.b.ins().iconst(types::I64, 0);
+            for bc in sums {
+                let cond = g.checksum_applies(bc);
+                let sum = g.csum16(bc);
+                let stored = g.read(bc.target);
+                let differs = g.b.ins().icmp(IntCC::NotEqual, sum, stored);
+                let differs = g.bool_to_i64(differs);
+                let counted = g.b.ins().band(cond, differs);
+                bad = g.b.ins().bor(bad, counted);
+            }
+            if let Some((s, m)) = cerr {
+                g.write(*s, bad, *m);
+            }
+        }
+        g.b.ins().return_(&[]);
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
     listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
+    module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    Ok(Some((id, ends.is_some())))
+}
+
+/// Compiles the forwarding function: ingress, the unicast decision, the
+/// egress standard metadata, egress, checksum updates and the header part of
+/// the deparser, in one function per program. Why: between the stages the
+/// general path pays for queues, metadata bookkeeping in `u128` and
+/// interpreted checksum conditions; for a unicast packet none of it is
+/// needed, and the stages' boundaries cost more than their work.
+///
+/// Available when every header the deparser emits is in wire format, every
+/// checksum update has the byte-range form (`ByteChecksum`) and the standard
+/// metadata it writes have hot-path readers; `None` otherwise.
+///
+/// Returns 0 to transmit (port and header length in the context), 1 when the
+/// packet needs the general path after ingress (multicast, or a helper asked
+/// for a clone, resubmit, recirculate or truncate, or changed the length),
+/// 2 when dropped, 3 for the general path after egress.
+fn compile_forward(
+    plan: &Plan,
+    module: &mut JITModule,
+    helpers: &[FuncId],
+    fctx: &mut FunctionBuilderContext,
+    listing: &mut String,
+) -> Result<Option<FuncId>, String> {
+    let layout = &plan.layout;
+    let Some(deparse) = plan
+        .deparse_order
+        .iter()
+        .map(|h| layout.headers[*h as usize].wire.map(|(off, n)| (*h, off, n)))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let mut sums = Vec::new();
+    for c in plan.checksums.iter().filter(|c| c.update) {
+        match crate::switch::ByteChecksum::of(plan, c) {
+            Some(b) if b.cond.as_ref().is_none_or(|f| Gen::supported(f, false)) => sums.push(b),
+            _ => return Ok(None),
+        }
+    }
+    // Standard metadata the function reads or writes: each must have a hot-path reader.
+    let std_src = |f: Option<u32>| -> Result<Option<(FieldSrc, u64)>, ()> {
+        match f {
+            None => Ok(None),
+            Some(f) => {
+                let fi = &layout.fields[f as usize];
+                FieldSrc::of(fi).map(|s| Some((s, mask64(fi.width)))).ok_or(())
+            }
+        }
+    };
+    let std = &plan.std;
+    let fields: Result<Vec<_>, ()> = [
+        std.mcast_grp,
+        std.egress_spec,
+        std.instance_type,
+        std.egress_global_timestamp,
+        std.egress_port,
+        std.packet_length,
+    ]
+    .into_iter()
+    .map(std_src)
+    .collect();
+    let Ok(fields) = fields else { return Ok(None) };
+    let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = fields[..] else { unreachable!("six fields") };
+
+    let ptr = module.target_config().pointer_type();
+    let mut sig = Signature::new(module.isa().default_call_conv());
+    sig.params.push(AbiParam::new(ptr));
+    sig.returns.push(AbiParam::new(types::I64));
+    let id = module.declare_function("sluice_forward", Linkage::Local, &sig).map_err(|e| e.to_string())?;
+    let mut ctx = Context::new();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(2, 0);
+    let mut stats = JitStats::default();
+    {
+        let fl = MemFlagsData::new().with_notrap();
+        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let pc = b.block_params(entry)[0];
+        let mut g = Gen::new(plan, &mut b, module, helpers, pc, &mut stats);
+        g.load_bases(true);
+        let ret = g.b.create_block();
+        g.b.append_block_param(ret, types::I64);
+        let ret_with = |g: &mut Gen, status: i64| {
+            let v = g.b.ins().iconst(types::I64, status);
+            g.b.ins().jump(ret, &[v.into()]);
+        };
+        let read_or_zero = |g: &mut Gen, f: Option<(FieldSrc, u64)>| match f {
+            Some((s, _)) => g.read(s),
+            None => g.b.ins().iconst(types::I64, 0),
+        };
+        // Branches to a block returning `status` when `cond` is non-zero, else continues.
+        let bail_if = |g: &mut Gen, cond: Value, status: i64| {
+            let out = g.b.create_block();
+            let cont = g.b.create_block();
+            g.b.ins().brif(cond, out, &[], cont, &[]);
+            g.b.switch_to_block(out);
+            ret_with(g, status);
+            g.b.switch_to_block(cont);
+        };
+
+        // Ingress.
+        let after_ingress = g.b.create_block();
+        g.body(plan.ingress.init, after_ingress);
+        g.b.switch_to_block(after_ingress);
+        let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
+        bail_if(&mut g, special, 1);
+        if let Some((s, _)) = mcast {
+            let m = g.read(s);
+            bail_if(&mut g, m, 1);
+        }
+        let spec = read_or_zero(&mut g, spec_f);
+        let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
+        bail_if(&mut g, drop, 2);
+
+        // Egress standard metadata, as `Switch::egress_pipeline` sets them.
+        g.b.ins().store(fl, spec, pc, OFF_PORT);
+        if let Some((s, m)) = itype {
+            let z = g.b.ins().iconst(types::I64, 0);
+            g.write(s, z, m);
+        }
+        if let Some((s, m)) = egress_ts {
+            let now = g.b.ins().load(types::I64, fl, pc, OFF_NOW);
+            g.write(s, now, m);
+        }
+        if let Some((s, m)) = egress_port {
+            g.write(s, spec, m);
+        }
+        if let Some((s, m)) = spec_f {
+            let v = g.b.ins().iconst(types::I64, 512);
+            g.write(s, v, m);
+        }
+        if let Some((s, m)) = pkt_len {
+            let len = g.b.ins().load(types::I64, fl, pc, OFF_LEN);
+            g.write(s, len, m);
+        }
+
+        // Egress.
+        let after_egress = g.b.create_block();
+        g.body(plan.egress.init, after_egress);
+        g.b.switch_to_block(after_egress);
+        let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
+        bail_if(&mut g, special, 3);
+        let spec = read_or_zero(&mut g, spec_f);
+        let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
+        bail_if(&mut g, drop, 2);
+
+        // Checksum updates: csum16 of the byte ranges, summed as
+        // little-endian words and swapped at the end (the one's complement
+        // sum does not depend on byte order).
+        for bc in &sums {
+            let cond = g.checksum_applies(bc);
+            let compute = g.b.create_block();
+            let next = g.b.create_block();
+            g.b.ins().brif(cond, compute, &[], next, &[]);
+            g.b.switch_to_block(compute);
+            let v = g.csum16(bc);
+            g.write(bc.target, v, 0xffff);
+            g.b.ins().jump(next, &[]);
+            g.b.switch_to_block(next);
+        }
+
+        // Headers in deparser order: every header is copied and the output
+        // position only advances over valid ones (no branches; `out` has
+        // room for all of them).
+        let out = g.b.ins().load(types::I64, fl, pc, OFF_OUT);
+        let wire = g.ptr(OFF_WIRE);
+        let valid = g.ptr(OFF_VALID);
+        let mut pos = g.b.ins().iconst(types::I64, 0);
+        for (h, off, n) in deparse {
+            let dst = g.b.ins().iadd(out, pos);
+            let mut at = 0u32;
+            for (size, ty) in [(8u32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
+                while n - at >= size {
+                    let v = g.b.ins().load(ty, fl, wire, (off + at) as i32);
+                    g.b.ins().store(fl, v, dst, at as i32);
+                    at += size;
+                }
+            }
+            let v = g.b.ins().uload8(types::I64, fl, valid, h as i32);
+            let step = g.b.ins().imul_imm_u(v, i64::from(n));
+            pos = g.b.ins().iadd(pos, step);
+        }
+        g.b.ins().store(fl, pos, pc, OFF_OUT_LEN);
+        ret_with(&mut g, 0);
+
+        g.b.switch_to_block(ret);
+        let status = g.b.block_params(ret)[0];
+        g.b.ins().return_(&[status]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    listing.push_str(&format!("; forwarding function (ingress to deparser)\n{}\n", ctx.func.display()));
     module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
     Ok(Some(id))
 }
@@ -510,6 +889,8 @@ struct Gen<'p, 'b, 'f> {
     h_count: cranelift_codegen::ir::FuncRef,
     h_run_from: cranelift_codegen::ir::FuncRef,
     stats: &'b mut JitStats,
+    /// Context pointers loaded once per call: `(offset, value)`.
+    bases: Vec<(i32, Value)>,
 }
 
 fn node_key(n: Node) -> (u8, u32) {
@@ -571,6 +952,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             h_count: refs[4],
             h_run_from: refs[5],
             stats,
+            bases: Vec::new(),
         }
     }
 }
@@ -585,8 +967,19 @@ impl Gen<'_, '_, '_> {
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         self.ctx = self.b.block_params(entry)[0];
-        self.ret = self.b.create_block();
-        let first = self.block_for(Some(init));
+        self.load_bases(true);
+        let ret = self.b.create_block();
+        self.body(Some(init), ret);
+        self.b.switch_to_block(ret);
+        self.b.ins().return_(&[]);
+    }
+
+    /// Generates a pipeline starting at `init` from the current block; its
+    /// end (and `exit`) jumps to `after`, which the caller then fills.
+    fn body(&mut self, init: Option<Node>, after: Block) {
+        self.ret = after;
+        self.blocks.clear();
+        let first = self.block_for(init);
         self.b.ins().jump(first, &[]);
         while let Some((n, blk)) = self.work.pop() {
             self.b.switch_to_block(blk);
@@ -595,8 +988,6 @@ impl Gen<'_, '_, '_> {
                 Node::Table(t) => self.table(t),
             }
         }
-        self.b.switch_to_block(self.ret);
-        self.b.ins().return_(&[]);
     }
 
     /// The block that runs node `n` (the return block for the end).
@@ -611,8 +1002,26 @@ impl Gen<'_, '_, '_> {
         b
     }
 
+    /// A pointer field of the context: loaded once in the entry block (see
+    /// [`Gen::load_bases`]) for the PHV and view pointers, which never
+    /// change during a call, so field accesses need no reload.
     fn ptr(&mut self, off: i32) -> Value {
+        if let Some((_, v)) = self.bases.iter().find(|(o, _)| *o == off) {
+            return *v;
+        }
         self.b.ins().load(types::I64, Self::flags(), self.ctx, off)
+    }
+
+    /// Loads the context's constant pointers (PHV vectors, table views) in
+    /// the current block, which must dominate all code generated after it.
+    fn load_bases(&mut self, with_views: bool) {
+        self.bases.clear();
+        let offs: &[i32] =
+            if with_views { &[OFF_WIRE, OFF_SLOTS, OFF_VALID, OFF_VIEWS] } else { &[OFF_WIRE, OFF_SLOTS, OFF_VALID] };
+        for off in offs {
+            let v = self.b.ins().load(types::I64, Self::flags(), self.ctx, *off);
+            self.bases.push((*off, v));
+        }
     }
 
     fn read(&mut self, s: FieldSrc) -> Value {
@@ -657,6 +1066,55 @@ impl Gen<'_, '_, '_> {
                 self.b.ins().store(Self::flags(), out, base, byte as i32);
             }
         }
+    }
+
+    /// 1 when a specialized checksum applies to this packet (its header is
+    /// valid and its condition holds), else 0.
+    fn checksum_applies(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
+        let valid = self.ptr(OFF_VALID);
+        let mut cond = self.b.ins().uload8(types::I64, Self::flags(), valid, bc.header as i32);
+        if let Some(f) = &bc.cond {
+            let c = self.fast(f);
+            let c = self.b.ins().icmp_imm_u(IntCC::NotEqual, c, 0);
+            let c = self.bool_to_i64(c);
+            cond = self.b.ins().band(cond, c);
+        }
+        cond
+    }
+
+    /// The csum16 of a specialized checksum's byte ranges, as
+    /// `control::csum16_ranges` computes it: the words are summed as
+    /// little-endian loads and the folded sum swapped at the end (the one's
+    /// complement sum does not depend on byte order).
+    fn csum16(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
+        let fl = Self::flags();
+        let wire = self.ptr(OFF_WIRE);
+        let bytes: Vec<u32> = bc.ranges.iter().flat_map(|(a, b)| *a..*b).collect();
+        let mut sum = self.b.ins().iconst(types::I64, 0);
+        for pair in bytes.chunks(2) {
+            let w = match *pair {
+                [hi, lo] if lo == hi + 1 => self.b.ins().uload16(types::I64, fl, wire, hi as i32),
+                [hi, lo] => {
+                    let h = self.b.ins().uload8(types::I64, fl, wire, hi as i32);
+                    let l = self.b.ins().uload8(types::I64, fl, wire, lo as i32);
+                    let l = self.b.ins().ishl_imm_u(l, 8);
+                    self.b.ins().bor(h, l)
+                }
+                [hi] => self.b.ins().uload8(types::I64, fl, wire, hi as i32),
+                _ => unreachable!("chunks of two"),
+            };
+            sum = self.b.ins().iadd(sum, w);
+        }
+        for _ in 0..3 {
+            let lo = self.b.ins().band_imm_u(sum, 0xffff);
+            let hi = self.b.ins().ushr_imm_u(sum, 16);
+            sum = self.b.ins().iadd(lo, hi);
+        }
+        let lo = self.b.ins().band_imm_u(sum, 0xff);
+        let lo = self.b.ins().ishl_imm_u(lo, 8);
+        let hi = self.b.ins().ushr_imm_u(sum, 8);
+        let swapped = self.b.ins().bor(lo, hi);
+        self.b.ins().bxor_imm_u(swapped, 0xffff)
     }
 
     fn bool_to_i64(&mut self, c: Value) -> Value {
@@ -809,6 +1267,158 @@ impl Gen<'_, '_, '_> {
         }
     }
 
+    /// The integer key parts of table `t` when its lookups can run inline:
+    /// a direct action's only work is the lookup (no direct counter or
+    /// meter, no idle timeout) and its key is at most 64 bits of fields and
+    /// validity bits.
+    fn inline_key(&self, t: u32) -> Option<Vec<(crate::plan::KeyPart, u32)>> {
+        let tp = &self.plan.tables[t as usize];
+        if tp.with_counters || tp.direct_meter.is_some() || tp.support_timeout {
+            return None;
+        }
+        let parts = tp.key128.as_ref()?;
+        (parts.iter().map(|(_, b)| *b).sum::<u32>() <= 64).then(|| parts.clone())
+    }
+
+    /// Looks table `t` up inline through its [`TableView`]: a direct array
+    /// or a DIR-24-8, then the hit's hot record (data copied into the
+    /// context, action dispatched to its case block). Misses, other index
+    /// kinds and entries without a hot record go to `engine`.
+    fn inline_lookup(
+        &mut self,
+        t: u32,
+        parts: &[(crate::plan::KeyPart, u32)],
+        case_blocks: &[(Block, u32, usize, bool)],
+        engine: Block,
+    ) {
+        use crate::plan::KeyPart;
+        use crate::tables::{VIEW_DIR, VIEW_DIRECT};
+        let fl = Self::flags();
+        // The key, as `control::integer_key` builds it.
+        let mut key = self.b.ins().iconst(types::I64, 0);
+        for (part, bits) in parts {
+            let v = match part {
+                KeyPart::Field { src, header } => {
+                    let v = self.read(*src);
+                    match header {
+                        Some(h) => {
+                            let valid = self.ptr(OFF_VALID);
+                            let ok = self.b.ins().uload8(types::I64, fl, valid, *h as i32);
+                            let zero = self.b.ins().iconst(types::I64, 0);
+                            self.b.ins().select(ok, v, zero)
+                        }
+                        None => v,
+                    }
+                }
+                KeyPart::Valid(h) => {
+                    let valid = self.ptr(OFF_VALID);
+                    self.b.ins().uload8(types::I64, fl, valid, *h as i32)
+                }
+            };
+            key = if *bits >= 64 {
+                v
+            } else {
+                let sh = self.b.ins().ishl_imm_u(key, i64::from(*bits));
+                self.b.ins().bor(sh, v)
+            };
+        }
+        let views = self.ptr(OFF_VIEWS);
+        let view = self.b.ins().iadd_imm_u(views, VIEW_SIZE * i64::from(t));
+        let kind = self.b.ins().uload32(fl, view, 0);
+        let direct = self.b.create_block();
+        let not_direct = self.b.create_block();
+        let dir = self.b.create_block();
+        let hit = self.b.create_block();
+        self.b.append_block_param(hit, types::I64); // the entry index
+        let is_direct = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(VIEW_DIRECT));
+        self.b.ins().brif(is_direct, direct, &[], not_direct, &[]);
+        self.b.switch_to_block(not_direct);
+        let is_dir = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(VIEW_DIR));
+        self.b.ins().brif(is_dir, dir, &[], engine, &[]);
+
+        // Direct array: `a[key]`, u32::MAX for no entry.
+        self.b.switch_to_block(direct);
+        let len = self.b.ins().load(types::I64, fl, view, 24);
+        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, key, len);
+        let read = self.b.create_block();
+        self.b.ins().brif(inside, read, &[], engine, &[]);
+        self.b.switch_to_block(read);
+        let a = self.b.ins().load(types::I64, fl, view, 8);
+        let off = self.b.ins().ishl_imm_u(key, 2);
+        let addr = self.b.ins().iadd(a, off);
+        let e = self.b.ins().uload32(fl, addr, 0);
+        let none = self.b.ins().icmp_imm_u(IntCC::Equal, e, i64::from(u32::MAX));
+        self.b.ins().brif(none, engine, &[], hit, &[e.into()]);
+
+        // DIR-24-8 (`lpm::DirLpm::lookup`).
+        self.b.switch_to_block(dir);
+        let k32 = self.b.ins().band_imm_u(key, 0xffff_ffff);
+        let shift = self.b.ins().uload32(fl, view, 4);
+        let top = self.b.ins().load(types::I64, fl, view, 8);
+        let idx = self.b.ins().ushr(k32, shift);
+        let off = self.b.ins().ishl_imm_u(idx, 2);
+        let addr = self.b.ins().iadd(top, off);
+        let slot = self.b.ins().uload32(fl, addr, 0);
+        let leaf = self.b.create_block();
+        self.b.append_block_param(leaf, types::I64);
+        let ext = self.b.create_block();
+        let group = self.b.ins().band_imm_u(slot, i64::from(crate::lpm::GROUP_BIT));
+        self.b.ins().brif(group, ext, &[], leaf, &[slot.into()]);
+        self.b.switch_to_block(ext);
+        let g = self.b.ins().band_imm_u(slot, i64::from(!crate::lpm::GROUP_BIT));
+        let hi = self.b.ins().ishl(g, shift);
+        let one = self.b.ins().iconst(types::I64, 1);
+        let low_mask = self.b.ins().ishl(one, shift);
+        let low_mask = self.b.ins().iadd_imm_u(low_mask, -1i64);
+        let lo = self.b.ins().band(k32, low_mask);
+        let i = self.b.ins().bor(hi, lo);
+        let base = self.b.ins().load(types::I64, fl, view, 16);
+        let off = self.b.ins().ishl_imm_u(i, 2);
+        let addr = self.b.ins().iadd(base, off);
+        let slot = self.b.ins().uload32(fl, addr, 0);
+        self.b.ins().jump(leaf, &[slot.into()]);
+        self.b.switch_to_block(leaf);
+        let slot = self.b.block_params(leaf)[0];
+        let empty = self.b.ins().icmp_imm_u(IntCC::Equal, slot, 0);
+        let found = self.b.create_block();
+        self.b.ins().brif(empty, engine, &[], found, &[]);
+        self.b.switch_to_block(found);
+        let e = self.b.ins().band_imm_u(slot, 0x00ff_ffff);
+        let e = self.b.ins().iadd_imm_u(e, -1i64);
+        self.b.ins().jump(hit, &[e.into()]);
+
+        // The hit's hot record: its data into the context, then its action.
+        self.b.switch_to_block(hit);
+        let e = self.b.block_params(hit)[0];
+        let hot_len = self.b.ins().load(types::I64, fl, view, 40);
+        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, e, hot_len);
+        let record = self.b.create_block();
+        self.b.ins().brif(inside, record, &[], engine, &[]);
+        self.b.switch_to_block(record);
+        let hot = self.b.ins().load(types::I64, fl, view, 32);
+        let off = self.b.ins().imul_imm_u(e, 48);
+        let rec = self.b.ins().iadd(hot, off);
+        let action = self.b.ins().uload32(fl, rec, 0);
+        let data = crate::tables::HOT_DATA_OFFSET;
+        let mut at = 0i32;
+        for (size, ty) in [(8i32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
+            while HOT_RECORD as i32 - at >= size {
+                let v = self.b.ins().load(ty, fl, rec, data + at);
+                self.b.ins().store(fl, v, self.ctx, OFF_DATA + at);
+                at += size;
+            }
+        }
+        let mut sw = CaseSwitch::new();
+        let mut seen = Vec::new();
+        for (blk, a, _, is_hit) in case_blocks {
+            if *is_hit && !seen.contains(a) {
+                seen.push(*a);
+                sw.set_entry(u128::from(*a), *blk);
+            }
+        }
+        sw.emit(self.b, action, engine);
+    }
+
     /// Ends the current block after an action: to `next`, or out on exit.
     fn after_action(&mut self, end: ActionEnd, next: Option<Node>) {
         match end {
@@ -834,6 +1444,20 @@ impl Gen<'_, '_, '_> {
             self.after_action(end, next);
             return;
         }
+        // One block per (action position, hit): the action inline, then the next node.
+        let mut case_blocks = Vec::new();
+        for (pos, a) in tp.actions.iter().enumerate() {
+            for hit in [false, true] {
+                case_blocks.push((self.b.create_block(), *a, pos, hit));
+            }
+        }
+        let engine = self.b.create_block();
+        if let Some(parts) = self.inline_key(t) {
+            self.inline_lookup(t, &parts, &case_blocks, engine);
+        } else {
+            self.b.ins().jump(engine, &[]);
+        }
+        self.b.switch_to_block(engine);
         let ti = self.b.ins().iconst(types::I32, i64::from(t));
         let call = self.b.ins().call(self.h_table, &[self.ctx, ti]);
         let r = self.b.inst_results(call)[0];
@@ -846,13 +1470,8 @@ impl Gen<'_, '_, '_> {
         self.b.switch_to_block(hot);
         let mut cases = CaseSwitch::new();
         let fallback = self.b.create_block();
-        let mut case_blocks = Vec::new();
-        for (pos, a) in tp.actions.iter().enumerate() {
-            for hit in [false, true] {
-                let blk = self.b.create_block();
-                cases.set_entry((2 * pos + hit as usize) as u128, blk);
-                case_blocks.push((blk, *a, pos, hit));
-            }
+        for (blk, _, pos, hit) in &case_blocks {
+            cases.set_entry((2 * pos + *hit as usize) as u128, *blk);
         }
         cases.emit(self.b, r, fallback);
         for (blk, a, pos, hit) in case_blocks {
@@ -908,10 +1527,35 @@ unsafe fn exec_of<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) 
     (&mut *(c.exec as *mut Exec<'a>), &mut c.data)
 }
 
+/// After a helper ran interpreter code: takes its `exit` flag (the compiled
+/// code acts on the returned value, so the flag never leaks into the next
+/// pipeline of a forwarding run) and records in the context whether the
+/// packet now needs the general path after its pipeline.
+///
+/// # Safety
+/// As [`exec_of`].
+unsafe fn settle(ctx: *mut JitCtx) -> bool {
+    let (ex, _) = exec_of(ctx);
+    let exit = std::mem::take(&mut ex.meta.exit);
+    let m = &*ex.meta;
+    let special = m.clone.is_some()
+        || m.resubmit.is_some()
+        || m.recirculate.is_some()
+        || m.truncate.is_some()
+        || m.len_reg != m.ingress_len;
+    (*ctx).special |= special as u64;
+    exit
+}
+
 extern "C" fn h_table(ctx: *mut JitCtx, ti: u32) -> i64 {
     // SAFETY: called only by generated code with its live context.
     let (ex, data) = unsafe { exec_of(ctx) };
-    ex.apply_table_for_jit(ti as usize, data)
+    let r = ex.apply_table_for_jit(ti as usize, data);
+    if r < 0 {
+        // SAFETY: as above.
+        unsafe { settle(ctx) };
+    }
+    r
 }
 
 extern "C" fn h_action(ctx: *mut JitCtx, ai: u32) -> u32 {
@@ -919,14 +1563,16 @@ extern "C" fn h_action(ctx: *mut JitCtx, ai: u32) -> u32 {
     let (ex, data) = unsafe { exec_of(ctx) };
     let d = *data;
     ex.run_action(ai as usize, &d);
-    ex.meta.exit as u32
+    // SAFETY: as above.
+    unsafe { settle(ctx) as u32 }
 }
 
 extern "C" fn h_action_nodata(ctx: *mut JitCtx, ai: u32) -> u32 {
     // SAFETY: as above.
     let (ex, _) = unsafe { exec_of(ctx) };
     ex.run_action(ai as usize, &[]);
-    ex.meta.exit as u32
+    // SAFETY: as above.
+    unsafe { settle(ctx) as u32 }
 }
 
 extern "C" fn h_cond(ctx: *mut JitCtx, ci: u32) -> u32 {
@@ -945,6 +1591,8 @@ extern "C" fn h_run_from(ctx: *mut JitCtx, node: i64) {
     // SAFETY: as above.
     let (ex, _) = unsafe { exec_of(ctx) };
     ex.run_pipeline(decode_node(node));
+    // SAFETY: as above.
+    unsafe { settle(ctx) };
 }
 
 /// Table results as the compiled code consumes them (see `h_table`).

@@ -18,6 +18,8 @@
 
 /// Marks a slot of `top` that points to an extension group.
 const GROUP: u32 = 1 << 31;
+/// [`GROUP`] for compiled lookups.
+pub const GROUP_BIT: u32 = GROUP;
 /// Entry indexes must fit in the low 24 bits of a slot (plus one).
 pub const MAX_INDEX: u32 = (1 << 24) - 2;
 
@@ -167,6 +169,12 @@ impl DirLpm {
             v = self.ext[((v & !GROUP) << self.low_bits | (key & ((1 << self.low_bits) - 1))) as usize];
         }
         (v != 0).then(|| (v & 0x00ff_ffff) - 1)
+    }
+
+    /// `(top level, extension groups, low bits)` for compiled lookups (see
+    /// `tables::TableView`); a slot with [`GROUP_BIT`] set points to a group.
+    pub fn raw_parts(&self) -> (*const u32, *const u32, u32) {
+        (self.top.as_ptr(), self.ext.as_ptr(), self.low_bits)
     }
 
     /// Asks the CPU to start loading the slot `key` needs (a hint; no effect on results).

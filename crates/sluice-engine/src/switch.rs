@@ -125,6 +125,11 @@ pub struct Switch {
     batch: Vec<(Box<Phv>, usize)>,
     /// Per entry of `plan.checksums`: its specialized form, if it has one.
     byte_checksums: Vec<Option<ByteChecksum>>,
+    /// Where the forwarding function writes a packet's headers.
+    fwd_hdr: Vec<u8>,
+    /// The tables' lookup structures for compiled code, rebuilt at the
+    /// start of every packet or batch (see `tables::TableView`).
+    views: Vec<crate::tables::TableView>,
 }
 
 impl Switch {
@@ -179,6 +184,8 @@ impl Switch {
             .map(|(i, _)| i)
             .collect();
         let byte_checksums = plan.checksums.iter().map(|c| ByteChecksum::of(&plan, c)).collect();
+        let plan_hdr = &plan;
+        let fwd_hdr = vec![0; crate::jit::forward_hdr_max(plan_hdr)];
         Ok(Switch {
             deparse_wire,
             plan,
@@ -202,6 +209,8 @@ impl Switch {
             prefetch,
             batch: Vec::with_capacity(BATCH),
             byte_checksums,
+            fwd_hdr,
+            views: Vec::new(),
         })
     }
 
@@ -246,6 +255,13 @@ impl Switch {
         self.compiled.as_ref()
     }
 
+    /// Rebuilds the tables' views for compiled code: the control plane may
+    /// have changed tables since the last packet (see `tables::TableView`).
+    fn refresh_views(&mut self) {
+        self.views.clear();
+        self.views.extend(self.state.tables.iter().map(|t| t.view()));
+    }
+
     fn now_us(&self) -> u64 {
         self.now
     }
@@ -286,6 +302,7 @@ impl Switch {
     /// queues.
     pub fn process(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
         self.now = self.start.elapsed().as_micros() as u64;
+        self.refresh_views();
         self.process_now(port, data, emit);
     }
 
@@ -293,6 +310,7 @@ impl Switch {
     /// and tests that must not depend on the wall clock use it.
     pub fn process_at(&mut self, port: u32, data: &[u8], now_us: u64, emit: &mut dyn FnMut(u32, &[u8])) {
         self.now = now_us;
+        self.refresh_views();
         self.process_now(port, data, emit);
     }
 
@@ -319,6 +337,7 @@ impl Switch {
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
         self.now = now_us;
+        self.refresh_views();
         if !self.preparse || self.trace.is_some() {
             for data in batch {
                 self.process_now(port, data, emit);
@@ -390,19 +409,87 @@ impl Switch {
 
     /// Runs a parsed packet from ingress on, then everything it caused
     /// (clones, replicas, resubmissions, recirculations).
+    ///
+    /// The common case (one unicast copy, nothing cloned, resubmitted or
+    /// recirculated) goes straight from ingress through egress to `emit`
+    /// without touching the queues; anything else continues on the general
+    /// path from where the packet is.
     fn process_parsed(
         &mut self,
         port: u32,
         data: &[u8],
-        phv: Box<Phv>,
+        mut phv: Box<Phv>,
         consumed: usize,
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
         self.stats.received += 1;
+        let len = data.len() as u32;
+        let mut meta = PktMeta { len_reg: len, ingress_len: len, ..Default::default() };
+        let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
+        let payload = &data[consumed.min(data.len())..];
+        if let Some(outcome) = self.forward(&mut phv, &mut meta, len) {
+            match outcome {
+                crate::jit::Forward::Transmit { port, hdr } => {
+                    let mut out = std::mem::take(&mut self.out_buf);
+                    out.clear();
+                    out.extend_from_slice(&self.fwd_hdr[..hdr]);
+                    out.extend_from_slice(payload);
+                    self.stats.transmitted += 1;
+                    emit(port, &out);
+                    self.out_buf = out;
+                    self.phv_pool.push(phv);
+                }
+                crate::jit::Forward::Dropped => {
+                    self.stats.dropped += 1;
+                    self.phv_pool.push(phv);
+                }
+                crate::jit::Forward::AfterIngress => self.with_queues(emit, |sw, ingress, egress, emit| {
+                    sw.after_ingress(first, data, phv, consumed, meta, ingress, egress, emit)
+                }),
+                crate::jit::Forward::AfterEgress { port } => {
+                    let e = EgressRun { phv, port, meta: PktMeta::default() };
+                    self.with_queues(emit, |sw, ingress, egress, emit| {
+                        sw.after_egress(e, meta, payload, ingress, egress, emit)
+                    })
+                }
+            }
+            return;
+        }
+        self.run_pipeline(&mut phv, &mut meta, true);
+        self.with_queues(emit, |sw, ingress, egress, emit| {
+            sw.after_ingress(first, data, phv, consumed, meta, ingress, egress, emit)
+        });
+    }
+
+    /// Runs a first-pass packet through the forwarding function (ingress to
+    /// deparser in one native call), when the program has one and nothing
+    /// is being traced.
+    fn forward(&mut self, phv: &mut Phv, meta: &mut PktMeta, len: u32) -> Option<crate::jit::Forward> {
+        let compiled = self.compiled.as_ref().filter(|c| c.has_forward() && self.trace.is_none())?;
+        let mut ex = Exec {
+            plan: &self.plan,
+            state: &mut self.state,
+            phv,
+            meta,
+            key_buf: &mut self.key_buf,
+            act_buf: &mut self.act_buf,
+            hash_buf: &mut self.hash_buf,
+            now_us: self.now,
+            trace: None,
+        };
+        compiled.forward(&mut ex, len, &mut self.fwd_hdr, &self.views)
+    }
+
+    /// Runs `start` with the switch's queues, then everything left in them:
+    /// egress first, then the next ingress pass, until both are empty.
+    fn with_queues(
+        &mut self,
+        emit: &mut dyn FnMut(u32, &[u8]),
+        start: impl FnOnce(&mut Self, &mut VecDeque<IngressItem>, &mut VecDeque<EgressItem>, &mut dyn FnMut(u32, &[u8])),
+    ) {
         let mut ingress = std::mem::take(&mut self.ingress_q);
         let mut egress = std::mem::take(&mut self.egress_q);
-        let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
-        self.ingress_run(first, data, phv, consumed, &mut ingress, &mut egress, emit);
+        start(self, &mut ingress, &mut egress, emit);
         let mut passes = 1;
         while !(egress.is_empty() && ingress.is_empty()) {
             while let Some(e) = egress.pop_front() {
@@ -484,10 +571,27 @@ impl Switch {
         egress: &mut VecDeque<EgressItem>,
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
-        let len = data.len() as u128;
-        let mut meta = PktMeta { len_reg: len as u32, ingress_len: len as u32, ..Default::default() };
+        let len = data.len() as u32;
+        let mut meta = PktMeta { len_reg: len, ingress_len: len, ..Default::default() };
         self.run_pipeline(&mut phv, &mut meta, true);
-        // After ingress.
+        self.after_ingress(item, data, phv, consumed, meta, ingress, egress, emit);
+    }
+
+    /// What follows the ingress pipeline: clone, resubmit, multicast, drop
+    /// or the queue to egress.
+    #[allow(clippy::too_many_arguments)]
+    fn after_ingress(
+        &mut self,
+        item: Arrival,
+        data: &[u8],
+        mut phv: Box<Phv>,
+        consumed: usize,
+        mut meta: PktMeta,
+        ingress: &mut VecDeque<IngressItem>,
+        egress: &mut VecDeque<EgressItem>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        let len = data.len() as u128;
         if let Some((session, fl)) = meta.clone.take() {
             let sess = self.state.mirror.get(&(session & 0x7fff)).cloned();
             self.trace_line(|| {
@@ -654,7 +758,7 @@ impl Switch {
             trace: trace.as_mut(),
         };
         let ran = match (&self.compiled, ex.trace.is_none()) {
-            (Some(c), true) => c.run(ingress, &mut ex),
+            (Some(c), true) => c.run(ingress, &mut ex, &self.views),
             _ => false,
         };
         if !ran {
@@ -687,6 +791,13 @@ impl Switch {
         egress: &mut VecDeque<EgressItem>,
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
+        let (e, meta) = self.egress_pipeline(phv, port, meta);
+        self.after_egress(e, meta, payload, ingress, egress, emit);
+    }
+
+    /// Sets the egress standard metadata and runs the egress pipeline;
+    /// returns the packet and the pipeline's requests (clone, recirculate, truncate).
+    fn egress_pipeline(&mut self, phv: Box<Phv>, port: u32, meta: PktMeta) -> (EgressRun, PktMeta) {
         let mut e = EgressRun { phv, port, meta };
         let now = self.now_us();
         self.set_std(&mut e.phv, self.plan.std.egress_global_timestamp, now as u128);
@@ -696,6 +807,19 @@ impl Switch {
         self.trace_line(|| format!("  egress port {}\n", e.port));
         let mut meta = std::mem::take(&mut e.meta);
         self.run_pipeline(&mut e.phv, &mut meta, false);
+        (e, meta)
+    }
+
+    /// What follows the egress pipeline: clone E2E, then drop, recirculate or transmit.
+    fn after_egress(
+        &mut self,
+        e: EgressRun,
+        mut meta: PktMeta,
+        payload: &[u8],
+        ingress: &mut VecDeque<IngressItem>,
+        egress: &mut VecDeque<EgressItem>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
         if let Some((session, fl)) = meta.clone.take() {
             if let Some(sess) = self.state.mirror.get(&(session & 0x7fff)).cloned() {
                 self.trace_line(|| format!("  clone E2E session {session}\n"));
@@ -708,16 +832,15 @@ impl Switch {
                 self.enqueue_session(&sess, c, payload.to_vec(), cm, egress);
             }
         }
-        if self.get_std(&e.phv, self.plan.std.egress_spec) == DROP_PORT {
-            self.trace_line(|| "  dropped at end of egress\n".to_string());
-            self.stats.dropped += 1;
-            self.phv_pool.push(e.phv);
-            return;
-        }
-        let mut out = std::mem::take(&mut self.out_buf);
-        self.deparse(&mut e.phv, payload, &mut out);
         if let Some(fl) = meta.recirculate {
-            let preserved = self.preserved(&e.phv, fl);
+            if self.get_std(&e.phv, self.plan.std.egress_spec) == DROP_PORT {
+                self.egress_end(e, &meta, payload, emit);
+                return;
+            }
+            let mut out = std::mem::take(&mut self.out_buf);
+            let mut phv = e.phv;
+            self.deparse(&mut phv, payload, &mut out);
+            let preserved = self.preserved(&phv, fl);
             self.trace_line(|| "  recirculate\n".to_string());
             let mut b = self.take_buf();
             b.extend_from_slice(&out);
@@ -728,12 +851,28 @@ impl Switch {
                 instance_type: instance::RECIRC,
                 preserved,
             });
-        } else {
-            let n = meta.truncate.map_or(out.len(), |t| (t as usize).min(out.len()));
-            self.trace_line(|| format!("  transmit port {} ({} bytes)\n", e.port, n));
-            self.stats.transmitted += 1;
-            emit(e.port, &out[..n]);
+            self.out_buf = out;
+            self.phv_pool.push(phv);
+            return;
         }
+        self.egress_end(e, &meta, payload, emit);
+    }
+
+    /// The end of egress for a packet that is not recirculated: drop, or
+    /// deparse and transmit (truncated if the pipeline asked).
+    fn egress_end(&mut self, mut e: EgressRun, meta: &PktMeta, payload: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
+        if self.get_std(&e.phv, self.plan.std.egress_spec) == DROP_PORT {
+            self.trace_line(|| "  dropped at end of egress\n".to_string());
+            self.stats.dropped += 1;
+            self.phv_pool.push(e.phv);
+            return;
+        }
+        let mut out = std::mem::take(&mut self.out_buf);
+        self.deparse(&mut e.phv, payload, &mut out);
+        let n = meta.truncate.map_or(out.len(), |t| (t as usize).min(out.len()));
+        self.trace_line(|| format!("  transmit port {} ({} bytes)\n", e.port, n));
+        self.stats.transmitted += 1;
+        emit(e.port, &out[..n]);
         self.out_buf = out;
         self.phv_pool.push(e.phv);
     }
@@ -763,6 +902,15 @@ impl Switch {
                 Some(c) if c.parser_compiled() => "native code (byte copies, selects as compare chains)",
                 Some(_) => "interpreted (a state extracts a non-wire-format header or stack, computes a value without a shortcut, selects on a non-field or >64-bit key, or the states loop)",
                 None => "interpreted (--interpret)",
+            }
+        );
+        let _ = writeln!(
+            r,
+            "forwarding: {}",
+            match &self.compiled {
+                Some(c) if c.has_forward() => "one native function from ingress to deparser for unicast packets (general path for multicast, clone, resubmit, recirculate, truncate)",
+                Some(_) => "stage by stage (the deparser emits a header not in wire format, or a checksum update has no byte-range form)",
+                None => "stage by stage (--interpret)",
             }
         );
         for st in &plan.states {
@@ -864,7 +1012,15 @@ impl Switch {
     /// Runs the parser and checksum verification; returns the bytes consumed.
     pub fn parse(&mut self, phv: &mut Phv, data: &[u8]) -> usize {
         if self.trace.is_none() {
+            let ends = self.compiled.as_ref().is_some_and(|c| c.parser_ends());
             if let Some(outcome) = self.compiled.as_ref().and_then(|c| c.run_parser(phv, data)) {
+                if ends {
+                    // The compiled parser did the end of parsing too.
+                    let (crate::jit::ParseOutcome::Done(c)
+                    | crate::jit::ParseOutcome::TooShort(c)
+                    | crate::jit::ParseOutcome::Verify(c, _)) = outcome;
+                    return c;
+                }
                 let (cursor, error) = match outcome {
                     crate::jit::ParseOutcome::Done(c) => (c, None),
                     crate::jit::ParseOutcome::TooShort(c) => {
@@ -1257,16 +1413,16 @@ impl Switch {
 /// the condition through the expression walker, dispatches on the algorithm
 /// and reads the target through the layout, for what is a 20-byte sum.
 #[derive(Debug, Clone)]
-struct ByteChecksum {
-    header: u32,
-    ranges: Vec<(u32, u32)>,
-    target: crate::phv::FieldSrc,
-    cond: Option<crate::expr::Fast>,
+pub(crate) struct ByteChecksum {
+    pub(crate) header: u32,
+    pub(crate) ranges: Vec<(u32, u32)>,
+    pub(crate) target: crate::phv::FieldSrc,
+    pub(crate) cond: Option<crate::expr::Fast>,
 }
 
 impl ByteChecksum {
     /// The specialized form of `c`, when it has one.
-    fn of(plan: &Plan, c: &crate::plan::ChecksumPlan) -> Option<ByteChecksum> {
+    pub(crate) fn of(plan: &Plan, c: &crate::plan::ChecksumPlan) -> Option<ByteChecksum> {
         let calc = &plan.calcs[c.calc as usize];
         let (h, ranges) = calc.csum_bytes.as_ref()?;
         let tf = &plan.layout.fields[c.target as usize];

@@ -294,24 +294,28 @@ enum Index {
 /// as fast and a route like 0.0.0.0/0 does not make a switch paint 64 MiB).
 const DIR_MIN_ENTRIES: usize = 64;
 
-/// Most tuple-space pieces one entry's ranges are expanded into (see `TableState::pieces`).
-const MAX_RANGE_PIECES: usize = 32;
-
-/// The prefixes `(value, prefix length)` of a `width`-bit field whose union
-/// is exactly `[lo, hi]`; empty when the range is empty.
-fn range_prefixes(lo: u64, hi: u64, width: u32) -> Vec<(u64, u32)> {
-    let mut out = Vec::new();
-    let (mut a, hi) = (u128::from(lo), u128::from(hi));
-    while a <= hi {
-        // The largest aligned block starting at `a` that stays inside the range.
-        let mut k = if a == 0 { width } else { a.trailing_zeros().min(width) };
-        while a + (1u128 << k) - 1 > hi {
-            k -= 1;
+/// The hash mask of a range `[lo, hi]` over big-endian bytes: the leading
+/// bits where `lo` and `hi` agree (every value in the range has them), and
+/// whether the range is exactly that prefix block (then hashing alone
+/// decides and no range check is needed). An empty range (`lo > hi`) is
+/// never a block, so its check always fails.
+fn range_mask(lo: &[u8], hi: &[u8]) -> (Vec<u8>, bool) {
+    let mut mask = vec![0u8; lo.len()];
+    let mut block = lo <= hi;
+    let mut diverged = false;
+    for ((m, l), h) in mask.iter_mut().zip(lo).zip(hi) {
+        if !diverged {
+            let d = l ^ h;
+            *m = if d == 0 {
+                0xff
+            } else {
+                diverged = true;
+                (0xff00u16 >> d.leading_zeros()) as u8
+            };
         }
-        out.push((a as u64, width - k));
-        a += 1u128 << k;
+        block &= l & !*m == 0 && (h | *m) == 0xff;
     }
-    out
+    (mask, block)
 }
 
 /// Up to this many entries, a ternary/range table is scanned in priority
@@ -368,6 +372,58 @@ impl std::fmt::Display for TableError {
     }
 }
 
+/// [`HotEntry::len`] of an entry pointing to a profile member (id in `data[..4]`).
+const HOT_MEMBER: u8 = 254;
+/// [`HotEntry::len`] of an entry pointing to a selector group (id in `data[..4]`).
+const HOT_GROUP: u8 = 255;
+
+/// Byte offset of [`HotEntry::data`] (after the `u32` action and the `u8` length).
+pub const HOT_DATA_OFFSET: i32 = 5;
+const _: () = assert!(std::mem::size_of::<HotEntry>() == 48 && std::mem::align_of::<HotEntry>() == 4);
+
+/// [`TableView::kind`]: compiled code calls the engine for the lookup.
+pub const VIEW_ENGINE: u32 = 0;
+/// [`TableView::kind`]: an exact key indexes `a` (`len` slots, `u32::MAX` for none).
+pub const VIEW_DIRECT: u32 = 1;
+/// [`TableView::kind`]: DIR-24-8 (`a` = top level, `b` = extension groups, `shift` = low bits).
+pub const VIEW_DIR: u32 = 2;
+
+/// One table's lookup structure as compiled code reads it: raw pointers into
+/// the [`TableState`], so that generated code looks a direct array or a
+/// DIR-24-8 up and reads the hit's [`HotEntry`] without a call.
+///
+/// Invariant: a view is valid until its table next changes; the switch
+/// rebuilds its views at the start of every packet or batch it processes,
+/// and tables only change between those (control-plane writes).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct TableView {
+    pub kind: u32,
+    pub shift: u32,
+    pub a: *const u32,
+    pub b: *const u32,
+    pub len: u64,
+    pub hot: *const HotEntry,
+    pub hot_len: u64,
+}
+
+// SAFETY: a view is plain data; the pointers are only dereferenced by the
+// compiled code of the switch that owns the tables, on that switch's thread.
+unsafe impl Send for TableView {}
+
+impl TableView {
+    /// A view that sends every lookup to the engine.
+    pub const ENGINE: TableView = TableView {
+        kind: VIEW_ENGINE,
+        shift: 0,
+        a: std::ptr::null(),
+        b: std::ptr::null(),
+        len: 0,
+        hot: std::ptr::null(),
+        hot_len: 0,
+    };
+}
+
 /// The run-time state of one match table.
 /// Bytes of action data a [`HotEntry`] holds inline (the rest of its array is
 /// zero padding, so parameter reads can load fixed 16-byte windows).
@@ -376,7 +432,11 @@ pub const HOT_DATA: usize = 27;
 /// What a lookup hit needs of a direct-action entry, in one 48-byte record
 /// kept apart from the control-plane fields: a hit then touches one cache
 /// line instead of the entry, its match list and its heap-allocated data.
+///
+/// `#[repr(C)]`: compiled code reads `action` at offset 0 and the data at
+/// offset 5 (see [`TableView`]).
 #[derive(Debug, Clone, Copy)]
+#[repr(C)]
 pub struct HotEntry {
     /// Plan index of the action, or `u32::MAX` when the entry must take the
     /// full path (profile member or group, or more than `HOT_DATA` bytes).
@@ -397,8 +457,24 @@ impl HotEntry {
                 h.data[..data.len()].copy_from_slice(data);
                 h
             }
+            EntryAction::Member(id) | EntryAction::Group(id) => {
+                let mut h = HotEntry::COLD;
+                h.len = if matches!(action, EntryAction::Group(_)) { HOT_GROUP } else { HOT_MEMBER };
+                h.data[..4].copy_from_slice(&id.to_le_bytes());
+                h
+            }
             _ => HotEntry::COLD,
         }
+    }
+
+    /// For an indirect entry: `(is a group, member or group id)`. Why: the
+    /// packet path then reads the (prefetched) hot record, not the entry.
+    pub fn indirect(&self) -> Option<(bool, u32)> {
+        if self.action != u32::MAX || self.len < HOT_MEMBER {
+            return None;
+        }
+        let id = u32::from_le_bytes(self.data[..4].try_into().expect("4 bytes"));
+        Some((self.len == HOT_GROUP, id))
     }
 }
 
@@ -450,6 +526,49 @@ pub struct LookupCache {
     /// Lookups answered from the cache, and lookups that searched the table.
     pub hits: u64,
     pub misses: u64,
+    /// Lookups that went straight to the table while the cache was set aside.
+    pub bypassed: u64,
+    /// Lookups and hits in the current sampling window.
+    window: u32,
+    window_hits: u32,
+    /// Lookups left to send straight to the table.
+    bypass: u32,
+}
+
+/// Lookups per sampling window of a [`LookupCache`]'s hit rate.
+const CACHE_WINDOW: u32 = 4096;
+/// Lookups a cache is set aside for after a window with fewer than one hit
+/// in eight: traffic without flow locality (every packet a new flow) would
+/// otherwise pay a cache miss and an insert on top of every search. After
+/// that the cache samples again for one window.
+const CACHE_BYPASS: u32 = 15 * CACHE_WINDOW;
+
+impl LookupCache {
+    /// Whether this lookup skips the cache (and counts it).
+    #[inline]
+    fn skip(&mut self) -> bool {
+        if self.bypass == 0 {
+            return false;
+        }
+        self.bypass -= 1;
+        self.bypassed += 1;
+        true
+    }
+
+    /// Records a lookup through the cache; sets the cache aside when the
+    /// window that just ended had fewer than one hit in eight.
+    #[inline]
+    fn note(&mut self, hit: bool) {
+        self.window += 1;
+        self.window_hits += u32::from(hit);
+        if self.window == CACHE_WINDOW {
+            if self.window_hits * 8 < CACHE_WINDOW {
+                self.bypass = CACHE_BYPASS;
+            }
+            self.window = 0;
+            self.window_hits = 0;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -555,7 +674,10 @@ impl TableState {
                 )
             }
             Index::Tuples { tuples, .. } => {
-                format!("ternary/range: tuple-space search over {} masks, ranges as prefixes", tuples.len())
+                format!(
+                    "ternary/range: tuple-space search over {} masks, ranges hashed on their bounds' common prefix",
+                    tuples.len()
+                )
             }
         }
     }
@@ -593,6 +715,9 @@ impl TableState {
         if !cacheable {
             return self.lookup(key);
         }
+        if self.cache.as_mut().is_some_and(|c| c.skip()) {
+            return self.lookup(key);
+        }
         let words = cache_words(key);
         let h = (words[0] ^ words[1].rotate_left(17) ^ words[2].rotate_left(31) ^ words[3].rotate_left(47))
             .wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -604,6 +729,7 @@ impl TableState {
                 let slot = c.slots[way];
                 if slot.generation == generation && slot.key == words {
                     c.hits += 1;
+                    c.note(true);
                     // Most recently used first.
                     c.slots.swap(set, way);
                     return (slot.result != u32::MAX).then_some(slot.result);
@@ -612,9 +738,18 @@ impl TableState {
         }
         let found = self.lookup(key);
         let c = self.cache.get_or_insert_with(|| {
-            Box::new(LookupCache { slots: vec![CacheSlot::default(); CACHE_SLOTS], hits: 0, misses: 0 })
+            Box::new(LookupCache {
+                slots: vec![CacheSlot::default(); CACHE_SLOTS],
+                hits: 0,
+                misses: 0,
+                bypassed: 0,
+                window: 0,
+                window_hits: 0,
+                bypass: 0,
+            })
         });
         c.misses += 1;
+        c.note(false);
         c.slots[set + 1] = c.slots[set];
         c.slots[set] = CacheSlot { key: words, generation, result: found.unwrap_or(u32::MAX) };
         found
@@ -623,6 +758,11 @@ impl TableState {
     /// The lookup cache's `(hits, misses)`, when the table has one.
     pub fn cache_stats(&self) -> Option<(u64, u64)> {
         self.cache.as_ref().map(|c| (c.hits, c.misses))
+    }
+
+    /// Lookups that skipped the lookup cache while its hit rate was low.
+    pub fn cache_bypassed(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.bypassed)
     }
 
     /// Looks a key up; returns the hit entry index (see `handle_of`).
@@ -757,49 +897,32 @@ impl TableState {
         Flat { handle, priority: e.priority, value, mask, ranges }
     }
 
-    /// The tuple-space pieces of an entry: its flat form with each range
-    /// field (up to 8 bytes) turned into the prefixes that cover the range,
-    /// one piece per combination, so that ranges are matched by hashing like
-    /// any masked field instead of being checked one entry after another.
-    /// Ranges whose combinations would exceed `MAX_RANGE_PIECES` stay checks.
+    /// The tuple-space piece of an entry: its flat form in which each range
+    /// field is hashed on the leading bits its bounds share ([`range_mask`])
+    /// and checked against the bounds only when the range is not exactly
+    /// that prefix block. Why: expanding ranges into covering prefixes (the
+    /// textbook way) makes one tuple per prefix length, and every tuple costs
+    /// a hash probe per lookup; relaxing the mask (as TupleMerge does) keeps
+    /// ACLs with port ranges to a handful of tuples, at the price of a range
+    /// check on the few entries sharing a bucket. Worst case: many entries
+    /// equal but for overlapping ranges share one bucket, scanned in priority
+    /// order up to the first match. One piece per entry (a `Vec` for callers
+    /// that walk pieces).
     fn pieces(&self, handle: u32, e: &Entry) -> Vec<Flat> {
-        let base = self.flat(handle, e);
-        let widths: Vec<u32> = base
-            .ranges
-            .iter()
-            .map(|(off, _, _, _)| self.key.iter().find(|k| k.off == *off).map_or(0, |k| k.width))
-            .collect();
-        let mut out = vec![Flat { ranges: Vec::new(), ..base.clone() }];
-        for ((off, len, lo, hi), width) in base.ranges.iter().zip(widths) {
-            let prefixes = if *len <= 8 && width > 0 {
-                range_prefixes(crate::value::be_to_u128(lo) as u64, crate::value::be_to_u128(hi) as u64, width)
-            } else {
-                Vec::new()
-            };
-            if prefixes.is_empty() || out.len() * prefixes.len() > MAX_RANGE_PIECES {
-                for f in &mut out {
-                    f.ranges.push((*off, *len, lo.clone(), hi.clone()));
-                }
-                continue;
+        let mut f = self.flat(handle, e);
+        let mut checks = Vec::new();
+        for (off, len, lo, hi) in std::mem::take(&mut f.ranges) {
+            let (mask, block) = range_mask(&lo, &hi);
+            for (i, m) in mask.iter().enumerate() {
+                f.mask[off + i] = *m;
+                f.value[off + i] = lo[i] & m;
             }
-            let mut next = Vec::with_capacity(out.len() * prefixes.len());
-            for f in &out {
-                for (v, plen) in &prefixes {
-                    let mut g = f.clone();
-                    let m = if *plen == 0 {
-                        0
-                    } else {
-                        (u64::MAX >> (64 - width)) & !((1u128 << (width - plen)) - 1) as u64
-                    };
-                    let (vb, mb) = (v.to_be_bytes(), m.to_be_bytes());
-                    g.value[*off..*off + *len].copy_from_slice(&vb[8 - *len..]);
-                    g.mask[*off..*off + *len].copy_from_slice(&mb[8 - *len..]);
-                    next.push(g);
-                }
+            if !block {
+                checks.push((off, len, lo, hi));
             }
-            out = next;
         }
-        out
+        f.ranges = checks;
+        vec![f]
     }
 
     /// Finds an installed entry with the same match (and priority, where it matters).
@@ -1112,6 +1235,26 @@ impl TableState {
 
     /// The hot record of entry index `idx` (what `lookup` returns).
     #[inline]
+    /// The table's lookup structure for compiled code (see [`TableView`]).
+    pub fn view(&self) -> TableView {
+        let hot = (self.hot.as_ptr(), self.hot.len() as u64);
+        match &self.index {
+            Index::Exact(KeyMap::Direct(v, _)) => TableView {
+                kind: VIEW_DIRECT,
+                a: v.as_ptr(),
+                len: v.len() as u64,
+                hot: hot.0,
+                hot_len: hot.1,
+                ..TableView::ENGINE
+            },
+            Index::Lpm { dir: Some(d), .. } => {
+                let (top, ext, shift) = d.raw_parts();
+                TableView { kind: VIEW_DIR, shift, a: top, b: ext, len: 0, hot: hot.0, hot_len: hot.1 }
+            }
+            _ => TableView::ENGINE,
+        }
+    }
+
     pub fn hot(&self, idx: u32) -> &HotEntry {
         self.hot.get(idx as usize).unwrap_or(&HotEntry::COLD)
     }
@@ -1121,6 +1264,12 @@ impl TableState {
     pub fn get_mut(&mut self, handle: u32) -> Option<&mut Entry> {
         let idx = self.index_of(handle).ok()?;
         self.entries[idx as usize].as_mut()
+    }
+
+    /// The entry behind a lookup result (entry index), for the packet path.
+    #[inline]
+    pub fn entry(&self, idx: u32) -> Option<&Entry> {
+        self.entries.get(idx as usize).and_then(|e| e.as_ref())
     }
 
     /// Mutable access by entry index (what `lookup` returns), for the packet path.
@@ -1273,22 +1422,23 @@ mod tests {
     }
 
     #[test]
-    fn range_prefixes_cover_exactly_the_range() {
-        for (lo, hi, w) in
-            [(0u64, 65535u64, 16u32), (1000, 2000, 16), (5000, 5000, 16), (1, 254, 8), (3, 2, 8), (0, 0, 9)]
-        {
-            let p = range_prefixes(lo, hi, w);
-            for x in 0..(1u64 << w) {
-                let inside = p.iter().filter(|(v, l)| *l == 0 || x >> (w - l) == v >> (w - l)).count();
-                assert_eq!(
-                    inside,
-                    usize::from(lo <= x && x <= hi),
-                    "[{lo}, {hi}] width {w}: {x} covered {inside} times"
-                );
+    fn range_masks_keep_every_value_of_the_range() {
+        for (lo, hi) in [(0u16, 65535u16), (1000, 2000), (5000, 5000), (1, 254), (3, 2), (0, 0), (1024, 2047), (6, 7)] {
+            let (lb, hb) = (lo.to_be_bytes(), hi.to_be_bytes());
+            let (m, block) = range_mask(&lb, &hb);
+            let m = u16::from_be_bytes([m[0], m[1]]);
+            let mut outside_with_prefix = false;
+            for x in 0..=u16::MAX {
+                let inside = lo <= x && x <= hi;
+                let prefix = x & m == lo & m;
+                assert!(!inside || prefix, "[{lo}, {hi}]: {x} lost by mask {m:#06x}");
+                outside_with_prefix |= prefix && !inside;
             }
+            assert_eq!(block, !outside_with_prefix && lo <= hi, "[{lo}, {hi}] mask {m:#06x}");
         }
-        assert_eq!(range_prefixes(0, 65535, 16), vec![(0, 0)]);
-        assert_eq!(range_prefixes(1000, 2000, 16).len(), 8);
+        assert_eq!(range_mask(&[0, 0], &[0xff, 0xff]), (vec![0, 0], true));
+        assert_eq!(range_mask(&[0x13, 0x88], &[0x13, 0x88]), (vec![0xff, 0xff], true));
+        assert_eq!(range_mask(&[0x04, 0x00], &[0x07, 0xff]), (vec![0xfc, 0x00], true));
     }
 
     #[test]
@@ -1324,7 +1474,12 @@ mod tests {
                 assert_eq!(t.lookup_cached(&k), t.lookup(&k), "key {k:?} after {i} adds");
             }
         }
-        // Without changes, repeated keys come from the cache.
+        // Without changes, repeated keys come from the cache (once a bypass
+        // the low hit rate above may have caused is over).
+        for i in 0..CACHE_BYPASS {
+            let k = [0, (i % 16) as u8, 0, (i % 5) as u8];
+            assert_eq!(t.lookup_cached(&k), t.lookup(&k));
+        }
         let (hits0, misses0) = t.cache_stats().expect("a big ternary table has a cache");
         for i in 0..1000u32 {
             let k = [0, (i % 16) as u8, 0, (i % 5) as u8];
@@ -1332,6 +1487,40 @@ mod tests {
         }
         let (hits, misses) = t.cache_stats().expect("cache");
         assert!(hits - hits0 >= 900 && misses - misses0 <= 100, "{} hits, {} misses", hits - hits0, misses - misses0);
+    }
+
+    #[test]
+    fn a_cache_without_hits_is_set_aside_then_sampled_again() {
+        let spec = vec![
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 16, off: 0, len: 2 },
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 16, off: 2, len: 2 },
+        ];
+        let mut t = TableState::new(spec, 1000);
+        for i in 0..100u32 {
+            let e = entry(
+                vec![
+                    FieldMatch::Ternary(vec![0, i as u8], vec![0xff, 0xff]),
+                    FieldMatch::Ternary(vec![0, 0], vec![0, 0]),
+                ],
+                1,
+                0,
+            );
+            t.add(e).unwrap();
+        }
+        // Every key new: the first window misses throughout, then the cache is set aside.
+        let key = |i: u32| [(i >> 8) as u8, i as u8, (i >> 16) as u8, (i >> 24) as u8];
+        for i in 0..CACHE_WINDOW + 100 {
+            assert_eq!(t.lookup_cached(&key(i)), t.lookup(&key(i)));
+        }
+        assert_eq!(t.cache_stats(), Some((0, u64::from(CACHE_WINDOW))));
+        assert_eq!(t.cache_bypassed(), 100);
+        // After the bypass the cache samples again: repeated keys hit.
+        for i in 0..CACHE_BYPASS - 100 + 1000 {
+            let k = key(i % 4);
+            assert_eq!(t.lookup_cached(&k), t.lookup(&k));
+        }
+        let (hits, _) = t.cache_stats().unwrap();
+        assert!(hits >= 990, "{hits} hits after the bypass");
     }
 
     #[test]

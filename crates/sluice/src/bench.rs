@@ -275,6 +275,10 @@ pub fn setup(program: &Path, commands: Option<&Path>, pcap: Option<&Path>) -> Re
     Ok(Workload { switch: sw, traffic: pk, port: 0, reference: None, label: program.display().to_string() })
 }
 
+/// One worker's lookup-cache counters for a table: `(table, hits, misses,
+/// bypassed)`; an entry with an empty name marks a worker that has recorded.
+type CacheCounts = (String, u64, u64, u64);
+
 /// One worker's share of the bench traffic, replayed in batches of 32.
 struct BenchIo {
     traffic: Vec<Vec<u8>>,
@@ -290,7 +294,7 @@ struct BenchIo {
     limit: Option<u64>,
     /// Lookup-cache `(table, hits, misses)` of this worker's switch, filled when it stops.
     /// (An empty table name marks "this worker has recorded".)
-    caches: Arc<std::sync::Mutex<Vec<(String, u64, u64)>>>,
+    caches: Arc<std::sync::Mutex<Vec<CacheCounts>>>,
     recorded: bool,
 }
 
@@ -302,10 +306,10 @@ impl BenchIo {
         }
         self.recorded = true;
         let mut c = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-        c.push(("".into(), 0, 0));
+        c.push(("".into(), 0, 0, 0));
         for (t, p) in sw.state.tables.iter().zip(&sw.plan.tables) {
             if let Some((hits, misses)) = t.cache_stats() {
-                c.push((p.name.clone(), hits, misses));
+                c.push((p.name.clone(), hits, misses, t.cache_bypassed()));
             }
         }
     }
@@ -583,9 +587,12 @@ fn replay(
         sent,
         pkts - sent
     );
-    for (table, hits, misses) in caches.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|c| !c.0.is_empty()) {
+    for (table, hits, misses, bypassed) in
+        caches.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|c| !c.0.is_empty())
+    {
         println!(
-            "lookup cache of {table} (one worker): {hits} hits, {misses} misses ({:.1}% hits)",
+            "lookup cache of {table} (one worker): {hits} hits, {misses} misses ({:.1}% hits), \
+             {bypassed} lookups bypassed it while its hit rate was under 1/8",
             100.0 * *hits as f64 / (*hits + *misses).max(1) as f64
         );
     }
