@@ -142,6 +142,13 @@ pub struct ParseCtx {
     status: u64,
     /// Out: the error code of a failed `verify`.
     code: u64,
+    /// In: non-zero to set the PHV up first (zeroed, ingress standard
+    /// metadata written) as `Switch::ingress_parse` does for an arriving packet.
+    setup: u64,
+    /// In (setup): the ingress port.
+    port: u64,
+    /// In (setup): the switch time in µs (ingress timestamp).
+    now: u64,
 }
 
 const P_PKT: i32 = 32;
@@ -149,6 +156,11 @@ const P_LEN: i32 = 40;
 const P_CURSOR: i32 = 48;
 const P_STATUS: i32 = 56;
 const P_CODE: i32 = 64;
+const P_SETUP: i32 = 72;
+const P_PORT: i32 = 80;
+const P_NOW: i32 = 88;
+/// Most PHV bytes the compiled parser zeroes itself (bigger PHVs are reset by the engine).
+const SETUP_MAX_BYTES: u32 = 2048;
 
 /// How a compiled parser run ended.
 pub enum ParseOutcome {
@@ -171,6 +183,8 @@ pub struct CompiledPipelines {
     /// Whether the compiled parser also sets `parser_error` and verifies
     /// checksums (`Switch::parse_end` is then skipped).
     parser_ends: bool,
+    /// Whether the compiled parser can set an arriving packet's PHV up.
+    parser_setup: bool,
     /// Ingress to deparser in one function, when the program allows it (see `compile_forward`).
     forward: Option<ForwardFn>,
     /// Bytes the forwarding function may write to its output buffer.
@@ -275,7 +289,30 @@ impl CompiledPipelines {
     /// Runs the compiled parser on `data` into `phv`, or returns `None` when
     /// the parser was not compiled (the interpreter then parses).
     pub fn run_parser(&self, phv: &mut crate::phv::Phv, data: &[u8]) -> Option<ParseOutcome> {
+        self.run_parser_with(phv, data, None)
+    }
+
+    /// Whether the compiled parser can also set an arriving packet's PHV up
+    /// (see [`CompiledPipelines::run_parser_with`]).
+    pub fn parser_sets_up(&self) -> bool {
+        self.parser_setup
+    }
+
+    /// [`CompiledPipelines::run_parser`], first setting the PHV up for a
+    /// packet arriving on `port` at `now` µs when `arrival` is given (only
+    /// when [`CompiledPipelines::parser_sets_up`]): every field zeroed,
+    /// metadata headers valid, `ingress_port`, `ingress_global_timestamp`,
+    /// `packet_length` and `instance_type` written. Why: the engine's reset
+    /// is several `memset` calls and four generic field writes per packet.
+    pub fn run_parser_with(
+        &self,
+        phv: &mut crate::phv::Phv,
+        data: &[u8],
+        arrival: Option<(u32, u64)>,
+    ) -> Option<ParseOutcome> {
         let f = self.parser?;
+        assert!(arrival.is_none() || self.parser_setup, "this parser does not set PHVs up");
+        let (port, now) = arrival.unwrap_or((0, 0));
         let mut ctx = ParseCtx {
             exec: std::ptr::null_mut(),
             wire: phv.wire.as_mut_ptr(),
@@ -286,6 +323,9 @@ impl CompiledPipelines {
             cursor: 0,
             status: 0,
             code: 0,
+            setup: u64::from(arrival.is_some()),
+            port: u64::from(port),
+            now,
         };
         // SAFETY: `f` was generated for this plan's layout; it reads at most
         // `len` bytes from `pkt` (every copy is bounds-checked first) and
@@ -387,8 +427,9 @@ impl CompiledPipelines {
             .map(|id| unsafe { std::mem::transmute::<*const u8, ForwardFn>(module.get_finalized_function(id)) });
         // SAFETY: the parser was defined with the signature `fn(*mut ParseCtx)`.
         let parser = parser_id
-            .map(|(id, _)| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
-        let parser_ends = parser_id.is_some_and(|(_, ends)| ends);
+            .map(|(id, _, _)| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
+        let parser_ends = parser_id.is_some_and(|(_, ends, _)| ends);
+        let parser_setup = parser_id.is_some_and(|(_, _, setup)| setup);
         let get = |id: Option<FuncId>| {
             // SAFETY: the function was defined with `pipe_sig`, i.e. `fn(*mut JitCtx)`.
             id.map(|id| unsafe { std::mem::transmute::<*const u8, PipelineFn>(module.get_finalized_function(id)) })
@@ -400,6 +441,7 @@ impl CompiledPipelines {
             egress,
             parser,
             parser_ends,
+            parser_setup,
             forward,
             forward_out: forward_hdr_max(plan),
             listing,
@@ -457,7 +499,7 @@ fn compile_parser(
     helpers: &[FuncId],
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
-) -> Result<Option<(FuncId, bool)>, String> {
+) -> Result<Option<(FuncId, bool, bool)>, String> {
     use crate::plan::{Dst, ExtractTo, POp};
     let Some(init) = plan.init_state else { return Ok(None) };
     // Reachable states in depth-first order, refusing loops and uncompilable states.
@@ -518,6 +560,27 @@ fn compile_parser(
         }
         Some((perr, cerr, sums))
     })();
+    // PHV setup runs here too when the PHV is small and only has the
+    // vectors the context points to (no wide fields, varbits or stacks) and
+    // the ingress standard metadata have hot-path writers.
+    let layout = &plan.layout;
+    let setup = (|| {
+        let plain = layout.wide_bytes == 0
+            && layout.stacks.is_empty()
+            && layout.union_stacks.is_empty()
+            && layout.headers.iter().all(|h| h.varbit_field.is_none());
+        let bytes = 16 * layout.n_slots + layout.wire_bytes + crate::phv::WIRE_PAD as u32;
+        if !plain || bytes > SETUP_MAX_BYTES {
+            return None;
+        }
+        let std = &plan.std;
+        Some([
+            std_writer(std.ingress_port)?,
+            std_writer(std.ingress_global_timestamp)?,
+            std_writer(std.packet_length)?,
+            std_writer(std.instance_type)?,
+        ])
+    })();
     let ptr = module.target_config().pointer_type();
     let mut sig = Signature::new(module.isa().default_call_conv());
     sig.params.push(AbiParam::new(ptr));
@@ -535,6 +598,51 @@ fn compile_parser(
         let pc = b.block_params(entry)[0];
         let mut g = Gen::new(plan, &mut b, module, helpers, pc, &mut stats);
         g.load_bases(false);
+        if let Some([port_f, now_f, len_f, itype_f]) = setup {
+            let set_up = g.b.create_block();
+            let parse = g.b.create_block();
+            let flag = g.b.ins().load(types::I64, fl, pc, P_SETUP);
+            g.b.ins().brif(flag, set_up, &[], parse, &[]);
+            g.b.switch_to_block(set_up);
+            // 16-byte stores: one per slot, then the wire area.
+            let zero = g.b.ins().iconst(types::I64, 0);
+            let zero16 = g.b.ins().splat(types::I64X2, zero);
+            let slots = g.ptr(OFF_SLOTS);
+            for i in 0..layout.n_slots as i32 {
+                g.b.ins().store(fl, zero16, slots, 16 * i);
+            }
+            let wire = g.ptr(OFF_WIRE);
+            let wire_len = (layout.wire_bytes as usize + crate::phv::WIRE_PAD) as i32;
+            let mut at = 0;
+            while at + 16 <= wire_len {
+                g.b.ins().store(fl, zero16, wire, at);
+                at += 16;
+            }
+            while at + 8 <= wire_len {
+                g.b.ins().store(fl, zero, wire, at);
+                at += 8;
+            }
+            let zero8 = g.b.ins().iconst(types::I8, 0);
+            while at < wire_len {
+                g.b.ins().store(fl, zero8, wire, at);
+                at += 1;
+            }
+            let valid = g.ptr(OFF_VALID);
+            let one8 = g.b.ins().iconst(types::I8, 1);
+            for (h, hi) in layout.headers.iter().enumerate() {
+                g.b.ins().store(fl, if hi.metadata { one8 } else { zero8 }, valid, h as i32);
+            }
+            let port = g.b.ins().load(types::I64, fl, pc, P_PORT);
+            let now = g.b.ins().load(types::I64, fl, pc, P_NOW);
+            let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
+            for (f, v) in [(port_f, port), (now_f, now), (len_f, len), (itype_f, zero)] {
+                if let Some((s, m)) = f {
+                    g.write(s, v, m);
+                }
+            }
+            g.b.ins().jump(parse, &[]);
+            g.b.switch_to_block(parse);
+        }
         let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, g.b.create_block())).collect();
         let done = g.b.create_block();
         let short = g.b.create_block();
@@ -674,7 +782,7 @@ fn compile_parser(
     }
     listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
     module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
-    Ok(Some((id, ends.is_some())))
+    Ok(Some((id, ends.is_some(), setup.is_some())))
 }
 
 /// Compiles the forwarding function: ingress, the unicast decision, the

@@ -125,7 +125,8 @@ pub struct Switch {
     batch: Vec<(Box<Phv>, usize)>,
     /// Per entry of `plan.checksums`: its specialized form, if it has one.
     byte_checksums: Vec<Option<ByteChecksum>>,
-    /// Where the forwarding function writes a packet's headers.
+    /// Where the forwarding function writes a packet's headers, followed by
+    /// its payload for transmission (never shorter than the headers' maximum).
     fwd_hdr: Vec<u8>,
     /// The tables' lookup structures for compiled code, rebuilt at the
     /// start of every packet or batch (see `tables::TableView`).
@@ -430,13 +431,14 @@ impl Switch {
         if let Some(outcome) = self.forward(&mut phv, &mut meta, len) {
             match outcome {
                 crate::jit::Forward::Transmit { port, hdr } => {
-                    let mut out = std::mem::take(&mut self.out_buf);
-                    out.clear();
-                    out.extend_from_slice(&self.fwd_hdr[..hdr]);
-                    out.extend_from_slice(payload);
+                    // The headers are already in place: append the payload behind them.
+                    let n = hdr + payload.len();
+                    if self.fwd_hdr.len() < n {
+                        self.fwd_hdr.resize(n, 0);
+                    }
+                    self.fwd_hdr[hdr..n].copy_from_slice(payload);
                     self.stats.transmitted += 1;
-                    emit(port, &out);
-                    self.out_buf = out;
+                    emit(port, &self.fwd_hdr[..n]);
                     self.phv_pool.push(phv);
                 }
                 crate::jit::Forward::Dropped => {
@@ -537,6 +539,15 @@ impl Switch {
     /// PHV and the bytes the parser consumed.
     fn ingress_parse(&mut self, item: &Arrival, data: &[u8]) -> (Box<Phv>, usize) {
         let mut phv = self.take_phv();
+        // An arriving packet: the compiled parser can set its PHV up itself.
+        let compiled = self.compiled.as_ref().filter(|c| c.parser_sets_up() && self.trace.is_none());
+        if let (Some(c), true, true) = (compiled, item.arrived, item.preserved.is_empty()) {
+            let ends = c.parser_ends();
+            if let Some(outcome) = c.run_parser_with(&mut phv, data, Some((item.port, self.now))) {
+                let consumed = self.parse_outcome(&mut phv, data, outcome, ends);
+                return (phv, consumed);
+            }
+        }
         phv.reset();
         let len = data.len() as u128;
         if item.arrived {
@@ -1014,21 +1025,7 @@ impl Switch {
         if self.trace.is_none() {
             let ends = self.compiled.as_ref().is_some_and(|c| c.parser_ends());
             if let Some(outcome) = self.compiled.as_ref().and_then(|c| c.run_parser(phv, data)) {
-                if ends {
-                    // The compiled parser did the end of parsing too.
-                    let (crate::jit::ParseOutcome::Done(c)
-                    | crate::jit::ParseOutcome::TooShort(c)
-                    | crate::jit::ParseOutcome::Verify(c, _)) = outcome;
-                    return c;
-                }
-                let (cursor, error) = match outcome {
-                    crate::jit::ParseOutcome::Done(c) => (c, None),
-                    crate::jit::ParseOutcome::TooShort(c) => {
-                        (c, Some(self.plan.errors.get("PacketTooShort").copied().unwrap_or(0)))
-                    }
-                    crate::jit::ParseOutcome::Verify(c, code) => (c, Some(code)),
-                };
-                return self.parse_end(phv, data, cursor * 8, error);
+                return self.parse_outcome(phv, data, outcome, ends);
             }
         }
         let plan = &self.plan;
@@ -1274,6 +1271,22 @@ impl Switch {
         }
         self.trace = trace;
         self.parse_end(phv, data, cursor, error)
+    }
+
+    /// Bytes consumed by a compiled parser run, after the end of parsing
+    /// (unless the compiled parser did that too: `ends`).
+    fn parse_outcome(&mut self, phv: &mut Phv, data: &[u8], outcome: crate::jit::ParseOutcome, ends: bool) -> usize {
+        let (cursor, error) = match outcome {
+            crate::jit::ParseOutcome::Done(c) => (c, None),
+            crate::jit::ParseOutcome::TooShort(c) => {
+                (c, Some(self.plan.errors.get("PacketTooShort").copied().unwrap_or(0)))
+            }
+            crate::jit::ParseOutcome::Verify(c, code) => (c, Some(code)),
+        };
+        if ends {
+            return cursor;
+        }
+        self.parse_end(phv, data, cursor * 8, error)
     }
 
     /// After the parser states: sets `parser_error`, verifies checksums and
