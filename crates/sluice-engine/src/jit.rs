@@ -484,6 +484,25 @@ fn parser_op_ok(plan: &Plan, op: &crate::plan::POp) -> bool {
     }
 }
 
+/// The hot-path writer of a standard metadata field and its width mask:
+/// `Some(None)` when the program lacks the field, `None` when the field has
+/// no hot-path writer (the code that needs it is then not generated).
+fn std_writer(plan: &Plan, f: Option<u32>) -> Option<Option<(FieldSrc, u64)>> {
+    match f {
+        None => Some(None),
+        Some(f) => {
+            let fi = &plan.layout.fields[f as usize];
+            FieldSrc::of(fi).map(|s| Some((s, mask64(fi.width))))
+        }
+    }
+}
+
+/// The byte-range form of a checksum whose condition generated code can
+/// evaluate, if it has one.
+fn compiled_checksum(plan: &Plan, c: &crate::plan::ChecksumPlan) -> Option<crate::switch::ByteChecksum> {
+    crate::switch::ByteChecksum::of(plan, c).filter(|bc| bc.cond.as_ref().is_none_or(|f| Gen::supported(f, false)))
+}
+
 /// Compiles the parser when every state reachable from the start is made
 /// of operations [`parser_op_ok`] accepts and selects on at most 64 bits of
 /// fields, and the states form no loop (the interpreter bounds loops; this
@@ -538,27 +557,12 @@ fn compile_parser(
     }
     // The end of parsing runs here too when every verified checksum has the
     // byte-range form and the error fields have hot-path writers.
-    let std_writer = |f: Option<u32>| -> Option<Option<(FieldSrc, u64)>> {
-        match f {
-            None => Some(None),
-            Some(f) => {
-                let fi = &plan.layout.fields[f as usize];
-                FieldSrc::of(fi).map(|s| Some((s, mask64(fi.width))))
-            }
-        }
-    };
     let ends = (|| {
-        let perr = std_writer(plan.std.parser_error)?;
-        let cerr = std_writer(plan.std.checksum_error)?;
-        let mut sums = Vec::new();
-        for c in plan.checksums.iter().filter(|c| c.verify) {
-            let bc = crate::switch::ByteChecksum::of(plan, c)?;
-            if !bc.cond.as_ref().is_none_or(|f| Gen::supported(f, false)) {
-                return None;
-            }
-            sums.push(bc);
-        }
-        Some((perr, cerr, sums))
+        let perr = std_writer(plan, plan.std.parser_error)?;
+        let cerr = std_writer(plan, plan.std.checksum_error)?;
+        let sums: Option<Vec<_>> =
+            plan.checksums.iter().filter(|c| c.verify).map(|c| compiled_checksum(plan, c)).collect();
+        Some((perr, cerr, sums?))
     })();
     // PHV setup runs here too when the PHV is small and only has the
     // vectors the context points to (no wide fields, varbits or stacks) and
@@ -575,10 +579,10 @@ fn compile_parser(
         }
         let std = &plan.std;
         Some([
-            std_writer(std.ingress_port)?,
-            std_writer(std.ingress_global_timestamp)?,
-            std_writer(std.packet_length)?,
-            std_writer(std.instance_type)?,
+            std_writer(plan, std.ingress_port)?,
+            std_writer(plan, std.ingress_global_timestamp)?,
+            std_writer(plan, std.packet_length)?,
+            std_writer(plan, std.instance_type)?,
         ])
     })();
     let ptr = module.target_config().pointer_type();
@@ -672,14 +676,7 @@ fn compile_parser(
                         g.b.switch_to_block(copy);
                         let src = g.b.ins().iadd(pkt, cursor);
                         let wire = g.ptr(OFF_WIRE);
-                        let mut at = 0u32;
-                        for (size, ty) in [(8u32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
-                            while n - at >= size {
-                                let v = g.b.ins().load(ty, fl, src, at as i32);
-                                g.b.ins().store(fl, v, wire, (off + at) as i32);
-                                at += size;
-                            }
-                        }
+                        g.copy_bytes(src, 0, wire, off as i32, n);
                         let valid = g.ptr(OFF_VALID);
                         let one = g.b.ins().iconst(types::I8, 1);
                         g.b.ins().store(fl, one, valid, *h as i32);
@@ -816,25 +813,11 @@ fn compile_forward(
     else {
         return Ok(None);
     };
-    let mut sums = Vec::new();
-    for c in plan.checksums.iter().filter(|c| c.update) {
-        match crate::switch::ByteChecksum::of(plan, c) {
-            Some(b) if b.cond.as_ref().is_none_or(|f| Gen::supported(f, false)) => sums.push(b),
-            _ => return Ok(None),
-        }
-    }
+    let sums: Option<Vec<_>> = plan.checksums.iter().filter(|c| c.update).map(|c| compiled_checksum(plan, c)).collect();
+    let Some(sums) = sums else { return Ok(None) };
     // Standard metadata the function reads or writes: each must have a hot-path reader.
-    let std_src = |f: Option<u32>| -> Result<Option<(FieldSrc, u64)>, ()> {
-        match f {
-            None => Ok(None),
-            Some(f) => {
-                let fi = &layout.fields[f as usize];
-                FieldSrc::of(fi).map(|s| Some((s, mask64(fi.width)))).ok_or(())
-            }
-        }
-    };
     let std = &plan.std;
-    let fields: Result<Vec<_>, ()> = [
+    let fields: Option<Vec<_>> = [
         std.mcast_grp,
         std.egress_spec,
         std.instance_type,
@@ -843,9 +826,9 @@ fn compile_forward(
         std.packet_length,
     ]
     .into_iter()
-    .map(std_src)
+    .map(|f| std_writer(plan, f))
     .collect();
-    let Ok(fields) = fields else { return Ok(None) };
+    let Some(fields) = fields else { return Ok(None) };
     let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = fields[..] else { unreachable!("six fields") };
 
     let ptr = module.target_config().pointer_type();
@@ -956,14 +939,7 @@ fn compile_forward(
         let mut pos = g.b.ins().iconst(types::I64, 0);
         for (h, off, n) in deparse {
             let dst = g.b.ins().iadd(out, pos);
-            let mut at = 0u32;
-            for (size, ty) in [(8u32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
-                while n - at >= size {
-                    let v = g.b.ins().load(ty, fl, wire, (off + at) as i32);
-                    g.b.ins().store(fl, v, dst, at as i32);
-                    at += size;
-                }
-            }
+            g.copy_bytes(wire, off as i32, dst, 0, n);
             let v = g.b.ins().uload8(types::I64, fl, valid, h as i32);
             let step = g.b.ins().imul_imm_u(v, i64::from(n));
             pos = g.b.ins().iadd(pos, step);
@@ -1172,6 +1148,20 @@ impl Gen<'_, '_, '_> {
                 let out = self.b.ins().bor(kept, nv);
                 let out = self.b.ins().bswap(out);
                 self.b.ins().store(Self::flags(), out, base, byte as i32);
+            }
+        }
+    }
+
+    /// Copies `n` bytes (a length the program fixes) from `src + src_off` to
+    /// `dst + dst_off` with 8/4/2/1-byte loads and stores.
+    fn copy_bytes(&mut self, src: Value, src_off: i32, dst: Value, dst_off: i32, n: u32) {
+        let fl = Self::flags();
+        let mut at = 0i32;
+        for (size, ty) in [(8i32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
+            while n as i32 - at >= size {
+                let v = self.b.ins().load(ty, fl, src, src_off + at);
+                self.b.ins().store(fl, v, dst, dst_off + at);
+                at += size;
             }
         }
     }
@@ -1507,15 +1497,7 @@ impl Gen<'_, '_, '_> {
         let off = self.b.ins().imul_imm_u(e, 48);
         let rec = self.b.ins().iadd(hot, off);
         let action = self.b.ins().uload32(fl, rec, 0);
-        let data = crate::tables::HOT_DATA_OFFSET;
-        let mut at = 0i32;
-        for (size, ty) in [(8i32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
-            while HOT_RECORD as i32 - at >= size {
-                let v = self.b.ins().load(ty, fl, rec, data + at);
-                self.b.ins().store(fl, v, self.ctx, OFF_DATA + at);
-                at += size;
-            }
-        }
+        self.copy_bytes(rec, crate::tables::HOT_DATA_OFFSET, self.ctx, OFF_DATA, HOT_RECORD as u32);
         let mut sw = CaseSwitch::new();
         let mut seen = Vec::new();
         for (blk, a, _, is_hit) in case_blocks {
