@@ -9,12 +9,19 @@
 //! - actions whose primitives are all simple (field assignments from
 //!   shortcut expressions, counters, `mark_to_drop`, `exit`) run inline;
 //!   any other action runs in the interpreter through a helper call;
-//! - table lookups call a helper that returns which `(action, hit)` case the
-//!   result is, with the action data copied into the context; the compiled
-//!   code then runs that action and jumps to the statically known next node.
-//!   A result the compiled code cannot take (indirect entries, direct
-//!   counters or meters, large action data) is applied completely by the
-//!   interpreter and only the next node comes back.
+//! - direct-array and DIR-24-8 tables are looked up inline through the
+//!   tables' [`TableView`]s (key built from the PHV, one or two array reads,
+//!   the hit's hot record copied into the context, the action dispatched by
+//!   a jump table); other lookups call a helper that returns which
+//!   `(action, hit)` case the result is, with the action data copied into
+//!   the context; the compiled code then runs that action and jumps to the
+//!   statically known next node. A result the compiled code cannot take
+//!   (indirect entries, direct counters or meters, large action data) is
+//!   applied completely by the interpreter and only the next node comes back;
+//! - per program, a forwarding function runs ingress, the unicast decision,
+//!   egress, checksum updates and the deparser's header bytes in one call
+//!   (`compile_forward`), and the parser also sets the PHV up and ends
+//!   parsing (`compile_parser`).
 //!
 //! The interpreter stays the reference: tracing always uses it, and
 //! `ExecMode::Interpreted` selects it for a whole switch (the conformance
