@@ -491,6 +491,27 @@ fn parser_op_ok(plan: &Plan, op: &crate::plan::POp) -> bool {
     }
 }
 
+/// Declares a local function `fn(context pointer)` (returning an `i64`
+/// status when `status`) and a code generation context for it; `user` tells
+/// the listing's functions apart.
+fn declare_context_function(
+    module: &mut JITModule,
+    name: &str,
+    user: u32,
+    status: bool,
+) -> Result<(FuncId, Context), String> {
+    let mut sig = Signature::new(module.isa().default_call_conv());
+    sig.params.push(AbiParam::new(module.target_config().pointer_type()));
+    if status {
+        sig.returns.push(AbiParam::new(types::I64));
+    }
+    let id = module.declare_function(name, Linkage::Local, &sig).map_err(|e| e.to_string())?;
+    let mut ctx = Context::new();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(user, 0);
+    Ok((id, ctx))
+}
+
 /// The hot-path writer of a standard metadata field and its width mask:
 /// `Some(None)` when the program lacks the field, `None` when the field has
 /// no hot-path writer (the code that needs it is then not generated).
@@ -592,13 +613,7 @@ fn compile_parser(
             std_writer(plan, std.instance_type)?,
         ])
     })();
-    let ptr = module.target_config().pointer_type();
-    let mut sig = Signature::new(module.isa().default_call_conv());
-    sig.params.push(AbiParam::new(ptr));
-    let id = module.declare_function("sluice_parser", Linkage::Local, &sig).map_err(|e| e.to_string())?;
-    let mut ctx = Context::new();
-    ctx.func.signature = sig;
-    ctx.func.name = UserFuncName::user(1, 0);
+    let (id, mut ctx) = declare_context_function(module, "sluice_parser", 1, false)?;
     let mut stats = JitStats::default();
     {
         let fl = MemFlagsData::new().with_notrap();
@@ -838,14 +853,7 @@ fn compile_forward(
     let Some(fields) = fields else { return Ok(None) };
     let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = fields[..] else { unreachable!("six fields") };
 
-    let ptr = module.target_config().pointer_type();
-    let mut sig = Signature::new(module.isa().default_call_conv());
-    sig.params.push(AbiParam::new(ptr));
-    sig.returns.push(AbiParam::new(types::I64));
-    let id = module.declare_function("sluice_forward", Linkage::Local, &sig).map_err(|e| e.to_string())?;
-    let mut ctx = Context::new();
-    ctx.func.signature = sig;
-    ctx.func.name = UserFuncName::user(2, 0);
+    let (id, mut ctx) = declare_context_function(module, "sluice_forward", 2, true)?;
     let mut stats = JitStats::default();
     {
         let fl = MemFlagsData::new().with_notrap();
