@@ -88,6 +88,8 @@ pub struct JitCtx {
     len: u64,
     /// In: one [`TableView`] per table of the plan, current for this run.
     views: *const TableView,
+    /// In: one [`CounterView`] per counter array of the plan.
+    counters: *const CounterView,
 }
 
 const OFF_WIRE: i32 = 8;
@@ -102,9 +104,49 @@ const OFF_OUT_LEN: i32 = 120;
 const OFF_PORT: i32 = 128;
 const OFF_LEN: i32 = 136;
 const OFF_VIEWS: i32 = 144;
+const OFF_COUNTERS: i32 = 152;
 /// Size of a [`TableView`] in the views array.
-const VIEW_SIZE: i64 = 48;
+const VIEW_SIZE: i64 = 56;
 const _: () = assert!(std::mem::size_of::<TableView>() == VIEW_SIZE as usize);
+
+/// One counter array as generated code updates it: its cells and their number.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct CounterView {
+    cells: *mut (u64, u64),
+    len: u64,
+}
+
+/// Offsets of a cell's packet and byte counts (a tuple's layout is the compiler's choice).
+const CELL_PACKETS: i32 = std::mem::offset_of!((u64, u64), 0) as i32;
+const CELL_BYTES: i32 = std::mem::offset_of!((u64, u64), 1) as i32;
+const CELL_SIZE: i64 = std::mem::size_of::<(u64, u64)>() as i64;
+
+/// What generated code reads the switch's tables and counters through,
+/// rebuilt by [`Views::refresh`] before every packet or batch.
+///
+/// Invariant: valid until a table changes (control-plane writes happen
+/// between batches) or the state is dropped; counter arrays never grow or
+/// shrink after load, so their pointers stay put.
+#[derive(Debug, Default)]
+pub struct Views {
+    pub tables: Vec<TableView>,
+    counters: Vec<CounterView>,
+}
+
+// SAFETY: views are plain data, used only by the switch that owns the state, on its thread.
+unsafe impl Send for Views {}
+
+impl Views {
+    /// Points the views at `state`'s current tables and counters.
+    pub fn refresh(&mut self, state: &mut crate::state::State) {
+        self.tables.clear();
+        self.tables.extend(state.tables.iter().map(|t| t.view()));
+        self.counters.clear();
+        self.counters
+            .extend(state.counters.iter_mut().map(|c| CounterView { cells: c.as_mut_ptr(), len: c.len() as u64 }));
+    }
+}
 
 /// Bytes of `out` the forwarding function may write: every header the
 /// deparser can emit, plus 8 for the widest store.
@@ -229,11 +271,12 @@ impl CompiledPipelines {
     /// Runs the ingress (`ingress == true`) or egress pipeline on `ex`.
     /// Returns false when that pipeline was not compiled (it is empty).
     /// `views` are the tables' current [`TableView`]s, one per table.
-    pub fn run(&self, ingress: bool, ex: &mut Exec<'_>, views: &[TableView]) -> bool {
+    pub fn run(&self, ingress: bool, ex: &mut Exec<'_>, views: &Views) -> bool {
         let Some(f) = (if ingress { self.ingress } else { self.egress }) else {
             return false;
         };
-        assert_eq!(views.len(), ex.plan.tables.len(), "one table view per table");
+        assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
+        assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
         let mut ctx = JitCtx {
             exec: std::ptr::null_mut(),
             wire: ex.phv.wire.as_mut_ptr(),
@@ -245,8 +288,9 @@ impl CompiledPipelines {
             out: std::ptr::null_mut(),
             out_len: 0,
             port: 0,
-            len: 0,
-            views: views.as_ptr(),
+            len: u64::from(ex.meta.ingress_len),
+            views: views.tables.as_ptr(),
+            counters: views.counters.as_ptr(),
         };
         ctx.exec = ex as *mut Exec<'_> as *mut c_void;
         // SAFETY: `f` was generated for this plan; `ctx` points at live PHV
@@ -264,10 +308,12 @@ impl CompiledPipelines {
     /// header part of the deparser in one native call (see `compile_forward`).
     /// `out` must hold [`forward_hdr_max`] bytes; `len` is the packet's length.
     /// Returns `None` when the program has no forwarding function.
-    pub fn forward(&self, ex: &mut Exec<'_>, len: u32, out: &mut [u8], views: &[TableView]) -> Option<Forward> {
+    pub fn forward(&self, ex: &mut Exec<'_>, len: u32, out: &mut [u8], views: &Views) -> Option<Forward> {
         let f = self.forward?;
         assert!(out.len() >= self.forward_out, "forwarding buffer too small");
-        assert_eq!(views.len(), ex.plan.tables.len(), "one table view per table");
+        assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
+        assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
+        debug_assert_eq!(len, ex.meta.ingress_len, "counters count the ingress length");
         let mut ctx = JitCtx {
             exec: std::ptr::null_mut(),
             wire: ex.phv.wire.as_mut_ptr(),
@@ -280,7 +326,8 @@ impl CompiledPipelines {
             out_len: 0,
             port: 0,
             len: u64::from(len),
-            views: views.as_ptr(),
+            views: views.tables.as_ptr(),
+            counters: views.counters.as_ptr(),
         };
         ctx.exec = ex as *mut Exec<'_> as *mut c_void;
         // SAFETY: as in `run`; `out` has the room the generated code writes into (checked above).
@@ -374,7 +421,6 @@ impl CompiledPipelines {
         jb.symbol("sluice_h_action", h_action as *const u8);
         jb.symbol("sluice_h_action_nodata", h_action_nodata as *const u8);
         jb.symbol("sluice_h_cond", h_cond as *const u8);
-        jb.symbol("sluice_h_count", h_count as *const u8);
         jb.symbol("sluice_h_run_from", h_run_from as *const u8);
         let mut module = JITModule::new(jb);
         let ptr = module.target_config().pointer_type();
@@ -394,7 +440,6 @@ impl CompiledPipelines {
             ("sluice_h_action", sig(&[ptr, types::I32], Some(types::I32))),
             ("sluice_h_action_nodata", sig(&[ptr, types::I32], Some(types::I32))),
             ("sluice_h_cond", sig(&[ptr, types::I32], Some(types::I32))),
-            ("sluice_h_count", sig(&[ptr, types::I32, types::I64], None)),
             ("sluice_h_run_from", sig(&[ptr, types::I64], None)),
         ];
         let mut helpers = Vec::new();
@@ -423,12 +468,23 @@ impl CompiledPipelines {
                 b.finalize(module.target_config());
             }
             listing.push_str(&format!("; {name} pipeline\n{}\n", ctx.func.display()));
-            module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+            define(&mut module, id, &mut ctx, &format!("sluice_{name}"))?;
             ids[k] = Some(id);
         }
         let parser_id = compile_parser(plan, &mut module, &helpers, &mut fctx, &mut listing)?;
         let forward_id = compile_forward(plan, &mut module, &helpers, &mut fctx, &mut listing)?;
         module.finalize_definitions().map_err(|e| e.to_string())?;
+        if std::env::var_os("SLUICE_PERF_MAP").is_some() {
+            write_perf_map(
+                &module,
+                &[
+                    (ids[0], "sluice_ingress"),
+                    (ids[1], "sluice_egress"),
+                    (parser_id.map(|p| p.0), "sluice_parser"),
+                    (forward_id, "sluice_forward"),
+                ],
+            );
+        }
         // SAFETY: the forwarding function was defined with the signature `fn(*mut JitCtx) -> i64`.
         let forward = forward_id
             .map(|id| unsafe { std::mem::transmute::<*const u8, ForwardFn>(module.get_finalized_function(id)) });
@@ -454,6 +510,115 @@ impl CompiledPipelines {
             listing,
             stats,
         })
+    }
+}
+
+/// The `(offset, size)` pieces in which generated code copies `n` bytes:
+/// 8-byte pieces, then at most one each of 4, 2 and 1 bytes.
+fn copy_chunks(n: u32) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for size in [8, 4, 2, 1] {
+        while n - at >= size {
+            out.push((at, size));
+            at += size;
+        }
+    }
+    out
+}
+
+/// The integer type of a copy piece of `size` bytes.
+fn chunk_type(size: u32) -> types::Type {
+    match size {
+        1 => types::I8,
+        2 => types::I16,
+        4 => types::I32,
+        _ => types::I64,
+    }
+}
+
+/// `(first bit, width)` in the wire area of a field read as
+/// `(big-endian 8 bytes at byte) >> shift & mask`.
+fn wire_bits(byte: u32, shift: u8, mask: u64) -> (u32, u32) {
+    let width = 64 - mask.leading_zeros();
+    (8 * byte + 64 - u32::from(shift) - width, width)
+}
+
+/// A byte area cut into the pieces its copies use: per byte, the start and
+/// size of its piece. See [`Gen::read_bits`] for why field accesses follow it.
+#[derive(Default)]
+struct Grid {
+    chunk: Vec<(u32, u32)>,
+}
+
+impl Grid {
+    /// The wire area: each wire-format header in `copy_chunks` pieces from
+    /// its first byte (how the parser extracts it and the deparser emits it).
+    fn wire(plan: &Plan) -> Grid {
+        let n = plan.layout.wire_bytes;
+        let mut chunk: Vec<(u32, u32)> = (0..n).map(|b| (b, 1)).collect();
+        for h in &plan.layout.headers {
+            if let Some((off, len)) = h.wire {
+                for (at, size) in copy_chunks(len) {
+                    for b in off + at..(off + at + size).min(n) {
+                        chunk[b as usize] = (off + at, size);
+                    }
+                }
+            }
+        }
+        Grid { chunk }
+    }
+
+    /// The action-data area: the hot record's pieces, then the rest's.
+    fn data() -> Grid {
+        let mut chunk = Vec::new();
+        for (start, len) in [(0, HOT_RECORD as u32), (HOT_RECORD as u32, DATA_LEN - HOT_RECORD as u32)] {
+            for (at, size) in copy_chunks(len) {
+                chunk.extend((0..size).map(|_| (start + at, size)));
+            }
+        }
+        Grid { chunk }
+    }
+
+    /// The piece holding byte `b` (a one-byte piece outside the area).
+    fn chunk(&self, b: u32) -> (u32, u32) {
+        self.chunk.get(b as usize).copied().unwrap_or((b, 1))
+    }
+}
+
+/// Code sizes of the functions defined so far, by name (for [`write_perf_map`]).
+static CODE_SIZES: std::sync::Mutex<Vec<(String, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// Defines a generated function in the module and remembers its code size.
+fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context, name: &str) -> Result<(), String> {
+    module.define_function(id, ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    let size = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
+    if let Ok(mut s) = CODE_SIZES.lock() {
+        s.retain(|(n, _)| n != name);
+        s.push((name.to_string(), size));
+    }
+    Ok(())
+}
+
+/// With `SLUICE_PERF_MAP` set: appends the generated functions to
+/// `/tmp/perf-PID.map` (so `perf report` names them) and writes each one's
+/// machine code to `/tmp/sluice-jit-PID-NAME.bin` (for `objdump -D -b binary
+/// -m i386:x86-64`). Why: profiles of generated code are otherwise anonymous.
+fn write_perf_map(module: &JITModule, funcs: &[(Option<FuncId>, &str)]) {
+    use std::io::Write;
+    let pid = std::process::id();
+    let sizes = CODE_SIZES.lock().map(|s| s.clone()).unwrap_or_default();
+    let Ok(mut map) = std::fs::OpenOptions::new().create(true).append(true).open(format!("/tmp/perf-{pid}.map")) else {
+        return;
+    };
+    for (id, name) in funcs {
+        let (Some(id), Some((_, size))) = (id, sizes.iter().find(|(n, _)| n == name)) else { continue };
+        let p = module.get_finalized_function(*id);
+        let _ = writeln!(map, "{:x} {:x} {name}", p as usize, size);
+        // SAFETY: `p` points at `size` bytes of finalized, immutable code.
+        let code = unsafe { std::slice::from_raw_parts(p, *size) };
+        let _ = std::fs::write(format!("/tmp/sluice-jit-{pid}-{name}.bin"), code);
+        eprintln!("sluice: {name} at {:x}, {size} bytes", p as usize);
     }
 }
 
@@ -800,7 +965,7 @@ fn compile_parser(
         b.finalize(module.target_config());
     }
     listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
-    module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    define(module, id, &mut ctx, "sluice_parser")?;
     Ok(Some((id, ends.is_some(), setup.is_some())))
 }
 
@@ -969,7 +1134,7 @@ fn compile_forward(
         b.finalize(module.target_config());
     }
     listing.push_str(&format!("; forwarding function (ingress to deparser)\n{}\n", ctx.func.display()));
-    module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    define(module, id, &mut ctx, "sluice_forward")?;
     Ok(Some(id))
 }
 
@@ -985,11 +1150,12 @@ struct Gen<'p, 'b, 'f> {
     h_action: cranelift_codegen::ir::FuncRef,
     h_action_nodata: cranelift_codegen::ir::FuncRef,
     h_cond: cranelift_codegen::ir::FuncRef,
-    h_count: cranelift_codegen::ir::FuncRef,
     h_run_from: cranelift_codegen::ir::FuncRef,
     stats: &'b mut JitStats,
     /// Context pointers loaded once per call: `(offset, value)`.
     bases: Vec<(i32, Value)>,
+    /// How wire fields are loaded and stored (see [`Gen::read_bits`]).
+    wire_grid: Grid,
 }
 
 fn node_key(n: Node) -> (u8, u32) {
@@ -1048,10 +1214,10 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             h_action: refs[1],
             h_action_nodata: refs[2],
             h_cond: refs[3],
-            h_count: refs[4],
-            h_run_from: refs[5],
+            h_run_from: refs[4],
             stats,
             bases: Vec::new(),
+            wire_grid: Grid::wire(plan),
         }
     }
 }
@@ -1115,8 +1281,11 @@ impl Gen<'_, '_, '_> {
     /// the current block, which must dominate all code generated after it.
     fn load_bases(&mut self, with_views: bool) {
         self.bases.clear();
-        let offs: &[i32] =
-            if with_views { &[OFF_WIRE, OFF_SLOTS, OFF_VALID, OFF_VIEWS] } else { &[OFF_WIRE, OFF_SLOTS, OFF_VALID] };
+        let offs: &[i32] = if with_views {
+            &[OFF_WIRE, OFF_SLOTS, OFF_VALID, OFF_VIEWS, OFF_COUNTERS]
+        } else {
+            &[OFF_WIRE, OFF_SLOTS, OFF_VALID]
+        };
         for off in offs {
             let v = self.b.ins().load(types::I64, Self::flags(), self.ctx, *off);
             self.bases.push((*off, v));
@@ -1131,15 +1300,23 @@ impl Gen<'_, '_, '_> {
             }
             FieldSrc::Wire { byte, shift, mask } => {
                 let base = self.ptr(OFF_WIRE);
-                let w = self.b.ins().load(types::I64, Self::flags(), base, byte as i32);
-                let v = self.b.ins().bswap(w);
-                let v = if shift > 0 { self.b.ins().ushr_imm_u(v, i64::from(shift)) } else { v };
-                if mask == u64::MAX {
-                    v
-                } else {
-                    self.b.ins().band_imm_u(v, mask as i64)
-                }
+                let (bit, width) = wire_bits(byte, shift, mask);
+                let grid = std::mem::take(&mut self.wire_grid);
+                let v = self.read_bits(base, 0, &grid, bit, width);
+                self.wire_grid = grid;
+                v
             }
+        }
+    }
+
+    /// Loads a `ty`-sized big-endian value at `base + off`, zero-extended to 64 bits.
+    fn load_be(&mut self, ty: types::Type, base: Value, off: i32) -> Value {
+        let w = self.b.ins().load(ty, Self::flags(), base, off);
+        let w = if ty == types::I8 { w } else { self.b.ins().bswap(w) };
+        if ty == types::I64 {
+            w
+        } else {
+            self.b.ins().uextend(types::I64, w)
         }
     }
 
@@ -1154,15 +1331,10 @@ impl Gen<'_, '_, '_> {
             }
             FieldSrc::Wire { byte, shift, mask } => {
                 let base = self.ptr(OFF_WIRE);
-                let w = self.b.ins().load(types::I64, Self::flags(), base, byte as i32);
-                let cur = self.b.ins().bswap(w);
-                let m = mask << shift;
-                let kept = self.b.ins().band_imm_u(cur, !m as i64);
-                let nv = if mask == u64::MAX { v } else { self.b.ins().band_imm_u(v, mask as i64) };
-                let nv = if shift > 0 { self.b.ins().ishl_imm_u(nv, i64::from(shift)) } else { nv };
-                let out = self.b.ins().bor(kept, nv);
-                let out = self.b.ins().bswap(out);
-                self.b.ins().store(Self::flags(), out, base, byte as i32);
+                let (bit, width) = wire_bits(byte, shift, mask);
+                let grid = std::mem::take(&mut self.wire_grid);
+                self.write_bits(base, 0, &grid, bit, width, v);
+                self.wire_grid = grid;
             }
         }
     }
@@ -1171,13 +1343,72 @@ impl Gen<'_, '_, '_> {
     /// `dst + dst_off` with 8/4/2/1-byte loads and stores.
     fn copy_bytes(&mut self, src: Value, src_off: i32, dst: Value, dst_off: i32, n: u32) {
         let fl = Self::flags();
-        let mut at = 0i32;
-        for (size, ty) in [(8i32, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
-            while n as i32 - at >= size {
-                let v = self.b.ins().load(ty, fl, src, src_off + at);
-                self.b.ins().store(fl, v, dst, dst_off + at);
-                at += size;
-            }
+        for (at, size) in copy_chunks(n) {
+            let ty = chunk_type(size);
+            let v = self.b.ins().load(ty, fl, src, src_off + at as i32);
+            self.b.ins().store(fl, v, dst, dst_off + at as i32);
+        }
+    }
+
+    /// Reads bits `[bit, bit + width)` (width ≤ 64) of an area cut into
+    /// `grid`'s chunks, as an integer: one whole-chunk load per chunk the
+    /// bits touch. Why whole chunks: the parser and deparser copy, and
+    /// [`Gen::write_bits`] stores, exactly these chunks, so every load is
+    /// answered by the store that last wrote its bytes (store-to-load
+    /// forwarding) instead of waiting for several narrower stores to reach
+    /// the cache.
+    fn read_bits(&mut self, base: Value, area: i32, grid: &Grid, bit: u32, width: u32) -> Value {
+        let end = bit + width;
+        let mut at = bit;
+        let mut v: Option<Value> = None;
+        while at < end {
+            let (cs, csize) = grid.chunk(at / 8);
+            let cend = (cs + csize) * 8;
+            let x1 = end.min(cend);
+            let n = x1 - at;
+            let c = self.load_be(chunk_type(csize), base, area + cs as i32);
+            let part = if cend > x1 { self.b.ins().ushr_imm_u(c, i64::from(cend - x1)) } else { c };
+            let part = if at > cs * 8 { self.b.ins().band_imm_u(part, mask64(n) as i64) } else { part };
+            v = Some(match v {
+                None => part,
+                Some(p) => {
+                    let p = self.b.ins().ishl_imm_u(p, i64::from(n));
+                    self.b.ins().bor(p, part)
+                }
+            });
+            at = x1;
+        }
+        v.unwrap_or_else(|| self.b.ins().iconst(types::I64, 0))
+    }
+
+    /// Writes `v` (its low `width` bits) to bits `[bit, bit + width)` of an
+    /// area cut into `grid`'s chunks: a whole chunk is stored outright, a
+    /// partly covered one read, merged and stored (see [`Gen::read_bits`]).
+    fn write_bits(&mut self, base: Value, area: i32, grid: &Grid, bit: u32, width: u32, v: Value) {
+        let fl = Self::flags();
+        let end = bit + width;
+        let mut at = bit;
+        while at < end {
+            let (cs, csize) = grid.chunk(at / 8);
+            let ty = chunk_type(csize);
+            let cend = (cs + csize) * 8;
+            let x1 = end.min(cend);
+            let n = x1 - at;
+            let part = if end > x1 { self.b.ins().ushr_imm_u(v, i64::from(end - x1)) } else { v };
+            let part = if n < 64 { self.b.ins().band_imm_u(part, mask64(n) as i64) } else { part };
+            let shift = cend - x1;
+            let part = if shift > 0 { self.b.ins().ishl_imm_u(part, i64::from(shift)) } else { part };
+            let out = if n == csize * 8 {
+                part
+            } else {
+                let cur = self.load_be(ty, base, area + cs as i32);
+                let kept = self.b.ins().band_imm_u(cur, !(mask64(n) << shift) as i64);
+                self.b.ins().bor(kept, part)
+            };
+            let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
+            let out = if ty == types::I8 { out } else { self.b.ins().bswap(out) };
+            self.b.ins().store(fl, out, base, area + cs as i32);
+            at = x1;
         }
     }
 
@@ -1250,13 +1481,8 @@ impl Gen<'_, '_, '_> {
             Fast::Const(c) => self.b.ins().iconst(types::I64, *c as i64),
             Fast::Field(s) => self.read(*s),
             Fast::Param { off, len } => {
-                let w = self.b.ins().load(types::I64, Self::flags(), self.ctx, OFF_DATA + *off as i32);
-                let v = self.b.ins().bswap(w);
-                if *len < 8 {
-                    self.b.ins().ushr_imm_u(v, i64::from(64 - 8 * *len))
-                } else {
-                    v
-                }
+                let grid = Grid::data();
+                self.read_bits(self.ctx, OFF_DATA, &grid, 8 * off, 8 * len)
             }
             Fast::AddMask { slot, c, mask } => {
                 let v = self.read(*slot);
@@ -1355,9 +1581,28 @@ impl Gen<'_, '_, '_> {
                     self.write(*dst, v, *mask);
                 }
                 Prim::Count { arr, idx } => {
+                    // Inline: cell `i` of the array, when in range, counts one
+                    // packet of the ingress length (`JitCtx::len`).
                     let i = self.fast(&idx.fast);
-                    let a = self.b.ins().iconst(types::I32, i64::from(*arr));
-                    self.b.ins().call(self.h_count, &[self.ctx, a, i]);
+                    let fl = Self::flags();
+                    let views = self.ptr(OFF_COUNTERS);
+                    let len = self.b.ins().load(types::I64, fl, views, 16 * *arr as i32 + 8);
+                    let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, i, len);
+                    let (bump, next) = (self.b.create_block(), self.b.create_block());
+                    self.b.ins().brif(inside, bump, &[], next, &[]);
+                    self.b.switch_to_block(bump);
+                    let cells = self.b.ins().load(types::I64, fl, views, 16 * *arr as i32);
+                    let at = self.b.ins().imul_imm_u(i, CELL_SIZE);
+                    let cell = self.b.ins().iadd(cells, at);
+                    let p = self.b.ins().load(types::I64, fl, cell, CELL_PACKETS);
+                    let p = self.b.ins().iadd_imm_u(p, 1);
+                    self.b.ins().store(fl, p, cell, CELL_PACKETS);
+                    let n = self.b.ins().load(types::I64, fl, self.ctx, OFF_LEN);
+                    let bytes = self.b.ins().load(types::I64, fl, cell, CELL_BYTES);
+                    let bytes = self.b.ins().iadd(bytes, n);
+                    self.b.ins().store(fl, bytes, cell, CELL_BYTES);
+                    self.b.ins().jump(next, &[]);
+                    self.b.switch_to_block(next);
                 }
                 Prim::MarkToDrop => {
                     for (f, v) in [(plan.std.egress_spec, 511i64), (plan.std.mcast_grp, 0)] {
@@ -1508,8 +1753,12 @@ impl Gen<'_, '_, '_> {
         let record = self.b.create_block();
         self.b.ins().brif(inside, record, &[], engine, &[]);
         self.b.switch_to_block(record);
+        let hot_of = self.b.ins().load(types::I64, fl, view, 48);
+        let at = self.b.ins().ishl_imm_u(e, 2);
+        let at = self.b.ins().iadd(hot_of, at);
+        let r = self.b.ins().uload32(fl, at, 0);
         let hot = self.b.ins().load(types::I64, fl, view, 32);
-        let off = self.b.ins().imul_imm_u(e, 48);
+        let off = self.b.ins().imul_imm_u(r, 48);
         let rec = self.b.ins().iadd(hot, off);
         let action = self.b.ins().uload32(fl, rec, 0);
         self.copy_bytes(rec, crate::tables::HOT_DATA_OFFSET, self.ctx, OFF_DATA, HOT_RECORD as u32);
@@ -1684,12 +1933,6 @@ extern "C" fn h_cond(ctx: *mut JitCtx, ci: u32) -> u32 {
     // SAFETY: as above.
     let (ex, _) = unsafe { exec_of(ctx) };
     ex.eval_cond(ci as usize) as u32
-}
-
-extern "C" fn h_count(ctx: *mut JitCtx, arr: u32, idx: u64) {
-    // SAFETY: as above.
-    let (ex, _) = unsafe { exec_of(ctx) };
-    ex.count(arr as usize, idx);
 }
 
 extern "C" fn h_run_from(ctx: *mut JitCtx, node: i64) {

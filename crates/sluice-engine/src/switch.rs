@@ -34,6 +34,10 @@ const BATCH: usize = 32;
 
 /// Entries from which a header-keyed table's lookups are prefetched in batches.
 const PREFETCH_MIN_ENTRIES: usize = 16384;
+/// How many packets ahead of the one running a batch prefetches index
+/// slots, and hit records (see [`Switch::process_batch_at`]).
+const SLOT_AHEAD: usize = 16;
+const RECORD_AHEAD: usize = 8;
 
 /// The drop port of simple_switch.
 pub const DROP_PORT: u128 = 511;
@@ -123,6 +127,8 @@ pub struct Switch {
     /// Parsed PHVs of the batch in progress.
     #[allow(clippy::vec_box)]
     batch: Vec<(Box<Phv>, usize)>,
+    /// The batch's prefetch keys: per packet, one per table of `prefetch`.
+    prefetch_keys: Vec<Option<u128>>,
     /// Per entry of `plan.checksums`: its specialized form, if it has one.
     byte_checksums: Vec<Option<ByteChecksum>>,
     /// Where the forwarding function writes a packet's headers, followed by
@@ -130,7 +136,7 @@ pub struct Switch {
     fwd_hdr: Vec<u8>,
     /// The tables' lookup structures for compiled code, rebuilt at the
     /// start of every packet or batch (see `tables::TableView`).
-    views: Vec<crate::tables::TableView>,
+    views: crate::jit::Views,
 }
 
 impl Switch {
@@ -209,9 +215,10 @@ impl Switch {
             preparse,
             prefetch,
             batch: Vec::with_capacity(BATCH),
+            prefetch_keys: Vec::new(),
             byte_checksums,
             fwd_hdr,
-            views: Vec::new(),
+            views: crate::jit::Views::default(),
         })
     }
 
@@ -259,8 +266,7 @@ impl Switch {
     /// Rebuilds the tables' views for compiled code: the control plane may
     /// have changed tables since the last packet (see `tables::TableView`).
     fn refresh_views(&mut self) {
-        self.views.clear();
-        self.views.extend(self.state.tables.iter().map(|t| t.view()));
+        self.views.refresh(&mut self.state);
     }
 
     fn now_us(&self) -> u64 {
@@ -370,15 +376,35 @@ impl Switch {
             }
             // Tables small enough to stay in cache gain nothing from prefetching.
             if self.prefetch.iter().any(|t| self.state.tables[*t].len() >= PREFETCH_MIN_ENTRIES) {
+                // A software pipeline: while packet i runs, the index slot of
+                // packet i + SLOT_AHEAD and the hit record of packet
+                // i + RECORD_AHEAD (whose slot has had time to arrive) load.
+                let tables = self.prefetch.len();
+                let mut keys = std::mem::take(&mut self.prefetch_keys);
+                keys.clear();
                 for (phv, _) in &parsed {
-                    self.prefetch_lookups(phv, false);
+                    for &ti in &self.prefetch {
+                        keys.push(self.plan.tables[ti].key128.as_ref().map(|p| crate::control::integer_key(p, phv)));
+                    }
                 }
-                for (phv, _) in &parsed {
-                    self.prefetch_lookups(phv, true);
+                let mut run = parsed.drain(..).zip(slices);
+                for i in 0..n + SLOT_AHEAD {
+                    if i < n {
+                        self.prefetch_keys_of(&keys[i * tables..(i + 1) * tables], false);
+                    }
+                    if let Some(j) = (i + RECORD_AHEAD).checked_sub(SLOT_AHEAD).filter(|j| *j < n) {
+                        self.prefetch_keys_of(&keys[j * tables..(j + 1) * tables], true);
+                    }
+                    if i >= SLOT_AHEAD {
+                        let ((phv, consumed), data) = run.next().expect("one per packet");
+                        self.process_parsed(port, data, phv, consumed, emit);
+                    }
                 }
-            }
-            for ((phv, consumed), data) in parsed.drain(..).zip(slices) {
-                self.process_parsed(port, data, phv, consumed, emit);
+                self.prefetch_keys = keys;
+            } else {
+                for ((phv, consumed), data) in parsed.drain(..).zip(slices) {
+                    self.process_parsed(port, data, phv, consumed, emit);
+                }
             }
         }
         self.batch = parsed;
@@ -388,10 +414,9 @@ impl Switch {
     /// will read: the index slot (`second == false`), then the hit entry's
     /// record (`second == true`, once the slot has arrived).
     #[inline]
-    fn prefetch_lookups(&self, phv: &Phv, second: bool) {
-        for &ti in &self.prefetch {
-            if let Some(parts) = &self.plan.tables[ti].key128 {
-                let k = crate::control::integer_key(parts, phv);
+    fn prefetch_keys_of(&self, keys: &[Option<u128>], second: bool) {
+        for (&ti, k) in self.prefetch.iter().zip(keys) {
+            if let Some(k) = *k {
                 let t = &self.state.tables[ti];
                 if second {
                     t.prefetch_hit_u128(k);

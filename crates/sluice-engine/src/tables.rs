@@ -403,8 +403,12 @@ pub struct TableView {
     pub a: *const u32,
     pub b: *const u32,
     pub len: u64,
+    /// The table's distinct hot records (see [`HotRecords`]).
     pub hot: *const HotEntry,
+    /// Entry indexes below this have a record id in `hot_of`.
     pub hot_len: u64,
+    /// Per entry index: the id of its record in `hot`.
+    pub hot_of: *const u32,
 }
 
 // SAFETY: a view is plain data; the pointers are only dereferenced by the
@@ -421,6 +425,7 @@ impl TableView {
         len: 0,
         hot: std::ptr::null(),
         hot_len: 0,
+        hot_of: std::ptr::null(),
     };
 }
 
@@ -435,7 +440,7 @@ pub const HOT_DATA: usize = 27;
 ///
 /// `#[repr(C)]`: compiled code reads `action` at offset 0 and the data at
 /// offset 5 (see [`TableView`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub struct HotEntry {
     /// Plan index of the action, or `u32::MAX` when the entry must take the
@@ -478,6 +483,76 @@ impl HotEntry {
     }
 }
 
+/// A table's hot records, one per distinct (action, data) rather than one
+/// per entry, with each entry index naming its record.
+///
+/// Why: route tables hold a million entries but a few dozen next hops. With
+/// a record per entry, a hit read a random 48-byte record out of 48 MB (a
+/// cache miss after the index's own); shared, the records stay in cache and
+/// the per-entry part is a 4-byte id.
+#[derive(Debug, Clone)]
+struct HotRecords {
+    /// Per entry index: its record's id (0: the cold record).
+    of: Vec<u32>,
+    /// Records by id; id 0 is [`HotEntry::COLD`].
+    records: Vec<HotEntry>,
+    /// Per record id: how many entry indexes name it.
+    refs: Vec<u32>,
+    ids: hashbrown::HashMap<HotEntry, u32>,
+    free: Vec<u32>,
+}
+
+impl HotRecords {
+    fn new() -> HotRecords {
+        HotRecords {
+            of: Vec::new(),
+            records: vec![HotEntry::COLD],
+            refs: vec![0],
+            ids: hashbrown::HashMap::new(),
+            free: Vec::new(),
+        }
+    }
+
+    fn get(&self, idx: u32) -> &HotEntry {
+        &self.records[self.of.get(idx as usize).copied().unwrap_or(0) as usize]
+    }
+
+    /// Gives entry index `idx` (already pushed to `of`) the record `h`.
+    fn set(&mut self, idx: u32, h: HotEntry) {
+        let old = std::mem::take(&mut self.of[idx as usize]);
+        if old != 0 {
+            self.refs[old as usize] -= 1;
+            if self.refs[old as usize] == 0 {
+                self.ids.remove(&self.records[old as usize]);
+                self.free.push(old);
+            }
+        }
+        if h == HotEntry::COLD {
+            return;
+        }
+        let id = match self.ids.get(&h) {
+            Some(id) => *id,
+            None => {
+                let id = match self.free.pop() {
+                    Some(id) => {
+                        self.records[id as usize] = h;
+                        id
+                    }
+                    None => {
+                        self.records.push(h);
+                        self.refs.push(0);
+                        (self.records.len() - 1) as u32
+                    }
+                };
+                self.ids.insert(h, id);
+                id
+            }
+        };
+        self.refs[id as usize] += 1;
+        self.of[idx as usize] = id;
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TableState {
     pub key: Vec<KeyFieldSpec>,
@@ -486,7 +561,7 @@ pub struct TableState {
     /// Entries by index (the low 24 bits of a handle).
     pub entries: Vec<Option<Entry>>,
     /// Per-index hot record, parallel to `entries`.
-    hot: Vec<HotEntry>,
+    hot: HotRecords,
     /// Per index: when the entry was last hit, µs on its switch's clock
     /// (0: not since it was added). Kept only for tables with idle timeouts.
     last_hit: Vec<u64>,
@@ -606,7 +681,7 @@ impl TableState {
             key_len,
             max_size,
             entries: Vec::new(),
-            hot: Vec::new(),
+            hot: HotRecords::new(),
             last_hit: Vec::new(),
             versions: Vec::new(),
             free: BTreeSet::new(),
@@ -645,8 +720,8 @@ impl TableState {
     pub fn prefetch_hit_u128(&self, k: u128) {
         if let Index::Lpm { dir: Some(d), .. } = &self.index {
             if let Some(h) = d.lookup(k as u32) {
-                if let Some(rec) = self.hot.get(h as usize) {
-                    crate::lpm::prefetch(rec);
+                if let Some(r) = self.hot.of.get(h as usize) {
+                    crate::lpm::prefetch(r);
                 }
             }
         }
@@ -1002,7 +1077,7 @@ impl TableState {
             Some(h) => h,
             None => {
                 self.entries.push(None);
-                self.hot.push(HotEntry::COLD);
+                self.hot.of.push(0);
                 self.last_hit.push(0);
                 (self.entries.len() - 1) as u32
             }
@@ -1095,7 +1170,7 @@ impl TableState {
         }
         e.packets = 0;
         e.bytes = 0;
-        self.hot[handle as usize] = HotEntry::of(&e.action);
+        self.hot.set(handle, HotEntry::of(&e.action));
         self.entries[handle as usize] = Some(e);
         self.count += 1;
         self.generation = self.generation.wrapping_add(1).max(1);
@@ -1131,7 +1206,7 @@ impl TableState {
     /// Removes the entry at an index.
     fn delete_index(&mut self, handle: u32) -> Result<Entry, TableError> {
         let e = self.entries.get_mut(handle as usize).and_then(|e| e.take()).ok_or(TableError::InvalidHandle)?;
-        self.hot[handle as usize] = HotEntry::COLD;
+        self.hot.set(handle, HotEntry::COLD);
         let k = self.exact_key(&e.matches);
         match &mut self.index {
             Index::Exact(m) => m.remove(&k),
@@ -1195,7 +1270,7 @@ impl TableState {
             let _ = self.delete(self.handle_of(h));
         }
         self.entries.clear();
-        self.hot.clear();
+        self.hot = HotRecords::new();
         self.free.clear();
     }
 
@@ -1213,7 +1288,7 @@ impl TableState {
     /// Changes the action of the entry behind a (current) handle.
     pub fn set_action(&mut self, handle: u32, action: EntryAction) -> Result<(), TableError> {
         let idx = self.index_of(handle)?;
-        self.hot[idx as usize] = HotEntry::of(&action);
+        self.hot.set(idx, HotEntry::of(&action));
         if let Some(e) = self.entries[idx as usize].as_mut() {
             e.action = action;
         }
@@ -1233,30 +1308,30 @@ impl TableState {
         self.last_hit.get(idx as usize).copied().unwrap_or(0)
     }
 
-    /// The hot record of entry index `idx` (what `lookup` returns).
-    #[inline]
     /// The table's lookup structure for compiled code (see [`TableView`]).
     pub fn view(&self) -> TableView {
-        let hot = (self.hot.as_ptr(), self.hot.len() as u64);
+        let hot = TableView {
+            hot: self.hot.records.as_ptr(),
+            hot_len: self.hot.of.len() as u64,
+            hot_of: self.hot.of.as_ptr(),
+            ..TableView::ENGINE
+        };
         match &self.index {
-            Index::Exact(KeyMap::Direct(v, _)) => TableView {
-                kind: VIEW_DIRECT,
-                a: v.as_ptr(),
-                len: v.len() as u64,
-                hot: hot.0,
-                hot_len: hot.1,
-                ..TableView::ENGINE
-            },
+            Index::Exact(KeyMap::Direct(v, _)) => {
+                TableView { kind: VIEW_DIRECT, a: v.as_ptr(), len: v.len() as u64, ..hot }
+            }
             Index::Lpm { dir: Some(d), .. } => {
                 let (top, ext, shift) = d.raw_parts();
-                TableView { kind: VIEW_DIR, shift, a: top, b: ext, len: 0, hot: hot.0, hot_len: hot.1 }
+                TableView { kind: VIEW_DIR, shift, a: top, b: ext, ..hot }
             }
             _ => TableView::ENGINE,
         }
     }
 
+    /// The hot record of entry index `idx` (what `lookup` returns).
+    #[inline]
     pub fn hot(&self, idx: u32) -> &HotEntry {
-        self.hot.get(idx as usize).unwrap_or(&HotEntry::COLD)
+        self.hot.get(idx)
     }
 
     /// Mutable access to the entry behind a (current) handle. Change its
@@ -1357,6 +1432,47 @@ mod tests {
             bytes: 0,
             timeout_ms: None,
         }
+    }
+
+    #[test]
+    fn entries_with_the_same_action_and_data_share_one_hot_record() {
+        // A 16-bit exact key: a direct array, which compiled code reads through its view.
+        let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Exact, width: 16, off: 0, len: 2 }], 100);
+        let with = |k: u8, a: u32, d: &[u8]| Entry {
+            action: EntryAction::Direct { action: a, data: d.into() },
+            ..entry(vec![FieldMatch::Exact(vec![0, k])], 0, a)
+        };
+        let h: Vec<u32> = (0..6).map(|k| t.add(with(k, 1 + u32::from(k % 2), &[k % 2, 7])).unwrap()).collect();
+        // Two distinct (action, data) pairs: two records plus the cold one.
+        assert_eq!(t.hot.records.len(), 3);
+        for (k, h) in h.iter().enumerate() {
+            let rec = t.hot(*h);
+            assert_eq!((rec.action, rec.len, &rec.data[..2]), (1 + k as u32 % 2, 2, &[k as u8 % 2, 7][..]));
+        }
+        // Changing one entry's action leaves the others' record alone.
+        t.set_action(h[0], EntryAction::Direct { action: 9, data: Box::new([5]) }).unwrap();
+        assert_eq!((t.hot(h[0]).action, t.hot(h[0]).data[0]), (9, 5));
+        assert_eq!((t.hot(h[2]).action, t.hot(h[2]).data[0]), (1, 0));
+        // A record nobody names any more is freed and its id reused.
+        let ids_before = t.hot.records.len();
+        t.set_action(h[0], EntryAction::Direct { action: 1, data: Box::new([0, 7]) }).unwrap();
+        t.add(with(50, 3, &[3])).unwrap();
+        assert_eq!(t.hot.records.len(), ids_before, "the freed id of action 9 was reused");
+        assert_eq!(t.hot(h[0]).action, 1);
+        // Deleting an entry makes its index cold; the shared record stays for the rest.
+        t.delete(h[2]).unwrap();
+        assert_eq!(t.hot(h[2]).action, u32::MAX);
+        assert_eq!((t.hot(h[4]).action, t.hot(h[4]).data[..2].to_vec()), (1, vec![0, 7]));
+        // The view generated code reads names the same records.
+        let v = t.view();
+        assert_eq!(v.kind, VIEW_DIRECT);
+        for h in [h[0], h[1], h[4]] {
+            // SAFETY: `h` < hot_len and the table is not changed while the view is read.
+            let rec = unsafe { &*v.hot.add(*v.hot_of.add(h as usize) as usize) };
+            assert_eq!(rec, t.hot(h));
+        }
+        t.clear();
+        assert_eq!(t.hot.records.len(), 1, "only the cold record is left");
     }
 
     #[test]
