@@ -332,16 +332,18 @@ impl Exec<'_> {
                             continue;
                         }
                     }
-                    let mut b = [0u8; 64];
                     let nb = nbytes(*w);
                     if *w > 126 {
+                        let mut b = [0u8; 64];
                         crate::value::Num::write_be(e.eval::<crate::value::Wide>(&env), &mut b[..nb]);
+                        self.hash_buf.push_field(&b[..nb], *w as usize);
                     } else {
+                        let mut b = [0u8; 16];
                         crate::value::Num::write_be(e.eval::<i128>(&env), &mut b[..nb]);
+                        self.hash_buf.push_field(&b[..nb], *w as usize);
                     }
-                    self.hash_buf.push_field(&b[..nb], *w as usize);
                 }
-                sluice_hash::Algorithm::from_name(algo).map(|a| a.compute(self.hash_buf.as_bytes())).unwrap_or(0)
+                algo.compute(self.hash_buf.as_bytes())
             }
             None => 0,
         };

@@ -1323,11 +1323,13 @@ impl Gen<'_, '_, '_> {
     fn write(&mut self, s: FieldSrc, v: Value, width_mask: u64) {
         match s {
             FieldSrc::Slot(i) => {
+                // Only the low half: a slot field has at most 64 bits
+                // (`FieldSrc::of`), and every writer keeps the high half of
+                // such a slot zero (PHV reset and setup zero it, values are
+                // masked to the field's width).
                 let base = self.ptr(OFF_SLOTS);
                 let v = if width_mask == u64::MAX { v } else { self.b.ins().band_imm_u(v, width_mask as i64) };
-                let zero = self.b.ins().iconst(types::I64, 0);
                 self.b.ins().store(Self::flags(), v, base, (16 * i) as i32);
-                self.b.ins().store(Self::flags(), zero, base, (16 * i + 8) as i32);
             }
             FieldSrc::Wire { byte, shift, mask } => {
                 let base = self.ptr(OFF_WIRE);

@@ -626,12 +626,14 @@ impl<'a> Cx<'a> {
     }
 }
 
-type Selector = (String, Vec<CExpr>, Vec<u32>);
+/// `(algorithm, input expressions, input widths)`: the algorithm resolved
+/// once here, not by name per packet.
+type Selector = (sluice_hash::Algorithm, Vec<CExpr>, Vec<u32>);
 
 fn compile_selector(cx: &Cx, algo: &str, input: &[Expr], path: &str) -> Result<Selector, CompileError> {
-    if sluice_hash::Algorithm::from_name(algo).is_none() {
+    let Some(algorithm) = sluice_hash::Algorithm::from_name(algo) else {
         return Err(CompileError::at(path, format!("selector algorithm \"{algo}\" is not supported")));
-    }
+    };
     let mut es = Vec::new();
     let mut ws = Vec::new();
     for e in input {
@@ -639,7 +641,7 @@ fn compile_selector(cx: &Cx, algo: &str, input: &[Expr], path: &str) -> Result<S
         ws.push(width_of(cx.layout, &ce));
         es.push(ce);
     }
-    Ok((algo.to_string(), es, ws))
+    Ok((algorithm, es, ws))
 }
 
 /// Largest counter/meter/register array Sluice allocates (cells).

@@ -345,8 +345,15 @@ impl Switch {
     ) {
         self.now = now_us;
         self.refresh_views();
-        if !self.preparse || self.trace.is_some() {
-            for data in batch {
+        // Parsing ahead only pays when there are big tables to prefetch for.
+        let big = self.prefetch.iter().any(|t| self.state.tables[*t].len() >= PREFETCH_MIN_ENTRIES);
+        if !self.preparse || self.trace.is_some() || !big {
+            // The next packet's headers start loading while this one runs.
+            let mut it = batch.into_iter().peekable();
+            while let Some(data) = it.next() {
+                if let Some(b) = it.peek().and_then(|d| d.first()) {
+                    crate::lpm::prefetch(b);
+                }
                 self.process_now(port, data, emit);
             }
             return;

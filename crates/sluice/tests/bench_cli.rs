@@ -116,7 +116,7 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
         "parser: native code",
         "state start: byte copies of ethernet (14 B); select on an integer key, 3 cases",
         "specialized (direct sum into the field)",
-        "RouterIngress.ipv4_lpm [lpm/32b] 0 entries: key read as one integer; lpm: a hash probe per prefix length (0 now); direct-indexed from 64 entries; prefetched after parsing",
+        "RouterIngress.ipv4_lpm [lpm/32b] 0 entries: key read as one integer; lpm: a hash probe per prefix length (0 now); direct-indexed from 8 entries; prefetched after parsing",
         "RouterIngress.nexthop [exact/16b] 0 entries: key read as one integer; exact: direct array",
         "deparser: byte copies of 3 header(s)",
     ] {
