@@ -2001,4 +2001,29 @@ mod tests {
             assert_eq!(decode_node(encode_node(n)), n);
         }
     }
+
+    #[test]
+    fn field_accesses_follow_the_pieces_headers_are_copied_in() {
+        assert_eq!(copy_chunks(14), vec![(0, 8), (8, 4), (12, 2)]);
+        assert_eq!(copy_chunks(20), vec![(0, 8), (8, 8), (16, 4)]);
+        assert_eq!(copy_chunks(7), vec![(0, 4), (4, 2), (6, 1)]);
+        // A 48-bit field at byte 6 (Ethernet source): bits 48..96, 48 wide.
+        assert_eq!(wire_bits(6, 16, mask64(48)), (48, 48));
+        // A 4-bit field in the high nibble of byte 14 (IPv4 version).
+        assert_eq!(wire_bits(14, 60, 0xf), (112, 4));
+        let model = sluice_json::load_str(include_str!("../../../examples/router.json")).expect("router parses");
+        let plan = crate::plan::compile(&model).expect("router compiles");
+        let grid = Grid::wire(&plan);
+        let (eth, _) = plan.layout.headers.iter().find(|h| h.name == "ethernet").and_then(|h| h.wire).unwrap();
+        let (ip, _) = plan.layout.headers.iter().find(|h| h.name == "ipv4").and_then(|h| h.wire).unwrap();
+        // Ethernet source address bytes 6..12 lie in the pieces [0, 8) and [8, 12).
+        assert_eq!(grid.chunk(eth + 7), (eth, 8));
+        assert_eq!(grid.chunk(eth + 9), (eth + 8, 4));
+        // The IPv4 TTL (byte 8) and checksum (10, 11) share the piece [8, 16).
+        assert_eq!(grid.chunk(ip + 8), (ip + 8, 8));
+        assert_eq!(grid.chunk(ip + 11), (ip + 8, 8));
+        let data = Grid::data();
+        assert_eq!(data.chunk(41), (40, 2));
+        assert_eq!(data.chunk(63), (63, 1));
+    }
 }

@@ -447,6 +447,7 @@ impl Switch {
     /// recirculated) goes straight from ingress through egress to `emit`
     /// without touching the queues; anything else continues on the general
     /// path from where the packet is.
+    #[inline]
     fn process_parsed(
         &mut self,
         port: u32,
@@ -458,41 +459,61 @@ impl Switch {
         self.stats.received += 1;
         let len = data.len() as u32;
         let mut meta = PktMeta { len_reg: len, ingress_len: len, ..Default::default() };
-        let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
-        let payload = &data[consumed.min(data.len())..];
-        if let Some(outcome) = self.forward(&mut phv, &mut meta, len) {
-            match outcome {
-                crate::jit::Forward::Transmit { port, hdr } => {
-                    // The headers are already in place: append the payload behind them.
-                    let n = hdr + payload.len();
-                    if self.fwd_hdr.len() < n {
-                        self.fwd_hdr.resize(n, 0);
-                    }
-                    self.fwd_hdr[hdr..n].copy_from_slice(payload);
-                    self.stats.transmitted += 1;
-                    emit(port, &self.fwd_hdr[..n]);
-                    self.phv_pool.push(phv);
+        match self.forward(&mut phv, &mut meta, len) {
+            Some(crate::jit::Forward::Transmit { port, hdr }) => {
+                // The headers are already in place: append the payload behind them.
+                let payload = &data[consumed.min(data.len())..];
+                let n = hdr + payload.len();
+                if self.fwd_hdr.len() < n {
+                    self.fwd_hdr.resize(n, 0);
                 }
-                crate::jit::Forward::Dropped => {
-                    self.stats.dropped += 1;
-                    self.phv_pool.push(phv);
-                }
-                crate::jit::Forward::AfterIngress => self.with_queues(emit, |sw, ingress, egress, emit| {
-                    sw.after_ingress(first, data, phv, consumed, meta, ingress, egress, emit)
-                }),
-                crate::jit::Forward::AfterEgress { port } => {
-                    let e = EgressRun { phv, port, meta: PktMeta::default() };
-                    self.with_queues(emit, |sw, ingress, egress, emit| {
-                        sw.after_egress(e, meta, payload, ingress, egress, emit)
-                    })
-                }
+                self.fwd_hdr[hdr..n].copy_from_slice(payload);
+                self.stats.transmitted += 1;
+                emit(port, &self.fwd_hdr[..n]);
+                self.phv_pool.push(phv);
             }
-            return;
+            Some(crate::jit::Forward::Dropped) => {
+                self.stats.dropped += 1;
+                self.phv_pool.push(phv);
+            }
+            outcome => self.process_parsed_general(port, data, phv, consumed, meta, outcome, emit),
         }
-        self.run_pipeline(&mut phv, &mut meta, true);
-        self.with_queues(emit, |sw, ingress, egress, emit| {
-            sw.after_ingress(first, data, phv, consumed, meta, ingress, egress, emit)
-        });
+    }
+
+    /// [`Switch::process_parsed`] for everything but a transmitted or dropped
+    /// unicast packet. Kept out of line: the common case then pays for none
+    /// of its stack frame.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn process_parsed_general(
+        &mut self,
+        port: u32,
+        data: &[u8],
+        mut phv: Box<Phv>,
+        consumed: usize,
+        mut meta: PktMeta,
+        outcome: Option<crate::jit::Forward>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
+        match outcome {
+            Some(crate::jit::Forward::AfterEgress { port }) => {
+                let payload = &data[consumed.min(data.len())..];
+                let e = EgressRun { phv, port, meta: PktMeta::default() };
+                self.with_queues(emit, |sw, ingress, egress, emit| {
+                    sw.after_egress(e, meta, payload, ingress, egress, emit)
+                })
+            }
+            Some(_) => self.with_queues(emit, |sw, ingress, egress, emit| {
+                sw.after_ingress(first, data, phv, consumed, meta, ingress, egress, emit)
+            }),
+            None => {
+                self.run_pipeline(&mut phv, &mut meta, true);
+                self.with_queues(emit, |sw, ingress, egress, emit| {
+                    sw.after_ingress(first, data, phv, consumed, meta, ingress, egress, emit)
+                });
+            }
+        }
     }
 
     /// Runs a first-pass packet through the forwarding function (ingress to
@@ -569,6 +590,7 @@ impl Switch {
 
     /// Sets up a PHV for a packet entering ingress and parses it; returns the
     /// PHV and the bytes the parser consumed.
+    #[inline]
     fn ingress_parse(&mut self, item: &Arrival, data: &[u8]) -> (Box<Phv>, usize) {
         let mut phv = self.take_phv();
         // An arriving packet: the compiled parser can set its PHV up itself.
@@ -580,6 +602,13 @@ impl Switch {
                 return (phv, consumed);
             }
         }
+        self.ingress_parse_general(item, data, phv)
+    }
+
+    /// [`Switch::ingress_parse`] when the compiled parser does not set the
+    /// PHV up (kept out of line, as `process_parsed_general`).
+    #[inline(never)]
+    fn ingress_parse_general(&mut self, item: &Arrival, data: &[u8], mut phv: Box<Phv>) -> (Box<Phv>, usize) {
         phv.reset();
         let len = data.len() as u128;
         if item.arrived {

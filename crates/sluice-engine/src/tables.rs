@@ -1807,6 +1807,75 @@ mod tests {
     }
 
     #[test]
+    fn tuples_with_more_than_sixteen_kept_bytes_match_a_linear_scan() {
+        // A 20-byte ternary field: masks keeping all 20 bytes take the
+        // byte-string form of `TupleKeys`, masks keeping 2 or 4 the packed one.
+        let key = vec![
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 160, off: 0, len: 20 },
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 8, off: 20, len: 1 },
+        ];
+        let mut t = TableState::new(key, 10_000);
+        let mut rnd = crate::lpm::test_rng(777);
+        let mut values = Vec::new();
+        for i in 0..200 {
+            let keep = [20usize, 4, 2][i % 3];
+            let mask: Vec<u8> = (0..20).map(|b| if b < keep { 0xff } else { 0 }).collect();
+            // Few distinct byte values, so that keys built from them often match.
+            let v: Vec<u8> = (0..20).map(|b| if b < keep { (rnd() % 3) as u8 } else { 0 }).collect();
+            let tail = (rnd() % 2) as u8;
+            values.push(v.clone());
+            let e = entry(
+                vec![FieldMatch::Ternary(v, mask), FieldMatch::Ternary(vec![tail], vec![0xff])],
+                // Wide entries usually outrank narrow ones, so both kinds win lookups.
+                (rnd() % 30) as i32 + if keep == 20 { 0 } else { 20 },
+                1,
+            );
+            let _ = t.add(e);
+        }
+        assert!(t.len() > SMALL_TABLE, "the tuple search, not the small-table scan, is under test");
+        let kinds: Vec<bool> = match &t.index {
+            Index::Tuples { tuples, .. } => tuples.iter().map(|x| matches!(x.map, TupleKeys::Packed { .. })).collect(),
+            _ => unreachable!(),
+        };
+        assert!(kinds.contains(&true) && kinds.contains(&false), "both key forms are in use: {kinds:?}");
+        for h in [0u32, 7, 30] {
+            let _ = t.delete(h);
+        }
+        let mut wins = [0usize; 2];
+        for i in 0..3000 {
+            let mut k: Vec<u8> = values[i % values.len()].clone();
+            for b in k.iter_mut() {
+                if rnd() % 32 == 0 {
+                    *b = (rnd() % 3) as u8;
+                }
+            }
+            k.push((rnd() % 2) as u8);
+            let brute = t
+                .entries
+                .iter()
+                .enumerate()
+                .filter_map(|(h, e)| e.as_ref().map(|e| (h as u32, e)))
+                .filter(|(_, e)| {
+                    e.matches.iter().zip([&k[..20], &k[20..]]).all(|(m, part)| {
+                        let FieldMatch::Ternary(v, m) = m else { unreachable!() };
+                        part.iter().zip(m).zip(v).all(|((p, m), v)| p & m == *v)
+                    })
+                })
+                .min_by_key(|(h, e)| (e.priority, *h))
+                .map(|(h, _)| h);
+            assert_eq!(t.lookup(&k), brute, "key {k:?}");
+            // Which form the winner came from: a mask keeping all 20 bytes, or fewer.
+            if let Some(h) = brute {
+                let FieldMatch::Ternary(_, m) = &t.entries[h as usize].as_ref().unwrap().matches[0] else {
+                    unreachable!()
+                };
+                wins[usize::from(m.iter().all(|b| *b == 0xff))] += 1;
+            }
+        }
+        assert!(wins[0] > 100 && wins[1] > 100, "entries of both forms win: {wins:?}");
+    }
+
+    #[test]
     fn same_ternary_key_with_another_priority_is_not_a_duplicate() {
         let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Ternary, width: 8, off: 0, len: 1 }], 10);
         t.add(entry(vec![FieldMatch::Ternary(vec![1], vec![0xff])], 5, 1)).unwrap();
