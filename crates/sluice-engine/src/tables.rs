@@ -1845,7 +1845,7 @@ mod tests {
         for i in 0..3000 {
             let mut k: Vec<u8> = values[i % values.len()].clone();
             for b in k.iter_mut() {
-                if rnd() % 32 == 0 {
+                if rnd().is_multiple_of(32) {
                     *b = (rnd() % 3) as u8;
                 }
             }
