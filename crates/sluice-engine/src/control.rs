@@ -141,6 +141,11 @@ impl Exec<'_> {
             }
             let dst = &mut self.key_buf[start..start + n];
             match &k.src {
+                // Fields of up to 64 bits: one read at a fixed place, no per-bit walk.
+                crate::expr::CExpr::Field(f) if n <= 8 && self.plan.layout.hot[*f as usize].is_some() => {
+                    let (src, _) = self.plan.layout.hot[*f as usize].expect("checked");
+                    dst.copy_from_slice(&src.read(self.phv).to_be_bytes()[8 - n..]);
+                }
                 crate::expr::CExpr::Field(f) => self.phv.get_bytes(&self.plan.layout.fields[*f as usize], dst),
                 e => {
                     let v = e.eval::<i128>(&env);
