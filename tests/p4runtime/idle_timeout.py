@@ -11,7 +11,6 @@ supports idle timeouts). Plain `p4runtime` bindings over grpcio.
 import argparse
 import faulthandler
 import os
-import queue
 import sys
 import time
 
@@ -19,6 +18,8 @@ import grpc
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+import common
 
 # A hung client must fail the test, not stall CI: dump every thread and exit after 120 s.
 faulthandler.dump_traceback_later(120, exit=True)
@@ -40,10 +41,9 @@ def fail(msg):
 ch = grpc.insecure_channel(a.addr)
 stub = p4runtime_pb2_grpc.P4RuntimeStub(ch)
 election = p4runtime_pb2.Uint128(high=0, low=time.time_ns())
-out = queue.Queue()
-out.put(p4runtime_pb2.StreamMessageRequest(arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=0, election_id=election)))
-stream = stub.StreamChannel(iter(out.get, None))
-first = next(stream)
+stream = common.Stream(stub, "primary")
+stream.arbitrate(0, common.uint128(election))
+first = stream.expect("arbitration", 10, "arbitration")
 if first.arbitration.status.code != 0:
     fail(f"not primary: {first}")
 
@@ -77,14 +77,10 @@ w.updates.add(type=p4runtime_pb2.Update.INSERT).entity.table_entry.CopyFrom(entr
 stub.Write(w)
 print("[idle_timeout.py] two dmac entries, one with a 300 ms idle timeout", flush=True)
 
-deadline = time.time() + 10
-seen = []
-for msg in stream:
-    if msg.HasField("idle_timeout_notification"):
-        seen.extend(msg.idle_timeout_notification.table_entry)
-        break
-    if time.time() > deadline:
-        break
+# Waits at most 10 s whether or not anything arrives (a blocking iteration over
+# the stream would wait for ever when the switch sends nothing).
+msg = stream.recv("idle_timeout_notification", 10)
+seen = list(msg.idle_timeout_notification.table_entry) if msg is not None else []
 if len(seen) != 1:
     fail(f"expected one idle entry, got {seen}")
 mac = seen[0].match[1].exact.value if len(seen[0].match) > 1 else None
@@ -100,5 +96,5 @@ timeouts = sorted(e.idle_timeout_ns for e in got)
 if timeouts != [0, 300_000_000]:
     fail(f"both entries must still be there, with their timeouts: {got}")
 print("[idle_timeout.py] the entry stays (the controller decides), its timeout reads back", flush=True)
-out.put(None)
+stream.close()
 print("PASS idle_timeout.py")

@@ -18,7 +18,6 @@ router example:
 import argparse
 import faulthandler
 import os
-import queue
 import sys
 import time
 
@@ -27,6 +26,8 @@ from google.protobuf import text_format
 from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+import common
 
 # A hung client must fail the test, not stall CI: dump every thread and exit after 120 s.
 faulthandler.dump_traceback_later(120, exit=True)
@@ -55,10 +56,9 @@ def step(msg):
 ch = grpc.insecure_channel(a.addr)
 stub = p4runtime_pb2_grpc.P4RuntimeStub(ch)
 election = p4runtime_pb2.Uint128(high=0, low=time.time_ns())
-out = queue.Queue()
-out.put(p4runtime_pb2.StreamMessageRequest(arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=0, election_id=election)))
-stream = stub.StreamChannel(iter(out.get, None))
-check(next(stream).arbitration.status.code == 0, "not primary")
+stream = common.Stream(stub, "primary")
+stream.arbitrate(0, common.uint128(election))
+check(stream.expect("arbitration", 10, "arbitration").arbitration.status.code == 0, "not primary")
 
 info = p4info_pb2.P4Info()
 with open(os.path.join(a.examples, "router.p4info.txtpb")) as f:
@@ -174,5 +174,5 @@ set_pipeline(Req.RECONCILE_AND_COMMIT, config(8))
 check(routes() == [1, 2] and get(GetReq.COOKIE_ONLY).cookie.cookie == 8, f"after reconcile: {routes()}")
 set_pipeline(Req.VERIFY_AND_COMMIT, config(9))
 check(routes() == [], f"after VERIFY_AND_COMMIT: {routes()}")
-out.put(None)
+stream.close()
 print("PASS pipeline_and_atomicity.py")
