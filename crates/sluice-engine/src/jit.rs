@@ -460,13 +460,7 @@ impl CompiledPipelines {
             let mut ctx = Context::new();
             ctx.func.signature = pipe_sig.clone();
             ctx.func.name = UserFuncName::user(0, k as u32);
-            {
-                let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-                let mut g = Gen::new(plan, &mut b, &mut module, &helpers, Value::from_u32(0), &mut stats);
-                g.function(init);
-                b.seal_all_blocks();
-                b.finalize(module.target_config());
-            }
+            generate(plan, &mut module, &helpers, &mut fctx, &mut ctx, true, &mut stats, |g, _| g.function(init));
             listing.push_str(&format!("; {name} pipeline\n{}\n", ctx.func.display()));
             define(&mut module, id, &mut ctx, &format!("sluice_{name}"))?;
             ids[k] = Some(id);
@@ -677,6 +671,32 @@ fn declare_context_function(
     Ok((id, ctx))
 }
 
+/// Generates the body of a function declared by [`declare_context_function`]:
+/// the builder, its entry block and a [`Gen`] with the context pointers
+/// loaded (`with_views`: also the table and counter views), then `body`
+/// (given the context pointer), then sealing and finalization.
+fn generate(
+    plan: &Plan,
+    module: &mut JITModule,
+    helpers: &[FuncId],
+    fctx: &mut FunctionBuilderContext,
+    ctx: &mut Context,
+    with_views: bool,
+    stats: &mut JitStats,
+    body: impl FnOnce(&mut Gen<'_, '_, '_>, Value),
+) {
+    let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let pc = b.block_params(entry)[0];
+    let mut g = Gen::new(plan, &mut b, module, helpers, pc, stats);
+    g.load_bases(with_views);
+    body(&mut g, pc);
+    b.seal_all_blocks();
+    b.finalize(module.target_config());
+}
+
 /// The hot-path writer of a standard metadata field and its width mask:
 /// `Some(None)` when the program lacks the field, `None` when the field has
 /// no hot-path writer (the code that needs it is then not generated).
@@ -779,16 +799,8 @@ fn compile_parser(
         ])
     })();
     let (id, mut ctx) = declare_context_function(module, "sluice_parser", 1, false)?;
-    let mut stats = JitStats::default();
-    {
+    generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
         let fl = MemFlagsData::new().with_notrap();
-        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let pc = b.block_params(entry)[0];
-        let mut g = Gen::new(plan, &mut b, module, helpers, pc, &mut stats);
-        g.load_bases(false);
         if let Some([port_f, now_f, len_f, itype_f]) = setup {
             let set_up = g.b.create_block();
             let parse = g.b.create_block();
@@ -961,9 +973,7 @@ fn compile_parser(
             }
         }
         g.b.ins().return_(&[]);
-        b.seal_all_blocks();
-        b.finalize(module.target_config());
-    }
+    });
     listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_parser")?;
     Ok(Some((id, ends.is_some(), setup.is_some())))
@@ -1019,16 +1029,8 @@ fn compile_forward(
     let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = fields[..] else { unreachable!("six fields") };
 
     let (id, mut ctx) = declare_context_function(module, "sluice_forward", 2, true)?;
-    let mut stats = JitStats::default();
-    {
+    generate(plan, module, helpers, fctx, &mut ctx, true, &mut JitStats::default(), |g, pc| {
         let fl = MemFlagsData::new().with_notrap();
-        let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let pc = b.block_params(entry)[0];
-        let mut g = Gen::new(plan, &mut b, module, helpers, pc, &mut stats);
-        g.load_bases(true);
         let ret = g.b.create_block();
         g.b.append_block_param(ret, types::I64);
         let ret_with = |g: &mut Gen, status: i64| {
@@ -1054,14 +1056,14 @@ fn compile_forward(
         g.body(plan.ingress.init, after_ingress);
         g.b.switch_to_block(after_ingress);
         let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
-        bail_if(&mut g, special, 1);
+        bail_if(g, special, 1);
         if let Some((s, _)) = mcast {
             let m = g.read(s);
-            bail_if(&mut g, m, 1);
+            bail_if(g, m, 1);
         }
-        let spec = read_or_zero(&mut g, spec_f);
+        let spec = read_or_zero(g, spec_f);
         let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
-        bail_if(&mut g, drop, 2);
+        bail_if(g, drop, 2);
 
         // Egress standard metadata, as `Switch::egress_pipeline` sets them.
         g.b.ins().store(fl, spec, pc, OFF_PORT);
@@ -1090,10 +1092,10 @@ fn compile_forward(
         g.body(plan.egress.init, after_egress);
         g.b.switch_to_block(after_egress);
         let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
-        bail_if(&mut g, special, 3);
-        let spec = read_or_zero(&mut g, spec_f);
+        bail_if(g, special, 3);
+        let spec = read_or_zero(g, spec_f);
         let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
-        bail_if(&mut g, drop, 2);
+        bail_if(g, drop, 2);
 
         // Checksum updates: csum16 of the byte ranges, summed as
         // little-endian words and swapped at the end (the one's complement
@@ -1125,14 +1127,12 @@ fn compile_forward(
             pos = g.b.ins().iadd(pos, step);
         }
         g.b.ins().store(fl, pos, pc, OFF_OUT_LEN);
-        ret_with(&mut g, 0);
+        ret_with(g, 0);
 
         g.b.switch_to_block(ret);
         let status = g.b.block_params(ret)[0];
         g.b.ins().return_(&[status]);
-        b.seal_all_blocks();
-        b.finalize(module.target_config());
-    }
+    });
     listing.push_str(&format!("; forwarding function (ingress to deparser)\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_forward")?;
     Ok(Some(id))
@@ -1193,7 +1193,7 @@ enum ActionEnd {
 impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
     /// A generator for one function being built in `b`, with the engine
     /// helpers (`helpers`, in `compile`'s order) declared in it; `ctx` is the
-    /// context pointer parameter (set later by `function` for pipelines).
+    /// context pointer parameter.
     fn new(
         plan: &'p Plan,
         b: &'b mut FunctionBuilder<'f>,
@@ -1227,12 +1227,8 @@ impl Gen<'_, '_, '_> {
         MemFlagsData::new().with_notrap()
     }
 
+    /// A pipeline's body, from its entry block (set up by [`generate`]).
     fn function(&mut self, init: Node) {
-        let entry = self.b.create_block();
-        self.b.append_block_params_for_function_params(entry);
-        self.b.switch_to_block(entry);
-        self.ctx = self.b.block_params(entry)[0];
-        self.load_bases(true);
         let ret = self.b.create_block();
         self.body(Some(init), ret);
         self.b.switch_to_block(ret);
