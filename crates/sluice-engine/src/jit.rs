@@ -675,6 +675,7 @@ fn declare_context_function(
 /// the builder, its entry block and a [`Gen`] with the context pointers
 /// loaded (`with_views`: also the table and counter views), then `body`
 /// (given the context pointer), then sealing and finalization.
+#[allow(clippy::too_many_arguments)]
 fn generate(
     plan: &Plan,
     module: &mut JITModule,
