@@ -308,6 +308,7 @@ impl CompiledPipelines {
     /// header part of the deparser in one native call (see `compile_forward`).
     /// `out` must hold [`forward_hdr_max`] bytes; `len` is the packet's length.
     /// Returns `None` when the program has no forwarding function.
+    #[inline]
     pub fn forward(&self, ex: &mut Exec<'_>, len: u32, out: &mut [u8], views: &Views) -> Option<Forward> {
         let f = self.forward?;
         assert!(out.len() >= self.forward_out, "forwarding buffer too small");
