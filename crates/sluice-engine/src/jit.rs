@@ -154,6 +154,20 @@ pub fn forward_hdr_max(plan: &Plan) -> usize {
     plan.layout.headers.iter().filter_map(|h| h.wire).map(|(_, n)| n as usize).sum::<usize>() + 8
 }
 
+/// The parser's and the forwarding function's contexts for a run of packets
+/// (see [`CompiledPipelines::fast_contexts`]).
+pub struct FastContexts {
+    parse: ParseCtx,
+    fwd: JitCtx,
+}
+
+impl FastContexts {
+    /// Points the forwarding function's output at `out` again (after it grew).
+    pub fn set_out(&mut self, out: &mut [u8]) {
+        self.fwd.out = out.as_mut_ptr();
+    }
+}
+
 /// How a run of the forwarding function ended (see [`CompiledPipelines::forward`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Forward {
@@ -339,6 +353,97 @@ impl CompiledPipelines {
             3 => Forward::AfterEgress { port: ctx.port as u32 },
             _ => Forward::AfterIngress,
         })
+    }
+
+    /// Whether arriving packets can take [`CompiledPipelines::parse_and_forward`]:
+    /// the parser is compiled, sets the PHV up and ends parsing, and the
+    /// forwarding function exists.
+    pub fn has_fast_path(&self) -> bool {
+        self.parser.is_some() && self.parser_setup && self.parser_ends && self.forward.is_some()
+    }
+
+    /// Contexts for [`CompiledPipelines::parse_and_forward`], built once for
+    /// a run of packets that arrive on `port` at `now_us` and share the PHV
+    /// of `ex` (each packet's setup zeroes it again) and the output buffer
+    /// `out` ([`forward_hdr_max`] bytes at least; rebuild the contexts if it
+    /// moves). Why: building both contexts and the engine state per packet
+    /// cost about as much as the parser itself.
+    pub fn fast_contexts(&self, ex: &mut Exec<'_>, out: &mut [u8], views: &Views, port: u32) -> FastContexts {
+        assert!(self.has_fast_path(), "no fast path for this program");
+        assert!(out.len() >= self.forward_out, "forwarding buffer too small");
+        assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
+        assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
+        let (wire, slots, valid) = (ex.phv.wire.as_mut_ptr(), ex.phv.slots.as_mut_ptr(), ex.phv.valid.as_mut_ptr());
+        FastContexts {
+            parse: ParseCtx {
+                exec: std::ptr::null_mut(),
+                wire,
+                slots,
+                valid,
+                pkt: std::ptr::null(),
+                len: 0,
+                cursor: 0,
+                status: 0,
+                code: 0,
+                setup: 1,
+                port: u64::from(port),
+                now: ex.now_us,
+            },
+            fwd: JitCtx {
+                exec: std::ptr::null_mut(),
+                wire,
+                slots,
+                valid,
+                data: [0; 64],
+                special: 0,
+                now: ex.now_us,
+                out: out.as_mut_ptr(),
+                out_len: 0,
+                port: 0,
+                len: 0,
+                views: views.tables.as_ptr(),
+                counters: views.counters.as_ptr(),
+            },
+        }
+    }
+
+    /// Parses an arriving packet into the PHV of `ex` (set up first) and
+    /// runs the forwarding function on it: the bytes the parser consumed
+    /// and how forwarding ended. `ex` must be the state `cx` was built with
+    /// (same PHV); its packet metadata are reset here.
+    #[inline]
+    pub fn parse_and_forward(&self, cx: &mut FastContexts, ex: &mut Exec<'_>, data: &[u8]) -> (usize, Forward) {
+        let (Some(parse), Some(fwd)) = (self.parser, self.forward) else {
+            unreachable!("fast_contexts checked has_fast_path")
+        };
+        debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire.as_ptr()), "contexts of another PHV");
+        let len = data.len() as u32;
+        cx.parse.pkt = data.as_ptr();
+        cx.parse.len = u64::from(len);
+        // SAFETY: as in `run_parser_with`: the parser reads at most `len`
+        // bytes of `data` and writes inside the PHV whose vectors `cx` points
+        // at (the PHV of `ex`, alive and never resized).
+        unsafe { parse(&mut cx.parse) };
+        *ex.meta = crate::control::PktMeta { len_reg: len, ingress_len: len, ..Default::default() };
+        let c = &mut cx.fwd;
+        c.exec = ex as *mut Exec<'_> as *mut c_void;
+        c.data = [0; 64];
+        c.special = 0;
+        c.out_len = 0;
+        c.port = 0;
+        c.len = u64::from(len);
+        // SAFETY: as in `forward`: `c` points at the PHV of `ex`, at `ex`
+        // itself (alive for the call), at an output buffer of at least
+        // `forward_hdr_max` bytes (checked when `cx` was built) and at views
+        // current for this batch.
+        let status = unsafe { fwd(c) };
+        let outcome = match status {
+            0 => Forward::Transmit { port: c.port as u32, hdr: c.out_len as usize },
+            2 => Forward::Dropped,
+            3 => Forward::AfterEgress { port: c.port as u32 },
+            _ => Forward::AfterIngress,
+        };
+        (cx.parse.cursor as usize, outcome)
     }
 
     /// Runs the compiled parser on `data` into `phv`, or returns `None` when

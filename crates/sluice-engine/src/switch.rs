@@ -34,6 +34,22 @@ const BATCH: usize = 32;
 
 /// Entries from which a header-keyed table's lookups are prefetched in batches.
 const PREFETCH_MIN_ENTRIES: usize = 16384;
+/// [`Switch::prefetch_keys_of`] on parts of a switch: `keys` holds one key
+/// per table of `prefetch`.
+#[inline]
+fn prefetch_keys_in(prefetch: &[usize], state: &crate::state::State, keys: &[Option<u128>], second: bool) {
+    for (&ti, k) in prefetch.iter().zip(keys) {
+        if let Some(k) = *k {
+            let t = &state.tables[ti];
+            if second {
+                t.prefetch_hit_u128(k);
+            } else {
+                t.prefetch_u128(k);
+            }
+        }
+    }
+}
+
 /// Copies `src` into `dst` (same length). Payloads of small frames (8 to 64
 /// bytes) are copied as two overlapping fixed-size moves, which the compiler
 /// turns into a few vector instructions; `copy_from_slice` would call `memcpy`.
@@ -367,6 +383,58 @@ impl Switch {
         self.refresh_views();
         // Parsing ahead only pays when there are big tables to prefetch for.
         let big = self.prefetch.iter().any(|t| self.state.tables[*t].len() >= PREFETCH_MIN_ENTRIES);
+        let fast = self.trace.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_fast_path());
+        if fast && !big {
+            self.process_batch_fast(port, batch, emit);
+            return;
+        }
+        if fast && self.preparse {
+            // Big tables: per BATCH packets, parse each into a scratch PHV
+            // to learn its lookup keys and prefetch the index slots, then run
+            // them on the fast path, prefetching each hit record a few
+            // packets ahead. Parsing twice costs less than the memory stalls
+            // it hides.
+            let mut it = batch.into_iter().peekable();
+            let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
+            let mut scratch = self.take_phv();
+            let tables = self.prefetch.len();
+            let mut keys = std::mem::take(&mut self.prefetch_keys);
+            while it.peek().is_some() {
+                let mut n = 0;
+                for (slot, data) in slices.iter_mut().zip(it.by_ref()) {
+                    *slot = data;
+                    n += 1;
+                }
+                keys.clear();
+                let compiled = self.compiled.as_ref().expect("fast");
+                for data in &slices[..n] {
+                    compiled.run_parser_with(&mut scratch, data, Some((port, self.now)));
+                    for &ti in &self.prefetch {
+                        keys.push(
+                            self.plan.tables[ti].key128.as_ref().map(|p| crate::control::integer_key(p, &scratch)),
+                        );
+                    }
+                    self.prefetch_keys_of(&keys[keys.len() - tables..], false);
+                }
+                let mut at = 0;
+                let prefetch = std::mem::take(&mut self.prefetch);
+                self.process_batch_fast_with(
+                    port,
+                    &slices[..n],
+                    |state, i| {
+                        while at < n && at <= i + RECORD_AHEAD {
+                            prefetch_keys_in(&prefetch, state, &keys[at * tables..(at + 1) * tables], true);
+                            at += 1;
+                        }
+                    },
+                    emit,
+                );
+                self.prefetch = prefetch;
+            }
+            self.prefetch_keys = keys;
+            self.phv_pool.push(scratch);
+            return;
+        }
         if !self.preparse || self.trace.is_some() || !big {
             // The next packet's headers start loading while this one runs.
             let mut it = batch.into_iter().peekable();
@@ -437,21 +505,102 @@ impl Switch {
         self.batch = parsed;
     }
 
+    /// [`Switch::process_batch_at`] when the compiled parser and forwarding
+    /// function take arriving packets end to end: the engine state and both
+    /// native contexts are built once and one PHV serves every packet that
+    /// is transmitted or dropped; a packet that needs more (multicast,
+    /// clone, resubmit...) leaves the loop for the general path with its PHV
+    /// and metadata, and the loop starts again after it. Same results as
+    /// packet by packet (each packet's setup zeroes the PHV).
+    fn process_batch_fast<'a>(
+        &mut self,
+        port: u32,
+        batch: impl IntoIterator<Item = &'a [u8]>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        let mut it = batch.into_iter().peekable();
+        let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
+        while it.peek().is_some() {
+            let mut n = 0;
+            for (slot, data) in slices.iter_mut().zip(it.by_ref()) {
+                *slot = data;
+                n += 1;
+            }
+            self.process_batch_fast_with(port, &slices[..n], |_, _| {}, emit);
+        }
+    }
+
+    /// [`Switch::process_batch_fast`] over a slice of packets; `before(sw, i)`
+    /// runs before packet `i` (prefetching).
+    fn process_batch_fast_with(
+        &mut self,
+        port: u32,
+        batch: &[&[u8]],
+        mut before: impl FnMut(&crate::state::State, usize),
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        let mut it = batch.iter().copied().enumerate().peekable();
+        while it.peek().is_some() {
+            let mut phv = self.take_phv();
+            let mut meta = PktMeta::default();
+            let mut general = None;
+            {
+                let compiled = self.compiled.as_ref().expect("checked by the caller");
+                let mut ex = Exec {
+                    plan: &self.plan,
+                    state: &mut self.state,
+                    phv: &mut phv,
+                    meta: &mut meta,
+                    key_buf: &mut self.key_buf,
+                    act_buf: &mut self.act_buf,
+                    hash_buf: &mut self.hash_buf,
+                    now_us: self.now,
+                    trace: None,
+                };
+                let mut cx = compiled.fast_contexts(&mut ex, &mut self.fwd_hdr, &self.views, port);
+                while let Some((i, data)) = it.next() {
+                    // The next packet's headers start loading while this one runs.
+                    if let Some(b) = it.peek().and_then(|d| d.1.first()) {
+                        crate::lpm::prefetch(b);
+                    }
+                    before(ex.state, i);
+                    self.stats.received += 1;
+                    match compiled.parse_and_forward(&mut cx, &mut ex, data) {
+                        (consumed, crate::jit::Forward::Transmit { port, hdr }) => {
+                            // The headers are already in place: append the payload behind them.
+                            let payload = &data[consumed.min(data.len())..];
+                            let n = hdr + payload.len();
+                            if self.fwd_hdr.len() < n {
+                                self.fwd_hdr.resize(n, 0);
+                                cx.set_out(&mut self.fwd_hdr);
+                            }
+                            copy_short(&mut self.fwd_hdr[hdr..n], payload);
+                            self.stats.transmitted += 1;
+                            emit(port, &self.fwd_hdr[..n]);
+                        }
+                        (_, crate::jit::Forward::Dropped) => self.stats.dropped += 1,
+                        (consumed, outcome) => {
+                            general = Some((data, consumed, outcome));
+                            break;
+                        }
+                    }
+                }
+            }
+            match general {
+                Some((data, consumed, outcome)) => {
+                    self.process_parsed_general(port, data, phv, consumed, meta, Some(outcome), emit)
+                }
+                None => self.phv_pool.push(phv),
+            }
+        }
+    }
+
     /// Hints the CPU to load what this packet's header-keyed table lookups
     /// will read: the index slot (`second == false`), then the hit entry's
     /// record (`second == true`, once the slot has arrived).
     #[inline]
     fn prefetch_keys_of(&self, keys: &[Option<u128>], second: bool) {
-        for (&ti, k) in self.prefetch.iter().zip(keys) {
-            if let Some(k) = *k {
-                let t = &self.state.tables[ti];
-                if second {
-                    t.prefetch_hit_u128(k);
-                } else {
-                    t.prefetch_u128(k);
-                }
-            }
-        }
+        prefetch_keys_in(&self.prefetch, &self.state, keys, second);
     }
 
     fn process_now(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
