@@ -92,6 +92,39 @@ pub struct JitCtx {
     counters: *const CounterView,
 }
 
+impl JitCtx {
+    /// A context on the PHV of `ex`, with output `out` (null for the
+    /// pipelines) and `views`; `exec`, `len` and the outputs are set by the
+    /// caller per run.
+    fn for_exec(ex: &mut Exec<'_>, out: *mut u8, views: &Views) -> JitCtx {
+        JitCtx {
+            exec: std::ptr::null_mut(),
+            wire: ex.phv.wire.as_mut_ptr(),
+            slots: ex.phv.slots.as_mut_ptr(),
+            valid: ex.phv.valid.as_mut_ptr(),
+            data: [0; 64],
+            special: 0,
+            now: ex.now_us,
+            out,
+            out_len: 0,
+            port: 0,
+            len: 0,
+            views: views.tables.as_ptr(),
+            counters: views.counters.as_ptr(),
+        }
+    }
+
+    /// How the forwarding function ended, from its status and this context.
+    fn outcome(&self, status: i64) -> Forward {
+        match status {
+            0 => Forward::Transmit { port: self.port as u32, hdr: self.out_len as usize },
+            2 => Forward::Dropped,
+            3 => Forward::AfterEgress { port: self.port as u32 },
+            _ => Forward::AfterIngress,
+        }
+    }
+}
+
 const OFF_WIRE: i32 = 8;
 const OFF_SLOTS: i32 = 16;
 const OFF_VALID: i32 = 24;
@@ -291,21 +324,9 @@ impl CompiledPipelines {
         };
         assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
         assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
-        let mut ctx = JitCtx {
-            exec: std::ptr::null_mut(),
-            wire: ex.phv.wire.as_mut_ptr(),
-            slots: ex.phv.slots.as_mut_ptr(),
-            valid: ex.phv.valid.as_mut_ptr(),
-            data: [0; 64],
-            special: 0,
-            now: 0,
-            out: std::ptr::null_mut(),
-            out_len: 0,
-            port: 0,
-            len: u64::from(ex.meta.ingress_len),
-            views: views.tables.as_ptr(),
-            counters: views.counters.as_ptr(),
-        };
+        let mut ctx = JitCtx::for_exec(ex, std::ptr::null_mut(), views);
+        ctx.now = 0;
+        ctx.len = u64::from(ex.meta.ingress_len);
         ctx.exec = ex as *mut Exec<'_> as *mut c_void;
         // SAFETY: `f` was generated for this plan; `ctx` points at live PHV
         // vectors (never resized) and at `ex`, which outlives the call.
@@ -329,30 +350,12 @@ impl CompiledPipelines {
         assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
         assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
         debug_assert_eq!(len, ex.meta.ingress_len, "counters count the ingress length");
-        let mut ctx = JitCtx {
-            exec: std::ptr::null_mut(),
-            wire: ex.phv.wire.as_mut_ptr(),
-            slots: ex.phv.slots.as_mut_ptr(),
-            valid: ex.phv.valid.as_mut_ptr(),
-            data: [0; 64],
-            special: 0,
-            now: ex.now_us,
-            out: out.as_mut_ptr(),
-            out_len: 0,
-            port: 0,
-            len: u64::from(len),
-            views: views.tables.as_ptr(),
-            counters: views.counters.as_ptr(),
-        };
+        let mut ctx = JitCtx::for_exec(ex, out.as_mut_ptr(), views);
+        ctx.len = u64::from(len);
         ctx.exec = ex as *mut Exec<'_> as *mut c_void;
         // SAFETY: as in `run`; `out` has the room the generated code writes into (checked above).
         let status = unsafe { f(&mut ctx) };
-        Some(match status {
-            0 => Forward::Transmit { port: ctx.port as u32, hdr: ctx.out_len as usize },
-            2 => Forward::Dropped,
-            3 => Forward::AfterEgress { port: ctx.port as u32 },
-            _ => Forward::AfterIngress,
-        })
+        Some(ctx.outcome(status))
     }
 
     /// Whether arriving packets can take [`CompiledPipelines::parse_and_forward`]:
@@ -373,13 +376,13 @@ impl CompiledPipelines {
         assert!(out.len() >= self.forward_out, "forwarding buffer too small");
         assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
         assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
-        let (wire, slots, valid) = (ex.phv.wire.as_mut_ptr(), ex.phv.slots.as_mut_ptr(), ex.phv.valid.as_mut_ptr());
+        let fwd = JitCtx::for_exec(ex, out.as_mut_ptr(), views);
         FastContexts {
             parse: ParseCtx {
                 exec: std::ptr::null_mut(),
-                wire,
-                slots,
-                valid,
+                wire: fwd.wire,
+                slots: fwd.slots,
+                valid: fwd.valid,
                 pkt: std::ptr::null(),
                 len: 0,
                 cursor: 0,
@@ -389,21 +392,7 @@ impl CompiledPipelines {
                 port: u64::from(port),
                 now: ex.now_us,
             },
-            fwd: JitCtx {
-                exec: std::ptr::null_mut(),
-                wire,
-                slots,
-                valid,
-                data: [0; 64],
-                special: 0,
-                now: ex.now_us,
-                out: out.as_mut_ptr(),
-                out_len: 0,
-                port: 0,
-                len: 0,
-                views: views.tables.as_ptr(),
-                counters: views.counters.as_ptr(),
-            },
+            fwd,
         }
     }
 
@@ -437,13 +426,7 @@ impl CompiledPipelines {
         // `forward_hdr_max` bytes (checked when `cx` was built) and at views
         // current for this batch.
         let status = unsafe { fwd(c) };
-        let outcome = match status {
-            0 => Forward::Transmit { port: c.port as u32, hdr: c.out_len as usize },
-            2 => Forward::Dropped,
-            3 => Forward::AfterEgress { port: c.port as u32 },
-            _ => Forward::AfterIngress,
-        };
-        (cx.parse.cursor as usize, outcome)
+        (cx.parse.cursor as usize, c.outcome(status))
     }
 
     /// Runs the compiled parser on `data` into `phv`, or returns `None` when
