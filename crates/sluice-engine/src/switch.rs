@@ -34,6 +34,16 @@ const BATCH: usize = 32;
 
 /// Entries from which a header-keyed table's lookups are prefetched in batches.
 const PREFETCH_MIN_ENTRIES: usize = 16384;
+/// Moves up to [`BATCH`] packets from `it` into `slices`; returns how many.
+fn next_chunk<'a>(it: &mut impl Iterator<Item = &'a [u8]>, slices: &mut [&'a [u8]; BATCH]) -> usize {
+    let mut n = 0;
+    for (slot, data) in slices.iter_mut().zip(it) {
+        *slot = data;
+        n += 1;
+    }
+    n
+}
+
 /// [`Switch::prefetch_keys_of`] on parts of a switch: `keys` holds one key
 /// per table of `prefetch`.
 #[inline]
@@ -400,11 +410,7 @@ impl Switch {
             let tables = self.prefetch.len();
             let mut keys = std::mem::take(&mut self.prefetch_keys);
             while it.peek().is_some() {
-                let mut n = 0;
-                for (slot, data) in slices.iter_mut().zip(it.by_ref()) {
-                    *slot = data;
-                    n += 1;
-                }
+                let n = next_chunk(&mut it, &mut slices);
                 keys.clear();
                 let compiled = self.compiled.as_ref().expect("fast");
                 for data in &slices[..n] {
@@ -456,14 +462,10 @@ impl Switch {
         let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
         while it.peek().is_some() {
             parsed.clear();
-            let mut n = 0;
-            for (slot, data) in slices.iter_mut().zip(it.by_ref()) {
-                // The headers' cache line starts loading for the whole batch at once.
-                if let Some(b) = data.first() {
-                    crate::lpm::prefetch(b);
-                }
-                *slot = data;
-                n += 1;
+            let n = next_chunk(&mut it, &mut slices);
+            // The headers' cache lines start loading for the whole batch at once.
+            for b in slices[..n].iter().filter_map(|d| d.first()) {
+                crate::lpm::prefetch(b);
             }
             for data in &slices[..n] {
                 let arrival = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
@@ -521,11 +523,7 @@ impl Switch {
         let mut it = batch.into_iter().peekable();
         let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
         while it.peek().is_some() {
-            let mut n = 0;
-            for (slot, data) in slices.iter_mut().zip(it.by_ref()) {
-                *slot = data;
-                n += 1;
-            }
+            let n = next_chunk(&mut it, &mut slices);
             self.process_batch_fast_with(port, &slices[..n], |_, _| {}, emit);
         }
     }
