@@ -326,29 +326,11 @@ impl Exec<'_> {
             return None;
         }
         let n = grp.len() as u64;
-        let hash = match &self.plan.profiles[pi].selector {
-            Some((algo, inputs, widths)) => {
-                self.hash_buf.clear();
-                let env = env!(self, &[]);
-                for (e, w) in inputs.iter().zip(widths) {
-                    if let crate::expr::CExpr::Field(f) = e {
-                        let fi = &self.plan.layout.fields[*f as usize];
-                        if !self.phv.valid[fi.header as usize] {
-                            continue;
-                        }
-                    }
-                    let nb = nbytes(*w);
-                    if *w > 126 {
-                        let mut b = [0u8; 64];
-                        crate::value::Num::write_be(e.eval::<crate::value::Wide>(&env), &mut b[..nb]);
-                        self.hash_buf.push_field(&b[..nb], *w as usize);
-                    } else {
-                        let mut b = [0u8; 16];
-                        crate::value::Num::write_be(e.eval::<i128>(&env), &mut b[..nb]);
-                        self.hash_buf.push_field(&b[..nb], *w as usize);
-                    }
-                }
-                algo.compute(self.hash_buf.as_bytes())
+        let profile = &self.plan.profiles[pi];
+        let hash = match &profile.selector {
+            Some((algo, _, _)) => {
+                let mut buf = [0u8; crate::plan::SELECTOR_BYTES_MAX as usize];
+                algo.compute(selector_input(self.plan, profile, self.phv, self.hash_buf, &mut buf))
             }
             None => 0,
         };
@@ -876,9 +858,103 @@ pub fn install_const_entry(
         .map_err(|e| e.to_string())
 }
 
+/// The bytes an action selector hashes on `phv`: its input fields in
+/// order, bit-packed, leaving out fields of invalid headers (as bmv2 does).
+/// Byte-aligned wire fields are copied straight from the PHV
+/// ([`crate::plan::ProfilePlan::selector_bytes`]); anything else is
+/// evaluated and packed bit by bit into `packer`.
+pub fn selector_input<'b>(
+    plan: &Plan,
+    profile: &crate::plan::ProfilePlan,
+    phv: &Phv,
+    packer: &'b mut sluice_hash::BitPacker,
+    buf: &'b mut [u8; crate::plan::SELECTOR_BYTES_MAX as usize],
+) -> &'b [u8] {
+    let Some((_, inputs, widths)) = &profile.selector else { return &[] };
+    if let Some(copies) = &profile.selector_bytes {
+        let mut n = 0;
+        for p in copies {
+            if phv.valid[p.header as usize] {
+                let len = p.len as usize;
+                match p.from {
+                    crate::plan::PieceFrom::Wire(at) => {
+                        buf[n..n + len].copy_from_slice(&phv.wire[at as usize..at as usize + len])
+                    }
+                    crate::plan::PieceFrom::Slot(i) => {
+                        buf[n..n + len].copy_from_slice(&phv.slots[i as usize].to_be_bytes()[16 - len..])
+                    }
+                }
+                n += len;
+            }
+        }
+        return &buf[..n];
+    }
+    packer.clear();
+    let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
+    for (e, w) in inputs.iter().zip(widths) {
+        if let crate::expr::CExpr::Field(f) = e {
+            let fi = &plan.layout.fields[*f as usize];
+            if !phv.valid[fi.header as usize] {
+                continue;
+            }
+        }
+        let nb = nbytes(*w);
+        if *w > 126 {
+            let mut b = [0u8; 64];
+            crate::value::Num::write_be(e.eval::<crate::value::Wide>(&env), &mut b[..nb]);
+            packer.push_field(&b[..nb], *w as usize);
+        } else {
+            let mut b = [0u8; 16];
+            crate::value::Num::write_be(e.eval::<i128>(&env), &mut b[..nb]);
+            packer.push_field(&b[..nb], *w as usize);
+        }
+    }
+    packer.as_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::csum16_ranges;
+
+    #[test]
+    fn gathered_selector_bytes_equal_the_bit_packed_input() {
+        let model = sluice_json::load_str(include_str!("../../../examples/edge.json")).expect("edge parses");
+        let plan = crate::plan::compile(&model).expect("edge compiles");
+        let fast = plan.profiles.iter().find(|p| p.selector.is_some()).expect("edge has a selector");
+        assert_eq!(fast.selector_bytes.as_ref().map(Vec::len), Some(5), "the 5-tuple is byte-aligned");
+        let slow = crate::plan::ProfilePlan { selector_bytes: None, ..fast.clone() };
+        let mut phv = plan.layout.new_phv();
+        let mut packer = sluice_hash::BitPacker::default();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut full = 0;
+        for _ in 0..300 {
+            for b in phv.wire.iter_mut() {
+                *b = next() as u8;
+            }
+            for fi in &plan.layout.fields {
+                if let (crate::phv::Loc::Slot(i), 1..=64) = (fi.loc, fi.width) {
+                    phv.slots[i as usize] = u128::from(next() & crate::phv::mask64(fi.width));
+                }
+            }
+            for (h, hi) in plan.layout.headers.iter().enumerate() {
+                if !hi.metadata {
+                    phv.valid[h] = next() % 4 != 0;
+                }
+            }
+            let (mut a, mut b) = ([0u8; 64], [0u8; 64]);
+            let gathered = super::selector_input(&plan, fast, &phv, &mut packer, &mut a).to_vec();
+            let packed = super::selector_input(&plan, &slow, &phv, &mut packer, &mut b).to_vec();
+            assert_eq!(gathered, packed);
+            full += usize::from(gathered.len() == 13);
+        }
+        assert!(full > 0, "some inputs had every header valid");
+    }
 
     #[test]
     fn csum16_ranges_equals_the_checksum_of_the_concatenation() {

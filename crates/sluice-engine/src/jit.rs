@@ -416,7 +416,9 @@ impl CompiledPipelines {
         *ex.meta = crate::control::PktMeta { len_reg: len, ingress_len: len, ..Default::default() };
         let c = &mut cx.fwd;
         c.exec = ex as *mut Exec<'_> as *mut c_void;
-        c.data = [0; 64];
+        // `c.data` is not cleared: every table result writes the same
+        // leading `HOT_RECORD` bytes before any parameter is read, and the
+        // rest stays zero from `fast_contexts`.
         c.special = 0;
         c.out_len = 0;
         c.port = 0;
@@ -1522,9 +1524,21 @@ impl Gen<'_, '_, '_> {
         let fl = Self::flags();
         let wire = self.ptr(OFF_WIRE);
         let bytes: Vec<u32> = bc.ranges.iter().flat_map(|(a, b)| *a..*b).collect();
-        let mut sum = self.b.ins().iconst(types::I64, 0);
-        for pair in bytes.chunks(2) {
-            let w = match *pair {
+        // Two adjacent words in contiguous bytes load as one 32-bit value:
+        // 2^16 is 1 modulo 0xffff, so summing 32-bit pieces and folding
+        // gives the same sum as summing the 16-bit words.
+        let pairs: Vec<&[u32]> = bytes.chunks(2).collect();
+        let mut terms = Vec::with_capacity(pairs.len());
+        let mut i = 0;
+        while i < pairs.len() {
+            let p = pairs[i];
+            let contiguous = |q: &[u32]| q.len() == 2 && q[1] == q[0] + 1;
+            if contiguous(p) && i + 1 < pairs.len() && contiguous(pairs[i + 1]) && pairs[i + 1][0] == p[0] + 2 {
+                terms.push(self.b.ins().uload32(fl, wire, p[0] as i32));
+                i += 2;
+                continue;
+            }
+            let w = match *p {
                 [hi, lo] if lo == hi + 1 => self.b.ins().uload16(types::I64, fl, wire, hi as i32),
                 [hi, lo] => {
                     let h = self.b.ins().uload8(types::I64, fl, wire, hi as i32);
@@ -1535,8 +1549,19 @@ impl Gen<'_, '_, '_> {
                 [hi] => self.b.ins().uload8(types::I64, fl, wire, hi as i32),
                 _ => unreachable!("chunks of two"),
             };
-            sum = self.b.ins().iadd(sum, w);
+            terms.push(w);
+            i += 1;
         }
+        // A tree of additions: the sum's latency grows with the log of the terms.
+        while terms.len() > 1 {
+            let next: Vec<Value> =
+                terms.chunks(2).map(|c| if let [a, b] = *c { self.b.ins().iadd(a, b) } else { c[0] }).collect();
+            terms = next;
+        }
+        let mut sum = match terms.first() {
+            Some(t) => *t,
+            None => self.b.ins().iconst(types::I64, 0),
+        };
         for _ in 0..3 {
             let lo = self.b.ins().band_imm_u(sum, 0xffff);
             let hi = self.b.ins().ushr_imm_u(sum, 16);

@@ -215,7 +215,63 @@ pub struct ProfilePlan {
     pub max_size: usize,
     /// `(calculation algorithm, input fields)`.
     pub selector: Option<Selector>,
+    /// The selector's input as byte copies, when every input is a field of
+    /// whole bytes kept at a byte boundary of the wire area or in a slot:
+    /// the hash input is then gathered without bit packing (see
+    /// [`ProfilePlan::new`]).
+    pub selector_bytes: Option<Vec<SelectorPiece>>,
 }
+
+/// One input field of a selector as bytes of the hash input.
+#[derive(Debug, Clone, Copy)]
+pub struct SelectorPiece {
+    /// The field's header: fields of invalid headers are left out.
+    pub header: u32,
+    pub from: PieceFrom,
+    /// Bytes the field contributes.
+    pub len: u32,
+}
+
+/// Where a [`SelectorPiece`] is read.
+#[derive(Debug, Clone, Copy)]
+pub enum PieceFrom {
+    /// `wire[at..at + len]`, already big-endian.
+    Wire(u32),
+    /// `slots[i]`, written big-endian in `len` bytes.
+    Slot(u32),
+}
+
+impl ProfilePlan {
+    /// A profile with its selector, working out the byte-copy form of the
+    /// selector's input. Why: packing the 5-tuple field by field into the
+    /// hash input cost more than the hash itself.
+    pub fn new(name: String, max_size: usize, selector: Option<Selector>, layout: &Layout) -> ProfilePlan {
+        let selector_bytes = selector.as_ref().and_then(|(_, inputs, widths)| {
+            let pieces = inputs
+                .iter()
+                .zip(widths)
+                .map(|(e, w)| {
+                    let CExpr::Field(f) = e else { return None };
+                    let fi = &layout.fields[*f as usize];
+                    if fi.width != *w || fi.width % 8 != 0 || fi.width == 0 || fi.varbit {
+                        return None;
+                    }
+                    let from = match fi.loc {
+                        crate::phv::Loc::Wire { bit } if bit % 8 == 0 => PieceFrom::Wire(bit / 8),
+                        crate::phv::Loc::Slot(i) if fi.width <= 128 && !fi.signed => PieceFrom::Slot(i),
+                        _ => return None,
+                    };
+                    Some(SelectorPiece { header: fi.header, from, len: fi.width / 8 })
+                })
+                .collect::<Option<Vec<_>>>()?;
+            (pieces.iter().map(|p| p.len).sum::<u32>() <= SELECTOR_BYTES_MAX).then_some(pieces)
+        });
+        ProfilePlan { name, max_size, selector, selector_bytes }
+    }
+}
+
+/// Most bytes a selector's gathered input may have (its stack buffer).
+pub const SELECTOR_BYTES_MAX: u32 = 64;
 
 /// Where an `extract` writes.
 #[derive(Debug, Clone)]
@@ -774,7 +830,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                 None => None,
             };
             profile_by_name.insert(ap.name.clone(), profiles.len() as u32);
-            profiles.push(ProfilePlan { name: ap.name.clone(), max_size: ap.max_size as usize, selector });
+            profiles.push(ProfilePlan::new(ap.name.clone(), ap.max_size as usize, selector, &layout));
         }
         for t in &pl.tables {
             let mut key = Vec::new();
@@ -862,7 +918,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                             None => None,
                         };
                         profile_by_name.insert(name.clone(), profiles.len() as u32);
-                        profiles.push(ProfilePlan { name: name.clone(), max_size: t.max_size as usize, selector });
+                        profiles.push(ProfilePlan::new(name.clone(), t.max_size as usize, selector, &layout));
                         Some((profiles.len() - 1) as u32)
                     }
                 },

@@ -334,13 +334,20 @@ struct Tuple {
 
 /// A tuple's entries by masked key.
 ///
-/// Why two forms: an ACL key is often wider than 16 bytes (edge's is 17),
-/// but each tuple keeps only a few of its bytes (a /24 source address is
-/// three). Those bytes, gathered into an integer, are hashed with two
-/// multiplications and compared as one value; hashing the whole masked key
-/// as a byte string cost several times more, once per tuple per lookup.
+/// Why three forms: an ACL key is often wider than 16 bytes (edge's is 17),
+/// and a tuple is probed on every lookup, so masking and hashing the key
+/// must cost little. Keys of up to 32 bytes are read once per lookup as
+/// four words; each tuple then masks them with four ANDs, hashes four
+/// words and compares four (`Words`). Longer keys keep the mask's non-zero
+/// bytes gathered into an integer when there are at most 16 (`Packed`),
+/// else the whole masked key as a byte string (`Bytes`).
 #[derive(Debug, Clone)]
 enum TupleKeys {
+    /// `mask`: the tuple's mask as [`cache_words`] reads keys.
+    Words {
+        mask: [u64; 4],
+        map: HashMap<[u64; 4], Vec<Flat>, rustc_hash::FxBuildHasher>,
+    },
     /// `at`: the offsets of the mask's non-zero bytes (at most 16).
     Packed {
         at: Box<[u8]>,
@@ -351,6 +358,9 @@ enum TupleKeys {
 
 impl TupleKeys {
     fn new(mask: &[u8]) -> TupleKeys {
+        if mask.len() <= CACHE_KEY_BYTES {
+            return TupleKeys::Words { mask: cache_words(mask), map: HashMap::default() };
+        }
         let at: Vec<u8> = (0..mask.len()).filter(|i| mask[*i] != 0).map(|i| i as u8).collect();
         if at.len() <= 16 && mask.len() <= 256 {
             TupleKeys::Packed { at: at.into(), map: HashMap::default() }
@@ -365,10 +375,13 @@ impl TupleKeys {
         at.iter().fold(0u128, |acc, &o| (acc << 8) | u128::from(key[o as usize] & mask[o as usize]))
     }
 
-    /// The entries whose masked key equals `key & mask` (`masked`: scratch of the key's length).
+    /// The entries whose masked key equals `key & mask`; `words` is `key`
+    /// as [`cache_words`] reads it (when at most 32 bytes), `masked` scratch
+    /// of the key's length.
     #[inline]
-    fn get(&self, key: &[u8], mask: &[u8], masked: &mut [u8]) -> Option<&Vec<Flat>> {
+    fn get(&self, key: &[u8], words: &[u64; 4], mask: &[u8], masked: &mut [u8]) -> Option<&Vec<Flat>> {
         match self {
+            TupleKeys::Words { mask, map } => map.get(&std::array::from_fn(|i| words[i] & mask[i])),
             TupleKeys::Packed { at, map } => map.get(&Self::pack(at, key, mask)),
             TupleKeys::Bytes(map) => {
                 for ((m, k), o) in mask.iter().zip(key).zip(masked.iter_mut()) {
@@ -382,6 +395,7 @@ impl TupleKeys {
     /// The list for a masked value (`value == value & mask`), created empty when missing.
     fn list(&mut self, value: &[u8], mask: &[u8]) -> &mut Vec<Flat> {
         match self {
+            TupleKeys::Words { map, .. } => map.entry(cache_words(value)).or_default(),
             TupleKeys::Packed { at, map } => map.entry(Self::pack(at, value, mask)).or_default(),
             TupleKeys::Bytes(map) => map.entry(value.into()).or_default(),
         }
@@ -402,6 +416,7 @@ impl TupleKeys {
             }
         }
         match self {
+            TupleKeys::Words { map, .. } => drop_from(map, cache_words(value), handle),
             TupleKeys::Packed { at, map } => drop_from(map, Self::pack(at, value, mask), handle),
             TupleKeys::Bytes(map) => drop_from(map, Box::<[u8]>::from(value), handle),
         }
@@ -409,6 +424,7 @@ impl TupleKeys {
 
     fn lists(&self) -> Box<dyn Iterator<Item = &Vec<Flat>> + '_> {
         match self {
+            TupleKeys::Words { map, .. } => Box::new(map.values()),
             TupleKeys::Packed { map, .. } => Box::new(map.values()),
             TupleKeys::Bytes(map) => Box::new(map.values()),
         }
@@ -973,11 +989,12 @@ impl TableState {
                     heap.resize(key.len(), 0);
                     &mut heap
                 };
+                let words = if key.len() <= CACHE_KEY_BYTES { cache_words(key) } else { [0; 4] };
                 for t in tuples {
                     if best.is_some_and(|b| t.best >= b) {
                         break;
                     }
-                    if let Some(list) = t.map.get(key, &t.mask, masked) {
+                    if let Some(list) = t.map.get(key, &words, &t.mask, masked) {
                         for f in list {
                             if best.is_some_and(|b| (f.priority, f.handle) >= b) {
                                 break;
@@ -1106,13 +1123,16 @@ impl TableState {
                 let first = self.pieces(0, &e).into_iter().next()?;
                 let t = tuples.iter().find(|t| t.mask == first.mask)?;
                 let mut scratch = vec![0; first.value.len()];
-                t.map.get(&first.value, &t.mask, &mut scratch)?.iter().filter(|x| x.priority == priority).find_map(
-                    |x| {
+                let words = if first.value.len() <= CACHE_KEY_BYTES { cache_words(&first.value) } else { [0; 4] };
+                t.map
+                    .get(&first.value, &words, &t.mask, &mut scratch)?
+                    .iter()
+                    .filter(|x| x.priority == priority)
+                    .find_map(|x| {
                         let en = self.entries.get(x.handle as usize)?.as_ref()?;
                         let f = self.flat(x.handle, en);
                         (f.value == want.value && f.mask == want.mask && f.ranges == want.ranges).then_some(x.handle)
-                    },
-                )
+                    })
             }
         }
     }
@@ -1807,37 +1827,56 @@ mod tests {
     }
 
     #[test]
-    fn tuples_with_more_than_sixteen_kept_bytes_match_a_linear_scan() {
-        // A 20-byte ternary field: masks keeping all 20 bytes take the
-        // byte-string form of `TupleKeys`, masks keeping 2 or 4 the packed one.
+    fn tuples_match_a_linear_scan_in_every_key_form() {
+        // A 20-byte ternary field plus one byte: a 21-byte key, every tuple
+        // in the word form of `TupleKeys`.
+        tuples_of_a_wide_field_match_a_linear_scan(20, &["words"]);
+        // A 40-byte field: masks keeping all 40 bytes take the byte-string
+        // form, masks keeping 2 or 4 the packed one.
+        tuples_of_a_wide_field_match_a_linear_scan(40, &["bytes", "packed"]);
+    }
+
+    /// Entries on a `wide`-byte ternary field (kept whole, or its first 4
+    /// or 2 bytes) and a 1-byte field, against a linear scan; `forms`: the
+    /// `TupleKeys` forms that must be in use.
+    fn tuples_of_a_wide_field_match_a_linear_scan(wide: usize, forms: &[&str]) {
         let key = vec![
-            KeyFieldSpec { kind: MatchKind::Ternary, width: 160, off: 0, len: 20 },
-            KeyFieldSpec { kind: MatchKind::Ternary, width: 8, off: 20, len: 1 },
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 8 * wide as u32, off: 0, len: wide },
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 8, off: wide, len: 1 },
         ];
         let mut t = TableState::new(key, 10_000);
         let mut rnd = crate::lpm::test_rng(777);
         let mut values = Vec::new();
         for i in 0..200 {
-            let keep = [20usize, 4, 2][i % 3];
-            let mask: Vec<u8> = (0..20).map(|b| if b < keep { 0xff } else { 0 }).collect();
+            let keep = [wide, 4, 2][i % 3];
+            let mask: Vec<u8> = (0..wide).map(|b| if b < keep { 0xff } else { 0 }).collect();
             // Few distinct byte values, so that keys built from them often match.
-            let v: Vec<u8> = (0..20).map(|b| if b < keep { (rnd() % 3) as u8 } else { 0 }).collect();
+            let v: Vec<u8> = (0..wide).map(|b| if b < keep { (rnd() % 3) as u8 } else { 0 }).collect();
             let tail = (rnd() % 2) as u8;
             values.push(v.clone());
             let e = entry(
                 vec![FieldMatch::Ternary(v, mask), FieldMatch::Ternary(vec![tail], vec![0xff])],
                 // Wide entries usually outrank narrow ones, so both kinds win lookups.
-                (rnd() % 30) as i32 + if keep == 20 { 0 } else { 20 },
+                (rnd() % 30) as i32 + if keep == wide { 0 } else { 20 },
                 1,
             );
             let _ = t.add(e);
         }
         assert!(t.len() > SMALL_TABLE, "the tuple search, not the small-table scan, is under test");
-        let kinds: Vec<bool> = match &t.index {
-            Index::Tuples { tuples, .. } => tuples.iter().map(|x| matches!(x.map, TupleKeys::Packed { .. })).collect(),
+        let mut kinds: Vec<&str> = match &t.index {
+            Index::Tuples { tuples, .. } => tuples
+                .iter()
+                .map(|x| match x.map {
+                    TupleKeys::Words { .. } => "words",
+                    TupleKeys::Packed { .. } => "packed",
+                    TupleKeys::Bytes(_) => "bytes",
+                })
+                .collect(),
             _ => unreachable!(),
         };
-        assert!(kinds.contains(&true) && kinds.contains(&false), "both key forms are in use: {kinds:?}");
+        kinds.sort_unstable();
+        kinds.dedup();
+        assert_eq!(kinds, forms, "key forms in use");
         for h in [0u32, 7, 30] {
             let _ = t.delete(h);
         }
@@ -1856,7 +1895,7 @@ mod tests {
                 .enumerate()
                 .filter_map(|(h, e)| e.as_ref().map(|e| (h as u32, e)))
                 .filter(|(_, e)| {
-                    e.matches.iter().zip([&k[..20], &k[20..]]).all(|(m, part)| {
+                    e.matches.iter().zip([&k[..wide], &k[wide..]]).all(|(m, part)| {
                         let FieldMatch::Ternary(v, m) = m else { unreachable!() };
                         part.iter().zip(m).zip(v).all(|((p, m), v)| p & m == *v)
                     })
@@ -1864,7 +1903,7 @@ mod tests {
                 .min_by_key(|(h, e)| (e.priority, *h))
                 .map(|(h, _)| h);
             assert_eq!(t.lookup(&k), brute, "key {k:?}");
-            // Which form the winner came from: a mask keeping all 20 bytes, or fewer.
+            // Which kind of mask won: one keeping the whole wide field, or fewer bytes.
             if let Some(h) = brute {
                 let FieldMatch::Ternary(_, m) = &t.entries[h as usize].as_ref().unwrap().matches[0] else {
                     unreachable!()
@@ -1872,7 +1911,7 @@ mod tests {
                 wins[usize::from(m.iter().all(|b| *b == 0xff))] += 1;
             }
         }
-        assert!(wins[0] > 100 && wins[1] > 100, "entries of both forms win: {wins:?}");
+        assert!(wins[0] > 100 && wins[1] > 100, "entries of both kinds win: {wins:?}");
     }
 
     #[test]
