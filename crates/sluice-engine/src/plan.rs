@@ -253,11 +253,11 @@ impl ProfilePlan {
                 .map(|(e, w)| {
                     let CExpr::Field(f) = e else { return None };
                     let fi = &layout.fields[*f as usize];
-                    if fi.width != *w || fi.width % 8 != 0 || fi.width == 0 || fi.varbit {
+                    if fi.width != *w || !fi.width.is_multiple_of(8) || fi.width == 0 || fi.varbit {
                         return None;
                     }
                     let from = match fi.loc {
-                        crate::phv::Loc::Wire { bit } if bit % 8 == 0 => PieceFrom::Wire(bit / 8),
+                        crate::phv::Loc::Wire { bit } if bit.is_multiple_of(8) => PieceFrom::Wire(bit / 8),
                         crate::phv::Loc::Slot(i) if fi.width <= 128 && !fi.signed => PieceFrom::Slot(i),
                         _ => return None,
                     };
