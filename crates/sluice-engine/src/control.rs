@@ -124,7 +124,7 @@ impl Exec<'_> {
         }
     }
 
-    fn build_key(&mut self, ti: usize) {
+    pub(crate) fn build_key(&mut self, ti: usize) {
         let tp = &self.plan.tables[ti];
         self.key_buf.clear();
         let env = env!(self, &[]);
@@ -319,7 +319,7 @@ impl Exec<'_> {
         }
     }
 
-    fn select_member(&mut self, profile: Option<u32>, g: u32) -> Option<u32> {
+    pub(crate) fn select_member(&mut self, profile: Option<u32>, g: u32) -> Option<u32> {
         let pi = profile? as usize;
         let grp = self.state.profiles[pi].groups.get(g as usize)?.as_ref()?;
         if grp.is_empty() {

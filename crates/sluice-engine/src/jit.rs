@@ -2058,26 +2058,52 @@ extern "C" fn h_run_from(ctx: *mut JitCtx, node: i64) {
 
 /// Table results as the compiled code consumes them (see `h_table`).
 impl Exec<'_> {
-    /// Looks table `ti` up for compiled code. For a direct action with at
-    /// most `HOT_DATA` bytes of data and nothing else to do (no direct
-    /// counter or meter, no profile) it copies the zero-padded data into
-    /// `out` and returns `2 * position of the action in the table + hit`.
-    /// Anything else is applied completely here; the result is then
-    /// `-1 - encoded next node`, or `i64::MIN` when the action exited.
+    /// Looks table `ti` up for compiled code. When the table has nothing
+    /// else to do on a hit (no direct counter or meter, no idle timeout) and
+    /// the action it lands on (a direct entry's, a profile member's, the
+    /// member an action selector picks, or the default) has at most
+    /// `HOT_DATA` bytes of data, it copies the zero-padded data into `out`
+    /// and returns `2 * position of the action in the table + hit`: the
+    /// action then runs in generated code. Anything else is applied
+    /// completely here; the result is then `-1 - encoded next node`, or
+    /// `i64::MIN` when the action exited.
     pub fn apply_table_for_jit(&mut self, ti: usize, out: &mut [u8; 64]) -> i64 {
-        let tp = &self.plan.tables[ti];
+        let plan = self.plan;
+        let tp = &plan.tables[ti];
         // Tables with idle timeouts record their hits: the full path does that.
-        if !tp.with_counters && tp.direct_meter.is_none() && !tp.support_timeout {
-            let found = match self.lookup_integer_key(ti) {
-                Some(Some(h)) => {
+        if !tp.with_counters && tp.direct_meter.is_none() && !tp.support_timeout && tp.inline_default.is_none() {
+            let hit = match self.lookup_integer_key(ti) {
+                Some(h) => h,
+                None => {
+                    self.build_key(ti);
+                    if tp.key.is_empty() && self.state.tables[ti].is_empty() {
+                        None
+                    } else {
+                        self.state.tables[ti].lookup_cached(self.key_buf)
+                    }
+                }
+            };
+            let found = match hit {
+                Some(h) => {
                     let hot = self.state.tables[ti].hot(h);
-                    (hot.action != u32::MAX).then(|| {
+                    if hot.action != u32::MAX {
                         // The record is zero-padded; `out` beyond it stays zero.
                         out[..hot.data.len()].copy_from_slice(&hot.data);
-                        (hot.action, 1)
-                    })
+                        Some((hot.action, 1))
+                    } else {
+                        // Indirect entries: the member's action runs in generated code too.
+                        match hot.indirect() {
+                            Some((false, m)) => self.member_for_jit(tp.profile, m, out).map(|a| (a, 1)),
+                            Some((true, g)) => match self.select_member(tp.profile, g) {
+                                Some(m) => self.member_for_jit(tp.profile, m, out).map(|a| (a, 1)),
+                                // An empty group runs no action (as `apply_table`).
+                                None => return -1 - encode_node(tp.base_default_next),
+                            },
+                            None => None,
+                        }
+                    }
                 }
-                Some(None) => match &self.state.tables[ti].default {
+                None => match &self.state.tables[ti].default {
                     Some((a, d)) if d.len() <= crate::tables::HOT_DATA => {
                         out[..d.len()].copy_from_slice(d);
                         out[d.len()..HOT_RECORD].fill(0);
@@ -2085,7 +2111,6 @@ impl Exec<'_> {
                     }
                     _ => None,
                 },
-                None => None,
             };
             if let Some((a, hit)) = found {
                 if let Some(pos) = tp.actions.iter().position(|x| *x == a) {
@@ -2099,6 +2124,19 @@ impl Exec<'_> {
         } else {
             -1 - encode_node(next)
         }
+    }
+
+    /// Copies profile member `m`'s action data into `out` (zero-padded to
+    /// `HOT_RECORD` bytes) and returns its action, when the data fits.
+    fn member_for_jit(&self, profile: Option<u32>, m: u32, out: &mut [u8; 64]) -> Option<u32> {
+        let p = &self.state.profiles[profile? as usize];
+        let (a, d) = p.members.get(m as usize)?.as_ref()?;
+        if d.len() > crate::tables::HOT_DATA {
+            return None;
+        }
+        out[..d.len()].copy_from_slice(d);
+        out[d.len()..HOT_RECORD].fill(0);
+        Some(*a)
     }
 }
 
