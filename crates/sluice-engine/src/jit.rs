@@ -47,7 +47,7 @@ use cranelift_module::{FuncId, Linkage, Module};
 use crate::control::Exec;
 use crate::expr::{BinOp, Fast};
 use crate::phv::{mask64, FieldSrc};
-use crate::plan::{Node, Plan, Prim};
+use crate::plan::{Dst, Node, Plan, Prim};
 use crate::tables::TableView;
 
 /// Which engine runs a switch's control pipelines.
@@ -90,6 +90,8 @@ pub struct JitCtx {
     views: *const TableView,
     /// In: one [`CounterView`] per counter array of the plan.
     counters: *const CounterView,
+    /// In: one [`RegisterView`] per register array of the plan.
+    registers: *const RegisterView,
 }
 
 impl JitCtx {
@@ -111,6 +113,7 @@ impl JitCtx {
             len: 0,
             views: views.tables.as_ptr(),
             counters: views.counters.as_ptr(),
+            registers: views.registers.as_ptr(),
         }
     }
 
@@ -138,6 +141,11 @@ const OFF_PORT: i32 = 128;
 const OFF_LEN: i32 = 136;
 const OFF_VIEWS: i32 = 144;
 const OFF_COUNTERS: i32 = 152;
+const OFF_REGISTERS: i32 = 160;
+/// Offset of a register cell's low word.
+const REG_LO: i32 = std::mem::offset_of!(crate::shared::RegCell, lo) as i32;
+const _: () = assert!(std::mem::offset_of!(JitCtx, registers) == OFF_REGISTERS as usize);
+const _: () = assert!(std::mem::offset_of!(JitCtx, counters) == OFF_COUNTERS as usize);
 /// Size of a [`TableView`] in the views array.
 const VIEW_SIZE: i64 = 56;
 const _: () = assert!(std::mem::size_of::<TableView>() == VIEW_SIZE as usize);
@@ -155,6 +163,15 @@ const CELL_PACKETS: i32 = std::mem::offset_of!((u64, u64), 0) as i32;
 const CELL_BYTES: i32 = std::mem::offset_of!((u64, u64), 1) as i32;
 const CELL_SIZE: i64 = std::mem::size_of::<(u64, u64)>() as i64;
 
+/// One register array as generated code reads and writes it: its cells
+/// (see [`crate::shared::Registers::cells`]) and their number.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct RegisterView {
+    cells: *const crate::shared::RegCell,
+    len: u64,
+}
+
 /// What generated code reads the switch's tables and counters through,
 /// rebuilt by [`Views::refresh`] before every packet or batch.
 ///
@@ -165,6 +182,7 @@ const CELL_SIZE: i64 = std::mem::size_of::<(u64, u64)>() as i64;
 pub struct Views {
     pub tables: Vec<TableView>,
     counters: Vec<CounterView>,
+    registers: Vec<RegisterView>,
 }
 
 // SAFETY: views are plain data, used only by the switch that owns the state, on its thread.
@@ -178,6 +196,12 @@ impl Views {
         self.counters.clear();
         self.counters
             .extend(state.counters.iter_mut().map(|c| CounterView { cells: c.as_mut_ptr(), len: c.len() as u64 }));
+        self.registers.clear();
+        self.registers.extend(
+            (0..state.registers.arrays())
+                .map(|a| state.registers.cells(a))
+                .map(|c| RegisterView { cells: c.as_ptr(), len: c.len() as u64 }),
+        );
     }
 }
 
@@ -726,7 +750,7 @@ fn parser_key(st: &crate::plan::PState) -> Option<Vec<(FieldSrc, u32)>> {
 /// field of at most 64 bits, or a `verify` with a shortcut condition and a
 /// constant error.
 fn parser_op_ok(plan: &Plan, op: &crate::plan::POp) -> bool {
-    use crate::plan::{Dst, ExtractTo, POp};
+    use crate::plan::{ExtractTo, POp};
     let layout = &plan.layout;
     match op {
         POp::Extract(ExtractTo::Header(h)) => {
@@ -824,7 +848,7 @@ fn compile_parser(
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
 ) -> Result<Option<(FuncId, bool, bool)>, String> {
-    use crate::plan::{Dst, ExtractTo, POp};
+    use crate::plan::{ExtractTo, POp};
     let Some(init) = plan.init_state else { return Ok(None) };
     // Reachable states in depth-first order, refusing loops and uncompilable states.
     let next_states = |si: u32| -> Vec<u32> {
@@ -1370,7 +1394,7 @@ impl Gen<'_, '_, '_> {
     fn load_bases(&mut self, with_views: bool) {
         self.bases.clear();
         let offs: &[i32] = if with_views {
-            &[OFF_WIRE, OFF_SLOTS, OFF_VALID, OFF_VIEWS, OFF_COUNTERS]
+            &[OFF_WIRE, OFF_SLOTS, OFF_VALID, OFF_VIEWS, OFF_COUNTERS, OFF_REGISTERS]
         } else {
             &[OFF_WIRE, OFF_SLOTS, OFF_VALID]
         };
@@ -1667,12 +1691,35 @@ impl Gen<'_, '_, '_> {
         self.plan.actions[ai as usize].prims.iter().all(|p| match p {
             Prim::SetField { src, .. } => Self::supported(&src.fast, data),
             Prim::Count { idx, .. } => Self::supported(&idx.fast, data),
+            Prim::RegWrite { arr, idx, val } => {
+                self.plan.registers[*arr as usize].width <= 64
+                    && Self::supported(&idx.fast, data)
+                    && Self::supported(&val.fast, data)
+            }
+            Prim::RegRead { dst: Dst::Field(f), arr, idx } => {
+                self.plan.registers[*arr as usize].width <= 64
+                    && FieldSrc::of(&self.plan.layout.fields[*f as usize]).is_some()
+                    && Self::supported(&idx.fast, data)
+            }
             Prim::MarkToDrop => [std.egress_spec, std.mcast_grp]
                 .iter()
                 .all(|f| f.is_none_or(|f| FieldSrc::of(&self.plan.layout.fields[f as usize]).is_some())),
             Prim::Exit => true,
             _ => false,
         })
+    }
+
+    /// Whether index `i` is inside register array `arr` (an `i8` condition)
+    /// and the address of its cell (only to be used when inside).
+    fn register_cell(&mut self, arr: u32, i: Value) -> (Value, Value) {
+        let fl = Self::flags();
+        let views = self.ptr(OFF_REGISTERS);
+        let off = std::mem::size_of::<RegisterView>() as i32 * arr as i32;
+        let len = self.b.ins().load(types::I64, fl, views, off + std::mem::offset_of!(RegisterView, len) as i32);
+        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, i, len);
+        let cells = self.b.ins().load(types::I64, fl, views, off + std::mem::offset_of!(RegisterView, cells) as i32);
+        let at = self.b.ins().imul_imm_u(i, std::mem::size_of::<crate::shared::RegCell>() as i64);
+        (inside, self.b.ins().iadd(cells, at))
     }
 
     /// Generates action `ai` in the current block (data, if any, in `JitCtx::data`).
@@ -1716,6 +1763,37 @@ impl Gen<'_, '_, '_> {
                     self.b.ins().store(fl, bytes, cell, CELL_BYTES);
                     self.b.ins().jump(next, &[]);
                     self.b.switch_to_block(next);
+                }
+                Prim::RegWrite { arr, idx, val } => {
+                    // Inline: cell `i`, when in range, gets the value masked to
+                    // the register's width (at most 64 bits: the high word stays 0).
+                    let i = self.fast(&idx.fast);
+                    let v = self.fast(&val.fast);
+                    let v = self.b.ins().band_imm_u(v, mask64(plan.registers[*arr as usize].width) as i64);
+                    let (inside, cell) = self.register_cell(*arr, i);
+                    let (write, next) = (self.b.create_block(), self.b.create_block());
+                    self.b.ins().brif(inside, write, &[], next, &[]);
+                    self.b.switch_to_block(write);
+                    self.b.ins().store(Self::flags(), v, cell, REG_LO);
+                    self.b.ins().jump(next, &[]);
+                    self.b.switch_to_block(next);
+                }
+                Prim::RegRead { dst: Dst::Field(f), arr, idx } => {
+                    // Inline: cell `i`'s low word, or 0 out of range (as `Registers::get` gives).
+                    let fi = &plan.layout.fields[*f as usize];
+                    let dst = FieldSrc::of(fi).expect("checked by action_inlinable");
+                    let i = self.fast(&idx.fast);
+                    let (inside, cell) = self.register_cell(*arr, i);
+                    let (read, next) = (self.b.create_block(), self.b.create_block());
+                    self.b.append_block_param(next, types::I64);
+                    let zero = self.b.ins().iconst(types::I64, 0);
+                    self.b.ins().brif(inside, read, &[], next, &[zero.into()]);
+                    self.b.switch_to_block(read);
+                    let v = self.b.ins().load(types::I64, Self::flags(), cell, REG_LO);
+                    self.b.ins().jump(next, &[v.into()]);
+                    self.b.switch_to_block(next);
+                    let v = self.b.block_params(next)[0];
+                    self.write(dst, v, mask64(fi.width));
                 }
                 Prim::MarkToDrop => {
                     for (f, v) in [(plan.std.egress_spec, 511i64), (plan.std.mcast_grp, 0)] {

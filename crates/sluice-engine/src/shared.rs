@@ -19,9 +19,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::tables::MeterState;
 
-struct RegCell {
-    lo: AtomicU64,
-    hi: AtomicU64,
+/// One register cell: a 128-bit value as two relaxed atomic words (bmv2
+/// registers are shared by all packets; tearing between the words of a
+/// value wider than 64 bits is accepted, as between bmv2's threads).
+/// `#[repr(C)]`: generated code reads and writes `lo` at a fixed offset.
+#[repr(C)]
+pub struct RegCell {
+    pub(crate) lo: AtomicU64,
+    pub(crate) hi: AtomicU64,
 }
 
 /// Register arrays, shared by clones (`Clone` shares, it does not copy).
@@ -67,6 +72,17 @@ impl Registers {
     /// Whether there are no register arrays.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Number of register arrays.
+    pub fn arrays(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The cells of array `arr`, for generated code (which writes `lo`
+    /// only for registers of at most 64 bits, so `hi` stays 0 there).
+    pub fn cells(&self, arr: usize) -> &[RegCell] {
+        &self.0[arr]
     }
 
     /// Every value of array `arr`.
