@@ -127,11 +127,14 @@ impl Exec<'_> {
     pub(crate) fn build_key(&mut self, ti: usize) {
         let tp = &self.plan.tables[ti];
         self.key_buf.clear();
+        // Zeroed once for the whole key: parts of invalid headers stay zero.
+        self.key_buf.resize(tp.key.iter().map(|k| nbytes(k.width)).sum(), 0);
         let env = env!(self, &[]);
+        let mut start = 0;
         for k in &tp.key {
             let n = nbytes(k.width);
-            let start = self.key_buf.len();
-            self.key_buf.resize(start + n, 0);
+            start += n;
+            let start = start - n;
             let invalid = match &k.header {
                 Some(h) => !resolve_href(h, &env).is_some_and(|x| self.phv.valid[x as usize]),
                 None => false,
@@ -144,7 +147,7 @@ impl Exec<'_> {
                 // Fields of up to 64 bits: one read at a fixed place, no per-bit walk.
                 crate::expr::CExpr::Field(f) if n <= 8 && self.plan.layout.hot[*f as usize].is_some() => {
                     let (src, _) = self.plan.layout.hot[*f as usize].expect("checked");
-                    dst.copy_from_slice(&src.read(self.phv).to_be_bytes()[8 - n..]);
+                    crate::phv::copy_short(dst, &src.read(self.phv).to_be_bytes()[8 - n..]);
                 }
                 crate::expr::CExpr::Field(f) => self.phv.get_bytes(&self.plan.layout.fields[*f as usize], dst),
                 e => {
@@ -878,10 +881,10 @@ pub fn selector_input<'b>(
                 let len = p.len as usize;
                 match p.from {
                     crate::plan::PieceFrom::Wire(at) => {
-                        buf[n..n + len].copy_from_slice(&phv.wire[at as usize..at as usize + len])
+                        crate::phv::copy_short(&mut buf[n..n + len], &phv.wire[at as usize..at as usize + len])
                     }
                     crate::plan::PieceFrom::Slot(i) => {
-                        buf[n..n + len].copy_from_slice(&phv.slots[i as usize].to_be_bytes()[16 - len..])
+                        crate::phv::copy_short(&mut buf[n..n + len], &phv.slots[i as usize].to_be_bytes()[16 - len..])
                     }
                 }
                 n += len;

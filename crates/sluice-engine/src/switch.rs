@@ -60,26 +60,6 @@ fn prefetch_keys_in(prefetch: &[usize], state: &crate::state::State, keys: &[Opt
     }
 }
 
-/// Copies `src` into `dst` (same length). Payloads of small frames (8 to 64
-/// bytes) are copied as two overlapping fixed-size moves, which the compiler
-/// turns into a few vector instructions; `copy_from_slice` would call `memcpy`.
-#[inline(always)]
-fn copy_short(dst: &mut [u8], src: &[u8]) {
-    fn two<const K: usize>(dst: &mut [u8], src: &[u8]) {
-        let n = src.len();
-        let head: [u8; K] = src[..K].try_into().expect("K bytes");
-        let tail: [u8; K] = src[n - K..].try_into().expect("K bytes");
-        dst[..K].copy_from_slice(&head);
-        dst[n - K..].copy_from_slice(&tail);
-    }
-    match src.len() {
-        32..=64 => two::<32>(dst, src),
-        16..=31 => two::<16>(dst, src),
-        8..=15 => two::<8>(dst, src),
-        _ => dst.copy_from_slice(src),
-    }
-}
-
 /// How many packets ahead of the one running a batch prefetches index
 /// slots, and hit records (see [`Switch::process_batch_at`]).
 const SLOT_AHEAD: usize = 16;
@@ -572,7 +552,7 @@ impl Switch {
                                 self.fwd_hdr.resize(n, 0);
                                 cx.set_out(&mut self.fwd_hdr);
                             }
-                            copy_short(&mut self.fwd_hdr[hdr..n], payload);
+                            crate::phv::copy_short(&mut self.fwd_hdr[hdr..n], payload);
                             self.stats.transmitted += 1;
                             emit(port, &self.fwd_hdr[..n]);
                         }
@@ -634,7 +614,7 @@ impl Switch {
                 if self.fwd_hdr.len() < n {
                     self.fwd_hdr.resize(n, 0);
                 }
-                copy_short(&mut self.fwd_hdr[hdr..n], payload);
+                crate::phv::copy_short(&mut self.fwd_hdr[hdr..n], payload);
                 self.stats.transmitted += 1;
                 emit(port, &self.fwd_hdr[..n]);
                 self.phv_pool.push(phv);
@@ -1769,7 +1749,7 @@ mod tests {
         let src: Vec<u8> = (0..100u8).map(|b| b.wrapping_mul(37).wrapping_add(11)).collect();
         for n in 0..=src.len() {
             let mut dst = vec![0xeeu8; n];
-            super::copy_short(&mut dst, &src[..n]);
+            crate::phv::copy_short(&mut dst, &src[..n]);
             assert_eq!(dst, &src[..n], "length {n}");
         }
     }
