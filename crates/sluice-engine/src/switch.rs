@@ -1108,10 +1108,11 @@ impl Switch {
         let _ = writeln!(
             r,
             "batches: {}",
-            if self.preparse {
-                "parsed ahead 32 at a time, then run (the parser calls no externs)"
-            } else {
-                "packet by packet (the parser calls externs, so it cannot run ahead)"
+            match (self.compiled.as_ref().is_some_and(|c| c.has_fast_path()), self.preparse) {
+                (true, true) => "fast path: parser and forwarding function back to back per packet, one PHV and one pair of contexts per batch; with big LPM/exact tables, each batch is parsed ahead first to prefetch its lookups",
+                (true, false) => "fast path: parser and forwarding function back to back per packet, one PHV and one pair of contexts per batch",
+                (false, true) => "parsed ahead 32 at a time when tables are big, then run (the parser calls no externs)",
+                (false, false) => "packet by packet (the parser calls externs, so it cannot run ahead)",
             }
         );
         let _ = writeln!(
