@@ -170,6 +170,10 @@ pub struct TablePlan {
     /// Key as `(slot or validity, bits)` parts when it is at most 16 bytes of
     /// unmasked slot fields and validity bits: built as one integer, no bytes.
     pub key128: Option<Vec<(KeyPart, u32)>>,
+    /// The same parts for a key of any length made only of unmasked fields
+    /// of at most 64 bits and validity bits: its bytes are then written part
+    /// by part from hot-path reads (an ACL's 17-byte key), no expression walk.
+    pub key_fields: Option<Vec<(KeyPart, u32)>>,
     /// For keyless tables whose default action is fixed and takes no data
     /// (p4c wraps plain action calls this way): the action and next node, so
     /// the table is run as a direct action call.
@@ -973,7 +977,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                 _ => None,
             };
             let key_bytes: usize = key.iter().map(|k| nbytes(k.width)).sum();
-            let key128 = if key.is_empty() || key_bytes > 16 {
+            let key_fields = if key.is_empty() {
                 None
             } else {
                 key.iter()
@@ -994,8 +998,10 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                     })
                     .collect::<Option<Vec<_>>>()
             };
+            let key128 = key_fields.clone().filter(|_| key_bytes <= 16);
             tables.push(TablePlan {
                 key128,
+                key_fields,
                 inline_default,
                 name: t.name.clone(),
                 id: t.id,
