@@ -345,6 +345,17 @@ impl Exec<'_> {
         }
     }
 
+    /// Executes cell `i` of meter array `arr` for this packet (packets or
+    /// bytes of its ingress length): its colour, 0 (green) out of range.
+    pub(crate) fn execute_meter(&mut self, arr: usize, i: usize) -> u32 {
+        let size = if self.plan.meters[arr].width == 1 { 1 } else { u64::from(self.meta.ingress_len) };
+        let now = self.now_us;
+        match self.state.meters.cell(arr, i) {
+            Some(mut m) => m.execute(size, now),
+            None => 0,
+        }
+    }
+
     pub(crate) fn select_member(&mut self, profile: Option<u32>, g: u32) -> Option<u32> {
         let pi = profile? as usize;
         let grp = self.state.profiles[pi].groups.get(g as usize)?.as_ref()?;
@@ -546,13 +557,8 @@ impl Exec<'_> {
             }
             Prim::ExecuteMeter { arr, idx, dst } => {
                 let i = idx.eval_u128(&env!(self, data)) as usize;
-                let size = if plan.meters[*arr as usize].width == 1 { 1 } else { self.meta.ingress_len as u64 };
-                let now = self.now_us;
-                let colour = match self.state.meters.cell(*arr as usize, i) {
-                    Some(mut m) => m.execute(size, now),
-                    None => 0,
-                };
-                self.write_dst(dst, colour as u128, data);
+                let colour = self.execute_meter(*arr as usize, i);
+                self.write_dst(dst, u128::from(colour), data);
             }
             Prim::RegRead { dst, arr, idx } => {
                 let i = idx.eval_u128(&env!(self, data)) as usize;

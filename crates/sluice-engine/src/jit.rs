@@ -537,6 +537,7 @@ impl CompiledPipelines {
         jb.symbol("sluice_h_action_nodata", h_action_nodata as *const u8);
         jb.symbol("sluice_h_cond", h_cond as *const u8);
         jb.symbol("sluice_h_run_from", h_run_from as *const u8);
+        jb.symbol("sluice_h_meter", h_meter as *const u8);
         let mut module = JITModule::new(jb);
         let ptr = module.target_config().pointer_type();
         let call_conv = module.isa().default_call_conv();
@@ -556,6 +557,7 @@ impl CompiledPipelines {
             ("sluice_h_action_nodata", sig(&[ptr, types::I32], Some(types::I32))),
             ("sluice_h_cond", sig(&[ptr, types::I32], Some(types::I32))),
             ("sluice_h_run_from", sig(&[ptr, types::I64], None)),
+            ("sluice_h_meter", sig(&[ptr, types::I32, types::I64], Some(types::I64))),
         ];
         let mut helpers = Vec::new();
         for (name, s) in &helper_sigs {
@@ -1267,6 +1269,7 @@ struct Gen<'p, 'b, 'f> {
     h_action_nodata: cranelift_codegen::ir::FuncRef,
     h_cond: cranelift_codegen::ir::FuncRef,
     h_run_from: cranelift_codegen::ir::FuncRef,
+    h_meter: cranelift_codegen::ir::FuncRef,
     stats: &'b mut JitStats,
     /// Context pointers loaded once per call: `(offset, value)`.
     bases: Vec<(i32, Value)>,
@@ -1331,6 +1334,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             h_action_nodata: refs[2],
             h_cond: refs[3],
             h_run_from: refs[4],
+            h_meter: refs[5],
             stats,
             bases: Vec::new(),
             wire_grid: Grid::wire(plan),
@@ -1691,6 +1695,9 @@ impl Gen<'_, '_, '_> {
         self.plan.actions[ai as usize].prims.iter().all(|p| match p {
             Prim::SetField { src, .. } => Self::supported(&src.fast, data),
             Prim::Count { idx, .. } => Self::supported(&idx.fast, data),
+            Prim::ExecuteMeter { idx, dst: Dst::Field(f), .. } => {
+                FieldSrc::of(&self.plan.layout.fields[*f as usize]).is_some() && Self::supported(&idx.fast, data)
+            }
             Prim::RegWrite { arr, idx, val } => {
                 self.plan.registers[*arr as usize].width <= 64
                     && Self::supported(&idx.fast, data)
@@ -1763,6 +1770,17 @@ impl Gen<'_, '_, '_> {
                     self.b.ins().store(fl, bytes, cell, CELL_BYTES);
                     self.b.ins().jump(next, &[]);
                     self.b.switch_to_block(next);
+                }
+                Prim::ExecuteMeter { arr, idx, dst: Dst::Field(f) } => {
+                    // The meter cell is updated by a helper (it is shared
+                    // by the workers, behind a lock); the colour is written here.
+                    let fi = &plan.layout.fields[*f as usize];
+                    let dst = FieldSrc::of(fi).expect("checked by action_inlinable");
+                    let i = self.fast(&idx.fast);
+                    let a = self.b.ins().iconst(types::I32, i64::from(*arr));
+                    let call = self.b.ins().call(self.h_meter, &[self.ctx, a, i]);
+                    let colour = self.b.inst_results(call)[0];
+                    self.write(dst, colour, mask64(fi.width));
                 }
                 Prim::RegWrite { arr, idx, val } => {
                     // Inline: cell `i`, when in range, gets the value masked to
@@ -2132,6 +2150,14 @@ extern "C" fn h_run_from(ctx: *mut JitCtx, node: i64) {
     ex.run_pipeline(decode_node(node));
     // SAFETY: as above.
     unsafe { settle(ctx) };
+}
+
+/// Executes cell `i` of meter array `arr` for the running packet (as the
+/// interpreter's `execute_meter`): the colour, 0 (green) out of range.
+extern "C" fn h_meter(ctx: *mut JitCtx, arr: u32, i: u64) -> u64 {
+    // SAFETY: as above.
+    let (ex, _) = unsafe { exec_of(ctx) };
+    u64::from(ex.execute_meter(arr as usize, i as usize))
 }
 
 /// Table results as the compiled code consumes them (see `h_table`).
