@@ -1275,6 +1275,9 @@ struct Gen<'p, 'b, 'f> {
     bases: Vec<(i32, Value)>,
     /// How wire fields are loaded and stored (see [`Gen::read_bits`]).
     wire_grid: Grid,
+    /// While an action of a table result is generated: where its data is
+    /// read (the hit's hot record, or `JitCtx::data` after the helper).
+    data_base: Option<Value>,
 }
 
 fn node_key(n: Node) -> (u8, u32) {
@@ -1338,6 +1341,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             stats,
             bases: Vec::new(),
             wire_grid: Grid::wire(plan),
+            data_base: None,
         }
     }
 }
@@ -1623,7 +1627,10 @@ impl Gen<'_, '_, '_> {
             Fast::Field(s) => self.read(*s),
             Fast::Param { off, len } => {
                 let grid = Grid::data();
-                self.read_bits(self.ctx, OFF_DATA, &grid, 8 * off, 8 * len)
+                match self.data_base {
+                    Some(base) => self.read_bits(base, 0, &grid, 8 * off, 8 * len),
+                    None => self.read_bits(self.ctx, OFF_DATA, &grid, 8 * off, 8 * len),
+                }
             }
             Fast::AddMask { slot, c, mask } => {
                 let v = self.read(*slot);
@@ -1733,6 +1740,10 @@ impl Gen<'_, '_, '_> {
     fn action(&mut self, ai: u32, data: bool) -> ActionEnd {
         if !self.action_inlinable(ai, data) {
             self.stats.actions_helper += 1;
+            if let (true, Some(base)) = (data, self.data_base) {
+                // The interpreter reads the data from the context.
+                self.copy_bytes(base, 0, self.ctx, OFF_DATA, HOT_RECORD as u32);
+            }
             let a = self.b.ins().iconst(types::I32, i64::from(ai));
             let h = if data { self.h_action } else { self.h_action_nodata };
             let call = self.b.ins().call(h, &[self.ctx, a]);
@@ -1970,16 +1981,24 @@ impl Gen<'_, '_, '_> {
         let off = self.b.ins().imul_imm_u(r, 48);
         let rec = self.b.ins().iadd(hot, off);
         let action = self.b.ins().uload32(fl, rec, 0);
-        self.copy_bytes(rec, crate::tables::HOT_DATA_OFFSET, self.ctx, OFF_DATA, HOT_RECORD as u32);
+        // The action reads its data straight from the record (no copy).
+        let data = self.b.ins().iadd_imm_u(rec, i64::from(crate::tables::HOT_DATA_OFFSET));
         let mut sw = CaseSwitch::new();
         let mut seen = Vec::new();
+        let mut trampolines = Vec::new();
         for (blk, a, _, is_hit) in case_blocks {
             if *is_hit && !seen.contains(a) {
                 seen.push(*a);
-                sw.set_entry(u128::from(*a), *blk);
+                let t = self.b.create_block();
+                trampolines.push((t, *blk));
+                sw.set_entry(u128::from(*a), t);
             }
         }
         sw.emit(self.b, action, engine);
+        for (t, blk) in trampolines {
+            self.b.switch_to_block(t);
+            self.b.ins().jump(blk, &[data.into()]);
+        }
     }
 
     /// Ends the current block after an action: to `next`, or out on exit.
@@ -2008,10 +2027,13 @@ impl Gen<'_, '_, '_> {
             return;
         }
         // One block per (action position, hit): the action inline, then the next node.
+        // Each takes where its action data is read (see `Gen::data_base`).
         let mut case_blocks = Vec::new();
         for (pos, a) in tp.actions.iter().enumerate() {
             for hit in [false, true] {
-                case_blocks.push((self.b.create_block(), *a, pos, hit));
+                let blk = self.b.create_block();
+                self.b.append_block_param(blk, types::I64);
+                case_blocks.push((blk, *a, pos, hit));
             }
         }
         let engine = self.b.create_block();
@@ -2033,17 +2055,27 @@ impl Gen<'_, '_, '_> {
         self.b.switch_to_block(hot);
         let mut cases = CaseSwitch::new();
         let fallback = self.b.create_block();
+        let mut trampolines = Vec::new();
         for (blk, _, pos, hit) in &case_blocks {
-            cases.set_entry((2 * pos + *hit as usize) as u128, *blk);
+            let t = self.b.create_block();
+            trampolines.push((t, *blk));
+            cases.set_entry((2 * pos + *hit as usize) as u128, t);
         }
+        let in_context = self.b.ins().iadd_imm_u(self.ctx, i64::from(OFF_DATA));
         cases.emit(self.b, r, fallback);
+        for (t, blk) in trampolines {
+            self.b.switch_to_block(t);
+            self.b.ins().jump(blk, &[in_context.into()]);
+        }
         for (blk, a, pos, hit) in case_blocks {
             self.b.switch_to_block(blk);
             let next = match (hit, tp.next_hit, tp.next_miss) {
                 (true, Some(n), _) | (false, _, Some(n)) => n,
                 _ => tp.next_by_action[pos],
             };
+            self.data_base = Some(self.b.block_params(blk)[0]);
             let end = self.action(a, true);
+            self.data_base = None;
             self.after_action(end, next);
         }
         // Not expected (the helper only returns listed actions): end the pipeline.
