@@ -195,6 +195,26 @@ impl Exec<'_> {
         self.state.tables[ti].lookup_u128(integer_key(parts, self.phv))
     }
 
+    /// The entry index table `ti` hits for this packet, if any. Integer keys
+    /// (the common case) skip the key bytes entirely, except under a trace,
+    /// which prints them from `key_buf`.
+    pub(crate) fn lookup_hit(&mut self, ti: usize) -> Option<u32> {
+        let plan = self.plan;
+        let fast_hit = if self.trace.is_none() { self.lookup_integer_key(ti) } else { None };
+        match fast_hit {
+            Some(h) => h,
+            None => {
+                self.build_key(ti);
+                // p4c wraps single action calls in keyless tables: skip the lookup for them.
+                if plan.tables[ti].key.is_empty() && self.state.tables[ti].is_empty() {
+                    None
+                } else {
+                    self.state.tables[ti].lookup_cached(self.key_buf)
+                }
+            }
+        }
+    }
+
     /// Applies one table; returns the next node.
     pub fn apply_table(&mut self, ti: usize) -> Option<Node> {
         let plan = self.plan;
@@ -206,20 +226,7 @@ impl Exec<'_> {
             self.run_action(a as usize, &[]);
             return next;
         }
-        // Integer keys (the common case) skip the key bytes entirely.
-        let fast_hit = if self.trace.is_none() { self.lookup_integer_key(ti) } else { None };
-        let hit = match fast_hit {
-            Some(h) => h,
-            None => {
-                self.build_key(ti);
-                // p4c wraps single action calls in keyless tables: skip the lookup for them.
-                if tp.key.is_empty() && self.state.tables[ti].is_empty() {
-                    None
-                } else {
-                    self.state.tables[ti].lookup_cached(self.key_buf)
-                }
-            }
-        };
+        let hit = self.lookup_hit(ti);
         if let (Some(h), true) = (hit, tp.support_timeout) {
             self.state.tables[ti].touch(h, self.now_us);
         }
@@ -948,6 +955,25 @@ pub fn selector_input<'b>(
 mod tests {
     use super::{csum16_ranges, Exec, PktMeta, State};
 
+    /// Random wire bytes, random values within their widths in the slots of
+    /// fields up to 64 bits, and each header valid with probability 3/4.
+    fn randomize(layout: &crate::phv::Layout, phv: &mut crate::phv::Phv, next: &mut impl FnMut() -> u32) {
+        for b in phv.wire.iter_mut() {
+            *b = next() as u8;
+        }
+        for fi in &layout.fields {
+            if let (crate::phv::Loc::Slot(i), 1..=64) = (fi.loc, fi.width) {
+                let v = (u64::from(next()) << 32) | u64::from(next());
+                phv.slots[i as usize] = u128::from(v & crate::phv::mask64(fi.width));
+            }
+        }
+        for (h, hi) in layout.headers.iter().enumerate() {
+            if !hi.metadata {
+                phv.valid[h] = !next().is_multiple_of(4);
+            }
+        }
+    }
+
     #[test]
     fn keys_written_part_by_part_equal_the_general_key_bytes() {
         let model = sluice_json::load_str(include_str!("../../../examples/edge.json")).expect("edge parses");
@@ -963,28 +989,10 @@ mod tests {
         let mut meta = PktMeta::default();
         let (mut key, mut act) = (Vec::new(), Vec::new());
         let mut packer = sluice_hash::BitPacker::default();
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::lpm::test_rng(0x2545_f491);
         let mut distinct = std::collections::HashSet::new();
         for _ in 0..300 {
-            for b in phv.wire.iter_mut() {
-                *b = next() as u8;
-            }
-            for fi in &fast.layout.fields {
-                if let (crate::phv::Loc::Slot(i), 1..=64) = (fi.loc, fi.width) {
-                    phv.slots[i as usize] = u128::from(next() & crate::phv::mask64(fi.width));
-                }
-            }
-            for (h, hi) in fast.layout.headers.iter().enumerate() {
-                if !hi.metadata {
-                    phv.valid[h] = next() % 4 != 0;
-                }
-            }
+            randomize(&fast.layout, &mut phv, &mut next);
             let mut keys = Vec::new();
             for plan in [&fast, &slow] {
                 let mut ex = Exec {
@@ -1017,28 +1025,10 @@ mod tests {
         let slow = crate::plan::ProfilePlan { selector_bytes: None, ..fast.clone() };
         let mut phv = plan.layout.new_phv();
         let mut packer = sluice_hash::BitPacker::default();
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::lpm::test_rng(0x9e37_79b9);
         let mut full = 0;
         for _ in 0..300 {
-            for b in phv.wire.iter_mut() {
-                *b = next() as u8;
-            }
-            for fi in &plan.layout.fields {
-                if let (crate::phv::Loc::Slot(i), 1..=64) = (fi.loc, fi.width) {
-                    phv.slots[i as usize] = u128::from(next() & crate::phv::mask64(fi.width));
-                }
-            }
-            for (h, hi) in plan.layout.headers.iter().enumerate() {
-                if !hi.metadata {
-                    phv.valid[h] = next() % 4 != 0;
-                }
-            }
+            randomize(&plan.layout, &mut phv, &mut next);
             let (mut a, mut b) = ([0u8; 64], [0u8; 64]);
             let gathered = super::selector_input(&plan, fast, &phv, &mut packer, &mut a).to_vec();
             let packed = super::selector_input(&plan, &slow, &phv, &mut packer, &mut b).to_vec();

@@ -2208,18 +2208,7 @@ impl Exec<'_> {
         let tp = &plan.tables[ti];
         // Tables with idle timeouts record their hits: the full path does that.
         if !tp.with_counters && tp.direct_meter.is_none() && !tp.support_timeout && tp.inline_default.is_none() {
-            let hit = match self.lookup_integer_key(ti) {
-                Some(h) => h,
-                None => {
-                    self.build_key(ti);
-                    if tp.key.is_empty() && self.state.tables[ti].is_empty() {
-                        None
-                    } else {
-                        self.state.tables[ti].lookup_cached(self.key_buf)
-                    }
-                }
-            };
-            let found = match hit {
+            let found = match self.lookup_hit(ti) {
                 Some(h) => {
                     let hot = self.state.tables[ti].hot(h);
                     if hot.action != u32::MAX {
