@@ -55,16 +55,7 @@ macro_rules! env {
 pub(crate) fn integer_key(parts: &[(crate::plan::KeyPart, u32)], phv: &Phv) -> u128 {
     let mut k: u128 = 0;
     for (part, bits) in parts {
-        let v = match part {
-            crate::plan::KeyPart::Field { src, header } => {
-                if header.is_some_and(|h| !phv.valid[h as usize]) {
-                    0
-                } else {
-                    u128::from(src.read(phv))
-                }
-            }
-            crate::plan::KeyPart::Valid(h) => phv.valid[*h as usize] as u128,
-        };
+        let v = u128::from(part.value(phv));
         k = if *bits >= 128 { v } else { (k << bits) | v };
     }
     k
@@ -134,16 +125,7 @@ impl Exec<'_> {
             let mut at = 0;
             for (part, bits) in parts {
                 let n = *bits as usize / 8;
-                let v = match part {
-                    crate::plan::KeyPart::Field { src, header } => {
-                        if header.is_none_or(|h| self.phv.valid[h as usize]) {
-                            src.read(self.phv)
-                        } else {
-                            0
-                        }
-                    }
-                    crate::plan::KeyPart::Valid(h) => u64::from(self.phv.valid[*h as usize]),
-                };
+                let v = part.value(self.phv);
                 crate::phv::copy_short(&mut self.key_buf[at..at + n], &v.to_be_bytes()[8 - n..]);
                 at += n;
             }

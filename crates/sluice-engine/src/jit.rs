@@ -1736,7 +1736,8 @@ impl Gen<'_, '_, '_> {
         (inside, self.b.ins().iadd(cells, at))
     }
 
-    /// Generates action `ai` in the current block (data, if any, in `JitCtx::data`).
+    /// Generates action `ai` in the current block (data, if any, read at
+    /// `Gen::data_base`; a helper-run action gets it copied into `JitCtx::data`).
     fn action(&mut self, ai: u32, data: bool) -> ActionEnd {
         if !self.action_inlinable(ai, data) {
             self.stats.actions_helper += 1;

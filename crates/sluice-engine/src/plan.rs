@@ -189,6 +189,23 @@ pub enum KeyPart {
     Valid(u32),
 }
 
+impl KeyPart {
+    /// The part's value on `phv` (a field of an invalid header reads as 0).
+    #[inline(always)]
+    pub fn value(&self, phv: &crate::phv::Phv) -> u64 {
+        match self {
+            KeyPart::Field { src, header } => {
+                if header.is_some_and(|h| !phv.valid[h as usize]) {
+                    0
+                } else {
+                    src.read(phv)
+                }
+            }
+            KeyPart::Valid(h) => u64::from(phv.valid[*h as usize]),
+        }
+    }
+}
+
 /// A control-flow node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Node {
