@@ -774,6 +774,18 @@ struct CacheSlot {
     result: u32,
 }
 
+/// A key as [`TupleKeys::Words`] probes it: its [`cache_words`] when it
+/// has at most `CACHE_KEY_BYTES`, else unused zeros (longer keys take the
+/// other forms).
+#[inline(always)]
+fn key_words(key: &[u8]) -> [u64; 4] {
+    if key.len() <= CACHE_KEY_BYTES {
+        cache_words(key)
+    } else {
+        [0; 4]
+    }
+}
+
 /// A key as four zero-padded little-endian words (keys are at most `CACHE_KEY_BYTES`).
 #[inline(always)]
 fn cache_words(key: &[u8]) -> [u64; 4] {
@@ -1008,7 +1020,7 @@ impl TableState {
                     heap.resize(key.len(), 0);
                     &mut heap
                 };
-                let words = if key.len() <= CACHE_KEY_BYTES { cache_words(key) } else { [0; 4] };
+                let words = key_words(key);
                 for t in tuples {
                     if best.is_some_and(|b| t.best >= b) {
                         break;
@@ -1142,7 +1154,7 @@ impl TableState {
                 let first = self.pieces(0, &e).into_iter().next()?;
                 let t = tuples.iter().find(|t| t.mask == first.mask)?;
                 let mut scratch = vec![0; first.value.len()];
-                let words = if first.value.len() <= CACHE_KEY_BYTES { cache_words(&first.value) } else { [0; 4] };
+                let words = key_words(&first.value);
                 t.map
                     .get(&first.value, &words, &t.mask, &mut scratch)?
                     .iter()
