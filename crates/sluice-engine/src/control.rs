@@ -14,6 +14,10 @@ use crate::value::nbytes;
 /// Sluice stops it and drops the packet.
 pub const MAX_ACTION_STEPS: u32 = 1_000_000;
 
+/// Keys of at most this many bytes made of whole fields are written part by
+/// part into a fixed scratch array (see [`Exec::build_key`]).
+const FAST_KEY_BYTES: usize = 64;
+
 /// Hidden per-packet state that v1model keeps outside the PHV.
 #[derive(Debug, Clone, Default)]
 pub struct PktMeta {
@@ -115,20 +119,27 @@ impl Exec<'_> {
         }
     }
 
+    /// Builds table `ti`'s key bytes in `key_buf`.
     pub(crate) fn build_key(&mut self, ti: usize) {
         let tp = &self.plan.tables[ti];
-        if let Some(parts) = &tp.key_fields {
+        if let (Some(parts), true) = (&tp.key_fields, tp.key_bytes <= FAST_KEY_BYTES) {
             // Hot-path reads, each written big-endian in its bytes (fields
-            // of invalid headers as zero, as `integer_key` builds them).
-            self.key_buf.clear();
-            self.key_buf.resize(parts.iter().map(|(_, bits)| *bits as usize / 8).sum(), 0);
+            // of invalid headers as zero, as `integer_key` builds them). Each
+            // part is stored as a whole 8-byte word, its value in the leading
+            // bytes, which the next part overwrites: one store per part.
+            let mut buf = [0u8; FAST_KEY_BYTES + 8];
             let mut at = 0;
             for (part, bits) in parts {
-                let n = *bits as usize / 8;
                 let v = part.value(self.phv);
-                crate::phv::copy_short(&mut self.key_buf[at..at + n], &v.to_be_bytes()[8 - n..]);
-                at += n;
+                let word = if *bits >= 64 { v } else { v << (64 - bits) };
+                buf[at..at + 8].copy_from_slice(&word.to_be_bytes());
+                at += *bits as usize / 8;
             }
+            // The parts cover every key byte: no clearing, only the length.
+            if self.key_buf.len() != tp.key_bytes {
+                self.key_buf.resize(tp.key_bytes, 0);
+            }
+            crate::phv::copy_short(self.key_buf, &buf[..tp.key_bytes]);
             return;
         }
         self.key_buf.clear();

@@ -48,7 +48,7 @@ use crate::control::Exec;
 use crate::expr::{BinOp, Fast};
 use crate::phv::{mask64, FieldSrc};
 use crate::plan::{Dst, Node, Plan, Prim};
-use crate::tables::TableView;
+use crate::tables::{HotEntry, TableView};
 
 /// Which engine runs a switch's control pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -538,6 +538,7 @@ impl CompiledPipelines {
         jb.symbol("sluice_h_cond", h_cond as *const u8);
         jb.symbol("sluice_h_run_from", h_run_from as *const u8);
         jb.symbol("sluice_h_meter", h_meter as *const u8);
+        jb.symbol("sluice_h_indirect", h_indirect as *const u8);
         let mut module = JITModule::new(jb);
         let ptr = module.target_config().pointer_type();
         let call_conv = module.isa().default_call_conv();
@@ -558,6 +559,7 @@ impl CompiledPipelines {
             ("sluice_h_cond", sig(&[ptr, types::I32], Some(types::I32))),
             ("sluice_h_run_from", sig(&[ptr, types::I64], None)),
             ("sluice_h_meter", sig(&[ptr, types::I32, types::I64], Some(types::I64))),
+            ("sluice_h_indirect", sig(&[ptr, types::I32, ptr], Some(types::I64))),
         ];
         let mut helpers = Vec::new();
         for (name, s) in &helper_sigs {
@@ -1270,6 +1272,7 @@ struct Gen<'p, 'b, 'f> {
     h_cond: cranelift_codegen::ir::FuncRef,
     h_run_from: cranelift_codegen::ir::FuncRef,
     h_meter: cranelift_codegen::ir::FuncRef,
+    h_indirect: cranelift_codegen::ir::FuncRef,
     stats: &'b mut JitStats,
     /// Context pointers loaded once per call: `(offset, value)`.
     bases: Vec<(i32, Value)>,
@@ -1338,6 +1341,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             h_cond: refs[3],
             h_run_from: refs[4],
             h_meter: refs[5],
+            h_indirect: refs[6],
             stats,
             bases: Vec::new(),
             wire_grid: Grid::wire(plan),
@@ -1860,15 +1864,18 @@ impl Gen<'_, '_, '_> {
     }
 
     /// Looks table `t` up inline through its [`TableView`]: a direct array
-    /// or a DIR-24-8, then the hit's hot record (data copied into the
-    /// context, action dispatched to its case block). Misses, other index
-    /// kinds and entries without a hot record go to `engine`.
+    /// or a DIR-24-8, then the hit's hot record (its action dispatched to its
+    /// case block, which reads the data from the record). A profile member
+    /// or group goes to `h_indirect` with the record (no second lookup),
+    /// whose result goes to `result` as `h_table`'s would. Misses, other
+    /// index kinds and entries without a hot record go to `engine`.
     fn inline_lookup(
         &mut self,
         t: u32,
         parts: &[(crate::plan::KeyPart, u32)],
         case_blocks: &[(Block, u32, usize, bool)],
         engine: Block,
+        result: Block,
     ) {
         use crate::plan::KeyPart;
         use crate::tables::{VIEW_DIR, VIEW_DIRECT};
@@ -1995,7 +2002,21 @@ impl Gen<'_, '_, '_> {
                 sw.set_entry(u128::from(*a), t);
             }
         }
-        sw.emit(self.b, action, engine);
+        if self.plan.tables[t as usize].profile.is_some() {
+            let other = self.b.create_block();
+            sw.emit(self.b, action, other);
+            self.b.switch_to_block(other);
+            let indirect = self.b.create_block();
+            let cold = self.b.ins().icmp_imm_u(IntCC::Equal, action, i64::from(u32::MAX));
+            self.b.ins().brif(cold, indirect, &[], engine, &[]);
+            self.b.switch_to_block(indirect);
+            let ti = self.b.ins().iconst(types::I32, i64::from(t));
+            let call = self.b.ins().call(self.h_indirect, &[self.ctx, ti, rec]);
+            let r = self.b.inst_results(call)[0];
+            self.b.ins().jump(result, &[r.into()]);
+        } else {
+            sw.emit(self.b, action, engine);
+        }
         for (t, blk) in trampolines {
             self.b.switch_to_block(t);
             self.b.ins().jump(blk, &[data.into()]);
@@ -2038,8 +2059,11 @@ impl Gen<'_, '_, '_> {
             }
         }
         let engine = self.b.create_block();
+        // A helper's result (`h_table` or `h_indirect`).
+        let result = self.b.create_block();
+        self.b.append_block_param(result, types::I64);
         if let Some(parts) = self.inline_key(t) {
-            self.inline_lookup(t, &parts, &case_blocks, engine);
+            self.inline_lookup(t, &parts, &case_blocks, engine, result);
         } else {
             self.b.ins().jump(engine, &[]);
         }
@@ -2047,6 +2071,9 @@ impl Gen<'_, '_, '_> {
         let ti = self.b.ins().iconst(types::I32, i64::from(t));
         let call = self.b.ins().call(self.h_table, &[self.ctx, ti]);
         let r = self.b.inst_results(call)[0];
+        self.b.ins().jump(result, &[r.into()]);
+        self.b.switch_to_block(result);
+        let r = self.b.block_params(result)[0];
         let hot = self.b.create_block();
         let full = self.b.create_block();
         let neg = self.b.ins().icmp_imm_u(IntCC::SignedLessThan, r, 0);
@@ -2187,10 +2214,40 @@ extern "C" fn h_run_from(ctx: *mut JitCtx, node: i64) {
 
 /// Executes cell `i` of meter array `arr` for the running packet (as the
 /// interpreter's `execute_meter`): the colour, 0 (green) out of range.
+/// The result of table `ti` for an indirect entry whose hot record `rec`
+/// the generated code found inline (see `Gen::inline_lookup`); the same
+/// encoding as `h_table`.
+extern "C" fn h_indirect(ctx: *mut JitCtx, ti: u32, rec: *const HotEntry) -> i64 {
+    // SAFETY: called only by generated code with its live context, and `rec`
+    // points into the table's current view (valid until the table changes,
+    // which cannot happen while a packet runs).
+    let (ex, data) = unsafe { exec_of(ctx) };
+    let hot = unsafe { *rec };
+    let r = match ex.indirect_for_jit(ti as usize, &hot, data) {
+        Some(r) => r,
+        None => ex.apply_table_for_jit(ti as usize, data),
+    };
+    if r < 0 {
+        // SAFETY: as above.
+        unsafe { settle(ctx) };
+    }
+    r
+}
+
 extern "C" fn h_meter(ctx: *mut JitCtx, arr: u32, i: u64) -> u64 {
     // SAFETY: as above.
     let (ex, _) = unsafe { exec_of(ctx) };
     u64::from(ex.execute_meter(arr as usize, i as usize))
+}
+
+/// Puts action data `d` (at most `HOT_DATA` bytes) into `out`, zero-padded
+/// to `HOT_RECORD` bytes. Why not two slice copies: their lengths are known
+/// only at run time, so they call `memcpy` and `memset`; a fixed clear and a
+/// short copy are a few moves.
+#[inline(always)]
+fn put_data(out: &mut [u8; 64], d: &[u8]) {
+    out[..HOT_RECORD].fill(0);
+    crate::phv::copy_short(&mut out[..d.len()], d);
 }
 
 /// Table results as the compiled code consumes them (see `h_table`).
@@ -2217,22 +2274,16 @@ impl Exec<'_> {
                         out[..hot.data.len()].copy_from_slice(&hot.data);
                         Some((hot.action, 1))
                     } else {
-                        // Indirect entries: the member's action runs in generated code too.
-                        match hot.indirect() {
-                            Some((false, m)) => self.member_for_jit(tp.profile, m, out).map(|a| (a, 1)),
-                            Some((true, g)) => match self.select_member(tp.profile, g) {
-                                Some(m) => self.member_for_jit(tp.profile, m, out).map(|a| (a, 1)),
-                                // An empty group runs no action (as `apply_table`).
-                                None => return -1 - encode_node(tp.base_default_next),
-                            },
-                            None => None,
+                        let hot = *hot;
+                        if let Some(r) = self.indirect_for_jit(ti, &hot, out) {
+                            return r;
                         }
+                        None
                     }
                 }
                 None => match &self.state.tables[ti].default {
                     Some((a, d)) if d.len() <= crate::tables::HOT_DATA => {
-                        out[..d.len()].copy_from_slice(d);
-                        out[d.len()..HOT_RECORD].fill(0);
+                        put_data(out, d);
                         Some((*a, 0))
                     }
                     _ => None,
@@ -2252,6 +2303,28 @@ impl Exec<'_> {
         }
     }
 
+    /// The result of an indirect entry (hot record `hot`, a profile member
+    /// or group) of table `ti`, as [`Exec::apply_table_for_jit`] returns it:
+    /// the member's (or the member the selector picks) action and data for
+    /// generated code, or the end of an empty group. `None` when the member
+    /// is missing or its data does not fit (the caller then applies the
+    /// table completely).
+    fn indirect_for_jit(&mut self, ti: usize, hot: &HotEntry, out: &mut [u8; 64]) -> Option<i64> {
+        let tp = &self.plan.tables[ti];
+        let (is_group, id) = hot.indirect()?;
+        let m = if is_group {
+            match self.select_member(tp.profile, id) {
+                Some(m) => m,
+                // An empty group runs no action (as `apply_table`).
+                None => return Some(-1 - encode_node(tp.base_default_next)),
+            }
+        } else {
+            id
+        };
+        let a = self.member_for_jit(tp.profile, m, out)?;
+        tp.actions.iter().position(|x| *x == a).map(|pos| 2 * pos as i64 + 1)
+    }
+
     /// Copies profile member `m`'s action data into `out` (zero-padded to
     /// `HOT_RECORD` bytes) and returns its action, when the data fits.
     fn member_for_jit(&self, profile: Option<u32>, m: u32, out: &mut [u8; 64]) -> Option<u32> {
@@ -2260,8 +2333,7 @@ impl Exec<'_> {
         if d.len() > crate::tables::HOT_DATA {
             return None;
         }
-        out[..d.len()].copy_from_slice(d);
-        out[d.len()..HOT_RECORD].fill(0);
+        put_data(out, d);
         Some(*a)
     }
 }

@@ -174,6 +174,8 @@ pub struct TablePlan {
     /// of at most 64 bits and validity bits: its bytes are then written part
     /// by part from hot-path reads (an ACL's 17-byte key), no expression walk.
     pub key_fields: Option<Vec<(KeyPart, u32)>>,
+    /// Bytes of the table's key (each field rounded up to whole bytes).
+    pub key_bytes: usize,
     /// For keyless tables whose default action is fixed and takes no data
     /// (p4c wraps plain action calls this way): the action and next node, so
     /// the table is run as a direct action call.
@@ -1019,6 +1021,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             tables.push(TablePlan {
                 key128,
                 key_fields,
+                key_bytes,
                 inline_default,
                 name: t.name.clone(),
                 id: t.id,

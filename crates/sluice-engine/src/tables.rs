@@ -262,6 +262,9 @@ struct Flat {
     value: Vec<u8>,
     mask: Vec<u8>,
     ranges: Vec<RangeCheck>,
+    /// In a tuple whose mask is less specific than `mask` (merged there):
+    /// a bucket hit must still check `key & mask == value`.
+    check_mask: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -397,10 +400,20 @@ impl TupleKeys {
     /// The entries whose masked key equals `key & mask`; `words` is `key`
     /// as [`cache_words`] reads it (when at most 32 bytes), `masked` scratch
     /// of the key's length.
-    #[inline]
+    #[inline(always)]
     fn get(&self, key: &[u8], words: &[u64; 4], mask: &[u8], masked: &mut [u8]) -> Option<&Vec<Flat>> {
         match self {
             TupleKeys::Words { mask, map } => map.get(&WordKey(std::array::from_fn(|i| words[i] & mask[i]))),
+            _ => self.get_long(key, mask, masked),
+        }
+    }
+
+    /// [`TupleKeys::get`] for keys longer than 32 bytes (kept out of line:
+    /// the word form is the one probed on every packet of a typical ACL).
+    #[inline(never)]
+    fn get_long(&self, key: &[u8], mask: &[u8], masked: &mut [u8]) -> Option<&Vec<Flat>> {
+        match self {
+            TupleKeys::Words { .. } => unreachable!("`get` probes the word form itself"),
             TupleKeys::Packed { at, map } => map.get(&Self::pack(at, key, mask)),
             TupleKeys::Bytes(map) => {
                 for ((m, k), o) in mask.iter().zip(key).zip(masked.iter_mut()) {
@@ -460,6 +473,64 @@ impl Tuple {
             .min()
             .unwrap_or((i32::MAX, u32::MAX));
     }
+}
+
+/// Whether `key` matches entry `f` in a tuple bucket: its own mask when it
+/// was merged into a less specific tuple, then its range checks.
+#[inline]
+fn bucket_entry_matches(f: &Flat, key: &[u8]) -> bool {
+    (!f.check_mask || key.iter().zip(&f.mask).zip(&f.value).all(|((k, m), v)| k & m == *v)) && ranges_hold(f, key)
+}
+
+/// A bucket of a merged tuple holds at most this many entries whose own
+/// mask is more specific than the tuple's (see [`tuple_for`]).
+const MERGE_BUCKET_LIMIT: usize = 8;
+
+/// `value & mask`.
+fn and_mask(value: &[u8], mask: &[u8]) -> Vec<u8> {
+    value.iter().zip(mask).map(|(v, m)| v & m).collect()
+}
+
+/// Whether every bit of `general` is set in `specific`: an entry with mask
+/// `specific` can then be hashed under `general` and told apart by a check.
+fn mask_covers(general: &[u8], specific: &[u8]) -> bool {
+    general.iter().zip(specific).all(|(g, s)| g & s == *g)
+}
+
+/// The tuple a piece `f` goes into, TupleMerge-style (Daly et al., 2019):
+/// the tuple of its own mask when there is one, else the most specific
+/// tuple whose mask it covers whose bucket for it holds fewer than
+/// [`MERGE_BUCKET_LIMIT`] entries, else `None` (a new tuple). Why: every
+/// tuple costs a hash probe on every lookup, and an ACL whose rules differ
+/// only in a few more-specific bits (port range prefixes, /24 against /32)
+/// would otherwise spread over many tuples.
+fn tuple_for(tuples: &[Tuple], f: &Flat) -> Option<usize> {
+    if let Some(p) = tuples.iter().position(|t| t.mask == f.mask) {
+        return Some(p);
+    }
+    let mut scratch = vec![0u8; f.value.len()];
+    tuples
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| mask_covers(&t.mask, &f.mask))
+        .filter(|(_, t)| {
+            let v = and_mask(&f.value, &t.mask);
+            t.map.get(&v, &key_words(&v), &t.mask, &mut scratch).map_or(0, |l| l.len()) < MERGE_BUCKET_LIMIT
+        })
+        .max_by_key(|(_, t)| t.mask.iter().map(|m| m.count_ones()).sum::<u32>())
+        .map(|(i, _)| i)
+}
+
+/// The tuple holding entry `handle`'s piece `f`.
+fn tuple_holding(tuples: &[Tuple], f: &Flat, handle: u32) -> Option<usize> {
+    let mut scratch = vec![0u8; f.value.len()];
+    tuples.iter().position(|t| {
+        let v = and_mask(&f.value, &t.mask);
+        mask_covers(&t.mask, &f.mask)
+            && t.map
+                .get(&v, &key_words(&v), &t.mask, &mut scratch)
+                .is_some_and(|l| l.iter().any(|x| x.handle == handle))
+    })
 }
 
 fn ranges_hold(f: &Flat, key: &[u8]) -> bool {
@@ -882,7 +953,7 @@ impl TableState {
             }
             Index::Tuples { tuples, .. } => {
                 format!(
-                    "ternary/range: tuple-space search over {} masks, ranges hashed on their bounds' common prefix",
+                    "ternary/range: tuple-space search over {} masks (entries of more specific masks merged in), ranges hashed on their bounds' common prefix",
                     tuples.len()
                 )
             }
@@ -1030,7 +1101,7 @@ impl TableState {
                             if best.is_some_and(|b| (f.priority, f.handle) >= b) {
                                 break;
                             }
-                            if ranges_hold(f, key) {
+                            if bucket_entry_matches(f, key) {
                                 best = Some((f.priority, f.handle));
                                 break;
                             }
@@ -1099,7 +1170,7 @@ impl TableState {
         for i in 0..value.len() {
             value[i] &= mask[i];
         }
-        Flat { handle, priority: e.priority, value, mask, ranges }
+        Flat { handle, priority: e.priority, value, mask, ranges, check_mask: false }
     }
 
     /// The tuple-space piece of an entry: its flat form in which each range
@@ -1152,18 +1223,20 @@ impl TableState {
                 // Every entry's first piece is in the tuples; entries sharing it
                 // (ranges with a common start) are told apart by their full match.
                 let first = self.pieces(0, &e).into_iter().next()?;
-                let t = tuples.iter().find(|t| t.mask == first.mask)?;
                 let mut scratch = vec![0; first.value.len()];
-                let words = key_words(&first.value);
-                t.map
-                    .get(&first.value, &words, &t.mask, &mut scratch)?
-                    .iter()
-                    .filter(|x| x.priority == priority)
-                    .find_map(|x| {
-                        let en = self.entries.get(x.handle as usize)?.as_ref()?;
-                        let f = self.flat(x.handle, en);
-                        (f.value == want.value && f.mask == want.mask && f.ranges == want.ranges).then_some(x.handle)
-                    })
+                tuples.iter().filter(|t| mask_covers(&t.mask, &first.mask)).find_map(|t| {
+                    let v = and_mask(&first.value, &t.mask);
+                    t.map
+                        .get(&v, &key_words(&v), &t.mask, &mut scratch)?
+                        .iter()
+                        .filter(|x| x.priority == priority)
+                        .find_map(|x| {
+                            let en = self.entries.get(x.handle as usize)?.as_ref()?;
+                            let f = self.flat(x.handle, en);
+                            (f.value == want.value && f.mask == want.mask && f.ranges == want.ranges)
+                                .then_some(x.handle)
+                        })
+                })
             }
         }
     }
@@ -1226,8 +1299,8 @@ impl TableState {
                 if let Index::Tuples { tuples, small } = &mut self.index {
                     let at = small.partition_point(|x| (x.priority, x.handle) < (f.priority, f.handle));
                     small.insert(at, f);
-                    for f in pieces {
-                        let pos = match tuples.iter().position(|t| t.mask == f.mask) {
+                    for mut f in pieces {
+                        let pos = match tuple_for(tuples, &f) {
                             Some(p) => p,
                             None => {
                                 tuples.push(Tuple {
@@ -1241,7 +1314,8 @@ impl TableState {
                         };
                         let t = &mut tuples[pos];
                         let key = (f.priority, f.handle);
-                        let list = t.map.list(&f.value, &t.mask);
+                        f.check_mask = t.mask != f.mask;
+                        let list = t.map.list(&and_mask(&f.value, &t.mask), &t.mask);
                         let at = list.partition_point(|x| (x.priority, x.handle) < key);
                         list.insert(at, f);
                         t.count += 1;
@@ -1372,9 +1446,9 @@ impl TableState {
                 if let Index::Tuples { tuples, small } = &mut self.index {
                     small.retain(|x| x.handle != handle);
                     for f in pieces {
-                        if let Some(pos) = tuples.iter().position(|t| t.mask == f.mask) {
+                        if let Some(pos) = tuple_holding(tuples, &f, handle) {
                             let t = &mut tuples[pos];
-                            t.map.remove(&f.value, &t.mask, handle);
+                            t.map.remove(&and_mask(&f.value, &t.mask), &t.mask, handle);
                             t.count -= 1;
                             if t.count == 0 {
                                 tuples.remove(pos);
@@ -1943,6 +2017,76 @@ mod tests {
             }
         }
         assert!(wins[0] > 100 && wins[1] > 100, "entries of both kinds win: {wins:?}");
+    }
+
+    #[test]
+    fn merged_tuples_match_a_linear_scan() {
+        // An address (prefixes of 8 to 32 bits), a protocol (exact or any)
+        // and a port range: most masks cover a less specific one, so
+        // entries merge into fewer tuples, and a bucket hit has to check the
+        // entry's own mask.
+        let key = vec![
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 32, off: 0, len: 4 },
+            KeyFieldSpec { kind: MatchKind::Ternary, width: 8, off: 4, len: 1 },
+            KeyFieldSpec { kind: MatchKind::Range, width: 16, off: 5, len: 2 },
+        ];
+        let mut t = TableState::new(key, 10_000);
+        let mut rnd = crate::lpm::test_rng(4242);
+        let mut added = Vec::new();
+        for _ in 0..400 {
+            let plen = [8u32, 16, 24, 32][(rnd() % 4) as usize];
+            let mask = (u32::MAX << (32 - plen)).to_be_bytes().to_vec();
+            // Few distinct addresses, so that lookups often hit a bucket.
+            let addr = (0x0a00_0000u32 | ((rnd() % 4) << 16) | ((rnd() % 4) << 8) | (rnd() % 4))
+                & u32::from_be_bytes(mask.clone().try_into().unwrap());
+            let proto = if rnd().is_multiple_of(2) {
+                FieldMatch::Ternary(vec![6], vec![0xff])
+            } else {
+                FieldMatch::Ternary(vec![0], vec![0])
+            };
+            let lo = (rnd() % 64) as u16;
+            let hi = lo + (rnd() % 64) as u16;
+            let m = vec![
+                FieldMatch::Ternary(addr.to_be_bytes().to_vec(), mask),
+                proto,
+                FieldMatch::Range(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec()),
+            ];
+            if let Ok(h) = t.add(entry(m, (rnd() % 50) as i32, 1)) {
+                added.push(h);
+            }
+        }
+        for h in added.iter().step_by(7) {
+            t.delete(*h).unwrap();
+        }
+        let Index::Tuples { tuples, .. } = &t.index else { unreachable!() };
+        let masks: std::collections::HashSet<Vec<u8>> =
+            t.entries.iter().flatten().map(|e| t.pieces(0, e).remove(0).mask).collect();
+        assert!(tuples.len() < masks.len(), "{} tuples for {} masks: entries merged", tuples.len(), masks.len());
+        assert!(
+            tuples.iter().any(|x| x.map.lists().any(|l| l.iter().any(|f| f.check_mask))),
+            "some entry sits in a less specific tuple"
+        );
+        let mut hits = 0;
+        for _ in 0..5000 {
+            let addr = 0x0a00_0000u32 | ((rnd() % 4) << 16) | ((rnd() % 4) << 8) | (rnd() % 4);
+            let mut k = addr.to_be_bytes().to_vec();
+            k.push([6u8, 17][(rnd() % 2) as usize]);
+            k.extend_from_slice(&((rnd() % 140) as u16).to_be_bytes());
+            let brute = t
+                .entries
+                .iter()
+                .enumerate()
+                .filter_map(|(h, e)| e.as_ref().map(|e| (h as u32, e)))
+                .filter(|(_, e)| {
+                    let f = t.flat(0, e);
+                    k.iter().zip(&f.mask).zip(&f.value).all(|((k, m), v)| k & m == *v) && ranges_hold(&f, &k)
+                })
+                .min_by_key(|(h, e)| (e.priority, *h))
+                .map(|(h, _)| h);
+            assert_eq!(t.lookup(&k), brute, "key {k:?}");
+            hits += usize::from(brute.is_some());
+        }
+        assert!(hits > 1000, "lookups hit entries often enough to test them: {hits}");
     }
 
     #[test]
