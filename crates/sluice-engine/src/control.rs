@@ -119,28 +119,40 @@ impl Exec<'_> {
         }
     }
 
-    /// Builds table `ti`'s key bytes in `key_buf`.
-    pub(crate) fn build_key(&mut self, ti: usize) {
+    /// Builds table `ti`'s key bytes in `key_buf`. Returns the key as the
+    /// four words tuple search reads (`tables::key_words`) when it built
+    /// them on the way (keys of whole fields, at most 32 bytes).
+    pub(crate) fn build_key(&mut self, ti: usize) -> Option<[u64; 4]> {
         let tp = &self.plan.tables[ti];
         if let (Some(parts), true) = (&tp.key_fields, tp.key_bytes <= FAST_KEY_BYTES) {
-            // Hot-path reads, each written big-endian in its bytes (fields
-            // of invalid headers as zero, as `integer_key` builds them). Each
-            // part is stored as a whole 8-byte word, its value in the leading
-            // bytes, which the next part overwrites: one store per part.
-            let mut buf = [0u8; FAST_KEY_BYTES + 8];
+            // Hot-path reads (fields of invalid headers as zero, as
+            // `integer_key` builds them), each put in its bytes of the key
+            // read as little-endian words, the form tuple search and the
+            // lookup cache hash. Why words and not bytes: the words stay in
+            // registers, and the bytes are then written with whole-word
+            // stores that later byte reads can be forwarded from.
+            let mut words = [0u64; FAST_KEY_BYTES / 8 + 1];
             let mut at = 0;
             for (part, bits) in parts {
                 let v = part.value(self.phv);
-                let word = if *bits >= 64 { v } else { v << (64 - bits) };
-                buf[at..at + 8].copy_from_slice(&word.to_be_bytes());
+                // The value's big-endian bytes first, as a little-endian word.
+                let le = if *bits >= 64 { v } else { v << (64 - bits) }.swap_bytes();
+                let (w, shift) = (at / 8, (at % 8) * 8);
+                words[w] |= le << shift;
+                if shift != 0 {
+                    words[w + 1] |= le >> (64 - shift);
+                }
                 at += *bits as usize / 8;
             }
-            // The parts cover every key byte: no clearing, only the length.
-            if self.key_buf.len() != tp.key_bytes {
-                self.key_buf.resize(tp.key_bytes, 0);
+            let n = tp.key_bytes;
+            if self.key_buf.len() != n {
+                self.key_buf.resize(n, 0);
             }
-            crate::phv::copy_short(self.key_buf, &buf[..tp.key_bytes]);
-            return;
+            for (i, chunk) in self.key_buf.chunks_mut(8).enumerate() {
+                let b = words[i].to_le_bytes();
+                crate::phv::copy_short(chunk, &b[..chunk.len()]);
+            }
+            return (n <= 32).then(|| [words[0], words[1], words[2], words[3]]);
         }
         self.key_buf.clear();
         // Zeroed once for the whole key: parts of invalid headers stay zero.
@@ -178,6 +190,7 @@ impl Exec<'_> {
                 }
             }
         }
+        None
     }
 
     /// Looks table `ti` up with its key built as one integer, when the key
@@ -197,12 +210,12 @@ impl Exec<'_> {
         match fast_hit {
             Some(h) => h,
             None => {
-                self.build_key(ti);
+                let words = self.build_key(ti);
                 // p4c wraps single action calls in keyless tables: skip the lookup for them.
                 if plan.tables[ti].key.is_empty() && self.state.tables[ti].is_empty() {
                     None
                 } else {
-                    self.state.tables[ti].lookup_cached(self.key_buf)
+                    self.state.tables[ti].lookup_cached(self.key_buf, words.as_ref())
                 }
             }
         }
@@ -372,7 +385,7 @@ impl Exec<'_> {
             None => 0,
         };
         let idx = ((hash & 0xffff_ffff) % n) as usize;
-        self.state.profiles[pi].groups[g as usize].as_ref()?.iter().nth(idx).copied()
+        self.state.profiles[pi].groups[g as usize].as_ref()?.get(idx)
     }
 
     fn write_dst(&mut self, dst: &Dst, v: u128, params: &[u8]) {
@@ -987,6 +1000,7 @@ mod tests {
         for _ in 0..300 {
             randomize(&fast.layout, &mut phv, &mut next);
             let mut keys = Vec::new();
+            let mut words = Vec::new();
             for plan in [&fast, &slow] {
                 let mut ex = Exec {
                     plan,
@@ -999,10 +1013,12 @@ mod tests {
                     now_us: 0,
                     trace: None,
                 };
-                ex.build_key(acl);
+                words.push(ex.build_key(acl));
                 keys.push(ex.key_buf.clone());
             }
             assert_eq!(keys[0], keys[1]);
+            assert_eq!(words[0], Some(crate::tables::key_words(&keys[0])), "words built with the key");
+            assert_eq!(words[1], None);
             assert_eq!(keys[0].len(), 17);
             distinct.insert(keys[0].clone());
         }

@@ -539,6 +539,8 @@ impl CompiledPipelines {
         jb.symbol("sluice_h_run_from", h_run_from as *const u8);
         jb.symbol("sluice_h_meter", h_meter as *const u8);
         jb.symbol("sluice_h_indirect", h_indirect as *const u8);
+        jb.symbol("sluice_h_table_words", h_table_words as *const u8);
+        jb.symbol("sluice_h_table_key", h_table_key as *const u8);
         let mut module = JITModule::new(jb);
         let ptr = module.target_config().pointer_type();
         let call_conv = module.isa().default_call_conv();
@@ -560,6 +562,11 @@ impl CompiledPipelines {
             ("sluice_h_run_from", sig(&[ptr, types::I64], None)),
             ("sluice_h_meter", sig(&[ptr, types::I32, types::I64], Some(types::I64))),
             ("sluice_h_indirect", sig(&[ptr, types::I32, ptr], Some(types::I64))),
+            (
+                "sluice_h_table_words",
+                sig(&[ptr, types::I32, types::I64, types::I64, types::I64, types::I64], Some(types::I64)),
+            ),
+            ("sluice_h_table_key", sig(&[ptr, types::I32, types::I64], Some(types::I64))),
         ];
         let mut helpers = Vec::new();
         for (name, s) in &helper_sigs {
@@ -1273,6 +1280,8 @@ struct Gen<'p, 'b, 'f> {
     h_run_from: cranelift_codegen::ir::FuncRef,
     h_meter: cranelift_codegen::ir::FuncRef,
     h_indirect: cranelift_codegen::ir::FuncRef,
+    h_table_words: cranelift_codegen::ir::FuncRef,
+    h_table_key: cranelift_codegen::ir::FuncRef,
     stats: &'b mut JitStats,
     /// Context pointers loaded once per call: `(offset, value)`.
     bases: Vec<(i32, Value)>,
@@ -1342,6 +1351,8 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             h_run_from: refs[4],
             h_meter: refs[5],
             h_indirect: refs[6],
+            h_table_words: refs[7],
+            h_table_key: refs[8],
             stats,
             bases: Vec::new(),
             wire_grid: Grid::wire(plan),
@@ -1863,12 +1874,85 @@ impl Gen<'_, '_, '_> {
         (parts.iter().map(|(_, b)| *b).sum::<u32>() <= 64).then(|| parts.clone())
     }
 
+    /// A key part's value (`plan::KeyPart::value`): a field, zero while its
+    /// header is invalid, or a validity bit.
+    fn key_part(&mut self, part: &crate::plan::KeyPart) -> Value {
+        use crate::plan::KeyPart;
+        let fl = Self::flags();
+        match part {
+            KeyPart::Field { src, header } => {
+                let v = self.read(*src);
+                match header {
+                    Some(h) => {
+                        let valid = self.ptr(OFF_VALID);
+                        let ok = self.b.ins().uload8(types::I64, fl, valid, *h as i32);
+                        let zero = self.b.ins().iconst(types::I64, 0);
+                        self.b.ins().select(ok, v, zero)
+                    }
+                    None => v,
+                }
+            }
+            KeyPart::Valid(h) => {
+                let valid = self.ptr(OFF_VALID);
+                self.b.ins().uload8(types::I64, fl, valid, *h as i32)
+            }
+        }
+    }
+
+    /// The key parts of table `t` when generated code builds its key as the
+    /// four little-endian words of its bytes (`tables::key_words`) for
+    /// `h_table_words`: whole fields and validity bits, more than 64 bits
+    /// (shorter keys take `inline_key`) and at most 32 bytes.
+    fn word_key(&self, t: u32) -> Option<Vec<(crate::plan::KeyPart, u32)>> {
+        let tp = &self.plan.tables[t as usize];
+        let parts = tp.key_fields.as_ref()?;
+        (tp.key_bytes > 8 && tp.key_bytes <= 32).then(|| parts.clone())
+    }
+
+    /// Builds table `t`'s key words from `parts` (as `Exec::build_key` does)
+    /// and calls `h_table_words`; its result goes to `result`.
+    fn word_lookup(&mut self, t: u32, parts: &[(crate::plan::KeyPart, u32)], result: Block) {
+        let mut words: [Option<Value>; 4] = [None; 4];
+        let mut at = 0u32;
+        for (part, bits) in parts {
+            let v = self.key_part(part);
+            // The value's big-endian bytes first, as a little-endian word.
+            let top = if *bits >= 64 { v } else { self.b.ins().ishl_imm_u(v, i64::from(64 - bits)) };
+            let le = self.b.ins().bswap(top);
+            let (w, shift) = ((at / 8) as usize, (at % 8) * 8);
+            let low = if shift == 0 { le } else { self.b.ins().ishl_imm_u(le, i64::from(shift)) };
+            words[w] = Some(match words[w] {
+                Some(x) => self.b.ins().bor(x, low),
+                None => low,
+            });
+            if shift != 0 && w + 1 < 4 {
+                let high = self.b.ins().ushr_imm_u(le, i64::from(64 - shift));
+                words[w + 1] = Some(match words[w + 1] {
+                    Some(x) => self.b.ins().bor(x, high),
+                    None => high,
+                });
+            }
+            at += bits / 8;
+        }
+        let mut args = vec![self.ctx, self.b.ins().iconst(types::I32, i64::from(t))];
+        for w in words {
+            args.push(match w {
+                Some(v) => v,
+                None => self.b.ins().iconst(types::I64, 0),
+            });
+        }
+        let call = self.b.ins().call(self.h_table_words, &args);
+        let r = self.b.inst_results(call)[0];
+        self.b.ins().jump(result, &[r.into()]);
+    }
+
     /// Looks table `t` up inline through its [`TableView`]: a direct array
     /// or a DIR-24-8, then the hit's hot record (its action dispatched to its
     /// case block, which reads the data from the record). A profile member
     /// or group goes to `h_indirect` with the record (no second lookup),
     /// whose result goes to `result` as `h_table`'s would. Misses, other
     /// index kinds and entries without a hot record go to `engine`.
+    /// Returns the key (`engine` then hands it to `h_table_key`).
     fn inline_lookup(
         &mut self,
         t: u32,
@@ -1876,31 +1960,13 @@ impl Gen<'_, '_, '_> {
         case_blocks: &[(Block, u32, usize, bool)],
         engine: Block,
         result: Block,
-    ) {
-        use crate::plan::KeyPart;
+    ) -> Value {
         use crate::tables::{VIEW_DIR, VIEW_DIRECT};
         let fl = Self::flags();
         // The key, as `control::integer_key` builds it.
         let mut key = self.b.ins().iconst(types::I64, 0);
         for (part, bits) in parts {
-            let v = match part {
-                KeyPart::Field { src, header } => {
-                    let v = self.read(*src);
-                    match header {
-                        Some(h) => {
-                            let valid = self.ptr(OFF_VALID);
-                            let ok = self.b.ins().uload8(types::I64, fl, valid, *h as i32);
-                            let zero = self.b.ins().iconst(types::I64, 0);
-                            self.b.ins().select(ok, v, zero)
-                        }
-                        None => v,
-                    }
-                }
-                KeyPart::Valid(h) => {
-                    let valid = self.ptr(OFF_VALID);
-                    self.b.ins().uload8(types::I64, fl, valid, *h as i32)
-                }
-            };
+            let v = self.key_part(part);
             key = if *bits >= 64 {
                 v
             } else {
@@ -2021,6 +2087,7 @@ impl Gen<'_, '_, '_> {
             self.b.switch_to_block(t);
             self.b.ins().jump(blk, &[data.into()]);
         }
+        key
     }
 
     /// Ends the current block after an action: to `next`, or out on exit.
@@ -2062,14 +2129,21 @@ impl Gen<'_, '_, '_> {
         // A helper's result (`h_table` or `h_indirect`).
         let result = self.b.create_block();
         self.b.append_block_param(result, types::I64);
+        let mut int_key = None;
         if let Some(parts) = self.inline_key(t) {
-            self.inline_lookup(t, &parts, &case_blocks, engine, result);
+            int_key = Some(self.inline_lookup(t, &parts, &case_blocks, engine, result));
+        } else if let Some(parts) = self.word_key(t) {
+            self.word_lookup(t, &parts, result);
         } else {
             self.b.ins().jump(engine, &[]);
         }
         self.b.switch_to_block(engine);
         let ti = self.b.ins().iconst(types::I32, i64::from(t));
-        let call = self.b.ins().call(self.h_table, &[self.ctx, ti]);
+        // The key built inline goes along: the helper need not build it again.
+        let call = match int_key {
+            Some(k) => self.b.ins().call(self.h_table_key, &[self.ctx, ti, k]),
+            None => self.b.ins().call(self.h_table, &[self.ctx, ti]),
+        };
         let r = self.b.inst_results(call)[0];
         self.b.ins().jump(result, &[r.into()]);
         self.b.switch_to_block(result);
@@ -2234,6 +2308,32 @@ extern "C" fn h_indirect(ctx: *mut JitCtx, ti: u32, rec: *const HotEntry) -> i64
     r
 }
 
+/// `h_table` for a table whose key the generated code built as words (see
+/// `Gen::word_lookup`).
+extern "C" fn h_table_words(ctx: *mut JitCtx, ti: u32, w0: u64, w1: u64, w2: u64, w3: u64) -> i64 {
+    // SAFETY: called only by generated code with its live context.
+    let (ex, data) = unsafe { exec_of(ctx) };
+    let r = ex.apply_table_words_for_jit(ti as usize, [w0, w1, w2, w3], data);
+    if r < 0 {
+        // SAFETY: as above.
+        unsafe { settle(ctx) };
+    }
+    r
+}
+
+/// `h_table` for a table whose integer key generated code built (see
+/// `Gen::inline_lookup`).
+extern "C" fn h_table_key(ctx: *mut JitCtx, ti: u32, key: u64) -> i64 {
+    // SAFETY: called only by generated code with its live context.
+    let (ex, data) = unsafe { exec_of(ctx) };
+    let r = ex.apply_table_key_for_jit(ti as usize, key, data);
+    if r < 0 {
+        // SAFETY: as above.
+        unsafe { settle(ctx) };
+    }
+    r
+}
+
 extern "C" fn h_meter(ctx: *mut JitCtx, arr: u32, i: u64) -> u64 {
     // SAFETY: as above.
     let (ex, _) = unsafe { exec_of(ctx) };
@@ -2262,39 +2362,85 @@ impl Exec<'_> {
     /// completely here; the result is then `-1 - encoded next node`, or
     /// `i64::MIN` when the action exited.
     pub fn apply_table_for_jit(&mut self, ti: usize, out: &mut [u8; 64]) -> i64 {
-        let plan = self.plan;
-        let tp = &plan.tables[ti];
-        // Tables with idle timeouts record their hits: the full path does that.
-        if !tp.with_counters && tp.direct_meter.is_none() && !tp.support_timeout && tp.inline_default.is_none() {
-            let found = match self.lookup_hit(ti) {
-                Some(h) => {
-                    let hot = self.state.tables[ti].hot(h);
-                    if hot.action != u32::MAX {
-                        // The record is zero-padded; `out` beyond it stays zero.
-                        out[..hot.data.len()].copy_from_slice(&hot.data);
-                        Some((hot.action, 1))
-                    } else {
-                        let hot = *hot;
-                        if let Some(r) = self.indirect_for_jit(ti, &hot, out) {
-                            return r;
-                        }
-                        None
-                    }
-                }
-                None => match &self.state.tables[ti].default {
-                    Some((a, d)) if d.len() <= crate::tables::HOT_DATA => {
-                        put_data(out, d);
-                        Some((*a, 0))
-                    }
-                    _ => None,
-                },
-            };
-            if let Some((a, hit)) = found {
-                if let Some(pos) = tp.actions.iter().position(|x| *x == a) {
-                    return 2 * pos as i64 + hit;
-                }
+        if self.plan.tables[ti].hit_returns_to_jit() {
+            let hit = self.lookup_hit(ti);
+            if let Some(r) = self.result_for_jit(ti, hit, out) {
+                return r;
             }
         }
+        self.apply_table_fully(ti)
+    }
+
+    /// [`Exec::apply_table_for_jit`] for a table whose key generated code
+    /// built as the four words `words` of its bytes (see `Gen::word_lookup`).
+    pub fn apply_table_words_for_jit(&mut self, ti: usize, words: [u64; 4], out: &mut [u8; 64]) -> i64 {
+        let tp = &self.plan.tables[ti];
+        if self.trace.is_some() || !tp.hit_returns_to_jit() || tp.key_bytes > 32 {
+            return self.apply_table_for_jit(ti, out);
+        }
+        // The key bytes, for range checks and byte-keyed indexes.
+        let n = tp.key_bytes;
+        if self.key_buf.len() != n {
+            self.key_buf.resize(n, 0);
+        }
+        for (i, chunk) in self.key_buf.chunks_mut(8).enumerate() {
+            let b = words[i].to_le_bytes();
+            crate::phv::copy_short(chunk, &b[..chunk.len()]);
+        }
+        let hit = self.state.tables[ti].lookup_cached(self.key_buf, Some(&words));
+        match self.result_for_jit(ti, hit, out) {
+            Some(r) => r,
+            None => self.apply_table_fully(ti),
+        }
+    }
+
+    /// [`Exec::apply_table_for_jit`] for a table whose integer key (at most
+    /// 64 bits, as `control::integer_key` builds it) generated code built.
+    pub fn apply_table_key_for_jit(&mut self, ti: usize, key: u64, out: &mut [u8; 64]) -> i64 {
+        if self.trace.is_some() || !self.plan.tables[ti].hit_returns_to_jit() {
+            return self.apply_table_for_jit(ti, out);
+        }
+        match self.state.tables[ti].lookup_u128(u128::from(key)) {
+            Some(hit) => match self.result_for_jit(ti, hit, out) {
+                Some(r) => r,
+                None => self.apply_table_fully(ti),
+            },
+            // An index that needs the key's bytes.
+            None => self.apply_table_for_jit(ti, out),
+        }
+    }
+
+    /// The result for generated code of lookup result `hit` of table `ti`
+    /// (see [`Exec::apply_table_for_jit`]); `None` when the table has to be
+    /// applied completely.
+    fn result_for_jit(&mut self, ti: usize, hit: Option<u32>, out: &mut [u8; 64]) -> Option<i64> {
+        let tp = &self.plan.tables[ti];
+        let (a, hit) = match hit {
+            Some(h) => {
+                let hot = self.state.tables[ti].hot(h);
+                if hot.action != u32::MAX {
+                    // The record is zero-padded; `out` beyond it stays zero.
+                    out[..hot.data.len()].copy_from_slice(&hot.data);
+                    (hot.action, 1)
+                } else {
+                    let hot = *hot;
+                    return self.indirect_for_jit(ti, &hot, out);
+                }
+            }
+            None => match &self.state.tables[ti].default {
+                Some((a, d)) if d.len() <= crate::tables::HOT_DATA => {
+                    put_data(out, d);
+                    (*a, 0)
+                }
+                _ => return None,
+            },
+        };
+        tp.actions.iter().position(|x| *x == a).map(|pos| 2 * pos as i64 + hit)
+    }
+
+    /// Applies table `ti` in the interpreter, for generated code: `-1 -
+    /// encoded next node`, or `i64::MIN` when the action exited.
+    fn apply_table_fully(&mut self, ti: usize) -> i64 {
         let next = self.apply_table(ti);
         if self.meta.exit {
             i64::MIN

@@ -182,6 +182,16 @@ pub struct TablePlan {
     pub inline_default: Option<(u32, Option<Node>)>,
 }
 
+impl TablePlan {
+    /// Whether a hit (or miss) of this table can hand its action back to
+    /// generated code after a helper's lookup: the table has nothing else to
+    /// do per packet (no direct counter or meter, no idle timeout) and is
+    /// not a fixed action call.
+    pub fn hit_returns_to_jit(&self) -> bool {
+        !self.with_counters && self.direct_meter.is_none() && !self.support_timeout && self.inline_default.is_none()
+    }
+}
+
 /// One part of an integer-built table key.
 #[derive(Debug, Clone, Copy)]
 pub enum KeyPart {

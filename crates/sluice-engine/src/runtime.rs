@@ -468,7 +468,7 @@ impl Switch {
         }
         match ps.groups.get_mut(g as usize) {
             Some(Some(grp)) => {
-                *grp = members;
+                *grp = members.into_iter().collect();
                 Ok(())
             }
             _ => fail(RtCode::InvalidGrpHandle, format!("no group {g}")),

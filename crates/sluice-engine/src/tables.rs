@@ -81,19 +81,22 @@ pub struct MeterState {
     pub rates: Vec<(f64, u32)>,
     pub tokens: [f64; 2],
     pub last_us: u64,
+    /// `rates` as the packet path reads them, inside the cell (no pointer
+    /// to follow under the cell's lock); `None` when not configured.
+    buckets: Option<[(f64, f64); 2]>,
 }
 
 impl MeterState {
     /// Colours a packet of `size` units at time `now_us`: 0 green, 1 yellow, 2 red.
+    #[inline]
     pub fn execute(&mut self, size: u64, now_us: u64) -> u32 {
-        if self.rates.len() < 2 {
+        let Some(buckets) = self.buckets else {
             return 0;
-        }
+        };
         let dt = now_us.saturating_sub(self.last_us) as f64;
         self.last_us = now_us;
-        for i in 0..2 {
-            let (rate, burst) = self.rates[i];
-            self.tokens[i] = (self.tokens[i] + rate * dt).min(burst as f64);
+        for (i, (rate, burst)) in buckets.into_iter().enumerate() {
+            self.tokens[i] = (self.tokens[i] + rate * dt).min(burst);
         }
         let s = size as f64;
         // Peak bucket first, then committed (colour-blind mode).
@@ -115,6 +118,10 @@ impl MeterState {
         for (i, (_, b)) in rates.iter().enumerate().take(2) {
             self.tokens[i] = *b as f64;
         }
+        self.buckets = match rates[..] {
+            [(c, cb), (p, pb), ..] => Some([(c, f64::from(cb)), (p, f64::from(pb))]),
+            _ => None,
+        };
         self.rates = rates;
         self.last_us = now_us;
     }
@@ -849,7 +856,7 @@ struct CacheSlot {
 /// has at most `CACHE_KEY_BYTES`, else unused zeros (longer keys take the
 /// other forms).
 #[inline(always)]
-fn key_words(key: &[u8]) -> [u64; 4] {
+pub(crate) fn key_words(key: &[u8]) -> [u64; 4] {
     if key.len() <= CACHE_KEY_BYTES {
         cache_words(key)
     } else {
@@ -861,7 +868,8 @@ fn key_words(key: &[u8]) -> [u64; 4] {
 #[inline(always)]
 fn cache_words(key: &[u8]) -> [u64; 4] {
     let mut b = [0u8; CACHE_KEY_BYTES];
-    b[..key.len()].copy_from_slice(key);
+    // Fixed moves, not a `memcpy` call: this runs on every ACL lookup.
+    crate::phv::copy_short(&mut b[..key.len()], key);
     std::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes")))
 }
 
@@ -984,19 +992,21 @@ impl TableState {
 
     /// [`TableState::lookup`] through the table's lookup cache, for big
     /// ternary/range tables; other tables are looked up directly.
+    /// `words`: the key as [`key_words`] reads it, when the caller built
+    /// it on the way (else it is read from `key`).
     #[inline]
-    pub fn lookup_cached(&mut self, key: &[u8]) -> Option<u32> {
+    pub fn lookup_cached(&mut self, key: &[u8], words: Option<&[u64; 4]>) -> Option<u32> {
         let cacheable = matches!(self.index, Index::Tuples { .. })
             && self.count > SMALL_TABLE
             && key.len() <= CACHE_KEY_BYTES
             && self.accelerate;
         if !cacheable {
-            return self.lookup(key);
+            return self.lookup_words(key, words);
         }
         if self.cache.as_mut().is_some_and(|c| c.skip()) {
-            return self.lookup(key);
+            return self.lookup_words(key, words);
         }
-        let words = cache_words(key);
+        let words = words.copied().unwrap_or_else(|| cache_words(key));
         let h = (words[0] ^ words[1].rotate_left(17) ^ words[2].rotate_left(31) ^ words[3].rotate_left(47))
             .wrapping_mul(0x9e37_79b9_7f4a_7c15);
         // Two-way sets: slots 2i and 2i+1; a miss replaces the older way.
@@ -1014,7 +1024,7 @@ impl TableState {
                 }
             }
         }
-        let found = self.lookup(key);
+        let found = self.lookup_words(key, Some(&words));
         let c = self.cache.get_or_insert_with(|| {
             Box::new(LookupCache {
                 slots: vec![CacheSlot::default(); CACHE_SLOTS],
@@ -1046,6 +1056,12 @@ impl TableState {
     /// Looks a key up; returns the hit entry index (see `handle_of`).
     #[inline]
     pub fn lookup(&self, key: &[u8]) -> Option<u32> {
+        self.lookup_words(key, None)
+    }
+
+    /// [`TableState::lookup`] given the key's [`key_words`] when known.
+    #[inline]
+    fn lookup_words(&self, key: &[u8], known_words: Option<&[u64; 4]>) -> Option<u32> {
         match &self.index {
             Index::Exact(m) => m.get(key),
             Index::Lpm { dir: Some(d), .. } => d.lookup(crate::value::be_to_u128(key) as u32),
@@ -1091,7 +1107,7 @@ impl TableState {
                     heap.resize(key.len(), 0);
                     &mut heap
                 };
-                let words = key_words(key);
+                let words = known_words.copied().unwrap_or_else(|| key_words(key));
                 for t in tuples {
                     if best.is_some_and(|b| t.best >= b) {
                         break;
@@ -1792,19 +1808,19 @@ mod tests {
             // Few distinct keys, so most lookups after the first come from the cache.
             for _ in 0..16 {
                 let k = [0, (rnd() % 64) as u8, 0, (rnd() % 80) as u8];
-                assert_eq!(t.lookup_cached(&k), t.lookup(&k), "key {k:?} after {i} adds");
+                assert_eq!(t.lookup_cached(&k, None), t.lookup(&k), "key {k:?} after {i} adds");
             }
         }
         // Without changes, repeated keys come from the cache (once a bypass
         // the low hit rate above may have caused is over).
         for i in 0..CACHE_BYPASS {
             let k = [0, (i % 16) as u8, 0, (i % 5) as u8];
-            assert_eq!(t.lookup_cached(&k), t.lookup(&k));
+            assert_eq!(t.lookup_cached(&k, None), t.lookup(&k));
         }
         let (hits0, misses0) = t.cache_stats().expect("a big ternary table has a cache");
         for i in 0..1000u32 {
             let k = [0, (i % 16) as u8, 0, (i % 5) as u8];
-            assert_eq!(t.lookup_cached(&k), t.lookup(&k));
+            assert_eq!(t.lookup_cached(&k, None), t.lookup(&k));
         }
         let (hits, misses) = t.cache_stats().expect("cache");
         assert!(hits - hits0 >= 900 && misses - misses0 <= 100, "{} hits, {} misses", hits - hits0, misses - misses0);
@@ -1831,14 +1847,14 @@ mod tests {
         // Every key new: the first window misses throughout, then the cache is set aside.
         let key = |i: u32| [(i >> 8) as u8, i as u8, (i >> 16) as u8, (i >> 24) as u8];
         for i in 0..CACHE_WINDOW + 100 {
-            assert_eq!(t.lookup_cached(&key(i)), t.lookup(&key(i)));
+            assert_eq!(t.lookup_cached(&key(i), None), t.lookup(&key(i)));
         }
         assert_eq!(t.cache_stats(), Some((0, u64::from(CACHE_WINDOW))));
         assert_eq!(t.cache_bypassed(), 100);
         // After the bypass the cache samples again: repeated keys hit.
         for i in 0..CACHE_BYPASS - 100 + 1000 {
             let k = key(i % 4);
-            assert_eq!(t.lookup_cached(&k), t.lookup(&k));
+            assert_eq!(t.lookup_cached(&k, None), t.lookup(&k));
         }
         let (hits, _) = t.cache_stats().unwrap();
         assert!(hits >= 990, "{hits} hits after the bypass");
