@@ -1861,17 +1861,10 @@ impl Gen<'_, '_, '_> {
         }
     }
 
-    /// The integer key parts of table `t` when its lookups can run inline:
-    /// a direct action's only work is the lookup (no direct counter or
-    /// meter, no idle timeout) and its key is at most 64 bits of fields and
-    /// validity bits.
+    /// The integer key parts of table `t` when its lookups can run inline
+    /// (see [`crate::plan::TablePlan::inline_key_parts`]).
     fn inline_key(&self, t: u32) -> Option<Vec<(crate::plan::KeyPart, u32)>> {
-        let tp = &self.plan.tables[t as usize];
-        if tp.with_counters || tp.direct_meter.is_some() || tp.support_timeout {
-            return None;
-        }
-        let parts = tp.key128.as_ref()?;
-        (parts.iter().map(|(_, b)| *b).sum::<u32>() <= 64).then(|| parts.clone())
+        self.plan.tables[t as usize].inline_key_parts().map(<[_]>::to_vec)
     }
 
     /// A key part's value (`plan::KeyPart::value`): a field, zero while its
@@ -1899,14 +1892,10 @@ impl Gen<'_, '_, '_> {
         }
     }
 
-    /// The key parts of table `t` when generated code builds its key as the
-    /// four little-endian words of its bytes (`tables::key_words`) for
-    /// `h_table_words`: whole fields and validity bits, more than 64 bits
-    /// (shorter keys take `inline_key`) and at most 32 bytes.
+    /// The key parts of table `t` when generated code builds its key as
+    /// words (see [`crate::plan::TablePlan::word_key_parts`]).
     fn word_key(&self, t: u32) -> Option<Vec<(crate::plan::KeyPart, u32)>> {
-        let tp = &self.plan.tables[t as usize];
-        let parts = tp.key_fields.as_ref()?;
-        (tp.key_bytes > 8 && tp.key_bytes <= 32).then(|| parts.clone())
+        self.plan.tables[t as usize].word_key_parts().map(<[_]>::to_vec)
     }
 
     /// Builds table `t`'s key words from `parts` (as `Exec::build_key` does)

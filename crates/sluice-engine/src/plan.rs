@@ -190,6 +190,28 @@ impl TablePlan {
     pub fn hit_returns_to_jit(&self) -> bool {
         !self.with_counters && self.direct_meter.is_none() && !self.support_timeout && self.inline_default.is_none()
     }
+
+    /// The integer key parts when generated code builds the key and looks
+    /// direct arrays and DIR-24-8 indexes up inline: the only per-packet
+    /// work is the lookup (no direct counter or meter, no idle timeout) and
+    /// the key is at most 64 bits of fields and validity bits.
+    pub fn inline_key_parts(&self) -> Option<&[(KeyPart, u32)]> {
+        if self.with_counters || self.direct_meter.is_some() || self.support_timeout {
+            return None;
+        }
+        let parts = self.key128.as_deref()?;
+        (parts.iter().map(|(_, b)| *b).sum::<u32>() <= 64).then_some(parts)
+    }
+
+    /// The key parts when generated code builds the key as the four
+    /// little-endian words of its bytes (what tuple search and the lookup
+    /// cache hash) and hands them to the engine's search: whole fields and
+    /// validity bits, more than 8 bytes (shorter keys are integers) and at
+    /// most 32.
+    pub fn word_key_parts(&self) -> Option<&[(KeyPart, u32)]> {
+        let parts = self.key_fields.as_deref()?;
+        (self.key_bytes > 8 && self.key_bytes <= 32).then_some(parts)
+    }
 }
 
 /// One part of an integer-built table key.

@@ -1201,8 +1201,15 @@ impl Switch {
             let st = &self.state.tables[i];
             let kinds: Vec<String> =
                 st.key.iter().map(|k| format!("{:?}/{}b", k.kind, k.width).to_lowercase()).collect();
+            let compiled = self.compiled.as_ref().is_some_and(|c| c.has_forward());
             let key = if t.inline_default.is_some() {
                 "keyless, fixed action: a direct call".to_string()
+            } else if compiled && t.inline_key_parts().is_some() {
+                "key built as one integer in generated code (direct arrays and DIR-24-8 looked up inline, \
+                 other indexes get the key from it)"
+                    .to_string()
+            } else if compiled && t.word_key_parts().is_some() {
+                "key built as four words in generated code, searched by the engine".to_string()
             } else if t.key128.is_some() {
                 "key read as one integer".to_string()
             } else if t.key.is_empty() {

@@ -116,8 +116,8 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
         "parser: native code",
         "state start: byte copies of ethernet (14 B); select on an integer key, 3 cases",
         "specialized (direct sum into the field)",
-        "RouterIngress.ipv4_lpm [lpm/32b] 0 entries: key read as one integer; lpm: a hash probe per prefix length (0 now); direct-indexed from 8 entries; prefetched after parsing",
-        "RouterIngress.nexthop [exact/16b] 0 entries: key read as one integer; exact: direct array",
+        "RouterIngress.ipv4_lpm [lpm/32b] 0 entries: key built as one integer in generated code (direct arrays and DIR-24-8 looked up inline, other indexes get the key from it); lpm: a hash probe per prefix length (0 now); direct-indexed from 8 entries; prefetched after parsing",
+        "RouterIngress.nexthop [exact/16b] 0 entries: key built as one integer in generated code (direct arrays and DIR-24-8 looked up inline, other indexes get the key from it); exact: direct array",
         "deparser: byte copies of 3 header(s)",
     ] {
         assert!(empty.contains(want), "missing {want:?} in:\n{empty}");
@@ -126,7 +126,7 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
     let loaded = sluice(&["inspect", router, "--commands", commands.to_str().unwrap()]);
     assert!(
         loaded.contains(
-            "RouterIngress.ipv4_lpm [lpm/32b] 100 entries: key read as one integer; lpm: direct-indexed (DIR-24-8)"
+            "RouterIngress.ipv4_lpm [lpm/32b] 100 entries: key built as one integer in generated code (direct arrays and DIR-24-8 looked up inline, other indexes get the key from it); lpm: direct-indexed (DIR-24-8)"
         ),
         "{loaded}"
     );
@@ -134,6 +134,8 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
     // edge's parser assigns metadata and runs `verify`: still native code.
     let edge = sluice(&["inspect", "--no-code", concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/edge.json")]);
     assert!(edge.contains("parser: native code"), "{edge}");
+    // Its 17-byte ACL key is built in generated code for the tuple search.
+    assert!(edge.contains("key built as four words in generated code, searched by the engine"), "{edge}");
     // fabric's parser extracts header stacks and uses lookahead: interpreted, with the reason.
     let fabric_json = common::shared().join("p4c-bench/fabric/fabric.json");
     let fabric = sluice(&["inspect", "--no-code", fabric_json.to_str().unwrap()]);
