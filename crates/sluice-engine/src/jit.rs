@@ -1935,8 +1935,8 @@ impl Gen<'_, '_, '_> {
         self.b.ins().jump(result, &[r.into()]);
     }
 
-    /// Looks table `t` up inline through its [`TableView`]: a direct array
-    /// or a DIR-24-8, then the hit's hot record (its action dispatched to its
+    /// Looks table `t` up inline through its [`TableView`]: a direct array,
+    /// a DIR-24-8 or open addressing, then the hit's hot record (its action dispatched to its
     /// case block, which reads the data from the record). A profile member
     /// or group goes to `h_indirect` with the record (no second lookup),
     /// whose result goes to `result` as `h_table`'s would. Misses, other
@@ -1950,7 +1950,7 @@ impl Gen<'_, '_, '_> {
         engine: Block,
         result: Block,
     ) -> Value {
-        use crate::tables::{VIEW_DIR, VIEW_DIRECT};
+        use crate::tables::{VIEW_DIR, VIEW_DIRECT, VIEW_HASH};
         let fl = Self::flags();
         // The key, as `control::integer_key` builds it.
         let mut key = self.b.ins().iconst(types::I64, 0);
@@ -1975,7 +1975,43 @@ impl Gen<'_, '_, '_> {
         self.b.ins().brif(is_direct, direct, &[], not_direct, &[]);
         self.b.switch_to_block(not_direct);
         let is_dir = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(VIEW_DIR));
-        self.b.ins().brif(is_dir, dir, &[], engine, &[]);
+        let not_dir = self.b.create_block();
+        self.b.ins().brif(is_dir, dir, &[], not_dir, &[]);
+        self.b.switch_to_block(not_dir);
+        let is_hash = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(VIEW_HASH));
+        let hash = self.b.create_block();
+        self.b.ins().brif(is_hash, hash, &[], engine, &[]);
+
+        // Open addressing (`exact::OpenMap::get`): from the home slot
+        // `(key * HASH_MUL) >> shift`, 16-byte slots until the key or an
+        // empty slot (a miss: the engine applies the default).
+        self.b.switch_to_block(hash);
+        let mul = self.b.ins().iconst(types::I64, crate::exact::HASH_MUL as i64);
+        let h = self.b.ins().imul(key, mul);
+        let shift = self.b.ins().uload32(fl, view, 4);
+        let home = self.b.ins().ushr(h, shift);
+        let slots = self.b.ins().load(types::I64, fl, view, 8);
+        let mask = self.b.ins().load(types::I64, fl, view, 24);
+        let probe = self.b.create_block();
+        self.b.append_block_param(probe, types::I64);
+        self.b.ins().jump(probe, &[home.into()]);
+        self.b.switch_to_block(probe);
+        let i = self.b.block_params(probe)[0];
+        let off = self.b.ins().ishl_imm_u(i, 4);
+        let slot = self.b.ins().iadd(slots, off);
+        let value = self.b.ins().uload32(fl, slot, 8);
+        let empty = self.b.ins().icmp_imm_u(IntCC::Equal, value, i64::from(crate::exact::EMPTY));
+        let compare = self.b.create_block();
+        self.b.ins().brif(empty, engine, &[], compare, &[]);
+        self.b.switch_to_block(compare);
+        let k = self.b.ins().load(types::I64, fl, slot, 0);
+        let same = self.b.ins().icmp(IntCC::Equal, k, key);
+        let step = self.b.create_block();
+        self.b.ins().brif(same, hit, &[value.into()], step, &[]);
+        self.b.switch_to_block(step);
+        let next = self.b.ins().iadd_imm_u(i, 1);
+        let next = self.b.ins().band(next, mask);
+        self.b.ins().jump(probe, &[next.into()]);
 
         // Direct array: `a[key]`, u32::MAX for no entry.
         self.b.switch_to_block(direct);
@@ -2403,6 +2439,21 @@ impl Exec<'_> {
     /// (see [`Exec::apply_table_for_jit`]); `None` when the table has to be
     /// applied completely.
     fn result_for_jit(&mut self, ti: usize, hit: Option<u32>, out: &mut [u8; 64]) -> Option<i64> {
+        let r = self.action_for_jit(ti, hit, out)?;
+        if let (Some(h), true) = (hit, self.plan.tables[ti].with_counters) {
+            // The direct counter, as `apply_table` counts a hit (only here,
+            // once the table is not going to be applied completely).
+            let len = u64::from(self.meta.ingress_len);
+            if let Some(e) = self.state.tables[ti].entry_mut(h) {
+                e.packets += 1;
+                e.bytes += len;
+            }
+        }
+        Some(r)
+    }
+
+    /// [`Exec::result_for_jit`] but for the direct counter.
+    fn action_for_jit(&mut self, ti: usize, hit: Option<u32>, out: &mut [u8; 64]) -> Option<i64> {
         let tp = &self.plan.tables[ti];
         let (a, hit) = match hit {
             Some(h) => {

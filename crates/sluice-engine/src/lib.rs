@@ -19,6 +19,7 @@
 pub mod commands;
 pub mod control;
 pub mod device;
+pub mod exact;
 pub mod expr;
 pub mod jit;
 pub mod lpm;

@@ -185,14 +185,14 @@ pub struct TablePlan {
 impl TablePlan {
     /// Whether a hit (or miss) of this table can hand its action back to
     /// generated code after a helper's lookup: the table has nothing else to
-    /// do per packet (no direct counter or meter, no idle timeout) and is
-    /// not a fixed action call.
+    /// do per packet but count the hit in its direct counter (no direct
+    /// meter, no idle timeout) and is not a fixed action call.
     pub fn hit_returns_to_jit(&self) -> bool {
-        !self.with_counters && self.direct_meter.is_none() && !self.support_timeout && self.inline_default.is_none()
+        self.direct_meter.is_none() && !self.support_timeout && self.inline_default.is_none()
     }
 
     /// The integer key parts when generated code builds the key and looks
-    /// direct arrays and DIR-24-8 indexes up inline: the only per-packet
+    /// direct arrays, DIR-24-8 and open-addressing indexes up inline: the only per-packet
     /// work is the lookup (no direct counter or meter, no idle timeout) and
     /// the key is at most 64 bits of fields and validity bits.
     pub fn inline_key_parts(&self) -> Option<&[(KeyPart, u32)]> {

@@ -1205,8 +1205,8 @@ impl Switch {
             let key = if t.inline_default.is_some() {
                 "keyless, fixed action: a direct call".to_string()
             } else if compiled && t.inline_key_parts().is_some() {
-                "key built as one integer in generated code (direct arrays and DIR-24-8 looked up inline, \
-                 other indexes get the key from it)"
+                "key built as one integer in generated code (direct arrays, DIR-24-8 and open addressing \
+                 looked up inline, other indexes get the key from it)"
                     .to_string()
             } else if compiled && t.word_key_parts().is_some() {
                 "key built as four words in generated code, searched by the engine".to_string()

@@ -145,8 +145,8 @@ enum KeyMap {
     /// Exact keys of at most 2 bytes: an array indexed by the key
     /// (`u32::MAX` where there is no entry), with the number of entries.
     Direct(Vec<u32>, usize),
-    /// Keys of at most 8 bytes: 16-byte buckets.
-    Tiny(HashMap<u64, u32>),
+    /// Keys of at most 8 bytes: open addressing that generated code probes.
+    Tiny(crate::exact::OpenMap),
     Short(HashMap<u128, u32>),
     Long(HashMap<Box<[u8]>, u32>),
 }
@@ -154,7 +154,7 @@ enum KeyMap {
 impl KeyMap {
     fn new(key_len: usize) -> KeyMap {
         if key_len <= 8 {
-            KeyMap::Tiny(HashMap::new())
+            KeyMap::Tiny(crate::exact::OpenMap::default())
         } else if key_len <= 16 {
             KeyMap::Short(HashMap::new())
         } else {
@@ -174,7 +174,7 @@ impl KeyMap {
     fn get(&self, k: &[u8]) -> Option<u32> {
         match self {
             KeyMap::Direct(v, _) => v.get(crate::value::be_to_u128(k) as usize).copied().filter(|h| *h != u32::MAX),
-            KeyMap::Tiny(m) => m.get(&(crate::value::be_to_u128(k) as u64)).copied(),
+            KeyMap::Tiny(m) => m.get(crate::value::be_to_u128(k) as u64),
             KeyMap::Short(m) => m.get(&crate::value::be_to_u128(k)).copied(),
             KeyMap::Long(m) => m.get(k).copied(),
         }
@@ -185,7 +185,7 @@ impl KeyMap {
     fn get_int(&self, k: u128) -> Option<Option<u32>> {
         match self {
             KeyMap::Direct(v, _) => Some(v.get(k as usize).copied().filter(|h| *h != u32::MAX)),
-            KeyMap::Tiny(m) => Some(m.get(&(k as u64)).copied()),
+            KeyMap::Tiny(m) => Some(m.get(k as u64)),
             KeyMap::Short(m) => Some(m.get(&k).copied()),
             KeyMap::Long(_) => None,
         }
@@ -223,7 +223,7 @@ impl KeyMap {
                 }
             }
             KeyMap::Tiny(m) => {
-                m.remove(&(crate::value::be_to_u128(k) as u64));
+                m.remove(crate::value::be_to_u128(k) as u64);
             }
             KeyMap::Short(m) => {
                 m.remove(&crate::value::be_to_u128(k));
@@ -243,7 +243,7 @@ impl KeyMap {
                     }
                 }
             }
-            KeyMap::Tiny(m) => m.iter().for_each(|(k, h)| f(u128::from(*k), *h)),
+            KeyMap::Tiny(m) => m.iter().for_each(|(k, h)| f(u128::from(k), h)),
             KeyMap::Short(m) => m.iter().for_each(|(k, h)| f(*k, *h)),
             KeyMap::Long(_) => {}
         }
@@ -585,6 +585,10 @@ pub const VIEW_ENGINE: u32 = 0;
 pub const VIEW_DIRECT: u32 = 1;
 /// [`TableView::kind`]: DIR-24-8 (`a` = top level, `b` = extension groups, `shift` = low bits).
 pub const VIEW_DIR: u32 = 2;
+/// [`TableView::kind`]: an exact key of at most 64 bits in a
+/// [`crate::exact::OpenMap`] (`a` = its 16-byte slots, `len` = slot count
+/// minus one, `shift` = its hash shift).
+pub const VIEW_HASH: u32 = 3;
 
 /// One table's lookup structure as compiled code reads it: raw pointers into
 /// the [`TableState`], so that generated code looks a direct array or a
@@ -942,6 +946,7 @@ impl TableState {
     pub fn index_kind(&self) -> String {
         match &self.index {
             Index::Exact(KeyMap::Direct(..)) => "exact: direct array".into(),
+            Index::Exact(KeyMap::Tiny(_)) => "exact: open addressing (linear probing)".into(),
             Index::Exact(_) => "exact: hash map".into(),
             Index::Lpm { dir: Some(_), .. } => "lpm: direct-indexed (DIR-24-8), one or two reads".into(),
             Index::Lpm { by_len, .. } => format!(
@@ -1544,6 +1549,10 @@ impl TableState {
             Index::Lpm { dir: Some(d), .. } => {
                 let (top, ext, shift) = d.raw_parts();
                 TableView { kind: VIEW_DIR, shift, a: top, b: ext, ..hot }
+            }
+            Index::Exact(KeyMap::Tiny(m)) => {
+                let (slots, mask, shift) = m.raw_parts();
+                TableView { kind: VIEW_HASH, shift, a: slots.cast(), len: mask, ..hot }
             }
             _ => TableView::ENGINE,
         }

@@ -116,8 +116,8 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
         "parser: native code",
         "state start: byte copies of ethernet (14 B); select on an integer key, 3 cases",
         "specialized (direct sum into the field)",
-        "RouterIngress.ipv4_lpm [lpm/32b] 0 entries: key built as one integer in generated code (direct arrays and DIR-24-8 looked up inline, other indexes get the key from it); lpm: a hash probe per prefix length (0 now); direct-indexed from 8 entries; prefetched after parsing",
-        "RouterIngress.nexthop [exact/16b] 0 entries: key built as one integer in generated code (direct arrays and DIR-24-8 looked up inline, other indexes get the key from it); exact: direct array",
+        "RouterIngress.ipv4_lpm [lpm/32b] 0 entries: key built as one integer in generated code (direct arrays, DIR-24-8 and open addressing looked up inline, other indexes get the key from it); lpm: a hash probe per prefix length (0 now); direct-indexed from 8 entries; prefetched after parsing",
+        "RouterIngress.nexthop [exact/16b] 0 entries: key built as one integer in generated code (direct arrays, DIR-24-8 and open addressing looked up inline, other indexes get the key from it); exact: direct array",
         "deparser: byte copies of 3 header(s)",
     ] {
         assert!(empty.contains(want), "missing {want:?} in:\n{empty}");
@@ -126,7 +126,7 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
     let loaded = sluice(&["inspect", router, "--commands", commands.to_str().unwrap()]);
     assert!(
         loaded.contains(
-            "RouterIngress.ipv4_lpm [lpm/32b] 100 entries: key built as one integer in generated code (direct arrays and DIR-24-8 looked up inline, other indexes get the key from it); lpm: direct-indexed (DIR-24-8)"
+            "RouterIngress.ipv4_lpm [lpm/32b] 100 entries: key built as one integer in generated code (direct arrays, DIR-24-8 and open addressing looked up inline, other indexes get the key from it); lpm: direct-indexed (DIR-24-8)"
         ),
         "{loaded}"
     );
