@@ -14,8 +14,20 @@ use crate::value::nbytes;
 /// Sluice stops it and drops the packet.
 pub const MAX_ACTION_STEPS: u32 = 1_000_000;
 
-/// Keys of at most this many bytes made of whole fields are written part by
-/// part into a fixed scratch array (see [`Exec::build_key`]).
+/// Sets `key` to the first `n` bytes of `words` read as little-endian
+/// (the inverse of `tables::key_words`), written with whole-word stores.
+pub(crate) fn key_bytes_of_words(key: &mut Vec<u8>, words: &[u64], n: usize) {
+    if key.len() != n {
+        key.resize(n, 0);
+    }
+    for (chunk, w) in key.chunks_mut(8).zip(words) {
+        let b = w.to_le_bytes();
+        crate::phv::copy_short(chunk, &b[..chunk.len()]);
+    }
+}
+
+/// Keys of at most this many bytes made of whole fields are built as words
+/// in registers, part by part (see [`Exec::build_key`]).
 const FAST_KEY_BYTES: usize = 64;
 
 /// Hidden per-packet state that v1model keeps outside the PHV.
@@ -145,13 +157,7 @@ impl Exec<'_> {
                 at += *bits as usize / 8;
             }
             let n = tp.key_bytes;
-            if self.key_buf.len() != n {
-                self.key_buf.resize(n, 0);
-            }
-            for (i, chunk) in self.key_buf.chunks_mut(8).enumerate() {
-                let b = words[i].to_le_bytes();
-                crate::phv::copy_short(chunk, &b[..chunk.len()]);
-            }
+            key_bytes_of_words(self.key_buf, &words, n);
             return (n <= 32).then(|| [words[0], words[1], words[2], words[3]]);
         }
         self.key_buf.clear();

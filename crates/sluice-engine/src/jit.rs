@@ -2271,11 +2271,21 @@ unsafe fn settle(ctx: *mut JitCtx) -> bool {
 
 extern "C" fn h_table(ctx: *mut JitCtx, ti: u32) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    let (ex, data) = unsafe { exec_of(ctx) };
-    let r = ex.apply_table_for_jit(ti as usize, data);
+    unsafe { table_result(ctx, |ex, data| ex.apply_table_for_jit(ti as usize, data)) }
+}
+
+/// Runs a table helper's work `f` on the context's `Exec` and data area;
+/// when the table was applied by the interpreter (a negative result),
+/// settles the context as `settle` says. The one body of the table helpers.
+///
+/// # Safety
+/// `ctx` must be the live context of a running compiled pipeline.
+#[inline(always)]
+unsafe fn table_result(ctx: *mut JitCtx, f: impl FnOnce(&mut Exec<'_>, &mut [u8; 64]) -> i64) -> i64 {
+    let (ex, data) = exec_of(ctx);
+    let r = f(ex, data);
     if r < 0 {
-        // SAFETY: as above.
-        unsafe { settle(ctx) };
+        settle(ctx);
     }
     r
 }
@@ -2311,54 +2321,38 @@ extern "C" fn h_run_from(ctx: *mut JitCtx, node: i64) {
     unsafe { settle(ctx) };
 }
 
-/// Executes cell `i` of meter array `arr` for the running packet (as the
-/// interpreter's `execute_meter`): the colour, 0 (green) out of range.
 /// The result of table `ti` for an indirect entry whose hot record `rec`
 /// the generated code found inline (see `Gen::inline_lookup`); the same
 /// encoding as `h_table`.
 extern "C" fn h_indirect(ctx: *mut JitCtx, ti: u32, rec: *const HotEntry) -> i64 {
-    // SAFETY: called only by generated code with its live context, and `rec`
-    // points into the table's current view (valid until the table changes,
-    // which cannot happen while a packet runs).
-    let (ex, data) = unsafe { exec_of(ctx) };
+    // SAFETY: `rec` points into the table's current view (valid until the
+    // table changes, which cannot happen while a packet runs).
     let hot = unsafe { *rec };
-    let r = match ex.indirect_for_jit(ti as usize, &hot, data) {
-        Some(r) => r,
-        None => ex.apply_table_for_jit(ti as usize, data),
-    };
-    if r < 0 {
-        // SAFETY: as above.
-        unsafe { settle(ctx) };
+    // SAFETY: called only by generated code with its live context.
+    unsafe {
+        table_result(ctx, |ex, data| match ex.indirect_for_jit(ti as usize, &hot, data) {
+            Some(r) => r,
+            None => ex.apply_table_for_jit(ti as usize, data),
+        })
     }
-    r
 }
 
 /// `h_table` for a table whose key the generated code built as words (see
 /// `Gen::word_lookup`).
 extern "C" fn h_table_words(ctx: *mut JitCtx, ti: u32, w0: u64, w1: u64, w2: u64, w3: u64) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    let (ex, data) = unsafe { exec_of(ctx) };
-    let r = ex.apply_table_words_for_jit(ti as usize, [w0, w1, w2, w3], data);
-    if r < 0 {
-        // SAFETY: as above.
-        unsafe { settle(ctx) };
-    }
-    r
+    unsafe { table_result(ctx, |ex, data| ex.apply_table_words_for_jit(ti as usize, [w0, w1, w2, w3], data)) }
 }
 
 /// `h_table` for a table whose integer key generated code built (see
 /// `Gen::inline_lookup`).
 extern "C" fn h_table_key(ctx: *mut JitCtx, ti: u32, key: u64) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    let (ex, data) = unsafe { exec_of(ctx) };
-    let r = ex.apply_table_key_for_jit(ti as usize, key, data);
-    if r < 0 {
-        // SAFETY: as above.
-        unsafe { settle(ctx) };
-    }
-    r
+    unsafe { table_result(ctx, |ex, data| ex.apply_table_key_for_jit(ti as usize, key, data)) }
 }
 
+/// Executes cell `i` of meter array `arr` for the running packet (as the
+/// interpreter's `execute_meter`): the colour, 0 (green) out of range.
 extern "C" fn h_meter(ctx: *mut JitCtx, arr: u32, i: u64) -> u64 {
     // SAFETY: as above.
     let (ex, _) = unsafe { exec_of(ctx) };
@@ -2404,14 +2398,7 @@ impl Exec<'_> {
             return self.apply_table_for_jit(ti, out);
         }
         // The key bytes, for range checks and byte-keyed indexes.
-        let n = tp.key_bytes;
-        if self.key_buf.len() != n {
-            self.key_buf.resize(n, 0);
-        }
-        for (i, chunk) in self.key_buf.chunks_mut(8).enumerate() {
-            let b = words[i].to_le_bytes();
-            crate::phv::copy_short(chunk, &b[..chunk.len()]);
-        }
+        crate::control::key_bytes_of_words(self.key_buf, &words, tp.key_bytes);
         let hit = self.state.tables[ti].lookup_cached(self.key_buf, Some(&words));
         match self.result_for_jit(ti, hit, out) {
             Some(r) => r,
