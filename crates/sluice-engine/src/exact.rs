@@ -23,9 +23,12 @@ pub const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct Slot {
+    /// The key, meaningful only when `value` is not [`EMPTY`] (so every
+    /// `u64`, zero included, can be a key).
     pub key: u64,
     /// The entry index, or [`EMPTY`].
     pub value: u32,
+    /// Pads the slot to 16 bytes, so a slot's address is `index << 4`.
     pad: u32,
 }
 

@@ -192,9 +192,10 @@ impl TablePlan {
     }
 
     /// The integer key parts when generated code builds the key and looks
-    /// direct arrays, DIR-24-8 and open-addressing indexes up inline: the only per-packet
-    /// work is the lookup (no direct counter or meter, no idle timeout) and
-    /// the key is at most 64 bits of fields and validity bits.
+    /// direct arrays, DIR-24-8 and open-addressing indexes up inline: the
+    /// only per-packet work is the lookup (no direct counter or meter, no
+    /// idle timeout) and the key is at most 64 bits of fields and validity
+    /// bits.
     pub fn inline_key_parts(&self) -> Option<&[(KeyPart, u32)]> {
         if self.with_counters || self.direct_meter.is_some() || self.support_timeout {
             return None;

@@ -471,6 +471,21 @@ impl TupleKeys {
 }
 
 impl Tuple {
+    /// Whether entries of mask `mask` can sit in this tuple: every bit of
+    /// the tuple's mask is set in theirs, so they hash under it and a check
+    /// of their own mask tells them apart.
+    fn holds_mask(&self, mask: &[u8]) -> bool {
+        self.mask.iter().zip(mask).all(|(g, s)| g & s == *g)
+    }
+
+    /// The bucket an entry's value (masked by its own mask) falls into in
+    /// this tuple (control-plane use: insert, delete, find).
+    fn bucket_of(&self, value: &[u8]) -> Option<&Vec<Flat>> {
+        let v = and_mask(value, &self.mask);
+        let mut scratch = vec![0u8; v.len()];
+        self.map.get(&v, &key_words(&v), &self.mask, &mut scratch)
+    }
+
     fn recompute_best(&mut self) {
         self.best = self
             .map
@@ -498,12 +513,6 @@ fn and_mask(value: &[u8], mask: &[u8]) -> Vec<u8> {
     value.iter().zip(mask).map(|(v, m)| v & m).collect()
 }
 
-/// Whether every bit of `general` is set in `specific`: an entry with mask
-/// `specific` can then be hashed under `general` and told apart by a check.
-fn mask_covers(general: &[u8], specific: &[u8]) -> bool {
-    general.iter().zip(specific).all(|(g, s)| g & s == *g)
-}
-
 /// The tuple a piece `f` goes into, TupleMerge-style (Daly et al., 2019):
 /// the tuple of its own mask when there is one, else the most specific
 /// tuple whose mask it covers whose bucket for it holds fewer than
@@ -515,28 +524,19 @@ fn tuple_for(tuples: &[Tuple], f: &Flat) -> Option<usize> {
     if let Some(p) = tuples.iter().position(|t| t.mask == f.mask) {
         return Some(p);
     }
-    let mut scratch = vec![0u8; f.value.len()];
     tuples
         .iter()
         .enumerate()
-        .filter(|(_, t)| mask_covers(&t.mask, &f.mask))
-        .filter(|(_, t)| {
-            let v = and_mask(&f.value, &t.mask);
-            t.map.get(&v, &key_words(&v), &t.mask, &mut scratch).map_or(0, |l| l.len()) < MERGE_BUCKET_LIMIT
-        })
+        .filter(|(_, t)| t.holds_mask(&f.mask))
+        .filter(|(_, t)| t.bucket_of(&f.value).map_or(0, |l| l.len()) < MERGE_BUCKET_LIMIT)
         .max_by_key(|(_, t)| t.mask.iter().map(|m| m.count_ones()).sum::<u32>())
         .map(|(i, _)| i)
 }
 
 /// The tuple holding entry `handle`'s piece `f`.
 fn tuple_holding(tuples: &[Tuple], f: &Flat, handle: u32) -> Option<usize> {
-    let mut scratch = vec![0u8; f.value.len()];
     tuples.iter().position(|t| {
-        let v = and_mask(&f.value, &t.mask);
-        mask_covers(&t.mask, &f.mask)
-            && t.map
-                .get(&v, &key_words(&v), &t.mask, &mut scratch)
-                .is_some_and(|l| l.iter().any(|x| x.handle == handle))
+        t.holds_mask(&f.mask) && t.bucket_of(&f.value).is_some_and(|l| l.iter().any(|x| x.handle == handle))
     })
 }
 
@@ -591,8 +591,8 @@ pub const VIEW_DIR: u32 = 2;
 pub const VIEW_HASH: u32 = 3;
 
 /// One table's lookup structure as compiled code reads it: raw pointers into
-/// the [`TableState`], so that generated code looks a direct array or a
-/// DIR-24-8 up and reads the hit's [`HotEntry`] without a call.
+/// the [`TableState`], so that generated code looks a direct array, a
+/// DIR-24-8 or open addressing up and reads the hit's [`HotEntry`] without a call.
 ///
 /// Invariant: a view is valid until its table next changes; the switch
 /// rebuilds its views at the start of every packet or batch it processes,
@@ -1244,19 +1244,12 @@ impl TableState {
                 // Every entry's first piece is in the tuples; entries sharing it
                 // (ranges with a common start) are told apart by their full match.
                 let first = self.pieces(0, &e).into_iter().next()?;
-                let mut scratch = vec![0; first.value.len()];
-                tuples.iter().filter(|t| mask_covers(&t.mask, &first.mask)).find_map(|t| {
-                    let v = and_mask(&first.value, &t.mask);
-                    t.map
-                        .get(&v, &key_words(&v), &t.mask, &mut scratch)?
-                        .iter()
-                        .filter(|x| x.priority == priority)
-                        .find_map(|x| {
-                            let en = self.entries.get(x.handle as usize)?.as_ref()?;
-                            let f = self.flat(x.handle, en);
-                            (f.value == want.value && f.mask == want.mask && f.ranges == want.ranges)
-                                .then_some(x.handle)
-                        })
+                tuples.iter().filter(|t| t.holds_mask(&first.mask)).find_map(|t| {
+                    t.bucket_of(&first.value)?.iter().filter(|x| x.priority == priority).find_map(|x| {
+                        let en = self.entries.get(x.handle as usize)?.as_ref()?;
+                        let f = self.flat(x.handle, en);
+                        (f.value == want.value && f.mask == want.mask && f.ranges == want.ranges).then_some(x.handle)
+                    })
                 })
             }
         }
