@@ -62,6 +62,26 @@ fn handle(answer: &str) -> u32 {
     answer.rsplit(' ').next().and_then(|h| h.parse().ok()).unwrap_or_else(|| panic!("no handle in {answer:?}"))
 }
 
+/// Feeds `batch` to the compiled switch as one batch and to its interpreted
+/// twin packet by packet; both must emit the same packets, which are returned.
+fn same_output(
+    compiled: &mut Switch,
+    twin: &mut Switch,
+    port: u32,
+    batch: &[Vec<u8>],
+    now: u64,
+    round: u64,
+) -> Vec<(u32, Vec<u8>)> {
+    let mut a = Vec::new();
+    compiled.process_batch_at(port, batch.iter().map(|b| b.as_slice()), now, &mut |o, d| a.push((o, d.to_vec())));
+    let mut b = Vec::new();
+    for p in batch {
+        twin.process_at(port, p, now, &mut |o, d| b.push((o, d.to_vec())));
+    }
+    assert_eq!(a, b, "round {round}: compiled and interpreted switches emitted different packets");
+    a
+}
+
 #[test]
 fn inline_lookups_agree_with_the_interpreter_through_route_changes() {
     agree_through_route_changes(3000);
@@ -131,14 +151,7 @@ fn agree_through_route_changes(count: usize) {
             .collect();
         now += 1000;
         let port = r.below(4) as u32;
-        let mut a = Vec::new();
-        compiled.process_batch_at(port, batch.iter().map(|b| b.as_slice()), now, &mut |o, d| a.push((o, d.to_vec())));
-        let mut b = Vec::new();
-        for p in &batch {
-            twin.process_at(port, p, now, &mut |o, d| b.push((o, d.to_vec())));
-        }
-        assert_eq!(a, b, "round {round}: compiled and interpreted switches emitted different packets");
-        emitted += a.len();
+        emitted += same_output(&mut compiled, &mut twin, port, &batch, now, round).len();
         // Control-plane changes between batches: delete some routes, add others.
         for _ in 0..50 {
             let i = r.below(routes.len() as u64) as usize;
@@ -229,14 +242,7 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
                 l4_packet(src, dst, proto, r.below(65536) as u16, dport)
             })
             .collect();
-        let mut a = Vec::new();
-        compiled
-            .process_batch_at(1, batch.iter().map(|b| b.as_slice()), 1000 * round, &mut |o, d| a.push((o, d.to_vec())));
-        let mut b = Vec::new();
-        for p in &batch {
-            twin.process_at(1, p, 1000 * round, &mut |o, d| b.push((o, d.to_vec())));
-        }
-        assert_eq!(a, b, "round {round}: compiled and interpreted switches emitted different packets");
+        let a = same_output(&mut compiled, &mut twin, 1, &batch, 1000 * round, round);
         seen[0] += a.len();
         seen[1] += a.iter().filter(|(o, _)| *o == 3 || *o == 4).count();
         // Group 0 loses or regains member 1 (port 2), so the selector's choice moves.
@@ -307,14 +313,7 @@ fn l2_open_addressing_and_direct_counters_agree_with_the_interpreter() {
                 p
             })
             .collect();
-        let mut a = Vec::new();
-        compiled
-            .process_batch_at(1, batch.iter().map(|b| b.as_slice()), 1000 * round, &mut |o, d| a.push((o, d.to_vec())));
-        let mut b = Vec::new();
-        for p in &batch {
-            twin.process_at(1, p, 1000 * round, &mut |o, d| b.push((o, d.to_vec())));
-        }
-        assert_eq!(a, b, "round {round}: compiled and interpreted switches emitted different packets");
+        let a = same_output(&mut compiled, &mut twin, 1, &batch, 1000 * round, round);
         forwarded += a.len();
         // A few hosts leave, a few come back.
         for _ in 0..40 {
