@@ -1646,6 +1646,18 @@ pub fn apply_prefix(v: &mut [u8], width: u32, plen: u32) {
 mod tests {
     use super::*;
 
+    /// The entry index a lookup must return, found by brute force: the
+    /// best (priority, index) among the entries `matches` accepts.
+    fn best_by_scan(t: &TableState, matches: impl Fn(&Entry) -> bool) -> Option<u32> {
+        t.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(h, e)| e.as_ref().map(|e| (h as u32, e)))
+            .filter(|(_, e)| matches(e))
+            .min_by_key(|(h, e)| (e.priority, *h))
+            .map(|(h, _)| h)
+    }
+
     fn entry(m: Vec<FieldMatch>, prio: i32, a: u32) -> Entry {
         Entry {
             matches: m,
@@ -1932,19 +1944,12 @@ mod tests {
         }
         for _ in 0..2000 {
             let k = [rnd() as u8, rnd() as u8, 0, rnd() as u8];
-            let brute = t
-                .entries
-                .iter()
-                .enumerate()
-                .filter_map(|(h, e)| e.as_ref().map(|e| (h as u32, e)))
-                .filter(|(_, e)| {
-                    let FieldMatch::Ternary(v0, m0) = &e.matches[0] else { unreachable!() };
-                    let FieldMatch::Ternary(v1, m1) = &e.matches[1] else { unreachable!() };
-                    let FieldMatch::Range(lo, hi) = &e.matches[2] else { unreachable!() };
-                    k[0] & m0[0] == v0[0] && k[1] & m1[0] == v1[0] && k[3] >= lo[0] && k[3] <= hi[0]
-                })
-                .min_by_key(|(h, e)| (e.priority, *h))
-                .map(|(h, _)| h);
+            let brute = best_by_scan(&t, |e| {
+                let FieldMatch::Ternary(v0, m0) = &e.matches[0] else { unreachable!() };
+                let FieldMatch::Ternary(v1, m1) = &e.matches[1] else { unreachable!() };
+                let FieldMatch::Range(lo, hi) = &e.matches[2] else { unreachable!() };
+                k[0] & m0[0] == v0[0] && k[1] & m1[0] == v1[0] && k[3] >= lo[0] && k[3] <= hi[0]
+            });
             assert_eq!(t.lookup(&k), brute, "key {k:?}");
         }
     }
@@ -2012,19 +2017,12 @@ mod tests {
                 }
             }
             k.push((rnd() % 2) as u8);
-            let brute = t
-                .entries
-                .iter()
-                .enumerate()
-                .filter_map(|(h, e)| e.as_ref().map(|e| (h as u32, e)))
-                .filter(|(_, e)| {
-                    e.matches.iter().zip([&k[..wide], &k[wide..]]).all(|(m, part)| {
-                        let FieldMatch::Ternary(v, m) = m else { unreachable!() };
-                        part.iter().zip(m).zip(v).all(|((p, m), v)| p & m == *v)
-                    })
+            let brute = best_by_scan(&t, |e| {
+                e.matches.iter().zip([&k[..wide], &k[wide..]]).all(|(m, part)| {
+                    let FieldMatch::Ternary(v, m) = m else { unreachable!() };
+                    part.iter().zip(m).zip(v).all(|((p, m), v)| p & m == *v)
                 })
-                .min_by_key(|(h, e)| (e.priority, *h))
-                .map(|(h, _)| h);
+            });
             assert_eq!(t.lookup(&k), brute, "key {k:?}");
             // Which kind of mask won: one keeping the whole wide field, or fewer bytes.
             if let Some(h) = brute {
@@ -2090,17 +2088,10 @@ mod tests {
             let mut k = addr.to_be_bytes().to_vec();
             k.push([6u8, 17][(rnd() % 2) as usize]);
             k.extend_from_slice(&((rnd() % 140) as u16).to_be_bytes());
-            let brute = t
-                .entries
-                .iter()
-                .enumerate()
-                .filter_map(|(h, e)| e.as_ref().map(|e| (h as u32, e)))
-                .filter(|(_, e)| {
-                    let f = t.flat(0, e);
-                    k.iter().zip(&f.mask).zip(&f.value).all(|((k, m), v)| k & m == *v) && ranges_hold(&f, &k)
-                })
-                .min_by_key(|(h, e)| (e.priority, *h))
-                .map(|(h, _)| h);
+            let brute = best_by_scan(&t, |e| {
+                let f = t.flat(0, e);
+                k.iter().zip(&f.mask).zip(&f.value).all(|((k, m), v)| k & m == *v) && ranges_hold(&f, &k)
+            });
             assert_eq!(t.lookup(&k), brute, "key {k:?}");
             hits += usize::from(brute.is_some());
         }
