@@ -227,6 +227,15 @@ impl Exec<'_> {
         }
     }
 
+    /// Counts a hit on entry index `h` of table `ti` in its direct counter
+    /// (the packet and its ingress length).
+    pub(crate) fn count_hit(&mut self, ti: usize, h: u32) {
+        let len = u64::from(self.meta.ingress_len);
+        let e = self.state.tables[ti].entry_mut(h).expect("hit index is live");
+        e.packets += 1;
+        e.bytes += len;
+    }
+
     /// Applies one table; returns the next node.
     pub fn apply_table(&mut self, ti: usize) -> Option<Node> {
         let plan = self.plan;
@@ -266,9 +275,7 @@ impl Exec<'_> {
                 // only counters and large action data touch the entry itself.
                 let hot = *self.state.tables[ti].hot(h);
                 if tp.with_counters {
-                    let e = self.state.tables[ti].entry_mut(h).expect("hit index is live");
-                    e.packets += 1;
-                    e.bytes += len;
+                    self.count_hit(ti, h);
                 }
                 // Direct meter cells are indexed by entry index and shared by all workers.
                 let meters = &self.state.meters;

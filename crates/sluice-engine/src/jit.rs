@@ -2383,9 +2383,7 @@ impl Exec<'_> {
     pub fn apply_table_for_jit(&mut self, ti: usize, out: &mut [u8; 64]) -> i64 {
         if self.plan.tables[ti].hit_returns_to_jit() {
             let hit = self.lookup_hit(ti);
-            if let Some(r) = self.result_for_jit(ti, hit, out) {
-                return r;
-            }
+            return self.result_or_apply(ti, hit, out);
         }
         self.apply_table_fully(ti)
     }
@@ -2400,10 +2398,7 @@ impl Exec<'_> {
         // The key bytes, for range checks and byte-keyed indexes.
         crate::control::key_bytes_of_words(self.key_buf, &words, tp.key_bytes);
         let hit = self.state.tables[ti].lookup_cached(self.key_buf, Some(&words));
-        match self.result_for_jit(ti, hit, out) {
-            Some(r) => r,
-            None => self.apply_table_fully(ti),
-        }
+        self.result_or_apply(ti, hit, out)
     }
 
     /// [`Exec::apply_table_for_jit`] for a table whose integer key (at most
@@ -2413,10 +2408,7 @@ impl Exec<'_> {
             return self.apply_table_for_jit(ti, out);
         }
         match self.state.tables[ti].lookup_u128(u128::from(key)) {
-            Some(hit) => match self.result_for_jit(ti, hit, out) {
-                Some(r) => r,
-                None => self.apply_table_fully(ti),
-            },
+            Some(hit) => self.result_or_apply(ti, hit, out),
             // An index that needs the key's bytes.
             None => self.apply_table_for_jit(ti, out),
         }
@@ -2430,13 +2422,18 @@ impl Exec<'_> {
         if let (Some(h), true) = (hit, self.plan.tables[ti].with_counters) {
             // The direct counter, as `apply_table` counts a hit (only here,
             // once the table is not going to be applied completely).
-            let len = u64::from(self.meta.ingress_len);
-            if let Some(e) = self.state.tables[ti].entry_mut(h) {
-                e.packets += 1;
-                e.bytes += len;
-            }
+            self.count_hit(ti, h);
         }
         Some(r)
+    }
+
+    /// [`Exec::result_for_jit`], or the table applied completely when the
+    /// result cannot go back to generated code.
+    fn result_or_apply(&mut self, ti: usize, hit: Option<u32>, out: &mut [u8; 64]) -> i64 {
+        match self.result_for_jit(ti, hit, out) {
+            Some(r) => r,
+            None => self.apply_table_fully(ti),
+        }
     }
 
     /// [`Exec::result_for_jit`] but for the direct counter.
