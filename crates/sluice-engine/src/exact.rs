@@ -19,7 +19,7 @@ pub const EMPTY: u32 = u32::MAX;
 pub const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// One slot: `#[repr(C)]` because generated code reads `key` at offset 0
-/// and `value` at offset 8 of 16-byte slots.
+/// and `record` at offset 12 of 16-byte slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct Slot {
@@ -28,11 +28,14 @@ pub struct Slot {
     pub key: u64,
     /// The entry index, or [`EMPTY`].
     pub value: u32,
-    /// Pads the slot to 16 bytes, so a slot's address is `index << 4`.
-    pad: u32,
+    /// The id of the entry's hot record (see `tables::HotEntry`), 0 until
+    /// the owner sets one. Why here: generated code then goes from the
+    /// slot straight to the record, without a load of the entry index's
+    /// record id in between. It also pads the slot to 16 bytes.
+    pub record: u32,
 }
 
-const EMPTY_SLOT: Slot = Slot { key: 0, value: EMPTY, pad: 0 };
+const EMPTY_SLOT: Slot = Slot { key: 0, value: EMPTY, record: 0 };
 const _: () = assert!(std::mem::size_of::<Slot>() == 16);
 
 /// The map (see the module documentation).
@@ -93,13 +96,17 @@ impl OpenMap {
     pub fn insert(&mut self, key: u64, value: u32) -> Option<u32> {
         assert_ne!(value, EMPTY, "EMPTY marks free slots");
         if let Ok(i) = self.find(key) {
-            return Some(std::mem::replace(&mut self.slots[i].value, value));
+            let s = &mut self.slots[i];
+            if s.value != value {
+                s.record = 0;
+            }
+            return Some(std::mem::replace(&mut s.value, value));
         }
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
         let i = self.find(key).expect_err("checked absent above");
-        self.slots[i] = Slot { key, value, pad: 0 };
+        self.slots[i] = Slot { key, value, record: 0 };
         self.len += 1;
         None
     }
@@ -141,6 +148,19 @@ impl OpenMap {
         Some(value)
     }
 
+    /// Sets the hot record id of `key` (see [`Slot::record`]); no effect
+    /// when `key` is absent.
+    pub fn set_record(&mut self, key: u64, record: u32) {
+        if let Ok(i) = self.find(key) {
+            self.slots[i].record = record;
+        }
+    }
+
+    /// The hot record id of `key` (0 when absent or never set).
+    pub fn record(&self, key: u64) -> u32 {
+        self.find(key).map_or(0, |i| self.slots[i].record)
+    }
+
     /// `(key, value)` of every entry.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.slots.iter().filter(|s| s.value != EMPTY).map(|s| (s.key, s.value))
@@ -180,6 +200,8 @@ mod tests {
                     0 | 1 => {
                         let v = next() % 1000;
                         assert_eq!(ours.insert(k, v), theirs.insert(k, v), "insert {k}");
+                        // The record rides along with its slot through shifts and growth.
+                        ours.set_record(k, v + 1);
                     }
                     _ => assert_eq!(ours.remove(k), theirs.remove(&k), "remove {k}"),
                 }
@@ -188,6 +210,7 @@ mod tests {
             for k in 0..keys {
                 let k = u64::from(k) * 0x1_0000_0001;
                 assert_eq!(ours.get(k), theirs.get(&k).copied(), "get {k}");
+                assert_eq!(ours.record(k), theirs.get(&k).map_or(0, |v| v + 1), "record of {k}");
             }
             let mut all: Vec<_> = ours.iter().collect();
             all.sort_unstable();

@@ -147,7 +147,7 @@ const REG_LO: i32 = std::mem::offset_of!(crate::shared::RegCell, lo) as i32;
 const _: () = assert!(std::mem::offset_of!(JitCtx, registers) == OFF_REGISTERS as usize);
 const _: () = assert!(std::mem::offset_of!(JitCtx, counters) == OFF_COUNTERS as usize);
 /// Size of a [`TableView`] in the views array.
-const VIEW_SIZE: i64 = 56;
+const VIEW_SIZE: i64 = 40;
 const _: () = assert!(std::mem::size_of::<TableView>() == VIEW_SIZE as usize);
 
 /// One counter array as generated code updates it: its cells and their number.
@@ -1970,7 +1970,7 @@ impl Gen<'_, '_, '_> {
         let not_direct = self.b.create_block();
         let dir = self.b.create_block();
         let hit = self.b.create_block();
-        self.b.append_block_param(hit, types::I64); // the entry index
+        self.b.append_block_param(hit, types::I64); // the hot record id
         let is_direct = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(VIEW_DIRECT));
         self.b.ins().brif(is_direct, direct, &[], not_direct, &[]);
         self.b.switch_to_block(not_direct);
@@ -1983,8 +1983,9 @@ impl Gen<'_, '_, '_> {
         self.b.ins().brif(is_hash, hash, &[], engine, &[]);
 
         // Open addressing (`exact::OpenMap::get`): from the home slot
-        // `(key * HASH_MUL) >> shift`, 16-byte slots until the key or an
-        // empty slot (a miss: the engine applies the default).
+        // `(key * HASH_MUL) >> shift`, 16-byte slots until the key (its
+        // record id at offset 12) or an empty slot (a miss: the engine
+        // applies the default).
         self.b.switch_to_block(hash);
         let mul = self.b.ins().iconst(types::I64, crate::exact::HASH_MUL as i64);
         let h = self.b.ins().imul(key, mul);
@@ -2007,13 +2008,17 @@ impl Gen<'_, '_, '_> {
         let k = self.b.ins().load(types::I64, fl, slot, 0);
         let same = self.b.ins().icmp(IntCC::Equal, k, key);
         let step = self.b.create_block();
-        self.b.ins().brif(same, hit, &[value.into()], step, &[]);
+        let found = self.b.create_block();
+        self.b.ins().brif(same, found, &[], step, &[]);
+        self.b.switch_to_block(found);
+        let r = self.b.ins().uload32(fl, slot, 12);
+        self.b.ins().jump(hit, &[r.into()]);
         self.b.switch_to_block(step);
         let next = self.b.ins().iadd_imm_u(i, 1);
         let next = self.b.ins().band(next, mask);
         self.b.ins().jump(probe, &[next.into()]);
 
-        // Direct array: `a[key]`, u32::MAX for no entry.
+        // Direct array: `a[key]`, the record id (0, the cold record, for no entry).
         self.b.switch_to_block(direct);
         let len = self.b.ins().load(types::I64, fl, view, 24);
         let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, key, len);
@@ -2023,11 +2028,10 @@ impl Gen<'_, '_, '_> {
         let a = self.b.ins().load(types::I64, fl, view, 8);
         let off = self.b.ins().ishl_imm_u(key, 2);
         let addr = self.b.ins().iadd(a, off);
-        let e = self.b.ins().uload32(fl, addr, 0);
-        let none = self.b.ins().icmp_imm_u(IntCC::Equal, e, i64::from(u32::MAX));
-        self.b.ins().brif(none, engine, &[], hit, &[e.into()]);
+        let r = self.b.ins().uload32(fl, addr, 0);
+        self.b.ins().jump(hit, &[r.into()]);
 
-        // DIR-24-8 (`lpm::DirLpm::lookup`).
+        // DIR-24-8 of record ids (`lpm::DirLpm::record`); 0 for no route.
         self.b.switch_to_block(dir);
         let k32 = self.b.ins().band_imm_u(key, 0xffff_ffff);
         let shift = self.b.ins().uload32(fl, view, 4);
@@ -2036,11 +2040,9 @@ impl Gen<'_, '_, '_> {
         let off = self.b.ins().ishl_imm_u(idx, 2);
         let addr = self.b.ins().iadd(top, off);
         let slot = self.b.ins().uload32(fl, addr, 0);
-        let leaf = self.b.create_block();
-        self.b.append_block_param(leaf, types::I64);
         let ext = self.b.create_block();
         let group = self.b.ins().band_imm_u(slot, i64::from(crate::lpm::GROUP_BIT));
-        self.b.ins().brif(group, ext, &[], leaf, &[slot.into()]);
+        self.b.ins().brif(group, ext, &[], hit, &[slot.into()]);
         self.b.switch_to_block(ext);
         let g = self.b.ins().band_imm_u(slot, i64::from(!crate::lpm::GROUP_BIT));
         let hi = self.b.ins().ishl(g, shift);
@@ -2053,29 +2055,12 @@ impl Gen<'_, '_, '_> {
         let off = self.b.ins().ishl_imm_u(i, 2);
         let addr = self.b.ins().iadd(base, off);
         let slot = self.b.ins().uload32(fl, addr, 0);
-        self.b.ins().jump(leaf, &[slot.into()]);
-        self.b.switch_to_block(leaf);
-        let slot = self.b.block_params(leaf)[0];
-        let empty = self.b.ins().icmp_imm_u(IntCC::Equal, slot, 0);
-        let found = self.b.create_block();
-        self.b.ins().brif(empty, engine, &[], found, &[]);
-        self.b.switch_to_block(found);
-        let e = self.b.ins().band_imm_u(slot, 0x00ff_ffff);
-        let e = self.b.ins().iadd_imm_u(e, -1i64);
-        self.b.ins().jump(hit, &[e.into()]);
+        self.b.ins().jump(hit, &[slot.into()]);
 
-        // The hit's hot record: its data into the context, then its action.
+        // The hit's hot record (the cold record 0 for no entry, whose
+        // action sends the packet to the engine), then its action.
         self.b.switch_to_block(hit);
-        let e = self.b.block_params(hit)[0];
-        let hot_len = self.b.ins().load(types::I64, fl, view, 40);
-        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, e, hot_len);
-        let record = self.b.create_block();
-        self.b.ins().brif(inside, record, &[], engine, &[]);
-        self.b.switch_to_block(record);
-        let hot_of = self.b.ins().load(types::I64, fl, view, 48);
-        let at = self.b.ins().ishl_imm_u(e, 2);
-        let at = self.b.ins().iadd(hot_of, at);
-        let r = self.b.ins().uload32(fl, at, 0);
+        let r = self.b.block_params(hit)[0];
         let hot = self.b.ins().load(types::I64, fl, view, 32);
         let off = self.b.ins().imul_imm_u(r, 48);
         let rec = self.b.ins().iadd(hot, off);

@@ -15,6 +15,12 @@
 //! slots that a longer prefix already owns; a delete repaints its slots with
 //! the next shorter covering route, which the caller finds in its exact
 //! per-length maps (the control-plane index this structure accelerates).
+//!
+//! A second pair of arrays of the same shape, `rtop` and `rext`, holds the
+//! hot record id of the route in each slot (`tables::HotEntry`) instead of
+//! its entry index. Generated code reads only those: slot, then record,
+//! with no load of the entry's record id in between (route tables share a
+//! few dozen records, so the record is in cache).
 
 /// Marks a slot of `top` that points to an extension group.
 const GROUP: u32 = 1 << 31;
@@ -30,20 +36,28 @@ pub struct DirLpm {
     low_bits: u32,
     top: Vec<u32>,
     ext: Vec<u32>,
+    /// `top` and `ext` with record ids where they hold entry values (0: none).
+    rtop: Vec<u32>,
+    rext: Vec<u32>,
     free_groups: Vec<u32>,
 }
 
 impl Clone for DirLpm {
     /// A copy whose top level is advised into huge pages too.
     fn clone(&self) -> DirLpm {
-        let mut top = vec![0; self.top.len()];
-        advise_huge_pages(&top);
-        top.copy_from_slice(&self.top);
+        let huge_copy = |from: &[u32]| {
+            let mut v = vec![0; from.len()];
+            advise_huge_pages(&v);
+            v.copy_from_slice(from);
+            v
+        };
         DirLpm {
             width: self.width,
             low_bits: self.low_bits,
-            top,
+            top: huge_copy(&self.top),
             ext: self.ext.clone(),
+            rtop: huge_copy(&self.rtop),
+            rext: self.rext.clone(),
             free_groups: self.free_groups.clone(),
         }
     }
@@ -68,7 +82,17 @@ impl DirLpm {
         // `vec![0; n]` asks the allocator for zeroed memory: untouched pages cost nothing.
         let top = vec![0; 1 << top_bits];
         advise_huge_pages(&top);
-        DirLpm { width, low_bits: width - top_bits, top, ext: Vec::new(), free_groups: Vec::new() }
+        let rtop = vec![0; 1 << top_bits];
+        advise_huge_pages(&rtop);
+        DirLpm {
+            width,
+            low_bits: width - top_bits,
+            top,
+            ext: Vec::new(),
+            rtop,
+            rext: Vec::new(),
+            free_groups: Vec::new(),
+        }
     }
 
     fn group_len(&self) -> usize {
@@ -80,28 +104,41 @@ impl DirLpm {
     }
 
     /// Adds route `key/plen` (key right-aligned, bits below the prefix zero)
-    /// for entry `idx`: it takes every covered slot no longer prefix owns.
-    pub fn insert(&mut self, key: u32, plen: u32, idx: u32) {
-        debug_assert!(idx <= MAX_INDEX && plen <= self.width);
+    /// for entry `idx` with hot record `record`: it takes every covered
+    /// slot no longer prefix owns.
+    pub fn insert(&mut self, key: u32, plen: u32, idx: u32, record: u32) {
+        debug_assert!(idx <= MAX_INDEX && plen <= self.width && record & GROUP == 0);
         let val = Self::value(idx, plen);
-        self.for_covered(key, plen, true, |e| {
+        self.for_covered(key, plen, true, |e, r| {
             if yields(*e, plen) {
                 *e = val;
+                *r = record;
             }
         });
     }
 
-    /// Calls `f` on every slot route `key/plen` covers: top slots, or the
-    /// slots of the extension groups under them, or for a prefix longer
-    /// than the top bits its range in its group (made when `make_group`;
-    /// without a group such a prefix covers nothing). Returns the top slot
-    /// and group of a long prefix.
+    /// Gives route `key/plen` of entry `idx` the hot record `record` in
+    /// every slot it owns (after its action changed).
+    pub fn set_record(&mut self, key: u32, plen: u32, idx: u32, record: u32) {
+        let val = Self::value(idx, plen);
+        self.for_covered(key, plen, false, |e, r| {
+            if *e == val {
+                *r = record;
+            }
+        });
+    }
+
+    /// Calls `f(slot, record slot)` on every slot route `key/plen` covers:
+    /// top slots, or the slots of the extension groups under them, or for
+    /// a prefix longer than the top bits its range in its group (made when
+    /// `make_group`; without a group such a prefix covers nothing). Returns
+    /// the top slot and group of a long prefix.
     fn for_covered(
         &mut self,
         key: u32,
         plen: u32,
         make_group: bool,
-        mut f: impl FnMut(&mut u32),
+        mut f: impl FnMut(&mut u32, &mut u32),
     ) -> Option<(usize, usize)> {
         let top_bits = self.width - self.low_bits;
         let gl = self.group_len();
@@ -111,9 +148,9 @@ impl DirLpm {
                 let cur = self.top[s];
                 if cur & GROUP != 0 {
                     let g = (cur & !GROUP) as usize * gl;
-                    self.ext[g..g + gl].iter_mut().for_each(&mut f);
+                    self.ext[g..g + gl].iter_mut().zip(&mut self.rext[g..g + gl]).for_each(|(e, r)| f(e, r));
                 } else {
-                    f(&mut self.top[s]);
+                    f(&mut self.top[s], &mut self.rtop[s]);
                 }
             }
             return None;
@@ -127,7 +164,8 @@ impl DirLpm {
             return None;
         };
         let first = g * gl + (key as usize & (gl - 1));
-        self.ext[first..first + (1usize << (self.width - plen))].iter_mut().for_each(f);
+        let range = first..first + (1usize << (self.width - plen));
+        self.ext[range.clone()].iter_mut().zip(&mut self.rext[range]).for_each(|(e, r)| f(e, r));
         Some((s, g))
     }
 
@@ -137,37 +175,45 @@ impl DirLpm {
         if cur & GROUP != 0 {
             return (cur & !GROUP) as usize;
         }
+        let rcur = self.rtop[s];
         let gl = self.group_len();
         let g = match self.free_groups.pop() {
             Some(g) => {
                 self.ext[g as usize * gl..(g as usize + 1) * gl].fill(cur);
+                self.rext[g as usize * gl..(g as usize + 1) * gl].fill(rcur);
                 g as usize
             }
             None => {
                 self.ext.extend(std::iter::repeat_n(cur, gl));
+                self.rext.extend(std::iter::repeat_n(rcur, gl));
                 self.ext.len() / gl - 1
             }
         };
         self.top[s] = GROUP | g as u32;
+        self.rtop[s] = GROUP | g as u32;
         g
     }
 
     /// Removes route `key/plen` of entry `idx`; its slots go to `cover`, the
-    /// longest shorter route that covers it (`(entry index, prefix length)`), if any.
-    pub fn remove(&mut self, key: u32, plen: u32, idx: u32, cover: Option<(u32, u32)>) {
+    /// longest shorter route that covers it (`(entry index, prefix length,
+    /// hot record)`), if any.
+    pub fn remove(&mut self, key: u32, plen: u32, idx: u32, cover: Option<(u32, u32, u32)>) {
         let val = Self::value(idx, plen);
-        let repl = cover.map_or(0, |(i, l)| Self::value(i, l));
-        let long = self.for_covered(key, plen, false, |e| {
+        let (repl, rrepl) = cover.map_or((0, 0), |(i, l, r)| (Self::value(i, l), r));
+        let long = self.for_covered(key, plen, false, |e, r| {
             if *e == val {
                 *e = repl;
+                *r = rrepl;
             }
         });
-        // A group whose slots all agree again folds back into its top slot.
+        // A group whose slots all agree again folds back into its top slot
+        // (equal entry values have equal records).
         if let Some((s, g)) = long {
             let gl = self.group_len();
             let group = &self.ext[g * gl..(g + 1) * gl];
             if group.iter().all(|e| *e == group[0]) {
                 self.top[s] = group[0];
+                self.rtop[s] = self.rext[g * gl];
                 self.free_groups.push(g as u32);
             }
         }
@@ -183,16 +229,30 @@ impl DirLpm {
         (v != 0).then(|| (v & 0x00ff_ffff) - 1)
     }
 
-    /// `(top level, extension groups, low bits)` for compiled lookups (see
-    /// `tables::TableView`); a slot with [`GROUP_BIT`] set points to a group.
-    pub fn raw_parts(&self) -> (*const u32, *const u32, u32) {
-        (self.top.as_ptr(), self.ext.as_ptr(), self.low_bits)
+    /// The hot record id of the longest prefix matching `key` (0: none).
+    #[inline(always)]
+    pub fn record(&self, key: u32) -> u32 {
+        let mut v = self.rtop[(key >> self.low_bits) as usize];
+        if v & GROUP != 0 {
+            v = self.rext[((v & !GROUP) << self.low_bits | (key & ((1 << self.low_bits) - 1))) as usize];
+        }
+        v
     }
 
-    /// Asks the CPU to start loading the slot `key` needs (a hint; no effect on results).
+    /// `(top level, extension groups, low bits)` of the record arrays for
+    /// compiled lookups (see `tables::TableView`); a slot with
+    /// [`GROUP_BIT`] set points to a group, any other holds a record id.
+    pub fn raw_parts(&self) -> (*const u32, *const u32, u32) {
+        (self.rtop.as_ptr(), self.rext.as_ptr(), self.low_bits)
+    }
+
+    /// Asks the CPU to start loading the slot `key` needs: the record slot
+    /// compiled lookups read when `records`, else the entry slot (a hint; no
+    /// effect on results).
     #[inline(always)]
-    pub fn prefetch(&self, key: u32) {
-        if let Some(slot) = self.top.get((key >> self.low_bits) as usize) {
+    pub fn prefetch(&self, key: u32, records: bool) {
+        let top = if records { &self.rtop } else { &self.top };
+        if let Some(slot) = top.get((key >> self.low_bits) as usize) {
             prefetch(slot);
         }
     }
@@ -270,13 +330,16 @@ mod tests {
             let mut routes: Vec<(u32, u32, u32)> = Vec::new();
             // Keys concentrated on a few top slots so prefixes overlap and groups are shared.
             let base = rnd() & !0xfff;
+            // Record ids: a few shared values, as route tables share next hops.
+            let mut records: Vec<u32> = Vec::new();
             for idx in 0..300u32 {
+                records.push(1 + rnd() % 5);
                 let plen = rnd() % (width + 1);
                 let key = prefix(width, (base ^ (rnd() & 0xfff)) >> (32 - width), plen);
                 if routes.iter().any(|r| r.0 == key && r.1 == plen) {
                     continue;
                 }
-                d.insert(key, plen, idx);
+                d.insert(key, plen, idx, records[idx as usize]);
                 routes.push((key, plen, idx));
                 if rnd().is_multiple_of(3) {
                     let r = routes.remove(rnd() as usize % routes.len());
@@ -284,12 +347,20 @@ mod tests {
                         .iter()
                         .filter(|c| c.1 < r.1 && (c.1 == 0 || (r.0 >> (width - c.1)) == (c.0 >> (width - c.1))))
                         .max_by_key(|c| c.1)
-                        .map(|c| (c.2, c.1));
+                        .map(|c| (c.2, c.1, records[c.2 as usize]));
                     d.remove(r.0, r.1, r.2, cover);
+                }
+                if rnd().is_multiple_of(4) {
+                    // An action change: the route keeps its slots, its record changes.
+                    let r = routes[rnd() as usize % routes.len()];
+                    records[r.2 as usize] = 1 + rnd() % 5;
+                    d.set_record(r.0, r.1, r.2, records[r.2 as usize]);
                 }
                 for _ in 0..20 {
                     let k = ((base ^ (rnd() & 0xfff)) >> (32 - width)) ^ (rnd() & 1);
-                    assert_eq!(d.lookup(k), brute(&routes, width, k), "width {width}, key {k:#x}");
+                    let want = brute(&routes, width, k);
+                    assert_eq!(d.lookup(k), want, "width {width}, key {k:#x}");
+                    assert_eq!(d.record(k), want.map_or(0, |i| records[i as usize]), "record, key {k:#x}");
                 }
             }
         }

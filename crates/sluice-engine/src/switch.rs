@@ -51,16 +51,22 @@ fn next_chunk<'a>(it: &mut impl Iterator<Item = &'a [u8]>, slices: &mut [&'a [u8
 }
 
 /// [`Switch::prefetch_keys_of`] on parts of a switch: `keys` holds one key
-/// per table of `prefetch`.
+/// per table of `prefetch`; `compiled`: the batch runs on generated code.
 #[inline]
-fn prefetch_keys_in(prefetch: &[usize], state: &crate::state::State, keys: &[Option<u128>], second: bool) {
-    for (&ti, k) in prefetch.iter().zip(keys) {
+fn prefetch_keys_in(
+    prefetch: &[(usize, bool)],
+    state: &crate::state::State,
+    keys: &[Option<u128>],
+    second: bool,
+    compiled: bool,
+) {
+    for (&(ti, inline), k) in prefetch.iter().zip(keys) {
         if let Some(k) = *k {
             let t = &state.tables[ti];
             if second {
-                t.prefetch_hit_u128(k);
+                t.prefetch_hit_u128(k, compiled && inline);
             } else {
-                t.prefetch_u128(k);
+                t.prefetch_u128(k, compiled && inline);
             }
         }
     }
@@ -154,8 +160,10 @@ pub struct Switch {
     /// Whether batches may be parsed ahead (the parser calls no externs).
     preparse: bool,
     /// Tables whose integer key comes from packet header fields only, so it
-    /// is known right after parsing and their lookups can be prefetched.
-    prefetch: Vec<usize>,
+    /// is known right after parsing and their lookups can be prefetched;
+    /// with whether generated code looks them up inline (it then reads
+    /// record slots, see `lpm::DirLpm`).
+    prefetch: Vec<(usize, bool)>,
     /// Parsed PHVs of the batch in progress.
     #[allow(clippy::vec_box)]
     batch: Vec<(Box<Phv>, usize)>,
@@ -220,7 +228,7 @@ impl Switch {
                         })
                     })
             })
-            .map(|(i, _)| i)
+            .map(|(i, t)| (i, t.inline_key_parts().is_some()))
             .collect();
         let byte_checksums = plan.checksums.iter().map(|c| ByteChecksum::of(&plan, c)).collect();
         let plan_hdr = &plan;
@@ -378,7 +386,7 @@ impl Switch {
         self.now = now_us;
         self.refresh_views();
         // Parsing ahead only pays when there are big tables to prefetch for.
-        let big = self.prefetch.iter().any(|t| self.state.tables[*t].len() >= PREFETCH_MIN_ENTRIES);
+        let big = self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= PREFETCH_MIN_ENTRIES);
         let fast = self.trace.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_fast_path());
         if fast && !big {
             self.process_batch_fast(port, batch, emit);
@@ -401,12 +409,12 @@ impl Switch {
                 let compiled = self.compiled.as_ref().expect("fast");
                 for data in &slices[..n] {
                     compiled.run_parser_with(&mut scratch, data, Some((port, self.now)));
-                    for &ti in &self.prefetch {
+                    for &(ti, _) in &self.prefetch {
                         keys.push(
                             self.plan.tables[ti].key128.as_ref().map(|p| crate::control::integer_key(p, &scratch)),
                         );
                     }
-                    self.prefetch_keys_of(&keys[keys.len() - tables..], false);
+                    self.prefetch_keys_of(&keys[keys.len() - tables..], false, true);
                 }
                 let mut at = 0;
                 let prefetch = std::mem::take(&mut self.prefetch);
@@ -415,7 +423,7 @@ impl Switch {
                     &slices[..n],
                     |state, i| {
                         while at < n && at <= i + RECORD_AHEAD {
-                            prefetch_keys_in(&prefetch, state, &keys[at * tables..(at + 1) * tables], true);
+                            prefetch_keys_in(&prefetch, state, &keys[at * tables..(at + 1) * tables], true, true);
                             at += 1;
                         }
                     },
@@ -458,7 +466,7 @@ impl Switch {
                 parsed.push(self.ingress_parse(&arrival, data));
             }
             // Tables small enough to stay in cache gain nothing from prefetching.
-            if self.prefetch.iter().any(|t| self.state.tables[*t].len() >= PREFETCH_MIN_ENTRIES) {
+            if self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= PREFETCH_MIN_ENTRIES) {
                 // A software pipeline: while packet i runs, the index slot of
                 // packet i + SLOT_AHEAD and the hit record of packet
                 // i + RECORD_AHEAD (whose slot has had time to arrive) load.
@@ -466,17 +474,17 @@ impl Switch {
                 let mut keys = std::mem::take(&mut self.prefetch_keys);
                 keys.clear();
                 for (phv, _) in &parsed {
-                    for &ti in &self.prefetch {
+                    for &(ti, _) in &self.prefetch {
                         keys.push(self.plan.tables[ti].key128.as_ref().map(|p| crate::control::integer_key(p, phv)));
                     }
                 }
                 let mut run = parsed.drain(..).zip(slices);
                 for i in 0..n + SLOT_AHEAD {
                     if i < n {
-                        self.prefetch_keys_of(&keys[i * tables..(i + 1) * tables], false);
+                        self.prefetch_keys_of(&keys[i * tables..(i + 1) * tables], false, false);
                     }
                     if let Some(j) = (i + RECORD_AHEAD).checked_sub(SLOT_AHEAD).filter(|j| *j < n) {
-                        self.prefetch_keys_of(&keys[j * tables..(j + 1) * tables], true);
+                        self.prefetch_keys_of(&keys[j * tables..(j + 1) * tables], true, false);
                     }
                     if i >= SLOT_AHEAD {
                         let ((phv, consumed), data) = run.next().expect("one per packet");
@@ -581,10 +589,11 @@ impl Switch {
 
     /// Hints the CPU to load what this packet's header-keyed table lookups
     /// will read: the index slot (`second == false`), then the hit entry's
-    /// record (`second == true`, once the slot has arrived).
+    /// record (`second == true`, once the slot has arrived); `compiled`: for
+    /// generated code.
     #[inline]
-    fn prefetch_keys_of(&self, keys: &[Option<u128>], second: bool) {
-        prefetch_keys_in(&self.prefetch, &self.state, keys, second);
+    fn prefetch_keys_of(&self, keys: &[Option<u128>], second: bool, compiled: bool) {
+        prefetch_keys_in(&self.prefetch, &self.state, keys, second, compiled);
     }
 
     fn process_now(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
@@ -1228,7 +1237,7 @@ impl Switch {
                 kinds.join(", "),
                 st.len(),
                 st.index_kind(),
-                if self.prefetch.contains(&i) { "; prefetched after parsing" } else { "" }
+                if self.prefetch.iter().any(|p| p.0 == i) { "; prefetched after parsing" } else { "" }
             );
         }
         let _ = writeln!(

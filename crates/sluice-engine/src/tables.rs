@@ -142,9 +142,16 @@ pub struct Entry {
 /// (no pointer to chase, cheap hashing); longer ones as byte strings.
 #[derive(Debug, Clone)]
 enum KeyMap {
-    /// Exact keys of at most 2 bytes: an array indexed by the key
-    /// (`u32::MAX` where there is no entry), with the number of entries.
-    Direct(Vec<u32>, usize),
+    /// Exact keys of at most 2 bytes: arrays indexed by the key.
+    Direct {
+        /// Entry index per key, `u32::MAX` where there is no entry.
+        slots: Vec<u32>,
+        /// Hot record id per key (0: none), what generated code reads: the
+        /// record without a load of the entry's record id in between.
+        records: Vec<u32>,
+        /// Number of entries.
+        count: usize,
+    },
     /// Keys of at most 8 bytes: open addressing that generated code probes.
     Tiny(crate::exact::OpenMap),
     Short(HashMap<u128, u32>),
@@ -164,7 +171,7 @@ impl KeyMap {
     /// The map for an exact-match table: direct indexing for keys of up to 16 bits.
     fn for_exact(key_len: usize) -> KeyMap {
         if key_len <= 2 {
-            KeyMap::Direct(vec![u32::MAX; 1 << (8 * key_len)], 0)
+            KeyMap::Direct { slots: vec![u32::MAX; 1 << (8 * key_len)], records: vec![0; 1 << (8 * key_len)], count: 0 }
         } else {
             KeyMap::new(key_len)
         }
@@ -173,7 +180,9 @@ impl KeyMap {
     #[inline]
     fn get(&self, k: &[u8]) -> Option<u32> {
         match self {
-            KeyMap::Direct(v, _) => v.get(crate::value::be_to_u128(k) as usize).copied().filter(|h| *h != u32::MAX),
+            KeyMap::Direct { slots, .. } => {
+                slots.get(crate::value::be_to_u128(k) as usize).copied().filter(|h| *h != u32::MAX)
+            }
             KeyMap::Tiny(m) => m.get(crate::value::be_to_u128(k) as u64),
             KeyMap::Short(m) => m.get(&crate::value::be_to_u128(k)).copied(),
             KeyMap::Long(m) => m.get(k).copied(),
@@ -184,7 +193,7 @@ impl KeyMap {
     #[inline]
     fn get_int(&self, k: u128) -> Option<Option<u32>> {
         match self {
-            KeyMap::Direct(v, _) => Some(v.get(k as usize).copied().filter(|h| *h != u32::MAX)),
+            KeyMap::Direct { slots, .. } => Some(slots.get(k as usize).copied().filter(|h| *h != u32::MAX)),
             KeyMap::Tiny(m) => Some(m.get(k as u64)),
             KeyMap::Short(m) => Some(m.get(&k).copied()),
             KeyMap::Long(_) => None,
@@ -193,10 +202,14 @@ impl KeyMap {
 
     fn insert(&mut self, k: &[u8], h: u32) {
         match self {
-            KeyMap::Direct(v, n) => {
-                if let Some(slot) = v.get_mut(crate::value::be_to_u128(k) as usize) {
+            KeyMap::Direct { slots, records, count } => {
+                let at = crate::value::be_to_u128(k) as usize;
+                if let Some(slot) = slots.get_mut(at) {
                     if *slot == u32::MAX {
-                        *n += 1;
+                        *count += 1;
+                    }
+                    if *slot != h {
+                        records[at] = 0;
                     }
                     *slot = h;
                 }
@@ -214,12 +227,14 @@ impl KeyMap {
     }
     fn remove(&mut self, k: &[u8]) {
         match self {
-            KeyMap::Direct(v, n) => {
-                if let Some(slot) = v.get_mut(crate::value::be_to_u128(k) as usize) {
+            KeyMap::Direct { slots, records, count } => {
+                let at = crate::value::be_to_u128(k) as usize;
+                if let Some(slot) = slots.get_mut(at) {
                     if *slot != u32::MAX {
-                        *n -= 1;
+                        *count -= 1;
                     }
                     *slot = u32::MAX;
+                    records[at] = 0;
                 }
             }
             KeyMap::Tiny(m) => {
@@ -236,8 +251,8 @@ impl KeyMap {
     /// Calls `f(key, entry index)` for every key of at most 16 bytes.
     fn for_each(&self, mut f: impl FnMut(u128, u32)) {
         match self {
-            KeyMap::Direct(v, _) => {
-                for (k, h) in v.iter().enumerate() {
+            KeyMap::Direct { slots, .. } => {
+                for (k, h) in slots.iter().enumerate() {
                     if *h != u32::MAX {
                         f(k as u128, *h);
                     }
@@ -251,10 +266,24 @@ impl KeyMap {
 
     fn is_empty(&self) -> bool {
         match self {
-            KeyMap::Direct(_, n) => *n == 0,
+            KeyMap::Direct { count, .. } => *count == 0,
             KeyMap::Tiny(m) => m.is_empty(),
             KeyMap::Short(m) => m.is_empty(),
             KeyMap::Long(m) => m.is_empty(),
+        }
+    }
+
+    /// Sets the hot record id of key `k` where generated code reads it
+    /// (direct arrays and open addressing; other maps have no such place).
+    fn set_record(&mut self, k: &[u8], record: u32) {
+        match self {
+            KeyMap::Direct { records, .. } => {
+                if let Some(r) = records.get_mut(crate::value::be_to_u128(k) as usize) {
+                    *r = record;
+                }
+            }
+            KeyMap::Tiny(m) => m.set_record(crate::value::be_to_u128(k) as u64, record),
+            KeyMap::Short(_) | KeyMap::Long(_) => {}
         }
     }
 }
@@ -581,18 +610,23 @@ const _: () = assert!(std::mem::size_of::<HotEntry>() == 48 && std::mem::align_o
 
 /// [`TableView::kind`]: compiled code calls the engine for the lookup.
 pub const VIEW_ENGINE: u32 = 0;
-/// [`TableView::kind`]: an exact key indexes `a` (`len` slots, `u32::MAX` for none).
+/// [`TableView::kind`]: an exact key indexes `a`, hot record ids (`len`
+/// slots, 0 for no entry).
 pub const VIEW_DIRECT: u32 = 1;
-/// [`TableView::kind`]: DIR-24-8 (`a` = top level, `b` = extension groups, `shift` = low bits).
+/// [`TableView::kind`]: DIR-24-8 of hot record ids (`a` = top level, `b` =
+/// extension groups, `shift` = low bits; see [`crate::lpm::DirLpm::raw_parts`]).
 pub const VIEW_DIR: u32 = 2;
 /// [`TableView::kind`]: an exact key of at most 64 bits in a
-/// [`crate::exact::OpenMap`] (`a` = its 16-byte slots, `len` = slot count
-/// minus one, `shift` = its hash shift).
+/// [`crate::exact::OpenMap`] (`a` = its 16-byte slots, hot record id at
+/// offset 12, `len` = slot count minus one, `shift` = its hash shift).
 pub const VIEW_HASH: u32 = 3;
 
 /// One table's lookup structure as compiled code reads it: raw pointers into
 /// the [`TableState`], so that generated code looks a direct array, a
-/// DIR-24-8 or open addressing up and reads the hit's [`HotEntry`] without a call.
+/// DIR-24-8 or open addressing up and reads the hit's [`HotEntry`] without a
+/// call. Every kind yields a hot record id straight away (0, the cold
+/// record, for no entry), not an entry index: one dependent load less per
+/// lookup.
 ///
 /// Invariant: a view is valid until its table next changes; the switch
 /// rebuilds its views at the start of every packet or batch it processes,
@@ -605,12 +639,8 @@ pub struct TableView {
     pub a: *const u32,
     pub b: *const u32,
     pub len: u64,
-    /// The table's distinct hot records (see [`HotRecords`]).
+    /// The table's distinct hot records by id (see [`HotRecords`]).
     pub hot: *const HotEntry,
-    /// Entry indexes below this have a record id in `hot_of`.
-    pub hot_len: u64,
-    /// Per entry index: the id of its record in `hot`.
-    pub hot_of: *const u32,
 }
 
 // SAFETY: a view is plain data; the pointers are only dereferenced by the
@@ -626,8 +656,6 @@ impl TableView {
         b: std::ptr::null(),
         len: 0,
         hot: std::ptr::null(),
-        hot_len: 0,
-        hot_of: std::ptr::null(),
     };
 }
 
@@ -923,18 +951,22 @@ impl TableState {
     /// Prefetches what a lookup of this integer key will read, when the
     /// table has a direct-indexed structure (a hint; no effect on results).
     #[inline]
-    pub fn prefetch_u128(&self, k: u128) {
+    /// `compiled`: for generated code, which reads the record slots.
+    pub fn prefetch_u128(&self, k: u128, compiled: bool) {
         if let Index::Lpm { dir: Some(d), .. } = &self.index {
-            d.prefetch(k as u32);
+            d.prefetch(k as u32, compiled);
         }
     }
 
     /// Prefetches the hot record of the entry this integer key hits, when
-    /// the table has a direct-indexed structure (call after [`TableState::prefetch_u128`]).
+    /// the table has a direct-indexed structure (call after
+    /// [`TableState::prefetch_u128`] with the same `compiled`).
     #[inline]
-    pub fn prefetch_hit_u128(&self, k: u128) {
+    pub fn prefetch_hit_u128(&self, k: u128, compiled: bool) {
         if let Index::Lpm { dir: Some(d), .. } = &self.index {
-            if let Some(h) = d.lookup(k as u32) {
+            if compiled {
+                crate::lpm::prefetch(&self.hot.records[d.record(k as u32) as usize]);
+            } else if let Some(h) = d.lookup(k as u32) {
                 if let Some(r) = self.hot.of.get(h as usize) {
                     crate::lpm::prefetch(r);
                 }
@@ -945,7 +977,7 @@ impl TableState {
     /// How lookups are done now, in words (for `sluice inspect`).
     pub fn index_kind(&self) -> String {
         match &self.index {
-            Index::Exact(KeyMap::Direct(..)) => "exact: direct array".into(),
+            Index::Exact(KeyMap::Direct { .. }) => "exact: direct array".into(),
             Index::Exact(KeyMap::Tiny(_)) => "exact: open addressing (linear probing)".into(),
             Index::Exact(_) => "exact: hash map".into(),
             Index::Lpm { dir: Some(_), .. } => "lpm: direct-indexed (DIR-24-8), one or two reads".into(),
@@ -1306,6 +1338,10 @@ impl TableState {
             }
         };
         self.last_hit[handle as usize] = 0;
+        // The hot record first: the indexes below write its id where
+        // generated code reads it.
+        self.hot.set(handle, HotEntry::of(&e.action));
+        let record = self.hot.of[handle as usize];
         match &mut self.index {
             Index::Tuples { .. } => {
                 let f = self.flat(handle, &e);
@@ -1351,7 +1387,10 @@ impl TableState {
                     }
                 };
                 match &mut self.index {
-                    Index::Exact(m) => m.insert(&k, handle),
+                    Index::Exact(m) => {
+                        m.insert(&k, handle);
+                        m.set_record(&k, record);
+                    }
                     Index::Lpm { off, len, width, by_len, dir } => {
                         let plen = e
                             .matches
@@ -1376,13 +1415,18 @@ impl TableState {
                             *dir = None;
                         } else {
                             if let Some(d) = dir {
-                                std::sync::Arc::make_mut(d).insert(crate::value::be_to_u128(&k) as u32, plen, handle);
+                                std::sync::Arc::make_mut(d).insert(
+                                    crate::value::be_to_u128(&k) as u32,
+                                    plen,
+                                    handle,
+                                    record,
+                                );
                             } else if self.count + 1 >= DIR_MIN_ENTRIES {
                                 // Small tables probe the maps; from this size on, every
                                 // entry (this one included) goes into the direct index.
                                 let mut d = crate::lpm::DirLpm::new(*width);
                                 for (l, _, m) in by_len.iter().rev() {
-                                    m.for_each(|key, h| d.insert(key as u32, *l, h));
+                                    m.for_each(|key, h| d.insert(key as u32, *l, h, self.hot.of[h as usize]));
                                 }
                                 *dir = Some(std::sync::Arc::new(d));
                             }
@@ -1394,7 +1438,6 @@ impl TableState {
         }
         e.packets = 0;
         e.bytes = 0;
-        self.hot.set(handle, HotEntry::of(&e.action));
         self.entries[handle as usize] = Some(e);
         self.count += 1;
         self.generation = self.generation.wrapping_add(1).max(1);
@@ -1448,7 +1491,8 @@ impl TableState {
                     let cover = by_len
                         .iter()
                         .filter(|(l, _, _)| *l < plen)
-                        .find_map(|(l, mask, m)| m.get_int(key & mask).flatten().map(|h| (h, *l)));
+                        .find_map(|(l, mask, m)| m.get_int(key & mask).flatten().map(|h| (h, *l)))
+                        .map(|(h, l)| (h, l, self.hot.of[h as usize]));
                     std::sync::Arc::make_mut(d).remove(key as u32, plen, handle, cover);
                 }
                 if by_len.is_empty() {
@@ -1511,7 +1555,28 @@ impl TableState {
         if let Some(e) = self.entries[idx as usize].as_mut() {
             e.action = action;
         }
+        self.paint_record(idx);
         Ok(())
+    }
+
+    /// Writes live entry `idx`'s hot record id where generated code reads
+    /// it (direct array, open-addressing slot or DIR-24-8 record slots), after
+    /// its record changed.
+    fn paint_record(&mut self, idx: u32) {
+        let Some(e) = self.entries.get(idx as usize).and_then(|e| e.as_ref()) else { return };
+        let record = self.hot.of[idx as usize];
+        let k = self.exact_key(&e.matches);
+        let plen = e.matches.iter().find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None });
+        match &mut self.index {
+            Index::Exact(m) => m.set_record(&k, record),
+            Index::Lpm { dir: Some(d), width, .. } => std::sync::Arc::make_mut(d).set_record(
+                crate::value::be_to_u128(&k) as u32,
+                plen.unwrap_or(*width),
+                idx,
+                record,
+            ),
+            Index::Lpm { .. } | Index::Tuples { .. } => {}
+        }
     }
 
     /// Records a hit on entry `idx` at `now_us` (tables with idle timeouts).
@@ -1529,15 +1594,10 @@ impl TableState {
 
     /// The table's lookup structure for compiled code (see [`TableView`]).
     pub fn view(&self) -> TableView {
-        let hot = TableView {
-            hot: self.hot.records.as_ptr(),
-            hot_len: self.hot.of.len() as u64,
-            hot_of: self.hot.of.as_ptr(),
-            ..TableView::ENGINE
-        };
+        let hot = TableView { hot: self.hot.records.as_ptr(), ..TableView::ENGINE };
         match &self.index {
-            Index::Exact(KeyMap::Direct(v, _)) => {
-                TableView { kind: VIEW_DIRECT, a: v.as_ptr(), len: v.len() as u64, ..hot }
+            Index::Exact(KeyMap::Direct { records, .. }) => {
+                TableView { kind: VIEW_DIRECT, a: records.as_ptr(), len: records.len() as u64, ..hot }
             }
             Index::Lpm { dir: Some(d), .. } => {
                 let (top, ext, shift) = d.raw_parts();
@@ -1698,13 +1758,15 @@ mod tests {
         t.delete(h[2]).unwrap();
         assert_eq!(t.hot(h[2]).action, u32::MAX);
         assert_eq!((t.hot(h[4]).action, t.hot(h[4]).data[..2].to_vec()), (1, vec![0, 7]));
-        // The view generated code reads names the same records.
+        // The view generated code reads names the same records, by key
+        // (key k is entry h[k]); a deleted key names the cold record.
         let v = t.view();
         assert_eq!(v.kind, VIEW_DIRECT);
-        for h in [h[0], h[1], h[4]] {
-            // SAFETY: `h` < hot_len and the table is not changed while the view is read.
-            let rec = unsafe { &*v.hot.add(*v.hot_of.add(h as usize) as usize) };
-            assert_eq!(rec, t.hot(h));
+        for k in [0usize, 1, 2, 4] {
+            // SAFETY: `k` < `len` and the table is not changed while the view is read.
+            let rec = unsafe { &*v.hot.add(*v.a.add(k) as usize) };
+            let want = if k == 2 { &HotEntry::COLD } else { t.hot(h[k]) };
+            assert_eq!(rec, want, "key {k}");
         }
         t.clear();
         assert_eq!(t.hot.records.len(), 1, "only the cold record is left");

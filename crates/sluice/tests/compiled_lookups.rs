@@ -102,6 +102,7 @@ fn agree_through_route_changes(count: usize) {
     assert_eq!(compiled.mode(), ExecMode::Compiled);
     assert!(compiled.compiled().is_some_and(|c| c.has_forward()), "the router has a forwarding function");
     let mut r = Rng(0x5eed_1234_abcd_0001);
+    let mut nexthops = Vec::new();
     for nh in 0..300u32 {
         let line = format!(
             "table_add RouterIngress.nexthop RouterIngress.forward {nh} => {} 00:00:00:00:01:{:02x} 00:00:00:00:02:{:02x}",
@@ -109,7 +110,7 @@ fn agree_through_route_changes(count: usize) {
             nh % 256,
             (nh * 7) % 256
         );
-        compiled.command(&line).unwrap();
+        nexthops.push(handle(&compiled.command(&line).unwrap()));
     }
     // Routes of every length; a share longer than 24 bits fills extension groups.
     // Each route keeps its handle in both switches: `(net, len, compiled, interpreted)`.
@@ -152,7 +153,28 @@ fn agree_through_route_changes(count: usize) {
         now += 1000;
         let port = r.below(4) as u32;
         emitted += same_output(&mut compiled, &mut twin, port, &batch, now, round).len();
-        // Control-plane changes between batches: delete some routes, add others.
+        // Control-plane changes between batches: change the action of some
+        // routes and next hops (generated code reads their new record
+        // where the old one was), delete some routes, add others.
+        for _ in 0..10 {
+            let (_, _, hc, ht) = routes[r.below(routes.len() as u64) as usize];
+            let action = match r.below(3) {
+                0 => "RouterIngress.drop".to_string(),
+                _ => format!("RouterIngress.set_nexthop {}", r.below(320)),
+            };
+            let (name, data) = action.split_once(' ').unwrap_or((&action, ""));
+            compiled.command(&format!("table_modify RouterIngress.ipv4_lpm {name} {hc} {data}")).unwrap();
+            twin.command(&format!("table_modify RouterIngress.ipv4_lpm {name} {ht} {data}")).unwrap();
+            let h = nexthops[r.below(nexthops.len() as u64) as usize];
+            let line = format!(
+                "table_modify RouterIngress.nexthop RouterIngress.forward {h} {} 00:00:00:00:03:{:02x} 00:00:00:00:04:{:02x}",
+                r.below(8),
+                r.below(256),
+                r.below(256)
+            );
+            compiled.command(&line).unwrap();
+            twin.command(&line).unwrap();
+        }
         for _ in 0..50 {
             let i = r.below(routes.len() as u64) as usize;
             let (net, len, hc, ht) = routes.swap_remove(i);
