@@ -181,6 +181,8 @@ pub struct RegisterView {
 #[derive(Debug, Default)]
 pub struct Views {
     pub tables: Vec<TableView>,
+    /// Per table: the [`crate::tables::TableState::view_stamp`] its view was built at.
+    stamps: Vec<u64>,
     counters: Vec<CounterView>,
     registers: Vec<RegisterView>,
 }
@@ -190,18 +192,28 @@ unsafe impl Send for Views {}
 
 impl Views {
     /// Points the views at `state`'s current tables and counters.
+    /// Runs once per batch, so it rebuilds only the views of tables whose
+    /// stamp changed and overwrites the rest in place.
     pub fn refresh(&mut self, state: &mut crate::state::State) {
-        self.tables.clear();
-        self.tables.extend(state.tables.iter().map(|t| t.view()));
-        self.counters.clear();
-        self.counters
-            .extend(state.counters.iter_mut().map(|c| CounterView { cells: c.as_mut_ptr(), len: c.len() as u64 }));
-        self.registers.clear();
-        self.registers.extend(
-            (0..state.registers.arrays())
-                .map(|a| state.registers.cells(a))
-                .map(|c| RegisterView { cells: c.as_ptr(), len: c.len() as u64 }),
-        );
+        self.tables.resize(state.tables.len(), TableView::ENGINE);
+        self.stamps.resize(state.tables.len(), 0);
+        for ((v, stamp), t) in self.tables.iter_mut().zip(&mut self.stamps).zip(&state.tables) {
+            if *stamp != t.view_stamp() {
+                *v = t.view();
+                *stamp = t.view_stamp();
+            }
+        }
+        let empty = CounterView { cells: std::ptr::null_mut(), len: 0 };
+        self.counters.resize(state.counters.len(), empty);
+        for (v, c) in self.counters.iter_mut().zip(state.counters.iter_mut()) {
+            *v = CounterView { cells: c.as_mut_ptr(), len: c.len() as u64 };
+        }
+        let arrays = state.registers.arrays();
+        self.registers.resize(arrays, RegisterView { cells: std::ptr::null(), len: 0 });
+        for (a, v) in self.registers.iter_mut().enumerate() {
+            let c = state.registers.cells(a);
+            *v = RegisterView { cells: c.as_ptr(), len: c.len() as u64 };
+        }
     }
 }
 
@@ -1088,8 +1100,17 @@ fn compile_parser(
             let mut bad = g.b.ins().iconst(types::I64, 0);
             for bc in sums {
                 let cond = g.checksum_applies(bc);
-                let sum = g.csum16(bc);
-                let stored = g.read(bc.target);
+                let sum = g.csum16_swapped(bc);
+                let stored = match g.le16_byte(bc.target) {
+                    Some(b) => {
+                        let wire = g.ptr(OFF_WIRE);
+                        g.b.ins().uload16(types::I64, Gen::flags(), wire, b as i32)
+                    }
+                    None => {
+                        let v = g.read(bc.target);
+                        g.swap16(v)
+                    }
+                };
                 let differs = g.b.ins().icmp(IntCC::NotEqual, sum, stored);
                 let differs = g.bool_to_i64(differs);
                 let counted = g.b.ins().band(cond, differs);
@@ -1225,16 +1246,22 @@ fn compile_forward(
         bail_if(g, drop, 2);
 
         // Checksum updates: csum16 of the byte ranges, summed as
-        // little-endian words and swapped at the end (the one's complement
-        // sum does not depend on byte order).
+        // little-endian words and stored as such (the one's complement sum
+        // does not depend on byte order).
         for bc in &sums {
             let cond = g.checksum_applies(bc);
             let compute = g.b.create_block();
             let next = g.b.create_block();
             g.b.ins().brif(cond, compute, &[], next, &[]);
             g.b.switch_to_block(compute);
-            let v = g.csum16(bc);
-            g.write(bc.target, v, 0xffff);
+            let v = g.csum16_swapped(bc);
+            match g.le16_byte(bc.target) {
+                Some(b) => g.write_le16(b, v),
+                None => {
+                    let v = g.swap16(v);
+                    g.write(bc.target, v, 0xffff);
+                }
+            }
             g.b.ins().jump(next, &[]);
             g.b.switch_to_block(next);
         }
@@ -1564,10 +1591,13 @@ impl Gen<'_, '_, '_> {
     }
 
     /// The csum16 of a specialized checksum's byte ranges, as
-    /// `control::csum16_ranges` computes it: the words are summed as
-    /// little-endian loads and the folded sum swapped at the end (the one's
-    /// complement sum does not depend on byte order).
-    fn csum16(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
+    /// `control::csum16_ranges` computes it, byte-swapped: the words are
+    /// summed as little-endian loads (the one's complement sum does not
+    /// depend on byte order), so the result's little-endian 16-bit form is
+    /// the checksum's big-endian bytes. Why swapped: the parser compares it
+    /// with the field's bytes loaded the same way, and the forwarding
+    /// function stores it so, neither with a byte swap.
+    fn csum16_swapped(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
         let fl = Self::flags();
         let wire = self.ptr(OFF_WIRE);
         let bytes: Vec<u32> = bc.ranges.iter().flat_map(|(a, b)| *a..*b).collect();
@@ -1614,11 +1644,44 @@ impl Gen<'_, '_, '_> {
             let hi = self.b.ins().ushr_imm_u(sum, 16);
             sum = self.b.ins().iadd(lo, hi);
         }
-        let lo = self.b.ins().band_imm_u(sum, 0xff);
+        self.b.ins().bxor_imm_u(sum, 0xffff)
+    }
+
+    /// Swaps the two bytes of a 16-bit value.
+    fn swap16(&mut self, v: Value) -> Value {
+        let lo = self.b.ins().band_imm_u(v, 0xff);
         let lo = self.b.ins().ishl_imm_u(lo, 8);
-        let hi = self.b.ins().ushr_imm_u(sum, 8);
-        let swapped = self.b.ins().bor(lo, hi);
-        self.b.ins().bxor_imm_u(swapped, 0xffff)
+        let hi = self.b.ins().ushr_imm_u(v, 8);
+        let hi = self.b.ins().band_imm_u(hi, 0xff);
+        self.b.ins().bor(lo, hi)
+    }
+
+    /// The wire byte of field `s` when it is two whole bytes inside one
+    /// piece of the wire grid: it can then be read and written in
+    /// little-endian form (see [`Gen::csum16_swapped`]).
+    fn le16_byte(&self, s: FieldSrc) -> Option<u32> {
+        let FieldSrc::Wire { byte, shift, mask } = s else { return None };
+        let (bit, width) = wire_bits(byte, shift, mask);
+        let b = bit / 8;
+        (bit % 8 == 0 && width == 16 && self.wire_grid.chunk(b) == self.wire_grid.chunk(b + 1)).then_some(b)
+    }
+
+    /// Stores `v` (at most 16 bits) little-endian at wire byte `b` (from
+    /// [`Gen::le16_byte`]): the whole grid piece is read, merged and stored,
+    /// as [`Gen::write_bits`] does, but without byte swaps.
+    fn write_le16(&mut self, b: u32, v: Value) {
+        let fl = Self::flags();
+        let wire = self.ptr(OFF_WIRE);
+        let (cs, csize) = self.wire_grid.chunk(b);
+        let ty = chunk_type(csize);
+        let cur = self.b.ins().load(ty, fl, wire, cs as i32);
+        let cur = if ty == types::I64 { cur } else { self.b.ins().uextend(types::I64, cur) };
+        let shift = 8 * (b - cs);
+        let kept = self.b.ins().band_imm_u(cur, !(0xffffu64 << shift) as i64);
+        let part = if shift > 0 { self.b.ins().ishl_imm_u(v, i64::from(shift)) } else { v };
+        let out = self.b.ins().bor(kept, part);
+        let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
+        self.b.ins().store(fl, out, wire, cs as i32);
     }
 
     fn bool_to_i64(&mut self, c: Value) -> Value {

@@ -812,6 +812,29 @@ pub struct TableState {
     generation: u32,
     /// Results of recent tuple-space lookups (big ternary/range tables only).
     cache: Option<Box<LookupCache>>,
+    /// Changes whenever what [`TableState::view`] points at may move.
+    stamp: ViewStamp,
+}
+
+/// A number no table state has had before: taken afresh by every change
+/// that may move what a [`TableView`] points at, and by every clone. Why:
+/// the switch rebuilds a table's view only when its stamp changed, instead
+/// of every view at the start of every batch.
+#[derive(Debug)]
+struct ViewStamp(u64);
+
+impl ViewStamp {
+    fn fresh() -> ViewStamp {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        ViewStamp(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Clone for ViewStamp {
+    /// A copy is another table: its views point elsewhere.
+    fn clone(&self) -> ViewStamp {
+        ViewStamp::fresh()
+    }
 }
 
 /// Slots of a [`LookupCache`] (a power of two).
@@ -935,12 +958,14 @@ impl TableState {
             accelerate: true,
             generation: 1,
             cache: None,
+            stamp: ViewStamp::fresh(),
         }
     }
 
     /// Drops lookup accelerators and stops keeping them: for copies that only
     /// try control-plane changes (lookups stay correct, through the maps).
     pub fn without_accelerators(&mut self) {
+        self.stamp = ViewStamp::fresh();
         self.accelerate = false;
         self.cache = None;
         if let Index::Lpm { dir, .. } = &mut self.index {
@@ -1289,6 +1314,7 @@ impl TableState {
 
     /// Adds an entry; returns its handle.
     pub fn add(&mut self, mut e: Entry) -> Result<u32, TableError> {
+        self.stamp = ViewStamp::fresh();
         if e.matches.len() != self.key.len() {
             return Err(TableError::BadMatchKey(format!(
                 "expected {} key fields, got {}",
@@ -1472,6 +1498,7 @@ impl TableState {
 
     /// Removes the entry at an index.
     fn delete_index(&mut self, handle: u32) -> Result<Entry, TableError> {
+        self.stamp = ViewStamp::fresh();
         let e = self.entries.get_mut(handle as usize).and_then(|e| e.take()).ok_or(TableError::InvalidHandle)?;
         self.hot.set(handle, HotEntry::COLD);
         let k = self.exact_key(&e.matches);
@@ -1527,6 +1554,7 @@ impl TableState {
 
     /// Removes every entry.
     pub fn clear(&mut self) {
+        self.stamp = ViewStamp::fresh();
         let handles: Vec<u32> =
             self.entries.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(h, _)| h as u32).collect();
         for h in handles {
@@ -1550,6 +1578,7 @@ impl TableState {
 
     /// Changes the action of the entry behind a (current) handle.
     pub fn set_action(&mut self, handle: u32, action: EntryAction) -> Result<(), TableError> {
+        self.stamp = ViewStamp::fresh();
         let idx = self.index_of(handle)?;
         self.hot.set(idx, HotEntry::of(&action));
         if let Some(e) = self.entries[idx as usize].as_mut() {
@@ -1590,6 +1619,13 @@ impl TableState {
     /// When entry `idx` was last hit (µs on its switch's clock; 0: never since added).
     pub fn last_hit(&self, idx: u32) -> u64 {
         self.last_hit.get(idx as usize).copied().unwrap_or(0)
+    }
+
+    /// Identifies the current [`TableState::view`]: while it stays the same,
+    /// a view built earlier is still valid (no stamp is ever reused).
+    #[inline]
+    pub fn view_stamp(&self) -> u64 {
+        self.stamp.0
     }
 
     /// The table's lookup structure for compiled code (see [`TableView`]).
