@@ -1809,6 +1809,27 @@ mod tests {
     }
 
     #[test]
+    fn every_change_that_may_move_a_view_takes_a_new_stamp() {
+        let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Exact, width: 16, off: 0, len: 2 }], 100);
+        let mut seen = std::collections::HashSet::new();
+        let mut fresh = |t: &TableState| assert!(seen.insert(t.view_stamp()), "stamp {} reused", t.view_stamp());
+        fresh(&t);
+        let h = t.add(entry(vec![FieldMatch::Exact(vec![0, 1])], 0, 1)).unwrap();
+        fresh(&t);
+        let stamp = t.view_stamp();
+        assert!(t.lookup(&[0, 1]).is_some());
+        assert_eq!(t.view_stamp(), stamp, "a lookup keeps the stamp (and the views)");
+        t.set_action(h, EntryAction::Direct { action: 2, data: Box::new([]) }).unwrap();
+        fresh(&t);
+        let copy = t.clone();
+        fresh(&copy);
+        t.delete(h).unwrap();
+        fresh(&t);
+        t.clear();
+        fresh(&t);
+    }
+
+    #[test]
     fn lpm_longest_prefix_wins_and_handles_reuse() {
         let mut t = TableState::new(vec![KeyFieldSpec { kind: MatchKind::Lpm, width: 32, off: 0, len: 4 }], 10);
         let h0 = t.add(entry(vec![FieldMatch::Lpm(vec![10, 0, 0, 0], 8)], 0, 1)).unwrap();
