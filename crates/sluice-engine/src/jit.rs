@@ -2030,20 +2030,27 @@ impl Gen<'_, '_, '_> {
         let view = self.b.ins().iadd_imm_u(views, VIEW_SIZE * i64::from(t));
         let kind = self.b.ins().uload32(fl, view, 0);
         let direct = self.b.create_block();
-        let not_direct = self.b.create_block();
         let dir = self.b.create_block();
+        let hash = self.b.create_block();
         let hit = self.b.create_block();
         self.b.append_block_param(hit, types::I64); // the hot record id
-        let is_direct = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(VIEW_DIRECT));
-        self.b.ins().brif(is_direct, direct, &[], not_direct, &[]);
-        self.b.switch_to_block(not_direct);
-        let is_dir = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(VIEW_DIR));
-        let not_dir = self.b.create_block();
-        self.b.ins().brif(is_dir, dir, &[], not_dir, &[]);
-        self.b.switch_to_block(not_dir);
-        let is_hash = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(VIEW_HASH));
-        let hash = self.b.create_block();
-        self.b.ins().brif(is_hash, hash, &[], engine, &[]);
+        // The kind the table's match type makes likely is tested first.
+        let tp = &self.plan.tables[t as usize];
+        let mut kinds = [(VIEW_DIRECT, direct), (VIEW_DIR, dir), (VIEW_HASH, hash)];
+        let likely = match tp.match_type.as_str() {
+            "lpm" => VIEW_DIR,
+            _ if tp.key_bytes <= 2 => VIEW_DIRECT,
+            _ => VIEW_HASH,
+        };
+        kinds.sort_by_key(|(k, _)| *k != likely);
+        for (i, (k, blk)) in kinds.into_iter().enumerate() {
+            let is = self.b.ins().icmp_imm_u(IntCC::Equal, kind, i64::from(k));
+            let other = if i == 2 { engine } else { self.b.create_block() };
+            self.b.ins().brif(is, blk, &[], other, &[]);
+            if i < 2 {
+                self.b.switch_to_block(other);
+            }
+        }
 
         // Open addressing (`exact::OpenMap::get`): from the home slot
         // `(key * HASH_MUL) >> shift`, 16-byte slots until the key (its
