@@ -471,6 +471,8 @@ impl Switch {
                 // packet i + SLOT_AHEAD and the hit record of packet
                 // i + RECORD_AHEAD (whose slot has had time to arrive) load.
                 let tables = self.prefetch.len();
+                // `process_parsed` runs the forwarding function when there is one.
+                let compiled = self.trace.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_forward());
                 let mut keys = std::mem::take(&mut self.prefetch_keys);
                 keys.clear();
                 for (phv, _) in &parsed {
@@ -481,10 +483,10 @@ impl Switch {
                 let mut run = parsed.drain(..).zip(slices);
                 for i in 0..n + SLOT_AHEAD {
                     if i < n {
-                        self.prefetch_keys_of(&keys[i * tables..(i + 1) * tables], false, false);
+                        self.prefetch_keys_of(&keys[i * tables..(i + 1) * tables], false, compiled);
                     }
                     if let Some(j) = (i + RECORD_AHEAD).checked_sub(SLOT_AHEAD).filter(|j| *j < n) {
-                        self.prefetch_keys_of(&keys[j * tables..(j + 1) * tables], true, false);
+                        self.prefetch_keys_of(&keys[j * tables..(j + 1) * tables], true, compiled);
                     }
                     if i >= SLOT_AHEAD {
                         let ((phv, consumed), data) = run.next().expect("one per packet");
