@@ -228,6 +228,9 @@ pub fn forward_hdr_max(plan: &Plan) -> usize {
 pub struct FastContexts {
     parse: ParseCtx,
     fwd: JitCtx,
+    /// The two functions, looked up once per run instead of per packet.
+    parser: ParserFn,
+    forward: ForwardFn,
 }
 
 impl FastContexts {
@@ -413,7 +416,12 @@ impl CompiledPipelines {
         assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
         assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
         let fwd = JitCtx::for_exec(ex, out.as_mut_ptr(), views);
+        let (Some(parser), Some(forward)) = (self.parser, self.forward) else {
+            unreachable!("has_fast_path checked both")
+        };
         FastContexts {
+            parser,
+            forward,
             parse: ParseCtx {
                 exec: std::ptr::null_mut(),
                 wire: fwd.wire,
@@ -438,9 +446,7 @@ impl CompiledPipelines {
     /// (same PHV); its packet metadata are reset here.
     #[inline]
     pub fn parse_and_forward(&self, cx: &mut FastContexts, ex: &mut Exec<'_>, data: &[u8]) -> (usize, Forward) {
-        let (Some(parse), Some(fwd)) = (self.parser, self.forward) else {
-            unreachable!("fast_contexts checked has_fast_path")
-        };
+        let (parse, fwd) = (cx.parser, cx.forward);
         debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire.as_ptr()), "contexts of another PHV");
         let len = data.len() as u32;
         cx.parse.pkt = data.as_ptr();
@@ -1635,15 +1641,22 @@ impl Gen<'_, '_, '_> {
                 terms.chunks(2).map(|c| if let [a, b] = *c { self.b.ins().iadd(a, b) } else { c[0] }).collect();
             terms = next;
         }
-        let mut sum = match terms.first() {
+        let sum = match terms.first() {
             Some(t) => *t,
             None => self.b.ins().iconst(types::I64, 0),
         };
-        for _ in 0..3 {
-            let lo = self.b.ins().band_imm_u(sum, 0xffff);
-            let hi = self.b.ins().ushr_imm_u(sum, 16);
-            sum = self.b.ins().iadd(lo, hi);
-        }
+        // Folded with end-around carries by rotation: `x + rotl(x, half)`
+        // holds the one's complement sum of x's two halves in its upper
+        // half (the carry out of the lower half lands in it). 64 to 32
+        // bits, then 32 to 16.
+        let rot = self.b.ins().rotl_imm_u(sum, 32);
+        let sum = self.b.ins().iadd(sum, rot);
+        let sum = self.b.ins().ushr_imm_u(sum, 32);
+        let s32 = self.b.ins().ireduce(types::I32, sum);
+        let rot = self.b.ins().rotl_imm_u(s32, 16);
+        let s32 = self.b.ins().iadd(s32, rot);
+        let s32 = self.b.ins().ushr_imm_u(s32, 16);
+        let sum = self.b.ins().uextend(types::I64, s32);
         self.b.ins().bxor_imm_u(sum, 0xffff)
     }
 
@@ -2034,7 +2047,7 @@ impl Gen<'_, '_, '_> {
         let hash = self.b.create_block();
         let hit = self.b.create_block();
         self.b.append_block_param(hit, types::I64); // the hot record id
-        // The kind the table's match type makes likely is tested first.
+                                                    // The kind the table's match type makes likely is tested first.
         let tp = &self.plan.tables[t as usize];
         let mut kinds = [(VIEW_DIRECT, direct), (VIEW_DIR, dir), (VIEW_HASH, hash)];
         let likely = match tp.match_type.as_str() {
