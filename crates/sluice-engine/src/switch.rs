@@ -408,7 +408,10 @@ impl Switch {
                 keys.clear();
                 let compiled = self.compiled.as_ref().expect("fast");
                 for data in &slices[..n] {
-                    compiled.run_parser_with(&mut scratch, data, Some((port, self.now)));
+                    // Without the PHV setup (zeroing): headers this packet
+                    // lacks may keep an earlier packet's validity and bytes,
+                    // which can only make a prefetch useless, never a result wrong.
+                    compiled.run_parser_with(&mut scratch, data, None);
                     for &(ti, _) in &self.prefetch {
                         keys.push(
                             self.plan.tables[ti].key128.as_ref().map(|p| crate::control::integer_key(p, &scratch)),
