@@ -1509,6 +1509,63 @@ impl Gen<'_, '_, '_> {
         }
     }
 
+    /// `(data offset, wire byte, bytes)` when setting `dst` to `src` copies
+    /// bytes: `dst` is whole bytes of the wire and `src` an action parameter
+    /// of as many bytes inside the hot record's data (both hold the value
+    /// big-endian, so no integer needs building).
+    fn data_copy(&self, dst: FieldSrc, src: &Fast) -> Option<(u32, u32, u32)> {
+        let (FieldSrc::Wire { byte, shift, mask }, Fast::Param { off, len }) = (dst, src) else { return None };
+        let (bit, width) = wire_bits(byte, shift, mask);
+        (bit % 8 == 0 && width == 8 * len && (off + len) as usize <= crate::tables::HOT_DATA).then_some((
+            *off,
+            bit / 8,
+            *len,
+        ))
+    }
+
+    /// Writes `n` bytes of action data from data byte `off` to the wire at
+    /// byte `first` (see [`Gen::data_copy`]): per piece of the wire grid, a
+    /// whole piece is one load and one store; a partly covered one is read,
+    /// merged with the data bytes loaded little-endian at its position and
+    /// stored, without byte swaps. Loads may read past the parameter, into
+    /// the zero padding after the hot data, and masks drop those bytes.
+    fn copy_data_to_wire(&mut self, off: u32, first: u32, n: u32) {
+        let fl = Self::flags();
+        let wire = self.ptr(OFF_WIRE);
+        let (data, area) = match self.data_base {
+            Some(base) => (base, 0),
+            None => (self.ctx, OFF_DATA),
+        };
+        let mut at = first;
+        while at < first + n {
+            let (cs, csize) = self.wire_grid.chunk(at);
+            let x1 = (first + n).min(cs + csize);
+            let ty = chunk_type(csize);
+            let src = area + (off + at - first) as i32;
+            if at == cs && x1 == cs + csize {
+                let v = self.b.ins().load(ty, fl, data, src);
+                self.b.ins().store(fl, v, wire, cs as i32);
+            } else {
+                let widen =
+                    |g: &mut Self, v: Value| if ty == types::I64 { v } else { g.b.ins().uextend(types::I64, v) };
+                let v = self.b.ins().load(ty, fl, data, src);
+                let v = widen(self, v);
+                let k = 8 * (at - cs);
+                let bytes = if x1 - at >= 8 { u64::MAX } else { (1u64 << (8 * (x1 - at))) - 1 };
+                let keep = !(bytes << k);
+                let v = if k > 0 { self.b.ins().ishl_imm_u(v, i64::from(k)) } else { v };
+                let v = self.b.ins().band_imm_u(v, !keep as i64);
+                let cur = self.b.ins().load(ty, fl, wire, cs as i32);
+                let cur = widen(self, cur);
+                let cur = self.b.ins().band_imm_u(cur, keep as i64);
+                let out = self.b.ins().bor(cur, v);
+                let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
+                self.b.ins().store(fl, out, wire, cs as i32);
+            }
+            at = x1;
+        }
+    }
+
     /// Copies `n` bytes (a length the program fixes) from `src + src_off` to
     /// `dst + dst_off` with 8/4/2/1-byte loads and stores.
     fn copy_bytes(&mut self, src: Value, src_off: i32, dst: Value, dst_off: i32, n: u32) {
@@ -1846,10 +1903,13 @@ impl Gen<'_, '_, '_> {
         let mut exit = false;
         for p in &plan.actions[ai as usize].prims {
             match p {
-                Prim::SetField { dst, mask, src } => {
-                    let v = self.fast(&src.fast);
-                    self.write(*dst, v, *mask);
-                }
+                Prim::SetField { dst, mask, src } => match self.data_copy(*dst, &src.fast) {
+                    Some((off, first, n)) => self.copy_data_to_wire(off, first, n),
+                    None => {
+                        let v = self.fast(&src.fast);
+                        self.write(*dst, v, *mask);
+                    }
+                },
                 Prim::Count { arr, idx } => {
                     // Inline: cell `i` of the array, when in range, counts one
                     // packet of the ingress length (`JitCtx::len`).
