@@ -1469,12 +1469,25 @@ impl Gen<'_, '_, '_> {
             FieldSrc::Wire { byte, shift, mask } => {
                 let base = self.ptr(OFF_WIRE);
                 let (bit, width) = wire_bits(byte, shift, mask);
+                if let Some(ty) = self.whole_in_piece(bit, width) {
+                    // A load inside the piece's last store is still
+                    // forwarded from it; it needs no shift or mask.
+                    return self.load_be(ty, base, (bit / 8) as i32);
+                }
                 let grid = std::mem::take(&mut self.wire_grid);
                 let v = self.read_bits(base, 0, &grid, bit, width);
                 self.wire_grid = grid;
                 v
             }
         }
+    }
+
+    /// The load type of wire bits `[bit, bit + width)` when they are 1, 2,
+    /// 4 or 8 whole bytes inside one piece of the wire grid.
+    fn whole_in_piece(&self, bit: u32, width: u32) -> Option<types::Type> {
+        let (first, last) = (bit / 8, (bit + width - 1) / 8);
+        (bit % 8 == 0 && matches!(width, 8 | 16 | 32 | 64) && self.wire_grid.chunk(first) == self.wire_grid.chunk(last))
+            .then(|| chunk_type(width / 8))
     }
 
     /// Loads a `ty`-sized big-endian value at `base + off`, zero-extended to 64 bits.
@@ -1502,6 +1515,22 @@ impl Gen<'_, '_, '_> {
             FieldSrc::Wire { byte, shift, mask } => {
                 let base = self.ptr(OFF_WIRE);
                 let (bit, width) = wire_bits(byte, shift, mask);
+                if width == 8 && self.whole_in_piece(bit, width).is_some() {
+                    // One byte: merged into its piece little-endian, no swaps.
+                    let (cs, csize) = self.wire_grid.chunk(bit / 8);
+                    let ty = chunk_type(csize);
+                    let fl = Self::flags();
+                    let cur = self.b.ins().load(ty, fl, base, cs as i32);
+                    let cur = if ty == types::I64 { cur } else { self.b.ins().uextend(types::I64, cur) };
+                    let k = 8 * (bit / 8 - cs);
+                    let kept = self.b.ins().band_imm_u(cur, !(0xffu64 << k) as i64);
+                    let part = self.b.ins().band_imm_u(v, 0xff);
+                    let part = if k > 0 { self.b.ins().ishl_imm_u(part, i64::from(k)) } else { part };
+                    let out = self.b.ins().bor(kept, part);
+                    let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
+                    self.b.ins().store(fl, out, base, cs as i32);
+                    return;
+                }
                 let grid = std::mem::take(&mut self.wire_grid);
                 self.write_bits(base, 0, &grid, bit, width, v);
                 self.wire_grid = grid;
