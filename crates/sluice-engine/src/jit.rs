@@ -1486,8 +1486,10 @@ impl Gen<'_, '_, '_> {
     /// 4 or 8 whole bytes inside one piece of the wire grid.
     fn whole_in_piece(&self, bit: u32, width: u32) -> Option<types::Type> {
         let (first, last) = (bit / 8, (bit + width - 1) / 8);
-        (bit % 8 == 0 && matches!(width, 8 | 16 | 32 | 64) && self.wire_grid.chunk(first) == self.wire_grid.chunk(last))
-            .then(|| chunk_type(width / 8))
+        (bit.is_multiple_of(8)
+            && matches!(width, 8 | 16 | 32 | 64)
+            && self.wire_grid.chunk(first) == self.wire_grid.chunk(last))
+        .then(|| chunk_type(width / 8))
     }
 
     /// Loads a `ty`-sized big-endian value at `base + off`, zero-extended to 64 bits.
@@ -1545,7 +1547,7 @@ impl Gen<'_, '_, '_> {
     fn data_copy(&self, dst: FieldSrc, src: &Fast) -> Option<(u32, u32, u32)> {
         let (FieldSrc::Wire { byte, shift, mask }, Fast::Param { off, len }) = (dst, src) else { return None };
         let (bit, width) = wire_bits(byte, shift, mask);
-        (bit % 8 == 0 && width == 8 * len && (off + len) as usize <= crate::tables::HOT_DATA).then_some((
+        (bit.is_multiple_of(8) && width == 8 * len && (off + len) as usize <= crate::tables::HOT_DATA).then_some((
             *off,
             bit / 8,
             *len,
@@ -1762,7 +1764,7 @@ impl Gen<'_, '_, '_> {
         let FieldSrc::Wire { byte, shift, mask } = s else { return None };
         let (bit, width) = wire_bits(byte, shift, mask);
         let b = bit / 8;
-        (bit % 8 == 0 && width == 16 && self.wire_grid.chunk(b) == self.wire_grid.chunk(b + 1)).then_some(b)
+        (bit.is_multiple_of(8) && width == 16 && self.wire_grid.chunk(b) == self.wire_grid.chunk(b + 1)).then_some(b)
     }
 
     /// Stores `v` (at most 16 bits) little-endian at wire byte `b` (from
