@@ -660,6 +660,10 @@ impl TableView {
 }
 
 /// The run-time state of one match table.
+/// Up to this many distinct hot records (192 KiB) a table's records are
+/// taken to stay in cache, and batches do not prefetch them.
+const CACHED_RECORDS: usize = 4096;
+
 /// Bytes of action data a [`HotEntry`] holds inline (the rest of its array is
 /// zero padding, so parameter reads can load fixed 16-byte windows).
 pub const HOT_DATA: usize = 27;
@@ -990,7 +994,11 @@ impl TableState {
     pub fn prefetch_hit_u128(&self, k: u128, compiled: bool) {
         if let Index::Lpm { dir: Some(d), .. } = &self.index {
             if compiled {
-                crate::lpm::prefetch(&self.hot.records[d.record(k as u32) as usize]);
+                // Few records stay in cache: reading the slot for its record
+                // id would only wait for the slot.
+                if self.hot.records.len() > CACHED_RECORDS {
+                    crate::lpm::prefetch(&self.hot.records[d.record(k as u32) as usize]);
+                }
             } else if let Some(h) = d.lookup(k as u32) {
                 if let Some(r) = self.hot.of.get(h as usize) {
                     crate::lpm::prefetch(r);
