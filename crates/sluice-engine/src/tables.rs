@@ -629,7 +629,8 @@ pub const VIEW_HASH: u32 = 3;
 /// lookup.
 ///
 /// Invariant: a view is valid until its table next changes; the switch
-/// rebuilds its views at the start of every packet or batch it processes,
+/// checks its views at the start of every packet or batch it processes
+/// (rebuilding those whose table's [`TableState::view_stamp`] changed),
 /// and tables only change between those (control-plane writes).
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
@@ -659,7 +660,6 @@ impl TableView {
     };
 }
 
-/// The run-time state of one match table.
 /// Up to this many distinct hot records (192 KiB) a table's records are
 /// taken to stay in cache, and batches do not prefetch them.
 const CACHED_RECORDS: usize = 4096;
@@ -787,6 +787,7 @@ impl HotRecords {
     }
 }
 
+/// The run-time state of one match table.
 #[derive(Debug, Clone)]
 pub struct TableState {
     pub key: Vec<KeyFieldSpec>,
@@ -979,8 +980,8 @@ impl TableState {
 
     /// Prefetches what a lookup of this integer key will read, when the
     /// table has a direct-indexed structure (a hint; no effect on results).
-    #[inline]
     /// `compiled`: for generated code, which reads the record slots.
+    #[inline]
     pub fn prefetch_u128(&self, k: u128, compiled: bool) {
         if let Index::Lpm { dir: Some(d), .. } = &self.index {
             d.prefetch(k as u32, compiled);
