@@ -1262,7 +1262,7 @@ fn compile_forward(
             g.b.switch_to_block(compute);
             let v = g.csum16_swapped(bc);
             match g.le16_byte(bc.target) {
-                Some(b) => g.write_le16(b, v),
+                Some(b) => g.merge_le(b, 2, v),
                 None => {
                     let v = g.swap16(v);
                     g.write(bc.target, v, 0xffff);
@@ -1515,24 +1515,13 @@ impl Gen<'_, '_, '_> {
                 self.b.ins().store(Self::flags(), v, base, (16 * i) as i32);
             }
             FieldSrc::Wire { byte, shift, mask } => {
-                let base = self.ptr(OFF_WIRE);
                 let (bit, width) = wire_bits(byte, shift, mask);
                 if width == 8 && self.whole_in_piece(bit, width).is_some() {
                     // One byte: merged into its piece little-endian, no swaps.
-                    let (cs, csize) = self.wire_grid.chunk(bit / 8);
-                    let ty = chunk_type(csize);
-                    let fl = Self::flags();
-                    let cur = self.b.ins().load(ty, fl, base, cs as i32);
-                    let cur = if ty == types::I64 { cur } else { self.b.ins().uextend(types::I64, cur) };
-                    let k = 8 * (bit / 8 - cs);
-                    let kept = self.b.ins().band_imm_u(cur, !(0xffu64 << k) as i64);
-                    let part = self.b.ins().band_imm_u(v, 0xff);
-                    let part = if k > 0 { self.b.ins().ishl_imm_u(part, i64::from(k)) } else { part };
-                    let out = self.b.ins().bor(kept, part);
-                    let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
-                    self.b.ins().store(fl, out, base, cs as i32);
+                    self.merge_le(bit / 8, 1, v);
                     return;
                 }
+                let base = self.ptr(OFF_WIRE);
                 let grid = std::mem::take(&mut self.wire_grid);
                 self.write_bits(base, 0, &grid, bit, width, v);
                 self.wire_grid = grid;
@@ -1573,25 +1562,12 @@ impl Gen<'_, '_, '_> {
             let x1 = (first + n).min(cs + csize);
             let ty = chunk_type(csize);
             let src = area + (off + at - first) as i32;
+            let v = self.b.ins().load(ty, fl, data, src);
             if at == cs && x1 == cs + csize {
-                let v = self.b.ins().load(ty, fl, data, src);
                 self.b.ins().store(fl, v, wire, cs as i32);
             } else {
-                let widen =
-                    |g: &mut Self, v: Value| if ty == types::I64 { v } else { g.b.ins().uextend(types::I64, v) };
-                let v = self.b.ins().load(ty, fl, data, src);
-                let v = widen(self, v);
-                let k = 8 * (at - cs);
-                let bytes = if x1 - at >= 8 { u64::MAX } else { (1u64 << (8 * (x1 - at))) - 1 };
-                let keep = !(bytes << k);
-                let v = if k > 0 { self.b.ins().ishl_imm_u(v, i64::from(k)) } else { v };
-                let v = self.b.ins().band_imm_u(v, !keep as i64);
-                let cur = self.b.ins().load(ty, fl, wire, cs as i32);
-                let cur = widen(self, cur);
-                let cur = self.b.ins().band_imm_u(cur, keep as i64);
-                let out = self.b.ins().bor(cur, v);
-                let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
-                self.b.ins().store(fl, out, wire, cs as i32);
+                let v = if ty == types::I64 { v } else { self.b.ins().uextend(types::I64, v) };
+                self.merge_le(at, x1 - at, v);
             }
             at = x1;
         }
@@ -1759,27 +1735,30 @@ impl Gen<'_, '_, '_> {
 
     /// The wire byte of field `s` when it is two whole bytes inside one
     /// piece of the wire grid: it can then be read and written in
-    /// little-endian form (see [`Gen::csum16_swapped`]).
+    /// little-endian form (see [`Gen::csum16_swapped`], [`Gen::merge_le`]).
     fn le16_byte(&self, s: FieldSrc) -> Option<u32> {
         let FieldSrc::Wire { byte, shift, mask } = s else { return None };
         let (bit, width) = wire_bits(byte, shift, mask);
-        let b = bit / 8;
-        (bit.is_multiple_of(8) && width == 16 && self.wire_grid.chunk(b) == self.wire_grid.chunk(b + 1)).then_some(b)
+        (width == 16 && self.whole_in_piece(bit, width).is_some()).then_some(bit / 8)
     }
 
-    /// Stores `v` (at most 16 bits) little-endian at wire byte `b` (from
-    /// [`Gen::le16_byte`]): the whole grid piece is read, merged and stored,
-    /// as [`Gen::write_bits`] does, but without byte swaps.
-    fn write_le16(&mut self, b: u32, v: Value) {
+    /// Merges the low `n` bytes of `v`, in little-endian order (its lowest
+    /// byte goes first), into the wire from byte `b` on, all inside one
+    /// grid piece: the whole piece is read, merged and stored, as
+    /// [`Gen::write_bits`] does, but without byte swaps.
+    fn merge_le(&mut self, b: u32, n: u32, v: Value) {
         let fl = Self::flags();
         let wire = self.ptr(OFF_WIRE);
         let (cs, csize) = self.wire_grid.chunk(b);
+        debug_assert!(b + n <= cs + csize, "bytes inside one piece");
         let ty = chunk_type(csize);
         let cur = self.b.ins().load(ty, fl, wire, cs as i32);
         let cur = if ty == types::I64 { cur } else { self.b.ins().uextend(types::I64, cur) };
-        let shift = 8 * (b - cs);
-        let kept = self.b.ins().band_imm_u(cur, !(0xffffu64 << shift) as i64);
-        let part = if shift > 0 { self.b.ins().ishl_imm_u(v, i64::from(shift)) } else { v };
+        let bytes = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+        let k = 8 * (b - cs);
+        let kept = self.b.ins().band_imm_u(cur, !(bytes << k) as i64);
+        let part = self.b.ins().band_imm_u(v, bytes as i64);
+        let part = if k > 0 { self.b.ins().ishl_imm_u(part, i64::from(k)) } else { part };
         let out = self.b.ins().bor(kept, part);
         let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
         self.b.ins().store(fl, out, wire, cs as i32);
@@ -2138,7 +2117,8 @@ impl Gen<'_, '_, '_> {
         let hash = self.b.create_block();
         let hit = self.b.create_block();
         self.b.append_block_param(hit, types::I64); // the hot record id
-                                                    // The kind the table's match type makes likely is tested first.
+
+        // The kind the table's match type makes likely is tested first.
         let tp = &self.plan.tables[t as usize];
         let mut kinds = [(VIEW_DIRECT, direct), (VIEW_DIR, dir), (VIEW_HASH, hash)];
         let likely = match tp.match_type.as_str() {
