@@ -46,8 +46,7 @@ impl Clone for DirLpm {
     /// A copy whose top level is advised into huge pages too.
     fn clone(&self) -> DirLpm {
         let huge_copy = |from: &[u32]| {
-            let mut v = vec![0; from.len()];
-            advise_huge_pages(&v);
+            let mut v = huge_zeroed(from.len());
             v.copy_from_slice(from);
             v
         };
@@ -79,17 +78,12 @@ impl DirLpm {
     pub fn new(width: u32) -> DirLpm {
         assert!((1..=32).contains(&width), "DirLpm keys are 1 to 32 bits wide");
         let top_bits = width.min(24);
-        // `vec![0; n]` asks the allocator for zeroed memory: untouched pages cost nothing.
-        let top = vec![0; 1 << top_bits];
-        advise_huge_pages(&top);
-        let rtop = vec![0; 1 << top_bits];
-        advise_huge_pages(&rtop);
         DirLpm {
             width,
             low_bits: width - top_bits,
-            top,
+            top: huge_zeroed(1 << top_bits),
             ext: Vec::new(),
-            rtop,
+            rtop: huge_zeroed(1 << top_bits),
             rext: Vec::new(),
             free_groups: Vec::new(),
         }
@@ -222,21 +216,25 @@ impl DirLpm {
     /// The entry index of the longest prefix matching `key`.
     #[inline(always)]
     pub fn lookup(&self, key: u32) -> Option<u32> {
-        let mut v = self.top[(key >> self.low_bits) as usize];
-        if v & GROUP != 0 {
-            v = self.ext[((v & !GROUP) << self.low_bits | (key & ((1 << self.low_bits) - 1))) as usize];
-        }
+        let v = self.slot(&self.top, &self.ext, key);
         (v != 0).then(|| (v & 0x00ff_ffff) - 1)
+    }
+
+    /// The slot `key` ends at in `top` (or its extension group in `ext`):
+    /// the entry arrays or the record arrays.
+    #[inline(always)]
+    fn slot(&self, top: &[u32], ext: &[u32], key: u32) -> u32 {
+        let v = top[(key >> self.low_bits) as usize];
+        if v & GROUP == 0 {
+            return v;
+        }
+        ext[((v & !GROUP) << self.low_bits | (key & ((1 << self.low_bits) - 1))) as usize]
     }
 
     /// The hot record id of the longest prefix matching `key` (0: none).
     #[inline(always)]
     pub fn record(&self, key: u32) -> u32 {
-        let mut v = self.rtop[(key >> self.low_bits) as usize];
-        if v & GROUP != 0 {
-            v = self.rext[((v & !GROUP) << self.low_bits | (key & ((1 << self.low_bits) - 1))) as usize];
-        }
-        v
+        self.slot(&self.rtop, &self.rext, key)
     }
 
     /// `(top level, extension groups, low bits)` of the record arrays for
@@ -256,6 +254,14 @@ impl DirLpm {
             prefetch(slot);
         }
     }
+}
+
+/// `len` zeroed slots advised into huge pages. `vec![0; n]` asks the
+/// allocator for zeroed memory: untouched pages cost nothing.
+fn huge_zeroed(len: usize) -> Vec<u32> {
+    let v = vec![0; len];
+    advise_huge_pages(&v);
+    v
 }
 
 /// Asks the kernel to back a big, not yet touched array with 2 MiB pages

@@ -288,6 +288,11 @@ impl KeyMap {
     }
 }
 
+/// The prefix length of an entry's LPM field, if it has one.
+fn prefix_len(matches: &[FieldMatch]) -> Option<u32> {
+    matches.iter().find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })
+}
+
 /// `(offset, length, low, high)` of one range field in the key.
 type RangeCheck = (usize, usize, Vec<u8>, Vec<u8>);
 
@@ -1211,10 +1216,7 @@ impl TableState {
             }
         }
         if let Index::Lpm { off, len, width, .. } = &self.index {
-            let plen = matches
-                .iter()
-                .find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })
-                .unwrap_or(*width);
+            let plen = prefix_len(matches).unwrap_or(*width);
             apply_prefix(&mut k[*off..*off + *len], *width, plen);
         }
         k
@@ -1293,7 +1295,7 @@ impl TableState {
         match &self.index {
             Index::Exact(m) => m.get(&self.exact_key(matches)),
             Index::Lpm { by_len, .. } => {
-                let plen = matches.iter().find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })?;
+                let plen = prefix_len(matches)?;
                 let k = self.exact_key(matches);
                 by_len.iter().find(|(l, _, _)| *l == plen).and_then(|(_, _, m)| m.get(&k))
             }
@@ -1427,11 +1429,7 @@ impl TableState {
                         m.set_record(&k, record);
                     }
                     Index::Lpm { off, len, width, by_len, dir } => {
-                        let plen = e
-                            .matches
-                            .iter()
-                            .find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None })
-                            .unwrap_or(*width);
+                        let plen = prefix_len(&e.matches).unwrap_or(*width);
                         let pos = match by_len.iter().position(|(l, _, _)| *l <= plen) {
                             Some(p) if by_len[p].0 == plen => p,
                             Some(p) => {
@@ -1604,7 +1602,7 @@ impl TableState {
         let Some(e) = self.entries.get(idx as usize).and_then(|e| e.as_ref()) else { return };
         let record = self.hot.of[idx as usize];
         let k = self.exact_key(&e.matches);
-        let plen = e.matches.iter().find_map(|m| if let FieldMatch::Lpm(_, p) = m { Some(*p) } else { None });
+        let plen = prefix_len(&e.matches);
         match &mut self.index {
             Index::Exact(m) => m.set_record(&k, record),
             Index::Lpm { dir: Some(d), width, .. } => std::sync::Arc::make_mut(d).set_record(
