@@ -33,7 +33,7 @@
 //! call. The code memory is immutable after finalisation and freed when the
 //! [`CompiledPipelines`] is dropped; nothing else refers to it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::c_void;
 
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -92,6 +92,10 @@ pub struct JitCtx {
     counters: *const CounterView,
     /// In: one [`RegisterView`] per register array of the plan.
     registers: *const RegisterView,
+    /// Set when a helper ran engine code, which may write any PHV field:
+    /// the next packet on this PHV then needs the full setup
+    /// ([`SETUP_FULL`]), not only the slots generated code writes.
+    dirty: u64,
 }
 
 impl JitCtx {
@@ -114,6 +118,8 @@ impl JitCtx {
             views: views.tables.as_ptr(),
             counters: views.counters.as_ptr(),
             registers: views.registers.as_ptr(),
+            // A PHV of unknown history: the first setup on it is full.
+            dirty: 1,
         }
     }
 
@@ -277,8 +283,11 @@ pub struct ParseCtx {
     status: u64,
     /// Out: the error code of a failed `verify`.
     code: u64,
-    /// In: non-zero to set the PHV up first (zeroed, ingress standard
-    /// metadata written) as `Switch::ingress_parse` does for an arriving packet.
+    /// In: set the PHV up first (zeroed, ingress standard metadata
+    /// written) as `Switch::ingress_parse` does for an arriving packet:
+    /// 0 no, [`SETUP_FULL`] every slot, [`SETUP_WRITTEN`] only the slots
+    /// generated code writes (the others are still zero from the last full
+    /// setup, on a PHV only generated code touched since).
     setup: u64,
     /// In (setup): the ingress port.
     port: u64,
@@ -294,6 +303,10 @@ const P_CODE: i32 = 64;
 const P_SETUP: i32 = 72;
 const P_PORT: i32 = 80;
 const P_NOW: i32 = 88;
+/// `ParseCtx::setup`: zero only the slots the parser and forwarding function write.
+const SETUP_WRITTEN: u64 = 1;
+/// `ParseCtx::setup`: zero every slot.
+const SETUP_FULL: u64 = 2;
 /// Most PHV bytes the compiled parser zeroes itself (bigger PHVs are reset by the engine).
 const SETUP_MAX_BYTES: u32 = 2048;
 
@@ -432,7 +445,7 @@ impl CompiledPipelines {
                 cursor: 0,
                 status: 0,
                 code: 0,
-                setup: 1,
+                setup: SETUP_FULL,
                 port: u64::from(port),
                 now: ex.now_us,
             },
@@ -449,6 +462,8 @@ impl CompiledPipelines {
         let (parse, fwd) = (cx.parser, cx.forward);
         debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire.as_ptr()), "contexts of another PHV");
         let len = data.len() as u32;
+        // Full setup after a helper ran (and for the first packet).
+        cx.parse.setup = SETUP_WRITTEN + std::mem::take(&mut cx.fwd.dirty);
         cx.parse.pkt = data.as_ptr();
         cx.parse.len = u64::from(len);
         // SAFETY: as in `run_parser_with`: the parser reads at most `len`
@@ -510,7 +525,7 @@ impl CompiledPipelines {
             cursor: 0,
             status: 0,
             code: 0,
-            setup: u64::from(arrival.is_some()),
+            setup: if arrival.is_some() { SETUP_FULL } else { 0 },
             port: u64::from(port),
             now,
         };
@@ -609,8 +624,12 @@ impl CompiledPipelines {
             define(&mut module, id, &mut ctx, &format!("sluice_{name}"))?;
             ids[k] = Some(id);
         }
-        let parser_id = compile_parser(plan, &mut module, &helpers, &mut fctx, &mut listing)?;
-        let forward_id = compile_forward(plan, &mut module, &helpers, &mut fctx, &mut listing)?;
+        // The forwarding function first: the parser's setup zeroes the slots it writes.
+        let mut fwd_listing = String::new();
+        let forward = compile_forward(plan, &mut module, &helpers, &mut fctx, &mut fwd_listing)?;
+        let (forward_id, fwd_written) = forward.unzip();
+        let parser_id = compile_parser(plan, &mut module, &helpers, &mut fctx, &mut listing, fwd_written.as_ref())?;
+        listing.push_str(&fwd_listing);
         module.finalize_definitions().map_err(|e| e.to_string())?;
         if std::env::var_os("SLUICE_PERF_MAP").is_some() {
             write_perf_map(
@@ -818,7 +837,8 @@ fn declare_context_function(
 /// Generates the body of a function declared by [`declare_context_function`]:
 /// the builder, its entry block and a [`Gen`] with the context pointers
 /// loaded (`with_views`: also the table and counter views), then `body`
-/// (given the context pointer), then sealing and finalization.
+/// (given the context pointer), then sealing and finalization. Returns the
+/// PHV slots the function may store to ([`Gen::written`]).
 #[allow(clippy::too_many_arguments)]
 fn generate(
     plan: &Plan,
@@ -829,7 +849,7 @@ fn generate(
     with_views: bool,
     stats: &mut JitStats,
     body: impl FnOnce(&mut Gen<'_, '_, '_>, Value),
-) {
+) -> BTreeSet<u32> {
     let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -838,8 +858,10 @@ fn generate(
     let mut g = Gen::new(plan, &mut b, module, helpers, pc, stats);
     g.load_bases(with_views);
     body(&mut g, pc);
+    let written = std::mem::take(&mut g.written);
     b.seal_all_blocks();
     b.finalize(module.target_config());
+    written
 }
 
 /// The hot-path writer of a standard metadata field and its width mask:
@@ -876,6 +898,7 @@ fn compile_parser(
     helpers: &[FuncId],
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
+    fwd_written: Option<&BTreeSet<u32>>,
 ) -> Result<Option<(FuncId, bool, bool)>, String> {
     use crate::plan::{ExtractTo, POp};
     let Some(init) = plan.init_state else { return Ok(None) };
@@ -946,49 +969,20 @@ fn compile_parser(
     let (id, mut ctx) = declare_context_function(module, "sluice_parser", 1, false)?;
     generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
         let fl = MemFlagsData::new().with_notrap();
-        if let Some([port_f, now_f, len_f, itype_f]) = setup {
+        // The setup's blocks; the per-packet part is filled last, when every
+        // slot the parser writes is known.
+        let mut setup_blocks = None;
+        if setup.is_some() {
             let set_up = g.b.create_block();
+            let full = g.b.create_block();
+            let written = g.b.create_block();
             let parse = g.b.create_block();
             let flag = g.b.ins().load(types::I64, fl, pc, P_SETUP);
             g.b.ins().brif(flag, set_up, &[], parse, &[]);
             g.b.switch_to_block(set_up);
-            // 16-byte stores: one per slot, then the wire area.
-            let zero = g.b.ins().iconst(types::I64, 0);
-            let zero16 = g.b.ins().splat(types::I64X2, zero);
-            let slots = g.ptr(OFF_SLOTS);
-            for i in 0..layout.n_slots as i32 {
-                g.b.ins().store(fl, zero16, slots, 16 * i);
-            }
-            let wire = g.ptr(OFF_WIRE);
-            let wire_len = (layout.wire_bytes as usize + crate::phv::WIRE_PAD) as i32;
-            let mut at = 0;
-            while at + 16 <= wire_len {
-                g.b.ins().store(fl, zero16, wire, at);
-                at += 16;
-            }
-            while at + 8 <= wire_len {
-                g.b.ins().store(fl, zero, wire, at);
-                at += 8;
-            }
-            let zero8 = g.b.ins().iconst(types::I8, 0);
-            while at < wire_len {
-                g.b.ins().store(fl, zero8, wire, at);
-                at += 1;
-            }
-            let valid = g.ptr(OFF_VALID);
-            let one8 = g.b.ins().iconst(types::I8, 1);
-            for (h, hi) in layout.headers.iter().enumerate() {
-                g.b.ins().store(fl, if hi.metadata { one8 } else { zero8 }, valid, h as i32);
-            }
-            let port = g.b.ins().load(types::I64, fl, pc, P_PORT);
-            let now = g.b.ins().load(types::I64, fl, pc, P_NOW);
-            let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
-            for (f, v) in [(port_f, port), (now_f, now), (len_f, len), (itype_f, zero)] {
-                if let Some((s, m)) = f {
-                    g.write(s, v, m);
-                }
-            }
-            g.b.ins().jump(parse, &[]);
+            let is_full = g.b.ins().icmp_imm_u(IntCC::Equal, flag, SETUP_FULL as i64);
+            g.b.ins().brif(is_full, full, &[], written, &[]);
+            setup_blocks = Some((full, written, parse));
             g.b.switch_to_block(parse);
         }
         let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, g.b.create_block())).collect();
@@ -1127,6 +1121,71 @@ fn compile_parser(
             }
         }
         g.b.ins().return_(&[]);
+        if let (Some([port_f, now_f, len_f, itype_f]), Some((full, written, parse))) = (setup, setup_blocks) {
+            // Every slot the parser, the setup itself or the forwarding
+            // function may write (all of them without a forwarding function).
+            let mut dirty = g.written.clone();
+            match fwd_written {
+                Some(w) => dirty.extend(w),
+                None => dirty.extend(0..layout.n_slots),
+            }
+            // The setup writes these itself (the high half of a slot field
+            // is zero whoever wrote it, see `Gen::write`).
+            let set: BTreeSet<u32> = [port_f, now_f, len_f, itype_f]
+                .iter()
+                .flatten()
+                .filter_map(|(s, _)| match s {
+                    FieldSrc::Slot(i) => Some(*i),
+                    FieldSrc::Wire { .. } => None,
+                })
+                .collect();
+            dirty.extend(&set);
+            // 16-byte stores: one per slot, then the wire area.
+            g.b.switch_to_block(full);
+            let zero = g.b.ins().iconst(types::I64, 0);
+            let zero16 = g.b.ins().splat(types::I64X2, zero);
+            let slots = g.ptr(OFF_SLOTS);
+            for i in (0..layout.n_slots).filter(|i| !dirty.contains(i)) {
+                g.b.ins().store(fl, zero16, slots, 16 * i as i32);
+            }
+            g.b.ins().jump(written, &[]);
+            g.b.switch_to_block(written);
+            let zero = g.b.ins().iconst(types::I64, 0);
+            let zero16 = g.b.ins().splat(types::I64X2, zero);
+            for i in dirty.difference(&set) {
+                g.b.ins().store(fl, zero16, slots, 16 * *i as i32);
+            }
+            let wire = g.ptr(OFF_WIRE);
+            let wire_len = (layout.wire_bytes as usize + crate::phv::WIRE_PAD) as i32;
+            let mut at = 0;
+            while at + 16 <= wire_len {
+                g.b.ins().store(fl, zero16, wire, at);
+                at += 16;
+            }
+            while at + 8 <= wire_len {
+                g.b.ins().store(fl, zero, wire, at);
+                at += 8;
+            }
+            let zero8 = g.b.ins().iconst(types::I8, 0);
+            while at < wire_len {
+                g.b.ins().store(fl, zero8, wire, at);
+                at += 1;
+            }
+            let valid = g.ptr(OFF_VALID);
+            let one8 = g.b.ins().iconst(types::I8, 1);
+            for (h, hi) in layout.headers.iter().enumerate() {
+                g.b.ins().store(fl, if hi.metadata { one8 } else { zero8 }, valid, h as i32);
+            }
+            let port = g.b.ins().load(types::I64, fl, pc, P_PORT);
+            let now = g.b.ins().load(types::I64, fl, pc, P_NOW);
+            let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
+            for (f, v) in [(port_f, port), (now_f, now), (len_f, len), (itype_f, zero)] {
+                if let Some((s, m)) = f {
+                    g.write(s, v, m);
+                }
+            }
+            g.b.ins().jump(parse, &[]);
+        }
     });
     listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_parser")?;
@@ -1154,7 +1213,7 @@ fn compile_forward(
     helpers: &[FuncId],
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
-) -> Result<Option<FuncId>, String> {
+) -> Result<Option<(FuncId, BTreeSet<u32>)>, String> {
     let layout = &plan.layout;
     let Some(deparse) = plan
         .deparse_order
@@ -1183,7 +1242,7 @@ fn compile_forward(
     let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = fields[..] else { unreachable!("six fields") };
 
     let (id, mut ctx) = declare_context_function(module, "sluice_forward", 2, true)?;
-    generate(plan, module, helpers, fctx, &mut ctx, true, &mut JitStats::default(), |g, pc| {
+    let written = generate(plan, module, helpers, fctx, &mut ctx, true, &mut JitStats::default(), |g, pc| {
         let fl = MemFlagsData::new().with_notrap();
         let ret = g.b.create_block();
         g.b.append_block_param(ret, types::I64);
@@ -1295,7 +1354,7 @@ fn compile_forward(
     });
     listing.push_str(&format!("; forwarding function (ingress to deparser)\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_forward")?;
-    Ok(Some(id))
+    Ok(Some((id, written)))
 }
 
 /// Code generation state for one pipeline function.
@@ -1323,6 +1382,9 @@ struct Gen<'p, 'b, 'f> {
     /// While an action of a table result is generated: where its data is
     /// read (the hit's hot record, or `JitCtx::data` after the helper).
     data_base: Option<Value>,
+    /// Every PHV slot the generated code may store to: the parser's
+    /// per-packet setup zeroes only these (see [`SETUP_WRITTEN`]).
+    written: BTreeSet<u32>,
 }
 
 fn node_key(n: Node) -> (u8, u32) {
@@ -1390,6 +1452,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             bases: Vec::new(),
             wire_grid: Grid::wire(plan),
             data_base: None,
+            written: BTreeSet::new(),
         }
     }
 }
@@ -1510,6 +1573,7 @@ impl Gen<'_, '_, '_> {
                 // (`FieldSrc::of`), and every writer keeps the high half of
                 // such a slot zero (PHV reset and setup zero it, values are
                 // masked to the field's width).
+                self.written.insert(i);
                 let base = self.ptr(OFF_SLOTS);
                 let v = if width_mask == u64::MAX { v } else { self.b.ins().band_imm_u(v, width_mask as i64) };
                 self.b.ins().store(Self::flags(), v, base, (16 * i) as i32);
@@ -2385,6 +2449,8 @@ impl Gen<'_, '_, '_> {
 /// `ctx` must be the live context of a running compiled pipeline.
 unsafe fn exec_of<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) {
     let c = &mut *ctx;
+    // Engine code may write any field (see `JitCtx::dirty`).
+    c.dirty = 1;
     (&mut *(c.exec as *mut Exec<'a>), &mut c.data)
 }
 

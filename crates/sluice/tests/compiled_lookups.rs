@@ -134,6 +134,37 @@ fn checksums_at_the_folding_edges_agree_with_the_interpreter() {
     assert!((2300..2700).contains(&forwarded), "{forwarded} of 4000 forwarded");
 }
 
+/// Between packets of a batch, the compiled setup zeroes only the PHV slots
+/// that generated code writes; a field that engine code wrote must still
+/// read zero for the next packet. Here `set_nexthop` runs out of line (a
+/// `log_msg` keeps it from being inlined), so only the engine writes
+/// `meta.nexthop`: a packet whose route lookup misses must then find next
+/// hop 0 (no entry: dropped), not the id the packet before it set.
+#[test]
+fn fields_written_by_engine_code_read_zero_for_the_next_packet() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/router.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut changed = 0;
+    for a in v["actions"].as_array_mut().unwrap() {
+        if a["name"] == "RouterIngress.set_nexthop" {
+            let log = serde_json::json!({"op": "log_msg", "parameters": [{"type": "string", "value": "out of line"}]});
+            a["primitives"].as_array_mut().unwrap().push(log);
+            changed += 1;
+        }
+    }
+    assert_eq!(changed, 2, "the IPv4 and IPv6 set_nexthop actions");
+    let mut compiled = sluice_engine::load_switch(&v.to_string()).unwrap();
+    compiled.command("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1").unwrap();
+    compiled
+        .command("table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02")
+        .unwrap();
+    let mut twin = compiled.scratch().unwrap();
+    let batch: Vec<Vec<u8>> =
+        (0..8u32).map(|i| packet(if i % 2 == 0 { 0x0a01_0203 } else { 0xc000_0201 }, 64, true)).collect();
+    let out = same_output(&mut compiled, &mut twin, 1, &batch, 1000, 0);
+    assert_eq!(out.len(), 4, "only the packets to 10.1.2.3 are forwarded");
+}
+
 #[test]
 fn inline_lookups_agree_with_the_interpreter_through_route_changes() {
     agree_through_route_changes(3000);
