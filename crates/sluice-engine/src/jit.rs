@@ -96,6 +96,11 @@ pub struct JitCtx {
     /// the next packet on this PHV then needs the full setup
     /// ([`SETUP_FULL`]), not only the slots generated code writes.
     dirty: u64,
+    /// Zero when the packet metadata (`Exec::meta`) still hold an earlier
+    /// packet's: the batch function only clears this flag, and the first
+    /// helper that needs the metadata resets them (see [`exec_of`]). Why:
+    /// most packets never run a helper, and the reset is a dozen stores.
+    meta_fresh: u64,
 }
 
 impl JitCtx {
@@ -120,15 +125,21 @@ impl JitCtx {
             registers: views.registers.as_ptr(),
             // A PHV of unknown history: the first setup on it is full.
             dirty: 1,
+            meta_fresh: 1,
         }
     }
 
     /// How the forwarding function ended, from its status and this context.
     fn outcome(&self, status: i64) -> Forward {
+        Self::outcome_of(status, self.port, self.out_len)
+    }
+
+    /// [`JitCtx::outcome`] from the status, port and header length.
+    fn outcome_of(status: i64, port: u64, out_len: u64) -> Forward {
         match status {
-            0 => Forward::Transmit { port: self.port as u32, hdr: self.out_len as usize },
+            0 => Forward::Transmit { port: port as u32, hdr: out_len as usize },
             2 => Forward::Dropped,
-            3 => Forward::AfterEgress { port: self.port as u32 },
+            3 => Forward::AfterEgress { port: port as u32 },
             _ => Forward::AfterIngress,
         }
     }
@@ -189,6 +200,8 @@ pub struct Views {
     pub tables: Vec<TableView>,
     /// Per table: the [`crate::tables::TableState::view_stamp`] its view was built at.
     stamps: Vec<u64>,
+    /// Stamps issued, table vector and its length at the last refresh.
+    seen: (u64, usize, usize),
     counters: Vec<CounterView>,
     registers: Vec<RegisterView>,
 }
@@ -201,13 +214,20 @@ impl Views {
     /// Runs once per batch, so it rebuilds only the views of tables whose
     /// stamp changed and overwrites the rest in place.
     pub fn refresh(&mut self, state: &mut crate::state::State) {
-        self.tables.resize(state.tables.len(), TableView::ENGINE);
-        self.stamps.resize(state.tables.len(), 0);
-        for ((v, stamp), t) in self.tables.iter_mut().zip(&mut self.stamps).zip(&state.tables) {
-            if *stamp != t.view_stamp() {
-                *v = t.view();
-                *stamp = t.view_stamp();
+        // No stamp issued since the last refresh, same table vector: no view
+        // moved. (Another state's tables got their stamps when they were
+        // made, while this vector was alive, so they live elsewhere.)
+        let seen = (crate::tables::stamps_issued(), state.tables.as_ptr() as usize, state.tables.len());
+        if seen != self.seen {
+            self.tables.resize(state.tables.len(), TableView::ENGINE);
+            self.stamps.resize(state.tables.len(), 0);
+            for ((v, stamp), t) in self.tables.iter_mut().zip(&mut self.stamps).zip(&state.tables) {
+                if *stamp != t.view_stamp() {
+                    *v = t.view();
+                    *stamp = t.view_stamp();
+                }
             }
+            self.seen = seen;
         }
         let empty = CounterView { cells: std::ptr::null_mut(), len: 0 };
         self.counters.resize(state.counters.len(), empty);
@@ -230,20 +250,13 @@ pub fn forward_hdr_max(plan: &Plan) -> usize {
 }
 
 /// The parser's and the forwarding function's contexts for a run of packets
-/// (see [`CompiledPipelines::fast_contexts`]).
+/// (see [`CompiledPipelines::fast_contexts`]). `repr(C)`: the batch
+/// function finds the parser's context at a fixed distance from the other
+/// (one pointer less to keep in a register).
+#[repr(C)]
 pub struct FastContexts {
     parse: ParseCtx,
     fwd: JitCtx,
-    /// The two functions, looked up once per run instead of per packet.
-    parser: ParserFn,
-    forward: ForwardFn,
-}
-
-impl FastContexts {
-    /// Points the forwarding function's output at `out` again (after it grew).
-    pub fn set_out(&mut self, out: &mut [u8]) {
-        self.fwd.out = out.as_mut_ptr();
-    }
 }
 
 /// How a run of the forwarding function ended (see [`CompiledPipelines::forward`]).
@@ -303,6 +316,88 @@ const P_CODE: i32 = 64;
 const P_SETUP: i32 = 72;
 const P_PORT: i32 = 80;
 const P_NOW: i32 = 88;
+/// One arriving packet for the batch function: its bytes.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct PktRef {
+    ptr: *const u8,
+    len: u64,
+}
+
+impl PktRef {
+    /// Why not the slice itself: a slice's layout is not fixed in Rust.
+    pub fn of(data: &[u8]) -> PktRef {
+        PktRef { ptr: data.as_ptr(), len: data.len() as u64 }
+    }
+}
+
+impl Default for PktRef {
+    fn default() -> PktRef {
+        PktRef { ptr: std::ptr::null(), len: 0 }
+    }
+}
+
+/// How the batch function left one packet: the forwarding function's
+/// status, the egress port, the bytes of the packet to transmit (headers
+/// and payload, in its output area) and the bytes the parser consumed.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
+pub struct PktResult {
+    status: u32,
+    port: u32,
+    len: u32,
+    consumed: u32,
+}
+
+impl PktResult {
+    /// How forwarding ended and the bytes the parser consumed.
+    pub fn outcome(&self) -> (usize, Forward) {
+        let c = JitCtx::outcome_of(i64::from(self.status), u64::from(self.port), u64::from(self.len));
+        (self.consumed as usize, c)
+    }
+
+    /// The egress port and length of a packet to transmit, `None` when it was dropped.
+    #[inline]
+    pub fn transmit(&self) -> Option<(u32, usize)> {
+        (self.status == 0).then_some((self.port, self.len as usize))
+    }
+}
+
+/// What the batch function reads: the forwarding function's context (in
+/// [`FastContexts`], beside the parser's), the packets and where each
+/// packet's bytes and result go.
+#[repr(C)]
+struct BatchCtx {
+    fwd: *mut JitCtx,
+    pkts: *const PktRef,
+    n: u64,
+    /// Packet `i`'s headers go to `out + i * stride`.
+    out: *mut u8,
+    stride: u64,
+    results: *mut PktResult,
+}
+
+const B_FWD: i32 = 0;
+const B_PKTS: i32 = 8;
+const B_N: i32 = 16;
+const B_OUT: i32 = 24;
+const B_STRIDE: i32 = 32;
+const B_RESULTS: i32 = 40;
+/// Where the parser's context is from the forwarding function's.
+const PARSE_FROM_FWD: i64 =
+    std::mem::offset_of!(FastContexts, parse) as i64 - std::mem::offset_of!(FastContexts, fwd) as i64;
+const _: () = assert!(std::mem::offset_of!(BatchCtx, results) == B_RESULTS as usize);
+const _: () = assert!(std::mem::offset_of!(ParseCtx, now) == P_NOW as usize);
+const OFF_DIRTY: i32 = std::mem::offset_of!(JitCtx, dirty) as i32;
+const OFF_META_FRESH: i32 = std::mem::offset_of!(JitCtx, meta_fresh) as i32;
+const _: () = assert!(std::mem::offset_of!(JitCtx, len) == OFF_LEN as usize);
+const _: () = assert!(std::mem::offset_of!(JitCtx, special) == OFF_SPECIAL as usize);
+const _: () = assert!(std::mem::offset_of!(JitCtx, out) == OFF_OUT as usize);
+const _: () = assert!(std::mem::offset_of!(JitCtx, out_len) == OFF_OUT_LEN as usize);
+const _: () = assert!(std::mem::offset_of!(JitCtx, port) == OFF_PORT as usize);
+
+type BatchFn = unsafe extern "C" fn(*mut BatchCtx) -> i64;
+
 /// `ParseCtx::setup`: zero only the slots the parser and forwarding function write.
 const SETUP_WRITTEN: u64 = 1;
 /// `ParseCtx::setup`: zero every slot.
@@ -335,6 +430,8 @@ pub struct CompiledPipelines {
     parser_setup: bool,
     /// Ingress to deparser in one function, when the program allows it (see `compile_forward`).
     forward: Option<ForwardFn>,
+    /// The parser and the forwarding function over a batch of packets (see `compile_batch`).
+    batch: Option<BatchFn>,
     /// Bytes the forwarding function may write to its output buffer.
     forward_out: usize,
     /// Cranelift IR of each compiled function, for `sluice inspect`.
@@ -410,31 +507,25 @@ impl CompiledPipelines {
         Some(ctx.outcome(status))
     }
 
-    /// Whether arriving packets can take [`CompiledPipelines::parse_and_forward`]:
+    /// Whether arriving packets can take [`CompiledPipelines::run_batch`]:
     /// the parser is compiled, sets the PHV up and ends parsing, and the
-    /// forwarding function exists.
+    /// forwarding function exists (the batch function is then compiled).
     pub fn has_fast_path(&self) -> bool {
-        self.parser.is_some() && self.parser_setup && self.parser_ends && self.forward.is_some()
+        self.batch.is_some()
     }
 
-    /// Contexts for [`CompiledPipelines::parse_and_forward`], built once for
-    /// a run of packets that arrive on `port` at `now_us` and share the PHV
-    /// of `ex` (each packet's setup zeroes it again) and the output buffer
-    /// `out` ([`forward_hdr_max`] bytes at least; rebuild the contexts if it
-    /// moves). Why: building both contexts and the engine state per packet
-    /// cost about as much as the parser itself.
-    pub fn fast_contexts(&self, ex: &mut Exec<'_>, out: &mut [u8], views: &Views, port: u32) -> FastContexts {
+    /// Contexts for [`CompiledPipelines::run_batch`], built once for a run
+    /// of packets that arrive on `port` at `now_us` and share the PHV of
+    /// `ex` (each packet's setup zeroes what the one before may have
+    /// written). Why: building both contexts and the engine state per
+    /// packet cost about as much as the parser itself.
+    pub fn fast_contexts(&self, ex: &mut Exec<'_>, views: &Views, port: u32) -> FastContexts {
         assert!(self.has_fast_path(), "no fast path for this program");
-        assert!(out.len() >= self.forward_out, "forwarding buffer too small");
         assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
         assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
-        let fwd = JitCtx::for_exec(ex, out.as_mut_ptr(), views);
-        let (Some(parser), Some(forward)) = (self.parser, self.forward) else {
-            unreachable!("has_fast_path checked both")
-        };
+        // The batch function points `out` at each packet's area.
+        let fwd = JitCtx::for_exec(ex, std::ptr::null_mut(), views);
         FastContexts {
-            parser,
-            forward,
             parse: ParseCtx {
                 exec: std::ptr::null_mut(),
                 wire: fwd.wire,
@@ -453,39 +544,58 @@ impl CompiledPipelines {
         }
     }
 
-    /// Parses an arriving packet into the PHV of `ex` (set up first) and
-    /// runs the forwarding function on it: the bytes the parser consumed
-    /// and how forwarding ended. `ex` must be the state `cx` was built with
-    /// (same PHV); its packet metadata are reset here.
-    #[inline]
-    pub fn parse_and_forward(&self, cx: &mut FastContexts, ex: &mut Exec<'_>, data: &[u8]) -> (usize, Forward) {
-        let (parse, fwd) = (cx.parser, cx.forward);
+    /// Bytes the forwarding function may write to its output area.
+    pub fn forward_out(&self) -> usize {
+        self.forward_out
+    }
+
+    /// Parses and forwards arriving packets `pkts` with the batch function
+    /// (see `compile_batch`) on the PHV and state of `ex` (`cx` built with
+    /// it); `longest`: the longest packet's length. Packet `i` gets an area of `out` (grown as needed) at
+    /// `i * stride`, where a transmitted packet's headers and payload end up,
+    /// and its result in `results[i]`. Returns the stride and how many
+    /// packets were transmitted or dropped before the first that needs the
+    /// general path (all of them when none does); that packet's PHV and
+    /// metadata are then in `ex`.
+    pub fn run_batch(
+        &self,
+        cx: &mut FastContexts,
+        ex: &mut Exec<'_>,
+        pkts: &[PktRef],
+        longest: usize,
+        out: &mut Vec<u8>,
+        results: &mut [PktResult],
+    ) -> (usize, usize) {
+        let f = self.batch.expect("has_fast_path: the batch function exists");
         debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire.as_ptr()), "contexts of another PHV");
-        let len = data.len() as u32;
-        // Full setup after a helper ran (and for the first packet).
-        cx.parse.setup = SETUP_WRITTEN + std::mem::take(&mut cx.fwd.dirty);
-        cx.parse.pkt = data.as_ptr();
-        cx.parse.len = u64::from(len);
-        // SAFETY: as in `run_parser_with`: the parser reads at most `len`
-        // bytes of `data` and writes inside the PHV whose vectors `cx` points
-        // at (the PHV of `ex`, alive and never resized).
-        unsafe { parse(&mut cx.parse) };
-        *ex.meta = crate::control::PktMeta { len_reg: len, ingress_len: len, ..Default::default() };
-        let c = &mut cx.fwd;
-        c.exec = ex as *mut Exec<'_> as *mut c_void;
-        // `c.data` is not cleared: every table result writes the same
-        // leading `HOT_RECORD` bytes before any parameter is read, and the
-        // rest stays zero from `fast_contexts`.
-        c.special = 0;
-        c.out_len = 0;
-        c.port = 0;
-        c.len = u64::from(len);
-        // SAFETY: as in `forward`: `c` points at the PHV of `ex`, at `ex`
-        // itself (alive for the call), at an output buffer of at least
-        // `forward_hdr_max` bytes (checked when `cx` was built) and at views
-        // current for this batch.
-        let status = unsafe { fwd(c) };
-        (cx.parse.cursor as usize, c.outcome(status))
+        assert!(results.len() >= pkts.len(), "one result per packet");
+        assert!(pkts.iter().all(|p| p.len as usize <= longest), "`longest` is the longest packet");
+        let stride = (self.forward_out + longest).next_multiple_of(64);
+        if out.len() < stride * pkts.len() {
+            out.resize(stride * pkts.len(), 0);
+        }
+        cx.fwd.exec = ex as *mut Exec<'_> as *mut c_void;
+        let mut b = BatchCtx {
+            fwd: &mut cx.fwd,
+            pkts: pkts.as_ptr(),
+            n: pkts.len() as u64,
+            out: out.as_mut_ptr(),
+            stride: stride as u64,
+            results: results.as_mut_ptr(),
+        };
+        // SAFETY: the parser reads at most each packet's `len` bytes of its
+        // (live) slice and writes inside the PHV of `ex`, which the contexts
+        // point at; at `out + i * stride` the forwarding function writes at
+        // most `forward_out` header bytes and the payload copy at most `len`
+        // more (the stride covers both); views are current for this batch,
+        // and the helpers reach `ex`, alive for the call.
+        let done = unsafe { f(&mut b) } as usize;
+        if done < pkts.len() && cx.fwd.meta_fresh == 0 {
+            // The general path goes on with this packet's metadata.
+            fresh_meta(ex.meta, pkts[done].len);
+            cx.fwd.meta_fresh = 1;
+        }
+        (stride, done)
     }
 
     /// Runs the compiled parser on `data` into `phv`, or returns `None` when
@@ -630,6 +740,12 @@ impl CompiledPipelines {
         let (forward_id, fwd_written) = forward.unzip();
         let parser_id = compile_parser(plan, &mut module, &helpers, &mut fctx, &mut listing, fwd_written.as_ref())?;
         listing.push_str(&fwd_listing);
+        let batch_id = match (parser_id, parser_shape(plan), forward_shape(plan), &fwd_written) {
+            (Some((_, true, true)), Some(ps), Some(fs), Some(w)) => {
+                Some(compile_batch(plan, &mut module, &helpers, &mut fctx, &mut listing, &ps, &fs, w)?)
+            }
+            _ => None,
+        };
         module.finalize_definitions().map_err(|e| e.to_string())?;
         if std::env::var_os("SLUICE_PERF_MAP").is_some() {
             write_perf_map(
@@ -639,6 +755,7 @@ impl CompiledPipelines {
                     (ids[1], "sluice_egress"),
                     (parser_id.map(|p| p.0), "sluice_parser"),
                     (forward_id, "sluice_forward"),
+                    (batch_id, "sluice_batch"),
                 ],
             );
         }
@@ -648,6 +765,9 @@ impl CompiledPipelines {
         // SAFETY: the parser was defined with the signature `fn(*mut ParseCtx)`.
         let parser = parser_id
             .map(|(id, _, _)| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
+        // SAFETY: the batch function was defined with the signature `fn(*mut BatchCtx) -> i64`.
+        let batch =
+            batch_id.map(|id| unsafe { std::mem::transmute::<*const u8, BatchFn>(module.get_finalized_function(id)) });
         let parser_ends = parser_id.is_some_and(|(_, ends, _)| ends);
         let parser_setup = parser_id.is_some_and(|(_, _, setup)| setup);
         let get = |id: Option<FuncId>| {
@@ -663,6 +783,7 @@ impl CompiledPipelines {
             parser_ends,
             parser_setup,
             forward,
+            batch,
             forward_out: forward_hdr_max(plan),
             listing,
             stats,
@@ -883,25 +1004,25 @@ fn compiled_checksum(plan: &Plan, c: &crate::plan::ChecksumPlan) -> Option<crate
     crate::switch::ByteChecksum::of(plan, c).filter(|bc| bc.cond.as_ref().is_none_or(|f| Gen::supported(f, false)))
 }
 
-/// Compiles the parser when every state reachable from the start is made
-/// of operations [`parser_op_ok`] accepts and selects on at most 64 bits of
-/// fields, and the states form no loop (the interpreter bounds loops; this
-/// code does not need to). Returns `None` (interpreted parser) otherwise.
-///
-/// Each state becomes a block: per header a bounds check, then 8/4/2/1-byte
-/// copies at constant PHV offsets and its valid flag; assignments and
-/// `verify` with the pipelines' expression code; the select as a chain of
-/// masked compares on the key read once, in the plan's order.
-fn compile_parser(
-    plan: &Plan,
-    module: &mut JITModule,
-    helpers: &[FuncId],
-    fctx: &mut FunctionBuilderContext,
-    listing: &mut String,
-    fwd_written: Option<&BTreeSet<u32>>,
-) -> Result<Option<(FuncId, bool, bool)>, String> {
-    use crate::plan::{ExtractTo, POp};
-    let Some(init) = plan.init_state else { return Ok(None) };
+/// What [`compile_parser`] can generate code for: the reachable states in
+/// depth-first order, and the end of parsing and the PHV setup when they
+/// can run in generated code too.
+struct ParserShape {
+    init: u32,
+    order: Vec<u32>,
+    /// `parser_error` and `checksum_error` writers and the verified checksums.
+    ends: Option<(StdWriter, StdWriter, Vec<crate::switch::ByteChecksum>)>,
+    /// Writers of `ingress_port`, `ingress_global_timestamp`, `packet_length` and `instance_type`.
+    setup: Option<[StdWriter; 4]>,
+}
+
+/// A standard metadata field's hot-path writer and width mask (`None`: the
+/// program lacks the field), as [`std_writer`] finds it.
+type StdWriter = Option<(FieldSrc, u64)>;
+
+/// The [`ParserShape`] of `plan`'s parser, `None` when it cannot be compiled.
+fn parser_shape(plan: &Plan) -> Option<ParserShape> {
+    let init = plan.init_state?;
     // Reachable states in depth-first order, refusing loops and uncompilable states.
     let next_states = |si: u32| -> Vec<u32> {
         let st = &plan.states[si as usize];
@@ -918,14 +1039,14 @@ fn compile_parser(
         let st = &plan.states[si as usize];
         let key_ok = st.key.is_empty() || (st.fast_transitions.is_some() && parser_key(st).is_some());
         if !key_ok || !st.ops.iter().all(|op| parser_op_ok(plan, op)) {
-            return Ok(None);
+            return None;
         }
         let nexts = next_states(si);
         if k < nexts.len() {
             stack.push((si, k + 1));
             let n = nexts[k];
             if on_path.contains(&n) {
-                return Ok(None);
+                return None;
             }
             if !order.contains(&n) {
                 order.push(n);
@@ -966,230 +1087,635 @@ fn compile_parser(
             std_writer(plan, std.instance_type)?,
         ])
     })();
-    let (id, mut ctx) = declare_context_function(module, "sluice_parser", 1, false)?;
-    generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
-        let fl = MemFlagsData::new().with_notrap();
-        // The setup's blocks; the per-packet part is filled last, when every
-        // slot the parser writes is known.
-        let mut setup_blocks = None;
-        if setup.is_some() {
-            let set_up = g.b.create_block();
-            let full = g.b.create_block();
-            let written = g.b.create_block();
-            let parse = g.b.create_block();
-            let flag = g.b.ins().load(types::I64, fl, pc, P_SETUP);
-            g.b.ins().brif(flag, set_up, &[], parse, &[]);
-            g.b.switch_to_block(set_up);
-            let is_full = g.b.ins().icmp_imm_u(IntCC::Equal, flag, SETUP_FULL as i64);
-            g.b.ins().brif(is_full, full, &[], written, &[]);
-            setup_blocks = Some((full, written, parse));
-            g.b.switch_to_block(parse);
+    Some(ParserShape { init, order, ends, setup })
+}
+
+/// Generates the parser of `shape` at the current block, with `pc` the
+/// [`ParseCtx`]: returns from the function, or jumps to `exit` when given
+/// (the batch function goes on with the packet). `fwd_written`: the slots
+/// the forwarding function writes (see [`SETUP_WRITTEN`]).
+fn emit_parser(
+    g: &mut Gen<'_, '_, '_>,
+    pc: Value,
+    shape: &ParserShape,
+    fwd_written: Option<&BTreeSet<u32>>,
+    exit: Option<Block>,
+) {
+    use crate::plan::{ExtractTo, POp};
+    let plan = g.plan;
+    let layout = &plan.layout;
+    let (init, order, ends, setup) = (shape.init, &shape.order, &shape.ends, shape.setup);
+    let leave = |g: &mut Gen<'_, '_, '_>| match exit {
+        Some(e) => {
+            g.b.ins().jump(e, &[]);
         }
-        let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, g.b.create_block())).collect();
-        let done = g.b.create_block();
-        let short = g.b.create_block();
-        let failed = g.b.create_block();
-        for blk in blocks.values().chain([&done, &short, &failed]) {
-            g.b.append_block_param(*blk, types::I64); // the cursor
+        None => {
+            g.b.ins().return_(&[]);
         }
-        g.b.append_block_param(failed, types::I64); // the error code
-        let pkt = g.b.ins().load(types::I64, fl, pc, P_PKT);
-        let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
-        let zero = g.b.ins().iconst(types::I64, 0);
-        g.b.ins().jump(blocks[&init], &[zero.into()]);
-        for si in &order {
-            let st = &plan.states[*si as usize];
-            let blk = blocks[si];
-            g.b.switch_to_block(blk);
-            let mut cursor = g.b.block_params(blk)[0];
-            for op in &st.ops {
-                match op {
-                    POp::Extract(ExtractTo::Header(h)) => {
-                        let (off, n) = plan.layout.headers[*h as usize].wire.expect("checked");
-                        // Bounds check: cursor + n <= len, else PacketTooShort before this header.
-                        let end = g.b.ins().iadd_imm_u(cursor, i64::from(n));
-                        let fits = g.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
-                        let copy = g.b.create_block();
-                        g.b.ins().brif(fits, copy, &[], short, &[cursor.into()]);
-                        g.b.switch_to_block(copy);
-                        let src = g.b.ins().iadd(pkt, cursor);
-                        let wire = g.ptr(OFF_WIRE);
-                        g.copy_bytes(src, 0, wire, off as i32, n);
-                        let valid = g.ptr(OFF_VALID);
-                        let one = g.b.ins().iconst(types::I8, 1);
-                        g.b.ins().store(fl, one, valid, *h as i32);
-                        cursor = end;
-                    }
-                    POp::Set(Dst::Field(f), r) => {
-                        let fi = &plan.layout.fields[*f as usize];
-                        let dst = FieldSrc::of(fi).expect("checked");
-                        let v = g.fast(&r.fast);
-                        g.write(dst, v, mask64(fi.width));
-                    }
-                    POp::Verify(cond, e) => {
-                        let Fast::Const(code) = e.fast else { unreachable!("checked") };
-                        let ok = g.fast(&cond.fast);
-                        let cont = g.b.create_block();
-                        let code = g.b.ins().iconst(types::I64, code as i64);
-                        g.b.ins().brif(ok, cont, &[], failed, &[cursor.into(), code.into()]);
-                        g.b.switch_to_block(cont);
-                    }
-                    _ => unreachable!("checked by parser_op_ok"),
+    };
+    let fl = MemFlagsData::new().with_notrap();
+    // The setup's blocks; the per-packet part is filled last, when every
+    // slot the parser writes is known.
+    let mut setup_blocks = None;
+    if setup.is_some() {
+        let set_up = g.b.create_block();
+        let full = g.b.create_block();
+        let written = g.b.create_block();
+        let parse = g.b.create_block();
+        let flag = g.b.ins().load(types::I64, fl, pc, P_SETUP);
+        g.b.ins().brif(flag, set_up, &[], parse, &[]);
+        g.b.switch_to_block(set_up);
+        let is_full = g.b.ins().icmp_imm_u(IntCC::Equal, flag, SETUP_FULL as i64);
+        g.b.ins().brif(is_full, full, &[], written, &[]);
+        setup_blocks = Some((full, written, parse));
+        g.b.switch_to_block(parse);
+    }
+    let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, g.b.create_block())).collect();
+    let done = g.b.create_block();
+    let short = g.b.create_block();
+    let failed = g.b.create_block();
+    for blk in blocks.values().chain([&done, &short, &failed]) {
+        g.b.append_block_param(*blk, types::I64); // the cursor
+    }
+    g.b.append_block_param(failed, types::I64); // the error code
+    let pkt = g.b.ins().load(types::I64, fl, pc, P_PKT);
+    let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
+    let zero = g.b.ins().iconst(types::I64, 0);
+    g.b.ins().jump(blocks[&init], &[zero.into()]);
+    for si in order {
+        let st = &plan.states[*si as usize];
+        let blk = blocks[si];
+        g.b.switch_to_block(blk);
+        let mut cursor = g.b.block_params(blk)[0];
+        for op in &st.ops {
+            match op {
+                POp::Extract(ExtractTo::Header(h)) => {
+                    let (off, n) = plan.layout.headers[*h as usize].wire.expect("checked");
+                    // Bounds check: cursor + n <= len, else PacketTooShort before this header.
+                    let end = g.b.ins().iadd_imm_u(cursor, i64::from(n));
+                    let fits = g.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
+                    let copy = g.b.create_block();
+                    g.b.ins().brif(fits, copy, &[], short, &[cursor.into()]);
+                    g.b.switch_to_block(copy);
+                    let src = g.b.ins().iadd(pkt, cursor);
+                    let wire = g.ptr(OFF_WIRE);
+                    g.copy_bytes(src, 0, wire, off as i32, n);
+                    let valid = g.ptr(OFF_VALID);
+                    let one = g.b.ins().iconst(types::I8, 1);
+                    g.b.ins().store(fl, one, valid, *h as i32);
+                    cursor = end;
                 }
+                POp::Set(Dst::Field(f), r) => {
+                    let fi = &plan.layout.fields[*f as usize];
+                    let dst = FieldSrc::of(fi).expect("checked");
+                    let v = g.fast(&r.fast);
+                    g.write(dst, v, mask64(fi.width));
+                }
+                POp::Verify(cond, e) => {
+                    let Fast::Const(code) = e.fast else { unreachable!("checked") };
+                    let ok = g.fast(&cond.fast);
+                    let cont = g.b.create_block();
+                    let code = g.b.ins().iconst(types::I64, code as i64);
+                    g.b.ins().brif(ok, cont, &[], failed, &[cursor.into(), code.into()]);
+                    g.b.switch_to_block(cont);
+                }
+                _ => unreachable!("checked by parser_op_ok"),
             }
-            if st.key.is_empty() {
-                match st.transitions.iter().find(|t| t.default).and_then(|t| t.next) {
-                    Some(n) => g.b.ins().jump(blocks[&n], &[cursor.into()]),
-                    None => g.b.ins().jump(done, &[cursor.into()]),
-                };
-                continue;
-            }
-            let mut key = g.b.ins().iconst(types::I64, 0);
-            for (src, bits) in parser_key(st).expect("checked") {
-                let v = g.read(src);
-                let v = if bits >= 64 { v } else { g.b.ins().band_imm_u(v, mask64(bits) as i64) };
-                key = if bits >= 64 {
-                    v
-                } else {
-                    let sh = g.b.ins().ishl_imm_u(key, i64::from(bits));
-                    g.b.ins().bor(sh, v)
-                };
-            }
-            for (v, m, next) in st.fast_transitions.iter().flatten() {
-                let target = next.map_or(done, |n| blocks[&n]);
-                let masked = g.b.ins().band_imm_u(key, *m as u64 as i64);
-                let hit = g.b.ins().icmp_imm_u(IntCC::Equal, masked, *v as u64 as i64);
-                let miss = g.b.create_block();
-                g.b.ins().brif(hit, target, &[cursor.into()], miss, &[]);
-                g.b.switch_to_block(miss);
-            }
-            g.b.ins().jump(done, &[cursor.into()]);
         }
-        let end = g.b.create_block();
-        g.b.append_block_param(end, types::I64); // the parser error
-        let too_short = plan.errors.get("PacketTooShort").copied().unwrap_or(0);
-        for (blk, status) in [(done, 0i64), (short, 1), (failed, 2)] {
-            g.b.switch_to_block(blk);
-            let c = g.b.block_params(blk)[0];
-            g.b.ins().store(fl, c, pc, P_CURSOR);
-            let st = g.b.ins().iconst(types::I64, status);
-            g.b.ins().store(fl, st, pc, P_STATUS);
-            let error = match status {
-                0 => g.b.ins().iconst(types::I64, plan.no_error as i64),
-                1 => g.b.ins().iconst(types::I64, too_short as i64),
-                _ => {
-                    let code = g.b.block_params(blk)[1];
-                    g.b.ins().store(fl, code, pc, P_CODE);
-                    code
+        if st.key.is_empty() {
+            match st.transitions.iter().find(|t| t.default).and_then(|t| t.next) {
+                Some(n) => g.b.ins().jump(blocks[&n], &[cursor.into()]),
+                None => g.b.ins().jump(done, &[cursor.into()]),
+            };
+            continue;
+        }
+        let mut key = g.b.ins().iconst(types::I64, 0);
+        for (src, bits) in parser_key(st).expect("checked") {
+            let v = g.read(src);
+            let v = if bits >= 64 { v } else { g.b.ins().band_imm_u(v, mask64(bits) as i64) };
+            key = if bits >= 64 {
+                v
+            } else {
+                let sh = g.b.ins().ishl_imm_u(key, i64::from(bits));
+                g.b.ins().bor(sh, v)
+            };
+        }
+        for (v, m, next) in st.fast_transitions.iter().flatten() {
+            let target = next.map_or(done, |n| blocks[&n]);
+            let masked = g.b.ins().band_imm_u(key, *m as u64 as i64);
+            let hit = g.b.ins().icmp_imm_u(IntCC::Equal, masked, *v as u64 as i64);
+            let miss = g.b.create_block();
+            g.b.ins().brif(hit, target, &[cursor.into()], miss, &[]);
+            g.b.switch_to_block(miss);
+        }
+        g.b.ins().jump(done, &[cursor.into()]);
+    }
+    let end = g.b.create_block();
+    g.b.append_block_param(end, types::I64); // the parser error
+    let too_short = plan.errors.get("PacketTooShort").copied().unwrap_or(0);
+    for (blk, status) in [(done, 0i64), (short, 1), (failed, 2)] {
+        g.b.switch_to_block(blk);
+        let c = g.b.block_params(blk)[0];
+        g.b.ins().store(fl, c, pc, P_CURSOR);
+        let st = g.b.ins().iconst(types::I64, status);
+        g.b.ins().store(fl, st, pc, P_STATUS);
+        let error = match status {
+            0 => g.b.ins().iconst(types::I64, plan.no_error as i64),
+            1 => g.b.ins().iconst(types::I64, too_short as i64),
+            _ => {
+                let code = g.b.block_params(blk)[1];
+                g.b.ins().store(fl, code, pc, P_CODE);
+                code
+            }
+        };
+        if ends.is_some() {
+            g.b.ins().jump(end, &[error.into()]);
+        } else {
+            leave(g);
+        }
+    }
+    // The end of parsing (`Switch::parse_end`): `parser_error`, then
+    // checksum verification into `checksum_error`.
+    g.b.switch_to_block(end);
+    if let Some((perr, cerr, sums)) = &ends {
+        let error = g.b.block_params(end)[0];
+        if let Some((s, m)) = perr {
+            g.write(*s, error, *m);
+        }
+        let mut bad = g.b.ins().iconst(types::I64, 0);
+        for bc in sums {
+            let cond = g.checksum_applies(bc);
+            let sum = g.csum16_swapped(bc);
+            let stored = match g.le16_byte(bc.target) {
+                Some(b) => {
+                    let wire = g.ptr(OFF_WIRE);
+                    g.b.ins().uload16(types::I64, Gen::flags(), wire, b as i32)
+                }
+                None => {
+                    let v = g.read(bc.target);
+                    g.swap16(v)
                 }
             };
-            if ends.is_some() {
-                g.b.ins().jump(end, &[error.into()]);
-            } else {
-                g.b.ins().return_(&[]);
+            let differs = g.b.ins().icmp(IntCC::NotEqual, sum, stored);
+            let differs = g.bool_to_i64(differs);
+            let counted = g.b.ins().band(cond, differs);
+            bad = g.b.ins().bor(bad, counted);
+        }
+        if let Some((s, m)) = cerr {
+            g.write(*s, bad, *m);
+        }
+    }
+    leave(g);
+    if let (Some([port_f, now_f, len_f, itype_f]), Some((full, written, parse))) = (setup, setup_blocks) {
+        // Every slot the parser, the setup itself or the forwarding
+        // function may write (all of them without a forwarding function).
+        let mut dirty = g.written.clone();
+        match fwd_written {
+            Some(w) => dirty.extend(w),
+            None => dirty.extend(0..layout.n_slots),
+        }
+        // The setup writes these itself (the high half of a slot field
+        // is zero whoever wrote it, see `Gen::write`).
+        let set: BTreeSet<u32> = [port_f, now_f, len_f, itype_f]
+            .iter()
+            .flatten()
+            .filter_map(|(s, _)| match s {
+                FieldSrc::Slot(i) => Some(*i),
+                FieldSrc::Wire { .. } => None,
+            })
+            .collect();
+        dirty.extend(&set);
+        // 16-byte stores: one per slot, then the wire area.
+        g.b.switch_to_block(full);
+        let zero = g.b.ins().iconst(types::I64, 0);
+        let zero16 = g.b.ins().splat(types::I64X2, zero);
+        let slots = g.ptr(OFF_SLOTS);
+        for i in (0..layout.n_slots).filter(|i| !dirty.contains(i)) {
+            g.b.ins().store(fl, zero16, slots, 16 * i as i32);
+        }
+        g.b.ins().jump(written, &[]);
+        g.b.switch_to_block(written);
+        let zero = g.b.ins().iconst(types::I64, 0);
+        let zero16 = g.b.ins().splat(types::I64X2, zero);
+        for i in dirty.difference(&set) {
+            g.b.ins().store(fl, zero16, slots, 16 * *i as i32);
+        }
+        let wire = g.ptr(OFF_WIRE);
+        let wire_len = (layout.wire_bytes as usize + crate::phv::WIRE_PAD) as i32;
+        let mut at = 0;
+        while at + 16 <= wire_len {
+            g.b.ins().store(fl, zero16, wire, at);
+            at += 16;
+        }
+        while at + 8 <= wire_len {
+            g.b.ins().store(fl, zero, wire, at);
+            at += 8;
+        }
+        let zero8 = g.b.ins().iconst(types::I8, 0);
+        while at < wire_len {
+            g.b.ins().store(fl, zero8, wire, at);
+            at += 1;
+        }
+        let valid = g.ptr(OFF_VALID);
+        let one8 = g.b.ins().iconst(types::I8, 1);
+        for (h, hi) in layout.headers.iter().enumerate() {
+            g.b.ins().store(fl, if hi.metadata { one8 } else { zero8 }, valid, h as i32);
+        }
+        let port = g.b.ins().load(types::I64, fl, pc, P_PORT);
+        let now = g.b.ins().load(types::I64, fl, pc, P_NOW);
+        let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
+        for (f, v) in [(port_f, port), (now_f, now), (len_f, len), (itype_f, zero)] {
+            if let Some((s, m)) = f {
+                g.write(s, v, m);
             }
         }
-        // The end of parsing (`Switch::parse_end`): `parser_error`, then
-        // checksum verification into `checksum_error`.
-        g.b.switch_to_block(end);
-        if let Some((perr, cerr, sums)) = &ends {
-            let error = g.b.block_params(end)[0];
-            if let Some((s, m)) = perr {
-                g.write(*s, error, *m);
-            }
-            let mut bad = g.b.ins().iconst(types::I64, 0);
-            for bc in sums {
-                let cond = g.checksum_applies(bc);
-                let sum = g.csum16_swapped(bc);
-                let stored = match g.le16_byte(bc.target) {
-                    Some(b) => {
-                        let wire = g.ptr(OFF_WIRE);
-                        g.b.ins().uload16(types::I64, Gen::flags(), wire, b as i32)
-                    }
-                    None => {
-                        let v = g.read(bc.target);
-                        g.swap16(v)
-                    }
-                };
-                let differs = g.b.ins().icmp(IntCC::NotEqual, sum, stored);
-                let differs = g.bool_to_i64(differs);
-                let counted = g.b.ins().band(cond, differs);
-                bad = g.b.ins().bor(bad, counted);
-            }
-            if let Some((s, m)) = cerr {
-                g.write(*s, bad, *m);
-            }
-        }
-        g.b.ins().return_(&[]);
-        if let (Some([port_f, now_f, len_f, itype_f]), Some((full, written, parse))) = (setup, setup_blocks) {
-            // Every slot the parser, the setup itself or the forwarding
-            // function may write (all of them without a forwarding function).
-            let mut dirty = g.written.clone();
-            match fwd_written {
-                Some(w) => dirty.extend(w),
-                None => dirty.extend(0..layout.n_slots),
-            }
-            // The setup writes these itself (the high half of a slot field
-            // is zero whoever wrote it, see `Gen::write`).
-            let set: BTreeSet<u32> = [port_f, now_f, len_f, itype_f]
-                .iter()
-                .flatten()
-                .filter_map(|(s, _)| match s {
-                    FieldSrc::Slot(i) => Some(*i),
-                    FieldSrc::Wire { .. } => None,
-                })
-                .collect();
-            dirty.extend(&set);
-            // 16-byte stores: one per slot, then the wire area.
-            g.b.switch_to_block(full);
-            let zero = g.b.ins().iconst(types::I64, 0);
-            let zero16 = g.b.ins().splat(types::I64X2, zero);
-            let slots = g.ptr(OFF_SLOTS);
-            for i in (0..layout.n_slots).filter(|i| !dirty.contains(i)) {
-                g.b.ins().store(fl, zero16, slots, 16 * i as i32);
-            }
-            g.b.ins().jump(written, &[]);
-            g.b.switch_to_block(written);
-            let zero = g.b.ins().iconst(types::I64, 0);
-            let zero16 = g.b.ins().splat(types::I64X2, zero);
-            for i in dirty.difference(&set) {
-                g.b.ins().store(fl, zero16, slots, 16 * *i as i32);
-            }
-            let wire = g.ptr(OFF_WIRE);
-            let wire_len = (layout.wire_bytes as usize + crate::phv::WIRE_PAD) as i32;
-            let mut at = 0;
-            while at + 16 <= wire_len {
-                g.b.ins().store(fl, zero16, wire, at);
-                at += 16;
-            }
-            while at + 8 <= wire_len {
-                g.b.ins().store(fl, zero, wire, at);
-                at += 8;
-            }
-            let zero8 = g.b.ins().iconst(types::I8, 0);
-            while at < wire_len {
-                g.b.ins().store(fl, zero8, wire, at);
-                at += 1;
-            }
-            let valid = g.ptr(OFF_VALID);
-            let one8 = g.b.ins().iconst(types::I8, 1);
-            for (h, hi) in layout.headers.iter().enumerate() {
-                g.b.ins().store(fl, if hi.metadata { one8 } else { zero8 }, valid, h as i32);
-            }
-            let port = g.b.ins().load(types::I64, fl, pc, P_PORT);
-            let now = g.b.ins().load(types::I64, fl, pc, P_NOW);
-            let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
-            for (f, v) in [(port_f, port), (now_f, now), (len_f, len), (itype_f, zero)] {
-                if let Some((s, m)) = f {
-                    g.write(s, v, m);
-                }
-            }
-            g.b.ins().jump(parse, &[]);
-        }
+        g.b.ins().jump(parse, &[]);
+    }
+}
+
+/// Compiles the parser when every state reachable from the start is made
+/// of operations [`parser_op_ok`] accepts and selects on at most 64 bits of
+/// fields, and the states form no loop (the interpreter bounds loops; this
+/// code does not need to). Returns `None` (interpreted parser) otherwise.
+///
+/// Each state becomes a block: per header a bounds check, then 8/4/2/1-byte
+/// copies at constant PHV offsets and its valid flag; assignments and
+/// `verify` with the pipelines' expression code; the select as a chain of
+/// masked compares on the key read once, in the plan's order.
+fn compile_parser(
+    plan: &Plan,
+    module: &mut JITModule,
+    helpers: &[FuncId],
+    fctx: &mut FunctionBuilderContext,
+    listing: &mut String,
+    fwd_written: Option<&BTreeSet<u32>>,
+) -> Result<Option<(FuncId, bool, bool)>, String> {
+    let Some(shape) = parser_shape(plan) else { return Ok(None) };
+    let (id, mut ctx) = declare_context_function(module, "sluice_parser", 1, false)?;
+    generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
+        emit_parser(g, pc, &shape, fwd_written, None)
     });
     listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_parser")?;
-    Ok(Some((id, ends.is_some(), setup.is_some())))
+    Ok(Some((id, shape.ends.is_some(), shape.setup.is_some())))
+}
+
+/// Generates a copy of `n` bytes (known at run time) from `src` to `dst`
+/// that reads and writes only inside both ranges, then jumps to `done`:
+/// 16-byte pieces with the last one ending at `n` (overlapping), or for
+/// fewer than 16 bytes two overlapping 8-, 4-, 2- or 1-byte pieces. Why not
+/// `memcpy`: packet payloads are short, and a call costs more than the copy.
+fn copy_var(b: &mut FunctionBuilder, src: Value, dst: Value, n: Value, done: Block) {
+    let fl = MemFlagsData::new().with_notrap();
+    let big = b.create_block();
+    let small = b.create_block();
+    let is_big = b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, n, 16);
+    b.ins().brif(is_big, big, &[], small, &[]);
+    // n >= 16: pieces at 0, 16, ... below n - 16, then the last 16 bytes.
+    b.switch_to_block(big);
+    let lp = b.create_block();
+    b.append_block_param(lp, types::I64);
+    let tail = b.create_block();
+    let zero = b.ins().iconst(types::I64, 0);
+    let last = b.ins().iadd_imm_s(n, -16);
+    b.ins().jump(lp, &[zero.into()]);
+    b.switch_to_block(lp);
+    let k = b.block_params(lp)[0];
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, k, last);
+    let body = b.create_block();
+    b.ins().brif(more, body, &[], tail, &[]);
+    b.switch_to_block(body);
+    let s = b.ins().iadd(src, k);
+    let d = b.ins().iadd(dst, k);
+    let v = b.ins().load(types::I8X16, fl, s, 0);
+    b.ins().store(fl, v, d, 0);
+    let k16 = b.ins().iadd_imm_u(k, 16);
+    b.ins().jump(lp, &[k16.into()]);
+    b.switch_to_block(tail);
+    let s = b.ins().iadd(src, last);
+    let d = b.ins().iadd(dst, last);
+    let v = b.ins().load(types::I8X16, fl, s, 0);
+    b.ins().store(fl, v, d, 0);
+    b.ins().jump(done, &[]);
+    // n < 16: two pieces of the largest size that fits, one at each end.
+    b.switch_to_block(small);
+    for (size, ty) in [(8i64, types::I64), (4, types::I32), (2, types::I16), (1, types::I8)] {
+        let fits = b.create_block();
+        let smaller = b.create_block();
+        let ok = b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, n, size);
+        b.ins().brif(ok, fits, &[], smaller, &[]);
+        b.switch_to_block(fits);
+        let end = b.ins().iadd_imm_s(n, -size);
+        let a = b.ins().load(ty, fl, src, 0);
+        let s = b.ins().iadd(src, end);
+        let z = b.ins().load(ty, fl, s, 0);
+        b.ins().store(fl, a, dst, 0);
+        let d = b.ins().iadd(dst, end);
+        b.ins().store(fl, z, d, 0);
+        b.ins().jump(done, &[]);
+        b.switch_to_block(smaller);
+    }
+    // n == 0 here.
+    b.ins().jump(done, &[]);
+}
+
+/// Compiles the batch function: for each packet of a [`BatchCtx`], the
+/// parser's setup flag from the last packet's helpers, the parser, the
+/// forwarding function into the packet's own output area, and the packet's
+/// [`PktResult`]; it stops after the first packet that needs the general
+/// path and returns its index (the number of packets when none does). Why:
+/// per packet, the Rust loop around the two calls cost about a quarter of
+/// the instructions of the whole path.
+#[allow(clippy::too_many_arguments)]
+fn compile_batch(
+    plan: &Plan,
+    module: &mut JITModule,
+    helpers: &[FuncId],
+    fctx: &mut FunctionBuilderContext,
+    listing: &mut String,
+    parser: &ParserShape,
+    forward: &ForwardShape,
+    fwd_written: &BTreeSet<u32>,
+) -> Result<FuncId, String> {
+    let (id, mut ctx) = declare_context_function(module, "sluice_batch", 3, true)?;
+    // The entry's pointer loads (wire, slots, valid) read the `BatchCtx`
+    // and go unused: the body points the generator at the `JitCtx`.
+    generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, bc| {
+        let fl = MemFlagsData::new().with_notrap();
+        let load = |g: &mut Gen<'_, '_, '_>, base: Value, off: i32| g.b.ins().load(types::I64, fl, base, off);
+        let fc = load(g, bc, B_FWD);
+        let pc = g.b.ins().iadd_imm_s(fc, PARSE_FROM_FWD);
+        g.ctx = fc;
+        g.load_bases(true);
+        // The batch's other fields are loaded where they are used: kept in
+        // registers across the packet's code they would be spilled.
+        let head = g.b.create_block();
+        g.b.append_block_param(head, types::I64);
+        let body = g.b.create_block();
+        let next = g.b.create_block();
+        let stop = g.b.create_block();
+        g.b.append_block_param(stop, types::I64);
+        let zero = g.b.ins().iconst(types::I64, 0);
+        g.b.ins().jump(head, &[zero.into()]);
+
+        g.b.switch_to_block(head);
+        let i = g.b.block_params(head)[0];
+        let n = load(g, bc, B_N);
+        let more = g.b.ins().icmp(IntCC::UnsignedLessThan, i, n);
+        g.b.ins().brif(more, body, &[], stop, &[n.into()]);
+
+        // The parser, after its inputs: the packet and the setup flag
+        // (full after a helper ran, see `JitCtx::dirty`).
+        g.b.switch_to_block(body);
+        let at = g.b.ins().ishl_imm_u(i, 4);
+        let pkts = load(g, bc, B_PKTS);
+        let p = g.b.ins().iadd(pkts, at);
+        let ptr = load(g, p, 0);
+        let len = load(g, p, 8);
+        let dirty = load(g, fc, OFF_DIRTY);
+        g.b.ins().store(fl, zero, fc, OFF_DIRTY);
+        let setup = g.b.ins().iadd_imm_u(dirty, SETUP_WRITTEN as i64);
+        g.b.ins().store(fl, setup, pc, P_SETUP);
+        g.b.ins().store(fl, ptr, pc, P_PKT);
+        g.b.ins().store(fl, len, pc, P_LEN);
+        let parsed = g.b.create_block();
+        emit_parser(g, pc, parser, Some(fwd_written), Some(parsed));
+
+        // The forwarding function, into the packet's area.
+        g.b.switch_to_block(parsed);
+        g.b.ins().store(fl, zero, fc, OFF_SPECIAL);
+        g.b.ins().store(fl, zero, fc, OFF_OUT_LEN);
+        g.b.ins().store(fl, zero, fc, OFF_PORT);
+        g.b.ins().store(fl, zero, fc, OFF_META_FRESH);
+        let len = load(g, pc, P_LEN);
+        g.b.ins().store(fl, len, fc, OFF_LEN);
+        let stride = load(g, bc, B_STRIDE);
+        let out = load(g, bc, B_OUT);
+        let o = g.b.ins().imul(i, stride);
+        let o = g.b.ins().iadd(out, o);
+        g.b.ins().store(fl, o, fc, OFF_OUT);
+        let forwarded = g.b.create_block();
+        g.b.append_block_param(forwarded, types::I64);
+        emit_forward(g, fc, forward, Some(forwarded));
+
+        g.b.switch_to_block(forwarded);
+        let status = g.b.block_params(forwarded)[0];
+        let results = load(g, bc, B_RESULTS);
+        let at = g.b.ins().ishl_imm_u(i, 4);
+        let r = g.b.ins().iadd(results, at);
+        let st32 = g.b.ins().ireduce(types::I32, status);
+        g.b.ins().store(fl, st32, r, 0);
+        let port = g.b.ins().load(types::I32, fl, fc, OFF_PORT);
+        g.b.ins().store(fl, port, r, 4);
+        let cursor = load(g, pc, P_CURSOR);
+        let c32 = g.b.ins().ireduce(types::I32, cursor);
+        g.b.ins().store(fl, c32, r, 12);
+        let hdr = load(g, fc, OFF_OUT_LEN);
+        let h32 = g.b.ins().ireduce(types::I32, hdr);
+        g.b.ins().store(fl, h32, r, 8);
+        // Transmitted (0): the payload goes behind the headers and the
+        // length covers both; dropped (2): next packet; else stop.
+        let transmit = g.b.create_block();
+        let other = g.b.create_block();
+        g.b.ins().brif(status, other, &[], transmit, &[]);
+        g.b.switch_to_block(other);
+        let low = g.b.ins().band_imm_u(status, !2);
+        g.b.ins().brif(low, stop, &[i.into()], next, &[]);
+
+        g.b.switch_to_block(transmit);
+        let (ptr, len) = (load(g, pc, P_PKT), load(g, pc, P_LEN));
+        let o = load(g, fc, OFF_OUT);
+        let from = g.b.ins().umin(cursor, len);
+        let n_pay = g.b.ins().isub(len, from);
+        let src = g.b.ins().iadd(ptr, from);
+        let dst = g.b.ins().iadd(o, hdr);
+        let total = g.b.ins().iadd(hdr, n_pay);
+        let t32 = g.b.ins().ireduce(types::I32, total);
+        g.b.ins().store(fl, t32, r, 8);
+        copy_var(g.b, src, dst, n_pay, next);
+
+        g.b.switch_to_block(next);
+        let i1 = g.b.ins().iadd_imm_u(i, 1);
+        g.b.ins().jump(head, &[i1.into()]);
+
+        g.b.switch_to_block(stop);
+        let v = g.b.block_params(stop)[0];
+        g.b.ins().return_(&[v]);
+    });
+    listing
+        .push_str(&format!("; batch function (parser and forwarding function per packet)\n{}\n", ctx.func.display()));
+    define(module, id, &mut ctx, "sluice_batch")?;
+    Ok(id)
+}
+
+/// What [`compile_forward`] generates code for: the deparsed headers
+/// `(header, wire offset, bytes)`, the updated checksums and the writers of
+/// `mcast_grp`, `egress_spec`, `instance_type`, `egress_global_timestamp`,
+/// `egress_port` and `packet_length`.
+struct ForwardShape {
+    deparse: Vec<(u32, u32, u32)>,
+    sums: Vec<crate::switch::ByteChecksum>,
+    fields: [StdWriter; 6],
+}
+
+/// The [`ForwardShape`] of `plan`, `None` when it has no forwarding function.
+fn forward_shape(plan: &Plan) -> Option<ForwardShape> {
+    let layout = &plan.layout;
+    let deparse = plan
+        .deparse_order
+        .iter()
+        .map(|h| layout.headers[*h as usize].wire.map(|(off, n)| (*h, off, n)))
+        .collect::<Option<Vec<_>>>()?;
+    let sums: Vec<_> =
+        plan.checksums.iter().filter(|c| c.update).map(|c| compiled_checksum(plan, c)).collect::<Option<_>>()?;
+    // Standard metadata the function reads or writes: each must have a hot-path reader.
+    let std = &plan.std;
+    let fields: Option<Vec<_>> = [
+        std.mcast_grp,
+        std.egress_spec,
+        std.instance_type,
+        std.egress_global_timestamp,
+        std.egress_port,
+        std.packet_length,
+    ]
+    .into_iter()
+    .map(|f| std_writer(plan, f))
+    .collect();
+    let fields: [StdWriter; 6] = fields?.try_into().ok()?;
+    Some(ForwardShape { deparse, sums, fields })
+}
+
+/// Generates the forwarding function of `shape` at the current block, with
+/// `pc` the [`JitCtx`]: returns the status, or jumps with it to `exit`
+/// (which takes it as its parameter) when given.
+fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: Option<Block>) {
+    let plan = g.plan;
+    let deparse = shape.deparse.clone();
+    let sums = &shape.sums;
+    let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = shape.fields;
+    let fl = MemFlagsData::new().with_notrap();
+    let ret = match exit {
+        Some(e) => e,
+        None => {
+            let r = g.b.create_block();
+            g.b.append_block_param(r, types::I64);
+            r
+        }
+    };
+    let ret_with = |g: &mut Gen, status: i64| {
+        let v = g.b.ins().iconst(types::I64, status);
+        g.b.ins().jump(ret, &[v.into()]);
+    };
+    let read_or_zero = |g: &mut Gen, f: Option<(FieldSrc, u64)>| match f {
+        Some((s, _)) => g.read(s),
+        None => g.b.ins().iconst(types::I64, 0),
+    };
+    // Branches to a block returning `status` when `cond` is non-zero, else continues.
+    let bail_if = |g: &mut Gen, cond: Value, status: i64| {
+        let out = g.b.create_block();
+        let cont = g.b.create_block();
+        g.b.ins().brif(cond, out, &[], cont, &[]);
+        g.b.switch_to_block(out);
+        ret_with(g, status);
+        g.b.switch_to_block(cont);
+    };
+
+    // Ingress.
+    let after_ingress = g.b.create_block();
+    g.body(plan.ingress.init, after_ingress);
+    g.b.switch_to_block(after_ingress);
+    let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
+    bail_if(g, special, 1);
+    if let Some((s, _)) = mcast {
+        let m = g.read(s);
+        bail_if(g, m, 1);
+    }
+    let spec = read_or_zero(g, spec_f);
+    let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
+    bail_if(g, drop, 2);
+
+    // Egress standard metadata, as `Switch::egress_pipeline` sets them.
+    g.b.ins().store(fl, spec, pc, OFF_PORT);
+    if let Some((s, m)) = itype {
+        let z = g.b.ins().iconst(types::I64, 0);
+        g.write(s, z, m);
+    }
+    if let Some((s, m)) = egress_ts {
+        let now = g.b.ins().load(types::I64, fl, pc, OFF_NOW);
+        g.write(s, now, m);
+    }
+    if let Some((s, m)) = egress_port {
+        g.write(s, spec, m);
+    }
+    if let Some((s, m)) = spec_f {
+        let v = g.b.ins().iconst(types::I64, 512);
+        g.write(s, v, m);
+    }
+    if let Some((s, m)) = pkt_len {
+        let len = g.b.ins().load(types::I64, fl, pc, OFF_LEN);
+        g.write(s, len, m);
+    }
+
+    // Egress.
+    let after_egress = g.b.create_block();
+    g.body(plan.egress.init, after_egress);
+    g.b.switch_to_block(after_egress);
+    let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
+    bail_if(g, special, 3);
+    let spec = read_or_zero(g, spec_f);
+    let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
+    bail_if(g, drop, 2);
+
+    // Checksum updates: csum16 of the byte ranges, summed as
+    // little-endian words and stored as such (the one's complement sum
+    // does not depend on byte order).
+    for bc in sums {
+        let cond = g.checksum_applies(bc);
+        let compute = g.b.create_block();
+        let next = g.b.create_block();
+        g.b.ins().brif(cond, compute, &[], next, &[]);
+        g.b.switch_to_block(compute);
+        let v = g.csum16_swapped(bc);
+        match g.le16_byte(bc.target) {
+            Some(b) => g.merge_le(b, 2, v),
+            None => {
+                let v = g.swap16(v);
+                g.write(bc.target, v, 0xffff);
+            }
+        }
+        g.b.ins().jump(next, &[]);
+        g.b.switch_to_block(next);
+    }
+
+    // Headers in deparser order: only valid ones are copied. Why a
+    // branch per header: copying every header and advancing only over
+    // valid ones costs an IPv4 packet the 40-byte IPv6 copy.
+    let out = g.b.ins().load(types::I64, fl, pc, OFF_OUT);
+    let wire = g.ptr(OFF_WIRE);
+    let valid = g.ptr(OFF_VALID);
+    let mut pos = g.b.ins().iconst(types::I64, 0);
+    for (h, off, n) in deparse {
+        let copy = g.b.create_block();
+        let next = g.b.create_block();
+        g.b.append_block_param(next, types::I64);
+        let v = g.b.ins().uload8(types::I64, fl, valid, h as i32);
+        g.b.ins().brif(v, copy, &[], next, &[pos.into()]);
+        g.b.switch_to_block(copy);
+        let dst = g.b.ins().iadd(out, pos);
+        g.copy_bytes(wire, off as i32, dst, 0, n);
+        let after = g.b.ins().iadd_imm_u(pos, i64::from(n));
+        g.b.ins().jump(next, &[after.into()]);
+        g.b.switch_to_block(next);
+        pos = g.b.block_params(next)[0];
+    }
+    g.b.ins().store(fl, pos, pc, OFF_OUT_LEN);
+    ret_with(g, 0);
+
+    if exit.is_none() {
+        g.b.switch_to_block(ret);
+        let status = g.b.block_params(ret)[0];
+        g.b.ins().return_(&[status]);
+    }
 }
 
 /// Compiles the forwarding function: ingress, the unicast decision, the
@@ -1214,143 +1740,10 @@ fn compile_forward(
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
 ) -> Result<Option<(FuncId, BTreeSet<u32>)>, String> {
-    let layout = &plan.layout;
-    let Some(deparse) = plan
-        .deparse_order
-        .iter()
-        .map(|h| layout.headers[*h as usize].wire.map(|(off, n)| (*h, off, n)))
-        .collect::<Option<Vec<_>>>()
-    else {
-        return Ok(None);
-    };
-    let sums: Option<Vec<_>> = plan.checksums.iter().filter(|c| c.update).map(|c| compiled_checksum(plan, c)).collect();
-    let Some(sums) = sums else { return Ok(None) };
-    // Standard metadata the function reads or writes: each must have a hot-path reader.
-    let std = &plan.std;
-    let fields: Option<Vec<_>> = [
-        std.mcast_grp,
-        std.egress_spec,
-        std.instance_type,
-        std.egress_global_timestamp,
-        std.egress_port,
-        std.packet_length,
-    ]
-    .into_iter()
-    .map(|f| std_writer(plan, f))
-    .collect();
-    let Some(fields) = fields else { return Ok(None) };
-    let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = fields[..] else { unreachable!("six fields") };
-
+    let Some(shape) = forward_shape(plan) else { return Ok(None) };
     let (id, mut ctx) = declare_context_function(module, "sluice_forward", 2, true)?;
     let written = generate(plan, module, helpers, fctx, &mut ctx, true, &mut JitStats::default(), |g, pc| {
-        let fl = MemFlagsData::new().with_notrap();
-        let ret = g.b.create_block();
-        g.b.append_block_param(ret, types::I64);
-        let ret_with = |g: &mut Gen, status: i64| {
-            let v = g.b.ins().iconst(types::I64, status);
-            g.b.ins().jump(ret, &[v.into()]);
-        };
-        let read_or_zero = |g: &mut Gen, f: Option<(FieldSrc, u64)>| match f {
-            Some((s, _)) => g.read(s),
-            None => g.b.ins().iconst(types::I64, 0),
-        };
-        // Branches to a block returning `status` when `cond` is non-zero, else continues.
-        let bail_if = |g: &mut Gen, cond: Value, status: i64| {
-            let out = g.b.create_block();
-            let cont = g.b.create_block();
-            g.b.ins().brif(cond, out, &[], cont, &[]);
-            g.b.switch_to_block(out);
-            ret_with(g, status);
-            g.b.switch_to_block(cont);
-        };
-
-        // Ingress.
-        let after_ingress = g.b.create_block();
-        g.body(plan.ingress.init, after_ingress);
-        g.b.switch_to_block(after_ingress);
-        let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
-        bail_if(g, special, 1);
-        if let Some((s, _)) = mcast {
-            let m = g.read(s);
-            bail_if(g, m, 1);
-        }
-        let spec = read_or_zero(g, spec_f);
-        let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
-        bail_if(g, drop, 2);
-
-        // Egress standard metadata, as `Switch::egress_pipeline` sets them.
-        g.b.ins().store(fl, spec, pc, OFF_PORT);
-        if let Some((s, m)) = itype {
-            let z = g.b.ins().iconst(types::I64, 0);
-            g.write(s, z, m);
-        }
-        if let Some((s, m)) = egress_ts {
-            let now = g.b.ins().load(types::I64, fl, pc, OFF_NOW);
-            g.write(s, now, m);
-        }
-        if let Some((s, m)) = egress_port {
-            g.write(s, spec, m);
-        }
-        if let Some((s, m)) = spec_f {
-            let v = g.b.ins().iconst(types::I64, 512);
-            g.write(s, v, m);
-        }
-        if let Some((s, m)) = pkt_len {
-            let len = g.b.ins().load(types::I64, fl, pc, OFF_LEN);
-            g.write(s, len, m);
-        }
-
-        // Egress.
-        let after_egress = g.b.create_block();
-        g.body(plan.egress.init, after_egress);
-        g.b.switch_to_block(after_egress);
-        let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
-        bail_if(g, special, 3);
-        let spec = read_or_zero(g, spec_f);
-        let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
-        bail_if(g, drop, 2);
-
-        // Checksum updates: csum16 of the byte ranges, summed as
-        // little-endian words and stored as such (the one's complement sum
-        // does not depend on byte order).
-        for bc in &sums {
-            let cond = g.checksum_applies(bc);
-            let compute = g.b.create_block();
-            let next = g.b.create_block();
-            g.b.ins().brif(cond, compute, &[], next, &[]);
-            g.b.switch_to_block(compute);
-            let v = g.csum16_swapped(bc);
-            match g.le16_byte(bc.target) {
-                Some(b) => g.merge_le(b, 2, v),
-                None => {
-                    let v = g.swap16(v);
-                    g.write(bc.target, v, 0xffff);
-                }
-            }
-            g.b.ins().jump(next, &[]);
-            g.b.switch_to_block(next);
-        }
-
-        // Headers in deparser order: every header is copied and the output
-        // position only advances over valid ones (no branches; `out` has
-        // room for all of them).
-        let out = g.b.ins().load(types::I64, fl, pc, OFF_OUT);
-        let wire = g.ptr(OFF_WIRE);
-        let valid = g.ptr(OFF_VALID);
-        let mut pos = g.b.ins().iconst(types::I64, 0);
-        for (h, off, n) in deparse {
-            let dst = g.b.ins().iadd(out, pos);
-            g.copy_bytes(wire, off as i32, dst, 0, n);
-            let v = g.b.ins().uload8(types::I64, fl, valid, h as i32);
-            let step = g.b.ins().imul_imm_u(v, i64::from(n));
-            pos = g.b.ins().iadd(pos, step);
-        }
-        g.b.ins().store(fl, pos, pc, OFF_OUT_LEN);
-        ret_with(g, 0);
-
-        g.b.switch_to_block(ret);
-        let status = g.b.block_params(ret)[0];
-        g.b.ins().return_(&[status]);
+        emit_forward(g, pc, &shape, None)
     });
     listing.push_str(&format!("; forwarding function (ingress to deparser)\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_forward")?;
@@ -2451,7 +2844,18 @@ unsafe fn exec_of<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) 
     let c = &mut *ctx;
     // Engine code may write any field (see `JitCtx::dirty`).
     c.dirty = 1;
-    (&mut *(c.exec as *mut Exec<'a>), &mut c.data)
+    let ex = &mut *(c.exec as *mut Exec<'a>);
+    if c.meta_fresh == 0 {
+        fresh_meta(ex.meta, c.len);
+        c.meta_fresh = 1;
+    }
+    (ex, &mut c.data)
+}
+
+/// Resets packet metadata for a packet of `len` bytes as it arrives.
+fn fresh_meta(meta: &mut crate::control::PktMeta, len: u64) {
+    let len = len as u32;
+    *meta = crate::control::PktMeta { len_reg: len, ingress_len: len, ..Default::default() };
 }
 
 /// After a helper ran interpreter code: takes its `exit` flag (the compiled

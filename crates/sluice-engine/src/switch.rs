@@ -419,20 +419,12 @@ impl Switch {
                     }
                     self.prefetch_keys_of(&keys[keys.len() - tables..], false, true);
                 }
-                let mut at = 0;
-                let prefetch = std::mem::take(&mut self.prefetch);
-                self.process_batch_fast_with(
-                    port,
-                    &slices[..n],
-                    |state, i| {
-                        while at < n && at <= i + RECORD_AHEAD {
-                            prefetch_keys_in(&prefetch, state, &keys[at * tables..(at + 1) * tables], true, true);
-                            at += 1;
-                        }
-                    },
-                    emit,
-                );
-                self.prefetch = prefetch;
+                // The hit records, now that the slots have had a batch's
+                // parsing to arrive; then the batch runs.
+                for k in keys.chunks(tables) {
+                    self.prefetch_keys_of(k, true, true);
+                }
+                self.process_batch_fast_with(port, &slices[..n], emit);
             }
             self.prefetch_keys = keys;
             self.phv_pool.push(scratch);
@@ -523,26 +515,35 @@ impl Switch {
         let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
         while it.peek().is_some() {
             let n = next_chunk(&mut it, &mut slices);
-            self.process_batch_fast_with(port, &slices[..n], |_, _| {}, emit);
+            self.process_batch_fast_with(port, &slices[..n], emit);
         }
     }
 
-    /// [`Switch::process_batch_fast`] over a slice of packets; `before(sw, i)`
-    /// runs before packet `i` (prefetching).
-    fn process_batch_fast_with(
-        &mut self,
-        port: u32,
-        batch: &[&[u8]],
-        mut before: impl FnMut(&crate::state::State, usize),
-        emit: &mut dyn FnMut(u32, &[u8]),
-    ) {
-        let mut it = batch.iter().copied().enumerate().peekable();
-        while it.peek().is_some() {
+    /// [`Switch::process_batch_fast`] over a slice of packets (at most
+    /// `BATCH`): the compiled batch function parses and forwards them into
+    /// one output area per packet and stops at the first packet that needs
+    /// the general path; the transmitted ones then get their payloads and
+    /// are emitted in order, and the general path takes that packet with its
+    /// PHV and metadata before the batch function goes on after it. Same
+    /// results as packet by packet (each packet's setup zeroes what an
+    /// earlier one may have written).
+    fn process_batch_fast_with(&mut self, port: u32, batch: &[&[u8]], emit: &mut dyn FnMut(u32, &[u8])) {
+        let mut refs = [crate::jit::PktRef::default(); BATCH];
+        let mut results = [crate::jit::PktResult::default(); BATCH];
+        let mut start = 0;
+        while start < batch.len() {
+            let rest = &batch[start..];
+            let n = rest.len().min(BATCH);
+            let mut longest = 0;
+            for (r, d) in refs.iter_mut().zip(rest) {
+                *r = crate::jit::PktRef::of(d);
+                longest = longest.max(d.len());
+            }
             let mut phv = self.take_phv();
             let mut meta = PktMeta::default();
-            let mut general = None;
-            {
-                let compiled = self.compiled.as_ref().expect("checked by the caller");
+            let compiled = self.compiled.as_ref().expect("checked by the caller");
+            let mut out = std::mem::take(&mut self.fwd_hdr);
+            let (stride, done) = {
                 let mut ex = Exec {
                     plan: &self.plan,
                     state: &mut self.state,
@@ -554,40 +555,28 @@ impl Switch {
                     now_us: self.now,
                     trace: None,
                 };
-                let mut cx = compiled.fast_contexts(&mut ex, &mut self.fwd_hdr, &self.views, port);
-                while let Some((i, data)) = it.next() {
-                    // The next packet's headers start loading while this one runs.
-                    if let Some(b) = it.peek().and_then(|d| d.1.first()) {
-                        crate::lpm::prefetch(b);
-                    }
-                    before(ex.state, i);
-                    self.stats.received += 1;
-                    match compiled.parse_and_forward(&mut cx, &mut ex, data) {
-                        (consumed, crate::jit::Forward::Transmit { port, hdr }) => {
-                            // The headers are already in place: append the payload behind them.
-                            let payload = &data[consumed.min(data.len())..];
-                            let n = hdr + payload.len();
-                            if self.fwd_hdr.len() < n {
-                                self.fwd_hdr.resize(n, 0);
-                                cx.set_out(&mut self.fwd_hdr);
-                            }
-                            crate::phv::copy_short(&mut self.fwd_hdr[hdr..n], payload);
-                            self.stats.transmitted += 1;
-                            emit(port, &self.fwd_hdr[..n]);
-                        }
-                        (_, crate::jit::Forward::Dropped) => self.stats.dropped += 1,
-                        (consumed, outcome) => {
-                            general = Some((data, consumed, outcome));
-                            break;
-                        }
-                    }
+                let mut cx = compiled.fast_contexts(&mut ex, &self.views, port);
+                compiled.run_batch(&mut cx, &mut ex, &refs[..n], longest, &mut out, &mut results[..n])
+            };
+            self.fwd_hdr = out;
+            self.stats.received += (done + 1).min(n) as u64;
+            let mut sent = 0;
+            for (r, area) in results[..done].iter().zip(self.fwd_hdr.chunks_exact(stride)) {
+                // Headers and payload are in place (see `CompiledPipelines::run_batch`).
+                if let Some((port, len)) = r.transmit() {
+                    sent += 1;
+                    emit(port, &area[..len]);
                 }
             }
-            match general {
-                Some((data, consumed, outcome)) => {
-                    self.process_parsed_general(port, data, phv, consumed, meta, Some(outcome), emit)
-                }
-                None => self.phv_pool.push(phv),
+            self.stats.transmitted += sent;
+            self.stats.dropped += done as u64 - sent;
+            if done < n {
+                let (consumed, outcome) = results[done].outcome();
+                self.process_parsed_general(port, rest[done], phv, consumed, meta, Some(outcome), emit);
+                start += done + 1;
+            } else {
+                self.phv_pool.push(phv);
+                start += n;
             }
         }
     }
@@ -1129,8 +1118,8 @@ impl Switch {
             r,
             "batches: {}",
             match (self.compiled.as_ref().is_some_and(|c| c.has_fast_path()), self.preparse) {
-                (true, true) => "fast path: parser and forwarding function back to back per packet, one PHV and one pair of contexts per batch; with big LPM/exact tables, each batch is parsed ahead first to prefetch its lookups",
-                (true, false) => "fast path: parser and forwarding function back to back per packet, one PHV and one pair of contexts per batch",
+                (true, true) => "fast path: one generated batch function (parser, forwarding function and payload copy per packet, one PHV per batch); with big LPM/exact tables, each batch is parsed ahead first to prefetch its index slots, then its hit records",
+                (true, false) => "fast path: one generated batch function (parser, forwarding function and payload copy per packet, one PHV per batch)",
                 (false, true) => "parsed ahead 32 at a time when tables are big, then run (the parser calls no externs)",
                 (false, false) => "packet by packet (the parser calls externs, so it cannot run ahead)",
             }

@@ -833,11 +833,20 @@ pub struct TableState {
 #[derive(Debug)]
 struct ViewStamp(u64);
 
+/// The next [`ViewStamp`] to issue, process-wide.
+static NEXT_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl ViewStamp {
     fn fresh() -> ViewStamp {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        ViewStamp(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        ViewStamp(NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
+}
+
+/// How many view stamps were issued so far, process-wide: while it stays
+/// the same, no table anywhere changed in a way that moves its view.
+#[inline]
+pub fn stamps_issued() -> u64 {
+    NEXT_STAMP.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Clone for ViewStamp {
