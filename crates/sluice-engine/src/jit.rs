@@ -306,6 +306,10 @@ pub struct ParseCtx {
     port: u64,
     /// In (setup): the switch time in µs (ingress timestamp).
     now: u64,
+    /// In: non-zero to stop before the end of parsing (no `parser_error`,
+    /// no checksum verification): the caller only wants the headers, to
+    /// learn lookup keys for prefetching (see [`Lookahead`]).
+    lookahead: u64,
 }
 
 const P_PKT: i32 = 32;
@@ -404,6 +408,34 @@ const SETUP_WRITTEN: u64 = 1;
 const SETUP_FULL: u64 = 2;
 /// Most PHV bytes the compiled parser zeroes itself (bigger PHVs are reset by the engine).
 const SETUP_MAX_BYTES: u32 = 2048;
+const P_LOOKAHEAD: i32 = std::mem::offset_of!(ParseCtx, lookahead) as i32;
+
+/// The compiled parser run over packets only to learn their headers, into
+/// a scratch PHV: no setup and no end of parsing (see
+/// `ParseCtx::lookahead`). Why: to prefetch a batch's table lookups the
+/// switch parses each packet ahead, and the checksum verification and the
+/// context built per call cost as much as the parse itself.
+pub struct Lookahead {
+    ctx: ParseCtx,
+    parser: ParserFn,
+}
+
+impl Lookahead {
+    /// Parses `data` into `phv` (a PHV of this plan's layout). Headers it
+    /// lacks may keep an earlier packet's validity and bytes, which can only
+    /// make a prefetch useless, never a result wrong.
+    #[inline]
+    pub fn parse(&mut self, phv: &mut crate::phv::Phv, data: &[u8]) {
+        self.ctx.wire = phv.wire.as_mut_ptr();
+        self.ctx.slots = phv.slots.as_mut_ptr();
+        self.ctx.valid = phv.valid.as_mut_ptr();
+        self.ctx.pkt = data.as_ptr();
+        self.ctx.len = data.len() as u64;
+        // SAFETY: the parser reads at most `len` bytes of `data` and writes
+        // inside `phv`, whose vectors the plan's layout sized.
+        unsafe { (self.parser)(&mut self.ctx) };
+    }
+}
 
 /// How a compiled parser run ended.
 pub enum ParseOutcome {
@@ -539,6 +571,7 @@ impl CompiledPipelines {
                 setup: SETUP_FULL,
                 port: u64::from(port),
                 now: ex.now_us,
+                lookahead: 0,
             },
             fwd,
         }
@@ -638,6 +671,7 @@ impl CompiledPipelines {
             setup: if arrival.is_some() { SETUP_FULL } else { 0 },
             port: u64::from(port),
             now,
+            lookahead: 0,
         };
         // SAFETY: `f` was generated for this plan's layout; it reads at most
         // `len` bytes from `pkt` (every copy is bounds-checked first) and
@@ -648,6 +682,28 @@ impl CompiledPipelines {
             0 => ParseOutcome::Done(c),
             1 => ParseOutcome::TooShort(c),
             _ => ParseOutcome::Verify(c, ctx.code),
+        })
+    }
+
+    /// A [`Lookahead`], when the parser is compiled.
+    pub fn lookahead(&self) -> Option<Lookahead> {
+        Some(Lookahead {
+            parser: self.parser?,
+            ctx: ParseCtx {
+                exec: std::ptr::null_mut(),
+                wire: std::ptr::null_mut(),
+                slots: std::ptr::null_mut(),
+                valid: std::ptr::null_mut(),
+                pkt: std::ptr::null(),
+                len: 0,
+                cursor: 0,
+                status: 0,
+                code: 0,
+                setup: 0,
+                port: 0,
+                now: 0,
+                lookahead: 1,
+            },
         })
     }
 
@@ -1237,6 +1293,16 @@ fn emit_parser(
     // The end of parsing (`Switch::parse_end`): `parser_error`, then
     // checksum verification into `checksum_error`.
     g.b.switch_to_block(end);
+    if exit.is_none() && ends.is_some() {
+        // A lookahead parse stops here (the batch function never asks for one).
+        let stop = g.b.create_block();
+        let cont = g.b.create_block();
+        let flag = g.b.ins().load(types::I64, fl, pc, P_LOOKAHEAD);
+        g.b.ins().brif(flag, stop, &[], cont, &[]);
+        g.b.switch_to_block(stop);
+        leave(g);
+        g.b.switch_to_block(cont);
+    }
     if let Some((perr, cerr, sums)) = &ends {
         let error = g.b.block_params(end)[0];
         if let Some((s, m)) = perr {

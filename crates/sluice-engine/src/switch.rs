@@ -403,15 +403,12 @@ impl Switch {
             let mut scratch = self.take_phv();
             let tables = self.prefetch.len();
             let mut keys = std::mem::take(&mut self.prefetch_keys);
+            let mut look = self.compiled.as_ref().and_then(|c| c.lookahead()).expect("fast path: compiled parser");
             while it.peek().is_some() {
                 let n = next_chunk(&mut it, &mut slices);
                 keys.clear();
-                let compiled = self.compiled.as_ref().expect("fast");
                 for data in &slices[..n] {
-                    // Without the PHV setup (zeroing): headers this packet
-                    // lacks may keep an earlier packet's validity and bytes,
-                    // which can only make a prefetch useless, never a result wrong.
-                    compiled.run_parser_with(&mut scratch, data, None);
+                    look.parse(&mut scratch, data);
                     for &(ti, _) in &self.prefetch {
                         keys.push(
                             self.plan.tables[ti].key128.as_ref().map(|p| crate::control::integer_key(p, &scratch)),
