@@ -1651,6 +1651,34 @@ fn forward_shape(plan: &Plan) -> Option<ForwardShape> {
     Some(ForwardShape { deparse, sums, fields })
 }
 
+/// Whether nothing on the forwarding function's path reads the egress
+/// standard metadata it would write: the program has no egress pipeline
+/// and no checksum update condition reads a slot field they live in.
+fn egress_std_unread(plan: &Plan, sums: &[crate::switch::ByteChecksum], fields: &[StdWriter; 6]) -> bool {
+    let mut read = BTreeSet::new();
+    let known = sums.iter().all(|bc| bc.cond.as_ref().is_none_or(|f| fast_slots(f, &mut read)));
+    let written = fields.iter().flatten().any(|(s, _)| matches!(s, FieldSrc::Slot(i) if read.contains(i)));
+    plan.egress.init.is_none() && known && !written
+}
+
+/// Adds the PHV slots a shortcut expression reads to `out`; false when it
+/// cannot tell (no shortcut, or an action parameter).
+fn fast_slots(f: &Fast, out: &mut BTreeSet<u32>) -> bool {
+    let mut slot = |s: &FieldSrc| {
+        if let FieldSrc::Slot(i) = s {
+            out.insert(*i);
+        }
+        true
+    };
+    match f {
+        Fast::None | Fast::Param { .. } => false,
+        Fast::Const(_) | Fast::Valid(_) | Fast::NotValid(_) => true,
+        Fast::Field(s) | Fast::NonZero(s) => slot(s),
+        Fast::AddMask { slot: s, .. } | Fast::Cmp { slot: s, .. } | Fast::AndConst { slot: s, .. } => slot(s),
+        Fast::And(b) | Fast::Or(b) => fast_slots(&b.0, out) && fast_slots(&b.1, out),
+    }
+}
+
 /// Generates the forwarding function of `shape` at the current block, with
 /// `pc` the [`JitCtx`]: returns the status, or jumps with it to `exit`
 /// (which takes it as its parameter) when given.
@@ -1702,35 +1730,46 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
 
     // Egress standard metadata, as `Switch::egress_pipeline` sets them.
     g.b.ins().store(fl, spec, pc, OFF_PORT);
-    if let Some((s, m)) = itype {
-        let z = g.b.ins().iconst(types::I64, 0);
-        g.write(s, z, m);
-    }
-    if let Some((s, m)) = egress_ts {
-        let now = g.b.ins().load(types::I64, fl, pc, OFF_NOW);
-        g.write(s, now, m);
-    }
-    if let Some((s, m)) = egress_port {
-        g.write(s, spec, m);
-    }
-    if let Some((s, m)) = spec_f {
-        let v = g.b.ins().iconst(types::I64, 512);
-        g.write(s, v, m);
-    }
-    if let Some((s, m)) = pkt_len {
-        let len = g.b.ins().load(types::I64, fl, pc, OFF_LEN);
-        g.write(s, len, m);
-    }
+    if egress_std_unread(plan, &shape.sums, &shape.fields) {
+        // No egress pipeline: nothing after this point reads them (and no
+        // helper runs), and once the packet is transmitted or dropped its
+        // PHV is dead. `egress_spec` is then the 512 written here.
+        let spec = spec_f.map_or(0, |(_, m)| 512 & m);
+        if u128::from(spec) == crate::switch::DROP_PORT {
+            let always = g.b.ins().iconst(types::I64, 1);
+            bail_if(g, always, 2);
+        }
+    } else {
+        if let Some((s, m)) = itype {
+            let z = g.b.ins().iconst(types::I64, 0);
+            g.write(s, z, m);
+        }
+        if let Some((s, m)) = egress_ts {
+            let now = g.b.ins().load(types::I64, fl, pc, OFF_NOW);
+            g.write(s, now, m);
+        }
+        if let Some((s, m)) = egress_port {
+            g.write(s, spec, m);
+        }
+        if let Some((s, m)) = spec_f {
+            let v = g.b.ins().iconst(types::I64, 512);
+            g.write(s, v, m);
+        }
+        if let Some((s, m)) = pkt_len {
+            let len = g.b.ins().load(types::I64, fl, pc, OFF_LEN);
+            g.write(s, len, m);
+        }
 
-    // Egress.
-    let after_egress = g.b.create_block();
-    g.body(plan.egress.init, after_egress);
-    g.b.switch_to_block(after_egress);
-    let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
-    bail_if(g, special, 3);
-    let spec = read_or_zero(g, spec_f);
-    let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
-    bail_if(g, drop, 2);
+        // Egress.
+        let after_egress = g.b.create_block();
+        g.body(plan.egress.init, after_egress);
+        g.b.switch_to_block(after_egress);
+        let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
+        bail_if(g, special, 3);
+        let spec = read_or_zero(g, spec_f);
+        let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
+        bail_if(g, drop, 2);
+    }
 
     // Checksum updates: csum16 of the byte ranges, summed as
     // little-endian words and stored as such (the one's complement sum
