@@ -354,7 +354,9 @@ pub struct PktResult {
 }
 
 impl PktResult {
-    /// How forwarding ended and the bytes the parser consumed.
+    /// How forwarding ended and the bytes the parser consumed, for the
+    /// packet the batch function stopped at (for a transmitted packet use
+    /// [`PktResult::transmit`]: `len` is then headers and payload).
     pub fn outcome(&self) -> (usize, Forward) {
         let c = JitCtx::outcome_of(i64::from(self.status), u64::from(self.port), u64::from(self.len));
         (self.consumed as usize, c)
@@ -390,7 +392,14 @@ const B_RESULTS: i32 = 40;
 /// Where the parser's context is from the forwarding function's.
 const PARSE_FROM_FWD: i64 =
     std::mem::offset_of!(FastContexts, parse) as i64 - std::mem::offset_of!(FastContexts, fwd) as i64;
+const _: () = assert!(std::mem::offset_of!(BatchCtx, fwd) == B_FWD as usize);
+const _: () = assert!(std::mem::offset_of!(BatchCtx, pkts) == B_PKTS as usize);
+const _: () = assert!(std::mem::offset_of!(BatchCtx, n) == B_N as usize);
+const _: () = assert!(std::mem::offset_of!(BatchCtx, out) == B_OUT as usize);
+const _: () = assert!(std::mem::offset_of!(BatchCtx, stride) == B_STRIDE as usize);
 const _: () = assert!(std::mem::offset_of!(BatchCtx, results) == B_RESULTS as usize);
+const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
+const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);
 const _: () = assert!(std::mem::offset_of!(ParseCtx, now) == P_NOW as usize);
 const OFF_DIRTY: i32 = std::mem::offset_of!(JitCtx, dirty) as i32;
 const OFF_META_FRESH: i32 = std::mem::offset_of!(JitCtx, meta_fresh) as i32;
