@@ -427,6 +427,8 @@ const P_LOOKAHEAD: i32 = std::mem::offset_of!(ParseCtx, lookahead) as i32;
 pub struct Lookahead {
     ctx: ParseCtx,
     parser: ParserFn,
+    /// The key function (see [`compile_keys`]) and its context.
+    keys: Option<(KeysFn, KeysCtx)>,
 }
 
 impl Lookahead {
@@ -444,7 +446,60 @@ impl Lookahead {
         // inside `phv`, whose vectors the plan's layout sized.
         unsafe { (self.parser)(&mut self.ctx) };
     }
+
+    /// Whether [`Lookahead::keys`] is generated code (the plan's
+    /// prefetchable tables all have keys it can build).
+    pub fn has_keys(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// Parses each packet of `batch` into `phv` (as [`Lookahead::parse`]
+    /// does) and writes its lookup key for each of the plan's prefetchable
+    /// tables (`TablePlan::prefetchable`, in table order) to `keys`, packet
+    /// by packet. Why generated: per packet the key is a field or two read
+    /// right after parsing; a Rust loop calling the parser and building
+    /// keys from the PHV cost more than the parse.
+    pub fn keys(&mut self, phv: &mut crate::phv::Phv, batch: &[&[u8]], keys: &mut Vec<u64>) {
+        let (f, ctx) = self.keys.as_mut().expect("has_keys");
+        let mut refs = [PktRef::default(); crate::switch::BATCH];
+        assert!(batch.len() <= refs.len(), "at most a batch");
+        for (r, d) in refs.iter_mut().zip(batch) {
+            *r = PktRef::of(d);
+        }
+        keys.clear();
+        keys.resize(batch.len() * ctx.tables as usize, 0);
+        ctx.parse.wire = phv.wire.as_mut_ptr();
+        ctx.parse.slots = phv.slots.as_mut_ptr();
+        ctx.parse.valid = phv.valid.as_mut_ptr();
+        ctx.pkts = refs.as_ptr();
+        ctx.n = batch.len() as u64;
+        ctx.keys = keys.as_mut_ptr();
+        // SAFETY: per packet the parser reads at most its `len` bytes (of
+        // a live slice) and writes inside `phv`, sized by this plan's
+        // layout; the function writes `n * tables` keys, the length of `keys`.
+        unsafe { f(ctx) };
+    }
 }
+
+/// What the key function reads and writes: the lookahead parser's context
+/// first (so the function's context pointer is the parser's), then the batch.
+#[repr(C)]
+struct KeysCtx {
+    parse: ParseCtx,
+    pkts: *const PktRef,
+    n: u64,
+    /// Out: `n * tables` keys.
+    keys: *mut u64,
+    /// Keys per packet (not read by generated code).
+    tables: u64,
+}
+
+const K_PKTS: i32 = std::mem::offset_of!(KeysCtx, pkts) as i32;
+const K_N: i32 = std::mem::offset_of!(KeysCtx, n) as i32;
+const K_KEYS: i32 = std::mem::offset_of!(KeysCtx, keys) as i32;
+const _: () = assert!(std::mem::offset_of!(KeysCtx, parse) == 0);
+
+type KeysFn = unsafe extern "C" fn(*mut KeysCtx);
 
 /// How a compiled parser run ended.
 pub enum ParseOutcome {
@@ -473,6 +528,8 @@ pub struct CompiledPipelines {
     forward: Option<ForwardFn>,
     /// The parser and the forwarding function over a batch of packets (see `compile_batch`).
     batch: Option<BatchFn>,
+    /// The lookahead parser with the prefetchable tables' keys (see `compile_keys`).
+    keys: Option<(KeysFn, u64)>,
     /// Bytes the forwarding function may write to its output buffer.
     forward_out: usize,
     /// Cranelift IR of each compiled function, for `sluice inspect`.
@@ -713,6 +770,32 @@ impl CompiledPipelines {
                 now: 0,
                 lookahead: 1,
             },
+            keys: self.keys.map(|(f, tables)| {
+                (
+                    f,
+                    KeysCtx {
+                        parse: ParseCtx {
+                            exec: std::ptr::null_mut(),
+                            wire: std::ptr::null_mut(),
+                            slots: std::ptr::null_mut(),
+                            valid: std::ptr::null_mut(),
+                            pkt: std::ptr::null(),
+                            len: 0,
+                            cursor: 0,
+                            status: 0,
+                            code: 0,
+                            setup: 0,
+                            port: 0,
+                            now: 0,
+                            lookahead: 1,
+                        },
+                        pkts: std::ptr::null(),
+                        n: 0,
+                        keys: std::ptr::null_mut(),
+                        tables,
+                    },
+                )
+            }),
         })
     }
 
@@ -811,6 +894,10 @@ impl CompiledPipelines {
             }
             _ => None,
         };
+        let keys_id = match parser_shape(plan) {
+            Some(ps) => compile_keys(plan, &mut module, &helpers, &mut fctx, &mut listing, &ps)?,
+            None => None,
+        };
         module.finalize_definitions().map_err(|e| e.to_string())?;
         if std::env::var_os("SLUICE_PERF_MAP").is_some() {
             write_perf_map(
@@ -821,6 +908,7 @@ impl CompiledPipelines {
                     (parser_id.map(|p| p.0), "sluice_parser"),
                     (forward_id, "sluice_forward"),
                     (batch_id, "sluice_batch"),
+                    (keys_id.map(|k| k.0), "sluice_keys"),
                 ],
             );
         }
@@ -833,6 +921,10 @@ impl CompiledPipelines {
         // SAFETY: the batch function was defined with the signature `fn(*mut BatchCtx) -> i64`.
         let batch =
             batch_id.map(|id| unsafe { std::mem::transmute::<*const u8, BatchFn>(module.get_finalized_function(id)) });
+        // SAFETY: the key function was defined with the signature `fn(*mut KeysCtx)`.
+        let keys = keys_id.map(|(id, tables)| {
+            (unsafe { std::mem::transmute::<*const u8, KeysFn>(module.get_finalized_function(id)) }, tables)
+        });
         let parser_ends = parser_id.is_some_and(|(_, ends, _)| ends);
         let parser_setup = parser_id.is_some_and(|(_, _, setup)| setup);
         let get = |id: Option<FuncId>| {
@@ -849,6 +941,7 @@ impl CompiledPipelines {
             parser_setup,
             forward,
             batch,
+            keys,
             forward_out: forward_hdr_max(plan),
             listing,
             stats,
@@ -1502,6 +1595,82 @@ fn copy_var(b: &mut FunctionBuilder, src: Value, dst: Value, n: Value, done: Blo
 /// per packet, the Rust loop around the two calls cost about a quarter of
 /// the instructions of the whole path.
 #[allow(clippy::too_many_arguments)]
+/// Generates the key function the switch prefetches big tables with:
+/// over a batch of packets (`KeysCtx`), the parser without setup and
+/// without the end of parsing, then each prefetchable table's key built as
+/// `control::integer_key` does, stored per packet and table. `None` (with
+/// no code) when the plan has no prefetchable table. Returns the function
+/// and its keys per packet.
+fn compile_keys(
+    plan: &Plan,
+    module: &mut JITModule,
+    helpers: &[FuncId],
+    fctx: &mut FunctionBuilderContext,
+    listing: &mut String,
+    parser: &ParserShape,
+) -> Result<Option<(FuncId, u64)>, String> {
+    let tables: Vec<&[(crate::plan::KeyPart, u32)]> =
+        plan.tables.iter().filter(|t| t.prefetchable()).filter_map(|t| t.key128.as_deref()).collect();
+    if tables.is_empty() {
+        return Ok(None);
+    }
+    let shape = ParserShape { init: parser.init, order: parser.order.clone(), ends: None, setup: None };
+    let (id, mut ctx) = declare_context_function(module, "sluice_keys", 4, false)?;
+    generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
+        let fl = MemFlagsData::new().with_notrap();
+        let head = g.b.create_block();
+        g.b.append_block_param(head, types::I64);
+        let body = g.b.create_block();
+        let stop = g.b.create_block();
+        let zero = g.b.ins().iconst(types::I64, 0);
+        g.b.ins().jump(head, &[zero.into()]);
+
+        g.b.switch_to_block(head);
+        let i = g.b.block_params(head)[0];
+        let n = g.b.ins().load(types::I64, fl, pc, K_N);
+        let more = g.b.ins().icmp(IntCC::UnsignedLessThan, i, n);
+        g.b.ins().brif(more, body, &[], stop, &[]);
+
+        g.b.switch_to_block(body);
+        let pkts = g.b.ins().load(types::I64, fl, pc, K_PKTS);
+        let at = g.b.ins().ishl_imm_u(i, 4);
+        let p = g.b.ins().iadd(pkts, at);
+        let ptr = g.b.ins().load(types::I64, fl, p, 0);
+        let len = g.b.ins().load(types::I64, fl, p, 8);
+        g.b.ins().store(fl, ptr, pc, P_PKT);
+        g.b.ins().store(fl, len, pc, P_LEN);
+        let parsed = g.b.create_block();
+        emit_parser(g, pc, &shape, None, Some(parsed));
+
+        g.b.switch_to_block(parsed);
+        let out = g.b.ins().load(types::I64, fl, pc, K_KEYS);
+        let first = g.b.ins().imul_imm_u(i, 8 * tables.len() as i64);
+        let out = g.b.ins().iadd(out, first);
+        for (t, parts) in tables.iter().enumerate() {
+            let mut key = g.b.ins().iconst(types::I64, 0);
+            for (part, bits) in *parts {
+                let v = g.key_part(part);
+                key = if *bits >= 64 {
+                    v
+                } else {
+                    let sh = g.b.ins().ishl_imm_u(key, i64::from(*bits));
+                    g.b.ins().bor(sh, v)
+                };
+            }
+            g.b.ins().store(fl, key, out, 8 * t as i32);
+        }
+        let i1 = g.b.ins().iadd_imm_u(i, 1);
+        g.b.ins().jump(head, &[i1.into()]);
+
+        g.b.switch_to_block(stop);
+        g.b.ins().return_(&[]);
+    });
+    listing
+        .push_str(&format!("; key function (lookahead parser and prefetch keys per packet)\n{}\n", ctx.func.display()));
+    define(module, id, &mut ctx, "sluice_keys")?;
+    Ok(Some((id, tables.len() as u64)))
+}
+
 fn compile_batch(
     plan: &Plan,
     module: &mut JITModule,
@@ -3265,5 +3434,43 @@ mod tests {
         let data = Grid::data();
         assert_eq!(data.chunk(41), (40, 2));
         assert_eq!(data.chunk(63), (63, 1));
+    }
+
+    /// The generated key function writes, per packet, the key the engine
+    /// builds from the packet's parsed PHV (`control::integer_key`) for each
+    /// prefetchable table; a short packet still gets a key (a stale one only
+    /// makes a prefetch useless).
+    #[test]
+    fn key_function_writes_each_packets_lpm_key() {
+        let model = sluice_json::load_str(include_str!("../../../examples/router.json")).expect("router parses");
+        let plan = crate::plan::compile(&model).expect("router compiles");
+        let tables: Vec<usize> = (0..plan.tables.len()).filter(|t| plan.tables[*t].prefetchable()).collect();
+        assert_eq!(tables.len(), 1, "the router's IPv4 route table");
+        let compiled = CompiledPipelines::compile(&plan).expect("compiles");
+        let mut look = compiled.lookahead().expect("compiled parser");
+        assert!(look.has_keys());
+        let mut pkts: Vec<Vec<u8>> = Vec::new();
+        for i in 0..20u32 {
+            let mut p = vec![0u8; 60];
+            p[12..14].copy_from_slice(&[0x08, 0x00]);
+            p[14] = 0x45;
+            p[22] = 64;
+            p[30..34].copy_from_slice(&(0x0a00_0001u32.wrapping_mul(i + 1) ^ (i << 20)).to_be_bytes());
+            pkts.push(p);
+        }
+        pkts.push(pkts[3][..20].to_vec());
+        let refs: Vec<&[u8]> = pkts.iter().map(|p| p.as_slice()).collect();
+        let mut scratch = plan.layout.new_phv();
+        let mut words = Vec::new();
+        look.keys(&mut scratch, &refs, &mut words);
+        assert_eq!(words.len(), refs.len());
+        let parts = plan.tables[tables[0]].key128.as_deref().expect("integer key");
+        for (p, w) in refs.iter().zip(&words).take(20) {
+            let mut phv = plan.layout.new_phv();
+            compiled.run_parser(&mut phv, p).expect("compiled parser");
+            let want = crate::control::integer_key(parts, &phv);
+            assert_eq!(u128::from(*w), want);
+            assert_eq!(*w as u32, u32::from_be_bytes(p[30..34].try_into().unwrap()));
+        }
     }
 }

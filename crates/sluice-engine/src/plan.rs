@@ -183,6 +183,20 @@ pub struct TablePlan {
 }
 
 impl TablePlan {
+    /// Whether the switch prefetches this table's lookups for a batch
+    /// parsed ahead: only a table that can have a direct index (one LPM
+    /// field of at most 32 bits, read from a header) has something to
+    /// prefetch. The switch and the generated key function
+    /// (`jit::Lookahead::keys`) both use this list, in table order.
+    pub fn prefetchable(&self) -> bool {
+        self.key.len() == 1
+            && self.key[0].kind == MatchKind::Lpm
+            && self.key[0].width <= 32
+            && self.key128.as_ref().is_some_and(|parts| {
+                parts.iter().all(|(p, _)| matches!(p, KeyPart::Field { src: crate::phv::FieldSrc::Wire { .. }, .. }))
+            })
+    }
+
     /// Whether a hit (or miss) of this table can hand its action back to
     /// generated code after a helper's lookup: the table has nothing else to
     /// do per packet but count the hit in its direct counter (no direct

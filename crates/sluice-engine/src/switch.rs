@@ -30,7 +30,7 @@ pub mod instance {
 pub const MAX_PARSER_STATES: u32 = 10_000;
 
 /// Packets [`Switch::process_batch`] parses ahead of running them.
-const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 
 /// Entries from which a header-keyed table's lookups are prefetched in
 /// batches (each packet parsed once more, ahead, for its key). Why this
@@ -169,6 +169,8 @@ pub struct Switch {
     batch: Vec<(Box<Phv>, usize)>,
     /// The batch's prefetch keys: per packet, one per table of `prefetch`.
     prefetch_keys: Vec<Option<u128>>,
+    /// The same from the generated key function: `prefetch.len()` per packet.
+    prefetch_words: Vec<u64>,
     /// Per entry of `plan.checksums`: its specialized form, if it has one.
     byte_checksums: Vec<Option<ByteChecksum>>,
     /// Where the forwarding function writes a packet's headers, followed by
@@ -215,19 +217,7 @@ impl Switch {
             .tables
             .iter()
             .enumerate()
-            .filter(|(i, t)| {
-                // Only tables that can have a direct index (one LPM field of
-                // at most 32 bits) have something to prefetch.
-                let k = &state.tables[*i].key;
-                k.len() == 1
-                    && k[0].kind == crate::tables::MatchKind::Lpm
-                    && k[0].width <= 32
-                    && t.key128.as_ref().is_some_and(|parts| {
-                        parts.iter().all(|(p, _)| {
-                            matches!(p, crate::plan::KeyPart::Field { src: crate::phv::FieldSrc::Wire { .. }, .. })
-                        })
-                    })
-            })
+            .filter(|(_, t)| t.prefetchable())
             .map(|(i, t)| (i, t.inline_key_parts().is_some()))
             .collect();
         let byte_checksums = plan.checksums.iter().map(|c| ByteChecksum::of(&plan, c)).collect();
@@ -256,6 +246,7 @@ impl Switch {
             prefetch,
             batch: Vec::with_capacity(BATCH),
             prefetch_keys: Vec::new(),
+            prefetch_words: Vec::new(),
             byte_checksums,
             fwd_hdr,
             views: crate::jit::Views::default(),
@@ -404,6 +395,22 @@ impl Switch {
             let tables = self.prefetch.len();
             let mut keys = std::mem::take(&mut self.prefetch_keys);
             let mut look = self.compiled.as_ref().and_then(|c| c.lookahead()).expect("fast path: compiled parser");
+            if look.has_keys() {
+                // Generated code parses the batch ahead and writes the keys.
+                let mut words = std::mem::take(&mut self.prefetch_words);
+                while it.peek().is_some() {
+                    let n = next_chunk(&mut it, &mut slices);
+                    look.keys(&mut scratch, &slices[..n], &mut words);
+                    for (t, &(ti, inline)) in self.prefetch.iter().enumerate() {
+                        self.state.tables[ti].prefetch_words(&words[t..], tables, inline);
+                    }
+                    self.process_batch_fast_with(port, &slices[..n], emit);
+                }
+                self.prefetch_words = words;
+                self.phv_pool.push(scratch);
+                self.prefetch_keys = keys;
+                return;
+            }
             while it.peek().is_some() {
                 let n = next_chunk(&mut it, &mut slices);
                 keys.clear();

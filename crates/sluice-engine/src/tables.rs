@@ -1002,6 +1002,27 @@ impl TableState {
         }
     }
 
+    /// [`TableState::prefetch_u128`] for a batch's keys (every
+    /// `stride`-th word of `keys`, from the first), then the hit records
+    /// (see [`TableState::prefetch_hit_u128`]; for generated code only when
+    /// they do not stay in cache). `compiled` as there. Why per batch: the
+    /// table's index kind and record count are looked at once, not per packet.
+    pub fn prefetch_words(&self, keys: &[u64], stride: usize, compiled: bool) {
+        let Index::Lpm { dir: Some(d), .. } = &self.index else { return };
+        for &k in keys.iter().step_by(stride) {
+            d.prefetch(k as u32, compiled);
+        }
+        if !compiled {
+            for &k in keys.iter().step_by(stride) {
+                self.prefetch_hit_u128(u128::from(k), false);
+            }
+        } else if self.hot.records.len() > CACHED_RECORDS {
+            for &k in keys.iter().step_by(stride) {
+                crate::lpm::prefetch(&self.hot.records[d.record(k as u32) as usize]);
+            }
+        }
+    }
+
     /// Prefetches the hot record of the entry this integer key hits, when
     /// the table has a direct-indexed structure (call after
     /// [`TableState::prefetch_u128`] with the same `compiled`).
