@@ -1587,14 +1587,6 @@ fn copy_var(b: &mut FunctionBuilder, src: Value, dst: Value, n: Value, done: Blo
     b.ins().jump(done, &[]);
 }
 
-/// Compiles the batch function: for each packet of a [`BatchCtx`], the
-/// parser's setup flag from the last packet's helpers, the parser, the
-/// forwarding function into the packet's own output area, and the packet's
-/// [`PktResult`]; it stops after the first packet that needs the general
-/// path and returns its index (the number of packets when none does). Why:
-/// per packet, the Rust loop around the two calls cost about a quarter of
-/// the instructions of the whole path.
-#[allow(clippy::too_many_arguments)]
 /// Generates the key function the switch prefetches big tables with:
 /// over a batch of packets (`KeysCtx`), the parser without setup and
 /// without the end of parsing, then each prefetchable table's key built as
@@ -1671,6 +1663,14 @@ fn compile_keys(
     Ok(Some((id, tables.len() as u64)))
 }
 
+/// Compiles the batch function: for each packet of a [`BatchCtx`], the
+/// parser's setup flag from the last packet's helpers, the parser, the
+/// forwarding function into the packet's own output area, and the packet's
+/// [`PktResult`]; it stops after the first packet that needs the general
+/// path and returns its index (the number of packets when none does). Why:
+/// per packet, the Rust loop around the two calls cost about a quarter of
+/// the instructions of the whole path.
+#[allow(clippy::too_many_arguments)]
 fn compile_batch(
     plan: &Plan,
     module: &mut JITModule,
