@@ -392,7 +392,7 @@ impl Exec<'_> {
         let profile = &self.plan.profiles[pi];
         let hash = match &profile.selector {
             Some((algo, _, _)) => {
-                let mut buf = [0u8; crate::plan::SELECTOR_BYTES_MAX as usize];
+                let mut buf = [0u8; SELECTOR_BUF];
                 algo.compute(selector_input(self.plan, profile, self.phv, self.hash_buf, &mut buf))
             }
             None => 0,
@@ -916,6 +916,10 @@ pub fn install_const_entry(
         .map_err(|e| e.to_string())
 }
 
+/// Bytes of the buffer [`selector_input`] gathers into: the longest input
+/// and one 16-byte copy's overhang.
+pub const SELECTOR_BUF: usize = crate::plan::SELECTOR_BYTES_MAX as usize + 16;
+
 /// The bytes an action selector hashes on `phv`: its input fields in
 /// order, bit-packed, leaving out fields of invalid headers (as bmv2 does).
 /// Byte-aligned wire fields are copied straight from the PHV
@@ -926,20 +930,31 @@ pub fn selector_input<'b>(
     profile: &crate::plan::ProfilePlan,
     phv: &Phv,
     packer: &'b mut sluice_hash::BitPacker,
-    buf: &'b mut [u8; crate::plan::SELECTOR_BYTES_MAX as usize],
+    buf: &'b mut [u8; SELECTOR_BUF],
 ) -> &'b [u8] {
     let Some((_, inputs, widths)) = &profile.selector else { return &[] };
     if let Some(copies) = &profile.selector_bytes {
+        // Each piece of at most 16 bytes is one 16-byte copy (the next
+        // piece overwrites the bytes past it): the wire area has
+        // `phv::WIRE_PAD` bytes after its last field and `buf` 16 after
+        // the longest input. Why: a copy of a length known only here
+        // costs several compares and branches per piece.
         let mut n = 0;
         for p in copies {
             if phv.valid[p.header as usize] {
                 let len = p.len as usize;
                 match p.from {
+                    crate::plan::PieceFrom::Wire(at) if len <= 16 => {
+                        let at = at as usize;
+                        buf[n..n + 16].copy_from_slice(&phv.wire[at..at + 16]);
+                    }
                     crate::plan::PieceFrom::Wire(at) => {
                         crate::phv::copy_short(&mut buf[n..n + len], &phv.wire[at as usize..at as usize + len])
                     }
                     crate::plan::PieceFrom::Slot(i) => {
-                        crate::phv::copy_short(&mut buf[n..n + len], &phv.slots[i as usize].to_be_bytes()[16 - len..])
+                        // Slot pieces are at most 16 bytes (a slot's value).
+                        let v = phv.slots[i as usize] << (8 * (16 - len as u32)).min(127);
+                        buf[n..n + 16].copy_from_slice(&v.to_be_bytes());
                     }
                 }
                 n += len;
@@ -1051,7 +1066,7 @@ mod tests {
         let mut full = 0;
         for _ in 0..300 {
             randomize(&plan.layout, &mut phv, &mut next);
-            let (mut a, mut b) = ([0u8; 64], [0u8; 64]);
+            let (mut a, mut b) = ([0u8; super::SELECTOR_BUF], [0u8; super::SELECTOR_BUF]);
             let gathered = super::selector_input(&plan, fast, &phv, &mut packer, &mut a).to_vec();
             let packed = super::selector_input(&plan, &slow, &phv, &mut packer, &mut b).to_vec();
             assert_eq!(gathered, packed);
