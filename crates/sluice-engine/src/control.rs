@@ -17,13 +17,12 @@ pub const MAX_ACTION_STEPS: u32 = 1_000_000;
 /// Sets `key` to the first `n` bytes of `words` read as little-endian
 /// (the inverse of `tables::key_words`), written with whole-word stores.
 pub(crate) fn key_bytes_of_words(key: &mut Vec<u8>, words: &[u64], n: usize) {
-    if key.len() != n {
-        key.resize(n, 0);
+    key.clear();
+    for w in words.iter().take(n.div_ceil(8)) {
+        key.extend_from_slice(&w.to_le_bytes());
     }
-    for (chunk, w) in key.chunks_mut(8).zip(words) {
-        let b = w.to_le_bytes();
-        crate::phv::copy_short(chunk, &b[..chunk.len()]);
-    }
+    // Drops the last word's bytes past `n` (or pads, given fewer words).
+    key.resize(n, 0);
 }
 
 /// Keys of at most this many bytes made of whole fields are built as words
