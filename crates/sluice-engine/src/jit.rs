@@ -650,8 +650,8 @@ impl CompiledPipelines {
 
     /// Parses and forwards arriving packets `pkts` with the batch function
     /// (see `compile_batch`) on the PHV and state of `ex` (`cx` built with
-    /// it); `longest`: the longest packet's length. Packet `i` gets an area of `out` (grown as needed) at
-    /// `i * stride`, where a transmitted packet's headers and payload end up,
+    /// it). Packet `i` gets an area of `out` (grown as needed; the stride
+    /// fits the longest packet) at `i * stride`, where a transmitted packet's headers and payload end up,
     /// and its result in `results[i]`. Returns the stride and how many
     /// packets were transmitted or dropped before the first that needs the
     /// general path (all of them when none does); that packet's PHV and
@@ -661,14 +661,13 @@ impl CompiledPipelines {
         cx: &mut FastContexts,
         ex: &mut Exec<'_>,
         pkts: &[PktRef],
-        longest: usize,
         out: &mut Vec<u8>,
         results: &mut [PktResult],
     ) -> (usize, usize) {
         let f = self.batch.expect("has_fast_path: the batch function exists");
         debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire.as_ptr()), "contexts of another PHV");
         assert!(results.len() >= pkts.len(), "one result per packet");
-        assert!(pkts.iter().all(|p| p.len as usize <= longest), "`longest` is the longest packet");
+        let longest = pkts.iter().map(|p| p.len as usize).max().unwrap_or(0);
         let stride = (self.forward_out + longest).next_multiple_of(64);
         if out.len() < stride * pkts.len() {
             out.resize(stride * pkts.len(), 0);
@@ -1248,16 +1247,29 @@ fn parser_shape(plan: &Plan) -> Option<ParserShape> {
     Some(ParserShape { init, order, ends, setup })
 }
 
+/// A packet's parser inputs as values of the generating function, for an
+/// emitter inside a loop over packets (see [`emit_parser`]): they need not
+/// go through the parser context's memory and be loaded back.
+#[derive(Clone, Copy)]
+struct ParseInputs {
+    /// `ParseCtx::setup`.
+    setup: Value,
+    pkt: Value,
+    len: Value,
+}
+
 /// Generates the parser of `shape` at the current block, with `pc` the
 /// [`ParseCtx`]: returns from the function, or jumps to `exit` when given
 /// (the batch function goes on with the packet). `fwd_written`: the slots
-/// the forwarding function writes (see [`SETUP_WRITTEN`]).
+/// the forwarding function writes (see [`SETUP_WRITTEN`]). `inputs`: the
+/// setup flag, packet and length as values (else loaded from `pc`).
 fn emit_parser(
     g: &mut Gen<'_, '_, '_>,
     pc: Value,
     shape: &ParserShape,
     fwd_written: Option<&BTreeSet<u32>>,
     exit: Option<Block>,
+    inputs: Option<ParseInputs>,
 ) {
     use crate::plan::{ExtractTo, POp};
     let plan = g.plan;
@@ -1280,7 +1292,10 @@ fn emit_parser(
         let full = g.b.create_block();
         let written = g.b.create_block();
         let parse = g.b.create_block();
-        let flag = g.b.ins().load(types::I64, fl, pc, P_SETUP);
+        let flag = match inputs {
+            Some(i) => i.setup,
+            None => g.b.ins().load(types::I64, fl, pc, P_SETUP),
+        };
         g.b.ins().brif(flag, set_up, &[], parse, &[]);
         g.b.switch_to_block(set_up);
         let is_full = g.b.ins().icmp_imm_u(IntCC::Equal, flag, SETUP_FULL as i64);
@@ -1296,8 +1311,10 @@ fn emit_parser(
         g.b.append_block_param(*blk, types::I64); // the cursor
     }
     g.b.append_block_param(failed, types::I64); // the error code
-    let pkt = g.b.ins().load(types::I64, fl, pc, P_PKT);
-    let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
+    let (pkt, len) = match inputs {
+        Some(i) => (i.pkt, i.len),
+        None => (g.b.ins().load(types::I64, fl, pc, P_PKT), g.b.ins().load(types::I64, fl, pc, P_LEN)),
+    };
     let zero = g.b.ins().iconst(types::I64, 0);
     g.b.ins().jump(blocks[&init], &[zero.into()]);
     for si in order {
@@ -1491,7 +1508,10 @@ fn emit_parser(
         }
         let port = g.b.ins().load(types::I64, fl, pc, P_PORT);
         let now = g.b.ins().load(types::I64, fl, pc, P_NOW);
-        let len = g.b.ins().load(types::I64, fl, pc, P_LEN);
+        let len = match inputs {
+            Some(i) => i.len,
+            None => g.b.ins().load(types::I64, fl, pc, P_LEN),
+        };
         for (f, v) in [(port_f, port), (now_f, now), (len_f, len), (itype_f, zero)] {
             if let Some((s, m)) = f {
                 g.write(s, v, m);
@@ -1521,7 +1541,7 @@ fn compile_parser(
     let Some(shape) = parser_shape(plan) else { return Ok(None) };
     let (id, mut ctx) = declare_context_function(module, "sluice_parser", 1, false)?;
     generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
-        emit_parser(g, pc, &shape, fwd_written, None)
+        emit_parser(g, pc, &shape, fwd_written, None, None)
     });
     listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_parser")?;
@@ -1629,10 +1649,8 @@ fn compile_keys(
         let p = g.b.ins().iadd(pkts, at);
         let ptr = g.b.ins().load(types::I64, fl, p, 0);
         let len = g.b.ins().load(types::I64, fl, p, 8);
-        g.b.ins().store(fl, ptr, pc, P_PKT);
-        g.b.ins().store(fl, len, pc, P_LEN);
         let parsed = g.b.create_block();
-        emit_parser(g, pc, &shape, None, Some(parsed));
+        emit_parser(g, pc, &shape, None, Some(parsed), Some(ParseInputs { setup: zero, pkt: ptr, len }));
 
         g.b.switch_to_block(parsed);
         let out = g.b.ins().load(types::I64, fl, pc, K_KEYS);
@@ -1719,11 +1737,9 @@ fn compile_batch(
         let dirty = load(g, fc, OFF_DIRTY);
         g.b.ins().store(fl, zero, fc, OFF_DIRTY);
         let setup = g.b.ins().iadd_imm_u(dirty, SETUP_WRITTEN as i64);
-        g.b.ins().store(fl, setup, pc, P_SETUP);
-        g.b.ins().store(fl, ptr, pc, P_PKT);
-        g.b.ins().store(fl, len, pc, P_LEN);
         let parsed = g.b.create_block();
-        emit_parser(g, pc, parser, Some(fwd_written), Some(parsed));
+        let inputs = ParseInputs { setup, pkt: ptr, len };
+        emit_parser(g, pc, parser, Some(fwd_written), Some(parsed), Some(inputs));
 
         // The forwarding function, into the packet's area.
         g.b.switch_to_block(parsed);
@@ -1731,7 +1747,6 @@ fn compile_batch(
         g.b.ins().store(fl, zero, fc, OFF_OUT_LEN);
         g.b.ins().store(fl, zero, fc, OFF_PORT);
         g.b.ins().store(fl, zero, fc, OFF_META_FRESH);
-        let len = load(g, pc, P_LEN);
         g.b.ins().store(fl, len, fc, OFF_LEN);
         let stride = load(g, bc, B_STRIDE);
         let out = load(g, bc, B_OUT);
@@ -1767,7 +1782,6 @@ fn compile_batch(
         g.b.ins().brif(low, stop, &[i.into()], next, &[]);
 
         g.b.switch_to_block(transmit);
-        let (ptr, len) = (load(g, pc, P_PKT), load(g, pc, P_LEN));
         let o = load(g, fc, OFF_OUT);
         let from = g.b.ins().umin(cursor, len);
         let n_pay = g.b.ins().isub(len, from);

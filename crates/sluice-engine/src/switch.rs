@@ -538,10 +538,8 @@ impl Switch {
         while start < batch.len() {
             let rest = &batch[start..];
             let n = rest.len().min(BATCH);
-            let mut longest = 0;
             for (r, d) in refs.iter_mut().zip(rest) {
                 *r = crate::jit::PktRef::of(d);
-                longest = longest.max(d.len());
             }
             let mut phv = self.take_phv();
             let mut meta = PktMeta::default();
@@ -560,7 +558,7 @@ impl Switch {
                     trace: None,
                 };
                 let mut cx = compiled.fast_contexts(&mut ex, &self.views, port);
-                compiled.run_batch(&mut cx, &mut ex, &refs[..n], longest, &mut out, &mut results[..n])
+                compiled.run_batch(&mut cx, &mut ex, &refs[..n], &mut out, &mut results[..n])
             };
             self.fwd_hdr = out;
             self.stats.received += (done + 1).min(n) as u64;
