@@ -883,18 +883,29 @@ impl CompiledPipelines {
         }
         // The forwarding function first: the parser's setup zeroes the slots it writes.
         let mut fwd_listing = String::new();
-        let forward = compile_forward(plan, &mut module, &helpers, &mut fctx, &mut fwd_listing)?;
+        // Each shape is found once: the standalone functions and the
+        // batch and key functions are generated from the same ones.
+        let (pshape, fshape) = (parser_shape(plan), forward_shape(plan));
+        let forward = compile_forward(plan, &mut module, &helpers, &mut fctx, &mut fwd_listing, fshape.as_ref())?;
         let (forward_id, fwd_written) = forward.unzip();
-        let parser_id = compile_parser(plan, &mut module, &helpers, &mut fctx, &mut listing, fwd_written.as_ref())?;
+        let parser_id = compile_parser(
+            plan,
+            &mut module,
+            &helpers,
+            &mut fctx,
+            &mut listing,
+            fwd_written.as_ref(),
+            pshape.as_ref(),
+        )?;
         listing.push_str(&fwd_listing);
-        let batch_id = match (parser_id, parser_shape(plan), forward_shape(plan), &fwd_written) {
+        let batch_id = match (parser_id, &pshape, &fshape, &fwd_written) {
             (Some((_, true, true)), Some(ps), Some(fs), Some(w)) => {
-                Some(compile_batch(plan, &mut module, &helpers, &mut fctx, &mut listing, &ps, &fs, w)?)
+                Some(compile_batch(plan, &mut module, &helpers, &mut fctx, &mut listing, ps, fs, w)?)
             }
             _ => None,
         };
-        let keys_id = match parser_shape(plan) {
-            Some(ps) => compile_keys(plan, &mut module, &helpers, &mut fctx, &mut listing, &ps)?,
+        let keys_id = match &pshape {
+            Some(ps) => compile_keys(plan, &mut module, &helpers, &mut fctx, &mut listing, ps)?,
             None => None,
         };
         module.finalize_definitions().map_err(|e| e.to_string())?;
@@ -1537,11 +1548,12 @@ fn compile_parser(
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
     fwd_written: Option<&BTreeSet<u32>>,
+    shape: Option<&ParserShape>,
 ) -> Result<Option<(FuncId, bool, bool)>, String> {
-    let Some(shape) = parser_shape(plan) else { return Ok(None) };
+    let Some(shape) = shape else { return Ok(None) };
     let (id, mut ctx) = declare_context_function(module, "sluice_parser", 1, false)?;
     generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
-        emit_parser(g, pc, &shape, fwd_written, None, None)
+        emit_parser(g, pc, shape, fwd_written, None, None)
     });
     listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_parser")?;
@@ -2036,11 +2048,12 @@ fn compile_forward(
     helpers: &[FuncId],
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
+    shape: Option<&ForwardShape>,
 ) -> Result<Option<(FuncId, BTreeSet<u32>)>, String> {
-    let Some(shape) = forward_shape(plan) else { return Ok(None) };
+    let Some(shape) = shape else { return Ok(None) };
     let (id, mut ctx) = declare_context_function(module, "sluice_forward", 2, true)?;
     let written = generate(plan, module, helpers, fctx, &mut ctx, true, &mut JitStats::default(), |g, pc| {
-        emit_forward(g, pc, &shape, None)
+        emit_forward(g, pc, shape, None)
     });
     listing.push_str(&format!("; forwarding function (ingress to deparser)\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_forward")?;
