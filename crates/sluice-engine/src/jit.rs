@@ -3151,9 +3151,22 @@ impl Gen<'_, '_, '_> {
 /// # Safety
 /// `ctx` must be the live context of a running compiled pipeline.
 unsafe fn exec_of<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) {
-    let c = &mut *ctx;
     // Engine code may write any field (see `JitCtx::dirty`).
-    c.dirty = 1;
+    (*ctx).dirty = 1;
+    exec_reading(ctx)
+}
+
+/// [`exec_of`] for engine code that writes no PHV field: a table lookup
+/// that hands its action back to generated code (its counters and caches
+/// are table state), a meter (generated code writes its colour). Why: the
+/// next packet's setup then stays the short one (see `JitCtx::dirty`);
+/// programs that look up or meter through helpers on every packet would
+/// otherwise zero the whole PHV for every packet.
+///
+/// # Safety
+/// As [`exec_of`].
+unsafe fn exec_reading<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) {
+    let c = &mut *ctx;
     let ex = &mut *(c.exec as *mut Exec<'a>);
     if c.meta_fresh == 0 {
         fresh_meta(ex.meta, c.len);
@@ -3201,9 +3214,11 @@ extern "C" fn h_table(ctx: *mut JitCtx, ti: u32) -> i64 {
 /// `ctx` must be the live context of a running compiled pipeline.
 #[inline(always)]
 unsafe fn table_result(ctx: *mut JitCtx, f: impl FnOnce(&mut Exec<'_>, &mut [u8; 64]) -> i64) -> i64 {
-    let (ex, data) = exec_of(ctx);
+    // A non-negative result hands the action back: the lookup wrote no field.
+    let (ex, data) = exec_reading(ctx);
     let r = f(ex, data);
     if r < 0 {
+        // The interpreter ran the table's action (`settle` marks the PHV dirty).
         settle(ctx);
     }
     r
@@ -3273,8 +3288,8 @@ extern "C" fn h_table_key(ctx: *mut JitCtx, ti: u32, key: u64) -> i64 {
 /// Executes cell `i` of meter array `arr` for the running packet (as the
 /// interpreter's `execute_meter`): the colour, 0 (green) out of range.
 extern "C" fn h_meter(ctx: *mut JitCtx, arr: u32, i: u64) -> u64 {
-    // SAFETY: as above.
-    let (ex, _) = unsafe { exec_of(ctx) };
+    // SAFETY: as above. Generated code writes the colour to its field.
+    let (ex, _) = unsafe { exec_reading(ctx) };
     u64::from(ex.execute_meter(arr as usize, i as usize))
 }
 
