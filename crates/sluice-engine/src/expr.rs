@@ -396,6 +396,13 @@ pub enum Fast {
         c: u64,
         op: BinOp,
     },
+    /// `a OP b` for a comparison operator between two unsigned fields
+    /// (`egress_port == ingress_port`).
+    CmpFields {
+        a: FieldSrc,
+        b: FieldSrc,
+        op: BinOp,
+    },
     /// `slot & mask` (a field of at most 64 bits only keeps the mask's low bits).
     AndConst {
         slot: FieldSrc,
@@ -453,7 +460,7 @@ fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
         CExpr::D2B(x) => match fast_shape(x, layout) {
             Fast::Valid(h) => Fast::Valid(h),
             Fast::Field(s) => Fast::NonZero(s),
-            f @ Fast::Cmp { .. } => f,
+            f @ (Fast::Cmp { .. } | Fast::CmpFields { .. }) => f,
             _ => Fast::None,
         },
         CExpr::LNot(x) => match fast_shape(x, layout) {
@@ -482,8 +489,9 @@ fn fast_shape(e: &CExpr, layout: &Layout) -> Fast {
             }
         }
         CExpr::Bin(op @ (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), a, b) => {
-            match (unsigned_slot(a, layout), const_u64(b)) {
-                (Some(slot), Some(c)) => Fast::Cmp { slot, c, op: *op },
+            match (unsigned_slot(a, layout), const_u64(b), unsigned_slot(b, layout)) {
+                (Some(slot), Some(c), _) => Fast::Cmp { slot, c, op: *op },
+                (Some(a), None, Some(b)) => Fast::CmpFields { a, b, op: *op },
                 _ => Fast::None,
             }
         }
@@ -574,6 +582,19 @@ fn fast_nested(f: &Fast, phv: &Phv, params: &[u8]) -> u64 {
     fast_u64(f, phv, params)
 }
 
+/// `v OP c` for a comparison operator of [`Fast::Cmp`], as 0 or 1.
+#[inline(always)]
+fn compare(op: BinOp, v: u64, c: u64) -> u64 {
+    (match op {
+        BinOp::Eq => v == c,
+        BinOp::Ne => v != c,
+        BinOp::Lt => v < c,
+        BinOp::Le => v <= c,
+        BinOp::Gt => v > c,
+        _ => v >= c,
+    }) as u64
+}
+
 /// A shortcut other than `&&` / `||`.
 #[inline(always)]
 fn fast_leaf(f: &Fast, phv: &Phv, params: &[u8]) -> u64 {
@@ -591,17 +612,8 @@ fn fast_leaf(f: &Fast, phv: &Phv, params: &[u8]) -> u64 {
         Fast::AddMask { slot, c, mask } => slot.read(phv).wrapping_add(*c) & mask,
         Fast::Valid(h) => phv.valid[*h as usize] as u64,
         Fast::NotValid(h) => !phv.valid[*h as usize] as u64,
-        Fast::Cmp { slot, c, op } => {
-            let v = slot.read(phv);
-            (match op {
-                BinOp::Eq => v == *c,
-                BinOp::Ne => v != *c,
-                BinOp::Lt => v < *c,
-                BinOp::Le => v <= *c,
-                BinOp::Gt => v > *c,
-                _ => v >= *c,
-            }) as u64
-        }
+        Fast::Cmp { slot, c, op } => compare(*op, slot.read(phv), *c),
+        Fast::CmpFields { a, b, op } => compare(*op, a.read(phv), b.read(phv)),
         Fast::AndConst { slot, mask } => slot.read(phv) & mask,
         Fast::NonZero(s) => (s.read(phv) != 0) as u64,
         Fast::And(_) | Fast::Or(_) => fast_nested(f, phv, params),

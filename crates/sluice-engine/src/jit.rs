@@ -1865,6 +1865,18 @@ fn egress_std_unread(plan: &Plan, sums: &[crate::switch::ByteChecksum], fields: 
     plan.egress.init.is_none() && known && !written
 }
 
+/// The unsigned integer condition of a [`Fast::Cmp`] operator.
+fn int_cc(op: BinOp) -> IntCC {
+    match op {
+        BinOp::Eq => IntCC::Equal,
+        BinOp::Ne => IntCC::NotEqual,
+        BinOp::Lt => IntCC::UnsignedLessThan,
+        BinOp::Le => IntCC::UnsignedLessThanOrEqual,
+        BinOp::Gt => IntCC::UnsignedGreaterThan,
+        _ => IntCC::UnsignedGreaterThanOrEqual,
+    }
+}
+
 /// Adds the PHV slots a shortcut expression reads to `out`; false when it
 /// cannot tell (no shortcut, or an action parameter).
 fn fast_slots(f: &Fast, out: &mut BTreeSet<u32>) -> bool {
@@ -1879,6 +1891,7 @@ fn fast_slots(f: &Fast, out: &mut BTreeSet<u32>) -> bool {
         Fast::Const(_) | Fast::Valid(_) | Fast::NotValid(_) => true,
         Fast::Field(s) | Fast::NonZero(s) => slot(s),
         Fast::AddMask { slot: s, .. } | Fast::Cmp { slot: s, .. } | Fast::AndConst { slot: s, .. } => slot(s),
+        Fast::CmpFields { a, b, .. } => slot(a) && slot(b),
         Fast::And(b) | Fast::Or(b) => fast_slots(&b.0, out) && fast_slots(&b.1, out),
     }
 }
@@ -2573,15 +2586,12 @@ impl Gen<'_, '_, '_> {
             }
             Fast::Cmp { slot, c, op } => {
                 let v = self.read(*slot);
-                let cc = match op {
-                    BinOp::Eq => IntCC::Equal,
-                    BinOp::Ne => IntCC::NotEqual,
-                    BinOp::Lt => IntCC::UnsignedLessThan,
-                    BinOp::Le => IntCC::UnsignedLessThanOrEqual,
-                    BinOp::Gt => IntCC::UnsignedGreaterThan,
-                    _ => IntCC::UnsignedGreaterThanOrEqual,
-                };
-                let r = self.b.ins().icmp_imm_u(cc, v, *c as i64);
+                let r = self.b.ins().icmp_imm_u(int_cc(*op), v, *c as i64);
+                self.bool_to_i64(r)
+            }
+            Fast::CmpFields { a, b, op } => {
+                let (x, y) = (self.read(*a), self.read(*b));
+                let r = self.b.ins().icmp(int_cc(*op), x, y);
                 self.bool_to_i64(r)
             }
             Fast::AndConst { slot, mask } => {
