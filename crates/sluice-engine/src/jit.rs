@@ -2815,6 +2815,22 @@ impl Gen<'_, '_, '_> {
         }
     }
 
+    /// A table key of at most 64 bits from its parts, as
+    /// `control::integer_key` builds it.
+    fn integer_key(&mut self, parts: &[(crate::plan::KeyPart, u32)]) -> Value {
+        let mut key = self.b.ins().iconst(types::I64, 0);
+        for (part, bits) in parts {
+            let v = self.key_part(part);
+            key = if *bits >= 64 {
+                v
+            } else {
+                let sh = self.b.ins().ishl_imm_u(key, i64::from(*bits));
+                self.b.ins().bor(sh, v)
+            };
+        }
+        key
+    }
+
     /// The key parts of table `t` when generated code builds its key as
     /// words (see [`crate::plan::TablePlan::word_key_parts`]).
     fn word_key(&self, t: u32) -> Option<Vec<(crate::plan::KeyPart, u32)>> {
@@ -2875,17 +2891,7 @@ impl Gen<'_, '_, '_> {
     ) -> Value {
         use crate::tables::{VIEW_DIR, VIEW_DIRECT, VIEW_HASH};
         let fl = Self::flags();
-        // The key, as `control::integer_key` builds it.
-        let mut key = self.b.ins().iconst(types::I64, 0);
-        for (part, bits) in parts {
-            let v = self.key_part(part);
-            key = if *bits >= 64 {
-                v
-            } else {
-                let sh = self.b.ins().ishl_imm_u(key, i64::from(*bits));
-                self.b.ins().bor(sh, v)
-            };
-        }
+        let key = self.integer_key(parts);
         let views = self.ptr(OFF_VIEWS);
         let view = self.b.ins().iadd_imm_u(views, VIEW_SIZE * i64::from(t));
         let kind = self.b.ins().uload32(fl, view, 0);
@@ -3075,6 +3081,11 @@ impl Gen<'_, '_, '_> {
             int_key = Some(self.inline_lookup(t, &parts, &case_blocks, engine, result));
         } else if let Some(parts) = self.word_key(t) {
             self.word_lookup(t, &parts, result);
+        } else if let Some(parts) = tp.key128.as_deref().filter(|p| p.iter().map(|(_, b)| *b).sum::<u32>() <= 64) {
+            // Not looked up inline (a direct counter, meter or idle
+            // timeout): the key is still built here, not by the engine.
+            int_key = Some(self.integer_key(parts));
+            self.b.ins().jump(engine, &[]);
         } else {
             self.b.ins().jump(engine, &[]);
         }
