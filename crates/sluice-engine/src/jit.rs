@@ -306,10 +306,6 @@ pub struct ParseCtx {
     port: u64,
     /// In (setup): the switch time in µs (ingress timestamp).
     now: u64,
-    /// In: non-zero to stop before the end of parsing (no `parser_error`,
-    /// no checksum verification): the caller only wants the headers, to
-    /// learn lookup keys for prefetching (see [`Lookahead`]).
-    lookahead: u64,
 }
 
 const P_PKT: i32 = 32;
@@ -417,50 +413,27 @@ const SETUP_WRITTEN: u64 = 1;
 const SETUP_FULL: u64 = 2;
 /// Most PHV bytes the compiled parser zeroes itself (bigger PHVs are reset by the engine).
 const SETUP_MAX_BYTES: u32 = 2048;
-const P_LOOKAHEAD: i32 = std::mem::offset_of!(ParseCtx, lookahead) as i32;
 
-/// The compiled parser run over packets only to learn their headers, into
-/// a scratch PHV: no setup and no end of parsing (see
-/// `ParseCtx::lookahead`). Why: to prefetch a batch's table lookups the
-/// switch parses each packet ahead, and the checksum verification and the
-/// context built per call cost as much as the parse itself.
+/// The key function (see [`compile_keys`]) with its context: the compiled
+/// parser run over a batch only to learn its headers, into a scratch PHV
+/// (no setup, no end of parsing), then each prefetchable table's key. Why:
+/// to prefetch a batch's lookups in big tables the switch parses each
+/// packet ahead, and that parse must cost little next to the memory stalls
+/// it hides.
 pub struct Lookahead {
-    ctx: ParseCtx,
-    parser: ParserFn,
-    /// The key function (see [`compile_keys`]) and its context.
-    keys: Option<(KeysFn, KeysCtx)>,
+    keys: KeysFn,
+    ctx: KeysCtx,
 }
 
 impl Lookahead {
-    /// Parses `data` into `phv` (a PHV of this plan's layout). Headers it
-    /// lacks may keep an earlier packet's validity and bytes, which can only
-    /// make a prefetch useless, never a result wrong.
-    #[inline]
-    pub fn parse(&mut self, phv: &mut crate::phv::Phv, data: &[u8]) {
-        self.ctx.wire = phv.wire.as_mut_ptr();
-        self.ctx.slots = phv.slots.as_mut_ptr();
-        self.ctx.valid = phv.valid.as_mut_ptr();
-        self.ctx.pkt = data.as_ptr();
-        self.ctx.len = data.len() as u64;
-        // SAFETY: the parser reads at most `len` bytes of `data` and writes
-        // inside `phv`, whose vectors the plan's layout sized.
-        unsafe { (self.parser)(&mut self.ctx) };
-    }
-
-    /// Whether [`Lookahead::keys`] is generated code (the plan's
-    /// prefetchable tables all have keys it can build).
-    pub fn has_keys(&self) -> bool {
-        self.keys.is_some()
-    }
-
-    /// Parses each packet of `batch` into `phv` (as [`Lookahead::parse`]
-    /// does) and writes its lookup key for each of the plan's prefetchable
-    /// tables (`TablePlan::prefetchable`, in table order) to `keys`, packet
-    /// by packet. Why generated: per packet the key is a field or two read
-    /// right after parsing; a Rust loop calling the parser and building
-    /// keys from the PHV cost more than the parse.
+    /// Parses each packet of `batch` into `phv` (a PHV of this plan's
+    /// layout) and writes its lookup key for each of the plan's
+    /// prefetchable tables (`TablePlan::prefetchable`, in table order) to
+    /// `keys`, packet by packet. Headers a packet lacks may keep an earlier
+    /// packet's validity and bytes, which can only make a prefetch useless,
+    /// never a result wrong.
     pub fn keys(&mut self, phv: &mut crate::phv::Phv, batch: &[&[u8]], keys: &mut Vec<u64>) {
-        let (f, ctx) = self.keys.as_mut().expect("has_keys");
+        let ctx = &mut self.ctx;
         let mut refs = [PktRef::default(); crate::switch::BATCH];
         assert!(batch.len() <= refs.len(), "at most a batch");
         for (r, d) in refs.iter_mut().zip(batch) {
@@ -477,7 +450,7 @@ impl Lookahead {
         // SAFETY: per packet the parser reads at most its `len` bytes (of
         // a live slice) and writes inside `phv`, sized by this plan's
         // layout; the function writes `n * tables` keys, the length of `keys`.
-        unsafe { f(ctx) };
+        unsafe { (self.keys)(ctx) };
     }
 }
 
@@ -637,7 +610,6 @@ impl CompiledPipelines {
                 setup: SETUP_FULL,
                 port: u64::from(port),
                 now: ex.now_us,
-                lookahead: 0,
             },
             fwd,
         }
@@ -736,7 +708,6 @@ impl CompiledPipelines {
             setup: if arrival.is_some() { SETUP_FULL } else { 0 },
             port: u64::from(port),
             now,
-            lookahead: 0,
         };
         // SAFETY: `f` was generated for this plan's layout; it reads at most
         // `len` bytes from `pkt` (every copy is bounds-checked first) and
@@ -750,51 +721,32 @@ impl CompiledPipelines {
         })
     }
 
-    /// A [`Lookahead`], when the parser is compiled.
+    /// A [`Lookahead`], when the parser is compiled and the plan has
+    /// prefetchable tables.
     pub fn lookahead(&self) -> Option<Lookahead> {
+        let (keys, tables) = self.keys?;
         Some(Lookahead {
-            parser: self.parser?,
-            ctx: ParseCtx {
-                exec: std::ptr::null_mut(),
-                wire: std::ptr::null_mut(),
-                slots: std::ptr::null_mut(),
-                valid: std::ptr::null_mut(),
-                pkt: std::ptr::null(),
-                len: 0,
-                cursor: 0,
-                status: 0,
-                code: 0,
-                setup: 0,
-                port: 0,
-                now: 0,
-                lookahead: 1,
+            keys,
+            ctx: KeysCtx {
+                parse: ParseCtx {
+                    exec: std::ptr::null_mut(),
+                    wire: std::ptr::null_mut(),
+                    slots: std::ptr::null_mut(),
+                    valid: std::ptr::null_mut(),
+                    pkt: std::ptr::null(),
+                    len: 0,
+                    cursor: 0,
+                    status: 0,
+                    code: 0,
+                    setup: 0,
+                    port: 0,
+                    now: 0,
+                },
+                pkts: std::ptr::null(),
+                n: 0,
+                keys: std::ptr::null_mut(),
+                tables,
             },
-            keys: self.keys.map(|(f, tables)| {
-                (
-                    f,
-                    KeysCtx {
-                        parse: ParseCtx {
-                            exec: std::ptr::null_mut(),
-                            wire: std::ptr::null_mut(),
-                            slots: std::ptr::null_mut(),
-                            valid: std::ptr::null_mut(),
-                            pkt: std::ptr::null(),
-                            len: 0,
-                            cursor: 0,
-                            status: 0,
-                            code: 0,
-                            setup: 0,
-                            port: 0,
-                            now: 0,
-                            lookahead: 1,
-                        },
-                        pkts: std::ptr::null(),
-                        n: 0,
-                        keys: std::ptr::null_mut(),
-                        tables,
-                    },
-                )
-            }),
         })
     }
 
@@ -1423,16 +1375,6 @@ fn emit_parser(
     // The end of parsing (`Switch::parse_end`): `parser_error`, then
     // checksum verification into `checksum_error`.
     g.b.switch_to_block(end);
-    if exit.is_none() && ends.is_some() {
-        // A lookahead parse stops here (the batch function never asks for one).
-        let stop = g.b.create_block();
-        let cont = g.b.create_block();
-        let flag = g.b.ins().load(types::I64, fl, pc, P_LOOKAHEAD);
-        g.b.ins().brif(flag, stop, &[], cont, &[]);
-        g.b.switch_to_block(stop);
-        leave(g);
-        g.b.switch_to_block(cont);
-    }
     if let Some((perr, cerr, sums)) = &ends {
         let error = g.b.block_params(end)[0];
         if let Some((s, m)) = perr {
@@ -3511,7 +3453,6 @@ mod tests {
         assert_eq!(tables.len(), 1, "the router's IPv4 route table");
         let compiled = CompiledPipelines::compile(&plan).expect("compiles");
         let mut look = compiled.lookahead().expect("compiled parser");
-        assert!(look.has_keys());
         let mut pkts: Vec<Vec<u8>> = Vec::new();
         for i in 0..20u32 {
             let mut p = vec![0u8; 60];

@@ -384,53 +384,28 @@ impl Switch {
             return;
         }
         if fast && self.preparse {
-            // Big tables: per BATCH packets, parse each into a scratch PHV
-            // to learn its lookup keys and prefetch the index slots, then run
-            // them on the fast path, prefetching each hit record a few
-            // packets ahead. Parsing twice costs less than the memory stalls
-            // it hides.
+            // Big tables: per BATCH packets, the generated key function
+            // parses each into a scratch PHV for its lookup keys; their index
+            // slots (and hit records, when those do not stay in cache) are
+            // prefetched, then the batch runs on the fast path. Parsing
+            // twice costs less than the memory stalls it hides.
             let mut it = batch.into_iter().peekable();
             let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
             let mut scratch = self.take_phv();
             let tables = self.prefetch.len();
-            let mut keys = std::mem::take(&mut self.prefetch_keys);
-            let mut look = self.compiled.as_ref().and_then(|c| c.lookahead()).expect("fast path: compiled parser");
-            if look.has_keys() {
-                // Generated code parses the batch ahead and writes the keys.
-                let mut words = std::mem::take(&mut self.prefetch_words);
-                while it.peek().is_some() {
-                    let n = next_chunk(&mut it, &mut slices);
-                    look.keys(&mut scratch, &slices[..n], &mut words);
-                    for (t, &(ti, inline)) in self.prefetch.iter().enumerate() {
-                        self.state.tables[ti].prefetch_words(&words[t..], tables, inline);
-                    }
-                    self.process_batch_fast_with(port, &slices[..n], emit);
-                }
-                self.prefetch_words = words;
-                self.phv_pool.push(scratch);
-                self.prefetch_keys = keys;
-                return;
-            }
+            let mut look =
+                self.compiled.as_ref().and_then(|c| c.lookahead()).expect("fast path with prefetchable tables");
+            // Generated code parses the batch ahead and writes the keys.
+            let mut words = std::mem::take(&mut self.prefetch_words);
             while it.peek().is_some() {
                 let n = next_chunk(&mut it, &mut slices);
-                keys.clear();
-                for data in &slices[..n] {
-                    look.parse(&mut scratch, data);
-                    for &(ti, _) in &self.prefetch {
-                        keys.push(
-                            self.plan.tables[ti].key128.as_ref().map(|p| crate::control::integer_key(p, &scratch)),
-                        );
-                    }
-                    self.prefetch_keys_of(&keys[keys.len() - tables..], false, true);
-                }
-                // The hit records, now that the slots have had a batch's
-                // parsing to arrive; then the batch runs.
-                for k in keys.chunks(tables) {
-                    self.prefetch_keys_of(k, true, true);
+                look.keys(&mut scratch, &slices[..n], &mut words);
+                for (t, &(ti, inline)) in self.prefetch.iter().enumerate() {
+                    self.state.tables[ti].prefetch_words(&words[t..], tables, inline);
                 }
                 self.process_batch_fast_with(port, &slices[..n], emit);
             }
-            self.prefetch_keys = keys;
+            self.prefetch_words = words;
             self.phv_pool.push(scratch);
             return;
         }
