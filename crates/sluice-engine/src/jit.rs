@@ -1611,16 +1611,7 @@ fn compile_keys(
         let first = g.b.ins().imul_imm_u(i, 8 * tables.len() as i64);
         let out = g.b.ins().iadd(out, first);
         for (t, parts) in tables.iter().enumerate() {
-            let mut key = g.b.ins().iconst(types::I64, 0);
-            for (part, bits) in *parts {
-                let v = g.key_part(part);
-                key = if *bits >= 64 {
-                    v
-                } else {
-                    let sh = g.b.ins().ishl_imm_u(key, i64::from(*bits));
-                    g.b.ins().bor(sh, v)
-                };
-            }
+            let key = g.integer_key(parts);
             g.b.ins().store(fl, key, out, 8 * t as i32);
         }
         let i1 = g.b.ins().iadd_imm_u(i, 1);
