@@ -1012,13 +1012,10 @@ impl TableState {
         for &k in keys.iter().step_by(stride) {
             d.prefetch(k as u32, compiled);
         }
-        if !compiled {
+        // Generated code's records mostly stay in cache: then nothing to do.
+        if !compiled || self.hot.records.len() > CACHED_RECORDS {
             for &k in keys.iter().step_by(stride) {
-                self.prefetch_hit_u128(u128::from(k), false);
-            }
-        } else if self.hot.records.len() > CACHED_RECORDS {
-            for &k in keys.iter().step_by(stride) {
-                crate::lpm::prefetch(&self.hot.records[d.record(k as u32) as usize]);
+                self.prefetch_hit_u128(u128::from(k), compiled);
             }
         }
     }
