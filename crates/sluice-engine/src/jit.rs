@@ -37,7 +37,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::ffi::c_void;
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, Signature, UserFuncName, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, BlockArg, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch as CaseSwitch};
@@ -925,6 +927,33 @@ fn copy_chunks(n: u32) -> Vec<(u32, u32)> {
     out
 }
 
+/// Sixteen zero bytes for [`zero_vector`].
+static ZERO16: [u8; 16] = [0; 16];
+
+/// A 16-byte zero vector, loaded where it is used. Why not a constant:
+/// Cranelift hoists a constant vector out of the batch loop and keeps it in
+/// a stack slot, which costs a store and a load per packet; a load from
+/// static zeros costs one load (and loads are not hoisted).
+fn zero_vector(g: &mut Gen<'_, '_, '_>) -> Value {
+    let at = g.b.ins().iconst(types::I64, ZERO16.as_ptr() as i64);
+    g.b.ins().load(types::I64X2, MemFlagsData::new().with_notrap(), at, 0)
+}
+
+/// Offsets of the 16-byte stores that zero the first `len` bytes of an area
+/// of `area` bytes (`area >= 16`): consecutive, the last one moved back to
+/// end at `len` (overlapping the one before) or, for `len < 16`, at 16.
+/// Why: two overlapping vector stores cost less than a tail of 8-, 2- and
+/// 1-byte stores, and every byte stays written by one store per packet.
+fn zero_stores(area: usize, len: usize) -> Vec<i32> {
+    debug_assert!(area >= 16 && len <= area);
+    let len = len.max(16);
+    let mut out: Vec<i32> = (0..len / 16).map(|i| 16 * i as i32).collect();
+    if !len.is_multiple_of(16) {
+        out.push((len - 16) as i32);
+    }
+    out
+}
+
 /// The integer type of a copy piece of `size` bytes.
 fn chunk_type(size: u32) -> types::Type {
     match size {
@@ -1238,9 +1267,13 @@ fn emit_parser(
     let plan = g.plan;
     let layout = &plan.layout;
     let (init, order, ends, setup) = (shape.init, &shape.order, &shape.ends, shape.setup);
-    let leave = |g: &mut Gen<'_, '_, '_>| match exit {
+    // An exit block with a parameter takes the cursor (the batch function
+    // needs nothing else of the parser's outputs): no context stores.
+    let to_block = exit.is_some_and(|e| g.b.block_params(e).len() == 1);
+    let leave = |g: &mut Gen<'_, '_, '_>, cursor: Value| match exit {
         Some(e) => {
-            g.b.ins().jump(e, &[]);
+            let args: &[BlockArg] = if to_block { &[cursor.into()] } else { &[] };
+            g.b.ins().jump(e, args);
         }
         None => {
             g.b.ins().return_(&[]);
@@ -1350,31 +1383,37 @@ fn emit_parser(
     }
     let end = g.b.create_block();
     g.b.append_block_param(end, types::I64); // the parser error
+    g.b.append_block_param(end, types::I64); // the cursor
     let too_short = plan.errors.get("PacketTooShort").copied().unwrap_or(0);
     for (blk, status) in [(done, 0i64), (short, 1), (failed, 2)] {
         g.b.switch_to_block(blk);
         let c = g.b.block_params(blk)[0];
-        g.b.ins().store(fl, c, pc, P_CURSOR);
-        let st = g.b.ins().iconst(types::I64, status);
-        g.b.ins().store(fl, st, pc, P_STATUS);
+        if !to_block {
+            g.b.ins().store(fl, c, pc, P_CURSOR);
+            let st = g.b.ins().iconst(types::I64, status);
+            g.b.ins().store(fl, st, pc, P_STATUS);
+        }
         let error = match status {
             0 => g.b.ins().iconst(types::I64, plan.no_error as i64),
             1 => g.b.ins().iconst(types::I64, too_short as i64),
             _ => {
                 let code = g.b.block_params(blk)[1];
-                g.b.ins().store(fl, code, pc, P_CODE);
+                if !to_block {
+                    g.b.ins().store(fl, code, pc, P_CODE);
+                }
                 code
             }
         };
         if ends.is_some() {
-            g.b.ins().jump(end, &[error.into()]);
+            g.b.ins().jump(end, &[error.into(), c.into()]);
         } else {
-            leave(g);
+            leave(g, c);
         }
     }
     // The end of parsing (`Switch::parse_end`): `parser_error`, then
     // checksum verification into `checksum_error`.
     g.b.switch_to_block(end);
+    let cursor = g.b.block_params(end)[1];
     if let Some((perr, cerr, sums)) = &ends {
         let error = g.b.block_params(end)[0];
         if let Some((s, m)) = perr {
@@ -1403,7 +1442,7 @@ fn emit_parser(
             g.write(*s, bad, *m);
         }
     }
-    leave(g);
+    leave(g, cursor);
     if let (Some([port_f, now_f, len_f, itype_f]), Some((full, written, parse))) = (setup, setup_blocks) {
         // Every slot the parser, the setup itself or the forwarding
         // function may write (all of them without a forwarding function).
@@ -1425,39 +1464,38 @@ fn emit_parser(
         dirty.extend(&set);
         // 16-byte stores: one per slot, then the wire area.
         g.b.switch_to_block(full);
-        let zero = g.b.ins().iconst(types::I64, 0);
-        let zero16 = g.b.ins().splat(types::I64X2, zero);
+        let zero16 = zero_vector(g);
         let slots = g.ptr(OFF_SLOTS);
         for i in (0..layout.n_slots).filter(|i| !dirty.contains(i)) {
             g.b.ins().store(fl, zero16, slots, 16 * i as i32);
         }
+        // The wire padding too, after engine code ran (it never writes
+        // there either; this keeps a mistake from lasting).
+        let wire = g.ptr(OFF_WIRE);
+        g.b.ins().store(fl, zero16, wire, layout.wire_bytes as i32);
         g.b.ins().jump(written, &[]);
         g.b.switch_to_block(written);
         let zero = g.b.ins().iconst(types::I64, 0);
-        let zero16 = g.b.ins().splat(types::I64X2, zero);
+        let zero16 = zero_vector(g);
         for i in dirty.difference(&set) {
             g.b.ins().store(fl, zero16, slots, 16 * *i as i32);
         }
+        // The headers' bytes in 16-byte stores, the last one overlapping
+        // its predecessor rather than ending in narrower ones. The padding
+        // after them is never written (see `phv::WIRE_PAD`): still zero.
         let wire = g.ptr(OFF_WIRE);
-        let wire_len = (layout.wire_bytes as usize + crate::phv::WIRE_PAD) as i32;
-        let mut at = 0;
-        while at + 16 <= wire_len {
+        for at in zero_stores(layout.wire_bytes as usize + crate::phv::WIRE_PAD, layout.wire_bytes as usize) {
             g.b.ins().store(fl, zero16, wire, at);
-            at += 16;
         }
-        while at + 8 <= wire_len {
-            g.b.ins().store(fl, zero, wire, at);
-            at += 8;
-        }
-        let zero8 = g.b.ins().iconst(types::I8, 0);
-        while at < wire_len {
-            g.b.ins().store(fl, zero8, wire, at);
-            at += 1;
-        }
+        // The valid flags: metadata valid, headers not, as 8/4/2/1-byte constants.
         let valid = g.ptr(OFF_VALID);
-        let one8 = g.b.ins().iconst(types::I8, 1);
-        for (h, hi) in layout.headers.iter().enumerate() {
-            g.b.ins().store(fl, if hi.metadata { one8 } else { zero8 }, valid, h as i32);
+        for (at, size) in copy_chunks(layout.headers.len() as u32) {
+            let flags = layout.headers[at as usize..(at + size) as usize]
+                .iter()
+                .enumerate()
+                .fold(0u64, |v, (i, h)| v | (u64::from(h.metadata) << (8 * i)));
+            let v = g.b.ins().iconst(chunk_type(size), flags as i64);
+            g.b.ins().store(fl, v, valid, at as i32);
         }
         let port = g.b.ins().load(types::I64, fl, pc, P_PORT);
         let now = g.b.ins().load(types::I64, fl, pc, P_NOW);
@@ -1654,6 +1692,9 @@ fn compile_batch(
         let pc = g.b.ins().iadd_imm_s(fc, PARSE_FROM_FWD);
         g.ctx = fc;
         g.load_bases(true);
+        // The valid flags' address is loaded from the context at each use:
+        // kept, it is one more value spilled across the packet's code.
+        g.bases.retain(|(off, _)| *off != OFF_VALID);
         // The batch's other fields are loaded where they are used: kept in
         // registers across the packet's code they would be spilled.
         let head = g.b.create_block();
@@ -1679,62 +1720,81 @@ fn compile_batch(
         let p = g.b.ins().iadd(pkts, at);
         let ptr = load(g, p, 0);
         let len = load(g, p, 8);
+        // The flag is cleared only when set: a load, not a store per packet.
         let dirty = load(g, fc, OFF_DIRTY);
+        let clear = g.b.create_block();
+        let cleared = g.b.create_block();
+        g.b.ins().brif(dirty, clear, &[], cleared, &[]);
+        g.b.switch_to_block(clear);
         g.b.ins().store(fl, zero, fc, OFF_DIRTY);
+        g.b.ins().jump(cleared, &[]);
+        g.b.switch_to_block(cleared);
         let setup = g.b.ins().iadd_imm_u(dirty, SETUP_WRITTEN as i64);
         let parsed = g.b.create_block();
+        g.b.append_block_param(parsed, types::I64); // the cursor
         let inputs = ParseInputs { setup, pkt: ptr, len };
         emit_parser(g, pc, parser, Some(fwd_written), Some(parsed), Some(inputs));
 
-        // The forwarding function, into the packet's area.
+        // The forwarding function, into the packet's area. `special` is
+        // zero here without a store: a fresh context has it zero, and a
+        // packet whose helpers set it ends the batch (status 1 or 3).
         g.b.switch_to_block(parsed);
-        g.b.ins().store(fl, zero, fc, OFF_SPECIAL);
-        g.b.ins().store(fl, zero, fc, OFF_OUT_LEN);
-        g.b.ins().store(fl, zero, fc, OFF_PORT);
+        let cursor = g.b.block_params(parsed)[0];
+        let fresh = load(g, fc, OFF_META_FRESH);
+        let stale = g.b.create_block();
+        let meta_done = g.b.create_block();
+        g.b.ins().brif(fresh, stale, &[], meta_done, &[]);
+        g.b.switch_to_block(stale);
         g.b.ins().store(fl, zero, fc, OFF_META_FRESH);
+        g.b.ins().jump(meta_done, &[]);
+        g.b.switch_to_block(meta_done);
         g.b.ins().store(fl, len, fc, OFF_LEN);
-        let stride = load(g, bc, B_STRIDE);
-        let out = load(g, bc, B_OUT);
-        let o = g.b.ins().imul(i, stride);
-        let o = g.b.ins().iadd(out, o);
-        g.b.ins().store(fl, o, fc, OFF_OUT);
         let forwarded = g.b.create_block();
-        g.b.append_block_param(forwarded, types::I64);
-        emit_forward(g, fc, forward, Some(forwarded));
+        for _ in 0..3 {
+            g.b.append_block_param(forwarded, types::I64); // status, port, header bytes
+        }
+        // Values used after the forwarding code are loaded or computed
+        // again there rather than kept: kept, they would be spilled, and a
+        // spill is one more store per packet.
+        let area = |g: &mut Gen<'_, '_, '_>| {
+            let stride = g.b.ins().load(types::I64, fl, bc, B_STRIDE);
+            let out = g.b.ins().load(types::I64, fl, bc, B_OUT);
+            let o = g.b.ins().imul(i, stride);
+            g.b.ins().iadd(out, o)
+        };
+        emit_forward(g, fc, forward, Some((forwarded, &area)));
 
+        // The result: two 8-byte stores, (status, port) and (length, cursor).
         g.b.switch_to_block(forwarded);
-        let status = g.b.block_params(forwarded)[0];
+        let &[status, port, hdr] = g.b.block_params(forwarded) else { unreachable!("three parameters") };
         let results = load(g, bc, B_RESULTS);
         let at = g.b.ins().ishl_imm_u(i, 4);
         let r = g.b.ins().iadd(results, at);
-        let st32 = g.b.ins().ireduce(types::I32, status);
-        g.b.ins().store(fl, st32, r, 0);
-        let port = g.b.ins().load(types::I32, fl, fc, OFF_PORT);
-        g.b.ins().store(fl, port, r, 4);
-        let cursor = load(g, pc, P_CURSOR);
-        let c32 = g.b.ins().ireduce(types::I32, cursor);
-        g.b.ins().store(fl, c32, r, 12);
-        let hdr = load(g, fc, OFF_OUT_LEN);
-        let h32 = g.b.ins().ireduce(types::I32, hdr);
-        g.b.ins().store(fl, h32, r, 8);
+        let st32 = g.b.ins().band_imm_u(status, 0xffff_ffff);
+        let port_hi = g.b.ins().ishl_imm_u(port, 32);
+        let first = g.b.ins().bor(st32, port_hi);
+        g.b.ins().store(fl, first, r, 0);
+        let cursor_hi = g.b.ins().ishl_imm_u(cursor, 32);
         // Transmitted (0): the payload goes behind the headers and the
         // length covers both; dropped (2): next packet; else stop.
         let transmit = g.b.create_block();
         let other = g.b.create_block();
         g.b.ins().brif(status, other, &[], transmit, &[]);
         g.b.switch_to_block(other);
+        let second = g.b.ins().bor(hdr, cursor_hi);
+        g.b.ins().store(fl, second, r, 8);
         let low = g.b.ins().band_imm_u(status, !2);
         g.b.ins().brif(low, stop, &[i.into()], next, &[]);
 
         g.b.switch_to_block(transmit);
-        let o = load(g, fc, OFF_OUT);
+        let o = area(g);
         let from = g.b.ins().umin(cursor, len);
         let n_pay = g.b.ins().isub(len, from);
         let src = g.b.ins().iadd(ptr, from);
         let dst = g.b.ins().iadd(o, hdr);
         let total = g.b.ins().iadd(hdr, n_pay);
-        let t32 = g.b.ins().ireduce(types::I32, total);
-        g.b.ins().store(fl, t32, r, 8);
+        let second = g.b.ins().bor(total, cursor_hi);
+        g.b.ins().store(fl, second, r, 8);
         copy_var(g.b, src, dst, n_pay, next);
 
         g.b.switch_to_block(next);
@@ -1829,38 +1889,52 @@ fn fast_slots(f: &Fast, out: &mut BTreeSet<u32>) -> bool {
     }
 }
 
+/// Generates, where it is called, the address of the packet's output area
+/// (for the batch function: computed where the deparser needs it, so that
+/// it is not kept, and spilled, across the whole forwarding code).
+type OutArea<'a> = &'a dyn Fn(&mut Gen<'_, '_, '_>) -> Value;
+
 /// Generates the forwarding function of `shape` at the current block, with
-/// `pc` the [`JitCtx`]: returns the status, or jumps with it to `exit`
-/// (which takes it as its parameter) when given.
-fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: Option<Block>) {
+/// `pc` the [`JitCtx`]: returns the status (egress port and header bytes
+/// stored to the context), or, when `exit` is given, jumps to its block
+/// with the three as parameters and deparses into the area its
+/// [`OutArea`] computes.
+fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: Option<(Block, OutArea<'_>)>) {
     let plan = g.plan;
     let deparse = shape.deparse.clone();
     let sums = &shape.sums;
     let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = shape.fields;
     let fl = MemFlagsData::new().with_notrap();
+    // The exit block takes (status, egress port, header bytes): in the
+    // batch function they go straight to the packet's result; a function
+    // of its own stores them to the context for its caller.
     let ret = match exit {
-        Some(e) => e,
+        Some((e, _)) => e,
         None => {
             let r = g.b.create_block();
-            g.b.append_block_param(r, types::I64);
+            for _ in 0..3 {
+                g.b.append_block_param(r, types::I64);
+            }
             r
         }
     };
-    let ret_with = |g: &mut Gen, status: i64| {
+    let ret_with = |g: &mut Gen, status: i64, port: Value| {
         let v = g.b.ins().iconst(types::I64, status);
-        g.b.ins().jump(ret, &[v.into()]);
+        let none = g.b.ins().iconst(types::I64, 0);
+        g.b.ins().jump(ret, &[v.into(), port.into(), none.into()]);
     };
     let read_or_zero = |g: &mut Gen, f: Option<(FieldSrc, u64)>| match f {
         Some((s, _)) => g.read(s),
         None => g.b.ins().iconst(types::I64, 0),
     };
-    // Branches to a block returning `status` when `cond` is non-zero, else continues.
-    let bail_if = |g: &mut Gen, cond: Value, status: i64| {
+    // Branches to a block returning `status` (with egress port `port`)
+    // when `cond` is non-zero, else continues.
+    let bail_if = |g: &mut Gen, cond: Value, status: i64, port: Value| {
         let out = g.b.create_block();
         let cont = g.b.create_block();
         g.b.ins().brif(cond, out, &[], cont, &[]);
         g.b.switch_to_block(out);
-        ret_with(g, status);
+        ret_with(g, status, port);
         g.b.switch_to_block(cont);
     };
 
@@ -1868,18 +1942,18 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     let after_ingress = g.b.create_block();
     g.body(plan.ingress.init, after_ingress);
     g.b.switch_to_block(after_ingress);
+    let no_port = g.b.ins().iconst(types::I64, 0);
     let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
-    bail_if(g, special, 1);
+    bail_if(g, special, 1, no_port);
     if let Some((s, _)) = mcast {
         let m = g.read(s);
-        bail_if(g, m, 1);
+        bail_if(g, m, 1, no_port);
     }
     let spec = read_or_zero(g, spec_f);
     let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
-    bail_if(g, drop, 2);
-
+    bail_if(g, drop, 2, no_port);
     // Egress standard metadata, as `Switch::egress_pipeline` sets them.
-    g.b.ins().store(fl, spec, pc, OFF_PORT);
+    let port = spec;
     if egress_std_unread(plan, &shape.sums, &shape.fields) {
         // No egress pipeline: nothing after this point reads them (and no
         // helper runs), and once the packet is transmitted or dropped its
@@ -1887,7 +1961,7 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
         let spec = spec_f.map_or(0, |(_, m)| 512 & m);
         if u128::from(spec) == crate::switch::DROP_PORT {
             let always = g.b.ins().iconst(types::I64, 1);
-            bail_if(g, always, 2);
+            bail_if(g, always, 2, port);
         }
     } else {
         if let Some((s, m)) = itype {
@@ -1915,10 +1989,10 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
         g.body(plan.egress.init, after_egress);
         g.b.switch_to_block(after_egress);
         let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
-        bail_if(g, special, 3);
+        bail_if(g, special, 3, port);
         let spec = read_or_zero(g, spec_f);
         let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
-        bail_if(g, drop, 2);
+        bail_if(g, drop, 2, port);
     }
 
     // Checksum updates: csum16 of the byte ranges, summed as
@@ -1945,7 +2019,10 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     // Headers in deparser order: only valid ones are copied. Why a
     // branch per header: copying every header and advancing only over
     // valid ones costs an IPv4 packet the 40-byte IPv6 copy.
-    let out = g.b.ins().load(types::I64, fl, pc, OFF_OUT);
+    let out = match exit {
+        Some((_, out)) => out(g),
+        None => g.b.ins().load(types::I64, fl, pc, OFF_OUT),
+    };
     let wire = g.ptr(OFF_WIRE);
     let valid = g.ptr(OFF_VALID);
     let mut pos = g.b.ins().iconst(types::I64, 0);
@@ -1963,12 +2040,14 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
         g.b.switch_to_block(next);
         pos = g.b.block_params(next)[0];
     }
-    g.b.ins().store(fl, pos, pc, OFF_OUT_LEN);
-    ret_with(g, 0);
+    let ok = g.b.ins().iconst(types::I64, 0);
+    g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into()]);
 
     if exit.is_none() {
         g.b.switch_to_block(ret);
-        let status = g.b.block_params(ret)[0];
+        let &[status, port, hdr] = g.b.block_params(ret) else { unreachable!("three parameters") };
+        g.b.ins().store(fl, port, pc, OFF_PORT);
+        g.b.ins().store(fl, hdr, pc, OFF_OUT_LEN);
         g.b.ins().return_(&[status]);
     }
 }
@@ -3399,6 +3478,24 @@ impl Exec<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_stores_cover_exactly_the_headers_with_16_byte_stores() {
+        // Router layout: 74 header bytes, 16 of padding.
+        assert_eq!(zero_stores(90, 74), vec![0, 16, 32, 48, 58]);
+        assert_eq!(zero_stores(48, 32), vec![0, 16]);
+        // Fewer than 16 header bytes: one store, into the padding.
+        assert_eq!(zero_stores(20, 4), vec![0]);
+        for len in 1..200usize {
+            let stores = zero_stores(len + crate::phv::WIRE_PAD, len);
+            let mut hit = vec![false; len.max(16)];
+            for at in &stores {
+                hit[*at as usize..*at as usize + 16].iter_mut().for_each(|b| *b = true);
+            }
+            assert!(hit.iter().all(|b| *b), "bytes of {len} left unzeroed");
+            assert_eq!(stores.len(), len.max(16).div_ceil(16), "one store per 16 bytes for {len}");
+        }
+    }
 
     #[test]
     fn node_encoding_round_trips() {
