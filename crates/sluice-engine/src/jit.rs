@@ -1461,6 +1461,20 @@ fn emit_parser(
                 FieldSrc::Wire { .. } => None,
             })
             .collect();
+        // The end of parsing writes the two error fields on every path:
+        // when no parser state reads them first, they need no zeroing.
+        let mut set = set;
+        if let Some((perr, cerr, _)) = ends {
+            if let Some(read) = parser_reads(plan, order) {
+                for (s, _) in [perr, cerr].into_iter().flatten() {
+                    if let FieldSrc::Slot(i) = s {
+                        if !read.contains(i) {
+                            set.insert(*i);
+                        }
+                    }
+                }
+            }
+        }
         dirty.extend(&set);
         // 16-byte stores: one per slot, then the wire area.
         g.b.switch_to_block(full);
@@ -1868,6 +1882,32 @@ fn int_cc(op: BinOp) -> IntCC {
         BinOp::Gt => IntCC::UnsignedGreaterThan,
         _ => IntCC::UnsignedGreaterThanOrEqual,
     }
+}
+
+/// The PHV slots the compiled parser's states `order` read (assignments,
+/// `verify` conditions, select keys); `None` when that cannot be told.
+fn parser_reads(plan: &Plan, order: &[u32]) -> Option<BTreeSet<u32>> {
+    use crate::plan::POp;
+    let mut out = BTreeSet::new();
+    for si in order {
+        let st = &plan.states[*si as usize];
+        for op in &st.ops {
+            let ok = match op {
+                POp::Set(_, r) => fast_slots(&r.fast, &mut out),
+                POp::Verify(c, _) => fast_slots(&c.fast, &mut out),
+                _ => true,
+            };
+            if !ok {
+                return None;
+            }
+        }
+        for (src, _) in parser_key(st).unwrap_or_default() {
+            if let FieldSrc::Slot(i) = src {
+                out.insert(i);
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Adds the PHV slots a shortcut expression reads to `out`; false when it
