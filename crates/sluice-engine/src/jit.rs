@@ -1453,7 +1453,7 @@ fn emit_parser(
         }
         // The setup writes these itself (the high half of a slot field
         // is zero whoever wrote it, see `Gen::write`).
-        let set: BTreeSet<u32> = [port_f, now_f, len_f, itype_f]
+        let mut set: BTreeSet<u32> = [port_f, now_f, len_f, itype_f]
             .iter()
             .flatten()
             .filter_map(|(s, _)| match s {
@@ -1463,7 +1463,6 @@ fn emit_parser(
             .collect();
         // The end of parsing writes the two error fields on every path:
         // when no parser state reads them first, they need no zeroing.
-        let mut set = set;
         if let Some((perr, cerr, _)) = ends {
             if let Some(read) = parser_reads(plan, order) {
                 for (s, _) in [perr, cerr].into_iter().flatten() {
@@ -1767,9 +1766,10 @@ fn compile_batch(
         for _ in 0..3 {
             g.b.append_block_param(forwarded, types::I64); // status, port, header bytes
         }
-        // Values used after the forwarding code are loaded or computed
-        // again there rather than kept: kept, they would be spilled, and a
-        // spill is one more store per packet.
+        // The output area's address is computed where it is used (the
+        // deparser, the payload copy) rather than kept across the
+        // forwarding code: kept, it would be spilled, one more store per
+        // packet.
         let area = |g: &mut Gen<'_, '_, '_>| {
             let stride = g.b.ins().load(types::I64, fl, bc, B_STRIDE);
             let out = g.b.ins().load(types::I64, fl, bc, B_OUT);
