@@ -440,10 +440,7 @@ impl Switch {
         while it.peek().is_some() {
             parsed.clear();
             let n = next_chunk(&mut it, &mut slices);
-            // The headers' cache lines start loading for the whole batch at once.
-            for b in slices[..n].iter().filter_map(|d| d.first()) {
-                crate::lpm::prefetch(b);
-            }
+            // (`next_chunk` started loading the headers' cache lines.)
             for data in &slices[..n] {
                 let arrival = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
                 parsed.push(self.ingress_parse(&arrival, data));
