@@ -38,7 +38,7 @@ use std::ffi::c_void;
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, Block, BlockArg, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
+    types, AbiParam, AliasRegionData, Block, BlockArg, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
 };
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
@@ -147,6 +147,72 @@ impl JitCtx {
     }
 }
 
+/// The kinds of memory generated code touches, each a Cranelift alias
+/// region (see [`mem`]). Why: an untagged store counts as writing all
+/// memory, so every load after it is done again; tagged, Cranelift knows a
+/// store to the header bytes leaves the valid flags and metadata slots
+/// alone, forwards stored values to later loads and drops repeated loads
+/// (the ingress port written by the setup and read by the pipeline, the
+/// valid flag every key and checksum reads). The rule that keeps this
+/// correct: generated code accesses each byte of memory under one kind
+/// only. Helper calls may write anything (Cranelift treats a call as
+/// touching every region).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mem {
+    /// The PHV's header bytes (`Phv::wire`).
+    Wire,
+    /// One of the PHV's 16-byte slots (metadata and other fields): a region
+    /// per slot, as generated code only ever touches slot `i` at its own
+    /// address. Why apart: a store to one slot then leaves what Cranelift
+    /// knows of every other (the ingress port the setup wrote is still
+    /// known when the pipeline reads it, after the parser wrote its errors).
+    Slot(u32),
+    /// The PHV's valid flags.
+    Valid,
+    /// The scalar fields of the contexts that generated code writes, or
+    /// helpers change: `JitCtx`'s `special`, `len`, `dirty`...,
+    /// `ParseCtx`'s outputs.
+    Ctx,
+    /// What nothing writes while generated code runs: the contexts'
+    /// pointers and inputs, the batch and key contexts, the packet
+    /// references, the table, counter and register views.
+    Inputs,
+    /// Action data: `JitCtx::data` and the data in hot records.
+    ActionData,
+    /// Table memory: index slots and hot records (read only).
+    Tables,
+    /// Counter cells.
+    Counters,
+    /// Register cells.
+    Registers,
+    /// Packet bytes and static zeros (read only).
+    Packet,
+    /// What generated code hands back: output areas, packet results,
+    /// prefetch keys.
+    Out,
+}
+
+/// Memory flags for an access to `m`: cannot trap (generated code only
+/// touches memory its caller owns), in `m`'s alias region.
+fn mem(b: &mut FunctionBuilder, m: Mem) -> MemFlagsData {
+    let id = match m {
+        Mem::Wire => 1,
+        Mem::Valid => 2,
+        Mem::Ctx => 3,
+        Mem::Inputs => 4,
+        Mem::ActionData => 5,
+        Mem::Tables => 6,
+        Mem::Counters => 7,
+        Mem::Registers => 8,
+        Mem::Packet => 9,
+        Mem::Out => 10,
+        Mem::Slot(i) => 16 + i,
+    };
+    let data = AliasRegionData { user_id: id, description: std::borrow::Cow::Borrowed("sluice") };
+    let region = b.func.dfg.alias_regions.insert(data);
+    MemFlagsData::new().with_notrap().with_alias_region(Some(region))
+}
+
 const OFF_WIRE: i32 = 8;
 const OFF_SLOTS: i32 = 16;
 const OFF_VALID: i32 = 24;
@@ -252,13 +318,15 @@ pub fn forward_hdr_max(plan: &Plan) -> usize {
 }
 
 /// The parser's and the forwarding function's contexts for a run of packets
-/// (see [`CompiledPipelines::fast_contexts`]). `repr(C)`: the batch
-/// function finds the parser's context at a fixed distance from the other
-/// (one pointer less to keep in a register).
+/// (see [`CompiledPipelines::fast_contexts`]), and the batch function's.
+/// `repr(C)`: the batch function finds the other two at fixed distances
+/// from the forwarding function's context (its argument), so one register
+/// reaches all three.
 #[repr(C)]
 pub struct FastContexts {
     parse: ParseCtx,
     fwd: JitCtx,
+    batch: BatchCtx,
 }
 
 /// How a run of the forwarding function ended (see [`CompiledPipelines::forward`]).
@@ -367,12 +435,11 @@ impl PktResult {
     }
 }
 
-/// What the batch function reads: the forwarding function's context (in
-/// [`FastContexts`], beside the parser's), the packets and where each
-/// packet's bytes and result go.
+/// What the batch function reads besides the two contexts it sits beside
+/// in [`FastContexts`]: the packets and where each packet's bytes and
+/// result go.
 #[repr(C)]
 struct BatchCtx {
-    fwd: *mut JitCtx,
     pkts: *const PktRef,
     n: u64,
     /// Packet `i`'s headers go to `out + i * stride`.
@@ -381,21 +448,17 @@ struct BatchCtx {
     results: *mut PktResult,
 }
 
-const B_FWD: i32 = 0;
-const B_PKTS: i32 = 8;
-const B_N: i32 = 16;
-const B_OUT: i32 = 24;
-const B_STRIDE: i32 = 32;
-const B_RESULTS: i32 = 40;
-/// Where the parser's context is from the forwarding function's.
+/// Where the parser's and the batch's contexts are from the forwarding function's.
 const PARSE_FROM_FWD: i64 =
     std::mem::offset_of!(FastContexts, parse) as i64 - std::mem::offset_of!(FastContexts, fwd) as i64;
-const _: () = assert!(std::mem::offset_of!(BatchCtx, fwd) == B_FWD as usize);
-const _: () = assert!(std::mem::offset_of!(BatchCtx, pkts) == B_PKTS as usize);
-const _: () = assert!(std::mem::offset_of!(BatchCtx, n) == B_N as usize);
-const _: () = assert!(std::mem::offset_of!(BatchCtx, out) == B_OUT as usize);
-const _: () = assert!(std::mem::offset_of!(BatchCtx, stride) == B_STRIDE as usize);
-const _: () = assert!(std::mem::offset_of!(BatchCtx, results) == B_RESULTS as usize);
+const BATCH_FROM_FWD: i32 =
+    std::mem::offset_of!(FastContexts, batch) as i32 - std::mem::offset_of!(FastContexts, fwd) as i32;
+/// The batch's fields, from the forwarding function's context.
+const B_PKTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, pkts) as i32;
+const B_N: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, n) as i32;
+const B_OUT: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, out) as i32;
+const B_STRIDE: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, stride) as i32;
+const B_RESULTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, results) as i32;
 const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
 const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);
 const _: () = assert!(std::mem::offset_of!(ParseCtx, now) == P_NOW as usize);
@@ -407,7 +470,8 @@ const _: () = assert!(std::mem::offset_of!(JitCtx, out) == OFF_OUT as usize);
 const _: () = assert!(std::mem::offset_of!(JitCtx, out_len) == OFF_OUT_LEN as usize);
 const _: () = assert!(std::mem::offset_of!(JitCtx, port) == OFF_PORT as usize);
 
-type BatchFn = unsafe extern "C" fn(*mut BatchCtx) -> i64;
+/// The batch function: its argument is `FastContexts::fwd` (see [`BatchCtx`]).
+type BatchFn = unsafe extern "C" fn(*mut JitCtx) -> i64;
 
 /// `ParseCtx::setup`: zero only the slots the parser and forwarding function write.
 const SETUP_WRITTEN: u64 = 1;
@@ -614,6 +678,13 @@ impl CompiledPipelines {
                 now: ex.now_us,
             },
             fwd,
+            batch: BatchCtx {
+                pkts: std::ptr::null(),
+                n: 0,
+                out: std::ptr::null_mut(),
+                stride: 0,
+                results: std::ptr::null_mut(),
+            },
         }
     }
 
@@ -647,8 +718,7 @@ impl CompiledPipelines {
             out.resize(stride * pkts.len(), 0);
         }
         cx.fwd.exec = ex as *mut Exec<'_> as *mut c_void;
-        let mut b = BatchCtx {
-            fwd: &mut cx.fwd,
+        cx.batch = BatchCtx {
             pkts: pkts.as_ptr(),
             n: pkts.len() as u64,
             out: out.as_mut_ptr(),
@@ -661,7 +731,7 @@ impl CompiledPipelines {
         // most `forward_out` header bytes and the payload copy at most `len`
         // more (the stride covers both); views are current for this batch,
         // and the helpers reach `ex`, alive for the call.
-        let done = unsafe { f(&mut b) } as usize;
+        let done = unsafe { f(&mut cx.fwd) } as usize;
         if done < pkts.len() && cx.fwd.meta_fresh == 0 {
             // The general path goes on with this packet's metadata.
             fresh_meta(ex.meta, pkts[done].len);
@@ -882,7 +952,7 @@ impl CompiledPipelines {
         // SAFETY: the parser was defined with the signature `fn(*mut ParseCtx)`.
         let parser = parser_id
             .map(|(id, _, _)| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
-        // SAFETY: the batch function was defined with the signature `fn(*mut BatchCtx) -> i64`.
+        // SAFETY: the batch function was defined with the signature `fn(*mut JitCtx) -> i64`.
         let batch =
             batch_id.map(|id| unsafe { std::mem::transmute::<*const u8, BatchFn>(module.get_finalized_function(id)) });
         // SAFETY: the key function was defined with the signature `fn(*mut KeysCtx)`.
@@ -936,7 +1006,8 @@ static ZERO16: [u8; 16] = [0; 16];
 /// static zeros costs one load (and loads are not hoisted).
 fn zero_vector(g: &mut Gen<'_, '_, '_>) -> Value {
     let at = g.b.ins().iconst(types::I64, ZERO16.as_ptr() as i64);
-    g.b.ins().load(types::I64X2, MemFlagsData::new().with_notrap(), at, 0)
+    let mf = mem(g.b, Mem::Packet);
+    g.b.ins().load(types::I64X2, mf, at, 0)
 }
 
 /// Offsets of the 16-byte stores that zero the first `len` bytes of an area
@@ -1246,6 +1317,8 @@ fn parser_shape(plan: &Plan) -> Option<ParserShape> {
 struct ParseInputs {
     /// `ParseCtx::setup`.
     setup: Value,
+    /// Whether `setup` is known to be non-zero.
+    always: bool,
     pkt: Value,
     len: Value,
 }
@@ -1279,7 +1352,6 @@ fn emit_parser(
             g.b.ins().return_(&[]);
         }
     };
-    let fl = MemFlagsData::new().with_notrap();
     // The setup's blocks; the per-packet part is filled last, when every
     // slot the parser writes is known.
     let mut setup_blocks = None;
@@ -1290,9 +1362,19 @@ fn emit_parser(
         let parse = g.b.create_block();
         let flag = match inputs {
             Some(i) => i.setup,
-            None => g.b.ins().load(types::I64, fl, pc, P_SETUP),
+            None => {
+                let mf = mem(g.b, Mem::Inputs);
+                g.b.ins().load(types::I64, mf, pc, P_SETUP)
+            }
         };
-        g.b.ins().brif(flag, set_up, &[], parse, &[]);
+        // The batch function always sets up (its flag is never 0): a jump,
+        // so that the setup dominates the parser and Cranelift knows what
+        // it stored there (the ingress port, the zeroed metadata).
+        if inputs.is_some_and(|i| i.always) {
+            g.b.ins().jump(set_up, &[]);
+        } else {
+            g.b.ins().brif(flag, set_up, &[], parse, &[]);
+        }
         g.b.switch_to_block(set_up);
         let is_full = g.b.ins().icmp_imm_u(IntCC::Equal, flag, SETUP_FULL as i64);
         g.b.ins().brif(is_full, full, &[], written, &[]);
@@ -1309,7 +1391,10 @@ fn emit_parser(
     g.b.append_block_param(failed, types::I64); // the error code
     let (pkt, len) = match inputs {
         Some(i) => (i.pkt, i.len),
-        None => (g.b.ins().load(types::I64, fl, pc, P_PKT), g.b.ins().load(types::I64, fl, pc, P_LEN)),
+        None => {
+            let mf = mem(g.b, Mem::Inputs);
+            (g.b.ins().load(types::I64, mf, pc, P_PKT), g.b.ins().load(types::I64, mf, pc, P_LEN))
+        }
     };
     let zero = g.b.ins().iconst(types::I64, 0);
     g.b.ins().jump(blocks[&init], &[zero.into()]);
@@ -1330,10 +1415,11 @@ fn emit_parser(
                     g.b.switch_to_block(copy);
                     let src = g.b.ins().iadd(pkt, cursor);
                     let wire = g.ptr(OFF_WIRE);
-                    g.copy_bytes(src, 0, wire, off as i32, n);
+                    g.copy_bytes((Mem::Packet, src, 0), (Mem::Wire, wire, off as i32), n);
                     let valid = g.ptr(OFF_VALID);
                     let one = g.b.ins().iconst(types::I8, 1);
-                    g.b.ins().store(fl, one, valid, *h as i32);
+                    let mf = mem(g.b, Mem::Valid);
+                    g.b.ins().store(mf, one, valid, *h as i32);
                     cursor = end;
                 }
                 POp::Set(Dst::Field(f), r) => {
@@ -1389,9 +1475,11 @@ fn emit_parser(
         g.b.switch_to_block(blk);
         let c = g.b.block_params(blk)[0];
         if !to_block {
-            g.b.ins().store(fl, c, pc, P_CURSOR);
+            let mf = mem(g.b, Mem::Ctx);
+            g.b.ins().store(mf, c, pc, P_CURSOR);
             let st = g.b.ins().iconst(types::I64, status);
-            g.b.ins().store(fl, st, pc, P_STATUS);
+            let mf = mem(g.b, Mem::Ctx);
+            g.b.ins().store(mf, st, pc, P_STATUS);
         }
         let error = match status {
             0 => g.b.ins().iconst(types::I64, plan.no_error as i64),
@@ -1399,7 +1487,8 @@ fn emit_parser(
             _ => {
                 let code = g.b.block_params(blk)[1];
                 if !to_block {
-                    g.b.ins().store(fl, code, pc, P_CODE);
+                    let mf = mem(g.b, Mem::Ctx);
+                    g.b.ins().store(mf, code, pc, P_CODE);
                 }
                 code
             }
@@ -1426,7 +1515,8 @@ fn emit_parser(
             let stored = match g.le16_byte(bc.target) {
                 Some(b) => {
                     let wire = g.ptr(OFF_WIRE);
-                    g.b.ins().uload16(types::I64, Gen::flags(), wire, b as i32)
+                    let mf = mem(g.b, Mem::Wire);
+                    g.b.ins().uload16(types::I64, mf, wire, b as i32)
                 }
                 None => {
                     let v = g.read(bc.target);
@@ -1479,26 +1569,34 @@ fn emit_parser(
         g.b.switch_to_block(full);
         let zero16 = zero_vector(g);
         let slots = g.ptr(OFF_SLOTS);
-        for i in (0..layout.n_slots).filter(|i| !dirty.contains(i)) {
-            g.b.ins().store(fl, zero16, slots, 16 * i as i32);
+        for i in 0..layout.n_slots {
+            let mf = mem(g.b, Mem::Slot(i));
+            g.b.ins().store(mf, zero16, slots, 16 * i as i32);
         }
         // The wire padding too, after engine code ran (it never writes
         // there either; this keeps a mistake from lasting).
         let wire = g.ptr(OFF_WIRE);
-        g.b.ins().store(fl, zero16, wire, layout.wire_bytes as i32);
+        let mf = mem(g.b, Mem::Wire);
+        g.b.ins().store(mf, zero16, wire, layout.wire_bytes as i32);
         g.b.ins().jump(written, &[]);
         g.b.switch_to_block(written);
         let zero = g.b.ins().iconst(types::I64, 0);
         let zero16 = zero_vector(g);
+        // Only the low halves: generated code writes no more, and since the
+        // last full setup (which zeroed whole slots) only generated code ran.
+        // Why: an 8-byte zero is what a later 8-byte load of the field gets
+        // from Cranelift without loading it.
         for i in dirty.difference(&set) {
-            g.b.ins().store(fl, zero16, slots, 16 * *i as i32);
+            let mf = mem(g.b, Mem::Slot(*i));
+            g.b.ins().store(mf, zero, slots, 16 * *i as i32);
         }
         // The headers' bytes in 16-byte stores, the last one overlapping
         // its predecessor rather than ending in narrower ones. The padding
         // after them is never written (see `phv::WIRE_PAD`): still zero.
         let wire = g.ptr(OFF_WIRE);
         for at in zero_stores(layout.wire_bytes as usize + crate::phv::WIRE_PAD, layout.wire_bytes as usize) {
-            g.b.ins().store(fl, zero16, wire, at);
+            let mf = mem(g.b, Mem::Wire);
+            g.b.ins().store(mf, zero16, wire, at);
         }
         // The valid flags: metadata valid, headers not, as 8/4/2/1-byte constants.
         let valid = g.ptr(OFF_VALID);
@@ -1508,13 +1606,19 @@ fn emit_parser(
                 .enumerate()
                 .fold(0u64, |v, (i, h)| v | (u64::from(h.metadata) << (8 * i)));
             let v = g.b.ins().iconst(chunk_type(size), flags as i64);
-            g.b.ins().store(fl, v, valid, at as i32);
+            let mf = mem(g.b, Mem::Valid);
+            g.b.ins().store(mf, v, valid, at as i32);
         }
-        let port = g.b.ins().load(types::I64, fl, pc, P_PORT);
-        let now = g.b.ins().load(types::I64, fl, pc, P_NOW);
+        let mf = mem(g.b, Mem::Inputs);
+        let port = g.b.ins().load(types::I64, mf, pc, P_PORT);
+        let mf = mem(g.b, Mem::Inputs);
+        let now = g.b.ins().load(types::I64, mf, pc, P_NOW);
         let len = match inputs {
             Some(i) => i.len,
-            None => g.b.ins().load(types::I64, fl, pc, P_LEN),
+            None => {
+                let mf = mem(g.b, Mem::Inputs);
+                g.b.ins().load(types::I64, mf, pc, P_LEN)
+            }
         };
         for (f, v) in [(port_f, port), (now_f, now), (len_f, len), (itype_f, zero)] {
             if let Some((s, m)) = f {
@@ -1559,7 +1663,8 @@ fn compile_parser(
 /// fewer than 16 bytes two overlapping 8-, 4-, 2- or 1-byte pieces. Why not
 /// `memcpy`: packet payloads are short, and a call costs more than the copy.
 fn copy_var(b: &mut FunctionBuilder, src: Value, dst: Value, n: Value, done: Block) {
-    let fl = MemFlagsData::new().with_notrap();
+    let from = mem(b, Mem::Packet);
+    let to = mem(b, Mem::Out);
     let big = b.create_block();
     let small = b.create_block();
     let is_big = b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, n, 16);
@@ -1580,15 +1685,15 @@ fn copy_var(b: &mut FunctionBuilder, src: Value, dst: Value, n: Value, done: Blo
     b.switch_to_block(body);
     let s = b.ins().iadd(src, k);
     let d = b.ins().iadd(dst, k);
-    let v = b.ins().load(types::I8X16, fl, s, 0);
-    b.ins().store(fl, v, d, 0);
+    let v = b.ins().load(types::I8X16, from, s, 0);
+    b.ins().store(to, v, d, 0);
     let k16 = b.ins().iadd_imm_u(k, 16);
     b.ins().jump(lp, &[k16.into()]);
     b.switch_to_block(tail);
     let s = b.ins().iadd(src, last);
     let d = b.ins().iadd(dst, last);
-    let v = b.ins().load(types::I8X16, fl, s, 0);
-    b.ins().store(fl, v, d, 0);
+    let v = b.ins().load(types::I8X16, from, s, 0);
+    b.ins().store(to, v, d, 0);
     b.ins().jump(done, &[]);
     // n < 16: two pieces of the largest size that fits, one at each end.
     b.switch_to_block(small);
@@ -1599,12 +1704,12 @@ fn copy_var(b: &mut FunctionBuilder, src: Value, dst: Value, n: Value, done: Blo
         b.ins().brif(ok, fits, &[], smaller, &[]);
         b.switch_to_block(fits);
         let end = b.ins().iadd_imm_s(n, -size);
-        let a = b.ins().load(ty, fl, src, 0);
+        let a = b.ins().load(ty, from, src, 0);
         let s = b.ins().iadd(src, end);
-        let z = b.ins().load(ty, fl, s, 0);
-        b.ins().store(fl, a, dst, 0);
+        let z = b.ins().load(ty, from, s, 0);
+        b.ins().store(to, a, dst, 0);
         let d = b.ins().iadd(dst, end);
-        b.ins().store(fl, z, d, 0);
+        b.ins().store(to, z, d, 0);
         b.ins().jump(done, &[]);
         b.switch_to_block(smaller);
     }
@@ -1634,7 +1739,6 @@ fn compile_keys(
     let shape = ParserShape { init: parser.init, order: parser.order.clone(), ends: None, setup: None };
     let (id, mut ctx) = declare_context_function(module, "sluice_keys", 4, false)?;
     generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
-        let fl = MemFlagsData::new().with_notrap();
         let head = g.b.create_block();
         g.b.append_block_param(head, types::I64);
         let body = g.b.create_block();
@@ -1644,26 +1748,32 @@ fn compile_keys(
 
         g.b.switch_to_block(head);
         let i = g.b.block_params(head)[0];
-        let n = g.b.ins().load(types::I64, fl, pc, K_N);
+        let mf = mem(g.b, Mem::Inputs);
+        let n = g.b.ins().load(types::I64, mf, pc, K_N);
         let more = g.b.ins().icmp(IntCC::UnsignedLessThan, i, n);
         g.b.ins().brif(more, body, &[], stop, &[]);
 
         g.b.switch_to_block(body);
-        let pkts = g.b.ins().load(types::I64, fl, pc, K_PKTS);
+        let mf = mem(g.b, Mem::Inputs);
+        let pkts = g.b.ins().load(types::I64, mf, pc, K_PKTS);
         let at = g.b.ins().ishl_imm_u(i, 4);
         let p = g.b.ins().iadd(pkts, at);
-        let ptr = g.b.ins().load(types::I64, fl, p, 0);
-        let len = g.b.ins().load(types::I64, fl, p, 8);
+        let mf = mem(g.b, Mem::Inputs);
+        let ptr = g.b.ins().load(types::I64, mf, p, 0);
+        let mf = mem(g.b, Mem::Inputs);
+        let len = g.b.ins().load(types::I64, mf, p, 8);
         let parsed = g.b.create_block();
-        emit_parser(g, pc, &shape, None, Some(parsed), Some(ParseInputs { setup: zero, pkt: ptr, len }));
+        emit_parser(g, pc, &shape, None, Some(parsed), Some(ParseInputs { setup: zero, always: false, pkt: ptr, len }));
 
         g.b.switch_to_block(parsed);
-        let out = g.b.ins().load(types::I64, fl, pc, K_KEYS);
+        let mf = mem(g.b, Mem::Inputs);
+        let out = g.b.ins().load(types::I64, mf, pc, K_KEYS);
         let first = g.b.ins().imul_imm_u(i, 8 * tables.len() as i64);
         let out = g.b.ins().iadd(out, first);
         for (t, parts) in tables.iter().enumerate() {
             let key = g.integer_key(parts);
-            g.b.ins().store(fl, key, out, 8 * t as i32);
+            let mf = mem(g.b, Mem::Out);
+            g.b.ins().store(mf, key, out, 8 * t as i32);
         }
         let i1 = g.b.ins().iadd_imm_u(i, 1);
         g.b.ins().jump(head, &[i1.into()]);
@@ -1696,12 +1806,13 @@ fn compile_batch(
     fwd_written: &BTreeSet<u32>,
 ) -> Result<FuncId, String> {
     let (id, mut ctx) = declare_context_function(module, "sluice_batch", 3, true)?;
-    // The entry's pointer loads (wire, slots, valid) read the `BatchCtx`
-    // and go unused: the body points the generator at the `JitCtx`.
-    generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, bc| {
-        let fl = MemFlagsData::new().with_notrap();
-        let load = |g: &mut Gen<'_, '_, '_>, base: Value, off: i32| g.b.ins().load(types::I64, fl, base, off);
-        let fc = load(g, bc, B_FWD);
+    // The argument is the forwarding function's context, with the parser's
+    // and the batch's beside it (see `FastContexts`).
+    generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, fc| {
+        let load = |g: &mut Gen<'_, '_, '_>, m: Mem, base: Value, off: i32| {
+            let mf = mem(g.b, m);
+            g.b.ins().load(types::I64, mf, base, off)
+        };
         let pc = g.b.ins().iadd_imm_s(fc, PARSE_FROM_FWD);
         g.ctx = fc;
         g.load_bases(true);
@@ -1721,7 +1832,7 @@ fn compile_batch(
 
         g.b.switch_to_block(head);
         let i = g.b.block_params(head)[0];
-        let n = load(g, bc, B_N);
+        let n = load(g, Mem::Inputs, fc, B_N);
         let more = g.b.ins().icmp(IntCC::UnsignedLessThan, i, n);
         g.b.ins().brif(more, body, &[], stop, &[n.into()]);
 
@@ -1729,23 +1840,24 @@ fn compile_batch(
         // (full after a helper ran, see `JitCtx::dirty`).
         g.b.switch_to_block(body);
         let at = g.b.ins().ishl_imm_u(i, 4);
-        let pkts = load(g, bc, B_PKTS);
+        let pkts = load(g, Mem::Inputs, fc, B_PKTS);
         let p = g.b.ins().iadd(pkts, at);
-        let ptr = load(g, p, 0);
-        let len = load(g, p, 8);
+        let ptr = load(g, Mem::Inputs, p, 0);
+        let len = load(g, Mem::Inputs, p, 8);
         // The flag is cleared only when set: a load, not a store per packet.
-        let dirty = load(g, fc, OFF_DIRTY);
+        let dirty = load(g, Mem::Ctx, fc, OFF_DIRTY);
         let clear = g.b.create_block();
         let cleared = g.b.create_block();
         g.b.ins().brif(dirty, clear, &[], cleared, &[]);
         g.b.switch_to_block(clear);
-        g.b.ins().store(fl, zero, fc, OFF_DIRTY);
+        let mf = mem(g.b, Mem::Ctx);
+        g.b.ins().store(mf, zero, fc, OFF_DIRTY);
         g.b.ins().jump(cleared, &[]);
         g.b.switch_to_block(cleared);
         let setup = g.b.ins().iadd_imm_u(dirty, SETUP_WRITTEN as i64);
         let parsed = g.b.create_block();
         g.b.append_block_param(parsed, types::I64); // the cursor
-        let inputs = ParseInputs { setup, pkt: ptr, len };
+        let inputs = ParseInputs { setup, always: true, pkt: ptr, len };
         emit_parser(g, pc, parser, Some(fwd_written), Some(parsed), Some(inputs));
 
         // The forwarding function, into the packet's area. `special` is
@@ -1753,15 +1865,17 @@ fn compile_batch(
         // packet whose helpers set it ends the batch (status 1 or 3).
         g.b.switch_to_block(parsed);
         let cursor = g.b.block_params(parsed)[0];
-        let fresh = load(g, fc, OFF_META_FRESH);
+        let fresh = load(g, Mem::Ctx, fc, OFF_META_FRESH);
         let stale = g.b.create_block();
         let meta_done = g.b.create_block();
         g.b.ins().brif(fresh, stale, &[], meta_done, &[]);
         g.b.switch_to_block(stale);
-        g.b.ins().store(fl, zero, fc, OFF_META_FRESH);
+        let mf = mem(g.b, Mem::Ctx);
+        g.b.ins().store(mf, zero, fc, OFF_META_FRESH);
         g.b.ins().jump(meta_done, &[]);
         g.b.switch_to_block(meta_done);
-        g.b.ins().store(fl, len, fc, OFF_LEN);
+        let mf = mem(g.b, Mem::Ctx);
+        g.b.ins().store(mf, len, fc, OFF_LEN);
         let forwarded = g.b.create_block();
         for _ in 0..3 {
             g.b.append_block_param(forwarded, types::I64); // status, port, header bytes
@@ -1771,8 +1885,10 @@ fn compile_batch(
         // forwarding code: kept, it would be spilled, one more store per
         // packet.
         let area = |g: &mut Gen<'_, '_, '_>| {
-            let stride = g.b.ins().load(types::I64, fl, bc, B_STRIDE);
-            let out = g.b.ins().load(types::I64, fl, bc, B_OUT);
+            let mf = mem(g.b, Mem::Inputs);
+            let stride = g.b.ins().load(types::I64, mf, fc, B_STRIDE);
+            let mf = mem(g.b, Mem::Inputs);
+            let out = g.b.ins().load(types::I64, mf, fc, B_OUT);
             let o = g.b.ins().imul(i, stride);
             g.b.ins().iadd(out, o)
         };
@@ -1781,13 +1897,14 @@ fn compile_batch(
         // The result: two 8-byte stores, (status, port) and (length, cursor).
         g.b.switch_to_block(forwarded);
         let &[status, port, hdr] = g.b.block_params(forwarded) else { unreachable!("three parameters") };
-        let results = load(g, bc, B_RESULTS);
+        let results = load(g, Mem::Inputs, fc, B_RESULTS);
         let at = g.b.ins().ishl_imm_u(i, 4);
         let r = g.b.ins().iadd(results, at);
         let st32 = g.b.ins().band_imm_u(status, 0xffff_ffff);
         let port_hi = g.b.ins().ishl_imm_u(port, 32);
         let first = g.b.ins().bor(st32, port_hi);
-        g.b.ins().store(fl, first, r, 0);
+        let mf = mem(g.b, Mem::Out);
+        g.b.ins().store(mf, first, r, 0);
         let cursor_hi = g.b.ins().ishl_imm_u(cursor, 32);
         // Transmitted (0): the payload goes behind the headers and the
         // length covers both; dropped (2): next packet; else stop.
@@ -1796,7 +1913,8 @@ fn compile_batch(
         g.b.ins().brif(status, other, &[], transmit, &[]);
         g.b.switch_to_block(other);
         let second = g.b.ins().bor(hdr, cursor_hi);
-        g.b.ins().store(fl, second, r, 8);
+        let mf = mem(g.b, Mem::Out);
+        g.b.ins().store(mf, second, r, 8);
         let low = g.b.ins().band_imm_u(status, !2);
         g.b.ins().brif(low, stop, &[i.into()], next, &[]);
 
@@ -1808,7 +1926,8 @@ fn compile_batch(
         let dst = g.b.ins().iadd(o, hdr);
         let total = g.b.ins().iadd(hdr, n_pay);
         let second = g.b.ins().bor(total, cursor_hi);
-        g.b.ins().store(fl, second, r, 8);
+        let mf = mem(g.b, Mem::Out);
+        g.b.ins().store(mf, second, r, 8);
         copy_var(g.b, src, dst, n_pay, next);
 
         g.b.switch_to_block(next);
@@ -1944,7 +2063,6 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     let deparse = shape.deparse.clone();
     let sums = &shape.sums;
     let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = shape.fields;
-    let fl = MemFlagsData::new().with_notrap();
     // The exit block takes (status, egress port, header bytes): in the
     // batch function they go straight to the packet's result; a function
     // of its own stores them to the context for its caller.
@@ -1983,7 +2101,8 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     g.body(plan.ingress.init, after_ingress);
     g.b.switch_to_block(after_ingress);
     let no_port = g.b.ins().iconst(types::I64, 0);
-    let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
+    let mf = mem(g.b, Mem::Ctx);
+    let special = g.b.ins().load(types::I64, mf, pc, OFF_SPECIAL);
     bail_if(g, special, 1, no_port);
     if let Some((s, _)) = mcast {
         let m = g.read(s);
@@ -2009,7 +2128,8 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
             g.write(s, z, m);
         }
         if let Some((s, m)) = egress_ts {
-            let now = g.b.ins().load(types::I64, fl, pc, OFF_NOW);
+            let mf = mem(g.b, Mem::Ctx);
+            let now = g.b.ins().load(types::I64, mf, pc, OFF_NOW);
             g.write(s, now, m);
         }
         if let Some((s, m)) = egress_port {
@@ -2020,7 +2140,8 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
             g.write(s, v, m);
         }
         if let Some((s, m)) = pkt_len {
-            let len = g.b.ins().load(types::I64, fl, pc, OFF_LEN);
+            let mf = mem(g.b, Mem::Ctx);
+            let len = g.b.ins().load(types::I64, mf, pc, OFF_LEN);
             g.write(s, len, m);
         }
 
@@ -2028,7 +2149,8 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
         let after_egress = g.b.create_block();
         g.body(plan.egress.init, after_egress);
         g.b.switch_to_block(after_egress);
-        let special = g.b.ins().load(types::I64, fl, pc, OFF_SPECIAL);
+        let mf = mem(g.b, Mem::Ctx);
+        let special = g.b.ins().load(types::I64, mf, pc, OFF_SPECIAL);
         bail_if(g, special, 3, port);
         let spec = read_or_zero(g, spec_f);
         let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
@@ -2061,7 +2183,10 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     // valid ones costs an IPv4 packet the 40-byte IPv6 copy.
     let out = match exit {
         Some((_, out)) => out(g),
-        None => g.b.ins().load(types::I64, fl, pc, OFF_OUT),
+        None => {
+            let mf = mem(g.b, Mem::Ctx);
+            g.b.ins().load(types::I64, mf, pc, OFF_OUT)
+        }
     };
     let wire = g.ptr(OFF_WIRE);
     let valid = g.ptr(OFF_VALID);
@@ -2070,11 +2195,12 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
         let copy = g.b.create_block();
         let next = g.b.create_block();
         g.b.append_block_param(next, types::I64);
-        let v = g.b.ins().uload8(types::I64, fl, valid, h as i32);
+        let mf = mem(g.b, Mem::Valid);
+        let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
         g.b.ins().brif(v, copy, &[], next, &[pos.into()]);
         g.b.switch_to_block(copy);
         let dst = g.b.ins().iadd(out, pos);
-        g.copy_bytes(wire, off as i32, dst, 0, n);
+        g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Out, dst, 0), n);
         let after = g.b.ins().iadd_imm_u(pos, i64::from(n));
         g.b.ins().jump(next, &[after.into()]);
         g.b.switch_to_block(next);
@@ -2086,8 +2212,10 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     if exit.is_none() {
         g.b.switch_to_block(ret);
         let &[status, port, hdr] = g.b.block_params(ret) else { unreachable!("three parameters") };
-        g.b.ins().store(fl, port, pc, OFF_PORT);
-        g.b.ins().store(fl, hdr, pc, OFF_OUT_LEN);
+        let mf = mem(g.b, Mem::Ctx);
+        g.b.ins().store(mf, port, pc, OFF_PORT);
+        let mf = mem(g.b, Mem::Ctx);
+        g.b.ins().store(mf, hdr, pc, OFF_OUT_LEN);
         g.b.ins().return_(&[status]);
     }
 }
@@ -2226,8 +2354,9 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
 }
 
 impl Gen<'_, '_, '_> {
-    fn flags() -> MemFlagsData {
-        MemFlagsData::new().with_notrap()
+    /// Memory flags for an access to `m` (see [`Mem`]).
+    fn mf(&mut self, m: Mem) -> MemFlagsData {
+        mem(self.b, m)
     }
 
     /// A pipeline's body, from its entry block (set up by [`generate`]).
@@ -2273,7 +2402,8 @@ impl Gen<'_, '_, '_> {
         if let Some((_, v)) = self.bases.iter().find(|(o, _)| *o == off) {
             return *v;
         }
-        self.b.ins().load(types::I64, Self::flags(), self.ctx, off)
+        let mf = mem(self.b, Mem::Inputs);
+        self.b.ins().load(types::I64, mf, self.ctx, off)
     }
 
     /// Loads the context's constant pointers (PHV vectors, table views) in
@@ -2286,7 +2416,8 @@ impl Gen<'_, '_, '_> {
             &[OFF_WIRE, OFF_SLOTS, OFF_VALID]
         };
         for off in offs {
-            let v = self.b.ins().load(types::I64, Self::flags(), self.ctx, *off);
+            let mf = mem(self.b, Mem::Inputs);
+            let v = self.b.ins().load(types::I64, mf, self.ctx, *off);
             self.bases.push((*off, v));
         }
     }
@@ -2295,7 +2426,8 @@ impl Gen<'_, '_, '_> {
         match s {
             FieldSrc::Slot(i) => {
                 let base = self.ptr(OFF_SLOTS);
-                self.b.ins().load(types::I64, Self::flags(), base, (16 * i) as i32)
+                let mf = mem(self.b, Mem::Slot(i));
+                self.b.ins().load(types::I64, mf, base, (16 * i) as i32)
             }
             FieldSrc::Wire { byte, shift, mask } => {
                 let base = self.ptr(OFF_WIRE);
@@ -2303,10 +2435,10 @@ impl Gen<'_, '_, '_> {
                 if let Some(ty) = self.whole_in_piece(bit, width) {
                     // A load inside the piece's last store is still
                     // forwarded from it; it needs no shift or mask.
-                    return self.load_be(ty, base, (bit / 8) as i32);
+                    return self.load_be(Mem::Wire, ty, base, (bit / 8) as i32);
                 }
                 let grid = std::mem::take(&mut self.wire_grid);
-                let v = self.read_bits(base, 0, &grid, bit, width);
+                let v = self.read_bits(Mem::Wire, base, 0, &grid, bit, width);
                 self.wire_grid = grid;
                 v
             }
@@ -2324,8 +2456,9 @@ impl Gen<'_, '_, '_> {
     }
 
     /// Loads a `ty`-sized big-endian value at `base + off`, zero-extended to 64 bits.
-    fn load_be(&mut self, ty: types::Type, base: Value, off: i32) -> Value {
-        let w = self.b.ins().load(ty, Self::flags(), base, off);
+    fn load_be(&mut self, m: Mem, ty: types::Type, base: Value, off: i32) -> Value {
+        let mf = self.mf(m);
+        let w = self.b.ins().load(ty, mf, base, off);
         let w = if ty == types::I8 { w } else { self.b.ins().bswap(w) };
         if ty == types::I64 {
             w
@@ -2344,7 +2477,8 @@ impl Gen<'_, '_, '_> {
                 self.written.insert(i);
                 let base = self.ptr(OFF_SLOTS);
                 let v = if width_mask == u64::MAX { v } else { self.b.ins().band_imm_u(v, width_mask as i64) };
-                self.b.ins().store(Self::flags(), v, base, (16 * i) as i32);
+                let mf = mem(self.b, Mem::Slot(i));
+                self.b.ins().store(mf, v, base, (16 * i) as i32);
             }
             FieldSrc::Wire { byte, shift, mask } => {
                 let (bit, width) = wire_bits(byte, shift, mask);
@@ -2355,7 +2489,7 @@ impl Gen<'_, '_, '_> {
                 }
                 let base = self.ptr(OFF_WIRE);
                 let grid = std::mem::take(&mut self.wire_grid);
-                self.write_bits(base, 0, &grid, bit, width, v);
+                self.write_bits(Mem::Wire, base, 0, &grid, bit, width, v);
                 self.wire_grid = grid;
             }
         }
@@ -2382,7 +2516,6 @@ impl Gen<'_, '_, '_> {
     /// stored, without byte swaps. Loads may read past the parameter, into
     /// the zero padding after the hot data, and masks drop those bytes.
     fn copy_data_to_wire(&mut self, off: u32, first: u32, n: u32) {
-        let fl = Self::flags();
         let wire = self.ptr(OFF_WIRE);
         let (data, area) = match self.data_base {
             Some(base) => (base, 0),
@@ -2394,9 +2527,11 @@ impl Gen<'_, '_, '_> {
             let x1 = (first + n).min(cs + csize);
             let ty = chunk_type(csize);
             let src = area + (off + at - first) as i32;
-            let v = self.b.ins().load(ty, fl, data, src);
+            let mf = mem(self.b, Mem::ActionData);
+            let v = self.b.ins().load(ty, mf, data, src);
             if at == cs && x1 == cs + csize {
-                self.b.ins().store(fl, v, wire, cs as i32);
+                let mf = mem(self.b, Mem::Wire);
+                self.b.ins().store(mf, v, wire, cs as i32);
             } else {
                 let v = if ty == types::I64 { v } else { self.b.ins().uextend(types::I64, v) };
                 self.merge_le(at, x1 - at, v);
@@ -2407,12 +2542,12 @@ impl Gen<'_, '_, '_> {
 
     /// Copies `n` bytes (a length the program fixes) from `src + src_off` to
     /// `dst + dst_off` with 8/4/2/1-byte loads and stores.
-    fn copy_bytes(&mut self, src: Value, src_off: i32, dst: Value, dst_off: i32, n: u32) {
-        let fl = Self::flags();
+    fn copy_bytes(&mut self, (from, src, src_off): (Mem, Value, i32), (to, dst, dst_off): (Mem, Value, i32), n: u32) {
+        let (from, to) = (self.mf(from), self.mf(to));
         for (at, size) in copy_chunks(n) {
             let ty = chunk_type(size);
-            let v = self.b.ins().load(ty, fl, src, src_off + at as i32);
-            self.b.ins().store(fl, v, dst, dst_off + at as i32);
+            let v = self.b.ins().load(ty, from, src, src_off + at as i32);
+            self.b.ins().store(to, v, dst, dst_off + at as i32);
         }
     }
 
@@ -2423,7 +2558,7 @@ impl Gen<'_, '_, '_> {
     /// answered by the store that last wrote its bytes (store-to-load
     /// forwarding) instead of waiting for several narrower stores to reach
     /// the cache.
-    fn read_bits(&mut self, base: Value, area: i32, grid: &Grid, bit: u32, width: u32) -> Value {
+    fn read_bits(&mut self, m: Mem, base: Value, area: i32, grid: &Grid, bit: u32, width: u32) -> Value {
         let end = bit + width;
         let mut at = bit;
         let mut v: Option<Value> = None;
@@ -2432,7 +2567,7 @@ impl Gen<'_, '_, '_> {
             let cend = (cs + csize) * 8;
             let x1 = end.min(cend);
             let n = x1 - at;
-            let c = self.load_be(chunk_type(csize), base, area + cs as i32);
+            let c = self.load_be(m, chunk_type(csize), base, area + cs as i32);
             let part = if cend > x1 { self.b.ins().ushr_imm_u(c, i64::from(cend - x1)) } else { c };
             let part = if at > cs * 8 { self.b.ins().band_imm_u(part, mask64(n) as i64) } else { part };
             v = Some(match v {
@@ -2450,8 +2585,8 @@ impl Gen<'_, '_, '_> {
     /// Writes `v` (its low `width` bits) to bits `[bit, bit + width)` of an
     /// area cut into `grid`'s chunks: a whole chunk is stored outright, a
     /// partly covered one read, merged and stored (see [`Gen::read_bits`]).
-    fn write_bits(&mut self, base: Value, area: i32, grid: &Grid, bit: u32, width: u32, v: Value) {
-        let fl = Self::flags();
+    #[allow(clippy::too_many_arguments)]
+    fn write_bits(&mut self, m: Mem, base: Value, area: i32, grid: &Grid, bit: u32, width: u32, v: Value) {
         let end = bit + width;
         let mut at = bit;
         while at < end {
@@ -2467,13 +2602,14 @@ impl Gen<'_, '_, '_> {
             let out = if n == csize * 8 {
                 part
             } else {
-                let cur = self.load_be(ty, base, area + cs as i32);
+                let cur = self.load_be(m, ty, base, area + cs as i32);
                 let kept = self.b.ins().band_imm_u(cur, !(mask64(n) << shift) as i64);
                 self.b.ins().bor(kept, part)
             };
             let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
             let out = if ty == types::I8 { out } else { self.b.ins().bswap(out) };
-            self.b.ins().store(fl, out, base, area + cs as i32);
+            let mf = self.mf(m);
+            self.b.ins().store(mf, out, base, area + cs as i32);
             at = x1;
         }
     }
@@ -2482,7 +2618,8 @@ impl Gen<'_, '_, '_> {
     /// valid and its condition holds), else 0.
     fn checksum_applies(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
         let valid = self.ptr(OFF_VALID);
-        let mut cond = self.b.ins().uload8(types::I64, Self::flags(), valid, bc.header as i32);
+        let mf = mem(self.b, Mem::Valid);
+        let mut cond = self.b.ins().uload8(types::I64, mf, valid, bc.header as i32);
         if let Some(f) = &bc.cond {
             let c = self.fast(f);
             let c = self.b.ins().icmp_imm_u(IntCC::NotEqual, c, 0);
@@ -2500,7 +2637,6 @@ impl Gen<'_, '_, '_> {
     /// with the field's bytes loaded the same way, and the forwarding
     /// function stores it so, neither with a byte swap.
     fn csum16_swapped(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
-        let fl = Self::flags();
         let wire = self.ptr(OFF_WIRE);
         let bytes: Vec<u32> = bc.ranges.iter().flat_map(|(a, b)| *a..*b).collect();
         // Two adjacent words in contiguous bytes load as one 32-bit value:
@@ -2513,19 +2649,28 @@ impl Gen<'_, '_, '_> {
             let p = pairs[i];
             let contiguous = |q: &[u32]| q.len() == 2 && q[1] == q[0] + 1;
             if contiguous(p) && i + 1 < pairs.len() && contiguous(pairs[i + 1]) && pairs[i + 1][0] == p[0] + 2 {
-                terms.push(self.b.ins().uload32(fl, wire, p[0] as i32));
+                let mf = mem(self.b, Mem::Wire);
+                terms.push(self.b.ins().uload32(mf, wire, p[0] as i32));
                 i += 2;
                 continue;
             }
             let w = match *p {
-                [hi, lo] if lo == hi + 1 => self.b.ins().uload16(types::I64, fl, wire, hi as i32),
+                [hi, lo] if lo == hi + 1 => {
+                    let mf = mem(self.b, Mem::Wire);
+                    self.b.ins().uload16(types::I64, mf, wire, hi as i32)
+                }
                 [hi, lo] => {
-                    let h = self.b.ins().uload8(types::I64, fl, wire, hi as i32);
-                    let l = self.b.ins().uload8(types::I64, fl, wire, lo as i32);
+                    let mf = mem(self.b, Mem::Wire);
+                    let h = self.b.ins().uload8(types::I64, mf, wire, hi as i32);
+                    let mf = mem(self.b, Mem::Wire);
+                    let l = self.b.ins().uload8(types::I64, mf, wire, lo as i32);
                     let l = self.b.ins().ishl_imm_u(l, 8);
                     self.b.ins().bor(h, l)
                 }
-                [hi] => self.b.ins().uload8(types::I64, fl, wire, hi as i32),
+                [hi] => {
+                    let mf = mem(self.b, Mem::Wire);
+                    self.b.ins().uload8(types::I64, mf, wire, hi as i32)
+                }
                 _ => unreachable!("chunks of two"),
             };
             terms.push(w);
@@ -2579,12 +2724,12 @@ impl Gen<'_, '_, '_> {
     /// grid piece: the whole piece is read, merged and stored, as
     /// [`Gen::write_bits`] does, but without byte swaps.
     fn merge_le(&mut self, b: u32, n: u32, v: Value) {
-        let fl = Self::flags();
         let wire = self.ptr(OFF_WIRE);
         let (cs, csize) = self.wire_grid.chunk(b);
         debug_assert!(b + n <= cs + csize, "bytes inside one piece");
         let ty = chunk_type(csize);
-        let cur = self.b.ins().load(ty, fl, wire, cs as i32);
+        let mf = mem(self.b, Mem::Wire);
+        let cur = self.b.ins().load(ty, mf, wire, cs as i32);
         let cur = if ty == types::I64 { cur } else { self.b.ins().uextend(types::I64, cur) };
         let bytes = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
         let k = 8 * (b - cs);
@@ -2593,7 +2738,8 @@ impl Gen<'_, '_, '_> {
         let part = if k > 0 { self.b.ins().ishl_imm_u(part, i64::from(k)) } else { part };
         let out = self.b.ins().bor(kept, part);
         let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
-        self.b.ins().store(fl, out, wire, cs as i32);
+        let mf = mem(self.b, Mem::Wire);
+        self.b.ins().store(mf, out, wire, cs as i32);
     }
 
     fn bool_to_i64(&mut self, c: Value) -> Value {
@@ -2618,8 +2764,8 @@ impl Gen<'_, '_, '_> {
             Fast::Param { off, len } => {
                 let grid = Grid::data();
                 match self.data_base {
-                    Some(base) => self.read_bits(base, 0, &grid, 8 * off, 8 * len),
-                    None => self.read_bits(self.ctx, OFF_DATA, &grid, 8 * off, 8 * len),
+                    Some(base) => self.read_bits(Mem::ActionData, base, 0, &grid, 8 * off, 8 * len),
+                    None => self.read_bits(Mem::ActionData, self.ctx, OFF_DATA, &grid, 8 * off, 8 * len),
                 }
             }
             Fast::AddMask { slot, c, mask } => {
@@ -2629,7 +2775,8 @@ impl Gen<'_, '_, '_> {
             }
             Fast::Valid(h) | Fast::NotValid(h) => {
                 let base = self.ptr(OFF_VALID);
-                let v = self.b.ins().uload8(types::I64, Self::flags(), base, *h as i32);
+                let mf = mem(self.b, Mem::Valid);
+                let v = self.b.ins().uload8(types::I64, mf, base, *h as i32);
                 if matches!(f, Fast::NotValid(_)) {
                     self.b.ins().bxor_imm_u(v, 1)
                 } else {
@@ -2713,12 +2860,13 @@ impl Gen<'_, '_, '_> {
     /// Whether index `i` is inside register array `arr` (an `i8` condition)
     /// and the address of its cell (only to be used when inside).
     fn register_cell(&mut self, arr: u32, i: Value) -> (Value, Value) {
-        let fl = Self::flags();
         let views = self.ptr(OFF_REGISTERS);
         let off = std::mem::size_of::<RegisterView>() as i32 * arr as i32;
-        let len = self.b.ins().load(types::I64, fl, views, off + std::mem::offset_of!(RegisterView, len) as i32);
+        let mf = mem(self.b, Mem::Inputs);
+        let len = self.b.ins().load(types::I64, mf, views, off + std::mem::offset_of!(RegisterView, len) as i32);
         let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, i, len);
-        let cells = self.b.ins().load(types::I64, fl, views, off + std::mem::offset_of!(RegisterView, cells) as i32);
+        let mf = mem(self.b, Mem::Inputs);
+        let cells = self.b.ins().load(types::I64, mf, views, off + std::mem::offset_of!(RegisterView, cells) as i32);
         let at = self.b.ins().imul_imm_u(i, std::mem::size_of::<crate::shared::RegCell>() as i64);
         (inside, self.b.ins().iadd(cells, at))
     }
@@ -2730,7 +2878,7 @@ impl Gen<'_, '_, '_> {
             self.stats.actions_helper += 1;
             if let (true, Some(base)) = (data, self.data_base) {
                 // The interpreter reads the data from the context.
-                self.copy_bytes(base, 0, self.ctx, OFF_DATA, HOT_RECORD as u32);
+                self.copy_bytes((Mem::ActionData, base, 0), (Mem::ActionData, self.ctx, OFF_DATA), HOT_RECORD as u32);
             }
             let a = self.b.ins().iconst(types::I32, i64::from(ai));
             let h = if data { self.h_action } else { self.h_action_nodata };
@@ -2753,23 +2901,29 @@ impl Gen<'_, '_, '_> {
                     // Inline: cell `i` of the array, when in range, counts one
                     // packet of the ingress length (`JitCtx::len`).
                     let i = self.fast(&idx.fast);
-                    let fl = Self::flags();
                     let views = self.ptr(OFF_COUNTERS);
-                    let len = self.b.ins().load(types::I64, fl, views, 16 * *arr as i32 + 8);
+                    let mf = mem(self.b, Mem::Inputs);
+                    let len = self.b.ins().load(types::I64, mf, views, 16 * *arr as i32 + 8);
                     let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, i, len);
                     let (bump, next) = (self.b.create_block(), self.b.create_block());
                     self.b.ins().brif(inside, bump, &[], next, &[]);
                     self.b.switch_to_block(bump);
-                    let cells = self.b.ins().load(types::I64, fl, views, 16 * *arr as i32);
+                    let mf = mem(self.b, Mem::Inputs);
+                    let cells = self.b.ins().load(types::I64, mf, views, 16 * *arr as i32);
                     let at = self.b.ins().imul_imm_u(i, CELL_SIZE);
                     let cell = self.b.ins().iadd(cells, at);
-                    let p = self.b.ins().load(types::I64, fl, cell, CELL_PACKETS);
+                    let mf = mem(self.b, Mem::Counters);
+                    let p = self.b.ins().load(types::I64, mf, cell, CELL_PACKETS);
                     let p = self.b.ins().iadd_imm_u(p, 1);
-                    self.b.ins().store(fl, p, cell, CELL_PACKETS);
-                    let n = self.b.ins().load(types::I64, fl, self.ctx, OFF_LEN);
-                    let bytes = self.b.ins().load(types::I64, fl, cell, CELL_BYTES);
+                    let mf = mem(self.b, Mem::Counters);
+                    self.b.ins().store(mf, p, cell, CELL_PACKETS);
+                    let mf = mem(self.b, Mem::Ctx);
+                    let n = self.b.ins().load(types::I64, mf, self.ctx, OFF_LEN);
+                    let mf = mem(self.b, Mem::Counters);
+                    let bytes = self.b.ins().load(types::I64, mf, cell, CELL_BYTES);
                     let bytes = self.b.ins().iadd(bytes, n);
-                    self.b.ins().store(fl, bytes, cell, CELL_BYTES);
+                    let mf = mem(self.b, Mem::Counters);
+                    self.b.ins().store(mf, bytes, cell, CELL_BYTES);
                     self.b.ins().jump(next, &[]);
                     self.b.switch_to_block(next);
                 }
@@ -2794,7 +2948,8 @@ impl Gen<'_, '_, '_> {
                     let (write, next) = (self.b.create_block(), self.b.create_block());
                     self.b.ins().brif(inside, write, &[], next, &[]);
                     self.b.switch_to_block(write);
-                    self.b.ins().store(Self::flags(), v, cell, REG_LO);
+                    let mf = mem(self.b, Mem::Registers);
+                    self.b.ins().store(mf, v, cell, REG_LO);
                     self.b.ins().jump(next, &[]);
                     self.b.switch_to_block(next);
                 }
@@ -2809,7 +2964,8 @@ impl Gen<'_, '_, '_> {
                     let zero = self.b.ins().iconst(types::I64, 0);
                     self.b.ins().brif(inside, read, &[], next, &[zero.into()]);
                     self.b.switch_to_block(read);
-                    let v = self.b.ins().load(types::I64, Self::flags(), cell, REG_LO);
+                    let mf = mem(self.b, Mem::Registers);
+                    let v = self.b.ins().load(types::I64, mf, cell, REG_LO);
                     self.b.ins().jump(next, &[v.into()]);
                     self.b.switch_to_block(next);
                     let v = self.b.block_params(next)[0];
@@ -2846,14 +3002,14 @@ impl Gen<'_, '_, '_> {
     /// header is invalid, or a validity bit.
     fn key_part(&mut self, part: &crate::plan::KeyPart) -> Value {
         use crate::plan::KeyPart;
-        let fl = Self::flags();
         match part {
             KeyPart::Field { src, header } => {
                 let v = self.read(*src);
                 match header {
                     Some(h) => {
                         let valid = self.ptr(OFF_VALID);
-                        let ok = self.b.ins().uload8(types::I64, fl, valid, *h as i32);
+                        let mf = mem(self.b, Mem::Valid);
+                        let ok = self.b.ins().uload8(types::I64, mf, valid, *h as i32);
                         let zero = self.b.ins().iconst(types::I64, 0);
                         self.b.ins().select(ok, v, zero)
                     }
@@ -2862,7 +3018,8 @@ impl Gen<'_, '_, '_> {
             }
             KeyPart::Valid(h) => {
                 let valid = self.ptr(OFF_VALID);
-                self.b.ins().uload8(types::I64, fl, valid, *h as i32)
+                let mf = mem(self.b, Mem::Valid);
+                self.b.ins().uload8(types::I64, mf, valid, *h as i32)
             }
         }
     }
@@ -2942,11 +3099,11 @@ impl Gen<'_, '_, '_> {
         result: Block,
     ) -> Value {
         use crate::tables::{VIEW_DIR, VIEW_DIRECT, VIEW_HASH};
-        let fl = Self::flags();
         let key = self.integer_key(parts);
         let views = self.ptr(OFF_VIEWS);
         let view = self.b.ins().iadd_imm_u(views, VIEW_SIZE * i64::from(t));
-        let kind = self.b.ins().uload32(fl, view, 0);
+        let mf = mem(self.b, Mem::Inputs);
+        let kind = self.b.ins().uload32(mf, view, 0);
         let direct = self.b.create_block();
         let dir = self.b.create_block();
         let hash = self.b.create_block();
@@ -2978,10 +3135,13 @@ impl Gen<'_, '_, '_> {
         self.b.switch_to_block(hash);
         let mul = self.b.ins().iconst(types::I64, crate::exact::HASH_MUL as i64);
         let h = self.b.ins().imul(key, mul);
-        let shift = self.b.ins().uload32(fl, view, 4);
+        let mf = mem(self.b, Mem::Inputs);
+        let shift = self.b.ins().uload32(mf, view, 4);
         let home = self.b.ins().ushr(h, shift);
-        let slots = self.b.ins().load(types::I64, fl, view, 8);
-        let mask = self.b.ins().load(types::I64, fl, view, 24);
+        let mf = mem(self.b, Mem::Inputs);
+        let slots = self.b.ins().load(types::I64, mf, view, 8);
+        let mf = mem(self.b, Mem::Inputs);
+        let mask = self.b.ins().load(types::I64, mf, view, 24);
         let probe = self.b.create_block();
         self.b.append_block_param(probe, types::I64);
         self.b.ins().jump(probe, &[home.into()]);
@@ -2989,18 +3149,21 @@ impl Gen<'_, '_, '_> {
         let i = self.b.block_params(probe)[0];
         let off = self.b.ins().ishl_imm_u(i, 4);
         let slot = self.b.ins().iadd(slots, off);
-        let value = self.b.ins().uload32(fl, slot, 8);
+        let mf = mem(self.b, Mem::Tables);
+        let value = self.b.ins().uload32(mf, slot, 8);
         let empty = self.b.ins().icmp_imm_u(IntCC::Equal, value, i64::from(crate::exact::EMPTY));
         let compare = self.b.create_block();
         self.b.ins().brif(empty, engine, &[], compare, &[]);
         self.b.switch_to_block(compare);
-        let k = self.b.ins().load(types::I64, fl, slot, 0);
+        let mf = mem(self.b, Mem::Tables);
+        let k = self.b.ins().load(types::I64, mf, slot, 0);
         let same = self.b.ins().icmp(IntCC::Equal, k, key);
         let step = self.b.create_block();
         let found = self.b.create_block();
         self.b.ins().brif(same, found, &[], step, &[]);
         self.b.switch_to_block(found);
-        let r = self.b.ins().uload32(fl, slot, 12);
+        let mf = mem(self.b, Mem::Tables);
+        let r = self.b.ins().uload32(mf, slot, 12);
         self.b.ins().jump(hit, &[r.into()]);
         self.b.switch_to_block(step);
         let next = self.b.ins().iadd_imm_u(i, 1);
@@ -3009,26 +3172,32 @@ impl Gen<'_, '_, '_> {
 
         // Direct array: `a[key]`, the record id (0, the cold record, for no entry).
         self.b.switch_to_block(direct);
-        let len = self.b.ins().load(types::I64, fl, view, 24);
+        let mf = mem(self.b, Mem::Inputs);
+        let len = self.b.ins().load(types::I64, mf, view, 24);
         let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, key, len);
         let read = self.b.create_block();
         self.b.ins().brif(inside, read, &[], engine, &[]);
         self.b.switch_to_block(read);
-        let a = self.b.ins().load(types::I64, fl, view, 8);
+        let mf = mem(self.b, Mem::Inputs);
+        let a = self.b.ins().load(types::I64, mf, view, 8);
         let off = self.b.ins().ishl_imm_u(key, 2);
         let addr = self.b.ins().iadd(a, off);
-        let r = self.b.ins().uload32(fl, addr, 0);
+        let mf = mem(self.b, Mem::Tables);
+        let r = self.b.ins().uload32(mf, addr, 0);
         self.b.ins().jump(hit, &[r.into()]);
 
         // DIR-24-8 of record ids (`lpm::DirLpm::record`); 0 for no route.
         self.b.switch_to_block(dir);
         let k32 = self.b.ins().band_imm_u(key, 0xffff_ffff);
-        let shift = self.b.ins().uload32(fl, view, 4);
-        let top = self.b.ins().load(types::I64, fl, view, 8);
+        let mf = mem(self.b, Mem::Inputs);
+        let shift = self.b.ins().uload32(mf, view, 4);
+        let mf = mem(self.b, Mem::Inputs);
+        let top = self.b.ins().load(types::I64, mf, view, 8);
         let idx = self.b.ins().ushr(k32, shift);
         let off = self.b.ins().ishl_imm_u(idx, 2);
         let addr = self.b.ins().iadd(top, off);
-        let slot = self.b.ins().uload32(fl, addr, 0);
+        let mf = mem(self.b, Mem::Tables);
+        let slot = self.b.ins().uload32(mf, addr, 0);
         let ext = self.b.create_block();
         let group = self.b.ins().band_imm_u(slot, i64::from(crate::lpm::GROUP_BIT));
         self.b.ins().brif(group, ext, &[], hit, &[slot.into()]);
@@ -3040,20 +3209,24 @@ impl Gen<'_, '_, '_> {
         let low_mask = self.b.ins().iadd_imm_u(low_mask, -1i64);
         let lo = self.b.ins().band(k32, low_mask);
         let i = self.b.ins().bor(hi, lo);
-        let base = self.b.ins().load(types::I64, fl, view, 16);
+        let mf = mem(self.b, Mem::Inputs);
+        let base = self.b.ins().load(types::I64, mf, view, 16);
         let off = self.b.ins().ishl_imm_u(i, 2);
         let addr = self.b.ins().iadd(base, off);
-        let slot = self.b.ins().uload32(fl, addr, 0);
+        let mf = mem(self.b, Mem::Tables);
+        let slot = self.b.ins().uload32(mf, addr, 0);
         self.b.ins().jump(hit, &[slot.into()]);
 
         // The hit's hot record (the cold record 0 for no entry, whose
         // action sends the packet to the engine), then its action.
         self.b.switch_to_block(hit);
         let r = self.b.block_params(hit)[0];
-        let hot = self.b.ins().load(types::I64, fl, view, 32);
+        let mf = mem(self.b, Mem::Inputs);
+        let hot = self.b.ins().load(types::I64, mf, view, 32);
         let off = self.b.ins().imul_imm_u(r, 48);
         let rec = self.b.ins().iadd(hot, off);
-        let action = self.b.ins().uload32(fl, rec, 0);
+        let mf = mem(self.b, Mem::Tables);
+        let action = self.b.ins().uload32(mf, rec, 0);
         // The action reads its data straight from the record (no copy).
         let data = self.b.ins().iadd_imm_u(rec, i64::from(crate::tables::HOT_DATA_OFFSET));
         let mut sw = CaseSwitch::new();
