@@ -294,6 +294,19 @@ pub fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
+/// [`prefetch`] of any address, even one past an allocation or dangling
+/// (for an empty packet): prefetching never faults, so no check is needed.
+#[inline(always)]
+pub fn prefetch_ptr(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults and has no architectural effect, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// A deterministic xorshift32 sequence from `seed` (non-zero), for tests
 /// that need many varied but repeatable keys.
 #[cfg(test)]

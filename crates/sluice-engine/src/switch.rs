@@ -49,10 +49,11 @@ const PREFETCH_MIN_ENTRIES: usize = 1 << 18;
 fn next_chunk<'a>(it: &mut impl Iterator<Item = &'a [u8]>, slices: &mut [&'a [u8]; BATCH]) -> usize {
     let mut n = 0;
     for (slot, data) in slices.iter_mut().zip(it) {
-        if let (Some(first), Some(last)) = (data.first(), data.get(63).or(data.last())) {
-            crate::lpm::prefetch(first);
-            crate::lpm::prefetch(last);
-        }
+        // The first byte's line and the one holding byte 63 (or the last);
+        // a prefetch never faults, so no branch for an empty packet.
+        let p = data.as_ptr();
+        crate::lpm::prefetch_ptr(p);
+        crate::lpm::prefetch_ptr(p.wrapping_add(data.len().min(64).saturating_sub(1)));
         *slot = data;
         n += 1;
     }
@@ -398,21 +399,42 @@ impl Switch {
             // slots (and hit records, when those do not stay in cache) are
             // prefetched, then the batch runs on the fast path. Parsing
             // twice costs less than the memory stalls it hides.
-            let mut it = batch.into_iter().peekable();
-            let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
+            //
+            // Given more than BATCH packets, a three-stage pipeline over
+            // chunks of BATCH: while chunk k runs, chunk k + 1's keys are
+            // computed and prefetched, and chunk k + 2's packets start
+            // loading. Why: a slot prefetched just before its chunk runs
+            // arrives too late for the first packets of the chunk (DRAM
+            // takes a few hundred cycles); a chunk's run ahead hides it,
+            // and the key function finds its packets in cache.
+            let mut it = batch.into_iter();
+            let mut chunks: [[&[u8]; BATCH]; 3] = [[&[]; BATCH]; 3];
+            let mut sizes = [0usize; 3];
             let mut scratch = self.take_phv();
             let tables = self.prefetch.len();
             let mut look =
                 self.compiled.as_ref().and_then(|c| c.lookahead()).expect("fast path with prefetchable tables");
             // Generated code parses the batch ahead and writes the keys.
             let mut words = std::mem::take(&mut self.prefetch_words);
-            while it.peek().is_some() {
-                let n = next_chunk(&mut it, &mut slices);
-                look.keys(&mut scratch, &slices[..n], &mut words);
-                for (t, &(ti, inline)) in self.prefetch.iter().enumerate() {
-                    self.state.tables[ti].prefetch_words(&words[t..], tables, inline);
+            let mut ahead = |sw: &mut Switch, chunk: &[&[u8]]| {
+                if !chunk.is_empty() {
+                    look.keys(&mut scratch, chunk, &mut words);
+                    for (t, &(ti, inline)) in sw.prefetch.iter().enumerate() {
+                        sw.state.tables[ti].prefetch_words(&words[t..], tables, inline);
+                    }
                 }
-                self.process_batch_fast_with(port, &slices[..n], emit);
+            };
+            sizes[0] = next_chunk(&mut it, &mut chunks[0]);
+            ahead(self, &chunks[0][..sizes[0]]);
+            sizes[1] = next_chunk(&mut it, &mut chunks[1]);
+            let mut k = 0;
+            while sizes[k % 3] > 0 {
+                let (run, keyed, loading) = (k % 3, (k + 1) % 3, (k + 2) % 3);
+                sizes[loading] = next_chunk(&mut it, &mut chunks[loading]);
+                ahead(self, &chunks[keyed][..sizes[keyed]]);
+                let chunk = chunks[run];
+                self.process_batch_fast_with(port, &chunk[..sizes[run]], emit);
+                k += 1;
             }
             self.prefetch_words = words;
             self.phv_pool.push(scratch);

@@ -221,7 +221,9 @@ fn agree_through_route_changes(count: usize) {
     let mut emitted = 0usize;
     let mut now = 0u64;
     for round in 0..40 {
-        let batch: Vec<Vec<u8>> = (0..64)
+        // Sizes that fill the switch's chunks of 32, leave a partial one,
+        // and (100: four chunks) run its prefetch pipeline in every stage.
+        let batch: Vec<Vec<u8>> = (0..[64, 100, 7][round as usize % 3])
             .map(|_| {
                 let dst = if r.below(5) == 0 {
                     r.next() as u32
