@@ -169,7 +169,7 @@ impl Exec<'_> {
             start += n;
             let start = start - n;
             let invalid = match &k.header {
-                Some(h) => !resolve_href(h, &env).is_some_and(|x| self.phv.valid[x as usize]),
+                Some(h) => !resolve_href(h, &env).is_some_and(|x| self.phv.valid()[x as usize]),
                 None => false,
             };
             if invalid {
@@ -420,7 +420,7 @@ impl Exec<'_> {
         if hi.metadata {
             return;
         }
-        let was = self.phv.valid[h as usize];
+        let was = self.phv.valid()[h as usize];
         if was != valid {
             let bytes = (hi.fixed_bits + self.phv.varbit_len[h as usize]) / 8;
             if valid {
@@ -433,12 +433,12 @@ impl Exec<'_> {
             // A header made valid reads as zero until written (P4-16 leaves it undefined).
             self.phv.zero_header(layout, h);
         }
-        self.phv.valid[h as usize] = valid;
+        self.phv.valid_mut()[h as usize] = valid;
         if valid {
             if let Some(u) = hi.union {
                 for other in &layout.unions[u as usize].headers {
                     if *other != h {
-                        self.phv.valid[*other as usize] = false;
+                        self.phv.valid_mut()[*other as usize] = false;
                     }
                 }
             }
@@ -531,10 +531,10 @@ impl Exec<'_> {
             Prim::AssignHeader { dst, src } => {
                 let env = env!(self, data);
                 if let (Some(d), Some(s)) = (resolve_href(dst, &env), resolve_href(src, &env)) {
-                    let was = self.phv.valid[d as usize];
-                    let now = self.phv.valid[s as usize];
+                    let was = self.phv.valid()[d as usize];
+                    let now = self.phv.valid()[s as usize];
                     self.phv.copy_header(layout, d, s);
-                    self.phv.valid[d as usize] = was;
+                    self.phv.valid_mut()[d as usize] = was;
                     self.set_validity_keep(d, now);
                 }
             }
@@ -650,7 +650,7 @@ impl Exec<'_> {
                     self.phv.copy_header(layout, st.headers[i], st.headers[i - n]);
                 }
                 for i in 0..n {
-                    self.phv.valid[st.headers[i] as usize] = false;
+                    self.phv.valid_mut()[st.headers[i] as usize] = false;
                 }
                 let next = &mut self.phv.stack_next[*stack as usize];
                 *next = (*next + n as u32).min(size as u32);
@@ -663,7 +663,7 @@ impl Exec<'_> {
                     self.phv.copy_header(layout, st.headers[i], st.headers[i + n]);
                 }
                 for i in size - n..size {
-                    self.phv.valid[st.headers[i] as usize] = false;
+                    self.phv.valid_mut()[st.headers[i] as usize] = false;
                 }
                 let next = &mut self.phv.stack_next[*stack as usize];
                 *next = next.saturating_sub(n as u32);
@@ -704,7 +704,7 @@ impl Exec<'_> {
     }
 
     fn set_validity_keep(&mut self, h: u32, valid: bool) {
-        let was = self.phv.valid[h as usize];
+        let was = self.phv.valid()[h as usize];
         if was != valid {
             let layout = &self.plan.layout;
             let hi = &layout.headers[h as usize];
@@ -714,7 +714,7 @@ impl Exec<'_> {
                     if valid { self.meta.len_reg.wrapping_add(bytes) } else { self.meta.len_reg.wrapping_sub(bytes) };
             }
         }
-        self.phv.valid[h as usize] = valid;
+        self.phv.valid_mut()[h as usize] = valid;
     }
 
     /// Computes a named calculation over the current PHV (invalid headers' fields skipped).
@@ -749,10 +749,10 @@ pub fn compute_calc(
     if c.is_csum16 && !c.with_payload {
         if let Some((h, ranges)) = &c.csum_bytes {
             // All inputs in one header: when it is invalid nothing is packed.
-            if !phv.valid[*h as usize] {
+            if !phv.valid()[*h as usize] {
                 return 0xffff;
             }
-            return u64::from(csum16_ranges(&phv.wire, ranges));
+            return u64::from(csum16_ranges(phv.wire(), ranges));
         }
     }
     compute_calc_packed(plan, state, phv, buf, ci, payload)
@@ -841,7 +841,7 @@ fn compute_calc_packed(
     let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
     for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
         if let Some(h) = h {
-            if !phv.valid[*h as usize] {
+            if !phv.valid()[*h as usize] {
                 continue;
             }
         }
@@ -940,15 +940,15 @@ pub fn selector_input<'b>(
         // costs several compares and branches per piece.
         let mut n = 0;
         for p in copies {
-            if phv.valid[p.header as usize] {
+            if phv.valid()[p.header as usize] {
                 let len = p.len as usize;
                 match p.from {
                     crate::plan::PieceFrom::Wire(at) if len <= 16 => {
                         let at = at as usize;
-                        buf[n..n + 16].copy_from_slice(&phv.wire[at..at + 16]);
+                        buf[n..n + 16].copy_from_slice(&phv.wire()[at..at + 16]);
                     }
                     crate::plan::PieceFrom::Wire(at) => {
-                        crate::phv::copy_short(&mut buf[n..n + len], &phv.wire[at as usize..at as usize + len])
+                        crate::phv::copy_short(&mut buf[n..n + len], &phv.wire()[at as usize..at as usize + len])
                     }
                     crate::plan::PieceFrom::Slot(i) => {
                         // Slot pieces are at most 16 bytes (a slot's value).
@@ -966,7 +966,7 @@ pub fn selector_input<'b>(
     for (e, w) in inputs.iter().zip(widths) {
         if let crate::expr::CExpr::Field(f) = e {
             let fi = &plan.layout.fields[*f as usize];
-            if !phv.valid[fi.header as usize] {
+            if !phv.valid()[fi.header as usize] {
                 continue;
             }
         }
@@ -991,7 +991,7 @@ mod tests {
     /// Random wire bytes, random values within their widths in the slots of
     /// fields up to 64 bits, and each header valid with probability 3/4.
     fn randomize(layout: &crate::phv::Layout, phv: &mut crate::phv::Phv, next: &mut impl FnMut() -> u32) {
-        for b in phv.wire.iter_mut() {
+        for b in phv.wire_mut().iter_mut() {
             *b = next() as u8;
         }
         for fi in &layout.fields {
@@ -1002,7 +1002,7 @@ mod tests {
         }
         for (h, hi) in layout.headers.iter().enumerate() {
             if !hi.metadata {
-                phv.valid[h] = !next().is_multiple_of(4);
+                phv.valid_mut()[h] = !next().is_multiple_of(4);
             }
         }
     }

@@ -129,11 +129,11 @@ impl CExpr {
                 None => T::ZERO,
             },
             CExpr::Valid(h) => match resolve_href(h, env) {
-                Some(hdr) if env.phv.valid[hdr as usize] => T::ONE,
+                Some(hdr) if env.phv.valid()[hdr as usize] => T::ONE,
                 _ => T::ZERO,
             },
             CExpr::ValidUnion(u) => {
-                if env.layout.unions[*u as usize].headers.iter().any(|h| env.phv.valid[*h as usize]) {
+                if env.layout.unions[*u as usize].headers.iter().any(|h| env.phv.valid()[*h as usize]) {
                     T::ONE
                 } else {
                     T::ZERO
@@ -256,7 +256,7 @@ fn read_field<T: Num>(env: &Env, f: u32) -> T {
     let v = match fi.loc {
         crate::phv::Loc::Slot(i) => T::from_u128(env.phv.slots[i as usize]),
         crate::phv::Loc::Wide { off, len } => T::from_be(&env.phv.wide[off as usize..(off + len) as usize]),
-        crate::phv::Loc::Wire { bit } => T::from_u128(crate::phv::read_bits(&env.phv.wire, bit as usize, fi.width)),
+        crate::phv::Loc::Wire { bit } => T::from_u128(crate::phv::read_bits(env.phv.wire(), bit as usize, fi.width)),
     };
     if fi.signed {
         v.sext(fi.width)
@@ -610,8 +610,8 @@ fn fast_leaf(f: &Fast, phv: &Phv, params: &[u8]) -> u64 {
             }
         }
         Fast::AddMask { slot, c, mask } => slot.read(phv).wrapping_add(*c) & mask,
-        Fast::Valid(h) => phv.valid[*h as usize] as u64,
-        Fast::NotValid(h) => !phv.valid[*h as usize] as u64,
+        Fast::Valid(h) => phv.valid()[*h as usize] as u64,
+        Fast::NotValid(h) => !phv.valid()[*h as usize] as u64,
         Fast::Cmp { slot, c, op } => compare(*op, slot.read(phv), *c),
         Fast::CmpFields { a, b, op } => compare(*op, a.read(phv), b.read(phv)),
         Fast::AndConst { slot, mask } => slot.read(phv) & mask,

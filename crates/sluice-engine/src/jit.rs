@@ -110,11 +110,13 @@ impl JitCtx {
     /// pipelines) and `views`; `exec`, `len` and the outputs are set by the
     /// caller per run.
     fn for_exec(ex: &mut Exec<'_>, out: *mut u8, views: &Views) -> JitCtx {
+        // Generated code finds the valid flags at this distance from the headers.
+        debug_assert_eq!(ex.phv.valid_offset(), ex.plan.layout.wire_bytes as usize + crate::phv::WIRE_PAD);
         JitCtx {
             exec: std::ptr::null_mut(),
-            wire: ex.phv.wire.as_mut_ptr(),
+            wire: ex.phv.wire_ptr(),
             slots: ex.phv.slots.as_mut_ptr(),
-            valid: ex.phv.valid.as_mut_ptr(),
+            valid: ex.phv.valid_mut().as_mut_ptr(),
             data: [0; 64],
             special: 0,
             now: ex.now_us,
@@ -507,9 +509,9 @@ impl Lookahead {
         }
         keys.clear();
         keys.resize(batch.len() * ctx.tables as usize, 0);
-        ctx.parse.wire = phv.wire.as_mut_ptr();
+        ctx.parse.wire = phv.wire_ptr();
         ctx.parse.slots = phv.slots.as_mut_ptr();
-        ctx.parse.valid = phv.valid.as_mut_ptr();
+        ctx.parse.valid = phv.valid_mut().as_mut_ptr();
         ctx.pkts = refs.as_ptr();
         ctx.n = batch.len() as u64;
         ctx.keys = keys.as_mut_ptr();
@@ -710,7 +712,7 @@ impl CompiledPipelines {
         results: &mut [PktResult],
     ) -> (usize, usize) {
         let f = self.batch.expect("has_fast_path: the batch function exists");
-        debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire.as_ptr()), "contexts of another PHV");
+        debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire_ptr()), "contexts of another PHV");
         assert!(results.len() >= pkts.len(), "one result per packet");
         let longest = pkts.iter().map(|p| p.len as usize).max().unwrap_or(0);
         let stride = (self.forward_out + longest).next_multiple_of(64);
@@ -769,9 +771,9 @@ impl CompiledPipelines {
         let (port, now) = arrival.unwrap_or((0, 0));
         let mut ctx = ParseCtx {
             exec: std::ptr::null_mut(),
-            wire: phv.wire.as_mut_ptr(),
+            wire: phv.wire_ptr(),
             slots: phv.slots.as_mut_ptr(),
-            valid: phv.valid.as_mut_ptr(),
+            valid: phv.valid_mut().as_mut_ptr(),
             pkt: data.as_ptr(),
             len: data.len() as u64,
             cursor: 0,
@@ -1816,9 +1818,6 @@ fn compile_batch(
         let pc = g.b.ins().iadd_imm_s(fc, PARSE_FROM_FWD);
         g.ctx = fc;
         g.load_bases(true);
-        // The valid flags' address is loaded from the context at each use:
-        // kept, it is one more value spilled across the packet's code.
-        g.bases.retain(|(off, _)| *off != OFF_VALID);
         // The batch's other fields are loaded where they are used: kept in
         // registers across the packet's code they would be spilled.
         let head = g.b.create_block();
@@ -2399,6 +2398,12 @@ impl Gen<'_, '_, '_> {
     /// [`Gen::load_bases`]) for the PHV and view pointers, which never
     /// change during a call, so field accesses need no reload.
     fn ptr(&mut self, off: i32) -> Value {
+        if off == OFF_VALID {
+            // The valid flags follow the headers in one buffer (`Phv::wire_ptr`).
+            let wire = self.ptr(OFF_WIRE);
+            let at = self.plan.layout.wire_bytes as usize + crate::phv::WIRE_PAD;
+            return self.b.ins().iadd_imm_u(wire, at as i64);
+        }
         if let Some((_, v)) = self.bases.iter().find(|(o, _)| *o == off) {
             return *v;
         }
@@ -2411,9 +2416,9 @@ impl Gen<'_, '_, '_> {
     fn load_bases(&mut self, with_views: bool) {
         self.bases.clear();
         let offs: &[i32] = if with_views {
-            &[OFF_WIRE, OFF_SLOTS, OFF_VALID, OFF_VIEWS, OFF_COUNTERS, OFF_REGISTERS]
+            &[OFF_WIRE, OFF_SLOTS, OFF_VIEWS, OFF_COUNTERS, OFF_REGISTERS]
         } else {
-            &[OFF_WIRE, OFF_SLOTS, OFF_VALID]
+            &[OFF_WIRE, OFF_SLOTS]
         };
         for off in offs {
             let mf = mem(self.b, Mem::Inputs);

@@ -399,8 +399,9 @@ impl Layout {
         let mut phv = Phv {
             slots: vec![0; self.n_slots as usize],
             wide: vec![0; self.wide_bytes as usize],
-            wire: vec![0; self.wire_bytes as usize + WIRE_PAD],
-            valid: vec![false; self.headers.len()],
+            wire_len: self.wire_bytes as usize + WIRE_PAD,
+            // Headers, padding, then one validity byte per header.
+            wire: vec![0; self.wire_bytes as usize + WIRE_PAD + self.headers.len()],
             varbit_len: vec![0; self.headers.len()],
             stack_next: vec![0; self.stacks.len()],
             union_stack_next: vec![0; self.union_stacks.len()],
@@ -416,9 +417,14 @@ impl Layout {
 pub struct Phv {
     pub slots: Vec<u128>,
     pub wide: Vec<u8>,
-    /// Packet headers in wire format, followed by `WIRE_PAD` zero bytes.
-    pub wire: Vec<u8>,
-    pub valid: Vec<bool>,
+    /// Packet headers in wire format, followed by `WIRE_PAD` zero bytes
+    /// (`wire_len` bytes), then the headers' valid flags, one byte each (0
+    /// or 1, only written as `bool`s). Why one buffer: generated code
+    /// reaches a valid flag at a fixed distance from the headers, with no
+    /// pointer of its own to load or keep in a register. Private, so that
+    /// nothing writes other bytes than 0 and 1 among the flags.
+    wire: Vec<u8>,
+    wire_len: usize,
     /// Current length in bits of each header's varbit field.
     pub varbit_len: Vec<u32>,
     pub stack_next: Vec<u32>,
@@ -427,6 +433,55 @@ pub struct Phv {
 }
 
 impl Phv {
+    /// The headers in wire format and the padding after them.
+    #[inline]
+    pub fn wire(&self) -> &[u8] {
+        &self.wire[..self.wire_len]
+    }
+
+    /// [`Phv::wire`], writable.
+    #[inline]
+    pub fn wire_mut(&mut self) -> &mut [u8] {
+        &mut self.wire[..self.wire_len]
+    }
+
+    /// Each header's valid flag.
+    #[inline]
+    pub fn valid(&self) -> &[bool] {
+        let flags = &self.wire[self.wire_len..];
+        // SAFETY: `bool` has the size and alignment of `u8`, and every flag
+        // byte is 0 or 1: zeroed at creation, then only written through
+        // `valid_mut` (as `bool`s), copied from another PHV's flags, or
+        // set to 0/1 by generated code.
+        unsafe { std::slice::from_raw_parts(flags.as_ptr() as *const bool, flags.len()) }
+    }
+
+    /// [`Phv::valid`], writable.
+    #[inline]
+    pub fn valid_mut(&mut self) -> &mut [bool] {
+        self.wire_valid_mut().1
+    }
+
+    /// The headers (with padding) and the valid flags, both writable.
+    #[inline]
+    pub fn wire_valid_mut(&mut self) -> (&mut [u8], &mut [bool]) {
+        let (wire, flags) = self.wire.split_at_mut(self.wire_len);
+        // SAFETY: as in `valid`; the flags stay 0 or 1 as only `bool`s are written.
+        let valid = unsafe { std::slice::from_raw_parts_mut(flags.as_mut_ptr() as *mut bool, flags.len()) };
+        (wire, valid)
+    }
+
+    /// Where the valid flags start in the buffer [`Phv::wire_ptr`] points at.
+    pub fn valid_offset(&self) -> usize {
+        self.wire_len
+    }
+
+    /// The headers' buffer, for generated code: headers, padding, then the
+    /// valid flags at [`Phv::valid_offset`].
+    pub fn wire_ptr(&mut self) -> *mut u8 {
+        self.wire.as_mut_ptr()
+    }
+
     /// Zeroes every field and marks all non-metadata headers invalid.
     ///
     /// Header fields are zeroed too (bmv2 leaves them stale): what a packet
@@ -441,15 +496,18 @@ impl Phv {
         if !self.wide.is_empty() {
             self.wide.fill(0);
         }
-        self.wire.fill(0);
-        if self.valid.len() <= 32 {
+        let metadata = std::mem::take(&mut self.metadata);
+        let (wire, valid) = self.wire_valid_mut();
+        wire.fill(0);
+        if valid.len() <= 32 {
             // A handful of headers: a loop beats a call to `memcpy`.
-            for (v, m) in self.valid.iter_mut().zip(&self.metadata) {
+            for (v, m) in valid.iter_mut().zip(&metadata) {
                 *v = *m;
             }
         } else {
-            self.valid.copy_from_slice(&self.metadata);
+            valid.copy_from_slice(&metadata);
         }
+        self.metadata = metadata;
         // Empty vectors are skipped on purpose: glibc's AVX-512 memset of zero
         // bytes at a dangling pointer costs ~100 ns on some AMD VMs.
         for v in [&mut self.varbit_len, &mut self.stack_next, &mut self.union_stack_next] {
@@ -463,8 +521,8 @@ impl Phv {
     pub fn copy_from(&mut self, o: &Phv) {
         self.slots.copy_from_slice(&o.slots);
         self.wide.copy_from_slice(&o.wide);
+        // (Headers and valid flags: one buffer.)
         self.wire.copy_from_slice(&o.wire);
-        self.valid.copy_from_slice(&o.valid);
         self.varbit_len.copy_from_slice(&o.varbit_len);
         self.stack_next.copy_from_slice(&o.stack_next);
         self.union_stack_next.copy_from_slice(&o.union_stack_next);
@@ -557,7 +615,8 @@ impl Phv {
                 }
             }
         }
-        self.valid[dst as usize] = self.valid[src as usize];
+        let v = self.valid()[src as usize];
+        self.valid_mut()[dst as usize] = v;
         self.varbit_len[dst as usize] = self.varbit_len[src as usize];
     }
 

@@ -244,13 +244,13 @@ impl KeyPart {
     pub fn value(&self, phv: &crate::phv::Phv) -> u64 {
         match self {
             KeyPart::Field { src, header } => {
-                if header.is_some_and(|h| !phv.valid[h as usize]) {
+                if header.is_some_and(|h| !phv.valid()[h as usize]) {
                     0
                 } else {
                     src.read(phv)
                 }
             }
-            KeyPart::Valid(h) => u64::from(phv.valid[*h as usize]),
+            KeyPart::Valid(h) => u64::from(phv.valid()[*h as usize]),
         }
     }
 }

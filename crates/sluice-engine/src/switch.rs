@@ -1288,8 +1288,8 @@ impl Switch {
                         error = Some(err("PacketTooShort"));
                         break 'states;
                     };
-                    crate::phv::copy_short(&mut phv.wire[off..off + n], src);
-                    phv.valid[h as usize] = true;
+                    crate::phv::copy_short(&mut phv.wire_mut()[off..off + n], src);
+                    phv.valid_mut()[h as usize] = true;
                     cursor += n * 8;
                 }
             } else {
@@ -1341,11 +1341,11 @@ impl Switch {
                                 }
                             }
                             extract_header(layout, phv, h, data, cursor, vl_bits);
-                            phv.valid[h as usize] = true;
+                            phv.valid_mut()[h as usize] = true;
                             if let Some(u) = hi.union {
                                 for o in &layout.unions[u as usize].headers {
                                     if *o != h {
-                                        phv.valid[*o as usize] = false;
+                                        phv.valid_mut()[*o as usize] = false;
                                     }
                                 }
                             }
@@ -1536,14 +1536,14 @@ impl Switch {
             }
             if let Some(f) = fast {
                 if f.applies(phv)
-                    && u64::from(crate::control::csum16_ranges(&phv.wire, &f.ranges)) != f.target.read(phv)
+                    && u64::from(crate::control::csum16_ranges(phv.wire(), &f.ranges)) != f.target.read(phv)
                 {
                     bad = true;
                 }
                 continue;
             }
             let tf = &layout.fields[c.target as usize];
-            if !phv.valid[tf.header as usize] || !checksum_applies(plan, c, phv) {
+            if !phv.valid()[tf.header as usize] || !checksum_applies(plan, c, phv) {
                 continue;
             }
             let rest = &data[cursor.div_ceil(8).min(data.len())..];
@@ -1568,7 +1568,7 @@ impl Switch {
             }
             if let Some(f) = fast {
                 if f.applies(phv) {
-                    let v = crate::control::csum16_ranges(&phv.wire, &f.ranges);
+                    let v = crate::control::csum16_ranges(phv.wire(), &f.ranges);
                     f.target.write(phv, u64::from(v), 0xffff);
                 }
                 continue;
@@ -1583,8 +1583,8 @@ impl Switch {
         if let Some(hs) = &self.deparse_wire {
             // Every header the deparser may emit is in wire format: append bytes.
             for &(h, off, n) in hs {
-                if phv.valid[h as usize] {
-                    out.extend_from_slice(&phv.wire[off as usize..(off + n) as usize]);
+                if phv.valid()[h as usize] {
+                    out.extend_from_slice(&phv.wire()[off as usize..(off + n) as usize]);
                 }
             }
             out.extend_from_slice(payload);
@@ -1592,7 +1592,7 @@ impl Switch {
         }
         let mut bits = 0usize;
         for h in &plan.deparse_order {
-            if phv.valid[*h as usize] {
+            if phv.valid()[*h as usize] {
                 bits += (layout.headers[*h as usize].fixed_bits + phv.varbit_len[*h as usize]) as usize;
             }
         }
@@ -1601,17 +1601,17 @@ impl Switch {
         out.resize(hdr_bytes + 16, 0);
         let mut cursor: usize = 0;
         for h in &plan.deparse_order {
-            if !phv.valid[*h as usize] {
+            if !phv.valid()[*h as usize] {
                 continue;
             }
             let hi = &layout.headers[*h as usize];
             if let Some((off, n)) = hi.wire {
                 let (off, n) = (off as usize, n as usize);
                 if cursor.is_multiple_of(8) {
-                    out[cursor / 8..cursor / 8 + n].copy_from_slice(&phv.wire[off..off + n]);
+                    out[cursor / 8..cursor / 8 + n].copy_from_slice(&phv.wire()[off..off + n]);
                 } else {
                     for i in 0..n {
-                        write_bits(out, cursor + 8 * i, 8, u128::from(phv.wire[off + i]));
+                        write_bits(out, cursor + 8 * i, 8, u128::from(phv.wire()[off + i]));
                     }
                 }
                 cursor += hi.fixed_bits as usize;
@@ -1684,7 +1684,8 @@ impl ByteChecksum {
     /// Whether the checksum is computed for this packet: its header is valid and the condition holds.
     #[inline]
     fn applies(&self, phv: &Phv) -> bool {
-        phv.valid[self.header as usize] && self.cond.as_ref().is_none_or(|f| crate::expr::fast_value(f, phv, &[]) != 0)
+        phv.valid()[self.header as usize]
+            && self.cond.as_ref().is_none_or(|f| crate::expr::fast_value(f, phv, &[]) != 0)
     }
 }
 
@@ -1705,7 +1706,8 @@ fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
             continue;
         }
         if let Some((off, n)) = hi.wire {
-            dst.wire[off as usize..(off + n) as usize].copy_from_slice(&src.wire[off as usize..(off + n) as usize]);
+            dst.wire_mut()[off as usize..(off + n) as usize]
+                .copy_from_slice(&src.wire()[off as usize..(off + n) as usize]);
         }
         for f in &hi.fields {
             let fi = &plan.layout.fields[*f as usize];
@@ -1716,7 +1718,7 @@ fn copy_headers_only(plan: &Plan, dst: &mut Phv, src: &Phv) {
                 Loc::Wire { .. } => {}
             }
         }
-        dst.valid[h] = src.valid[h];
+        dst.valid_mut()[h] = src.valid()[h];
         dst.varbit_len[h] = src.varbit_len[h];
     }
     dst.stack_next.copy_from_slice(&src.stack_next);
@@ -1728,10 +1730,10 @@ fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8
     if let Some((off, n)) = hi.wire {
         let (off, n) = (off as usize, n as usize);
         if cursor.is_multiple_of(8) {
-            crate::phv::copy_short(&mut phv.wire[off..off + n], &data[cursor / 8..cursor / 8 + n]);
+            crate::phv::copy_short(&mut phv.wire_mut()[off..off + n], &data[cursor / 8..cursor / 8 + n]);
         } else {
             for i in 0..n {
-                phv.wire[off + i] = read_bits(data, cursor + 8 * i, 8) as u8;
+                phv.wire_mut()[off + i] = read_bits(data, cursor + 8 * i, 8) as u8;
             }
         }
         return;
