@@ -1818,7 +1818,7 @@ fn compile_batch(
         let pc = g.b.ins().iadd_imm_s(fc, PARSE_FROM_FWD);
         g.ctx = fc;
         g.load_bases(true);
-        // The batch's other fields are loaded where they are used: kept in
+        // The batch's own fields (packets, areas, results) are loaded where they are used: kept in
         // registers across the packet's code they would be spilled.
         let head = g.b.create_block();
         g.b.append_block_param(head, types::I64);
