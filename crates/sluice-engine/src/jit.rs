@@ -444,9 +444,11 @@ impl PktResult {
 struct BatchCtx {
     pkts: *const PktRef,
     n: u64,
-    /// Packet `i`'s headers go to `out + i * stride`.
+    /// Packet `i`'s headers go to `out + 16 * i * stride16`.
     out: *mut u8,
-    stride: u64,
+    /// The areas' stride divided by 16 (a multiple of 64 bytes): generated
+    /// code counts packets in sixteens (see [`compile_batch`]).
+    stride16: u64,
     results: *mut PktResult,
 }
 
@@ -459,7 +461,7 @@ const BATCH_FROM_FWD: i32 =
 const B_PKTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, pkts) as i32;
 const B_N: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, n) as i32;
 const B_OUT: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, out) as i32;
-const B_STRIDE: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, stride) as i32;
+const B_STRIDE16: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, stride16) as i32;
 const B_RESULTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, results) as i32;
 const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
 const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);
@@ -515,6 +517,8 @@ impl Lookahead {
         ctx.pkts = refs.as_ptr();
         ctx.n = batch.len() as u64;
         ctx.keys = keys.as_mut_ptr();
+        // Each batch learns its headers' places from its first packet.
+        ctx.spec = [SPEC_UNKNOWN; SPEC_TABLES];
         // SAFETY: per packet the parser reads at most its `len` bytes (of
         // a live slice) and writes inside `phv`, sized by this plan's
         // layout; the function writes `n * tables` keys, the length of `keys`.
@@ -533,7 +537,19 @@ struct KeysCtx {
     keys: *mut u64,
     /// Keys per packet (not read by generated code).
     tables: u64,
+    /// Per prefetchable table, where its key's header started in the last
+    /// packet parsed in full ([`SPEC_UNKNOWN`] until one was): the key
+    /// function reads the next packets' keys at the same place.
+    spec: [u64; SPEC_TABLES],
 }
+
+/// Most prefetchable tables whose keys the key function reads straight
+/// from the packet (see [`compile_keys`]).
+const SPEC_TABLES: usize = 4;
+/// `KeysCtx::spec` before a packet showed the header: far beyond any
+/// packet, so a bounds check against the length fails.
+const SPEC_UNKNOWN: u64 = 1 << 40;
+const K_SPEC: i32 = std::mem::offset_of!(KeysCtx, spec) as i32;
 
 const K_PKTS: i32 = std::mem::offset_of!(KeysCtx, pkts) as i32;
 const K_N: i32 = std::mem::offset_of!(KeysCtx, n) as i32;
@@ -684,7 +700,7 @@ impl CompiledPipelines {
                 pkts: std::ptr::null(),
                 n: 0,
                 out: std::ptr::null_mut(),
-                stride: 0,
+                stride16: 0,
                 results: std::ptr::null_mut(),
             },
         }
@@ -724,7 +740,7 @@ impl CompiledPipelines {
             pkts: pkts.as_ptr(),
             n: pkts.len() as u64,
             out: out.as_mut_ptr(),
-            stride: stride as u64,
+            stride16: stride as u64 / 16,
             results: results.as_mut_ptr(),
         };
         // SAFETY: the parser reads at most each packet's `len` bytes of its
@@ -820,6 +836,7 @@ impl CompiledPipelines {
                 n: 0,
                 keys: std::ptr::null_mut(),
                 tables,
+                spec: [SPEC_UNKNOWN; SPEC_TABLES],
             },
         })
     }
@@ -1415,6 +1432,10 @@ fn emit_parser(
                     let copy = g.b.create_block();
                     g.b.ins().brif(fits, copy, &[], short, &[cursor.into()]);
                     g.b.switch_to_block(copy);
+                    for at in g.track.iter().filter(|t| t.0 == *h).map(|t| t.1).collect::<Vec<_>>() {
+                        let mf = mem(g.b, Mem::Ctx);
+                        g.b.ins().store(mf, cursor, pc, at);
+                    }
                     let src = g.b.ins().iadd(pkt, cursor);
                     let wire = g.ptr(OFF_WIRE);
                     g.copy_bytes((Mem::Packet, src, 0), (Mem::Wire, wire, off as i32), n);
@@ -1722,7 +1743,10 @@ fn copy_var(b: &mut FunctionBuilder, src: Value, dst: Value, n: Value, done: Blo
 /// Generates the key function the switch prefetches big tables with:
 /// over a batch of packets (`KeysCtx`), the parser without setup and
 /// without the end of parsing, then each prefetchable table's key built as
-/// `control::integer_key` does, stored per packet and table. `None` (with
+/// `control::integer_key` does, stored per packet and table. When every
+/// key is one field of a wire header, the packets after one parsed in full
+/// are read where that one had the header, without a parse (router, 1M
+/// routes: about 46 instructions per packet become about 15). `None` (with
 /// no code) when the plan has no prefetchable table. Returns the function
 /// and its keys per packet.
 fn compile_keys(
@@ -1738,9 +1762,25 @@ fn compile_keys(
     if tables.is_empty() {
         return Ok(None);
     }
+    // Each key straight from the packet: `(header, the field's offset in
+    // it, shift, mask)`, when every key is one field of a wire header.
+    let spec: Option<Vec<(u32, i64, i64, u64)>> = tables
+        .iter()
+        .map(|parts| match parts {
+            [(crate::plan::KeyPart::Field { src: FieldSrc::Wire { byte, shift, mask }, header: Some(h) }, _)] => {
+                let (off, _) = plan.layout.headers[*h as usize].wire?;
+                Some((*h, i64::from(byte.checked_sub(off)?), i64::from(*shift), *mask))
+            }
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()
+        .filter(|s| s.len() <= SPEC_TABLES);
     let shape = ParserShape { init: parser.init, order: parser.order.clone(), ends: None, setup: None };
     let (id, mut ctx) = declare_context_function(module, "sluice_keys", 4, false)?;
     generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
+        if let Some(spec) = &spec {
+            g.track = spec.iter().enumerate().map(|(t, sp)| (sp.0, K_SPEC + 8 * t as i32)).collect();
+        }
         let head = g.b.create_block();
         g.b.append_block_param(head, types::I64);
         let body = g.b.create_block();
@@ -1764,6 +1804,45 @@ fn compile_keys(
         let ptr = g.b.ins().load(types::I64, mf, p, 0);
         let mf = mem(g.b, Mem::Inputs);
         let len = g.b.ins().load(types::I64, mf, p, 8);
+        let i1 = g.b.ins().iadd_imm_u(i, 1);
+        if let Some(spec) = &spec {
+            // Once a packet parsed in full showed where the keys' headers
+            // start, the next ones are read at the same place, without a
+            // parse: a key read wrong (another layout) only makes its
+            // prefetch useless. The parse stays for a packet too short.
+            let direct = g.b.create_block();
+            let parse = g.b.create_block();
+            let mut ok = None;
+            let mut at = Vec::new();
+            for (t, &(_, field, _, _)) in spec.iter().enumerate() {
+                let mf = mem(g.b, Mem::Ctx);
+                let start = g.b.ins().load(types::I64, mf, pc, K_SPEC + 8 * t as i32);
+                let off = g.b.ins().iadd_imm_u(start, field);
+                let end = g.b.ins().iadd_imm_u(off, 8);
+                let fits = g.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
+                ok = Some(match ok {
+                    Some(o) => g.b.ins().band(o, fits),
+                    None => fits,
+                });
+                at.push(off);
+            }
+            g.b.ins().brif(ok.expect("a table"), direct, &[], parse, &[]);
+            g.b.switch_to_block(direct);
+            let mf = mem(g.b, Mem::Inputs);
+            let out = g.b.ins().load(types::I64, mf, pc, K_KEYS);
+            let first = g.b.ins().imul_imm_u(i, 8 * tables.len() as i64);
+            let out = g.b.ins().iadd(out, first);
+            for (t, (&(_, _, shift, mask), off)) in spec.iter().zip(at).enumerate() {
+                let a = g.b.ins().iadd(ptr, off);
+                let v = g.load_be(Mem::Packet, types::I64, a, 0);
+                let v = g.b.ins().ushr_imm_u(v, shift);
+                let key = g.b.ins().band_imm_u(v, mask as i64);
+                let mf = mem(g.b, Mem::Out);
+                g.b.ins().store(mf, key, out, 8 * t as i32);
+            }
+            g.b.ins().jump(head, &[i1.into()]);
+            g.b.switch_to_block(parse);
+        }
         let parsed = g.b.create_block();
         emit_parser(g, pc, &shape, None, Some(parsed), Some(ParseInputs { setup: zero, always: false, pkt: ptr, len }));
 
@@ -1777,7 +1856,6 @@ fn compile_keys(
             let mf = mem(g.b, Mem::Out);
             g.b.ins().store(mf, key, out, 8 * t as i32);
         }
-        let i1 = g.b.ins().iadd_imm_u(i, 1);
         g.b.ins().jump(head, &[i1.into()]);
 
         g.b.switch_to_block(stop);
@@ -1820,6 +1898,10 @@ fn compile_batch(
         g.load_bases(true);
         // The batch's own fields (packets, areas, results) are loaded where they are used: kept in
         // registers across the packet's code they would be spilled.
+        // The loop counts `at`, 16 times the packet's index (the offset of
+        // its `PktRef` and its `PktResult`). Why not the index: both would
+        // be live across the packet's code, and one more value kept there is
+        // one more spilled.
         let head = g.b.create_block();
         g.b.append_block_param(head, types::I64);
         let body = g.b.create_block();
@@ -1830,15 +1912,15 @@ fn compile_batch(
         g.b.ins().jump(head, &[zero.into()]);
 
         g.b.switch_to_block(head);
-        let i = g.b.block_params(head)[0];
+        let at = g.b.block_params(head)[0];
         let n = load(g, Mem::Inputs, fc, B_N);
-        let more = g.b.ins().icmp(IntCC::UnsignedLessThan, i, n);
-        g.b.ins().brif(more, body, &[], stop, &[n.into()]);
+        let n16 = g.b.ins().ishl_imm_u(n, 4);
+        let more = g.b.ins().icmp(IntCC::UnsignedLessThan, at, n16);
+        g.b.ins().brif(more, body, &[], stop, &[n16.into()]);
 
         // The parser, after its inputs: the packet and the setup flag
         // (full after a helper ran, see `JitCtx::dirty`).
         g.b.switch_to_block(body);
-        let at = g.b.ins().ishl_imm_u(i, 4);
         let pkts = load(g, Mem::Inputs, fc, B_PKTS);
         let p = g.b.ins().iadd(pkts, at);
         let ptr = load(g, Mem::Inputs, p, 0);
@@ -1876,28 +1958,27 @@ fn compile_batch(
         let mf = mem(g.b, Mem::Ctx);
         g.b.ins().store(mf, len, fc, OFF_LEN);
         let forwarded = g.b.create_block();
-        for _ in 0..3 {
-            g.b.append_block_param(forwarded, types::I64); // status, port, header bytes
+        for _ in 0..4 {
+            g.b.append_block_param(forwarded, types::I64); // status, port, header bytes, area
         }
-        // The output area's address is computed where it is used (the
-        // deparser, the payload copy) rather than kept across the
-        // forwarding code: kept, it would be spilled, one more store per
-        // packet.
+        // The output area's address is computed by the deparser, rather
+        // than kept across the forwarding code (kept, it would be spilled,
+        // one more store per packet); the payload copy gets it from there
+        // through the exit block.
         let area = |g: &mut Gen<'_, '_, '_>| {
             let mf = mem(g.b, Mem::Inputs);
-            let stride = g.b.ins().load(types::I64, mf, fc, B_STRIDE);
+            let stride16 = g.b.ins().load(types::I64, mf, fc, B_STRIDE16);
             let mf = mem(g.b, Mem::Inputs);
             let out = g.b.ins().load(types::I64, mf, fc, B_OUT);
-            let o = g.b.ins().imul(i, stride);
+            let o = g.b.ins().imul(at, stride16);
             g.b.ins().iadd(out, o)
         };
         emit_forward(g, fc, forward, Some((forwarded, &area)));
 
         // The result: two 8-byte stores, (status, port) and (length, cursor).
         g.b.switch_to_block(forwarded);
-        let &[status, port, hdr] = g.b.block_params(forwarded) else { unreachable!("three parameters") };
+        let &[status, port, hdr, o] = g.b.block_params(forwarded) else { unreachable!("four parameters") };
         let results = load(g, Mem::Inputs, fc, B_RESULTS);
-        let at = g.b.ins().ishl_imm_u(i, 4);
         let r = g.b.ins().iadd(results, at);
         let st32 = g.b.ins().band_imm_u(status, 0xffff_ffff);
         let port_hi = g.b.ins().ishl_imm_u(port, 32);
@@ -1915,10 +1996,9 @@ fn compile_batch(
         let mf = mem(g.b, Mem::Out);
         g.b.ins().store(mf, second, r, 8);
         let low = g.b.ins().band_imm_u(status, !2);
-        g.b.ins().brif(low, stop, &[i.into()], next, &[]);
+        g.b.ins().brif(low, stop, &[at.into()], next, &[]);
 
         g.b.switch_to_block(transmit);
-        let o = area(g);
         let from = g.b.ins().umin(cursor, len);
         let n_pay = g.b.ins().isub(len, from);
         let src = g.b.ins().iadd(ptr, from);
@@ -1930,11 +2010,12 @@ fn compile_batch(
         copy_var(g.b, src, dst, n_pay, next);
 
         g.b.switch_to_block(next);
-        let i1 = g.b.ins().iadd_imm_u(i, 1);
-        g.b.ins().jump(head, &[i1.into()]);
+        let at1 = g.b.ins().iadd_imm_u(at, 16);
+        g.b.ins().jump(head, &[at1.into()]);
 
         g.b.switch_to_block(stop);
-        let v = g.b.block_params(stop)[0];
+        let at = g.b.block_params(stop)[0];
+        let v = g.b.ins().ushr_imm_u(at, 4);
         g.b.ins().return_(&[v]);
     });
     listing
@@ -2062,14 +2143,15 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     let deparse = shape.deparse.clone();
     let sums = &shape.sums;
     let [mcast, spec_f, itype, egress_ts, egress_port, pkt_len] = shape.fields;
-    // The exit block takes (status, egress port, header bytes): in the
-    // batch function they go straight to the packet's result; a function
-    // of its own stores them to the context for its caller.
+    // The exit block takes (status, egress port, header bytes, output
+    // area; 0 for the last two unless transmitted): in the batch function
+    // they go straight to the packet's result; a function of its own
+    // stores them to the context for its caller.
     let ret = match exit {
         Some((e, _)) => e,
         None => {
             let r = g.b.create_block();
-            for _ in 0..3 {
+            for _ in 0..4 {
                 g.b.append_block_param(r, types::I64);
             }
             r
@@ -2078,7 +2160,7 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     let ret_with = |g: &mut Gen, status: i64, port: Value| {
         let v = g.b.ins().iconst(types::I64, status);
         let none = g.b.ins().iconst(types::I64, 0);
-        g.b.ins().jump(ret, &[v.into(), port.into(), none.into()]);
+        g.b.ins().jump(ret, &[v.into(), port.into(), none.into(), none.into()]);
     };
     let read_or_zero = |g: &mut Gen, f: Option<(FieldSrc, u64)>| match f {
         Some((s, _)) => g.read(s),
@@ -2206,11 +2288,11 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
         pos = g.b.block_params(next)[0];
     }
     let ok = g.b.ins().iconst(types::I64, 0);
-    g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into()]);
+    g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
 
     if exit.is_none() {
         g.b.switch_to_block(ret);
-        let &[status, port, hdr] = g.b.block_params(ret) else { unreachable!("three parameters") };
+        let &[status, port, hdr, _] = g.b.block_params(ret) else { unreachable!("four parameters") };
         let mf = mem(g.b, Mem::Ctx);
         g.b.ins().store(mf, port, pc, OFF_PORT);
         let mf = mem(g.b, Mem::Ctx);
@@ -2280,6 +2362,10 @@ struct Gen<'p, 'b, 'f> {
     /// Every PHV slot the generated code may store to: the parser's
     /// per-packet setup zeroes only these (see [`SETUP_WRITTEN`]).
     written: BTreeSet<u32>,
+    /// Headers whose extraction the parser records: `(header, context
+    /// offset)` where the cursor at the header's start is stored (the key
+    /// function's `KeysCtx::spec`).
+    track: Vec<(u32, i32)>,
 }
 
 fn node_key(n: Node) -> (u8, u32) {
@@ -2348,6 +2434,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             wire_grid: Grid::wire(plan),
             data_base: None,
             written: BTreeSet::new(),
+            track: Vec::new(),
         }
     }
 }
@@ -3749,8 +3836,9 @@ mod tests {
 
     /// The generated key function writes, per packet, the key the engine
     /// builds from the packet's parsed PHV (`control::integer_key`) for each
-    /// prefetchable table; a short packet still gets a key (a stale one only
-    /// makes a prefetch useless).
+    /// prefetchable table, after the first packet read straight from where
+    /// that one had the header; a short packet still gets a key (a stale one
+    /// only makes a prefetch useless).
     #[test]
     fn key_function_writes_each_packets_lpm_key() {
         let model = sluice_json::load_str(include_str!("../../../examples/router.json")).expect("router parses");
@@ -3780,6 +3868,17 @@ mod tests {
             compiled.run_parser(&mut phv, p).expect("compiled parser");
             let want = crate::control::integer_key(parts, &phv);
             assert_eq!(u128::from(*w), want);
+            assert_eq!(*w as u32, u32::from_be_bytes(p[30..34].try_into().unwrap()));
+        }
+        // Packets after the first are read where the first had its IPv4
+        // header; a batch that starts without one (ARP) parses until a
+        // packet shows it, and a packet too short for the direct read
+        // (34 bytes) is parsed.
+        let mut arp = pkts[0].clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let batch: Vec<&[u8]> = vec![&arp, &pkts[5][..34], &pkts[6], &pkts[7][..34], &pkts[8]];
+        look.keys(&mut scratch, &batch, &mut words);
+        for (p, w) in batch.iter().zip(&words).skip(1) {
             assert_eq!(*w as u32, u32::from_be_bytes(p[30..34].try_into().unwrap()));
         }
     }

@@ -82,6 +82,15 @@ fn prefetch_keys_in(
     }
 }
 
+/// The batch function's packet list, kept (empty) between batches so that
+/// it is not allocated or zeroed per batch.
+#[derive(Default)]
+struct FastRefs(Vec<crate::jit::PktRef>);
+
+// SAFETY: the list is emptied before a batch returns (and before the switch
+// can move to another thread), so it holds no pointer between batches.
+unsafe impl Send for FastRefs {}
+
 /// How many packets ahead of the one running a batch prefetches index
 /// slots, and hit records (see [`Switch::process_batch_at`]).
 const SLOT_AHEAD: usize = 16;
@@ -186,6 +195,9 @@ pub struct Switch {
     /// Where the forwarding function writes a packet's headers, followed by
     /// its payload for transmission (never shorter than the headers' maximum).
     fwd_hdr: Vec<u8>,
+    /// The batch function's packets and results, kept between batches:
+    /// arrays built per call cost a `memset` each.
+    fast_io: (FastRefs, Vec<crate::jit::PktResult>),
     /// The tables' lookup structures for compiled code, rebuilt at the
     /// start of every packet or batch (see `tables::TableView`).
     views: crate::jit::Views,
@@ -259,6 +271,7 @@ impl Switch {
             prefetch_words: Vec::new(),
             byte_checksums,
             fwd_hdr,
+            fast_io: (FastRefs(Vec::with_capacity(BATCH)), vec![crate::jit::PktResult::default(); BATCH]),
             views: crate::jit::Views::default(),
         })
     }
@@ -535,15 +548,13 @@ impl Switch {
     /// results as packet by packet (each packet's setup zeroes what an
     /// earlier one may have written).
     fn process_batch_fast_with(&mut self, port: u32, batch: &[&[u8]], emit: &mut dyn FnMut(u32, &[u8])) {
-        let mut refs = [crate::jit::PktRef::default(); BATCH];
-        let mut results = [crate::jit::PktResult::default(); BATCH];
+        let (FastRefs(mut refs), mut results) = std::mem::take(&mut self.fast_io);
         let mut start = 0;
         while start < batch.len() {
             let rest = &batch[start..];
             let n = rest.len().min(BATCH);
-            for (r, d) in refs.iter_mut().zip(rest) {
-                *r = crate::jit::PktRef::of(d);
-            }
+            refs.clear();
+            refs.extend(rest[..n].iter().map(|d| crate::jit::PktRef::of(d)));
             let mut phv = self.take_phv();
             let mut meta = PktMeta::default();
             let compiled = self.compiled.as_ref().expect("checked by the caller");
@@ -584,6 +595,8 @@ impl Switch {
                 start += n;
             }
         }
+        refs.clear();
+        self.fast_io = (FastRefs(refs), results);
     }
 
     /// Hints the CPU to load what this packet's header-keyed table lookups
