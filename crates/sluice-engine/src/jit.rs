@@ -64,14 +64,14 @@ pub enum ExecMode {
 
 /// What the generated code and its helpers share for one pipeline run.
 ///
-/// Field offsets are part of the generated code: keep `#[repr(C)]` and the
-/// `OFF_*` constants in step.
+/// Field offsets are part of the generated code (the `OFF_*` constants,
+/// taken from this layout): keep `#[repr(C)]`. The PHV's valid flags have
+/// no pointer here: generated code finds them after the headers.
 #[repr(C)]
 pub struct JitCtx {
     exec: *mut c_void,
     wire: *mut u8,
     slots: *mut u128,
-    valid: *mut bool,
     /// Action data of the current table result, zero-padded.
     data: [u8; 64],
     /// Set by the helpers when the packet needs the general path after its
@@ -116,7 +116,6 @@ impl JitCtx {
             exec: std::ptr::null_mut(),
             wire: ex.phv.wire_ptr(),
             slots: ex.phv.slots.as_mut_ptr(),
-            valid: ex.phv.valid_mut().as_mut_ptr(),
             data: [0; 64],
             special: 0,
             now: ex.now_us,
@@ -215,24 +214,28 @@ fn mem(b: &mut FunctionBuilder, m: Mem) -> MemFlagsData {
     MemFlagsData::new().with_notrap().with_alias_region(Some(region))
 }
 
-const OFF_WIRE: i32 = 8;
-const OFF_SLOTS: i32 = 16;
-const OFF_VALID: i32 = 24;
-const OFF_DATA: i32 = 32;
+const OFF_WIRE: i32 = std::mem::offset_of!(JitCtx, wire) as i32;
+const OFF_SLOTS: i32 = std::mem::offset_of!(JitCtx, slots) as i32;
+/// Not a field: [`Gen::ptr`] of it is the valid flags' address, a fixed
+/// distance after the headers (see `Phv::wire_ptr`), computed from the
+/// wire pointer rather than loaded.
+const OFF_VALID: i32 = -1;
+const OFF_DATA: i32 = std::mem::offset_of!(JitCtx, data) as i32;
 const DATA_LEN: u32 = 64;
-const OFF_SPECIAL: i32 = 96;
-const OFF_NOW: i32 = 104;
-const OFF_OUT: i32 = 112;
-const OFF_OUT_LEN: i32 = 120;
-const OFF_PORT: i32 = 128;
-const OFF_LEN: i32 = 136;
-const OFF_VIEWS: i32 = 144;
-const OFF_COUNTERS: i32 = 152;
-const OFF_REGISTERS: i32 = 160;
+const OFF_SPECIAL: i32 = std::mem::offset_of!(JitCtx, special) as i32;
+const OFF_NOW: i32 = std::mem::offset_of!(JitCtx, now) as i32;
+const OFF_OUT: i32 = std::mem::offset_of!(JitCtx, out) as i32;
+const OFF_OUT_LEN: i32 = std::mem::offset_of!(JitCtx, out_len) as i32;
+const OFF_PORT: i32 = std::mem::offset_of!(JitCtx, port) as i32;
+const OFF_LEN: i32 = std::mem::offset_of!(JitCtx, len) as i32;
+const OFF_VIEWS: i32 = std::mem::offset_of!(JitCtx, views) as i32;
+const OFF_COUNTERS: i32 = std::mem::offset_of!(JitCtx, counters) as i32;
+const OFF_REGISTERS: i32 = std::mem::offset_of!(JitCtx, registers) as i32;
+// The parser's code reaches the PHV through the same offsets in its context.
+const _: () = assert!(std::mem::offset_of!(ParseCtx, wire) == OFF_WIRE as usize);
+const _: () = assert!(std::mem::offset_of!(ParseCtx, slots) == OFF_SLOTS as usize);
 /// Offset of a register cell's low word.
 const REG_LO: i32 = std::mem::offset_of!(crate::shared::RegCell, lo) as i32;
-const _: () = assert!(std::mem::offset_of!(JitCtx, registers) == OFF_REGISTERS as usize);
-const _: () = assert!(std::mem::offset_of!(JitCtx, counters) == OFF_COUNTERS as usize);
 /// Size of a [`TableView`] in the views array.
 const VIEW_SIZE: i64 = 40;
 const _: () = assert!(std::mem::size_of::<TableView>() == VIEW_SIZE as usize);
@@ -359,7 +362,6 @@ pub struct ParseCtx {
     exec: *mut c_void,
     wire: *mut u8,
     slots: *mut u128,
-    valid: *mut bool,
     pkt: *const u8,
     len: u64,
     /// Out: bytes consumed.
@@ -380,14 +382,14 @@ pub struct ParseCtx {
     now: u64,
 }
 
-const P_PKT: i32 = 32;
-const P_LEN: i32 = 40;
-const P_CURSOR: i32 = 48;
-const P_STATUS: i32 = 56;
-const P_CODE: i32 = 64;
-const P_SETUP: i32 = 72;
-const P_PORT: i32 = 80;
-const P_NOW: i32 = 88;
+const P_PKT: i32 = std::mem::offset_of!(ParseCtx, pkt) as i32;
+const P_LEN: i32 = std::mem::offset_of!(ParseCtx, len) as i32;
+const P_CURSOR: i32 = std::mem::offset_of!(ParseCtx, cursor) as i32;
+const P_STATUS: i32 = std::mem::offset_of!(ParseCtx, status) as i32;
+const P_CODE: i32 = std::mem::offset_of!(ParseCtx, code) as i32;
+const P_SETUP: i32 = std::mem::offset_of!(ParseCtx, setup) as i32;
+const P_PORT: i32 = std::mem::offset_of!(ParseCtx, port) as i32;
+const P_NOW: i32 = std::mem::offset_of!(ParseCtx, now) as i32;
 /// One arriving packet for the batch function: its bytes.
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
@@ -465,14 +467,8 @@ const B_STRIDE16: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, stride16
 const B_RESULTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, results) as i32;
 const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
 const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);
-const _: () = assert!(std::mem::offset_of!(ParseCtx, now) == P_NOW as usize);
 const OFF_DIRTY: i32 = std::mem::offset_of!(JitCtx, dirty) as i32;
 const OFF_META_FRESH: i32 = std::mem::offset_of!(JitCtx, meta_fresh) as i32;
-const _: () = assert!(std::mem::offset_of!(JitCtx, len) == OFF_LEN as usize);
-const _: () = assert!(std::mem::offset_of!(JitCtx, special) == OFF_SPECIAL as usize);
-const _: () = assert!(std::mem::offset_of!(JitCtx, out) == OFF_OUT as usize);
-const _: () = assert!(std::mem::offset_of!(JitCtx, out_len) == OFF_OUT_LEN as usize);
-const _: () = assert!(std::mem::offset_of!(JitCtx, port) == OFF_PORT as usize);
 
 /// The batch function: its argument is `FastContexts::fwd` (see [`BatchCtx`]).
 type BatchFn = unsafe extern "C" fn(*mut JitCtx) -> i64;
@@ -513,7 +509,6 @@ impl Lookahead {
         keys.resize(batch.len() * ctx.tables as usize, 0);
         ctx.parse.wire = phv.wire_ptr();
         ctx.parse.slots = phv.slots.as_mut_ptr();
-        ctx.parse.valid = phv.valid_mut().as_mut_ptr();
         ctx.pkts = refs.as_ptr();
         ctx.n = batch.len() as u64;
         ctx.keys = keys.as_mut_ptr();
@@ -685,7 +680,6 @@ impl CompiledPipelines {
                 exec: std::ptr::null_mut(),
                 wire: fwd.wire,
                 slots: fwd.slots,
-                valid: fwd.valid,
                 pkt: std::ptr::null(),
                 len: 0,
                 cursor: 0,
@@ -789,7 +783,6 @@ impl CompiledPipelines {
             exec: std::ptr::null_mut(),
             wire: phv.wire_ptr(),
             slots: phv.slots.as_mut_ptr(),
-            valid: phv.valid_mut().as_mut_ptr(),
             pkt: data.as_ptr(),
             len: data.len() as u64,
             cursor: 0,
@@ -822,7 +815,6 @@ impl CompiledPipelines {
                     exec: std::ptr::null_mut(),
                     wire: std::ptr::null_mut(),
                     slots: std::ptr::null_mut(),
-                    valid: std::ptr::null_mut(),
                     pkt: std::ptr::null(),
                     len: 0,
                     cursor: 0,

@@ -465,7 +465,13 @@ impl Phv {
     /// The headers (with padding) and the valid flags, both writable.
     #[inline]
     pub fn wire_valid_mut(&mut self) -> (&mut [u8], &mut [bool]) {
-        let (wire, flags) = self.wire.split_at_mut(self.wire_len);
+        Self::split_wire(&mut self.wire, self.wire_len)
+    }
+
+    /// [`Phv::wire_valid_mut`] on the buffer alone, so that a caller can
+    /// borrow other fields (the metadata flags in [`Phv::reset`]) beside it.
+    fn split_wire(buf: &mut [u8], wire_len: usize) -> (&mut [u8], &mut [bool]) {
+        let (wire, flags) = buf.split_at_mut(wire_len);
         // SAFETY: as in `valid`; the flags stay 0 or 1 as only `bool`s are written.
         let valid = unsafe { std::slice::from_raw_parts_mut(flags.as_mut_ptr() as *mut bool, flags.len()) };
         (wire, valid)
@@ -496,18 +502,16 @@ impl Phv {
         if !self.wide.is_empty() {
             self.wide.fill(0);
         }
-        let metadata = std::mem::take(&mut self.metadata);
-        let (wire, valid) = self.wire_valid_mut();
+        let (wire, valid) = Self::split_wire(&mut self.wire, self.wire_len);
         wire.fill(0);
         if valid.len() <= 32 {
             // A handful of headers: a loop beats a call to `memcpy`.
-            for (v, m) in valid.iter_mut().zip(&metadata) {
+            for (v, m) in valid.iter_mut().zip(&self.metadata) {
                 *v = *m;
             }
         } else {
-            valid.copy_from_slice(&metadata);
+            valid.copy_from_slice(&self.metadata);
         }
-        self.metadata = metadata;
         // Empty vectors are skipped on purpose: glibc's AVX-512 memset of zero
         // bytes at a dangling pointer costs ~100 ns on some AMD VMs.
         for v in [&mut self.varbit_len, &mut self.stack_next, &mut self.union_stack_next] {
