@@ -1947,8 +1947,8 @@ fn compile_batch(
         g.b.ins().store(mf, zero, fc, OFF_META_FRESH);
         g.b.ins().jump(meta_done, &[]);
         g.b.switch_to_block(meta_done);
-        let mf = mem(g.b, Mem::Ctx);
-        g.b.ins().store(mf, len, fc, OFF_LEN);
+        // The length goes to the context only before a helper call (see `Gen::call`).
+        g.len = Some(len);
         let forwarded = g.b.create_block();
         for _ in 0..4 {
             g.b.append_block_param(forwarded, types::I64); // status, port, header bytes, area
@@ -2213,8 +2213,7 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
             g.write(s, v, m);
         }
         if let Some((s, m)) = pkt_len {
-            let mf = mem(g.b, Mem::Ctx);
-            let len = g.b.ins().load(types::I64, mf, pc, OFF_LEN);
+            let len = g.packet_len();
             g.write(s, len, m);
         }
 
@@ -2358,6 +2357,10 @@ struct Gen<'p, 'b, 'f> {
     /// offset)` where the cursor at the header's start is stored (the key
     /// function's `KeysCtx::spec`).
     track: Vec<(u32, i32)>,
+    /// The packet's length when the context does not hold it yet (the
+    /// batch function): stored there before each helper call, the only
+    /// readers of `JitCtx::len` besides generated code (see [`Gen::call`]).
+    len: Option<Value>,
 }
 
 fn node_key(n: Node) -> (u8, u32) {
@@ -2427,6 +2430,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             data_base: None,
             written: BTreeSet::new(),
             track: Vec::new(),
+            len: None,
         }
     }
 }
@@ -2435,6 +2439,29 @@ impl Gen<'_, '_, '_> {
     /// Memory flags for an access to `m` (see [`Mem`]).
     fn mf(&mut self, m: Mem) -> MemFlagsData {
         mem(self.b, m)
+    }
+
+    /// Calls helper `f`, first storing the packet's length to the context
+    /// when generated code holds it in a register ([`Gen::len`]). Why: the
+    /// batch function would otherwise store it for every packet, and most
+    /// packets call no helper.
+    fn call(&mut self, f: cranelift_codegen::ir::FuncRef, args: &[Value]) -> cranelift_codegen::ir::Inst {
+        if let Some(len) = self.len {
+            let mf = mem(self.b, Mem::Ctx);
+            self.b.ins().store(mf, len, self.ctx, OFF_LEN);
+        }
+        self.b.ins().call(f, args)
+    }
+
+    /// The packet's length: [`Gen::len`], else loaded from the context.
+    fn packet_len(&mut self) -> Value {
+        match self.len {
+            Some(v) => v,
+            None => {
+                let mf = mem(self.b, Mem::Ctx);
+                self.b.ins().load(types::I64, mf, self.ctx, OFF_LEN)
+            }
+        }
     }
 
     /// A pipeline's body, from its entry block (set up by [`generate`]).
@@ -2907,7 +2934,7 @@ impl Gen<'_, '_, '_> {
         } else {
             self.stats.conditions_helper += 1;
             let ci = self.b.ins().iconst(types::I32, i64::from(c));
-            let call = self.b.ins().call(self.h_cond, &[self.ctx, ci]);
+            let call = self.call(self.h_cond, &[self.ctx, ci]);
             self.b.inst_results(call)[0]
         };
         let (t, f) = (self.block_for(cp.true_next), self.block_for(cp.false_next));
@@ -2966,7 +2993,7 @@ impl Gen<'_, '_, '_> {
             }
             let a = self.b.ins().iconst(types::I32, i64::from(ai));
             let h = if data { self.h_action } else { self.h_action_nodata };
-            let call = self.b.ins().call(h, &[self.ctx, a]);
+            let call = self.call(h, &[self.ctx, a]);
             return ActionEnd::Dynamic(self.b.inst_results(call)[0]);
         }
         self.stats.actions_inline += 1;
@@ -3001,8 +3028,7 @@ impl Gen<'_, '_, '_> {
                     let p = self.b.ins().iadd_imm_u(p, 1);
                     let mf = mem(self.b, Mem::Counters);
                     self.b.ins().store(mf, p, cell, CELL_PACKETS);
-                    let mf = mem(self.b, Mem::Ctx);
-                    let n = self.b.ins().load(types::I64, mf, self.ctx, OFF_LEN);
+                    let n = self.packet_len();
                     let mf = mem(self.b, Mem::Counters);
                     let bytes = self.b.ins().load(types::I64, mf, cell, CELL_BYTES);
                     let bytes = self.b.ins().iadd(bytes, n);
@@ -3018,7 +3044,7 @@ impl Gen<'_, '_, '_> {
                     let dst = FieldSrc::of(fi).expect("checked by action_inlinable");
                     let i = self.fast(&idx.fast);
                     let a = self.b.ins().iconst(types::I32, i64::from(*arr));
-                    let call = self.b.ins().call(self.h_meter, &[self.ctx, a, i]);
+                    let call = self.call(self.h_meter, &[self.ctx, a, i]);
                     let colour = self.b.inst_results(call)[0];
                     self.write(dst, colour, mask64(fi.width));
                 }
@@ -3162,7 +3188,7 @@ impl Gen<'_, '_, '_> {
                 None => self.b.ins().iconst(types::I64, 0),
             });
         }
-        let call = self.b.ins().call(self.h_table_words, &args);
+        let call = self.call(self.h_table_words, &args);
         let r = self.b.inst_results(call)[0];
         self.b.ins().jump(result, &[r.into()]);
     }
@@ -3333,7 +3359,7 @@ impl Gen<'_, '_, '_> {
             self.b.ins().brif(cold, indirect, &[], engine, &[]);
             self.b.switch_to_block(indirect);
             let ti = self.b.ins().iconst(types::I32, i64::from(t));
-            let call = self.b.ins().call(self.h_indirect, &[self.ctx, ti, rec]);
+            let call = self.call(self.h_indirect, &[self.ctx, ti, rec]);
             let r = self.b.inst_results(call)[0];
             self.b.ins().jump(result, &[r.into()]);
         } else {
@@ -3402,8 +3428,8 @@ impl Gen<'_, '_, '_> {
         let ti = self.b.ins().iconst(types::I32, i64::from(t));
         // The key built inline goes along: the helper need not build it again.
         let call = match int_key {
-            Some(k) => self.b.ins().call(self.h_table_key, &[self.ctx, ti, k]),
-            None => self.b.ins().call(self.h_table, &[self.ctx, ti]),
+            Some(k) => self.call(self.h_table_key, &[self.ctx, ti, k]),
+            None => self.call(self.h_table, &[self.ctx, ti]),
         };
         let r = self.b.inst_results(call)[0];
         self.b.ins().jump(result, &[r.into()]);
@@ -3471,7 +3497,7 @@ impl Gen<'_, '_, '_> {
         sw.emit(self.b, enc, other);
         // Any other node (not expected): let the interpreter run the rest.
         self.b.switch_to_block(other);
-        self.b.ins().call(self.h_run_from, &[self.ctx, enc]);
+        self.call(self.h_run_from, &[self.ctx, enc]);
         self.b.ins().jump(self.ret, &[]);
     }
 }
