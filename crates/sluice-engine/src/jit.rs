@@ -1613,16 +1613,14 @@ fn emit_parser(
             let mf = mem(g.b, Mem::Wire);
             g.b.ins().store(mf, zero16, wire, at);
         }
-        // The valid flags: metadata valid, headers not, as 8/4/2/1-byte constants.
+        // The valid flags: metadata valid, headers not, as 8-byte
+        // constants (the PHV rounds the flags up to whole words).
         let valid = g.ptr(OFF_VALID);
-        for (at, size) in copy_chunks(layout.headers.len() as u32) {
-            let flags = layout.headers[at as usize..(at + size) as usize]
-                .iter()
-                .enumerate()
-                .fold(0u64, |v, (i, h)| v | (u64::from(h.metadata) << (8 * i)));
-            let v = g.b.ins().iconst(chunk_type(size), flags as i64);
+        for (w, word) in layout.headers.chunks(8).enumerate() {
+            let flags = word.iter().enumerate().fold(0u64, |v, (i, h)| v | (u64::from(h.metadata) << (8 * i)));
+            let v = g.b.ins().iconst(types::I64, flags as i64);
             let mf = mem(g.b, Mem::Valid);
-            g.b.ins().store(mf, v, valid, at as i32);
+            g.b.ins().store(mf, v, valid, 8 * w as i32);
         }
         let mf = mem(g.b, Mem::Inputs);
         let port = g.b.ins().load(types::I64, mf, pc, P_PORT);

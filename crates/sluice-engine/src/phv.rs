@@ -400,8 +400,10 @@ impl Layout {
             slots: vec![0; self.n_slots as usize],
             wide: vec![0; self.wide_bytes as usize],
             wire_len: self.wire_bytes as usize + WIRE_PAD,
-            // Headers, padding, then one validity byte per header.
-            wire: vec![0; self.wire_bytes as usize + WIRE_PAD + self.headers.len()],
+            // Headers, padding, then one validity byte per header, rounded
+            // up to whole 8-byte words: generated code sets the flags up
+            // with 8-byte stores (the bytes after the last flag stay zero).
+            wire: vec![0; self.wire_bytes as usize + WIRE_PAD + self.headers.len().next_multiple_of(8)],
             varbit_len: vec![0; self.headers.len()],
             stack_next: vec![0; self.stacks.len()],
             union_stack_next: vec![0; self.union_stacks.len()],
@@ -448,7 +450,7 @@ impl Phv {
     /// Each header's valid flag.
     #[inline]
     pub fn valid(&self) -> &[bool] {
-        let flags = &self.wire[self.wire_len..];
+        let flags = &self.wire[self.wire_len..self.wire_len + self.metadata.len()];
         // SAFETY: `bool` has the size and alignment of `u8`, and every flag
         // byte is 0 or 1: zeroed at creation, then only written through
         // `valid_mut` (as `bool`s), copied from another PHV's flags, or
@@ -465,13 +467,14 @@ impl Phv {
     /// The headers (with padding) and the valid flags, both writable.
     #[inline]
     pub fn wire_valid_mut(&mut self) -> (&mut [u8], &mut [bool]) {
-        Self::split_wire(&mut self.wire, self.wire_len)
+        Self::split_wire(&mut self.wire, self.wire_len, self.metadata.len())
     }
 
     /// [`Phv::wire_valid_mut`] on the buffer alone, so that a caller can
     /// borrow other fields (the metadata flags in [`Phv::reset`]) beside it.
-    fn split_wire(buf: &mut [u8], wire_len: usize) -> (&mut [u8], &mut [bool]) {
+    fn split_wire(buf: &mut [u8], wire_len: usize, n_flags: usize) -> (&mut [u8], &mut [bool]) {
         let (wire, flags) = buf.split_at_mut(wire_len);
+        let flags = &mut flags[..n_flags];
         // SAFETY: as in `valid`; the flags stay 0 or 1 as only `bool`s are written.
         let valid = unsafe { std::slice::from_raw_parts_mut(flags.as_mut_ptr() as *mut bool, flags.len()) };
         (wire, valid)
@@ -502,7 +505,7 @@ impl Phv {
         if !self.wide.is_empty() {
             self.wide.fill(0);
         }
-        let (wire, valid) = Self::split_wire(&mut self.wire, self.wire_len);
+        let (wire, valid) = Self::split_wire(&mut self.wire, self.wire_len, self.metadata.len());
         wire.fill(0);
         if valid.len() <= 32 {
             // A handful of headers: a loop beats a call to `memcpy`.
