@@ -712,19 +712,25 @@ impl CompiledPipelines {
     /// and its result in `results[i]`. Returns the stride and how many
     /// packets were transmitted or dropped before the first that needs the
     /// general path (all of them when none does); that packet's PHV and
-    /// metadata are then in `ex`.
-    pub fn run_batch(
+    /// metadata are then in `ex`. `longest` is the longest packet's length
+    /// (the caller finds it while building `pkts`, saving a pass).
+    ///
+    /// # Safety
+    /// No packet of `pkts` may be longer than `longest`: the areas are sized
+    /// by it, and a longer payload would be copied past `out`.
+    pub unsafe fn run_batch(
         &self,
         cx: &mut FastContexts,
         ex: &mut Exec<'_>,
         pkts: &[PktRef],
+        longest: usize,
         out: &mut Vec<u8>,
         results: &mut [PktResult],
     ) -> (usize, usize) {
         let f = self.batch.expect("has_fast_path: the batch function exists");
         debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire_ptr()), "contexts of another PHV");
         assert!(results.len() >= pkts.len(), "one result per packet");
-        let longest = pkts.iter().map(|p| p.len as usize).max().unwrap_or(0);
+        debug_assert!(pkts.iter().all(|p| p.len as usize <= longest), "longest bounds every packet");
         let stride = (self.forward_out + longest).next_multiple_of(64);
         if out.len() < stride * pkts.len() {
             out.resize(stride * pkts.len(), 0);
@@ -1508,7 +1514,19 @@ fn emit_parser(
                 code
             }
         };
-        if ends.is_some() {
+        if let Some((perr, _, _)) = &ends {
+            // `parser_error` is written here, where it is mostly a
+            // constant (masked now rather than per packet).
+            if let Some((s, m)) = perr {
+                let v = match status {
+                    0 | 1 => {
+                        let e = if status == 0 { plan.no_error } else { too_short };
+                        g.b.ins().iconst(types::I64, (e as u64 & *m) as i64)
+                    }
+                    _ => g.b.ins().band_imm_u(error, *m as i64),
+                };
+                g.write(*s, v, u64::MAX);
+            }
             g.b.ins().jump(end, &[error.into(), c.into()]);
         } else {
             leave(g, c);
@@ -1518,11 +1536,7 @@ fn emit_parser(
     // checksum verification into `checksum_error`.
     g.b.switch_to_block(end);
     let cursor = g.b.block_params(end)[1];
-    if let Some((perr, cerr, sums)) = &ends {
-        let error = g.b.block_params(end)[0];
-        if let Some((s, m)) = perr {
-            g.write(*s, error, *m);
-        }
+    if let Some((_, cerr, sums)) = &ends {
         let mut bad = g.b.ins().iconst(types::I64, 0);
         for bc in sums {
             let cond = g.checksum_applies(bc);

@@ -30,7 +30,7 @@ pub mod instance {
 pub const MAX_PARSER_STATES: u32 = 10_000;
 
 /// Packets [`Switch::process_batch`] parses ahead of running them.
-pub(crate) const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 128;
 
 /// Entries from which a header-keyed table's lookups are prefetched in
 /// batches (each packet parsed once more, ahead, for its key). Why this
@@ -554,7 +554,12 @@ impl Switch {
             let rest = &batch[start..];
             let n = rest.len().min(BATCH);
             refs.clear();
-            refs.extend(rest[..n].iter().map(|d| crate::jit::PktRef::of(d)));
+            // The longest packet sizes the output areas; found in the same pass.
+            let mut longest = 0;
+            refs.extend(rest[..n].iter().map(|d| {
+                longest = longest.max(d.len());
+                crate::jit::PktRef::of(d)
+            }));
             let mut phv = self.take_phv();
             let mut meta = PktMeta::default();
             let compiled = self.compiled.as_ref().expect("checked by the caller");
@@ -572,7 +577,8 @@ impl Switch {
                     trace: None,
                 };
                 let mut cx = compiled.fast_contexts(&mut ex, &self.views, port);
-                compiled.run_batch(&mut cx, &mut ex, &refs[..n], &mut out, &mut results[..n])
+                // SAFETY: `longest` is the longest of these packets (found above).
+                unsafe { compiled.run_batch(&mut cx, &mut ex, &refs[..n], longest, &mut out, &mut results[..n]) }
             };
             self.fwd_hdr = out;
             self.stats.received += (done + 1).min(n) as u64;
