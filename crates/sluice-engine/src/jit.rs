@@ -1521,7 +1521,7 @@ fn emit_parser(
                 let v = match status {
                     0 | 1 => {
                         let e = if status == 0 { plan.no_error } else { too_short };
-                        g.b.ins().iconst(types::I64, (e as u64 & *m) as i64)
+                        g.b.ins().iconst(types::I64, (e & *m) as i64)
                     }
                     _ => g.b.ins().band_imm_u(error, *m as i64),
                 };
