@@ -488,8 +488,24 @@ const SETUP_MAX_BYTES: u32 = 2048;
 /// it hides.
 pub struct Lookahead {
     keys: KeysFn,
+    /// How each key is read straight from a packet, when every key is one
+    /// field of a wire header (see [`Lookahead::keys_direct`]).
+    reads: Option<KeyReads>,
     ctx: KeysCtx,
 }
+
+/// Where a prefetch key lies in its header: the 8 big-endian bytes from
+/// `field` bytes after the header's start, shifted right by `shift` and
+/// masked (as the key function reads it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeyRead {
+    field: usize,
+    shift: u32,
+    mask: u64,
+}
+
+/// One [`KeyRead`] per prefetchable table (the first `KeysCtx::tables`).
+pub type KeyReads = [KeyRead; SPEC_TABLES];
 
 impl Lookahead {
     /// Parses each packet of `batch` into `phv` (a PHV of this plan's
@@ -518,6 +534,51 @@ impl Lookahead {
         // a live slice) and writes inside `phv`, sized by this plan's
         // layout; the function writes `n * tables` keys, the length of `keys`.
         unsafe { (self.keys)(ctx) };
+    }
+}
+
+impl Lookahead {
+    /// Where each prefetch key of `batch`'s packets lies, learnt by
+    /// parsing only its first packet (with the key function, into `phv`):
+    /// one [`KeyRead`] per prefetchable table, in table order. `None` when
+    /// the keys are not plain header fields or the first packet lacks a
+    /// key's header: then use [`Lookahead::keys`]. Why: reading the keys
+    /// of the other packets at the same places in Rust costs about a third
+    /// of the generated key function's loop, its packet list and the pass
+    /// over its output.
+    pub fn key_reads(&mut self, phv: &mut crate::phv::Phv, batch: &[&[u8]]) -> Option<KeyReads> {
+        let (Some(reads), Some(first)) = (self.reads, batch.first()) else { return None };
+        let tables = self.ctx.tables as usize;
+        let mut one = [0u64; SPEC_TABLES];
+        let ctx = &mut self.ctx;
+        let refs = [PktRef::of(first)];
+        ctx.parse.wire = phv.wire_ptr();
+        ctx.parse.slots = phv.slots.as_mut_ptr();
+        ctx.pkts = refs.as_ptr();
+        ctx.n = 1;
+        ctx.keys = one.as_mut_ptr();
+        ctx.spec = [SPEC_UNKNOWN; SPEC_TABLES];
+        // SAFETY: as in `keys`, for one packet; `one` holds `tables`
+        // (at most SPEC_TABLES, since `reads` exists) keys.
+        unsafe { (self.keys)(ctx) };
+        let spec = ctx.spec;
+        if spec[..tables].contains(&SPEC_UNKNOWN) {
+            return None;
+        }
+        let mut at = [KeyRead::default(); SPEC_TABLES];
+        for ((a, r), &s) in at.iter_mut().zip(&reads).zip(&spec).take(tables) {
+            *a = KeyRead { field: s as usize + r.field, ..*r };
+        }
+        Some(at)
+    }
+}
+
+impl KeyRead {
+    /// The key in packet `d`, `None` when `d` is too short for the read.
+    #[inline]
+    pub fn read(&self, d: &[u8]) -> Option<u64> {
+        let b = d.get(self.field..self.field + 8)?;
+        Some((u64::from_be_bytes(b.try_into().expect("8 bytes")) >> self.shift) & self.mask)
     }
 }
 
@@ -581,7 +642,7 @@ pub struct CompiledPipelines {
     /// The parser and the forwarding function over a batch of packets (see `compile_batch`).
     batch: Option<BatchFn>,
     /// The lookahead parser with the prefetchable tables' keys (see `compile_keys`).
-    keys: Option<(KeysFn, u64)>,
+    keys: Option<(KeysFn, u64, Option<KeyReads>)>,
     /// Bytes the forwarding function may write to its output buffer.
     forward_out: usize,
     /// Cranelift IR of each compiled function, for `sluice inspect`.
@@ -813,9 +874,10 @@ impl CompiledPipelines {
     /// A [`Lookahead`], when the parser is compiled and the plan has
     /// prefetchable tables.
     pub fn lookahead(&self) -> Option<Lookahead> {
-        let (keys, tables) = self.keys?;
+        let (keys, tables, reads) = self.keys?;
         Some(Lookahead {
             keys,
+            reads,
             ctx: KeysCtx {
                 parse: ParseCtx {
                     exec: std::ptr::null_mut(),
@@ -959,7 +1021,7 @@ impl CompiledPipelines {
                     (parser_id.map(|p| p.0), "sluice_parser"),
                     (forward_id, "sluice_forward"),
                     (batch_id, "sluice_batch"),
-                    (keys_id.map(|k| k.0), "sluice_keys"),
+                    (keys_id.as_ref().map(|k| k.0), "sluice_keys"),
                 ],
             );
         }
@@ -973,8 +1035,8 @@ impl CompiledPipelines {
         let batch =
             batch_id.map(|id| unsafe { std::mem::transmute::<*const u8, BatchFn>(module.get_finalized_function(id)) });
         // SAFETY: the key function was defined with the signature `fn(*mut KeysCtx)`.
-        let keys = keys_id.map(|(id, tables)| {
-            (unsafe { std::mem::transmute::<*const u8, KeysFn>(module.get_finalized_function(id)) }, tables)
+        let keys = keys_id.map(|(id, tables, reads)| {
+            (unsafe { std::mem::transmute::<*const u8, KeysFn>(module.get_finalized_function(id)) }, tables, reads)
         });
         let parser_ends = parser_id.is_some_and(|(_, ends, _)| ends);
         let parser_setup = parser_id.is_some_and(|(_, _, setup)| setup);
@@ -1760,7 +1822,7 @@ fn compile_keys(
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
     parser: &ParserShape,
-) -> Result<Option<(FuncId, u64)>, String> {
+) -> Result<Option<(FuncId, u64, Option<KeyReads>)>, String> {
     let tables: Vec<&[(crate::plan::KeyPart, u32)]> =
         plan.tables.iter().filter(|t| t.prefetchable()).filter_map(|t| t.key128.as_deref()).collect();
     if tables.is_empty() {
@@ -1868,7 +1930,14 @@ fn compile_keys(
     listing
         .push_str(&format!("; key function (lookahead parser and prefetch keys per packet)\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_keys")?;
-    Ok(Some((id, tables.len() as u64)))
+    let reads = spec.map(|sp| {
+        let mut r = [KeyRead::default(); SPEC_TABLES];
+        for (r, &(_, field, shift, mask)) in r.iter_mut().zip(&sp) {
+            *r = KeyRead { field: field as usize, shift: shift as u32, mask };
+        }
+        r
+    });
+    Ok(Some((id, tables.len() as u64, reads)))
 }
 
 /// Compiles the batch function: for each packet of a [`BatchCtx`], the
@@ -3911,5 +3980,18 @@ mod tests {
         for (p, w) in batch.iter().zip(&words).skip(1) {
             assert_eq!(*w as u32, u32::from_be_bytes(p[30..34].try_into().unwrap()));
         }
+        // Reads learnt from a first IPv4 packet give the key function's
+        // keys; a packet too short for the 8-byte read gives none, and a
+        // batch that starts without the header gives no reads at all.
+        let reads = look.key_reads(&mut scratch, &refs).expect("the first packet is IPv4");
+        look.keys(&mut scratch, &refs, &mut words);
+        for (p, w) in refs.iter().zip(&words).take(20) {
+            assert_eq!(reads[0].read(p), Some(*w));
+        }
+        assert_eq!(reads[0].read(&pkts[5][..34]), None);
+        let mut vlan = pkts[4].clone();
+        vlan.splice(12..12, [0x81, 0x00, 0, 1]);
+        assert_eq!(reads[0].read(&vlan), Some(u64::from(u32::from_be_bytes(vlan[30..34].try_into().unwrap()))));
+        assert!(look.key_reads(&mut scratch, &batch).is_none(), "ARP first: no reads");
     }
 }

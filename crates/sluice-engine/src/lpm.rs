@@ -244,6 +244,12 @@ impl DirLpm {
         (self.rtop.as_ptr(), self.rext.as_ptr(), self.low_bits)
     }
 
+    /// The top-level slots lookups read first: the record slots compiled
+    /// lookups read when `records`, else the entry slots.
+    pub fn slots(&self, records: bool) -> SlotPrefetch<'_> {
+        SlotPrefetch { slots: if records { &self.rtop } else { &self.top }, low_bits: self.low_bits }
+    }
+
     /// Asks the CPU to start loading the slot `key` needs: the record slot
     /// compiled lookups read when `records`, else the entry slot (a hint; no
     /// effect on results).
@@ -252,6 +258,24 @@ impl DirLpm {
         let top = if records { &self.rtop } else { &self.top };
         if let Some(slot) = top.get((key >> self.low_bits) as usize) {
             prefetch(slot);
+        }
+    }
+}
+
+/// A [`DirLpm`]'s top-level slots, for prefetching many keys' slots
+/// without looking the table up per key.
+#[derive(Clone, Copy)]
+pub struct SlotPrefetch<'a> {
+    slots: &'a [u32],
+    low_bits: u32,
+}
+
+impl SlotPrefetch<'_> {
+    /// Prefetches the slot a lookup of `key` reads first.
+    #[inline]
+    pub fn prefetch(&self, key: u32) {
+        if let Some(s) = self.slots.get((key >> self.low_bits) as usize) {
+            prefetch(s);
         }
     }
 }

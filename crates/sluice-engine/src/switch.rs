@@ -430,11 +430,30 @@ impl Switch {
             // Generated code parses the batch ahead and writes the keys.
             let mut words = std::mem::take(&mut self.prefetch_words);
             let mut ahead = |sw: &mut Switch, chunk: &[&[u8]]| {
-                if !chunk.is_empty() {
-                    look.keys(&mut scratch, chunk, &mut words);
-                    for (t, &(ti, inline)) in sw.prefetch.iter().enumerate() {
-                        sw.state.tables[ti].prefetch_words(&words[t..], tables, inline);
+                if chunk.is_empty() {
+                    return;
+                }
+                // When each table needs only its index slot prefetched, the
+                // keys are read straight from the packets, where the first
+                // one's parse found them (a key read wrong from a packet of
+                // another layout only wastes a prefetch).
+                let slots =
+                    |&(ti, inline): &(usize, bool)| inline.then(|| sw.state.tables[ti].slot_prefetch()).flatten();
+                if sw.prefetch.iter().all(|t| slots(t).is_some()) {
+                    if let Some(reads) = look.key_reads(&mut scratch, chunk) {
+                        for (s, r) in sw.prefetch.iter().filter_map(slots).zip(&reads) {
+                            for d in chunk {
+                                if let Some(k) = r.read(d) {
+                                    s.prefetch(k as u32);
+                                }
+                            }
+                        }
+                        return;
                     }
+                }
+                look.keys(&mut scratch, chunk, &mut words);
+                for (t, &(ti, inline)) in sw.prefetch.iter().enumerate() {
+                    sw.state.tables[ti].prefetch_words(&words[t..], tables, inline);
                 }
             };
             sizes[0] = next_chunk(&mut it, &mut chunks[0]);
@@ -445,8 +464,7 @@ impl Switch {
                 let (run, keyed, loading) = (k % 3, (k + 1) % 3, (k + 2) % 3);
                 sizes[loading] = next_chunk(&mut it, &mut chunks[loading]);
                 ahead(self, &chunks[keyed][..sizes[keyed]]);
-                let chunk = chunks[run];
-                self.process_batch_fast_with(port, &chunk[..sizes[run]], emit);
+                self.process_batch_fast_with(port, &chunks[run][..sizes[run]], emit);
                 k += 1;
             }
             self.prefetch_words = words;

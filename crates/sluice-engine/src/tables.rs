@@ -1020,6 +1020,17 @@ impl TableState {
         }
     }
 
+    /// The index slots to prefetch for generated code's lookups, when
+    /// that is all [`TableState::prefetch_words`] would do for it (a
+    /// direct-indexed table whose hit records stay in cache). Why: a batch
+    /// then prefetches each key's slot without a table match per key.
+    pub fn slot_prefetch(&self) -> Option<crate::lpm::SlotPrefetch<'_>> {
+        match &self.index {
+            Index::Lpm { dir: Some(d), .. } if self.hot.records.len() <= CACHED_RECORDS => Some(d.slots(true)),
+            _ => None,
+        }
+    }
+
     /// Prefetches the hot record of the entry this integer key hits, when
     /// the table has a direct-indexed structure (call after
     /// [`TableState::prefetch_u128`] with the same `compiled`).
