@@ -1062,6 +1062,46 @@ impl CompiledPipelines {
     }
 }
 
+/// `v & m`; for a mask of the low 8, 16 or 32 bits a zero extension of the
+/// narrowed value. Why: x86 has no 64-bit AND with such an immediate, and
+/// Cranelift then reads the mask from memory (a load per use); a zero
+/// extension is a register move.
+fn band_u(b: &mut FunctionBuilder, v: Value, m: i64) -> Value {
+    let narrow = match m as u64 {
+        0xff => Some(types::I8),
+        0xffff => Some(types::I16),
+        0xffff_ffff => Some(types::I32),
+        _ => None,
+    };
+    match narrow {
+        Some(ty) => {
+            let n = b.ins().ireduce(ty, v);
+            b.ins().uextend(types::I64, n)
+        }
+        None => b.ins().band_imm_u(v, m),
+    }
+}
+
+/// At most how many low bits [`Gen::fast`]'s value of `f` has, when known
+/// from its form alone. Why: a value known to fit its destination field
+/// is stored without a mask.
+fn fast_bits(f: &Fast) -> Option<u32> {
+    match f {
+        Fast::Const(c) => Some(64 - c.leading_zeros()),
+        Fast::Param { len, .. } => Some(8 * len),
+        Fast::Field(FieldSrc::Wire { byte, shift, mask }) => Some(wire_bits(*byte, *shift, *mask).1),
+        Fast::AndConst { mask, .. } | Fast::AddMask { mask, .. } => Some(64 - mask.leading_zeros()),
+        Fast::Valid(_)
+        | Fast::NotValid(_)
+        | Fast::Cmp { .. }
+        | Fast::CmpFields { .. }
+        | Fast::NonZero(_)
+        | Fast::And(_)
+        | Fast::Or(_) => Some(1),
+        Fast::Field(FieldSrc::Slot(_)) | Fast::None => None,
+    }
+}
+
 /// The `(offset, size)` pieces in which generated code copies `n` bytes:
 /// 8-byte pieces, then at most one each of 4, 2 and 1 bytes.
 fn copy_chunks(n: u32) -> Vec<(u32, u32)> {
@@ -1532,7 +1572,7 @@ fn emit_parser(
         let mut key = g.b.ins().iconst(types::I64, 0);
         for (src, bits) in parser_key(st).expect("checked") {
             let v = g.read(src);
-            let v = if bits >= 64 { v } else { g.b.ins().band_imm_u(v, mask64(bits) as i64) };
+            let v = if bits >= 64 { v } else { band_u(g.b, v, mask64(bits) as i64) };
             key = if bits >= 64 {
                 v
             } else {
@@ -1542,7 +1582,7 @@ fn emit_parser(
         }
         for (v, m, next) in st.fast_transitions.iter().flatten() {
             let target = next.map_or(done, |n| blocks[&n]);
-            let masked = g.b.ins().band_imm_u(key, *m as u64 as i64);
+            let masked = band_u(g.b, key, *m as u64 as i64);
             let hit = g.b.ins().icmp_imm_u(IntCC::Equal, masked, *v as u64 as i64);
             let miss = g.b.create_block();
             g.b.ins().brif(hit, target, &[cursor.into()], miss, &[]);
@@ -1585,7 +1625,7 @@ fn emit_parser(
                         let e = if status == 0 { plan.no_error } else { too_short };
                         g.b.ins().iconst(types::I64, (e & *m) as i64)
                     }
-                    _ => g.b.ins().band_imm_u(error, *m as i64),
+                    _ => band_u(g.b, error, *m as i64),
                 };
                 g.write(*s, v, u64::MAX);
             }
@@ -1620,7 +1660,8 @@ fn emit_parser(
             bad = g.b.ins().bor(bad, counted);
         }
         if let Some((s, m)) = cerr {
-            g.write(*s, bad, *m);
+            // `bad` is 0 or 1: no mask unless the field has no bit at all.
+            g.write(*s, bad, if *m & 1 == 1 { u64::MAX } else { *m });
         }
     }
     leave(g, cursor);
@@ -1902,7 +1943,7 @@ fn compile_keys(
                 let a = g.b.ins().iadd(ptr, off);
                 let v = g.load_be(Mem::Packet, types::I64, a, 0);
                 let v = g.b.ins().ushr_imm_u(v, shift);
-                let key = g.b.ins().band_imm_u(v, mask as i64);
+                let key = band_u(g.b, v, mask as i64);
                 let mf = mem(g.b, Mem::Out);
                 g.b.ins().store(mf, key, out, 8 * t as i32);
             }
@@ -2053,7 +2094,7 @@ fn compile_batch(
         let &[status, port, hdr, o] = g.b.block_params(forwarded) else { unreachable!("four parameters") };
         let results = load(g, Mem::Inputs, fc, B_RESULTS);
         let r = g.b.ins().iadd(results, at);
-        let st32 = g.b.ins().band_imm_u(status, 0xffff_ffff);
+        let st32 = band_u(g.b, status, 0xffff_ffff);
         let port_hi = g.b.ins().ishl_imm_u(port, 32);
         let first = g.b.ins().bor(st32, port_hi);
         let mf = mem(g.b, Mem::Out);
@@ -2068,7 +2109,7 @@ fn compile_batch(
         let second = g.b.ins().bor(hdr, cursor_hi);
         let mf = mem(g.b, Mem::Out);
         g.b.ins().store(mf, second, r, 8);
-        let low = g.b.ins().band_imm_u(status, !2);
+        let low = band_u(g.b, status, !2);
         g.b.ins().brif(low, stop, &[at.into()], next, &[]);
 
         g.b.switch_to_block(transmit);
@@ -2668,7 +2709,7 @@ impl Gen<'_, '_, '_> {
                 // masked to the field's width).
                 self.written.insert(i);
                 let base = self.ptr(OFF_SLOTS);
-                let v = if width_mask == u64::MAX { v } else { self.b.ins().band_imm_u(v, width_mask as i64) };
+                let v = if width_mask == u64::MAX { v } else { band_u(self.b, v, width_mask as i64) };
                 let mf = mem(self.b, Mem::Slot(i));
                 self.b.ins().store(mf, v, base, (16 * i) as i32);
             }
@@ -2761,7 +2802,7 @@ impl Gen<'_, '_, '_> {
             let n = x1 - at;
             let c = self.load_be(m, chunk_type(csize), base, area + cs as i32);
             let part = if cend > x1 { self.b.ins().ushr_imm_u(c, i64::from(cend - x1)) } else { c };
-            let part = if at > cs * 8 { self.b.ins().band_imm_u(part, mask64(n) as i64) } else { part };
+            let part = if at > cs * 8 { band_u(self.b, part, mask64(n) as i64) } else { part };
             v = Some(match v {
                 None => part,
                 Some(p) => {
@@ -2788,14 +2829,14 @@ impl Gen<'_, '_, '_> {
             let x1 = end.min(cend);
             let n = x1 - at;
             let part = if end > x1 { self.b.ins().ushr_imm_u(v, i64::from(end - x1)) } else { v };
-            let part = if n < 64 { self.b.ins().band_imm_u(part, mask64(n) as i64) } else { part };
+            let part = if n < 64 { band_u(self.b, part, mask64(n) as i64) } else { part };
             let shift = cend - x1;
             let part = if shift > 0 { self.b.ins().ishl_imm_u(part, i64::from(shift)) } else { part };
             let out = if n == csize * 8 {
                 part
             } else {
                 let cur = self.load_be(m, ty, base, area + cs as i32);
-                let kept = self.b.ins().band_imm_u(cur, !(mask64(n) << shift) as i64);
+                let kept = band_u(self.b, cur, !(mask64(n) << shift) as i64);
                 self.b.ins().bor(kept, part)
             };
             let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
@@ -2813,9 +2854,7 @@ impl Gen<'_, '_, '_> {
         let mf = mem(self.b, Mem::Valid);
         let mut cond = self.b.ins().uload8(types::I64, mf, valid, bc.header as i32);
         if let Some(f) = &bc.cond {
-            let c = self.fast(f);
-            let c = self.b.ins().icmp_imm_u(IntCC::NotEqual, c, 0);
-            let c = self.bool_to_i64(c);
+            let c = self.fast_bool(f);
             cond = self.b.ins().band(cond, c);
         }
         cond
@@ -2895,10 +2934,10 @@ impl Gen<'_, '_, '_> {
 
     /// Swaps the two bytes of a 16-bit value.
     fn swap16(&mut self, v: Value) -> Value {
-        let lo = self.b.ins().band_imm_u(v, 0xff);
+        let lo = band_u(self.b, v, 0xff);
         let lo = self.b.ins().ishl_imm_u(lo, 8);
         let hi = self.b.ins().ushr_imm_u(v, 8);
-        let hi = self.b.ins().band_imm_u(hi, 0xff);
+        let hi = band_u(self.b, hi, 0xff);
         self.b.ins().bor(lo, hi)
     }
 
@@ -2925,8 +2964,8 @@ impl Gen<'_, '_, '_> {
         let cur = if ty == types::I64 { cur } else { self.b.ins().uextend(types::I64, cur) };
         let bytes = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
         let k = 8 * (b - cs);
-        let kept = self.b.ins().band_imm_u(cur, !(bytes << k) as i64);
-        let part = self.b.ins().band_imm_u(v, bytes as i64);
+        let kept = band_u(self.b, cur, !(bytes << k) as i64);
+        let part = band_u(self.b, v, bytes as i64);
         let part = if k > 0 { self.b.ins().ishl_imm_u(part, i64::from(k)) } else { part };
         let out = self.b.ins().bor(kept, part);
         let out = if ty == types::I64 { out } else { self.b.ins().ireduce(ty, out) };
@@ -2963,7 +3002,7 @@ impl Gen<'_, '_, '_> {
             Fast::AddMask { slot, c, mask } => {
                 let v = self.read(*slot);
                 let v = self.b.ins().iadd_imm_u(v, *c as i64);
-                self.b.ins().band_imm_u(v, *mask as i64)
+                band_u(self.b, v, *mask as i64)
             }
             Fast::Valid(h) | Fast::NotValid(h) => {
                 let base = self.ptr(OFF_VALID);
@@ -2987,7 +3026,7 @@ impl Gen<'_, '_, '_> {
             }
             Fast::AndConst { slot, mask } => {
                 let v = self.read(*slot);
-                self.b.ins().band_imm_u(v, *mask as i64)
+                band_u(self.b, v, *mask as i64)
             }
             Fast::NonZero(s) => {
                 let v = self.read(*s);
@@ -2996,14 +3035,36 @@ impl Gen<'_, '_, '_> {
             }
             Fast::And(p) | Fast::Or(p) => {
                 // Shortcut leaves have no side effects: evaluate both sides.
-                let a = self.fast(&p.0);
-                let a = self.b.ins().icmp_imm_u(IntCC::NotEqual, a, 0);
-                let c = self.fast(&p.1);
-                let c = self.b.ins().icmp_imm_u(IntCC::NotEqual, c, 0);
-                let r = if matches!(f, Fast::And(_)) { self.b.ins().band(a, c) } else { self.b.ins().bor(a, c) };
-                self.bool_to_i64(r)
+                let a = self.fast_bool(&p.0);
+                let c = self.fast_bool(&p.1);
+                if matches!(f, Fast::And(_)) {
+                    self.b.ins().band(a, c)
+                } else {
+                    self.b.ins().bor(a, c)
+                }
             }
             Fast::None => unreachable!("checked by `supported`"),
+        }
+    }
+
+    /// [`Gen::fast`] of `f` as a truth value: 1 when nonzero, else 0.
+    /// Why: valid flags, comparisons and their `&&`/`||` are 0 or 1
+    /// already, and need no compare with zero.
+    fn fast_bool(&mut self, f: &Fast) -> Value {
+        match f {
+            Fast::Valid(_)
+            | Fast::NotValid(_)
+            | Fast::Cmp { .. }
+            | Fast::CmpFields { .. }
+            | Fast::NonZero(_)
+            | Fast::And(_)
+            | Fast::Or(_) => self.fast(f),
+            Fast::Const(c) => self.b.ins().iconst(types::I64, i64::from(*c != 0)),
+            _ => {
+                let v = self.fast(f);
+                let r = self.b.ins().icmp_imm_u(IntCC::NotEqual, v, 0);
+                self.bool_to_i64(r)
+            }
         }
     }
 
@@ -3086,7 +3147,9 @@ impl Gen<'_, '_, '_> {
                     Some((off, first, n)) => self.copy_data_to_wire(off, first, n),
                     None => {
                         let v = self.fast(&src.fast);
-                        self.write(*dst, v, *mask);
+                        // A value no wider than the field needs no mask.
+                        let fits = fast_bits(&src.fast).is_some_and(|b| b < 64 && mask64(b) & !*mask == 0);
+                        self.write(*dst, v, if fits { u64::MAX } else { *mask });
                     }
                 },
                 Prim::Count { arr, idx } => {
@@ -3134,7 +3197,7 @@ impl Gen<'_, '_, '_> {
                     // the register's width (at most 64 bits: the high word stays 0).
                     let i = self.fast(&idx.fast);
                     let v = self.fast(&val.fast);
-                    let v = self.b.ins().band_imm_u(v, mask64(plan.registers[*arr as usize].width) as i64);
+                    let v = band_u(self.b, v, mask64(plan.registers[*arr as usize].width) as i64);
                     let (inside, cell) = self.register_cell(*arr, i);
                     let (write, next) = (self.b.create_block(), self.b.create_block());
                     self.b.ins().brif(inside, write, &[], next, &[]);
@@ -3379,7 +3442,7 @@ impl Gen<'_, '_, '_> {
 
         // DIR-24-8 of record ids (`lpm::DirLpm::record`); 0 for no route.
         self.b.switch_to_block(dir);
-        let k32 = self.b.ins().band_imm_u(key, 0xffff_ffff);
+        let k32 = band_u(self.b, key, 0xffff_ffff);
         let mf = mem(self.b, Mem::Inputs);
         let shift = self.b.ins().uload32(mf, view, 4);
         let mf = mem(self.b, Mem::Inputs);
@@ -3390,10 +3453,10 @@ impl Gen<'_, '_, '_> {
         let mf = mem(self.b, Mem::Tables);
         let slot = self.b.ins().uload32(mf, addr, 0);
         let ext = self.b.create_block();
-        let group = self.b.ins().band_imm_u(slot, i64::from(crate::lpm::GROUP_BIT));
+        let group = band_u(self.b, slot, i64::from(crate::lpm::GROUP_BIT));
         self.b.ins().brif(group, ext, &[], hit, &[slot.into()]);
         self.b.switch_to_block(ext);
-        let g = self.b.ins().band_imm_u(slot, i64::from(!crate::lpm::GROUP_BIT));
+        let g = band_u(self.b, slot, i64::from(!crate::lpm::GROUP_BIT));
         let hi = self.b.ins().ishl(g, shift);
         let one = self.b.ins().iconst(types::I64, 1);
         let low_mask = self.b.ins().ishl(one, shift);
