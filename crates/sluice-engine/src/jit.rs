@@ -2009,9 +2009,13 @@ fn compile_batch(
         };
         let pc = g.b.ins().iadd_imm_s(fc, PARSE_FROM_FWD);
         g.ctx = fc;
-        g.load_bases(true);
-        // The batch's own fields (packets, areas, results) are loaded where they are used: kept in
-        // registers across the packet's code they would be spilled.
+        // Only the PHV's two pointers stay in registers. The table views,
+        // counters and registers, like the batch's own fields (packets,
+        // areas, results), are loaded where they are used: kept across the
+        // packet's code they would be spilled, and a spilled value costs a
+        // store back per packet besides its load (memory operations bound
+        // this loop).
+        g.load_bases(false);
         // The loop counts `at`, 16 times the packet's index (the offset of
         // its `PktRef` and its `PktResult`). Why not the index: both would
         // be live across the packet's code, and one more value kept there is
@@ -2879,6 +2883,21 @@ impl Gen<'_, '_, '_> {
         while i < pairs.len() {
             let p = pairs[i];
             let contiguous = |q: &[u32]| q.len() == 2 && q[1] == q[0] + 1;
+            // Four adjacent words inside one piece of the wire grid (a
+            // load across two of the parser's stores is not forwarded from
+            // them, and stalls) load as one 64-bit value, summed as its two
+            // 32-bit halves: one load (loads bound this code) for two
+            // register operations.
+            if (0..4).all(|k| pairs.get(i + k).is_some_and(|q| contiguous(q) && q[0] == p[0] + 2 * k as u32))
+                && self.whole_in_piece(8 * p[0], 64).is_some()
+            {
+                let mf = mem(self.b, Mem::Wire);
+                let v = self.b.ins().load(types::I64, mf, wire, p[0] as i32);
+                terms.push(band_u(self.b, v, 0xffff_ffff));
+                terms.push(self.b.ins().ushr_imm_u(v, 32));
+                i += 4;
+                continue;
+            }
             if contiguous(p) && i + 1 < pairs.len() && contiguous(pairs[i + 1]) && pairs[i + 1][0] == p[0] + 2 {
                 let mf = mem(self.b, Mem::Wire);
                 terms.push(self.b.ins().uload32(mf, wire, p[0] as i32));
