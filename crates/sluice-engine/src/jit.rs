@@ -3375,8 +3375,12 @@ impl Gen<'_, '_, '_> {
         let key = self.integer_key(parts);
         let views = self.ptr(OFF_VIEWS);
         let view = self.b.ins().iadd_imm_u(views, VIEW_SIZE * i64::from(t));
+        // The kind and the shift (both `u32`, at 0 and 4) in one load.
+        const _: () =
+            assert!(std::mem::offset_of!(TableView, kind) == 0 && std::mem::offset_of!(TableView, shift) == 4);
         let mf = mem(self.b, Mem::Inputs);
-        let kind = self.b.ins().uload32(mf, view, 0);
+        let kind_shift = self.b.ins().load(types::I64, mf, view, 0);
+        let kind = band_u(self.b, kind_shift, 0xffff_ffff);
         let direct = self.b.create_block();
         let dir = self.b.create_block();
         let hash = self.b.create_block();
@@ -3408,8 +3412,7 @@ impl Gen<'_, '_, '_> {
         self.b.switch_to_block(hash);
         let mul = self.b.ins().iconst(types::I64, crate::exact::HASH_MUL as i64);
         let h = self.b.ins().imul(key, mul);
-        let mf = mem(self.b, Mem::Inputs);
-        let shift = self.b.ins().uload32(mf, view, 4);
+        let shift = self.b.ins().ushr_imm_u(kind_shift, 32);
         let home = self.b.ins().ushr(h, shift);
         let mf = mem(self.b, Mem::Inputs);
         let slots = self.b.ins().load(types::I64, mf, view, 8);
@@ -3462,8 +3465,7 @@ impl Gen<'_, '_, '_> {
         // DIR-24-8 of record ids (`lpm::DirLpm::record`); 0 for no route.
         self.b.switch_to_block(dir);
         let k32 = band_u(self.b, key, 0xffff_ffff);
-        let mf = mem(self.b, Mem::Inputs);
-        let shift = self.b.ins().uload32(mf, view, 4);
+        let shift = self.b.ins().ushr_imm_u(kind_shift, 32);
         let mf = mem(self.b, Mem::Inputs);
         let top = self.b.ins().load(types::I64, mf, view, 8);
         let idx = self.b.ins().ushr(k32, shift);
