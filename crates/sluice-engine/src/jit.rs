@@ -374,7 +374,8 @@ pub struct ParseCtx {
     /// written) as `Switch::ingress_parse` does for an arriving packet:
     /// 0 no, [`SETUP_FULL`] every slot, [`SETUP_WRITTEN`] only the slots
     /// generated code writes (the others are still zero from the last full
-    /// setup, on a PHV only generated code touched since).
+    /// setup, on a PHV only generated code touched since, and the port and
+    /// time still those of that setup).
     setup: u64,
     /// In (setup): the ingress port.
     port: u64,
@@ -1696,6 +1697,12 @@ fn emit_parser(
                 }
             }
         }
+        // Port, time and instance type hold for a whole batch function
+        // call, whose first setup is full (`JitCtx::dirty` starts set):
+        // when no generated code writes their slots, the full setup alone
+        // writes them, and later packets find them still in place.
+        let stable = |f: &Option<(FieldSrc, u64)>| matches!(f, Some((FieldSrc::Slot(i), _)) if !dirty.contains(i));
+        let (port_stable, now_stable, itype_stable) = (stable(&port_f), stable(&now_f), stable(&itype_f));
         dirty.extend(&set);
         // 16-byte stores: one per slot, then the wire area.
         g.b.switch_to_block(full);
@@ -1710,6 +1717,18 @@ fn emit_parser(
         let wire = g.ptr(OFF_WIRE);
         let mf = mem(g.b, Mem::Wire);
         g.b.ins().store(mf, zero16, wire, layout.wire_bytes as i32);
+        let zero = g.b.ins().iconst(types::I64, 0);
+        for (f, stable, at) in [(port_f, port_stable, P_PORT), (now_f, now_stable, P_NOW), (itype_f, itype_stable, 0)] {
+            if let (Some((s, m)), true) = (f, stable) {
+                let v = if at == 0 {
+                    zero
+                } else {
+                    let mf = mem(g.b, Mem::Inputs);
+                    g.b.ins().load(types::I64, mf, pc, at)
+                };
+                g.write(s, v, m);
+            }
+        }
         g.b.ins().jump(written, &[]);
         g.b.switch_to_block(written);
         let zero = g.b.ins().iconst(types::I64, 0);
@@ -1739,10 +1758,12 @@ fn emit_parser(
             let mf = mem(g.b, Mem::Valid);
             g.b.ins().store(mf, v, valid, 8 * w as i32);
         }
-        let mf = mem(g.b, Mem::Inputs);
-        let port = g.b.ins().load(types::I64, mf, pc, P_PORT);
-        let mf = mem(g.b, Mem::Inputs);
-        let now = g.b.ins().load(types::I64, mf, pc, P_NOW);
+        let mut input = |at: i32| {
+            let mf = mem(g.b, Mem::Inputs);
+            g.b.ins().load(types::I64, mf, pc, at)
+        };
+        let port = if port_stable { zero } else { input(P_PORT) };
+        let now = if now_stable { zero } else { input(P_NOW) };
         let len = match inputs {
             Some(i) => i.len,
             None => {
@@ -1750,8 +1771,10 @@ fn emit_parser(
                 g.b.ins().load(types::I64, mf, pc, P_LEN)
             }
         };
-        for (f, v) in [(port_f, port), (now_f, now), (len_f, len), (itype_f, zero)] {
-            if let Some((s, m)) = f {
+        for (f, v, stable) in
+            [(port_f, port, port_stable), (now_f, now, now_stable), (len_f, len, false), (itype_f, zero, itype_stable)]
+        {
+            if let (Some((s, m)), false) = (f, stable) {
                 g.write(s, v, m);
             }
         }

@@ -165,6 +165,31 @@ fn fields_written_by_engine_code_read_zero_for_the_next_packet() {
     assert_eq!(out.len(), 4, "only the packets to 10.1.2.3 are forwarded");
 }
 
+/// Batches from alternating ports, longer than one chunk of the batch
+/// function: each packet counts on its own ingress port (the per-packet
+/// setup writes the port only in a call's first, full setup, relying on it
+/// staying put for the rest of the call), as the interpreter counts them.
+#[test]
+fn batches_from_different_ports_count_each_packet_on_its_port() {
+    let mut compiled = router();
+    compiled.command("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1").unwrap();
+    compiled
+        .command("table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02")
+        .unwrap();
+    let mut twin = compiled.scratch().unwrap();
+    let batch = |n: u32| -> Vec<Vec<u8>> { (0..n).map(|i| packet(0x0a00_0000 | i, 64, true)).collect() };
+    for (round, (port, n)) in [(1u32, 300u32), (2, 150), (1, 50), (3, 129)].into_iter().enumerate() {
+        let out = same_output(&mut compiled, &mut twin, port, &batch(n), 1000 + round as u64, round as u64);
+        assert_eq!(out.len(), n as usize, "every packet is routed");
+    }
+    for (port, want) in [(1u32, 350u64), (2, 150), (3, 129), (0, 0)] {
+        for sw in [&mut compiled, &mut twin] {
+            let got = sw.command(&format!("counter_read RouterIngress.port_rx {port}")).unwrap();
+            assert!(got.ends_with(&format!(" {want} packets)")), "port {port}: {got}");
+        }
+    }
+}
+
 #[test]
 fn inline_lookups_agree_with_the_interpreter_through_route_changes() {
     agree_through_route_changes(3000);
