@@ -1092,15 +1092,24 @@ fn fast_bits(f: &Fast) -> Option<u32> {
         Fast::Param { len, .. } => Some(8 * len),
         Fast::Field(FieldSrc::Wire { byte, shift, mask }) => Some(wire_bits(*byte, *shift, *mask).1),
         Fast::AndConst { mask, .. } | Fast::AddMask { mask, .. } => Some(64 - mask.leading_zeros()),
-        Fast::Valid(_)
-        | Fast::NotValid(_)
-        | Fast::Cmp { .. }
-        | Fast::CmpFields { .. }
-        | Fast::NonZero(_)
-        | Fast::And(_)
-        | Fast::Or(_) => Some(1),
-        Fast::Field(FieldSrc::Slot(_)) | Fast::None => None,
+        _ if is_truth_value(f) => Some(1),
+        _ => None,
     }
+}
+
+/// Whether [`Gen::fast`] of `f` is always 0 or 1: valid flags (0/1 bytes,
+/// see `Phv::valid`), comparisons, and `&&`/`||` of such.
+fn is_truth_value(f: &Fast) -> bool {
+    matches!(
+        f,
+        Fast::Valid(_)
+            | Fast::NotValid(_)
+            | Fast::Cmp { .. }
+            | Fast::CmpFields { .. }
+            | Fast::NonZero(_)
+            | Fast::And(_)
+            | Fast::Or(_)
+    )
 }
 
 /// The `(offset, size)` pieces in which generated code copies `n` bytes:
@@ -3094,13 +3103,7 @@ impl Gen<'_, '_, '_> {
     /// already, and need no compare with zero.
     fn fast_bool(&mut self, f: &Fast) -> Value {
         match f {
-            Fast::Valid(_)
-            | Fast::NotValid(_)
-            | Fast::Cmp { .. }
-            | Fast::CmpFields { .. }
-            | Fast::NonZero(_)
-            | Fast::And(_)
-            | Fast::Or(_) => self.fast(f),
+            _ if is_truth_value(f) => self.fast(f),
             Fast::Const(c) => self.b.ins().iconst(types::I64, i64::from(*c != 0)),
             _ => {
                 let v = self.fast(f);
