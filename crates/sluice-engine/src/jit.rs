@@ -490,7 +490,7 @@ const SETUP_MAX_BYTES: u32 = 2048;
 pub struct Lookahead {
     keys: KeysFn,
     /// How each key is read straight from a packet, when every key is one
-    /// field of a wire header (see [`Lookahead::keys_direct`]).
+    /// field of a wire header (see [`Lookahead::key_reads`]).
     reads: Option<KeyReads>,
     ctx: KeysCtx,
 }
@@ -516,29 +516,35 @@ impl Lookahead {
     /// packet's validity and bytes, which can only make a prefetch useless,
     /// never a result wrong.
     pub fn keys(&mut self, phv: &mut crate::phv::Phv, batch: &[&[u8]], keys: &mut Vec<u64>) {
-        let ctx = &mut self.ctx;
         let mut refs = [PktRef::default(); crate::switch::BATCH];
         assert!(batch.len() <= refs.len(), "at most a batch");
         for (r, d) in refs.iter_mut().zip(batch) {
             *r = PktRef::of(d);
         }
         keys.clear();
-        keys.resize(batch.len() * ctx.tables as usize, 0);
+        keys.resize(batch.len() * self.ctx.tables as usize, 0);
+        self.run(phv, &refs[..batch.len()], keys);
+    }
+
+    /// Runs the key function over `pkts` into `phv`, writing their keys to
+    /// `keys` (one per prefetchable table per packet) and, in
+    /// `KeysCtx::spec`, where each key's header started.
+    fn run(&mut self, phv: &mut crate::phv::Phv, pkts: &[PktRef], keys: &mut [u64]) {
+        assert_eq!(keys.len(), pkts.len() * self.ctx.tables as usize, "one key per table per packet");
+        let ctx = &mut self.ctx;
         ctx.parse.wire = phv.wire_ptr();
         ctx.parse.slots = phv.slots.as_mut_ptr();
-        ctx.pkts = refs.as_ptr();
-        ctx.n = batch.len() as u64;
+        ctx.pkts = pkts.as_ptr();
+        ctx.n = pkts.len() as u64;
         ctx.keys = keys.as_mut_ptr();
-        // Each batch learns its headers' places from its first packet.
+        // Each run learns its headers' places from its first packet.
         ctx.spec = [SPEC_UNKNOWN; SPEC_TABLES];
         // SAFETY: per packet the parser reads at most its `len` bytes (of
         // a live slice) and writes inside `phv`, sized by this plan's
         // layout; the function writes `n * tables` keys, the length of `keys`.
         unsafe { (self.keys)(ctx) };
     }
-}
 
-impl Lookahead {
     /// Where each prefetch key of `batch`'s packets lies, learnt by
     /// parsing only its first packet (with the key function, into `phv`):
     /// one [`KeyRead`] per prefetchable table, in table order. `None` when
@@ -549,20 +555,11 @@ impl Lookahead {
     /// over its output.
     pub fn key_reads(&mut self, phv: &mut crate::phv::Phv, batch: &[&[u8]]) -> Option<KeyReads> {
         let (Some(reads), Some(first)) = (self.reads, batch.first()) else { return None };
+        // At most SPEC_TABLES tables, since `reads` exists.
         let tables = self.ctx.tables as usize;
         let mut one = [0u64; SPEC_TABLES];
-        let ctx = &mut self.ctx;
-        let refs = [PktRef::of(first)];
-        ctx.parse.wire = phv.wire_ptr();
-        ctx.parse.slots = phv.slots.as_mut_ptr();
-        ctx.pkts = refs.as_ptr();
-        ctx.n = 1;
-        ctx.keys = one.as_mut_ptr();
-        ctx.spec = [SPEC_UNKNOWN; SPEC_TABLES];
-        // SAFETY: as in `keys`, for one packet; `one` holds `tables`
-        // (at most SPEC_TABLES, since `reads` exists) keys.
-        unsafe { (self.keys)(ctx) };
-        let spec = ctx.spec;
+        self.run(phv, &[PktRef::of(first)], &mut one[..tables]);
+        let spec = self.ctx.spec;
         if spec[..tables].contains(&SPEC_UNKNOWN) {
             return None;
         }
@@ -1710,8 +1707,25 @@ fn emit_parser(
         // call, whose first setup is full (`JitCtx::dirty` starts set):
         // when no generated code writes their slots, the full setup alone
         // writes them, and later packets find them still in place.
+        // Per field: the context offset of its value (`None`: zero), and
+        // whether it is stable (written by the full setup only).
         let stable = |f: &Option<(FieldSrc, u64)>| matches!(f, Some((FieldSrc::Slot(i), _)) if !dirty.contains(i));
-        let (port_stable, now_stable, itype_stable) = (stable(&port_f), stable(&now_f), stable(&itype_f));
+        let inputs_per_call =
+            [(port_f, Some(P_PORT)), (now_f, Some(P_NOW)), (itype_f, None)].map(|(f, at)| (f, at, stable(&f)));
+        let write_inputs = |g: &mut Gen<'_, '_, '_>, stable: bool| {
+            for &(f, at, st) in &inputs_per_call {
+                if let (Some((s, m)), true) = (f, st == stable) {
+                    let v = match at {
+                        Some(at) => {
+                            let mf = mem(g.b, Mem::Inputs);
+                            g.b.ins().load(types::I64, mf, pc, at)
+                        }
+                        None => g.b.ins().iconst(types::I64, 0),
+                    };
+                    g.write(s, v, m);
+                }
+            }
+        };
         dirty.extend(&set);
         // 16-byte stores: one per slot, then the wire area.
         g.b.switch_to_block(full);
@@ -1726,18 +1740,7 @@ fn emit_parser(
         let wire = g.ptr(OFF_WIRE);
         let mf = mem(g.b, Mem::Wire);
         g.b.ins().store(mf, zero16, wire, layout.wire_bytes as i32);
-        let zero = g.b.ins().iconst(types::I64, 0);
-        for (f, stable, at) in [(port_f, port_stable, P_PORT), (now_f, now_stable, P_NOW), (itype_f, itype_stable, 0)] {
-            if let (Some((s, m)), true) = (f, stable) {
-                let v = if at == 0 {
-                    zero
-                } else {
-                    let mf = mem(g.b, Mem::Inputs);
-                    g.b.ins().load(types::I64, mf, pc, at)
-                };
-                g.write(s, v, m);
-            }
-        }
+        write_inputs(g, true);
         g.b.ins().jump(written, &[]);
         g.b.switch_to_block(written);
         let zero = g.b.ins().iconst(types::I64, 0);
@@ -1767,12 +1770,7 @@ fn emit_parser(
             let mf = mem(g.b, Mem::Valid);
             g.b.ins().store(mf, v, valid, 8 * w as i32);
         }
-        let mut input = |at: i32| {
-            let mf = mem(g.b, Mem::Inputs);
-            g.b.ins().load(types::I64, mf, pc, at)
-        };
-        let port = if port_stable { zero } else { input(P_PORT) };
-        let now = if now_stable { zero } else { input(P_NOW) };
+        write_inputs(g, false);
         let len = match inputs {
             Some(i) => i.len,
             None => {
@@ -1780,12 +1778,8 @@ fn emit_parser(
                 g.b.ins().load(types::I64, mf, pc, P_LEN)
             }
         };
-        for (f, v, stable) in
-            [(port_f, port, port_stable), (now_f, now, now_stable), (len_f, len, false), (itype_f, zero, itype_stable)]
-        {
-            if let (Some((s, m)), false) = (f, stable) {
-                g.write(s, v, m);
-            }
+        if let Some((s, m)) = len_f {
+            g.write(s, len, m);
         }
         g.b.ins().jump(parse, &[]);
     }

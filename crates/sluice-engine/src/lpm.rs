@@ -246,6 +246,7 @@ impl DirLpm {
 
     /// The top-level slots lookups read first: the record slots compiled
     /// lookups read when `records`, else the entry slots.
+    #[inline]
     pub fn slots(&self, records: bool) -> SlotPrefetch<'_> {
         SlotPrefetch { slots: if records { &self.rtop } else { &self.top }, low_bits: self.low_bits }
     }
@@ -255,10 +256,7 @@ impl DirLpm {
     /// effect on results).
     #[inline(always)]
     pub fn prefetch(&self, key: u32, records: bool) {
-        let top = if records { &self.rtop } else { &self.top };
-        if let Some(slot) = top.get((key >> self.low_bits) as usize) {
-            prefetch(slot);
-        }
+        self.slots(records).prefetch(key);
     }
 }
 
