@@ -193,10 +193,9 @@ enum Mem {
     Out,
 }
 
-/// Memory flags for an access to `m`: cannot trap (generated code only
-/// touches memory its caller owns), in `m`'s alias region.
-fn mem(b: &mut FunctionBuilder, m: Mem) -> MemFlagsData {
-    let id = match m {
+/// The alias region id of `m` (see [`Mem`]).
+fn region_id(m: Mem) -> u32 {
+    match m {
         Mem::Wire => 1,
         Mem::Valid => 2,
         Mem::Ctx => 3,
@@ -208,8 +207,13 @@ fn mem(b: &mut FunctionBuilder, m: Mem) -> MemFlagsData {
         Mem::Packet => 9,
         Mem::Out => 10,
         Mem::Slot(i) => 16 + i,
-    };
-    let data = AliasRegionData { user_id: id, description: std::borrow::Cow::Borrowed("sluice") };
+    }
+}
+
+/// Memory flags for an access to `m`: cannot trap (generated code only
+/// touches memory its caller owns), in `m`'s alias region.
+fn mem(b: &mut FunctionBuilder, m: Mem) -> MemFlagsData {
+    let data = AliasRegionData { user_id: region_id(m), description: std::borrow::Cow::Borrowed("sluice") };
     let region = b.func.dfg.alias_regions.insert(data);
     MemFlagsData::new().with_notrap().with_alias_region(Some(region))
 }
@@ -1215,6 +1219,10 @@ static CODE_SIZES: std::sync::Mutex<Vec<(String, usize)>> = std::sync::Mutex::ne
 
 /// Defines a generated function in the module and remembers its code size.
 fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context, name: &str) -> Result<(), String> {
+    // Headers and valid flags may be carried into joins: the parser's
+    // paths meet before the checksum verification reads them again.
+    let joins = [region_id(Mem::Wire), region_id(Mem::Valid)];
+    crate::loadfwd::forward_loads(&mut ctx.func, ZERO16.as_ptr() as i64, &joins);
     module.define_function(id, ctx).map_err(|e| format!("cranelift: {e:?}"))?;
     let size = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
     if let Ok(mut s) = CODE_SIZES.lock() {

@@ -22,6 +22,7 @@ pub mod device;
 pub mod exact;
 pub mod expr;
 pub mod jit;
+mod loadfwd;
 pub mod lpm;
 pub mod phv;
 pub mod plan;
