@@ -1140,19 +1140,133 @@ fn zero_vector(g: &mut Gen<'_, '_, '_>) -> Value {
     g.b.ins().load(types::I64X2, mf, at, 0)
 }
 
-/// Offsets of the 16-byte stores that zero the first `len` bytes of an area
-/// of `area` bytes (`area >= 16`): consecutive, the last one moved back to
-/// end at `len` (overlapping the one before) or, for `len < 16`, at 16.
-/// Why: two overlapping vector stores cost less than a tail of 8-, 2- and
-/// 1-byte stores, and every byte stays written by one store per packet.
-fn zero_stores(area: usize, len: usize) -> Vec<i32> {
-    debug_assert!(area >= 16 && len <= area);
-    let len = len.max(16);
-    let mut out: Vec<i32> = (0..len / 16).map(|i| 16 * i as i32).collect();
-    if !len.is_multiple_of(16) {
-        out.push((len - 16) as i32);
+/// Where a compiled parser with a setup zeroes the headers it does not
+/// extract: the setup zeroes before parsing only the headers some path may
+/// or may not have extracted when it leaves the parser, and the ones no
+/// state extracts; every way out of the parser zeroes the rest of the
+/// headers its path surely did not extract. Why: a header the path
+/// extracts is overwritten whole, so zeroing it first was a wasted store
+/// per 16 bytes (the router's IPv4 path zeroes only the IPv6 header).
+struct ZeroPlan {
+    /// Headers in the wire area.
+    wire: BTreeSet<u32>,
+    /// Headers the setup zeroes.
+    setup: BTreeSet<u32>,
+    /// Per state: the headers some path into it extracted.
+    maybe_in: HashMap<u32, BTreeSet<u32>>,
+}
+
+impl ZeroPlan {
+    fn of(plan: &Plan, init: u32, order: &[u32]) -> ZeroPlan {
+        use crate::plan::{ExtractTo, POp};
+        let wire: BTreeSet<u32> = (0..plan.layout.headers.len() as u32)
+            .filter(|h| {
+                let info = &plan.layout.headers[*h as usize];
+                info.wire.is_some() && !info.metadata
+            })
+            .collect();
+        let extracts = |si: u32| -> BTreeSet<u32> {
+            plan.states[si as usize]
+                .ops
+                .iter()
+                .filter_map(|op| match op {
+                    POp::Extract(ExtractTo::Header(h)) => Some(*h),
+                    _ => None,
+                })
+                .collect()
+        };
+        let nexts = |si: u32| -> Vec<u32> {
+            let st = &plan.states[si as usize];
+            let mut n: Vec<u32> = st.transitions.iter().filter_map(|t| t.next).collect();
+            n.extend(st.fast_transitions.iter().flatten().filter_map(|(_, _, n)| *n));
+            n
+        };
+        // Sure and maybe sets on entry to each state; the states form no
+        // loop, so repeating the pass settles them.
+        let mut sure_in: HashMap<u32, BTreeSet<u32>> = HashMap::from([(init, BTreeSet::new())]);
+        let mut maybe_in: HashMap<u32, BTreeSet<u32>> = HashMap::from([(init, BTreeSet::new())]);
+        loop {
+            let mut changed = false;
+            for &si in order {
+                let (Some(sure), Some(maybe)) = (sure_in.get(&si).cloned(), maybe_in.get(&si).cloned()) else {
+                    continue;
+                };
+                let e = extracts(si);
+                let sure_out: BTreeSet<u32> = sure.union(&e).copied().collect();
+                let maybe_out: BTreeSet<u32> = maybe.union(&e).copied().collect();
+                for n in nexts(si) {
+                    let s = match sure_in.get(&n) {
+                        Some(cur) => cur.intersection(&sure_out).copied().collect(),
+                        None => sure_out.clone(),
+                    };
+                    let m: BTreeSet<u32> =
+                        maybe_in.get(&n).map_or(maybe_out.clone(), |cur| cur.union(&maybe_out).copied().collect());
+                    changed |= sure_in.get(&n) != Some(&s) || maybe_in.get(&n) != Some(&m);
+                    sure_in.insert(n, s);
+                    maybe_in.insert(n, m);
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let extracted: BTreeSet<u32> = order.iter().flat_map(|si| extracts(*si)).collect();
+        let mut setup: BTreeSet<u32> = wire.difference(&extracted).copied().collect();
+        for (si, maybe) in &maybe_in {
+            setup.extend(maybe.difference(&sure_in[si]));
+        }
+        ZeroPlan { wire, setup, maybe_in }
     }
-    out
+
+    /// The headers to zero on leaving state `si` after it extracted `done`.
+    fn on_exit(&self, si: u32, done: &[u32]) -> BTreeSet<u32> {
+        let maybe = &self.maybe_in[&si];
+        self.wire
+            .iter()
+            .filter(|h| !maybe.contains(h) && !done.contains(h) && !self.setup.contains(h))
+            .copied()
+            .collect()
+    }
+}
+
+/// Stores zeros over the wire bytes of headers `hs`, no byte outside them:
+/// 16-byte stores over each run of adjacent headers (the last one moved
+/// back to end with the run), narrower ones for a run under 16 bytes.
+fn zero_headers(g: &mut Gen<'_, '_, '_>, hs: &BTreeSet<u32>) {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    let mut ranges: Vec<(u32, u32)> =
+        hs.iter().filter_map(|h| g.plan.layout.headers[*h as usize].wire).map(|(o, n)| (o, o + n)).collect();
+    ranges.sort();
+    for (a, b) in ranges {
+        match runs.last_mut() {
+            Some(last) if last.1 >= a => last.1 = last.1.max(b),
+            _ => runs.push((a, b)),
+        }
+    }
+    if runs.is_empty() {
+        return;
+    }
+    let wire = g.ptr(OFF_WIRE);
+    for (a, b) in runs {
+        let n = b - a;
+        if n >= 16 {
+            let zero16 = zero_vector(g);
+            let mut at: Vec<u32> = (0..n / 16).map(|i| a + 16 * i).collect();
+            if !n.is_multiple_of(16) {
+                at.push(b - 16);
+            }
+            for o in at {
+                let mf = mem(g.b, Mem::Wire);
+                g.b.ins().store(mf, zero16, wire, o as i32);
+            }
+        } else {
+            for (o, size) in copy_chunks(n) {
+                let z = g.b.ins().iconst(chunk_type(size), 0);
+                let mf = mem(g.b, Mem::Wire);
+                g.b.ins().store(mf, z, wire, (a + o) as i32);
+            }
+        }
+    }
 }
 
 /// The integer type of a copy piece of `size` bytes.
@@ -1516,6 +1630,20 @@ fn emit_parser(
         g.b.switch_to_block(parse);
     }
     let blocks: HashMap<u32, Block> = order.iter().map(|si| (*si, g.b.create_block())).collect();
+    // With a setup, the ways out of the parser zero what their path did
+    // not extract (see `ZeroPlan`): edges that need it go through a block
+    // of their own, filled after the states.
+    let zeros = setup.is_some().then(|| ZeroPlan::of(plan, init, order));
+    let mut zero_edges: Vec<(Block, BTreeSet<u32>, Block, Vec<BlockArg>)> = Vec::new();
+    let mut edge = |g: &mut Gen<'_, '_, '_>, si: u32, got: &[u32], to: Block, args: Vec<BlockArg>| {
+        let hs = zeros.as_ref().map(|z| z.on_exit(si, got)).unwrap_or_default();
+        if hs.is_empty() {
+            return (to, args);
+        }
+        let blk = g.b.create_block();
+        zero_edges.push((blk, hs, to, args));
+        (blk, Vec::new())
+    };
     let done = g.b.create_block();
     let short = g.b.create_block();
     let failed = g.b.create_block();
@@ -1537,6 +1665,7 @@ fn emit_parser(
         let blk = blocks[si];
         g.b.switch_to_block(blk);
         let mut cursor = g.b.block_params(blk)[0];
+        let mut got: Vec<u32> = Vec::new();
         for op in &st.ops {
             match op {
                 POp::Extract(ExtractTo::Header(h)) => {
@@ -1545,7 +1674,9 @@ fn emit_parser(
                     let end = g.b.ins().iadd_imm_u(cursor, i64::from(n));
                     let fits = g.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
                     let copy = g.b.create_block();
-                    g.b.ins().brif(fits, copy, &[], short, &[cursor.into()]);
+                    let (to, args) = edge(g, *si, &got, short, vec![cursor.into()]);
+                    g.b.ins().brif(fits, copy, &[], to, &args);
+                    got.push(*h);
                     g.b.switch_to_block(copy);
                     for at in g.track.iter().filter(|t| t.0 == *h).map(|t| t.1).collect::<Vec<_>>() {
                         let mf = mem(g.b, Mem::Ctx);
@@ -1571,7 +1702,8 @@ fn emit_parser(
                     let ok = g.fast(&cond.fast);
                     let cont = g.b.create_block();
                     let code = g.b.ins().iconst(types::I64, code as i64);
-                    g.b.ins().brif(ok, cont, &[], failed, &[cursor.into(), code.into()]);
+                    let (to, args) = edge(g, *si, &got, failed, vec![cursor.into(), code.into()]);
+                    g.b.ins().brif(ok, cont, &[], to, &args);
                     g.b.switch_to_block(cont);
                 }
                 _ => unreachable!("checked by parser_op_ok"),
@@ -1580,7 +1712,10 @@ fn emit_parser(
         if st.key.is_empty() {
             match st.transitions.iter().find(|t| t.default).and_then(|t| t.next) {
                 Some(n) => g.b.ins().jump(blocks[&n], &[cursor.into()]),
-                None => g.b.ins().jump(done, &[cursor.into()]),
+                None => {
+                    let (to, args) = edge(g, *si, &got, done, vec![cursor.into()]);
+                    g.b.ins().jump(to, &args)
+                }
             };
             continue;
         }
@@ -1596,14 +1731,23 @@ fn emit_parser(
             };
         }
         for (v, m, next) in st.fast_transitions.iter().flatten() {
-            let target = next.map_or(done, |n| blocks[&n]);
+            let (target, args) = match next {
+                Some(n) => (blocks[n], vec![cursor.into()]),
+                None => edge(g, *si, &got, done, vec![cursor.into()]),
+            };
             let masked = band_u(g.b, key, *m as u64 as i64);
             let hit = g.b.ins().icmp_imm_u(IntCC::Equal, masked, *v as u64 as i64);
             let miss = g.b.create_block();
-            g.b.ins().brif(hit, target, &[cursor.into()], miss, &[]);
+            g.b.ins().brif(hit, target, &args, miss, &[]);
             g.b.switch_to_block(miss);
         }
-        g.b.ins().jump(done, &[cursor.into()]);
+        let (to, args) = edge(g, *si, &got, done, vec![cursor.into()]);
+        g.b.ins().jump(to, &args);
+    }
+    for (blk, hs, to, args) in zero_edges {
+        g.b.switch_to_block(blk);
+        zero_headers(g, &hs);
+        g.b.ins().jump(to, &args);
     }
     let end = g.b.create_block();
     g.b.append_block_param(end, types::I64); // the parser error
@@ -1752,7 +1896,6 @@ fn emit_parser(
         g.b.ins().jump(written, &[]);
         g.b.switch_to_block(written);
         let zero = g.b.ins().iconst(types::I64, 0);
-        let zero16 = zero_vector(g);
         // Only the low halves: generated code writes no more, and since the
         // last full setup (which zeroed whole slots) only generated code ran.
         // Why: an 8-byte zero is what a later 8-byte load of the field gets
@@ -1761,13 +1904,11 @@ fn emit_parser(
             let mf = mem(g.b, Mem::Slot(*i));
             g.b.ins().store(mf, zero, slots, 16 * *i as i32);
         }
-        // The headers' bytes in 16-byte stores, the last one overlapping
-        // its predecessor rather than ending in narrower ones. The padding
-        // after them is never written (see `phv::WIRE_PAD`): still zero.
-        let wire = g.ptr(OFF_WIRE);
-        for at in zero_stores(layout.wire_bytes as usize + crate::phv::WIRE_PAD, layout.wire_bytes as usize) {
-            let mf = mem(g.b, Mem::Wire);
-            g.b.ins().store(mf, zero16, wire, at);
+        // The headers the parser's exits do not zero (see `ZeroPlan`).
+        // The padding after them is never written (see `phv::WIRE_PAD`):
+        // still zero.
+        if let Some(z) = &zeros {
+            zero_headers(g, &z.setup);
         }
         // The valid flags: metadata valid, headers not, as 8-byte
         // constants (the PHV rounds the flags up to whole words).
@@ -2151,6 +2292,12 @@ fn compile_batch(
         g.b.ins().brif(low, stop, &[at.into()], next, &[]);
 
         g.b.switch_to_block(transmit);
+        // The packet's address is loaded again rather than kept across the
+        // forwarding code, which frees a register for the loop counter
+        // (kept, one of them is spilled: two loads and two stores).
+        let pkts = load(g, Mem::Inputs, fc, B_PKTS);
+        let p = g.b.ins().iadd(pkts, at);
+        let ptr = load(g, Mem::Inputs, p, 0);
         let from = g.b.ins().umin(cursor, len);
         let n_pay = g.b.ins().isub(len, from);
         let src = g.b.ins().iadd(ptr, from);
@@ -3996,21 +4143,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn zero_stores_cover_exactly_the_headers_with_16_byte_stores() {
-        // Router layout: 74 header bytes, 16 of padding.
-        assert_eq!(zero_stores(90, 74), vec![0, 16, 32, 48, 58]);
-        assert_eq!(zero_stores(48, 32), vec![0, 16]);
-        // Fewer than 16 header bytes: one store, into the padding.
-        assert_eq!(zero_stores(20, 4), vec![0]);
-        for len in 1..200usize {
-            let stores = zero_stores(len + crate::phv::WIRE_PAD, len);
-            let mut hit = vec![false; len.max(16)];
-            for at in &stores {
-                hit[*at as usize..*at as usize + 16].iter_mut().for_each(|b| *b = true);
-            }
-            assert!(hit.iter().all(|b| *b), "bytes of {len} left unzeroed");
-            assert_eq!(stores.len(), len.max(16).div_ceil(16), "one store per 16 bytes for {len}");
+    fn parser_exits_zero_only_what_their_path_did_not_extract() {
+        let model = sluice_json::load_str(include_str!("../../../examples/router.json")).expect("router parses");
+        let plan = crate::plan::compile(&model).expect("router compiles");
+        let shape = parser_shape(&plan).expect("router's parser compiles");
+        let z = ZeroPlan::of(&plan, shape.init, &shape.order);
+        let h = |n: &str| plan.layout.headers.iter().position(|x| x.name == n).expect("a header") as u32;
+        let st = |n: &str| plan.states.iter().position(|x| x.name == n).expect("a state") as u32;
+        let (eth, ip4, ip6) = (h("ethernet"), h("ipv4"), h("ipv6"));
+        let set = |hs: &[u32]| hs.iter().copied().collect::<BTreeSet<u32>>();
+        // Every path either extracts a header or surely does not.
+        assert!(z.setup.is_empty(), "setup zeroes {:?}", z.setup);
+        assert_eq!(z.on_exit(st("start"), &[]), set(&[eth, ip4, ip6]), "too short for Ethernet");
+        assert_eq!(z.on_exit(st("start"), &[eth]), set(&[ip4, ip6]), "neither IP version");
+        assert_eq!(z.on_exit(st("parse_ipv4"), &[]), set(&[ip4, ip6]), "too short for IPv4");
+        assert_eq!(z.on_exit(st("parse_ipv4"), &[ip4]), set(&[ip6]));
+        assert_eq!(z.on_exit(st("parse_ipv6"), &[ip6]), set(&[ip4]));
+    }
+
+    #[test]
+    fn headers_a_path_may_or_may_not_have_extracted_are_zeroed_by_the_setup() {
+        // fabric: VLAN tags are optional before IPv4, TCP follows IPv4 or GTP-U.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/p4c-bench/fabric/fabric.json");
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e} (the shared corpora)"));
+        let plan = crate::plan::compile(&sluice_json::load_str(&text).expect("fabric parses")).expect("compiles");
+        let order: Vec<u32> = (0..plan.states.len() as u32).collect();
+        let z = ZeroPlan::of(&plan, plan.init_state.expect("a parser"), &order);
+        let h = |n: &str| plan.layout.headers.iter().position(|x| x.name == n).expect("a header") as u32;
+        let st = |n: &str| plan.states.iter().position(|x| x.name == n).expect("a state") as u32;
+        for ambiguous in ["vlan_tag", "inner_vlan_tag", "packet_out"] {
+            assert!(z.setup.contains(&h(ambiguous)), "{ambiguous} is zeroed before parsing");
+            assert!(!z.on_exit(st("parse_tcp"), &[h("tcp")]).contains(&h(ambiguous)));
         }
+        assert!(!z.setup.contains(&h("tcp")), "a path surely extracts TCP or surely does not");
+        assert!(z.on_exit(st("parse_icmp"), &[h("icmp")]).contains(&h("tcp")));
+        assert!(!z.on_exit(st("parse_tcp"), &[h("tcp")]).contains(&h("tcp")));
     }
 
     #[test]
