@@ -1165,22 +1165,24 @@ impl ZeroPlan {
                 info.wire.is_some() && !info.metadata
             })
             .collect();
-        let extracts = |si: u32| -> BTreeSet<u32> {
-            plan.states[si as usize]
-                .ops
-                .iter()
-                .filter_map(|op| match op {
-                    POp::Extract(ExtractTo::Header(h)) => Some(*h),
-                    _ => None,
-                })
-                .collect()
-        };
-        let nexts = |si: u32| -> Vec<u32> {
-            let st = &plan.states[si as usize];
-            let mut n: Vec<u32> = st.transitions.iter().filter_map(|t| t.next).collect();
-            n.extend(st.fast_transitions.iter().flatten().filter_map(|(_, _, n)| *n));
-            n
-        };
+        // Per state: the headers it extracts and the states it goes to.
+        let steps: HashMap<u32, (BTreeSet<u32>, Vec<u32>)> = order
+            .iter()
+            .map(|&si| {
+                let st = &plan.states[si as usize];
+                let extracts = st
+                    .ops
+                    .iter()
+                    .filter_map(|op| match op {
+                        POp::Extract(ExtractTo::Header(h)) => Some(*h),
+                        _ => None,
+                    })
+                    .collect();
+                let mut nexts: Vec<u32> = st.transitions.iter().filter_map(|t| t.next).collect();
+                nexts.extend(st.fast_transitions.iter().flatten().filter_map(|(_, _, n)| *n));
+                (si, (extracts, nexts))
+            })
+            .collect();
         // Sure and maybe sets on entry to each state; the states form no
         // loop, so repeating the pass settles them.
         let mut sure_in: HashMap<u32, BTreeSet<u32>> = HashMap::from([(init, BTreeSet::new())]);
@@ -1191,10 +1193,10 @@ impl ZeroPlan {
                 let (Some(sure), Some(maybe)) = (sure_in.get(&si).cloned(), maybe_in.get(&si).cloned()) else {
                     continue;
                 };
-                let e = extracts(si);
-                let sure_out: BTreeSet<u32> = sure.union(&e).copied().collect();
-                let maybe_out: BTreeSet<u32> = maybe.union(&e).copied().collect();
-                for n in nexts(si) {
+                let (e, nexts) = &steps[&si];
+                let sure_out: BTreeSet<u32> = sure.union(e).copied().collect();
+                let maybe_out: BTreeSet<u32> = maybe.union(e).copied().collect();
+                for &n in nexts {
                     let s = match sure_in.get(&n) {
                         Some(cur) => cur.intersection(&sure_out).copied().collect(),
                         None => sure_out.clone(),
@@ -1210,7 +1212,7 @@ impl ZeroPlan {
                 break;
             }
         }
-        let extracted: BTreeSet<u32> = order.iter().flat_map(|si| extracts(*si)).collect();
+        let extracted: BTreeSet<u32> = steps.values().flat_map(|(e, _)| e.iter().copied()).collect();
         let mut setup: BTreeSet<u32> = wire.difference(&extracted).copied().collect();
         for (si, maybe) in &maybe_in {
             setup.extend(maybe.difference(&sure_in[si]));

@@ -73,17 +73,19 @@ pub struct Forwarded {
 pub fn forward_loads(func: &mut Function, zero16: i64, join_regions: &[u32]) -> Forwarded {
     // Parameters go to reachable blocks only, so branches of unreachable
     // ones (which Cranelift drops anyway) would lack their arguments.
-    let cfg = ControlFlowGraph::with_function(func);
-    let domtree = DominatorTree::with_function(func, &cfg);
+    let mut cfg = ControlFlowGraph::with_function(func);
+    let mut domtree = DominatorTree::with_function(func, &cfg);
     let unreachable: Vec<Block> = func.layout.blocks().filter(|b| !domtree.is_reachable(*b)).collect();
-    for block in unreachable {
-        while let Some(inst) = func.layout.first_inst(block) {
-            func.layout.remove_inst(inst);
+    if !unreachable.is_empty() {
+        for block in unreachable {
+            while let Some(inst) = func.layout.first_inst(block) {
+                func.layout.remove_inst(inst);
+            }
+            func.layout.remove_block(block);
         }
-        func.layout.remove_block(block);
+        cfg.compute(func);
+        domtree.compute(func, &cfg);
     }
-    let cfg = ControlFlowGraph::with_function(func);
-    let domtree = DominatorTree::with_function(func, &cfg);
     let Some(entry) = func.layout.entry_block() else { return Forwarded::default() };
     let zero = FuncCursor::new(func).at_first_insertion_point(entry).ins().iconst(types::I64, 0);
     let quiet = quiet_loop_headers(func, &cfg, &domtree);
