@@ -1178,9 +1178,7 @@ impl ZeroPlan {
                         _ => None,
                     })
                     .collect();
-                let mut nexts: Vec<u32> = st.transitions.iter().filter_map(|t| t.next).collect();
-                nexts.extend(st.fast_transitions.iter().flatten().filter_map(|(_, _, n)| *n));
-                (si, (extracts, nexts))
+                (si, (extracts, parser_next_states(plan, si)))
             })
             .collect();
         // Sure and maybe sets on entry to each state; the states form no
@@ -1490,18 +1488,21 @@ struct ParserShape {
 /// program lacks the field), as [`std_writer`] finds it.
 type StdWriter = Option<(FieldSrc, u64)>;
 
+/// The states compiled parser code goes to from state `si`: its default
+/// transition's without a select key, else its integer-form cases'.
+fn parser_next_states(plan: &Plan, si: u32) -> Vec<u32> {
+    let st = &plan.states[si as usize];
+    if st.key.is_empty() {
+        st.transitions.iter().find(|t| t.default).and_then(|t| t.next).into_iter().collect()
+    } else {
+        st.fast_transitions.iter().flatten().filter_map(|(_, _, n)| *n).collect()
+    }
+}
+
 /// The [`ParserShape`] of `plan`'s parser, `None` when it cannot be compiled.
 fn parser_shape(plan: &Plan) -> Option<ParserShape> {
     let init = plan.init_state?;
     // Reachable states in depth-first order, refusing loops and uncompilable states.
-    let next_states = |si: u32| -> Vec<u32> {
-        let st = &plan.states[si as usize];
-        if st.key.is_empty() {
-            st.transitions.iter().find(|t| t.default).and_then(|t| t.next).into_iter().collect()
-        } else {
-            st.fast_transitions.iter().flatten().filter_map(|(_, _, n)| *n).collect()
-        }
-    };
     let mut order: Vec<u32> = vec![init];
     let mut stack: Vec<(u32, usize)> = vec![(init, 0)];
     let mut on_path: Vec<u32> = vec![init];
@@ -1511,7 +1512,7 @@ fn parser_shape(plan: &Plan) -> Option<ParserShape> {
         if !key_ok || !st.ops.iter().all(|op| parser_op_ok(plan, op)) {
             return None;
         }
-        let nexts = next_states(si);
+        let nexts = parser_next_states(plan, si);
         if k < nexts.len() {
             stack.push((si, k + 1));
             let n = nexts[k];

@@ -312,15 +312,8 @@ impl Pass<'_> {
             for (&(_, inst), b) in preds.iter().zip(bytes) {
                 let mut pos = FuncCursor::new(func).at_inst(inst);
                 let v = match b {
-                    Some(Bytes::Of(v, skip)) if skip > 0 => pos.ins().ushr_imm_u(v, i64::from(skip * 8)),
-                    Some(Bytes::Of(v, _)) => v,
+                    Some(Bytes::Of(v, skip)) => bytes_of(&mut pos, v, skip, ty),
                     _ => pos.ins().iconst(ty, 0),
-                };
-                let vt = pos.func.dfg.value_type(v);
-                let v = match vt.bits().cmp(&ty.bits()) {
-                    std::cmp::Ordering::Greater => pos.ins().ireduce(ty, v),
-                    std::cmp::Ordering::Less => pos.ins().uextend(ty, v),
-                    std::cmp::Ordering::Equal => v,
                 };
                 let dfg = &mut func.dfg;
                 for call in dfg.insts[inst].branch_destination_mut(&mut dfg.jump_tables, &mut dfg.exception_tables) {
@@ -459,19 +452,26 @@ fn convert(pos: &mut FuncCursor<'_>, inst: Inst, (value, shift): (Value, u32)) -
         Opcode::Uload32 | Opcode::Sload32 => types::I32,
         _ => result_ty,
     };
-    let mut v = value;
-    // A zeroed range may be wider than its value (16 bytes): no shift.
-    if shift > 0 && !value_is_zero(pos.func, value) {
-        v = pos.ins().ushr_imm_u(v, i64::from(shift * 8));
-    }
-    let v_ty: Type = pos.func.dfg.value_type(v);
-    if v_ty.bits() > mem_ty.bits() {
-        v = pos.ins().ireduce(mem_ty, v);
-    }
+    let v = bytes_of(pos, value, shift, mem_ty);
     match op {
         Opcode::Uload8 | Opcode::Uload16 | Opcode::Uload32 => pos.ins().uextend(result_ty, v),
         Opcode::Sload8 | Opcode::Sload16 | Opcode::Sload32 => pos.ins().sextend(result_ty, v),
         _ => v,
+    }
+}
+
+/// Bytes `skip..` of `value` (little-endian) as a `ty`: shifted down,
+/// then narrowed or zero-extended. A zero is a constant of `ty` (a zeroed
+/// range may be wider than its value, 16 bytes, so it is never shifted).
+fn bytes_of(pos: &mut FuncCursor<'_>, value: Value, skip: u32, ty: Type) -> Value {
+    if value_is_zero(pos.func, value) {
+        return pos.ins().iconst(ty, 0);
+    }
+    let v = if skip > 0 { pos.ins().ushr_imm_u(value, i64::from(skip * 8)) } else { value };
+    match pos.func.dfg.value_type(v).bits().cmp(&ty.bits()) {
+        std::cmp::Ordering::Greater => pos.ins().ireduce(ty, v),
+        std::cmp::Ordering::Less => pos.ins().uextend(ty, v),
+        std::cmp::Ordering::Equal => v,
     }
 }
 
