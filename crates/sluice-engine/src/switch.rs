@@ -378,11 +378,11 @@ impl Switch {
     /// Processes packets that arrived together on one port: they share one
     /// reading of the clock (ingress timestamps have microsecond resolution
     /// anyway), which saves a clock read per packet.
-    pub fn process_batch<'a>(
+    pub fn process_batch<'a, E: FnMut(u32, &[u8]) + ?Sized>(
         &mut self,
         port: u32,
         batch: impl IntoIterator<Item = &'a [u8]>,
-        emit: &mut dyn FnMut(u32, &[u8]),
+        emit: &mut E,
     ) {
         let now = self.start.elapsed().as_micros() as u64;
         self.process_batch_at(port, batch, now, emit);
@@ -390,12 +390,12 @@ impl Switch {
 
     /// [`Switch::process_batch`] at a given switch time (microseconds), for
     /// replays and tests that must not depend on the wall clock.
-    pub fn process_batch_at<'a>(
+    pub fn process_batch_at<'a, E: FnMut(u32, &[u8]) + ?Sized>(
         &mut self,
         port: u32,
         batch: impl IntoIterator<Item = &'a [u8]>,
         now_us: u64,
-        emit: &mut dyn FnMut(u32, &[u8]),
+        emit: &mut E,
     ) {
         self.now = now_us;
         self.refresh_views();
@@ -478,7 +478,7 @@ impl Switch {
                 if let Some(b) = it.peek().and_then(|d| d.first()) {
                     crate::lpm::prefetch(b);
                 }
-                self.process_now(port, data, emit);
+                self.process_now(port, data, &mut |p, d| emit(p, d));
             }
             return;
         }
@@ -523,13 +523,13 @@ impl Switch {
                     }
                     if i >= SLOT_AHEAD {
                         let ((phv, consumed), data) = run.next().expect("one per packet");
-                        self.process_parsed(port, data, phv, consumed, emit);
+                        self.process_parsed(port, data, phv, consumed, &mut |p, d| emit(p, d));
                     }
                 }
                 self.prefetch_keys = keys;
             } else {
                 for ((phv, consumed), data) in parsed.drain(..).zip(slices) {
-                    self.process_parsed(port, data, phv, consumed, emit);
+                    self.process_parsed(port, data, phv, consumed, &mut |p, d| emit(p, d));
                 }
             }
         }
@@ -543,11 +543,11 @@ impl Switch {
     /// clone, resubmit...) leaves the loop for the general path with its PHV
     /// and metadata, and the loop starts again after it. Same results as
     /// packet by packet (each packet's setup zeroes the PHV).
-    fn process_batch_fast<'a>(
+    fn process_batch_fast<'a, E: FnMut(u32, &[u8]) + ?Sized>(
         &mut self,
         port: u32,
         batch: impl IntoIterator<Item = &'a [u8]>,
-        emit: &mut dyn FnMut(u32, &[u8]),
+        emit: &mut E,
     ) {
         let mut it = batch.into_iter().peekable();
         let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
@@ -565,7 +565,7 @@ impl Switch {
     /// PHV and metadata before the batch function goes on after it. Same
     /// results as packet by packet (each packet's setup zeroes what an
     /// earlier one may have written).
-    fn process_batch_fast_with(&mut self, port: u32, batch: &[&[u8]], emit: &mut dyn FnMut(u32, &[u8])) {
+    fn process_batch_fast_with<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, port: u32, batch: &[&[u8]], emit: &mut E) {
         let (FastRefs(mut refs), mut results) = std::mem::take(&mut self.fast_io);
         let mut start = 0;
         while start < batch.len() {
@@ -612,7 +612,9 @@ impl Switch {
             self.stats.dropped += done as u64 - sent;
             if done < n {
                 let (consumed, outcome) = results[done].outcome();
-                self.process_parsed_general(port, rest[done], phv, consumed, meta, Some(outcome), emit);
+                self.process_parsed_general(port, rest[done], phv, consumed, meta, Some(outcome), &mut |p, d| {
+                    emit(p, d)
+                });
                 start += done + 1;
             } else {
                 self.phv_pool.push(phv);
