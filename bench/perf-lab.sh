@@ -16,6 +16,8 @@
 #   ENTRIES     default "10 10000 1000000" (capped per program: edge 100000
 #               routes, l2-learning 65536 hosts, the size of its tables)
 #   DURATION    default 2  (seconds per run; the reference runs as long again)
+#   ROUNDS      default 1  (`sluice bench --rounds`: engine and reference take
+#               turns this many times and each result is the turns' median)
 #
 # Quick run:
 #   SLUICE_BIN=target/release/sluice PROGRAMS=router SIZES=64 WORKERS=1 \
@@ -41,7 +43,7 @@ quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 # The exact invocation, recorded before anything changes the environment or
 # the directory: the lab variables that were set, then the script itself.
 invocation=""
-for v in SLUICE_BIN PROGRAMS SIZES WORKERS ENTRIES DURATION; do
+for v in SLUICE_BIN PROGRAMS SIZES WORKERS ENTRIES DURATION ROUNDS; do
     if [[ -n "${!v+set}" ]]; then invocation+="$v=$(quote "${!v}") "; fi
 done
 invocation+="$0"
@@ -58,6 +60,7 @@ SIZES="${SIZES:-64 256 550 1500}"
 WORKERS="${WORKERS:-1 2}"
 ENTRIES="${ENTRIES:-10 10000 1000000}"
 DURATION="${DURATION:-2}"
+ROUNDS="${ROUNDS:-1}"
 
 # Check the matrix up front so a typo fails now, not after half an hour of runs.
 read -r -a programs <<<"$PROGRAMS"
@@ -79,6 +82,7 @@ for n in "${sizes[@]}" "${workers[@]}" "${entries[@]}"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "SIZES, WORKERS and ENTRIES take positive integers, got '$n'"
 done
 [[ "$DURATION" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "DURATION must be a number of seconds, got '$DURATION'"
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number from 1, got '$ROUNDS'"
 
 # Largest table the lab sets a program up with, and why; bigger ENTRIES values
 # are capped to it (the example would refuse them).
@@ -130,8 +134,8 @@ fi
     echo "# nproc: $(nproc)"
     echo "# commit: $commit"
     echo "# command: $invocation"
-    echo "# matrix: PROGRAMS='${programs[*]}' SIZES='${sizes[*]}' WORKERS='${workers[*]}' ENTRIES='${entries[*]}' DURATION=$DURATION"
-    echo "# runs: $bin bench --example PROGRAM --entries N --size BYTES --workers W --duration $DURATION"
+    echo "# matrix: PROGRAMS='${programs[*]}' SIZES='${sizes[*]}' WORKERS='${workers[*]}' ENTRIES='${entries[*]}' DURATION=$DURATION ROUNDS=$ROUNDS"
+    echo "# runs: $bin bench --example PROGRAM --entries N --size BYTES --workers W --duration $DURATION --rounds $ROUNDS"
 } >"$out"
 
 # The runs in matrix order (program, frame size, workers, table size), with
@@ -168,7 +172,7 @@ for r in "${runs[@]}"; do
     read -r p s w e <<<"$r"
     i=$((i + 1))
     name="program=$p size=$s workers=$w entries=$e"
-    cmd=("$bin" bench --example "$p" --entries "$e" --size "$s" --workers "$w" --duration "$DURATION")
+    cmd=("$bin" bench --example "$p" --entries "$e" --size "$s" --workers "$w" --duration "$DURATION" --rounds "$ROUNDS")
     printf 'perf-lab: [%d/%d] %s ... ' "$i" "$total" "$name" >&2
     echo "### [$i/$total] ${cmd[*]}" >>"$log"
     status=0

@@ -388,6 +388,8 @@ pub struct BenchArgs<'a> {
     pub workers: usize,
     /// Skip the hand-written reference run.
     pub no_reference: bool,
+    /// Turns the engine and the reference take (see `sluice bench --rounds`).
+    pub rounds: usize,
 }
 
 /// Runs the benchmark and prints per-second and summary lines, then runs the
@@ -397,7 +399,7 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
         None => example(a.example, a.entries, a.frame, a.acl)?,
         Some(p) => setup(p, a.commands, a.pcap)?,
     };
-    let Workload { switch: mut sw, traffic, port, reference, label } = w;
+    let Workload { switch: mut sw, mut traffic, port, reference, label } = w;
     let workers = a.workers.max(1);
     let mode = match sw.mode() {
         sluice_engine::ExecMode::Compiled => "compiled",
@@ -414,21 +416,62 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     if let (Some((_, rt)), None, Example::Router) = (&reference, a.program, a.example) {
         check_same_output(&mut sw, &mut reference_router(a.entries.min(1 << 22)), port, rt)?;
     }
-    let engine = replay(sw, traffic, port, workers, a.duration, a.max_packets)?;
-    let reference = match reference {
-        Some((_, rt)) if !a.no_reference => {
-            let entries = a.entries.min(1 << 22);
-            let m = replay_reference(move || reference_router(entries), rt, workers, a.duration)?;
-            println!("reference: hand-written router, same packet size and route count: {m:.3} Mpps");
-            Some(m)
+    let rounds = a.rounds.max(1);
+    let mut ref_traffic = reference.filter(|_| !a.no_reference).map(|(_, rt)| rt);
+    let has_reference = ref_traffic.is_some();
+    let entries = a.entries.min(1 << 22);
+    // (engine Mpps, reference Mpps) per turn.
+    let mut turns: Vec<(f64, Option<f64>)> = Vec::with_capacity(rounds);
+    let mut sw = Some(sw);
+    for round in 0..rounds {
+        if rounds > 1 {
+            println!("round {} of {rounds}", round + 1);
         }
-        _ => None,
+        // The last turn takes the traffic itself; earlier ones a copy.
+        let t = if round + 1 == rounds { std::mem::take(&mut traffic) } else { traffic.clone() };
+        let (engine, back) =
+            replay(sw.take().expect("put back by each turn"), t, port, workers, a.duration, a.max_packets)?;
+        sw = Some(back);
+        let m = match ref_traffic.as_mut() {
+            Some(rt) => {
+                let rt = if round + 1 == rounds { std::mem::take(rt) } else { rt.clone() };
+                let m = replay_reference(move || reference_router(entries), rt, workers, a.duration)?;
+                println!("reference: hand-written router, same packet size and route count: {m:.3} Mpps");
+                Some(m)
+            }
+            None => None,
+        };
+        turns.push((engine, m));
+    }
+    // (With an even number of turns, the mean of the middle two.)
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let k = v.len() / 2;
+        if v.len() % 2 == 0 {
+            (v[k - 1] + v[k]) / 2.0
+        } else {
+            v[k]
+        }
     };
-    let ratio = reference.map_or(String::from("-"), |r| format!("{:.3}", engine / r));
+    let engine = median(turns.iter().map(|t| t.0).collect());
+    let reference = has_reference.then(|| median(turns.iter().filter_map(|t| t.1).collect()));
+    let ratio = match reference {
+        Some(_) => format!("{:.3}", median(turns.iter().filter_map(|t| Some(t.0 / t.1?)).collect())),
+        None => String::from("-"),
+    };
+    if rounds > 1 {
+        let list = |f: &dyn Fn(&(f64, Option<f64>)) -> String| turns.iter().map(f).collect::<Vec<_>>().join(" ");
+        println!("turns: engine Mpps {}", list(&|t| format!("{:.3}", t.0)));
+        if reference.is_some() {
+            println!("turns: reference Mpps {}", list(&|t| t.1.map_or("-".into(), |r| format!("{r:.3}"))));
+            println!("turns: ratio {}", list(&|t| t.1.map_or("-".into(), |r| format!("{:.3}", t.0 / r))));
+        }
+    }
     println!(
-        "result: program={label} size={size} workers={workers} entries={} mode={mode} mpps={engine:.3} reference_mpps={} ratio={ratio}",
+        "result: program={label} size={size} workers={workers} entries={} mode={mode} mpps={engine:.3} reference_mpps={} ratio={ratio}{}",
         if a.program.is_none() { a.entries.to_string() } else { "-".into() },
         reference.map_or(String::from("-"), |r| format!("{r:.3}")),
+        if rounds > 1 { format!(" rounds={rounds}") } else { String::new() },
     );
     Ok(())
 }
@@ -500,7 +543,8 @@ fn replay_reference(
 }
 
 /// Replays `traffic` through the engine on `workers` workers (flow-hashed
-/// shares, as live ports do) and prints per-second and summary lines; returns Mpps.
+/// shares, as live ports do) and prints per-second and summary lines;
+/// returns Mpps and the switch (for the next turn).
 fn replay(
     sw: Switch,
     traffic: Vec<Vec<u8>>,
@@ -508,7 +552,7 @@ fn replay(
     workers: usize,
     duration: f64,
     max_packets: Option<u64>,
-) -> Result<f64, String> {
+) -> Result<(f64, Switch), String> {
     let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
     for p in traffic {
         shares[crate::workers::flow_hash(&p) as usize % workers].push(p);
@@ -598,7 +642,7 @@ fn replay(
     {
         std::thread::sleep(Duration::from_millis(1));
     }
-    pool.finish();
+    let sw = pool.finish();
     let (pkts, bytes, sent) = (total(0), total(1), total(2));
     if tty {
         print!("\r{:60}\r", "");
@@ -619,5 +663,5 @@ fn replay(
             100.0 * *hits as f64 / (*hits + *misses).max(1) as f64
         );
     }
-    Ok(pkts as f64 / dt / 1e6)
+    Ok((pkts as f64 / dt / 1e6, sw))
 }

@@ -81,6 +81,12 @@ enum Cmd {
         /// Do not run the hand-written reference router after the engine.
         #[arg(long)]
         no_reference: bool,
+        /// The engine and the reference take turns this many times, each
+        /// turn `--duration` seconds; the result is the median of the
+        /// turns' figures. Why: on a shared machine the speed drifts
+        /// within seconds, and alternating exposes both to the same drift.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
     },
     /// Read simple_switch_CLI commands from standard input and print the answers.
     Cli {
@@ -167,6 +173,7 @@ fn main() -> ExitCode {
             packets,
             workers,
             no_reference,
+            rounds,
         } => bench::run(&bench::BenchArgs {
             program: program.as_deref(),
             commands: commands.as_deref(),
@@ -179,6 +186,7 @@ fn main() -> ExitCode {
             max_packets: packets,
             workers: workers as usize,
             no_reference,
+            rounds: rounds as usize,
         }),
         Cmd::Cli { program, commands } => (|| {
             use std::io::{BufRead, IsTerminal, Write};

@@ -64,6 +64,41 @@ fn router_bench_matches_the_reference_and_reports_the_ratio() {
     }
 }
 
+/// The numbers after `prefix` on the line that starts with it.
+fn numbers_after(text: &str, prefix: &str) -> Vec<f64> {
+    let line = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no '{prefix}' line in:\n{text}"));
+    line[prefix.len()..]
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("bad number in {line}")))
+        .collect()
+}
+
+#[test]
+fn bench_rounds_alternate_engine_and_reference_and_report_the_medians() {
+    let text = sluice(&["bench", "--example", "router", "--entries", "10", "--duration", "0.2", "--rounds", "3"]);
+    // Each turn replays the same traffic: every one forwards all of it.
+    let summaries: Vec<&str> = text.lines().filter(|l| l.starts_with("summary: ")).collect();
+    assert_eq!(summaries.len(), 3, "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("reference: ")).count(), 3, "{text}");
+    let engine = numbers_after(&text, "turns: engine Mpps ");
+    let reference = numbers_after(&text, "turns: reference Mpps ");
+    let ratios = numbers_after(&text, "turns: ratio ");
+    assert_eq!((engine.len(), reference.len(), ratios.len()), (3, 3, 3), "{text}");
+    for ((e, r), q) in engine.iter().zip(&reference).zip(&ratios) {
+        assert!(*e > 0.0 && *r > 0.0 && (q - e / r).abs() < 0.01, "turn ratio {q} is not {e} / {r}");
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[1]
+    };
+    let field = |k: &str| -> f64 { result_field(&text, k).parse().expect("a number") };
+    assert!((field("mpps") - median(&engine)).abs() < 0.001, "{text}");
+    assert!((field("reference_mpps") - median(&reference)).abs() < 0.001, "{text}");
+    assert!((field("ratio") - median(&ratios)).abs() < 0.001, "{text}");
+    assert_eq!(result_field(&text, "rounds"), "3");
+}
+
 #[test]
 fn edge_bench_forwards_everything_and_reports_its_acl_cache() {
     let text = sluice(&[
