@@ -392,6 +392,9 @@ pub struct BenchArgs<'a> {
     pub rounds: usize,
 }
 
+/// One turn of `sluice bench --rounds`: engine Mpps, reference Mpps.
+type Turn = (f64, Option<f64>);
+
 /// Runs the benchmark and prints per-second and summary lines, then runs the
 /// hand-written reference router for as long and prints the ratio.
 pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
@@ -420,8 +423,7 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     let mut ref_traffic = reference.filter(|_| !a.no_reference).map(|(_, rt)| rt);
     let has_reference = ref_traffic.is_some();
     let entries = a.entries.min(1 << 22);
-    // (engine Mpps, reference Mpps) per turn.
-    let mut turns: Vec<(f64, Option<f64>)> = Vec::with_capacity(rounds);
+    let mut turns: Vec<Turn> = Vec::with_capacity(rounds);
     let mut sw = Some(sw);
     for round in 0..rounds {
         if rounds > 1 {
@@ -447,7 +449,7 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         let k = v.len() / 2;
-        if v.len() % 2 == 0 {
+        if v.len().is_multiple_of(2) {
             (v[k - 1] + v[k]) / 2.0
         } else {
             v[k]
@@ -460,7 +462,7 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
         None => String::from("-"),
     };
     if rounds > 1 {
-        let list = |f: &dyn Fn(&(f64, Option<f64>)) -> String| turns.iter().map(f).collect::<Vec<_>>().join(" ");
+        let list = |f: &dyn Fn(&Turn) -> String| turns.iter().map(f).collect::<Vec<_>>().join(" ");
         println!("turns: engine Mpps {}", list(&|t| format!("{:.3}", t.0)));
         if reference.is_some() {
             println!("turns: reference Mpps {}", list(&|t| t.1.map_or("-".into(), |r| format!("{r:.3}"))));
