@@ -396,7 +396,9 @@ pub struct BenchArgs<'a> {
 type Turn = (f64, Option<f64>);
 
 /// Runs the benchmark and prints per-second and summary lines, then runs the
-/// hand-written reference router for as long and prints the ratio.
+/// hand-written reference router for as long and prints the ratio; with
+/// `rounds` above one the two take that many turns and the result line
+/// gives the turns' medians.
 pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     let w = match a.program {
         None => example(a.example, a.entries, a.frame, a.acl)?,
@@ -457,16 +459,17 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     };
     let engine = median(turns.iter().map(|t| t.0).collect());
     let reference = has_reference.then(|| median(turns.iter().filter_map(|t| t.1).collect()));
+    let ratios: Vec<f64> = turns.iter().filter_map(|t| Some(t.0 / t.1?)).collect();
     let ratio = match reference {
-        Some(_) => format!("{:.3}", median(turns.iter().filter_map(|t| Some(t.0 / t.1?)).collect())),
+        Some(_) => format!("{:.3}", median(ratios.clone())),
         None => String::from("-"),
     };
     if rounds > 1 {
-        let list = |f: &dyn Fn(&Turn) -> String| turns.iter().map(f).collect::<Vec<_>>().join(" ");
-        println!("turns: engine Mpps {}", list(&|t| format!("{:.3}", t.0)));
+        let list = |v: &mut dyn Iterator<Item = f64>| v.map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" ");
+        println!("turns: engine Mpps {}", list(&mut turns.iter().map(|t| t.0)));
         if reference.is_some() {
-            println!("turns: reference Mpps {}", list(&|t| t.1.map_or("-".into(), |r| format!("{r:.3}"))));
-            println!("turns: ratio {}", list(&|t| t.1.map_or("-".into(), |r| format!("{:.3}", t.0 / r))));
+            println!("turns: reference Mpps {}", list(&mut turns.iter().filter_map(|t| t.1)));
+            println!("turns: ratio {}", list(&mut ratios.iter().copied()));
         }
     }
     println!(
