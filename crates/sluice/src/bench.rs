@@ -279,10 +279,11 @@ pub fn setup(program: &Path, commands: Option<&Path>, pcap: Option<&Path>) -> Re
 /// bypassed)`; an entry with an empty name marks a worker that has recorded.
 type CacheCounts = (String, u64, u64, u64);
 
-/// Packets the in-memory replay hands the switch (and the reference) per
-/// call, as a port whose receive ring is full would. Why more than the
-/// switch's chunk of 32: with big tables the switch prefetches one chunk's
-/// lookups while the chunk before it runs, which needs chunks to come.
+/// Packets the in-memory replay hands the switch per call, as a port whose
+/// receive ring is full would: one whole chunk of the switch
+/// (`switch::BATCH`). Why not more: calls of 256 or 512 packets, which let
+/// the switch's big-table pipeline overlap chunks within a call, measured
+/// no faster at 1M routes (README, session 18).
 const BENCH_BATCH: usize = 128;
 
 /// Packets per call of the hand-written reference: its two passes (prefetch
