@@ -103,6 +103,11 @@ pub struct JitCtx {
     /// helper that needs the metadata resets them (see [`exec_of`]). Why:
     /// most packets never run a helper, and the reset is a dozen stores.
     meta_fresh: u64,
+    /// Batch function: per stashed checksum, the sum the end of parsing
+    /// left for the update (see [`SumStash`]). In memory rather than a
+    /// value: kept across the forwarding code, it and its inputs would be
+    /// spilled.
+    stash: [u64; STASH_MAX],
 }
 
 impl JitCtx {
@@ -129,6 +134,7 @@ impl JitCtx {
             // A PHV of unknown history: the first setup on it is full.
             dirty: 1,
             meta_fresh: 1,
+            stash: [0; STASH_MAX],
         }
     }
 
@@ -473,6 +479,10 @@ const B_RESULTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, results) 
 const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
 const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);
 const OFF_DIRTY: i32 = std::mem::offset_of!(JitCtx, dirty) as i32;
+const OFF_STASH: i32 = std::mem::offset_of!(JitCtx, stash) as i32;
+/// Updated checksums whose stable part the batch function stashes (the
+/// others are summed whole at the update).
+const STASH_MAX: usize = 4;
 const OFF_META_FRESH: i32 = std::mem::offset_of!(JitCtx, meta_fresh) as i32;
 
 /// The batch function: its argument is `FastContexts::fwd` (see [`BatchCtx`]).
@@ -1801,10 +1811,37 @@ fn emit_parser(
     g.b.switch_to_block(end);
     let cursor = g.b.block_params(end)[1];
     if let Some((_, cerr, sums)) = &ends {
+        // The stable part of each updated checksum (batch function).
+        let mut partial = Vec::new();
+        for st in g.stash.clone().into_iter().flatten() {
+            let raw = g.csum16_raw(&st.stable);
+            let v = if st.decided {
+                // `applies` is 0 or 1: all ones (SUM_SKIPPED) or nothing
+                // over the sum, without a constant the loop would keep.
+                let applies = g.checksum_applies(&st.bc);
+                let skip = g.b.ins().iadd_imm_s(applies, -1);
+                g.b.ins().bor(raw, skip)
+            } else {
+                raw
+            };
+            let mf = mem(g.b, Mem::Ctx);
+            g.b.ins().store(mf, v, g.ctx, st.at);
+            partial.push((st, raw));
+        }
         let mut bad = g.b.ins().iconst(types::I64, 0);
         for bc in sums {
             let cond = g.checksum_applies(bc);
-            let sum = g.csum16_swapped(bc);
+            // A verification of the same words as an update adds to its stable part.
+            let shared = partial.iter().find(|(st, _)| st.bc.header == bc.header && st.bc.ranges == bc.ranges);
+            let sum = match shared {
+                Some((st, raw)) => {
+                    let (st, raw) = (st.clone(), *raw);
+                    let rest = g.csum16_raw(&st.changing);
+                    let all = g.b.ins().iadd(raw, rest);
+                    g.csum16_fold(all)
+                }
+                None => g.csum16_swapped(bc),
+            };
             let stored = match g.le16_byte(bc.target) {
                 Some(b) => {
                     let wire = g.ptr(OFF_WIRE);
@@ -2235,6 +2272,11 @@ fn compile_batch(
         let parsed = g.b.create_block();
         g.b.append_block_param(parsed, types::I64); // the cursor
         let inputs = ParseInputs { setup, always: true, pkt: ptr, len };
+        // Checksum words nothing changes are summed where the parser ends
+        // (it verifies there); only then does every packet pass there.
+        if let Some((_, _, verified)) = &parser.ends {
+            g.stash = plan_stash(plan, &forward.sums, verified);
+        }
         emit_parser(g, pc, parser, Some(fwd_written), Some(parsed), Some(inputs));
 
         // The forwarding function, into the packet's area. `special` is
@@ -2324,6 +2366,208 @@ fn compile_batch(
         .push_str(&format!("; batch function (parser and forwarding function per packet)\n{}\n", ctx.func.display()));
     define(module, id, &mut ctx, "sluice_batch")?;
     Ok(id)
+}
+
+/// An updated checksum whose words over wire bytes that nothing writes
+/// after parsing (see [`post_parse_writes`]) the batch function sums at the
+/// end of parsing, where the verification of the same bytes loads them
+/// anyway; the update then adds only the words that may have changed. Why:
+/// in a router that decrements the TTL, that is one word of the IPv4
+/// header's nine, and the update's loads and additions were a tenth of the
+/// per-packet code.
+#[derive(Clone)]
+struct SumStash {
+    /// The checksum (the update's, as the forwarding shape has it).
+    bc: crate::switch::ByteChecksum,
+    /// Where in the context the stable words' sum goes (not folded;
+    /// [`SUM_SKIPPED`] when `decided` and the checksum does not apply).
+    at: i32,
+    /// The words (as [`csum_words`] lists them) summed at the end of parsing.
+    stable: Vec<Vec<u32>>,
+    /// The words the update sums itself.
+    changing: Vec<Vec<u32>>,
+    /// Whether the checksum's condition reads only bytes and validity
+    /// flags nothing changes after parsing: then the end of parsing decides
+    /// it too.
+    decided: bool,
+}
+
+/// [`SumStash::var`] for a checksum that does not apply (no sum of wire
+/// words reaches it: they are far fewer than 2^48).
+const SUM_SKIPPED: i64 = -1;
+
+/// The 16-bit words a checksum sums, as wire byte offsets (high byte
+/// first; a last odd byte alone).
+fn csum_words(bc: &crate::switch::ByteChecksum) -> Vec<Vec<u32>> {
+    let bytes: Vec<u32> = bc.ranges.iter().flat_map(|(a, b)| *a..*b).collect();
+    bytes.chunks(2).map(<[u32]>::to_vec).collect()
+}
+
+/// Adds the wire bytes a hot-path field access covers to `out` (none for a slot).
+fn src_wire_bytes(src: FieldSrc, out: &mut BTreeSet<u32>) {
+    if let FieldSrc::Wire { byte, shift, mask } = src {
+        let (bit, width) = wire_bits(byte, shift, mask);
+        if width > 0 {
+            out.extend(bit / 8..=(bit + width - 1) / 8);
+        }
+    }
+}
+
+/// Adds header `h`'s wire bytes to `out` (none when it is not on the wire).
+fn header_wire_bytes(plan: &Plan, h: u32, out: &mut BTreeSet<u32>) {
+    if let Some((off, n)) = plan.layout.headers[h as usize].wire {
+        out.extend(off..off + n);
+    }
+}
+
+/// Adds field `f`'s wire bytes to `out`: its own, or its whole header's
+/// when it has no hot-path access (wider than 64 bits).
+fn field_wire_bytes(plan: &Plan, f: u32, out: &mut BTreeSet<u32>) {
+    let fi = &plan.layout.fields[f as usize];
+    match FieldSrc::of(fi) {
+        Some(src) => src_wire_bytes(src, out),
+        None => header_wire_bytes(plan, fi.header, out),
+    }
+}
+
+/// The headers a header reference may name.
+fn href_headers(plan: &Plan, r: &crate::expr::HRef) -> Vec<u32> {
+    use crate::expr::HRef;
+    match r {
+        HRef::Fixed(h) => vec![*h],
+        HRef::StackElem(st, _) | HRef::StackLast(st) => plan.layout.stacks[*st as usize].headers.clone(),
+    }
+}
+
+/// What code after the parser may change in the PHV's wire area: `(wire
+/// bytes, headers whose validity)`, over every action of both pipelines,
+/// the standard metadata the forwarding function writes and the updated
+/// checksums' targets; `None` when that cannot be told (header unions,
+/// stack-wide operations or varbit assignments). Why: wire bytes outside
+/// that set keep at the deparser the values they had at the end of
+/// parsing (see [`SumStash`]).
+fn post_parse_writes(plan: &Plan) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> {
+    let mut bytes = BTreeSet::new();
+    let mut validity = BTreeSet::new();
+    let dst_bytes = |d: &Dst, bytes: &mut BTreeSet<u32>| match d {
+        Dst::Field(f) => field_wire_bytes(plan, *f, bytes),
+        Dst::Dyn(r, i) => {
+            for h in href_headers(plan, r) {
+                match plan.layout.headers[h as usize].fields.get(*i) {
+                    Some(f) => field_wire_bytes(plan, *f, bytes),
+                    None => header_wire_bytes(plan, h, bytes),
+                }
+            }
+        }
+    };
+    for a in &plan.actions {
+        for p in &a.prims {
+            match p {
+                Prim::SetField { dst, .. } => src_wire_bytes(*dst, &mut bytes),
+                Prim::Assign { dst, .. }
+                | Prim::ExecuteMeter { dst, .. }
+                | Prim::RegRead { dst, .. }
+                | Prim::HashOffset { dst, .. }
+                | Prim::Rng { dst, .. } => dst_bytes(dst, &mut bytes),
+                Prim::AssignHeader { dst, .. } | Prim::SetValid(dst) | Prim::SetInvalid(dst) => {
+                    for h in href_headers(plan, dst) {
+                        header_wire_bytes(plan, h, &mut bytes);
+                        validity.insert(h);
+                    }
+                }
+                Prim::AssignUnion { .. }
+                | Prim::AssignStack { .. }
+                | Prim::Push { .. }
+                | Prim::Pop { .. }
+                | Prim::AssignVl { .. } => return None,
+                Prim::MarkToDrop
+                | Prim::Exit
+                | Prim::Jump(_)
+                | Prim::JumpIfZero(..)
+                | Prim::Count { .. }
+                | Prim::RegWrite { .. }
+                | Prim::Clone { .. }
+                | Prim::Resubmit(_)
+                | Prim::Recirculate(_)
+                | Prim::Truncate(_)
+                | Prim::Digest { .. }
+                | Prim::Assert(_)
+                | Prim::Log { .. } => {}
+            }
+        }
+    }
+    // Standard metadata (mark_to_drop's and the egress fields) is not on
+    // the wire in a v1model layout; counted anyway, should it be.
+    let std = &plan.std;
+    for f in [
+        std.egress_spec,
+        std.mcast_grp,
+        std.egress_port,
+        std.instance_type,
+        std.packet_length,
+        std.egress_global_timestamp,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        field_wire_bytes(plan, f, &mut bytes);
+    }
+    for c in plan.checksums.iter().filter(|c| c.update) {
+        field_wire_bytes(plan, c.target, &mut bytes);
+    }
+    Some((bytes, validity))
+}
+
+/// Whether a shortcut expression reads only wire bytes outside `bytes` and
+/// validity flags of headers outside `validity` (so it has the same value
+/// at the deparser as at the end of parsing).
+fn fast_stable(f: &Fast, bytes: &BTreeSet<u32>, validity: &BTreeSet<u32>) -> bool {
+    let src = |s: &FieldSrc| {
+        let mut b = BTreeSet::new();
+        src_wire_bytes(*s, &mut b);
+        matches!(s, FieldSrc::Wire { .. }) && b.is_disjoint(bytes)
+    };
+    match f {
+        Fast::None | Fast::Param { .. } => false,
+        Fast::Const(_) => true,
+        Fast::Valid(h) | Fast::NotValid(h) => !validity.contains(h),
+        Fast::Field(s) | Fast::NonZero(s) => src(s),
+        Fast::AddMask { slot: s, .. } | Fast::Cmp { slot: s, .. } | Fast::AndConst { slot: s, .. } => src(s),
+        Fast::CmpFields { a, b, .. } => src(a) && src(b),
+        Fast::And(b) | Fast::Or(b) => fast_stable(&b.0, bytes, validity) && fast_stable(&b.1, bytes, validity),
+    }
+}
+
+/// The [`SumStash`] of each of `sums` (the forwarding shape's updated
+/// checksums, in order; at most [`STASH_MAX`] of them stashed): only for
+/// a checksum the end of parsing verifies over the same bytes (`verified`).
+/// Why: there its stable words are loaded and added anyway; without a
+/// verification, summing them there only moves the work and keeps more
+/// values live through the parser (edge: 20 instructions more a packet).
+fn plan_stash(
+    plan: &Plan,
+    sums: &[crate::switch::ByteChecksum],
+    verified: &[crate::switch::ByteChecksum],
+) -> Vec<Option<SumStash>> {
+    let Some((bytes, validity)) = post_parse_writes(plan) else { return Vec::new() };
+    let mut used = 0;
+    sums.iter()
+        .map(|bc| {
+            let verifies = verified.iter().any(|v| v.header == bc.header && v.ranges == bc.ranges);
+            if !verifies || validity.contains(&bc.header) || used == STASH_MAX {
+                return None;
+            }
+            let (stable, changing): (Vec<_>, Vec<_>) =
+                csum_words(bc).into_iter().partition(|w| w.iter().all(|x| !bytes.contains(x)));
+            if stable.is_empty() {
+                return None;
+            }
+            let decided = bc.cond.as_ref().is_none_or(|f| fast_stable(f, &bytes, &validity));
+            let at = OFF_STASH + 8 * used as i32;
+            used += 1;
+            Some(SumStash { bc: bc.clone(), at, stable, changing, decided })
+        })
+        .collect()
 }
 
 /// What [`compile_forward`] generates code for: the deparsed headers
@@ -2542,13 +2786,33 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     // Checksum updates: csum16 of the byte ranges, summed as
     // little-endian words and stored as such (the one's complement sum
     // does not depend on byte order).
-    for bc in sums {
-        let cond = g.checksum_applies(bc);
+    for (i, bc) in sums.iter().enumerate() {
+        let stash = g.stash.get(i).cloned().flatten();
+        let (cond, part) = match &stash {
+            Some(st) => {
+                let mf = mem(g.b, Mem::Ctx);
+                let part = g.b.ins().load(types::I64, mf, g.ctx, st.at);
+                let cond = if st.decided {
+                    g.b.ins().icmp_imm_s(IntCC::NotEqual, part, SUM_SKIPPED)
+                } else {
+                    g.checksum_applies(bc)
+                };
+                (cond, Some((st, part)))
+            }
+            None => (g.checksum_applies(bc), None),
+        };
         let compute = g.b.create_block();
         let next = g.b.create_block();
         g.b.ins().brif(cond, compute, &[], next, &[]);
         g.b.switch_to_block(compute);
-        let v = g.csum16_swapped(bc);
+        let v = match part {
+            Some((st, part)) => {
+                let rest = g.csum16_raw(&st.changing);
+                let all = g.b.ins().iadd(part, rest);
+                g.csum16_fold(all)
+            }
+            None => g.csum16_swapped(bc),
+        };
         match g.le16_byte(bc.target) {
             Some(b) => g.merge_le(b, 2, v),
             None => {
@@ -2671,6 +2935,10 @@ struct Gen<'p, 'b, 'f> {
     /// batch function): stored there before each helper call, the only
     /// readers of `JitCtx::len` besides generated code (see [`Gen::call`]).
     len: Option<Value>,
+    /// Per updated checksum of the forwarding shape, in order: the part of
+    /// its sum the end of parsing computes (batch function only, see
+    /// [`SumStash`]).
+    stash: Vec<Option<SumStash>>,
 }
 
 fn node_key(n: Node) -> (u8, u32) {
@@ -2741,6 +3009,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             written: BTreeSet::new(),
             track: Vec::new(),
             len: None,
+            stash: Vec::new(),
         }
     }
 }
@@ -3056,16 +3325,24 @@ impl Gen<'_, '_, '_> {
     /// with the field's bytes loaded the same way, and the forwarding
     /// function stores it so, neither with a byte swap.
     fn csum16_swapped(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
+        let words = csum_words(bc);
+        let sum = self.csum16_raw(&words);
+        self.csum16_fold(sum)
+    }
+
+    /// The 64-bit sum of `pairs` (wire byte offsets of 16-bit words, high
+    /// byte first; a last word of one byte is padded with zero), summed as
+    /// little-endian loads: not yet folded to 16 bits, so that partial sums
+    /// add up (see [`SumStash`]).
+    fn csum16_raw(&mut self, pairs: &[Vec<u32>]) -> Value {
         let wire = self.ptr(OFF_WIRE);
-        let bytes: Vec<u32> = bc.ranges.iter().flat_map(|(a, b)| *a..*b).collect();
         // Two adjacent words in contiguous bytes load as one 32-bit value:
         // 2^16 is 1 modulo 0xffff, so summing 32-bit pieces and folding
         // gives the same sum as summing the 16-bit words.
-        let pairs: Vec<&[u32]> = bytes.chunks(2).collect();
         let mut terms = Vec::with_capacity(pairs.len());
         let mut i = 0;
         while i < pairs.len() {
-            let p = pairs[i];
+            let p = &pairs[i];
             let contiguous = |q: &[u32]| q.len() == 2 && q[1] == q[0] + 1;
             // Four adjacent words inside one piece of the wire grid (a
             // load across two of the parser's stores is not forwarded from
@@ -3082,13 +3359,13 @@ impl Gen<'_, '_, '_> {
                 i += 4;
                 continue;
             }
-            if contiguous(p) && i + 1 < pairs.len() && contiguous(pairs[i + 1]) && pairs[i + 1][0] == p[0] + 2 {
+            if contiguous(p) && i + 1 < pairs.len() && contiguous(&pairs[i + 1]) && pairs[i + 1][0] == p[0] + 2 {
                 let mf = mem(self.b, Mem::Wire);
                 terms.push(self.b.ins().uload32(mf, wire, p[0] as i32));
                 i += 2;
                 continue;
             }
-            let w = match *p {
+            let w = match *p.as_slice() {
                 [hi, lo] if lo == hi + 1 => {
                     let mf = mem(self.b, Mem::Wire);
                     self.b.ins().uload16(types::I64, mf, wire, hi as i32)
@@ -3116,10 +3393,15 @@ impl Gen<'_, '_, '_> {
                 terms.chunks(2).map(|c| if let [a, b] = *c { self.b.ins().iadd(a, b) } else { c[0] }).collect();
             terms = next;
         }
-        let sum = match terms.first() {
+        match terms.first() {
             Some(t) => *t,
             None => self.b.ins().iconst(types::I64, 0),
-        };
+        }
+    }
+
+    /// A [`Gen::csum16_raw`] sum folded to 16 bits and complemented: the
+    /// checksum, byte-swapped (see [`Gen::csum16_swapped`]).
+    fn csum16_fold(&mut self, sum: Value) -> Value {
         // Folded with end-around carries by rotation: `x + rotl(x, half)`
         // holds the one's complement sum of x's two halves in its upper
         // half (the carry out of the lower half lands in it). 64 to 32
@@ -4181,6 +4463,112 @@ mod tests {
         assert!(!z.setup.contains(&h("tcp")), "a path surely extracts TCP or surely does not");
         assert!(z.on_exit(st("parse_icmp"), &[h("icmp")]).contains(&h("tcp")));
         assert!(!z.on_exit(st("parse_tcp"), &[h("tcp")]).contains(&h("tcp")));
+    }
+
+    /// The router with its `forward` action also rewriting the IPv4
+    /// source address (as a NAT would): one more checksummed field written.
+    fn router_rewriting_the_source() -> String {
+        let json = include_str!("../../../examples/router.json");
+        let at = json.find("\"name\" : \"RouterIngress.forward\"").expect("the forward action");
+        let prims = at + json[at..].find("\"primitives\" : [").expect("its primitives") + "\"primitives\" : [".len();
+        let nat = r#"{"op": "assign", "parameters": [{"type": "field", "value": ["ipv4", "src_addr"]},
+            {"type": "hexstr", "value": "0xc0a80a01"}]},"#;
+        format!("{}{nat}{}", &json[..prims], &json[prims..])
+    }
+
+    #[test]
+    fn checksum_updates_sum_again_only_the_words_the_program_may_write() {
+        let stash_of = |json: &str| {
+            let plan = crate::plan::compile(&sluice_json::load_str(json).expect("parses")).expect("compiles");
+            let shape = forward_shape(&plan).expect("a forwarding function");
+            let ip4 = plan.layout.headers.iter().find(|h| h.name == "ipv4").and_then(|h| h.wire).expect("ipv4").0;
+            let parser = parser_shape(&plan).expect("a compiled parser");
+            let verified = parser.ends.as_ref().map(|e| e.2.clone()).unwrap_or_default();
+            let stash = plan_stash(&plan, &shape.sums, &verified);
+            let [Some(st)] = stash.as_slice() else { panic!("one stashed checksum, not {}", stash.len()) };
+            let rel =
+                |ws: &[Vec<u32>]| ws.iter().map(|w| w.iter().map(|b| b - ip4).collect()).collect::<Vec<Vec<u32>>>();
+            (rel(&st.stable), rel(&st.changing), st.decided)
+        };
+        // The router writes only the TTL (byte 8, summed with the protocol)
+        // of the IPv4 header's nine checksummed words (the checksum, bytes
+        // 10 and 11, is not one of them).
+        let (stable, changing, decided) = stash_of(include_str!("../../../examples/router.json"));
+        assert_eq!(changing, vec![vec![8, 9]]);
+        assert_eq!(
+            stable,
+            vec![
+                vec![0, 1],
+                vec![2, 3],
+                vec![4, 5],
+                vec![6, 7],
+                vec![12, 13],
+                vec![14, 15],
+                vec![16, 17],
+                vec![18, 19]
+            ]
+        );
+        assert!(decided, "validity and IHL are never written: the end of parsing decides the update");
+        // Rewriting the source address adds its two words.
+        let (stable, changing, _) = stash_of(&router_rewriting_the_source());
+        assert_eq!(changing, vec![vec![8, 9], vec![12, 13], vec![14, 15]]);
+        assert_eq!(stable.len(), 6);
+        // Edge updates the IPv4 checksum without verifying it: nothing to share.
+        let plan =
+            crate::plan::compile(&sluice_json::load_str(include_str!("../../../examples/edge.json")).expect("parses"))
+                .expect("compiles");
+        let sums = forward_shape(&plan).expect("a forwarding function").sums;
+        assert_eq!(sums.len(), 1);
+        let verified = parser_shape(&plan).and_then(|p| p.ends).map(|e| e.2).unwrap_or_default();
+        assert!(plan_stash(&plan, &sums, &verified).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn stashed_checksum_sums_give_the_interpreters_packets() {
+        let json = router_rewriting_the_source();
+        let mut sw = crate::load_switch(&json).expect("loads");
+        assert_eq!(sw.mode(), crate::ExecMode::Compiled);
+        for c in [
+            "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 02:00:00:00:00:02 00:00:5e:00:00:02",
+            "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1",
+        ] {
+            let _ = sw.command(c);
+        }
+        let mut twin = sw.scratch().expect("an interpreted copy");
+        assert_eq!(twin.mode(), crate::ExecMode::Interpreted);
+        let ipv4 = |ihl: u8, ttl: u8, good_sum: bool| {
+            let mut p = vec![0u8; 14 + 4 * usize::from(ihl) + 8];
+            p[12] = 0x08;
+            p[14] = 0x40 | ihl;
+            let total = (p.len() - 14) as u16;
+            p[16..18].copy_from_slice(&total.to_be_bytes());
+            p[22] = ttl;
+            p[23] = 17;
+            p[26..30].copy_from_slice(&[172, 16, 0, 9]);
+            p[30..34].copy_from_slice(&[10, 1, 2, 3]);
+            let hdr = 14..14 + 4 * usize::from(ihl);
+            let sum = crate::control::csum16_ranges(&p[hdr.clone()], &[(0, 10), (12, hdr.len() as u32)]);
+            let sum = if good_sum { sum } else { sum ^ 0x0100 };
+            p[24..26].copy_from_slice(&sum.to_be_bytes());
+            p
+        };
+        // Good checksums (updated with the TTL and the new source), a bad
+        // one (dropped), an IHL of 6 (no verification, no update) and a
+        // TTL of 1 (dropped).
+        let batch = [ipv4(5, 64, true), ipv4(5, 64, false), ipv4(6, 9, true), ipv4(5, 1, true), ipv4(5, 2, true)];
+        let mut compiled = Vec::new();
+        sw.process_batch(0, batch.iter().map(|p| p.as_slice()), &mut |port, d| compiled.push((port, d.to_vec())));
+        let mut interpreted = Vec::new();
+        for p in &batch {
+            twin.process(0, p, &mut |port, d| interpreted.push((port, d.to_vec())));
+        }
+        assert_eq!(compiled, interpreted);
+        assert_eq!(compiled.len(), 3, "three packets forwarded: {compiled:?}");
+        let (_, first) = &compiled[0];
+        assert_eq!(&first[26..30], &[192, 168, 10, 1], "source rewritten");
+        assert_eq!(first[22], 63, "TTL decremented");
+        let sum = crate::control::csum16_ranges(&first[14..34], &[(0, 10), (12, 20)]);
+        assert_eq!(u16::from_be_bytes([first[24], first[25]]), sum, "the checksum covers the new header");
     }
 
     #[test]
