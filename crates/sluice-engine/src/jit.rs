@@ -2836,22 +2836,26 @@ fn emit_forward(g: &mut Gen<'_, '_, '_>, pc: Value, shape: &ForwardShape, exit: 
     };
     let wire = g.ptr(OFF_WIRE);
     let valid = g.ptr(OFF_VALID);
-    let mut pos = g.b.ins().iconst(types::I64, 0);
+    // The headers' write pointer, not their length, goes from header to
+    // header: the output area's address is then used (computed) once here,
+    // not again in each header's copy (Cranelift places pure values at
+    // their uses, per branch).
+    let mut at = out;
     for (h, off, n) in deparse {
         let copy = g.b.create_block();
         let next = g.b.create_block();
         g.b.append_block_param(next, types::I64);
         let mf = mem(g.b, Mem::Valid);
         let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
-        g.b.ins().brif(v, copy, &[], next, &[pos.into()]);
+        g.b.ins().brif(v, copy, &[], next, &[at.into()]);
         g.b.switch_to_block(copy);
-        let dst = g.b.ins().iadd(out, pos);
-        g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Out, dst, 0), n);
-        let after = g.b.ins().iadd_imm_u(pos, i64::from(n));
+        g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Out, at, 0), n);
+        let after = g.b.ins().iadd_imm_u(at, i64::from(n));
         g.b.ins().jump(next, &[after.into()]);
         g.b.switch_to_block(next);
-        pos = g.b.block_params(next)[0];
+        at = g.b.block_params(next)[0];
     }
+    let pos = g.b.ins().isub(at, out);
     let ok = g.b.ins().iconst(types::I64, 0);
     g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
 
