@@ -2392,7 +2392,7 @@ struct SumStash {
     decided: bool,
 }
 
-/// [`SumStash::var`] for a checksum that does not apply (no sum of wire
+/// [`SumStash::at`]'s value for a checksum that does not apply (no sum of wire
 /// words reaches it: they are far fewer than 2^48).
 const SUM_SKIPPED: i64 = -1;
 
@@ -4536,7 +4536,7 @@ mod tests {
             "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 02:00:00:00:00:02 00:00:5e:00:00:02",
             "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1",
         ] {
-            let _ = sw.command(c);
+            sw.command(c).unwrap_or_else(|e| panic!("{c}: {e:?}"));
         }
         let mut twin = sw.scratch().expect("an interpreted copy");
         assert_eq!(twin.mode(), crate::ExecMode::Interpreted);
