@@ -112,6 +112,93 @@ pub fn forward_loads(func: &mut Function, zero16: i64, join_regions: &[u32]) -> 
     Forwarded { loads: pass.loads, joins }
 }
 
+/// Folds each `select` whose condition a dominating branch already
+/// decided: in a block that only the taken (or the not-taken) edge of a
+/// `brif` on the same value reaches, the condition is non-zero (zero), so
+/// the `select` is its first (second) operand. Returns how many were
+/// folded. Why: after [`forward_loads`] a table key's "zero while the
+/// header is invalid" select and the program's `if (hdr.isValid())` branch
+/// test the same valid flag value, and the select cost a compare and a
+/// conditional move per packet inside the branch that already knows.
+pub fn fold_decided_selects(func: &mut Function) -> usize {
+    let cfg = ControlFlowGraph::with_function(func);
+    let domtree = DominatorTree::with_function(func, &cfg);
+    let Some(entry) = func.layout.entry_block() else { return 0 };
+    // What each block starts knowing: the condition of the branch whose
+    // edge is its only way in, and which way it went.
+    let mut facts: HashMap<Block, Vec<(Value, bool)>> = HashMap::new();
+    for &block in domtree.cfg_rpo() {
+        let Some(last) = func.layout.last_inst(block) else { continue };
+        if let InstructionData::Brif { arg, blocks: [then, other], .. } = func.dfg.insts[last] {
+            let (then, other) = (then.block(&func.dfg.value_lists), other.block(&func.dfg.value_lists));
+            if then == other {
+                continue;
+            }
+            let cond = truth_root(func, arg);
+            for (to, taken) in [(then, true), (other, false)] {
+                if cfg.pred_iter(to).count() == 1 {
+                    facts.entry(to).or_default().push((cond, taken));
+                }
+            }
+        }
+    }
+    if facts.is_empty() {
+        return 0;
+    }
+    // Depth first through the dominator tree: a block's facts hold in
+    // every block it dominates. Leaving a block restores what its facts
+    // replaced.
+    let mut known: HashMap<Value, bool> = HashMap::new();
+    let mut folded = 0;
+    let mut stack: Vec<(Block, Option<Restore>)> = vec![(entry, None)];
+    while let Some((block, restore)) = stack.pop() {
+        if let Some(saved) = restore {
+            for (cond, was) in saved.into_iter().rev() {
+                match was {
+                    Some(t) => known.insert(cond, t),
+                    None => known.remove(&cond),
+                };
+            }
+            continue;
+        }
+        let saved: Restore = facts.get(&block).into_iter().flatten().map(|&(c, t)| (c, known.insert(c, t))).collect();
+        let mut pos = FuncCursor::new(func).at_top(block);
+        while let Some(inst) = pos.next_inst() {
+            if pos.func.dfg.insts[inst].opcode() != Opcode::Select {
+                continue;
+            }
+            let &[cond, if_set, if_zero] = pos.func.dfg.inst_args(inst) else { continue };
+            let Some(&taken) = known.get(&truth_root(pos.func, cond)) else { continue };
+            let result = pos.func.dfg.inst_results(inst)[0];
+            pos.func.dfg.clear_results(inst);
+            pos.func.dfg.change_to_alias(result, if taken { if_set } else { if_zero });
+            pos.remove_inst_and_step_back();
+            folded += 1;
+        }
+        stack.push((block, Some(saved)));
+        stack.extend(domtree.children(block).map(|c| (c, None)));
+    }
+    folded
+}
+
+/// What a block's facts replaced in [`fold_decided_selects`]: per
+/// condition, what was known of it before (`None`: nothing).
+type Restore = Vec<(Value, Option<bool>)>;
+
+/// The value whose zero-ness `v` has: `v` itself, or what it zero- or
+/// sign-extends (each load [`forward_loads`] replaces gets an extension of
+/// its own, so two tests of one flag differ only there).
+fn truth_root(func: &Function, mut v: Value) -> Value {
+    loop {
+        v = func.dfg.resolve_aliases(v);
+        let Some(inst) = func.dfg.value_def(v).inst() else { return v };
+        match func.dfg.insts[inst].opcode() {
+            Opcode::Uextend | Opcode::Sextend => v = func.dfg.inst_args(inst)[0],
+            _ => return v,
+        }
+    }
+}
+
 /// At most this many block parameters are added per join. Why: a join of
 /// many paths in a large program could otherwise get one per header word.
 const MAX_JOIN_PARAMS: usize = 16;
@@ -528,6 +615,70 @@ mod tests {
         let isa = cranelift_native::builder().expect("a supported host").finish(flags).expect("an ISA");
         b.finalize(isa.frontend_config());
         func
+    }
+
+    #[test]
+    fn selects_on_a_condition_a_dominating_branch_decided_are_folded() {
+        // f(p, c): c8 = c as i8; brif (c8 as i64) then / other; `then`
+        // and `other` each select on their own extension of c8, reached only
+        // from one edge; the join (two ways in) selects too.
+        let mut sig = Signature::new(CallConv::SystemV);
+        sig.params.push(AbiParam::new(types::I64));
+        sig.params.push(AbiParam::new(types::I64));
+        sig.returns.push(AbiParam::new(types::I64));
+        let mut func = Function::with_name_signature(UserFuncName::default(), sig);
+        let mut fctx = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut func, &mut fctx);
+        let (entry, then, other, join) = (b.create_block(), b.create_block(), b.create_block(), b.create_block());
+        b.append_block_params_for_function_params(entry);
+        b.append_block_param(join, types::I64);
+        b.switch_to_block(entry);
+        let (p, c) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+        let c8 = b.ins().ireduce(types::I8, c);
+        let t = b.ins().uextend(types::I64, c8);
+        b.ins().brif(t, then, &[], other, &[]);
+        let arm = |b: &mut FunctionBuilder, blk: Block, if_zero: i64| {
+            b.switch_to_block(blk);
+            let t = b.ins().uextend(types::I64, c8);
+            let z = b.ins().iconst(types::I64, if_zero);
+            let s = b.ins().select(t, p, z);
+            b.ins().jump(join, &[s.into()]);
+        };
+        arm(&mut b, then, 1);
+        arm(&mut b, other, 2);
+        b.switch_to_block(join);
+        let x = b.block_params(join)[0];
+        let t = b.ins().sextend(types::I64, c8);
+        let five = b.ins().iconst(types::I64, 5);
+        let s = b.ins().select(t, x, five);
+        b.ins().return_(&[s]);
+        b.seal_all_blocks();
+        let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
+        let isa = cranelift_native::builder().expect("a supported host").finish(flags).expect("an ISA");
+        b.finalize(isa.frontend_config());
+
+        assert_eq!(fold_decided_selects(&mut func), 2, "the join's select stays:\n{}", func.display());
+        let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
+        cranelift_codegen::verify_function(&func, &flags).expect("the pass leaves valid code");
+        // Each arm now passes the select's operand for its side of the branch.
+        let passed = |blk: Block| {
+            let last = func.layout.last_inst(blk).expect("a jump");
+            let call = func.dfg.insts[last].branch_destination(&func.dfg.jump_tables, &func.dfg.exception_tables)[0];
+            let arg = call.args(&func.dfg.value_lists).next().and_then(|a| a.as_value()).expect("a value");
+            func.dfg.resolve_aliases(arg)
+        };
+        assert_eq!(passed(then), p, "taken: the first operand");
+        let konst = |v: Value| match func.dfg.insts[func.dfg.value_def(v).unwrap_inst()] {
+            InstructionData::UnaryImm { imm, .. } => imm.bits(),
+            ref d => panic!("not a constant: {d:?}"),
+        };
+        assert_eq!(konst(passed(other)), 2, "not taken: the second operand");
+        let selects = func
+            .layout
+            .blocks()
+            .flat_map(|b| func.layout.block_insts(b))
+            .filter(|i| func.dfg.insts[*i].opcode() == Opcode::Select);
+        assert_eq!(selects.count(), 1);
     }
 
     fn run(func: &mut Function) -> Forwarded {
