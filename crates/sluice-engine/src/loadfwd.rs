@@ -588,11 +588,7 @@ mod tests {
         right: impl Fn(&mut FunctionBuilder, Value),
         after: impl Fn(&mut FunctionBuilder, Value) -> Value,
     ) -> Function {
-        let mut sig = Signature::new(CallConv::SystemV);
-        sig.params.push(AbiParam::new(types::I64));
-        sig.params.push(AbiParam::new(types::I64));
-        sig.returns.push(AbiParam::new(types::I64));
-        let mut func = Function::with_name_signature(UserFuncName::default(), sig);
+        let mut func = two_argument_function();
         let mut fctx = FunctionBuilderContext::new();
         let mut b = FunctionBuilder::new(&mut func, &mut fctx);
         let (entry, l, r, join) = (b.create_block(), b.create_block(), b.create_block(), b.create_block());
@@ -610,11 +606,25 @@ mod tests {
         b.switch_to_block(join);
         let v = after(&mut b, p);
         b.ins().return_(&[v]);
+        finish(b);
+        func
+    }
+
+    /// A function `f(i64, i64) -> i64` with no body yet.
+    fn two_argument_function() -> Function {
+        let mut sig = Signature::new(CallConv::SystemV);
+        sig.params.push(AbiParam::new(types::I64));
+        sig.params.push(AbiParam::new(types::I64));
+        sig.returns.push(AbiParam::new(types::I64));
+        Function::with_name_signature(UserFuncName::default(), sig)
+    }
+
+    /// Seals and finalizes a built function for the host.
+    fn finish(mut b: FunctionBuilder) {
         b.seal_all_blocks();
         let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
         let isa = cranelift_native::builder().expect("a supported host").finish(flags).expect("an ISA");
         b.finalize(isa.frontend_config());
-        func
     }
 
     #[test]
@@ -622,11 +632,7 @@ mod tests {
         // f(p, c): c8 = c as i8; brif (c8 as i64) then / other; `then`
         // and `other` each select on their own extension of c8, reached only
         // from one edge; the join (two ways in) selects too.
-        let mut sig = Signature::new(CallConv::SystemV);
-        sig.params.push(AbiParam::new(types::I64));
-        sig.params.push(AbiParam::new(types::I64));
-        sig.returns.push(AbiParam::new(types::I64));
-        let mut func = Function::with_name_signature(UserFuncName::default(), sig);
+        let mut func = two_argument_function();
         let mut fctx = FunctionBuilderContext::new();
         let mut b = FunctionBuilder::new(&mut func, &mut fctx);
         let (entry, then, other, join) = (b.create_block(), b.create_block(), b.create_block(), b.create_block());
@@ -652,10 +658,7 @@ mod tests {
         let five = b.ins().iconst(types::I64, 5);
         let s = b.ins().select(t, x, five);
         b.ins().return_(&[s]);
-        b.seal_all_blocks();
-        let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
-        let isa = cranelift_native::builder().expect("a supported host").finish(flags).expect("an ISA");
-        b.finalize(isa.frontend_config());
+        finish(b);
 
         assert_eq!(fold_decided_selects(&mut func), 2, "the join's select stays:\n{}", func.display());
         let flags = cranelift_codegen::settings::Flags::new(cranelift_codegen::settings::builder());
