@@ -1833,12 +1833,11 @@ fn emit_parser(
         for bc in sums {
             let cond = g.checksum_applies(bc);
             // A verification of the same words as an update adds to its stable part.
-            let shared = partial.iter().find(|(st, _)| st.bc.header == bc.header && st.bc.ranges == bc.ranges);
+            let shared = partial.iter().find(|(st, _)| st.bc.same_words(bc));
             let sum = match shared {
                 Some((st, raw)) => {
-                    let (st, raw) = (st.clone(), *raw);
                     let rest = g.csum16_raw(&st.changing);
-                    let all = g.b.ins().iadd(raw, rest);
+                    let all = g.b.ins().iadd(*raw, rest);
                     g.csum16_fold(all)
                 }
                 None => g.csum16_swapped(bc),
@@ -2554,7 +2553,7 @@ fn plan_stash(
     let mut used = 0;
     sums.iter()
         .map(|bc| {
-            let verifies = verified.iter().any(|v| v.header == bc.header && v.ranges == bc.ranges);
+            let verifies = verified.iter().any(|v| v.same_words(bc));
             if !verifies || validity.contains(&bc.header) || used == STASH_MAX {
                 return None;
             }

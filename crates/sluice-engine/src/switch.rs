@@ -1703,6 +1703,12 @@ pub(crate) struct ByteChecksum {
 }
 
 impl ByteChecksum {
+    /// Whether `other` sums the same bytes of the same header (a
+    /// verification and an update of one checksum, for instance).
+    pub(crate) fn same_words(&self, other: &ByteChecksum) -> bool {
+        self.header == other.header && self.ranges == other.ranges
+    }
+
     /// The specialized form of `c`, when it has one.
     pub(crate) fn of(plan: &Plan, c: &crate::plan::ChecksumPlan) -> Option<ByteChecksum> {
         let calc = &plan.calcs[c.calc as usize];
