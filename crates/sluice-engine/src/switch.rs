@@ -49,15 +49,42 @@ const PREFETCH_MIN_ENTRIES: usize = 1 << 18;
 fn next_chunk<'a>(it: &mut impl Iterator<Item = &'a [u8]>, slices: &mut [&'a [u8]; BATCH]) -> usize {
     let mut n = 0;
     for (slot, data) in slices.iter_mut().zip(it) {
-        // The first byte's line and the one holding byte 63 (or the last);
-        // a prefetch never faults, so no branch for an empty packet.
-        let p = data.as_ptr();
-        crate::lpm::prefetch_ptr(p);
-        crate::lpm::prefetch_ptr(p.wrapping_add(data.len().min(64).saturating_sub(1)));
+        load_headers(data);
         *slot = data;
         n += 1;
     }
     n
+}
+
+/// [`next_chunk`] that also lists the packets for the batch function in
+/// `refs` and returns the longest one's length with the count. Why one
+/// pass: a second loop over the chunk only to list it cost about 4% of the
+/// router's time at 64 B (`sluice bench --example router`).
+fn next_chunk_listed<'a>(
+    it: &mut impl Iterator<Item = &'a [u8]>,
+    slices: &mut [&'a [u8]; BATCH],
+    refs: &mut Vec<crate::jit::PktRef>,
+) -> (usize, usize) {
+    refs.clear();
+    let (mut n, mut longest) = (0, 0);
+    for (slot, data) in slices.iter_mut().zip(it) {
+        load_headers(data);
+        *slot = data;
+        refs.push(crate::jit::PktRef::of(data));
+        longest = longest.max(data.len());
+        n += 1;
+    }
+    (n, longest)
+}
+
+/// Starts loading the cache lines of a packet's first 64 bytes (where its
+/// headers are): the first byte's line and the one holding byte 63 (or the
+/// last); a prefetch never faults, so no branch for an empty packet.
+#[inline(always)]
+fn load_headers(data: &[u8]) {
+    let p = data.as_ptr();
+    crate::lpm::prefetch_ptr(p);
+    crate::lpm::prefetch_ptr(p.wrapping_add(data.len().min(64).saturating_sub(1)));
 }
 
 /// [`Switch::prefetch_keys_of`] on parts of a switch: `keys` holds one key
@@ -195,9 +222,11 @@ pub struct Switch {
     /// Where the forwarding function writes a packet's headers, followed by
     /// its payload for transmission (never shorter than the headers' maximum).
     fwd_hdr: Vec<u8>,
-    /// The batch function's packets and results, kept between batches:
+    /// The batch function's packet list and results, kept between batches:
     /// arrays built per call cost a `memset` each.
-    fast_io: (FastRefs, Vec<crate::jit::PktResult>),
+    /// (one per chunk of the big-table pipeline, the first for the others),
+    chunk_refs: [FastRefs; 3],
+    fast_results: Vec<crate::jit::PktResult>,
     /// The tables' lookup structures for compiled code, rebuilt at the
     /// start of every packet or batch (see `tables::TableView`).
     views: crate::jit::Views,
@@ -271,7 +300,8 @@ impl Switch {
             prefetch_words: Vec::new(),
             byte_checksums,
             fwd_hdr,
-            fast_io: (FastRefs(Vec::with_capacity(BATCH)), vec![crate::jit::PktResult::default(); BATCH]),
+            chunk_refs: std::array::from_fn(|_| FastRefs(Vec::with_capacity(BATCH))),
+            fast_results: vec![crate::jit::PktResult::default(); BATCH],
             views: crate::jit::Views::default(),
         })
     }
@@ -456,17 +486,25 @@ impl Switch {
                     sw.state.tables[ti].prefetch_words(&words[t..], tables, inline);
                 }
             };
-            sizes[0] = next_chunk(&mut it, &mut chunks[0]);
+            // Each chunk's packet list and longest length, made as it is taken.
+            let mut lists = std::mem::take(&mut self.chunk_refs).map(|FastRefs(r)| r);
+            let mut longest = [0usize; 3];
+            (sizes[0], longest[0]) = next_chunk_listed(&mut it, &mut chunks[0], &mut lists[0]);
             ahead(self, &chunks[0][..sizes[0]]);
-            sizes[1] = next_chunk(&mut it, &mut chunks[1]);
+            (sizes[1], longest[1]) = next_chunk_listed(&mut it, &mut chunks[1], &mut lists[1]);
             let mut k = 0;
             while sizes[k % 3] > 0 {
                 let (run, keyed, loading) = (k % 3, (k + 1) % 3, (k + 2) % 3);
-                sizes[loading] = next_chunk(&mut it, &mut chunks[loading]);
+                (sizes[loading], longest[loading]) =
+                    next_chunk_listed(&mut it, &mut chunks[loading], &mut lists[loading]);
                 ahead(self, &chunks[keyed][..sizes[keyed]]);
-                self.process_batch_fast_with(port, &chunks[run][..sizes[run]], emit);
+                self.process_batch_fast_with(port, &chunks[run][..sizes[run]], &lists[run], longest[run], emit);
                 k += 1;
             }
+            self.chunk_refs = lists.map(|mut r| {
+                r.clear();
+                FastRefs(r)
+            });
             self.prefetch_words = words;
             self.phv_pool.push(scratch);
             return;
@@ -551,10 +589,13 @@ impl Switch {
     ) {
         let mut it = batch.into_iter().peekable();
         let mut slices: [&[u8]; BATCH] = [&[]; BATCH];
+        let FastRefs(mut refs) = std::mem::take(&mut self.chunk_refs[0]);
         while it.peek().is_some() {
-            let n = next_chunk(&mut it, &mut slices);
-            self.process_batch_fast_with(port, &slices[..n], emit);
+            let (n, longest) = next_chunk_listed(&mut it, &mut slices, &mut refs);
+            self.process_batch_fast_with(port, &slices[..n], &refs, longest, emit);
         }
+        refs.clear();
+        self.chunk_refs[0] = FastRefs(refs);
     }
 
     /// [`Switch::process_batch_fast`] over a slice of packets (at most
@@ -565,19 +606,24 @@ impl Switch {
     /// PHV and metadata before the batch function goes on after it. Same
     /// results as packet by packet (each packet's setup zeroes what an
     /// earlier one may have written).
-    fn process_batch_fast_with<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, port: u32, batch: &[&[u8]], emit: &mut E) {
-        let (FastRefs(mut refs), mut results) = std::mem::take(&mut self.fast_io);
+    /// `refs` lists `batch` for the batch function (one per packet) and
+    /// `longest` is its longest packet's length, both made as the chunk was
+    /// taken ([`next_chunk_listed`]).
+    fn process_batch_fast_with<E: FnMut(u32, &[u8]) + ?Sized>(
+        &mut self,
+        port: u32,
+        batch: &[&[u8]],
+        refs: &[crate::jit::PktRef],
+        longest: usize,
+        emit: &mut E,
+    ) {
+        assert_eq!(refs.len(), batch.len(), "one listing per packet");
+        let mut results = std::mem::take(&mut self.fast_results);
         let mut start = 0;
         while start < batch.len() {
             let rest = &batch[start..];
             let n = rest.len().min(BATCH);
-            refs.clear();
-            // The longest packet sizes the output areas; found in the same pass.
-            let mut longest = 0;
-            refs.extend(rest[..n].iter().map(|d| {
-                longest = longest.max(d.len());
-                crate::jit::PktRef::of(d)
-            }));
+            let listed = &refs[start..start + n];
             let mut phv = self.take_phv();
             let mut meta = PktMeta::default();
             let compiled = self.compiled.as_ref().expect("checked by the caller");
@@ -595,8 +641,8 @@ impl Switch {
                     trace: None,
                 };
                 let mut cx = compiled.fast_contexts(&mut ex, &self.views, port);
-                // SAFETY: `longest` is the longest of these packets (found above).
-                unsafe { compiled.run_batch(&mut cx, &mut ex, &refs[..n], longest, &mut out, &mut results[..n]) }
+                // SAFETY: `longest` bounds every packet of `batch` (the caller's word).
+                unsafe { compiled.run_batch(&mut cx, &mut ex, listed, longest, &mut out, &mut results[..n]) }
             };
             self.fwd_hdr = out;
             self.stats.received += (done + 1).min(n) as u64;
@@ -621,8 +667,7 @@ impl Switch {
                 start += n;
             }
         }
-        refs.clear();
-        self.fast_io = (FastRefs(refs), results);
+        self.fast_results = results;
     }
 
     /// Hints the CPU to load what this packet's header-keyed table lookups
