@@ -66,14 +66,20 @@ fn next_chunk_listed<'a>(
     refs: &mut Vec<crate::jit::PktRef>,
 ) -> (usize, usize) {
     refs.clear();
+    refs.reserve(BATCH);
     let (mut n, mut longest) = (0, 0);
-    for (slot, data) in slices.iter_mut().zip(it) {
+    // Written in place rather than pushed: a push stores the length back
+    // per packet. The spare slots come first in the zip, so that no packet
+    // is taken from `it` without a slot for it.
+    for ((r, slot), data) in refs.spare_capacity_mut().iter_mut().zip(slices.iter_mut()).zip(it) {
         load_headers(data);
         *slot = data;
-        refs.push(crate::jit::PktRef::of(data));
+        r.write(crate::jit::PktRef::of(data));
         longest = longest.max(data.len());
         n += 1;
     }
+    // SAFETY: the loop initialized the first `n` spare slots.
+    unsafe { refs.set_len(n) };
     (n, longest)
 }
 
