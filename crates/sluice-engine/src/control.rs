@@ -375,6 +375,21 @@ impl Exec<'_> {
     pub(crate) fn execute_meter(&mut self, arr: usize, i: usize) -> u32 {
         let size = if self.plan.meters[arr].width == 1 { 1 } else { u64::from(self.meta.ingress_len) };
         let now = self.now_us;
+        if self.state.lease_meters && i < self.state.meters.len(arr) {
+            let st = &mut *self.state;
+            if st.meter_leases.len() <= arr {
+                st.meter_leases.resize(arr + 1, Vec::new());
+            }
+            let leases = &mut st.meter_leases[arr];
+            if leases.len() <= i {
+                leases.resize(st.meters.len(arr), crate::tables::MeterLease::default());
+            }
+            let lease = &mut leases[i];
+            if lease.take(size) {
+                return 0;
+            }
+            return st.meters.cell(arr, i).map_or(0, |mut m| m.execute_leasing(size, now, lease));
+        }
         match self.state.meters.cell(arr, i) {
             Some(mut m) => m.execute(size, now),
             None => 0,

@@ -219,6 +219,13 @@ pub struct State {
     pub counters: Vec<Vec<(u64, u64)>>,
     /// Indirect meters and registers: shared with the other workers' replicas.
     pub meters: crate::shared::Meters,
+    /// This worker's leases of shared meter cells, per array and cell
+    /// (grown as cells are used), when [`State::lease_meters`] is set.
+    pub meter_leases: Vec<Vec<crate::tables::MeterLease>>,
+    /// Whether other workers meter the same cells, so that this one colours
+    /// green from leased tokens (see [`crate::tables::MeterLease`]); set by
+    /// the worker pool when it runs more than one worker.
+    pub lease_meters: bool,
     pub registers: crate::shared::Registers,
     pub pre: Pre,
     pub mirror: HashMap<u32, MirrorSession>,
@@ -252,6 +259,8 @@ impl State {
             profiles: vec![ProfileState::default(); plan.profiles.len()],
             counters: plan.counters.iter().map(|c| vec![(0, 0); c.size]).collect(),
             meters: crate::shared::Meters::new(plan.meters.iter().map(|c| c.size)),
+            meter_leases: Vec::new(),
+            lease_meters: false,
             registers: crate::shared::Registers::new(plan.registers.iter().map(|c| c.size)),
             pre: Pre::default(),
             mirror: HashMap::new(),

@@ -86,6 +86,42 @@ pub struct MeterState {
     buckets: Option<[(f64, f64); 2]>,
 }
 
+/// Most of a bucket's burst one worker leases from a shared meter cell:
+/// the colours several workers give can differ from one shared bucket's by
+/// at most this share of the burst per worker.
+pub const LEASE_SHARE: f64 = 16.0;
+
+/// Tokens of both buckets (committed, peak) a worker took from a meter cell
+/// it shares with other workers, to colour its packets green without the
+/// cell's lock until they run out. Why: two workers metering one cell hand
+/// its cache line over on every packet, and when the host runs their
+/// vCPUs far apart that costs about 220 ns a packet (the edge example
+/// fell from 17 to 4.5 Mpps on two workers). Tokens leased are tokens the
+/// buckets no longer hold, so the workers together never colour more green
+/// than the buckets allow; a lease is given back at the worker's next visit
+/// to the cell. One worker alone never leases, so it colours exactly as
+/// bmv2 does.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MeterLease {
+    tokens: [f64; 2],
+}
+
+impl MeterLease {
+    /// Takes `size` units from both buckets' shares when both cover them:
+    /// the packet is then green.
+    #[inline]
+    pub fn take(&mut self, size: u64) -> bool {
+        let s = size as f64;
+        if self.tokens[0] >= s && self.tokens[1] >= s {
+            self.tokens[0] -= s;
+            self.tokens[1] -= s;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 impl MeterState {
     /// Colours a packet of `size` units at time `now_us`: 0 green, 1 yellow, 2 red.
     #[inline]
@@ -110,6 +146,29 @@ impl MeterState {
         self.tokens[1] -= s;
         self.tokens[0] -= s;
         0
+    }
+
+    /// [`MeterState::execute`] for a worker that shares this cell with
+    /// others and colours green from `lease` while it lasts (see
+    /// [`MeterLease`]): the lease's tokens go back into the buckets (never
+    /// above a burst), the packet is coloured exactly, and the worker then
+    /// leases a share of each bucket (at most a [`LEASE_SHARE`]th of its
+    /// burst) for its next packets.
+    pub fn execute_leasing(&mut self, size: u64, now_us: u64, lease: &mut MeterLease) -> u32 {
+        let Some(buckets) = self.buckets else {
+            *lease = MeterLease::default();
+            return 0;
+        };
+        for (k, (_, burst)) in buckets.iter().enumerate() {
+            self.tokens[k] = (self.tokens[k] + lease.tokens[k]).min(*burst);
+        }
+        let colour = self.execute(size, now_us);
+        for (k, (_, burst)) in buckets.iter().enumerate() {
+            let share = (burst / LEASE_SHARE).min(self.tokens[k]).max(0.0);
+            lease.tokens[k] = share;
+            self.tokens[k] -= share;
+        }
+        colour
     }
 
     /// Configures rates and fills the buckets.
@@ -2292,6 +2351,37 @@ mod tests {
         assert_eq!(t.lookup(&[1, 1]), Some(0));
         assert!(matches!(t.add(entry(vec![FieldMatch::Exact(vec![0, 2])], 0, 1)), Err(TableError::TableFull)));
         assert!(matches!(t.delete(5), Err(TableError::InvalidHandle)));
+    }
+
+    /// Two workers' leases of one cell never colour more green than the
+    /// cell's buckets allow alone, and fall short of it by at most what the
+    /// two leases hold (a sixteenth of the burst each), whatever the load.
+    #[test]
+    fn leases_of_a_meter_cell_colour_no_more_green_than_its_buckets() {
+        let mut exact = MeterState::default();
+        exact.set_rates(vec![(1.0, 64), (2.0, 128)], 0);
+        let mut shared = exact.clone();
+        let mut leases = [MeterLease::default(); 2];
+        let (mut green_exact, mut green_leased) = (0u64, 0u64);
+        for t in 0..20_000u64 {
+            // Six packets of one unit a microsecond, above both rates.
+            for w in 0..6 {
+                if exact.execute(1, t) == 0 {
+                    green_exact += 1;
+                }
+                let lease = &mut leases[w % 2];
+                if lease.take(1) || shared.execute_leasing(1, t, lease) == 0 {
+                    green_leased += 1;
+                }
+            }
+        }
+        assert!(green_leased <= green_exact, "{green_leased} green with leases, {green_exact} exactly");
+        assert!(green_leased + 2 * 4 >= green_exact, "{green_leased} green with leases, {green_exact} exactly");
+        // An unconfigured cell is green and leases nothing.
+        let mut open = MeterState::default();
+        let mut lease = MeterLease::default();
+        assert_eq!(open.execute_leasing(1000, 5, &mut lease), 0);
+        assert!(!lease.take(1));
     }
 
     #[test]

@@ -167,8 +167,11 @@ impl Pool {
     /// Starts `io.len()` workers, each with a replica of `master` and its I/O.
     pub fn start(master: Switch, io: Vec<Box<dyn WorkerIo>>) -> Result<Pool, String> {
         let mut workers = Vec::new();
+        let several = io.len() > 1;
         for (k, mut io) in io.into_iter().enumerate() {
             let mut sw = master.replica().map_err(|e| e.to_string())?;
+            // Workers that share meter cells colour green from leases.
+            sw.state.lease_meters = several;
             let first = k == 0;
             let waker = io.waker();
             let (tx, rx) = mpsc::channel::<Msg>();
@@ -365,7 +368,8 @@ impl Pool {
         }
         let mut acks = Vec::new();
         for w in &self.workers {
-            let r = sw.replica().map_err(|e| e.to_string())?;
+            let mut r = sw.replica().map_err(|e| e.to_string())?;
+            r.state.lease_meters = self.workers.len() > 1;
             let (tx, rx) = mpsc::channel();
             if w.send(Msg::Replace(Box::new(r), tx)) {
                 acks.push(rx);
