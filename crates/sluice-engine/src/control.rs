@@ -382,7 +382,8 @@ impl Exec<'_> {
             }
             let leases = &mut st.meter_leases[arr];
             if leases.len() <= i {
-                leases.resize(st.meters.len(arr), crate::tables::MeterLease::default());
+                // Grown to the highest cell used, not to the array's size.
+                leases.resize(i + 1, crate::tables::MeterLease::default());
             }
             let lease = &mut leases[i];
             if lease.take(size) {
