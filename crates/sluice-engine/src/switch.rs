@@ -228,10 +228,11 @@ pub struct Switch {
     /// Where the forwarding function writes a packet's headers, followed by
     /// its payload for transmission (never shorter than the headers' maximum).
     fwd_hdr: Vec<u8>,
-    /// The batch function's packet list and results, kept between batches:
-    /// arrays built per call cost a `memset` each.
-    /// (one per chunk of the big-table pipeline, the first for the others),
+    /// The batch function's packet lists, kept between batches (arrays
+    /// built per call cost a `memset` each): one per chunk of the
+    /// big-table pipeline, the first also for the small-table path.
     chunk_refs: [FastRefs; 3],
+    /// The batch function's results, kept between batches likewise.
     fast_results: Vec<crate::jit::PktResult>,
     /// The tables' lookup structures for compiled code, rebuilt at the
     /// start of every packet or batch (see `tables::TableView`).

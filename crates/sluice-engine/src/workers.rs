@@ -158,6 +158,14 @@ fn is_read(cmd: &str) -> bool {
         || matches!(cmd, "table_num_entries" | "table_info" | "switch_info" | "help")
 }
 
+/// A replica of `master` for one of `workers` workers. Workers that share
+/// meter cells with others colour green from leases (`State::lease_meters`).
+fn worker_replica(master: &Switch, workers: usize) -> Result<Switch, String> {
+    let mut sw = master.replica().map_err(|e| e.to_string())?;
+    sw.state.lease_meters = workers > 1;
+    Ok(sw)
+}
+
 /// Commands on state the replicas share: applied once, through the master.
 fn is_shared(cmd: &str) -> bool {
     cmd.starts_with("register_") || cmd.starts_with("meter_") && !cmd.contains("get")
@@ -167,11 +175,9 @@ impl Pool {
     /// Starts `io.len()` workers, each with a replica of `master` and its I/O.
     pub fn start(master: Switch, io: Vec<Box<dyn WorkerIo>>) -> Result<Pool, String> {
         let mut workers = Vec::new();
-        let several = io.len() > 1;
+        let count = io.len();
         for (k, mut io) in io.into_iter().enumerate() {
-            let mut sw = master.replica().map_err(|e| e.to_string())?;
-            // Workers that share meter cells colour green from leases.
-            sw.state.lease_meters = several;
+            let mut sw = worker_replica(&master, count)?;
             let first = k == 0;
             let waker = io.waker();
             let (tx, rx) = mpsc::channel::<Msg>();
@@ -368,8 +374,7 @@ impl Pool {
         }
         let mut acks = Vec::new();
         for w in &self.workers {
-            let mut r = sw.replica().map_err(|e| e.to_string())?;
-            r.state.lease_meters = self.workers.len() > 1;
+            let r = worker_replica(&sw, self.workers.len())?;
             let (tx, rx) = mpsc::channel();
             if w.send(Msg::Replace(Box::new(r), tx)) {
                 acks.push(rx);
