@@ -11,9 +11,10 @@
 //! (values up to 64 bits are exact; a wider value written concurrently with
 //! a read may be seen half-updated, as bmv2 without `@atomic` allows). Meter
 //! cells sit behind one mutex each: a meter update reads and writes several
-//! fields. Two workers metering the same cell (one policed source) contend
-//! for it on every packet; the packet path then takes it by spinning on
-//! `try_lock` (see [`Meters::cell`]).
+//! fields. Workers of a pool colour green from tokens they leased from an
+//! indirect meter's cell (`tables::MeterLease`), so they take its lock once
+//! per lease; traffic above the rates, and direct meters, still take it on
+//! every packet, by spinning on `try_lock` first (see [`Meters::cell`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
