@@ -32,14 +32,23 @@ pub const MAX_PARSER_STATES: u32 = 10_000;
 /// Packets [`Switch::process_batch`] parses ahead of running them.
 pub(crate) const BATCH: usize = 128;
 
-/// Entries from which a header-keyed table's lookups are prefetched in
-/// batches (each packet parsed once more, ahead, for its key). Why this
-/// many: with one index cache line per route, smaller tables stay in a
-/// 32 MiB L3 and the second parse costs more than the misses it hides
+/// Entries from which the interpreter prefetches a header-keyed table's
+/// lookups in batches (each packet parsed once more, ahead, for its key).
+/// Why this many: with one index cache line per route, smaller tables stay
+/// in a 32 MiB L3 and the second parse costs more than the misses it hides
 /// (router, 64 B, one worker: 100k routes 16.5 Mpps without, 12.7 with;
 /// 300k about equal; 1M 4 without, 12 with; edge at 100k routes 4.0
 /// without, 3.8 with; `sluice bench --example router --entries N`).
 const PREFETCH_MIN_ENTRIES: usize = 1 << 18;
+/// [`PREFETCH_MIN_ENTRIES`] for generated code, whose key pass costs far
+/// less than the interpreter's second parse. Why this many: router, 64 B,
+/// one worker (`sluice bench --example router --entries N --route-layout
+/// L`), Mpps without and with the key pass: 10 routes 74.9 / 74.6 (spread)
+/// and 75.1 / 74.1 (consecutive); 256: 68.5 / 69.7 and 74.6 / 72.8; 1000:
+/// 67.6 / 70.6 and 74.0 / 75.6; 10k: 50.9 / 58.3 and 62.6 / 62.1; 100k:
+/// 26.8 / 52.0 and 58.5 / 59.3. From about a thousand routes it never
+/// costs, and on routes spread over the address space it doubles the rate.
+const FAST_PREFETCH_MIN_ENTRIES: usize = 1 << 10;
 /// Moves up to [`BATCH`] packets from `it` into `slices`; returns how many.
 /// Each packet's first 64 bytes (where its headers are) start loading into
 /// the cache as it is taken. Why: packets arrive from memory the CPU has not
@@ -437,9 +446,10 @@ impl Switch {
         self.now = now_us;
         self.refresh_views();
         // Parsing ahead only pays when there are big tables to prefetch for.
-        let big = self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= PREFETCH_MIN_ENTRIES);
+        let big_from = |n: usize| self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= n);
+        let big = big_from(PREFETCH_MIN_ENTRIES);
         let fast = self.trace.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_fast_path());
-        if fast && !big {
+        if fast && !big_from(FAST_PREFETCH_MIN_ENTRIES) {
             self.process_batch_fast(port, batch, emit);
             return;
         }
