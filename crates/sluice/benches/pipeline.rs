@@ -18,10 +18,11 @@
 //!
 //! - `reference/router`: the hand-written router of `benches/reference/router.rs`
 //!   (the ceiling; see there) on the same routes and traffic, in batches of 32
-//!   as `sluice bench` runs it; divide `process/router` by it for the ratio
-//!   (`sluice bench` and `bench/perf-lab.sh` print the ratio themselves).
+//!   (its best size with consecutive routes; `sluice bench` tries several);
+//!   divide `process/router` by it for the ratio (`sluice bench` and
+//!   `bench/perf-lab.sh` print the ratio themselves).
 //!
-//! Routes are consecutive /24s from 10.0.0.0 (`sluice::bench::route_base`).
+//! Routes are consecutive /24s from 10.0.0.0 (`sluice::bench::RouteLayout::Consecutive`).
 //!
 //! Run: `cargo bench -p sluice --bench pipeline` (add `-- --quick` for a fast pass).
 
@@ -29,8 +30,11 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use sluice::bench::{router_commands, router_traffic, ROUTER_JSON};
+use sluice::bench::{router_commands, router_traffic, RouteLayout, ROUTER_JSON};
 use sluice_engine::{load_switch, Switch};
+
+/// The layout of the built-in routes here.
+const LAYOUT: RouteLayout = RouteLayout::Consecutive;
 
 /// The edge example, compiled by p4c.
 const EDGE_JSON: &str = include_str!("../../../examples/edge.json");
@@ -59,8 +63,8 @@ fn check_forwarded(sw: &mut Switch, port: u32, traffic: &[Vec<u8>]) {
 /// The router with `routes` /24 routes, and traffic to random hosts in them.
 fn router(routes: u32) -> (Switch, Vec<Vec<u8>>) {
     let mut sw = load_switch(ROUTER_JSON).expect("router.json loads");
-    apply(&mut sw, &router_commands(routes));
-    (sw, router_traffic(PACKETS, routes))
+    apply(&mut sw, &router_commands(routes, LAYOUT));
+    (sw, router_traffic(PACKETS, routes, LAYOUT))
 }
 
 /// ACL rules of the conformance corpus (`sluice_edge/commands.txt`).
@@ -112,7 +116,7 @@ fn edge(routes: u32) -> (Switch, Vec<Vec<u8>>) {
     }
     apply(&mut sw, &cmds);
     // Same frames as the router's: 192.168.0.1 -> 10.a.b.x, UDP 1024..1279 -> 53.
-    (sw, router_traffic(PACKETS, routes))
+    (sw, router_traffic(PACKETS, routes, LAYOUT))
 }
 
 fn parse(c: &mut Criterion) {
@@ -121,7 +125,7 @@ fn parse(c: &mut Criterion) {
     // Headers parsed: Ethernet + IPv4 (router); Ethernet + IPv4 + L4 ports (edge).
     for (name, json, consumed) in [("router", ROUTER_JSON, 34), ("edge", EDGE_JSON, 38)] {
         let mut sw = load_switch(json).expect("program loads");
-        let pkt = router_traffic(1, 10).remove(0);
+        let pkt = router_traffic(1, 10, LAYOUT).remove(0);
         let mut phv = sw.plan.layout.new_phv();
         assert_eq!(sw.parse(&mut phv, &pkt), consumed, "{name}: unexpected header bytes parsed");
         g.bench_function(BenchmarkId::new(name, "ipv4_udp_64B"), |b| {
@@ -176,8 +180,8 @@ fn reference_router(c: &mut Criterion) {
     let mut g = c.benchmark_group("reference/router");
     g.throughput(Throughput::Elements(32));
     for (label, routes) in [("10", 10u32), ("10k", 10_000), ("1M", 1 << 20)] {
-        let mut r = sluice::bench::reference_router(routes);
-        let traffic = router_traffic(PACKETS, routes);
+        let mut r = sluice::bench::reference_router(routes, LAYOUT);
+        let traffic = router_traffic(PACKETS, routes, LAYOUT);
         let mut sent = 0usize;
         for batch in traffic.chunks(32) {
             r.process_batch(0, batch, &mut |_, _| sent += 1);

@@ -17,14 +17,36 @@ pub use reference::ReferenceRouter;
 /// The router example, compiled by p4c, embedded so `sluice bench` needs no files.
 pub const ROUTER_JSON: &str = include_str!("../../../examples/router.json");
 
-/// Network address of built-in route `r`: consecutive /24s from 10.0.0.0
-/// (up to 4M routes stay inside 10.0.0.0-73.255.255.0).
-pub fn route_base(r: u32) -> u32 {
-    (10u32 << 24).wrapping_add(r << 8)
+/// Where the built-in /24 routes lie in the IPv4 space.
+///
+/// Why two: a DIR-24-8 reads one top-level slot per /24, so the layout
+/// decides how much of its 64 MiB top level the traffic touches. Spread
+/// routes touch slots all over it, as a real table (an Internet routing
+/// table's prefixes come from most of the address space) does: with a
+/// million routes the slots are out of the caches and memory latency
+/// decides the rate. Consecutive routes keep a million slots in 4 MiB,
+/// which a 32 MiB L3 holds: a cache-resident case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RouteLayout {
+    /// /24s spread over the whole IPv4 space (route `r` at `r * 0x9e3779b1`
+    /// modulo 2^24, a permutation: no two routes share a /24).
+    Spread,
+    /// Consecutive /24s from 10.0.0.0 (up to 4M routes stay inside 10.0.0.0-73.255.255.0).
+    Consecutive,
+}
+
+impl RouteLayout {
+    /// Network address of built-in route `r`.
+    pub fn network(self, r: u32) -> u32 {
+        match self {
+            RouteLayout::Spread => (r.wrapping_mul(0x9e37_79b1) & 0xff_ffff) << 8,
+            RouteLayout::Consecutive => (10u32 << 24).wrapping_add(r << 8),
+        }
+    }
 }
 
 /// Route-table commands for the built-in router: `routes` /24 routes over 16 next hops.
-pub fn router_commands(routes: u32) -> String {
+pub fn router_commands(routes: u32, layout: RouteLayout) -> String {
     let mut s = String::with_capacity(routes as usize * 80 + 2048);
     for nh in 1..=16u32 {
         let (port, src, dst) = router_nexthop(nh as u16);
@@ -35,7 +57,7 @@ pub fn router_commands(routes: u32) -> String {
         ));
     }
     for r in 0..routes {
-        let net = std::net::Ipv4Addr::from(route_base(r));
+        let net = std::net::Ipv4Addr::from(layout.network(r));
         s.push_str(&format!("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {net}/24 => {}\n", r % 16 + 1));
     }
     s
@@ -52,13 +74,13 @@ fn mac(m: [u8; 6]) -> String {
 
 /// The hand-written reference router with the same routes and next hops as
 /// [`router_commands`].
-pub fn reference_router(routes: u32) -> ReferenceRouter {
+pub fn reference_router(routes: u32, layout: RouteLayout) -> ReferenceRouter {
     let mut r = ReferenceRouter::new();
     for nh in 1..=16u16 {
         let (port, src, dst) = router_nexthop(nh);
         r.add_nexthop(nh, port, src, dst);
     }
-    r.add_ipv4_routes((0..routes).map(|i| (route_base(i), 24, (i % 16 + 1) as u16)).collect());
+    r.add_ipv4_routes((0..routes).map(|i| (layout.network(i), 24, (i % 16 + 1) as u16)).collect());
     r
 }
 
@@ -74,14 +96,14 @@ fn csum(b: &[u8]) -> u16 {
 }
 
 /// 64-byte IPv4/UDP frames (without FCS: 60 bytes on the wire buffer) to `n` destinations in the routes.
-pub fn router_traffic(n: usize, routes: u32) -> Vec<Vec<u8>> {
-    router_traffic_sized(n, routes, 64)
+pub fn router_traffic(n: usize, routes: u32, layout: RouteLayout) -> Vec<Vec<u8>> {
+    router_traffic_sized(n, routes, 64, layout)
 }
 
 /// IPv4/UDP frames of `frame` bytes on the wire (FCS included, so the buffers
 /// are 4 bytes shorter; at least 64) from 192.168.0.1 to random hosts in the
 /// built-in routes, UDP source ports 1024-1279 to port 53.
-pub fn router_traffic_sized(n: usize, routes: u32, frame: usize) -> Vec<Vec<u8>> {
+pub fn router_traffic_sized(n: usize, routes: u32, frame: usize, layout: RouteLayout) -> Vec<Vec<u8>> {
     let len = frame.max(64) - 4;
     let mut out = Vec::with_capacity(n);
     let mut x: u32 = 0x1234_5678;
@@ -100,7 +122,7 @@ pub fn router_traffic_sized(n: usize, routes: u32, frame: usize) -> Vec<Vec<u8>>
         ip[8] = 64;
         ip[9] = 17;
         ip[12..16].copy_from_slice(&[192, 168, 0, 1]);
-        ip[16..20].copy_from_slice(&(route_base(r) | ((x >> 24) | 1)).to_be_bytes());
+        ip[16..20].copy_from_slice(&(layout.network(r) | ((x >> 24) | 1)).to_be_bytes());
         let c = csum(ip);
         ip[10..12].copy_from_slice(&c.to_be_bytes());
         p[34..36].copy_from_slice(&(1024 + (x & 0xff) as u16).to_be_bytes());
@@ -182,7 +204,7 @@ pub fn edge_acl_commands(rules: u32) -> String {
 }
 
 /// Edge routes and ECMP groups: group 0 = ports 1-4, group 1 = ports 3-4.
-pub fn edge_route_commands(routes: u32) -> String {
+pub fn edge_route_commands(routes: u32, layout: RouteLayout) -> String {
     let mut s = String::with_capacity(routes as usize * 90 + 2048);
     for p in 1..=4 {
         s.push_str(&format!(
@@ -198,7 +220,7 @@ pub fn edge_route_commands(routes: u32) -> String {
         s.push_str(&format!("act_prof_add_member_to_group EdgeIngress.ecmp {m} 1\n"));
     }
     for r in 0..routes {
-        let net = std::net::Ipv4Addr::from(route_base(r));
+        let net = std::net::Ipv4Addr::from(layout.network(r));
         s.push_str(&format!("table_indirect_add_with_group EdgeIngress.routes {net}/24 => {}\n", r % 2));
     }
     // The traffic's source is policed by meter 0, with rates it never exceeds.
@@ -234,17 +256,19 @@ fn l2_setup(entries: u32, frame: usize) -> (String, Vec<Vec<u8>>) {
 }
 
 /// Builds one of the [`Example`] workloads with `entries` table entries,
-/// frames of `frame` bytes and (edge) `acl` ACL rules.
-pub fn example(ex: Example, entries: u32, frame: usize, acl: u32) -> Result<Workload, String> {
+/// frames of `frame` bytes, (edge) `acl` ACL rules and (router, edge)
+/// routes laid out as `layout` says.
+pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteLayout) -> Result<Workload, String> {
     let n = traffic_count(entries, frame);
     let (json, commands, traffic, port, label) = match ex {
         Example::Router => {
-            (ROUTER_JSON, router_commands(entries), router_traffic_sized(n, entries, frame), 0, "router".to_string())
+            let (c, t) = (router_commands(entries, layout), router_traffic_sized(n, entries, frame, layout));
+            (ROUTER_JSON, c, t, 0, "router".to_string())
         }
         Example::Edge => {
             let mut c = edge_acl_commands(acl);
-            c.push_str(&edge_route_commands(entries));
-            (EDGE_JSON, c, router_traffic_sized(n, entries, frame), 1, "edge".to_string())
+            c.push_str(&edge_route_commands(entries, layout));
+            (EDGE_JSON, c, router_traffic_sized(n, entries, frame, layout), 1, "edge".to_string())
         }
         Example::L2Learning => {
             let (c, t) = l2_setup(entries, frame);
@@ -256,8 +280,8 @@ pub fn example(ex: Example, entries: u32, frame: usize, acl: u32) -> Result<Work
     if crate::apply_command_text(&mut sw, &commands, "built-in configuration", false) > 0 {
         return Err("the built-in configuration failed to load".into());
     }
-    let reference = reference_router(entries.min(1 << 22));
-    let ref_traffic = router_traffic_sized(n, entries.min(1 << 22), frame);
+    let reference = reference_router(entries.min(1 << 22), layout);
+    let ref_traffic = router_traffic_sized(n, entries.min(1 << 22), frame, layout);
     Ok(Workload { switch: sw, traffic, port, reference: Some((reference, ref_traffic)), label })
 }
 
@@ -286,11 +310,13 @@ type CacheCounts = (String, u64, u64, u64);
 /// no faster at 1M routes (README, session 18).
 const BENCH_BATCH: usize = 128;
 
-/// Packets per call of the hand-written reference: its two passes (prefetch
-/// every slot, then process) run best on 32 (at 1M routes, 83 Mpps on 32,
-/// 73 on 128: more prefetches than the core can keep in flight), so it
-/// gets its best batch rather than the switch's.
-const REFERENCE_BATCH: usize = 32;
+/// Batch sizes the hand-written reference is tried with before its turns;
+/// it runs on the fastest. Why: its two passes (prefetch every slot, then
+/// process) want batches as long as the memory latency they hide: 32 when
+/// a million slots stay in L3 (consecutive routes), 128 or more when they
+/// come from memory (spread routes); a fixed size would hand it a handicap
+/// in one of the two.
+const REFERENCE_BATCHES: [usize; 4] = [32, 64, 128, 256];
 
 /// One worker's share of the bench traffic, replayed in batches of [`BENCH_BATCH`].
 struct BenchIo {
@@ -388,6 +414,8 @@ pub struct BenchArgs<'a> {
     pub entries: u32,
     pub frame: usize,
     pub acl: u32,
+    /// Where the built-in routes lie (router, edge).
+    pub layout: RouteLayout,
     pub duration: f64,
     pub max_packets: Option<u64>,
     pub workers: usize,
@@ -406,7 +434,7 @@ type Turn = (f64, Option<f64>);
 /// gives the turns' medians.
 pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     let w = match a.program {
-        None => example(a.example, a.entries, a.frame, a.acl)?,
+        None => example(a.example, a.entries, a.frame, a.acl, a.layout)?,
         Some(p) => setup(p, a.commands, a.pcap)?,
     };
     let Workload { switch: mut sw, mut traffic, port, reference, label } = w;
@@ -424,12 +452,30 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     );
     // The router and its reference must do the same work: same output for every packet.
     if let (Some((_, rt)), None, Example::Router) = (&reference, a.program, a.example) {
-        check_same_output(&mut sw, &mut reference_router(a.entries.min(1 << 22)), port, rt)?;
+        check_same_output(&mut sw, &mut reference_router(a.entries.min(1 << 22), a.layout), port, rt)?;
     }
     let rounds = a.rounds.max(1);
     let mut ref_traffic = reference.filter(|_| !a.no_reference).map(|(_, rt)| rt);
     let has_reference = ref_traffic.is_some();
     let entries = a.entries.min(1 << 22);
+    let layout = a.layout;
+    // The reference runs on the batch size it is fastest with here.
+    let ref_batch = match &ref_traffic {
+        Some(rt) => {
+            let tries = REFERENCE_BATCHES
+                .iter()
+                .map(|&b| {
+                    let m = replay_reference(move || reference_router(entries, layout), rt.clone(), workers, 0.2, b)?;
+                    Ok((b, m))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let best = tries.iter().copied().max_by(|x, y| x.1.total_cmp(&y.1)).expect("batch sizes listed").0;
+            let list: Vec<String> = tries.iter().map(|(b, m)| format!("{b}: {m:.1}")).collect();
+            println!("reference batch: {best} packets (0.2 s each, Mpps: {})", list.join(", "));
+            best
+        }
+        None => REFERENCE_BATCHES[0],
+    };
     let mut turns: Vec<Turn> = Vec::with_capacity(rounds);
     let mut sw = Some(sw);
     for round in 0..rounds {
@@ -444,7 +490,8 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
         let m = match ref_traffic.as_mut() {
             Some(rt) => {
                 let rt = if round + 1 == rounds { std::mem::take(rt) } else { rt.clone() };
-                let m = replay_reference(move || reference_router(entries), rt, workers, a.duration)?;
+                let m =
+                    replay_reference(move || reference_router(entries, layout), rt, workers, a.duration, ref_batch)?;
                 println!("reference: hand-written router, same packet size and route count: {m:.3} Mpps");
                 Some(m)
             }
@@ -502,13 +549,14 @@ fn check_same_output(sw: &mut Switch, r: &mut ReferenceRouter, port: u32, traffi
 }
 
 /// Replays `traffic` through reference routers made by `make` (one per
-/// worker, each pinned like the engine's workers, batches of 32) for
-/// `duration` seconds; returns Mpps.
+/// worker, each pinned like the engine's workers, `batch` packets per call)
+/// for `duration` seconds; returns Mpps.
 fn replay_reference(
     make: impl Fn() -> ReferenceRouter + Send + Sync + 'static,
     traffic: Vec<Vec<u8>>,
     workers: usize,
     duration: f64,
+    batch: usize,
 ) -> Result<f64, String> {
     let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
     for p in traffic {
@@ -531,7 +579,7 @@ fn replay_reference(
                 ready.wait();
                 let (mut n, mut sent) = (0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
-                    for batch in share.chunks(REFERENCE_BATCH) {
+                    for batch in share.chunks(batch) {
                         r.process_batch(0, batch, &mut |_, _| sent += 1);
                         n += batch.len() as u64;
                     }
@@ -674,4 +722,29 @@ fn replay(
         );
     }
     Ok((pkts as f64 / dt / 1e6, sw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Spread routes are distinct /24s (the multiplier is odd, so route
+    /// numbers below 2^24 map one to one), and both layouts' traffic goes
+    /// to installed routes: the reference and the engine forward every packet.
+    #[test]
+    fn spread_routes_are_distinct_and_traffic_hits_them() {
+        let mut seen = std::collections::HashSet::new();
+        for r in 0..(1u32 << 20) {
+            let net = RouteLayout::Spread.network(r);
+            assert_eq!(net & 0xff, 0, "route {r} is a /24");
+            assert!(seen.insert(net), "route {r} repeats {net:#x}");
+        }
+        for layout in [RouteLayout::Spread, RouteLayout::Consecutive] {
+            let mut r = reference_router(5000, layout);
+            let traffic = router_traffic(2000, 5000, layout);
+            let mut sent = 0;
+            r.process_batch(0, &traffic, &mut |_, _| sent += 1);
+            assert_eq!(sent, traffic.len(), "{layout:?}: every packet has a route");
+        }
+    }
 }

@@ -72,6 +72,11 @@ enum Cmd {
         /// ACL rules of the built-in edge example.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(0..=4000))]
         acl: u32,
+        /// Where the built-in routes lie: spread over the IPv4 space (as a
+        /// real table; big tables then run from memory) or consecutive from
+        /// 10.0.0.0 (a million routes then fit in L3).
+        #[arg(long, value_enum, default_value = "spread")]
+        route_layout: sluice::bench::RouteLayout,
         /// Stop after this many packets (for instruction-count profiling).
         #[arg(long)]
         packets: Option<u64>,
@@ -170,6 +175,7 @@ fn main() -> ExitCode {
             entries,
             size,
             acl,
+            route_layout,
             packets,
             workers,
             no_reference,
@@ -182,6 +188,7 @@ fn main() -> ExitCode {
             entries,
             frame: size as usize,
             acl,
+            layout: route_layout,
             duration,
             max_packets: packets,
             workers: workers as usize,

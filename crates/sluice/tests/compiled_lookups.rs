@@ -385,7 +385,7 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
     let mut compiled = sluice_engine::load_switch(&text).unwrap();
     assert_eq!(compiled.mode(), ExecMode::Compiled);
     let mut setup = sluice::bench::edge_acl_commands(1000);
-    setup.push_str(&sluice::bench::edge_route_commands(3000));
+    setup.push_str(&sluice::bench::edge_route_commands(3000, sluice::bench::RouteLayout::Consecutive));
     for line in setup.lines() {
         compiled.command(line).unwrap_or_else(|e| panic!("{line}: {e}"));
     }
@@ -408,7 +408,7 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
                 let dst = match r.below(4) {
                     0 => 0xac10_0000 | b << 8 | a,
                     1 => r.next() as u32,
-                    _ => sluice::bench::route_base(r.below(3200) as u32) | (r.below(256) as u32),
+                    _ => sluice::bench::RouteLayout::Consecutive.network(r.below(3200) as u32) | (r.below(256) as u32),
                 };
                 let proto = [6u8, 17][r.below(2) as usize];
                 let dport = [1000 + b as u16 + r.below(1200) as u16, 5000 + r.below(1000) as u16][r.below(2) as usize];
@@ -428,7 +428,7 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
         twin.command(change).unwrap();
         let line = format!(
             "table_indirect_add_with_group EdgeIngress.routes {}/24 => 1",
-            ip(sluice::bench::route_base(3000 + round as u32))
+            ip(sluice::bench::RouteLayout::Consecutive.network(3000 + round as u32))
         );
         compiled.command(&line).unwrap();
         twin.command(&line).unwrap();

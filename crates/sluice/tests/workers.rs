@@ -162,7 +162,7 @@ fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
         .unwrap();
     let handle: u32 =
         added.rsplit(' ').next().unwrap().trim().parse().unwrap_or_else(|_| panic!("handle in {added:?}"));
-    let traffic = sluice::bench::router_traffic(1024, 1000);
+    let traffic = sluice::bench::router_traffic(1024, 1000, sluice::bench::RouteLayout::Consecutive);
     let workers = 2;
     let mut shares = vec![Vec::new(); workers];
     for p in traffic {
@@ -256,12 +256,13 @@ impl WorkerIo for OnceIo {
 fn edge_packets_passed_by_a_policer(workers: usize) -> u64 {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/edge.json");
     let mut master = sluice::load(&path).unwrap();
-    let setup = sluice::bench::edge_acl_commands(10) + &sluice::bench::edge_route_commands(16);
+    let setup = sluice::bench::edge_acl_commands(10)
+        + &sluice::bench::edge_route_commands(16, sluice::bench::RouteLayout::Consecutive);
     for line in setup.lines() {
         master.command(line).unwrap_or_else(|e| panic!("{line}: {e:?}"));
     }
     master.command("meter_set_rates EdgeIngress.policer 0 0.000001:6000 0.000001:12000").unwrap();
-    let traffic = sluice::bench::router_traffic(1000 * workers, 16);
+    let traffic = sluice::bench::router_traffic(1000 * workers, 16, sluice::bench::RouteLayout::Consecutive);
     assert!(traffic.iter().all(|p| p.len() == 60));
     let (emitted, done) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let ios: Vec<Box<dyn WorkerIo>> = traffic
