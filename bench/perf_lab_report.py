@@ -195,8 +195,9 @@ def markdown(lab: Lab) -> str:
     out += [
         "",
         "`sluice bench` replays generated traffic from memory; *reference* is the hand-written "
-        "Rust router on the same frame size and route count, run in the same process right after; "
-        "*ratio* = Mpps / reference Mpps.",
+        "Rust router on the same frame size and route count, run in the same process right after "
+        "(on the batch size it is fastest with, tried per run); routes are /24s spread over the IPv4 "
+        "space (`--route-layout spread`, the default); *ratio* = Mpps / reference Mpps.",
     ]
     capped = sorted({(r.program, r.requested, r.entries) for r in lab.results if r.capped})
     if capped:
