@@ -10,7 +10,8 @@
 # Environment (lists are space-separated):
 #   SLUICE_BIN  binary to run; when set nothing is built (default: cargo build
 #               --release -p sluice, then target/release/sluice)
-#   PROGRAMS    default "router edge l2-learning"
+#   PROGRAMS    default "router edge l2-learning basic-routing" (basic-routing
+#               is p4c's basic_routing-bmv2 from ../shared/conformance/p4c-bench)
 #   SIZES       default "64 256 550 1500"  (frame bytes on the wire, FCS included)
 #   WORKERS     default "1 2"
 #   ENTRIES     default "10 10000 1000000" (capped per program: edge 100000
@@ -55,7 +56,7 @@ fi
 
 cd "$(dirname "$0")/.."
 
-PROGRAMS="${PROGRAMS:-router edge l2-learning}"
+PROGRAMS="${PROGRAMS:-router edge l2-learning basic-routing}"
 SIZES="${SIZES:-64 256 550 1500}"
 WORKERS="${WORKERS:-1 2}"
 ENTRIES="${ENTRIES:-10 10000 1000000}"
@@ -73,9 +74,10 @@ read -r -a entries <<<"$ENTRIES"
 ((${#entries[@]})) || die "ENTRIES is empty"
 for i in "${!programs[@]}"; do
     case "${programs[$i]}" in
-        router | edge | l2-learning) ;;
+        router | edge | l2-learning | basic-routing) ;;
         l2_learning) programs[i]=l2-learning ;; # the label `result:` lines use
-        *) die "PROGRAMS: unknown program '${programs[$i]}' (router, edge, l2-learning)" ;;
+        basic_routing) programs[i]=basic-routing ;;
+        *) die "PROGRAMS: unknown program '${programs[$i]}' (router, edge, l2-learning, basic-routing)" ;;
     esac
 done
 for n in "${sizes[@]}" "${workers[@]}" "${entries[@]}"; do
@@ -91,6 +93,7 @@ max_entries() {
         router) echo 4194304 ;;
         edge) echo 100000 ;;
         l2-learning) echo 65536 ;;
+        basic-routing) echo 131072 ;;
     esac
 }
 cap_reason() {
@@ -98,6 +101,7 @@ cap_reason() {
         router) echo "the router example accepts at most 4194304 routes" ;;
         edge) echo "the edge example accepts at most 131072 routes; 100000 is the lab's large point" ;;
         l2-learning) echo "l2_learning tables hold at most 65536 entries" ;;
+        basic-routing) echo "basic_routing's host table holds at most 131072 entries" ;;
     esac
 }
 

@@ -145,6 +145,72 @@ pub enum Example {
     Edge,
     /// `examples/l2_learning.p4`: `--entries` learned source and destination MACs.
     L2Learning,
+    /// p4c's `basic_routing-bmv2` from the conformance corpus (read at run
+    /// time from `$SLUICE_CORPUS/p4c-bench/basic_routing-bmv2/`, default
+    /// `../shared/conformance`): port to bridge domain to VRF, `--entries`
+    /// exact host routes (at most 131072) and as many /24 routes in its LPM
+    /// table (at most 16384) over 16 next hops with MAC rewrite; traffic
+    /// alternates between the hosts and the /24s.
+    BasicRouting,
+}
+
+/// Where [`Example::BasicRouting`] finds the conformance corpus.
+fn corpus_dir() -> std::path::PathBuf {
+    std::env::var_os("SLUICE_CORPUS").map_or_else(|| "../shared/conformance".into(), Into::into)
+}
+
+/// basic_routing's configuration and traffic (see [`Example::BasicRouting`]).
+fn basic_routing_setup(entries: u32, frame: usize, layout: RouteLayout) -> (String, Vec<Vec<u8>>) {
+    let hosts = entries.min(131_072);
+    let nets = entries.min(16_384);
+    let mut s = String::with_capacity(hosts as usize * 80 + nets as usize * 80 + 4096);
+    s.push_str(
+        "table_add ingress.port_mapping ingress.set_bd 0 => 1
+",
+    );
+    s.push_str(
+        "table_add ingress.bd ingress.set_vrf 1 => 1
+",
+    );
+    // A host miss goes on to the LPM table.
+    s.push_str(
+        "table_set_default ingress.ipv4_fib ingress.on_miss
+",
+    );
+    for nh in 1..=16u16 {
+        let (port, src, dst) = router_nexthop(nh);
+        s.push_str(&format!("table_add ingress.nexthop ingress.set_egress_details {nh} => {port}\n"));
+        s.push_str(&format!(
+            "table_add egress.rewrite_mac egress.rewrite_src_dst_mac {nh} => {} {}\n",
+            mac(src),
+            mac(dst)
+        ));
+    }
+    // Hosts in the /24s of the layout's first routes, networks after them.
+    let host = |r: u32| layout.network(r) | 1;
+    let net = |r: u32| layout.network(hosts + r);
+    for r in 0..hosts {
+        let ip = std::net::Ipv4Addr::from(host(r));
+        s.push_str(&format!("table_add ingress.ipv4_fib ingress.fib_hit_nexthop 1 {ip} => {}\n", r % 16 + 1));
+    }
+    for r in 0..nets {
+        let ip = std::net::Ipv4Addr::from(net(r));
+        s.push_str(&format!("table_add ingress.ipv4_fib_lpm ingress.fib_hit_nexthop 1 {ip}/24 => {}\n", r % 16 + 1));
+    }
+    let mut traffic = router_traffic_sized(traffic_count(entries, frame), 1, frame, layout);
+    let mut x: u32 = 0x6c07_8965;
+    for (i, p) in traffic.iter_mut().enumerate() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let dst = if i % 2 == 0 { host(x % hosts) } else { net(x % nets) | ((x >> 24) | 1) };
+        let ip = &mut p[14..34];
+        ip[16..20].copy_from_slice(&dst.to_be_bytes());
+        ip[10..12].copy_from_slice(&[0, 0]);
+        let c = csum(ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    (s, traffic)
 }
 
 /// The edge example, compiled by p4c.
@@ -274,11 +340,39 @@ pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteL
             let (c, t) = l2_setup(entries, frame);
             (L2_JSON, c, t, 0, "l2_learning".to_string())
         }
+        Example::BasicRouting => {
+            let (c, t) = basic_routing_setup(entries, frame, layout);
+            ("", c, t, 0, "basic_routing".to_string())
+        }
+    };
+    let corpus_json;
+    let json = if ex == Example::BasicRouting {
+        let path = corpus_dir().join("p4c-bench/basic_routing-bmv2/basic_routing-bmv2.json");
+        corpus_json = std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "the basic-routing example reads {} (set SLUICE_CORPUS to the conformance corpus): {e}",
+                path.display()
+            )
+        })?;
+        corpus_json.as_str()
+    } else {
+        json
     };
     let mut sw = sluice_engine::load_switch(json).map_err(|e| e.to_string())?;
     sw.set_mode(crate::default_mode()).map_err(|e| e.to_string())?;
     if crate::apply_command_text(&mut sw, &commands, "built-in configuration", false) > 0 {
         return Err("the built-in configuration failed to load".into());
+    }
+    if ex == Example::BasicRouting {
+        // A corpus program: check that the generated configuration forwards.
+        let mut sent = 0;
+        let probe = &traffic[..traffic.len().min(64)];
+        for p in probe {
+            sw.process(port, p, &mut |_, _| sent += 1);
+        }
+        if sent != probe.len() {
+            return Err(format!("basic_routing forwarded {sent} of {} probe packets", probe.len()));
+        }
     }
     let reference = reference_router(entries.min(1 << 22), layout);
     let ref_traffic = router_traffic_sized(n, entries.min(1 << 22), frame, layout);

@@ -177,3 +177,28 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
     assert!(fabric.contains("parser: interpreted (a state extracts a non-wire-format header or stack"), "{fabric}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The lab's corpus program: p4c's basic_routing-bmv2, read from the
+/// conformance corpus, forwards all of its generated traffic (half to hosts
+/// of its exact table, half through its LPM table after a host miss); with
+/// the corpus elsewhere, the error says where it looked and what to set.
+#[test]
+fn basic_routing_from_the_corpus_forwards_everything() {
+    let run = |corpus: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .env("SLUICE_CORPUS", corpus)
+            .args(["bench", "--example", "basic-routing", "--entries", "3000", "--duration", "0.3", "--no-reference"])
+            .output()
+            .expect("sluice runs")
+    };
+    let out = run(&common::shared());
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let (packets, sent, dropped) = summary(&text);
+    assert!(packets > 0 && sent == packets && dropped == 0, "{text}");
+    assert_eq!(result_field(&text, "program"), "basic_routing");
+    let out = run(std::path::Path::new("/nonexistent-corpus"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent-corpus/p4c-bench/basic_routing-bmv2") && err.contains("SLUICE_CORPUS"), "{err}");
+}

@@ -57,6 +57,18 @@ fn packet(dst: u32, ttl: u8, good_checksum: bool) -> Vec<u8> {
     p
 }
 
+/// The router with one route, `prefix`, to next hop 1 (port 2), and its
+/// interpreted twin.
+fn one_route_router(prefix: &str) -> (Switch, Switch) {
+    let mut compiled = router();
+    compiled
+        .command("table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02")
+        .unwrap();
+    compiled.command(&format!("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {prefix} => 1")).unwrap();
+    let twin = compiled.scratch().unwrap();
+    (compiled, twin)
+}
+
 /// The handle in `table_add`'s answer.
 fn handle(answer: &str) -> u32 {
     answer.rsplit(' ').next().and_then(|h| h.parse().ok()).unwrap_or_else(|| panic!("no handle in {answer:?}"))
@@ -90,12 +102,7 @@ fn same_output(
 /// against the interpreter.
 #[test]
 fn checksums_at_the_folding_edges_agree_with_the_interpreter() {
-    let mut compiled = router();
-    compiled
-        .command("table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02")
-        .unwrap();
-    compiled.command("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 0.0.0.0/0 => 1").unwrap();
-    let mut twin = compiled.scratch().unwrap();
+    let (mut compiled, mut twin) = one_route_router("0.0.0.0/0");
     let mut r = Rng(0xc5c5_0001);
     let word = |h: &[u8], i: usize| u32::from(u16::from_be_bytes([h[2 * i], h[2 * i + 1]]));
     let mut batch = Vec::new();
@@ -143,12 +150,7 @@ fn checksums_at_the_folding_edges_agree_with_the_interpreter() {
 /// bytes changed.
 #[test]
 fn payloads_of_every_length_are_copied_whole() {
-    let mut compiled = router();
-    compiled
-        .command("table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02")
-        .unwrap();
-    compiled.command("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1").unwrap();
-    let mut twin = compiled.scratch().unwrap();
+    let (mut compiled, mut twin) = one_route_router("10.0.0.0/8");
     let batch: Vec<Vec<u8>> = (0..=300usize)
         .map(|n| {
             let mut p = packet(0x0a01_0203, 64, true);
