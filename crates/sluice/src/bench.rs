@@ -164,19 +164,10 @@ fn basic_routing_setup(entries: u32, frame: usize, layout: RouteLayout) -> (Stri
     let hosts = entries.min(131_072);
     let nets = entries.min(16_384);
     let mut s = String::with_capacity(hosts as usize * 80 + nets as usize * 80 + 4096);
-    s.push_str(
-        "table_add ingress.port_mapping ingress.set_bd 0 => 1
-",
-    );
-    s.push_str(
-        "table_add ingress.bd ingress.set_vrf 1 => 1
-",
-    );
+    s.push_str("table_add ingress.port_mapping ingress.set_bd 0 => 1\n");
+    s.push_str("table_add ingress.bd ingress.set_vrf 1 => 1\n");
     // A host miss goes on to the LPM table.
-    s.push_str(
-        "table_set_default ingress.ipv4_fib ingress.on_miss
-",
-    );
+    s.push_str("table_set_default ingress.ipv4_fib ingress.on_miss\n");
     for nh in 1..=16u16 {
         let (port, src, dst) = router_nexthop(nh);
         s.push_str(&format!("table_add ingress.nexthop ingress.set_egress_details {nh} => {port}\n"));
@@ -322,43 +313,37 @@ fn l2_setup(entries: u32, frame: usize) -> (String, Vec<Vec<u8>>) {
 }
 
 /// Builds one of the [`Example`] workloads with `entries` table entries,
-/// frames of `frame` bytes, (edge) `acl` ACL rules and (router, edge)
-/// routes laid out as `layout` says.
+/// frames of `frame` bytes, (edge) `acl` ACL rules and (router, edge,
+/// basic_routing) routes laid out as `layout` says.
 pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteLayout) -> Result<Workload, String> {
     let n = traffic_count(entries, frame);
     let (json, commands, traffic, port, label) = match ex {
         Example::Router => {
             let (c, t) = (router_commands(entries, layout), router_traffic_sized(n, entries, frame, layout));
-            (ROUTER_JSON, c, t, 0, "router".to_string())
+            (ROUTER_JSON.into(), c, t, 0, "router".to_string())
         }
         Example::Edge => {
             let mut c = edge_acl_commands(acl);
             c.push_str(&edge_route_commands(entries, layout));
-            (EDGE_JSON, c, router_traffic_sized(n, entries, frame, layout), 1, "edge".to_string())
+            (EDGE_JSON.into(), c, router_traffic_sized(n, entries, frame, layout), 1, "edge".to_string())
         }
         Example::L2Learning => {
             let (c, t) = l2_setup(entries, frame);
-            (L2_JSON, c, t, 0, "l2_learning".to_string())
+            (L2_JSON.into(), c, t, 0, "l2_learning".to_string())
         }
         Example::BasicRouting => {
+            let path = corpus_dir().join("p4c-bench/basic_routing-bmv2/basic_routing-bmv2.json");
+            let json = std::fs::read_to_string(&path).map_err(|e| {
+                format!(
+                    "the basic-routing example reads {} (set SLUICE_CORPUS to the conformance corpus): {e}",
+                    path.display()
+                )
+            })?;
             let (c, t) = basic_routing_setup(entries, frame, layout);
-            ("", c, t, 0, "basic_routing".to_string())
+            (std::borrow::Cow::Owned(json), c, t, 0, "basic_routing".to_string())
         }
     };
-    let corpus_json;
-    let json = if ex == Example::BasicRouting {
-        let path = corpus_dir().join("p4c-bench/basic_routing-bmv2/basic_routing-bmv2.json");
-        corpus_json = std::fs::read_to_string(&path).map_err(|e| {
-            format!(
-                "the basic-routing example reads {} (set SLUICE_CORPUS to the conformance corpus): {e}",
-                path.display()
-            )
-        })?;
-        corpus_json.as_str()
-    } else {
-        json
-    };
-    let mut sw = sluice_engine::load_switch(json).map_err(|e| e.to_string())?;
+    let mut sw = sluice_engine::load_switch(&json).map_err(|e| e.to_string())?;
     sw.set_mode(crate::default_mode()).map_err(|e| e.to_string())?;
     if crate::apply_command_text(&mut sw, &commands, "built-in configuration", false) > 0 {
         return Err("the built-in configuration failed to load".into());
@@ -508,7 +493,7 @@ pub struct BenchArgs<'a> {
     pub entries: u32,
     pub frame: usize,
     pub acl: u32,
-    /// Where the built-in routes lie (router, edge).
+    /// Where the built-in routes lie (router, edge, basic_routing).
     pub layout: RouteLayout,
     pub duration: f64,
     pub max_packets: Option<u64>,
