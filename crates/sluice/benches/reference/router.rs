@@ -54,9 +54,10 @@ const GROUP: u32 = 1 << 31;
 impl Dir24 {
     fn new() -> Dir24 {
         // Backed by 2 MiB pages, as the engine's top level is: with 4 KiB
-        // pages a lookup at random in 64 MiB misses the TLB too.
+        // pages a lookup at random in 64 MiB misses the TLB too. (The
+        // engine's helper is only the kernel hint, no lookup logic.)
         let tbl24 = vec![0; 1 << 24];
-        advise_huge_pages(&tbl24);
+        sluice_engine::lpm::advise_huge_pages(&tbl24);
         Dir24 { tbl24, tbl8: Vec::new() }
     }
 
@@ -119,20 +120,6 @@ impl Dir24 {
             v = self.tbl8[(v & !GROUP) as usize * 256 + (addr & 0xff) as usize];
         }
         (v != 0).then(|| ((v & 0xffff) - 1) as u16)
-    }
-}
-
-/// Asks the kernel to back a big, not yet touched array with 2 MiB pages
-/// (transparent huge pages in `madvise` mode); a hint, speed only.
-fn advise_huge_pages(v: &[u32]) {
-    const HUGE: usize = 2 << 20;
-    let start = v.as_ptr() as usize;
-    let end = start + std::mem::size_of_val(v);
-    let first = start.next_multiple_of(HUGE);
-    if end > first + HUGE {
-        // SAFETY: the range lies inside `v`'s allocation; MADV_HUGEPAGE only
-        // changes how the kernel backs the pages, never their contents.
-        unsafe { libc::madvise(first as *mut libc::c_void, (end - first) / HUGE * HUGE, libc::MADV_HUGEPAGE) };
     }
 }
 
