@@ -16,8 +16,8 @@ fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
-cargo clippy --workspace --all-targets --release -- -D warnings
+cargo clippy --workspace --all-targets --profile test-release -- -D warnings
 echo "== cargo test"
-cargo test --workspace --release
+cargo test --workspace --profile test-release
 echo "== perf lab report script"
 python3 -m unittest bench/test_perf_lab_report.py
