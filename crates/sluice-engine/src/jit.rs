@@ -530,7 +530,7 @@ impl Lookahead {
     /// packet's validity and bytes, which can only make a prefetch useless,
     /// never a result wrong.
     pub fn keys(&mut self, phv: &mut crate::phv::Phv, batch: &[&[u8]], keys: &mut Vec<u64>) {
-        let mut refs = [PktRef::default(); crate::switch::BATCH];
+        let mut refs = [PktRef::default(); sluice_dataplane::BATCH];
         assert!(batch.len() <= refs.len(), "at most a batch");
         for (r, d) in refs.iter_mut().zip(batch) {
             *r = PktRef::of(d);
@@ -1479,8 +1479,8 @@ fn std_writer(plan: &Plan, f: Option<u32>) -> Option<Option<(FieldSrc, u64)>> {
 
 /// The byte-range form of a checksum whose condition generated code can
 /// evaluate, if it has one.
-fn compiled_checksum(plan: &Plan, c: &crate::plan::ChecksumPlan) -> Option<crate::switch::ByteChecksum> {
-    crate::switch::ByteChecksum::of(plan, c).filter(|bc| bc.cond.as_ref().is_none_or(|f| Gen::supported(f, false)))
+fn compiled_checksum(plan: &Plan, c: &crate::plan::ChecksumPlan) -> Option<crate::checksum::ByteChecksum> {
+    crate::checksum::ByteChecksum::of(plan, c).filter(|bc| bc.cond.as_ref().is_none_or(|f| Gen::supported(f, false)))
 }
 
 /// What [`compile_parser`] can generate code for: the reachable states in
@@ -1490,7 +1490,7 @@ struct ParserShape {
     init: u32,
     order: Vec<u32>,
     /// `parser_error` and `checksum_error` writers and the verified checksums.
-    ends: Option<(StdWriter, StdWriter, Vec<crate::switch::ByteChecksum>)>,
+    ends: Option<(StdWriter, StdWriter, Vec<crate::checksum::ByteChecksum>)>,
     /// Writers of `ingress_port`, `ingress_global_timestamp`, `packet_length` and `instance_type`.
     setup: Option<[StdWriter; 4]>,
 }
@@ -2399,7 +2399,7 @@ fn compile_batch(
 #[derive(Clone)]
 struct SumStash {
     /// The checksum (the update's, as the forwarding shape has it).
-    bc: crate::switch::ByteChecksum,
+    bc: crate::checksum::ByteChecksum,
     /// Where in the context the stable words' sum goes (not folded;
     /// [`SUM_SKIPPED`] when `decided` and the checksum does not apply).
     at: i32,
@@ -2419,7 +2419,7 @@ const SUM_SKIPPED: i64 = -1;
 
 /// The 16-bit words a checksum sums, as wire byte offsets (high byte
 /// first; a last odd byte alone).
-fn csum_words(bc: &crate::switch::ByteChecksum) -> Vec<Vec<u32>> {
+fn csum_words(bc: &crate::checksum::ByteChecksum) -> Vec<Vec<u32>> {
     let bytes: Vec<u32> = bc.ranges.iter().flat_map(|(a, b)| *a..*b).collect();
     bytes.chunks(2).map(<[u32]>::to_vec).collect()
 }
@@ -2567,8 +2567,8 @@ fn fast_stable(f: &Fast, bytes: &BTreeSet<u32>, validity: &BTreeSet<u32>) -> boo
 /// values live through the parser (edge: 20 instructions more a packet).
 fn plan_stash(
     plan: &Plan,
-    sums: &[crate::switch::ByteChecksum],
-    verified: &[crate::switch::ByteChecksum],
+    sums: &[crate::checksum::ByteChecksum],
+    verified: &[crate::checksum::ByteChecksum],
 ) -> Vec<Option<SumStash>> {
     let Some((bytes, validity)) = post_parse_writes(plan) else { return Vec::new() };
     let mut used = 0;
@@ -2597,7 +2597,7 @@ fn plan_stash(
 /// `egress_port` and `packet_length`.
 struct ForwardShape {
     deparse: Vec<(u32, u32, u32)>,
-    sums: Vec<crate::switch::ByteChecksum>,
+    sums: Vec<crate::checksum::ByteChecksum>,
     fields: [StdWriter; 6],
 }
 
@@ -2631,7 +2631,7 @@ fn forward_shape(plan: &Plan) -> Option<ForwardShape> {
 /// Whether nothing on the forwarding function's path reads the egress
 /// standard metadata it would write: the program has no egress pipeline
 /// and no checksum update condition reads a slot field they live in.
-fn egress_std_unread(plan: &Plan, sums: &[crate::switch::ByteChecksum], fields: &[StdWriter; 6]) -> bool {
+fn egress_std_unread(plan: &Plan, sums: &[crate::checksum::ByteChecksum], fields: &[StdWriter; 6]) -> bool {
     let mut read = BTreeSet::new();
     let known = sums.iter().all(|bc| bc.cond.as_ref().is_none_or(|f| fast_slots(f, &mut read)));
     let written = fields.iter().flatten().any(|(s, _)| matches!(s, FieldSrc::Slot(i) if read.contains(i)));
@@ -3331,7 +3331,7 @@ impl Gen<'_, '_, '_> {
 
     /// 1 when a specialized checksum applies to this packet (its header is
     /// valid and its condition holds), else 0.
-    fn checksum_applies(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
+    fn checksum_applies(&mut self, bc: &crate::checksum::ByteChecksum) -> Value {
         let valid = self.ptr(OFF_VALID);
         let mf = mem(self.b, Mem::Valid);
         let mut cond = self.b.ins().uload8(types::I64, mf, valid, bc.header as i32);
@@ -3349,7 +3349,7 @@ impl Gen<'_, '_, '_> {
     /// the checksum's big-endian bytes. Why swapped: the parser compares it
     /// with the field's bytes loaded the same way, and the forwarding
     /// function stores it so, neither with a byte swap.
-    fn csum16_swapped(&mut self, bc: &crate::switch::ByteChecksum) -> Value {
+    fn csum16_swapped(&mut self, bc: &crate::checksum::ByteChecksum) -> Value {
         let words = csum_words(bc);
         let sum = self.csum16_raw(&words);
         self.csum16_fold(sum)
@@ -4572,7 +4572,7 @@ mod tests {
             p[26..30].copy_from_slice(&[172, 16, 0, 9]);
             p[30..34].copy_from_slice(&[10, 1, 2, 3]);
             let hdr = 14..14 + 4 * usize::from(ihl);
-            let sum = crate::control::csum16_ranges(&p[hdr.clone()], &[(0, 10), (12, hdr.len() as u32)]);
+            let sum = crate::checksum::csum16_ranges(&p[hdr.clone()], &[(0, 10), (12, hdr.len() as u32)]);
             let sum = if good_sum { sum } else { sum ^ 0x0100 };
             p[24..26].copy_from_slice(&sum.to_be_bytes());
             p
@@ -4592,7 +4592,7 @@ mod tests {
         let (_, first) = &compiled[0];
         assert_eq!(&first[26..30], &[192, 168, 10, 1], "source rewritten");
         assert_eq!(first[22], 63, "TTL decremented");
-        let sum = crate::control::csum16_ranges(&first[14..34], &[(0, 10), (12, 20)]);
+        let sum = crate::checksum::csum16_ranges(&first[14..34], &[(0, 10), (12, 20)]);
         assert_eq!(u16::from_be_bytes([first[24], first[25]]), sum, "the checksum covers the new header");
     }
 

@@ -3,22 +3,24 @@
 //! `simple_switch` would.
 //!
 //! Follow one packet through the files named after the stages:
-//! [`switch`] (ingress/egress flow, replication, clone, recirculate) calls the
-//! parser and deparser in [`switch`], the control stage in [`control`] (tables
-//! and actions), which matches in [`tables`] and evaluates [`expr`] over the
-//! [`phv`]. [`plan`] is the compiler that builds all of it from the model in
-//! `sluice-json`; [`state`] holds entries, counters and the replication engine;
+//! [`switch`] (the batch loop, parser, replication, deparser) runs the
+//! control stage in [`control`] (tables and actions, interpreted) or in
+//! [`jit`] (generated code), which match in [`tables`] and evaluate [`expr`]
+//! over the [`phv`]; [`checksum`] verifies and updates checksums. [`plan`]
+//! is the compiler that builds all of it from the model in `sluice-json`;
+//! [`state`] holds entries, counters and the replication engine;
 //! [`commands`] is the `simple_switch_CLI` command language and [`runtime`]
-//! the typed API the Thrift and P4Runtime servers use; [`workers`] runs
-//! replicas on several threads and [`device`] is what the control planes share.
+//! the typed API the Thrift and P4Runtime servers use; [`dataplane`] makes
+//! the switch a `sluice_dataplane::DataPlane` that workers replicate.
 //!
 //! Dependencies are one-way: `sluice-json` (model) <- `plan` (compiler) <-
 //! `switch`/`control` (run time) <- `commands`/`runtime` (control plane) <-
-//! `workers`/`device` (replication and the servers' shared view).
+//! `dataplane` (the seam the drivers use).
 
+pub mod checksum;
 pub mod commands;
 pub mod control;
-pub mod device;
+pub mod dataplane;
 pub mod exact;
 pub mod expr;
 pub mod jit;
@@ -32,7 +34,6 @@ pub mod state;
 pub mod switch;
 pub mod tables;
 pub mod value;
-pub mod workers;
 
 use std::fmt;
 

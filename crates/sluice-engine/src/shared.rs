@@ -2,7 +2,7 @@
 //! meter arrays (a direct meter's cells are indexed by the entry index of its table).
 //!
 //! Why: with several workers each runs its own replica of the switch (tables,
-//! counters and direct meters are per replica; see `crate::workers`). bmv2
+//! counters and direct meters are per replica; see `sluice_dataplane::workers`). bmv2
 //! keeps one copy of each register and meter however many threads touch it,
 //! and programs rely on that (a register written by one packet is read by
 //! the next, whatever core it lands on; a meter limits the total rate).

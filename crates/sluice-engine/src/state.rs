@@ -4,7 +4,7 @@
 //! Concurrency invariant: one `Switch` owns its `State` and mutates it from
 //! one thread; control-plane commands and packets are serialized by the
 //! caller. With several workers each worker owns a replica of the switch
-//! (see `crate::workers`): everything here is per replica except registers
+//! (see `sluice_dataplane::workers`): everything here is per replica except registers
 //! and meters, which the replicas share (`crate::shared`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

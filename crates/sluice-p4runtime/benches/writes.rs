@@ -10,7 +10,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sluice_engine::tables::{EntryAction, FieldMatch};
-use sluice_engine::workers::{Pool, WorkerIo};
+use sluice_dataplane::workers::{Pool, WorkerIo};
 use sluice_engine::Switch;
 use sluice_p4runtime::entities::{self, Handles, Op};
 use sluice_p4runtime::pipeline::{Ids, Pipeline};
@@ -21,16 +21,16 @@ const ROUTER: &str = include_str!("../../../examples/router.json");
 
 /// A worker with no ports: it only replays changes.
 struct Idle;
-impl WorkerIo for Idle {
+impl WorkerIo<Switch> for Idle {
     fn run_batch(&mut self, _: &mut Switch) -> bool {
         std::thread::sleep(std::time::Duration::from_micros(200));
         true
     }
 }
 
-fn pool(workers: usize) -> Pool {
+fn pool(workers: usize) -> Pool<Switch> {
     let sw = sluice_engine::load_switch(ROUTER).unwrap();
-    Pool::start(sw, (0..workers).map(|_| Box::new(Idle) as Box<dyn WorkerIo>).collect()).unwrap()
+    Pool::start(sw, (0..workers).map(|_| Box::new(Idle) as Box<dyn WorkerIo<Switch>>).collect()).unwrap()
 }
 
 /// The key and action data of entry `i` of a table: an LPM /32 route or an exact next hop.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use sluice_engine::runtime::{fit_value, RtCode, RtError};
 use sluice_engine::state::MirrorSession;
 use sluice_engine::tables::{EntryAction, FieldMatch, MatchKind};
-use sluice_engine::workers::Pool;
+use sluice_dataplane::workers::Pool;
 use sluice_engine::Switch;
 use tonic::Code;
 
@@ -69,7 +69,7 @@ pub trait Target {
     fn apply_shared(&mut self, f: &dyn Fn(&mut Switch) -> Result<(), RtError>) -> Result<(), RtError>;
 }
 
-impl Target for Pool {
+impl Target for Pool<Switch> {
     fn sw(&self) -> &Switch {
         self.master()
     }

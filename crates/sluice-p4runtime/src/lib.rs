@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use prost::Message;
-use sluice_engine::device::Device;
+use sluice_control::device::Device;
 use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status};
 

@@ -13,7 +13,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_engine::device::Event;
+use sluice_control::device::Event;
 use tokio::sync::mpsc;
 use tonic::{Code, Status};
 
@@ -448,7 +448,7 @@ fn check_idle_entries(server: &Server) {
     let Some(pl) = st.pipeline.clone() else { return };
     let st = &mut *st;
     let mut pool = server.dev.pool();
-    let hits = pool.last_hits();
+    let hits = sluice_control::last_hits(&mut pool);
     let now = Instant::now();
     let mut idle = Vec::new();
     for (key, a) in st.handles.aging.iter_mut() {

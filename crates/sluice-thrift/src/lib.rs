@@ -24,7 +24,7 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use sluice_engine::device::Device;
+use sluice_control::device::Device;
 use sluice_engine::runtime::RtError;
 use thrift::protocol::{
     TBinaryInputProtocol, TBinaryOutputProtocol, TInputProtocol, TMessageIdentifier, TMessageType, TOutputProtocol,

@@ -1,6 +1,6 @@
 //! The `simple_pre_lag` service: multicast groups, nodes and LAGs.
 
-use sluice_engine::device::Device;
+use sluice_control::device::Device;
 use sluice_engine::runtime::{RtCode, RtError};
 
 use crate::wire::{s, Fields, Val};

@@ -1,6 +1,6 @@
 //! The `simple_switch` service: mirroring sessions, egress queues and the clock.
 
-use sluice_engine::device::Device;
+use sluice_control::device::Device;
 use sluice_engine::state::MirrorSession;
 
 use crate::wire::{st, Fields, Val};

@@ -2,7 +2,7 @@
 //! registers, parser value sets, program swap, ports and management.
 
 use md5::{Digest as _, Md5};
-use sluice_engine::device::Device;
+use sluice_control::device::Device;
 use sluice_engine::runtime::{Resource, RtCode, RtError};
 use sluice_engine::tables::{EntryAction, FieldMatch, MatchKind};
 use sluice_engine::Switch;

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice_dataplane::workers::{flow_hash, Pool, WorkerIo};
+use sluice_dataplane::{DataPlane, BATCH};
 use sluice_engine::Switch;
 
 #[path = "../benches/reference/router.rs"]
@@ -379,7 +381,7 @@ pub fn setup(program: &Path, commands: Option<&Path>, pcap: Option<&Path>) -> Re
         crate::apply_commands(&mut sw, c, false)?;
     }
     let pcap = pcap.ok_or("--pcap TRAFFIC.pcap is required with a program")?;
-    let pk: Vec<Vec<u8>> = crate::pcapio::read_pcap(pcap)?.into_iter().map(|(_, d)| d).collect();
+    let pk: Vec<Vec<u8>> = sluice_ports::pcapfile::read_pcap(pcap)?.into_iter().map(|(_, d)| d).collect();
     if pk.is_empty() {
         return Err(format!("{} holds no packets", pcap.display()));
     }
@@ -390,13 +392,6 @@ pub fn setup(program: &Path, commands: Option<&Path>, pcap: Option<&Path>) -> Re
 /// bypassed)`; an entry with an empty name marks a worker that has recorded.
 type CacheCounts = (String, u64, u64, u64);
 
-/// Packets the in-memory replay hands the switch per call, as a port whose
-/// receive ring is full would: one whole chunk of the switch
-/// (`switch::BATCH`). Why not more: calls of 256 or 512 packets, which let
-/// the switch's big-table pipeline overlap chunks within a call, measured
-/// no faster at 1M routes (README, session 18).
-const BENCH_BATCH: usize = 128;
-
 /// Batch sizes the hand-written reference is tried with before its turns;
 /// it runs on the fastest. Why: its two passes (prefetch every slot, then
 /// process) want batches as long as the memory latency they hide: 32 when
@@ -405,9 +400,29 @@ const BENCH_BATCH: usize = 128;
 /// in one of the two.
 const REFERENCE_BATCHES: [usize; 4] = [32, 64, 128, 256];
 
-/// One worker's share of the bench traffic, replayed in batches of [`BENCH_BATCH`].
+/// Frames borrowed from traffic that lives as long as they do.
+struct Frames {
+    /// The frames' storage: never changed while `frames` lives.
+    _traffic: Vec<Vec<u8>>,
+    frames: Vec<&'static [u8]>,
+}
+
+impl Frames {
+    fn new(traffic: Vec<Vec<u8>>) -> Frames {
+        // SAFETY: each slice points into the heap buffer of one of the
+        // vectors of `traffic`, which `Frames` owns and never changes, so
+        // the buffers stay where they are for as long as the slices live
+        // (moving `Frames` moves the outer vector, not the buffers).
+        let frames = traffic.iter().map(|p| unsafe { std::mem::transmute::<&[u8], &'static [u8]>(p) }).collect();
+        Frames { _traffic: traffic, frames }
+    }
+}
+
+/// One worker's share of the bench traffic, replayed in batches of
+/// `sluice_dataplane::BATCH` frames (what a port whose receive ring is
+/// full hands the loop).
 struct BenchIo {
-    traffic: Vec<Vec<u8>>,
+    traffic: Frames,
     /// Wire bytes of `traffic[..i]` at `i`: a batch's bytes are one
     /// subtraction, not a sum over its packets.
     wire_before: Vec<u64>,
@@ -445,7 +460,7 @@ impl BenchIo {
     }
 }
 
-impl crate::workers::WorkerIo for BenchIo {
+impl WorkerIo<Switch> for BenchIo {
     fn run_batch(&mut self, sw: &mut Switch) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             self.record_caches(sw);
@@ -454,7 +469,8 @@ impl crate::workers::WorkerIo for BenchIo {
         if let Some(cpu) = self.cpu.take() {
             pin_to_cpu(cpu);
         }
-        let mut end = (self.next + BENCH_BATCH).min(self.traffic.len());
+        let total = self.traffic.frames.len();
+        let mut end = (self.next + BATCH).min(total);
         if let Some(limit) = self.limit {
             let left = limit.saturating_sub(self.counts[0].load(Ordering::Relaxed));
             if left == 0 {
@@ -463,13 +479,13 @@ impl crate::workers::WorkerIo for BenchIo {
             }
             end = end.min(self.next + left as usize);
         }
-        let batch = &self.traffic[self.next..end];
-        self.next = if end == self.traffic.len() { 0 } else { end };
+        let batch = &self.traffic.frames[self.next..end];
+        self.next = if end == total { 0 } else { end };
         // Packets sent are counted by the switch (every emit is counted in
         // its statistics), so the output callback has nothing to do: a
         // count kept through it is a read-modify-write in memory per packet.
         let before = sw.stats.transmitted;
-        sw.process_batch(self.port, batch.iter().map(|p| p.as_slice()), &mut |_, _| {});
+        DataPlane::process_batch(sw, self.port, batch, &mut |_, _, _| {});
         let sent = sw.stats.transmitted - before;
         let bytes = self.wire_before[end] - self.wire_before[end - batch.len()];
         for (c, n) in self.counts.iter().zip([batch.len() as u64, bytes, sent]) {
@@ -510,6 +526,8 @@ pub struct BenchArgs<'a> {
     pub no_reference: bool,
     /// Turns the engine and the reference take (see `sluice bench --rounds`).
     pub rounds: usize,
+    /// Time each stage of the engine and print where the time went.
+    pub profile: bool,
 }
 
 /// One turn of `sluice bench --rounds`: engine Mpps, reference Mpps.
@@ -572,7 +590,7 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
         // The last turn takes the traffic itself; earlier ones a copy.
         let t = if round + 1 == rounds { std::mem::take(&mut traffic) } else { traffic.clone() };
         let (engine, back) =
-            replay(sw.take().expect("put back by each turn"), t, port, workers, a.duration, a.max_packets)?;
+            replay(sw.take().expect("put back by each turn"), t, port, workers, a.duration, a.max_packets, a.profile)?;
         sw = Some(back);
         let m = match ref_traffic.as_mut() {
             Some(rt) => {
@@ -647,7 +665,7 @@ fn replay_reference(
 ) -> Result<f64, String> {
     let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
     for p in traffic {
-        shares[crate::workers::flow_hash(&p) as usize % workers].push(p);
+        shares[flow_hash(&p) as usize % workers].push(p);
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let make = Arc::new(make);
@@ -697,10 +715,11 @@ fn replay(
     workers: usize,
     duration: f64,
     max_packets: Option<u64>,
+    profile: bool,
 ) -> Result<(f64, Switch), String> {
     let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
     for p in traffic {
-        shares[crate::workers::flow_hash(&p) as usize % workers].push(p);
+        shares[flow_hash(&p) as usize % workers].push(p);
     }
     if let Some(k) = shares.iter().position(|s| s.is_empty()) {
         return Err(format!("worker {k} gets no traffic: the traffic has too few flows for {workers} workers"));
@@ -709,7 +728,7 @@ fn replay(
     let counts: Vec<Arc<[AtomicU64; 3]>> = (0..workers).map(|_| Arc::new(Default::default())).collect();
     let caches = Arc::new(std::sync::Mutex::new(Vec::new()));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let io: Vec<Box<dyn crate::workers::WorkerIo>> = shares
+    let io: Vec<Box<dyn WorkerIo<Switch>>> = shares
         .into_iter()
         .zip(&counts)
         .enumerate()
@@ -725,7 +744,7 @@ fn replay(
                 }))
                 .collect();
             Box::new(BenchIo {
-                traffic: t,
+                traffic: Frames::new(t),
                 wire_before,
                 next: 0,
                 port,
@@ -739,7 +758,10 @@ fn replay(
         })
         .collect();
     let total = |i: usize| counts.iter().map(|c| c[i].load(Ordering::Relaxed)).sum::<u64>();
-    let pool = crate::workers::Pool::start(sw, io)?;
+    let mut pool = Pool::start(sw, io)?;
+    if profile {
+        pool.set_profiling(true);
+    }
     let start = Instant::now();
     let mut tick = start;
     let (mut last_p, mut last_b, mut last_sent) = (0u64, 0u64, 0u64);
@@ -787,6 +809,7 @@ fn replay(
     {
         std::thread::sleep(Duration::from_millis(1));
     }
+    let times = profile.then(|| pool.profile());
     let sw = pool.finish();
     let (pkts, bytes, sent) = (total(0), total(1), total(2));
     if tty {
@@ -807,6 +830,9 @@ fn replay(
              {bypassed} lookups bypassed it while its hit rate was under 1/8",
             100.0 * *hits as f64 / (*hits + *misses).max(1) as f64
         );
+    }
+    if let Some(p) = times {
+        println!("where the time went, per stage (timing on: the rates above include its cost):\n{}", p.report());
     }
     Ok((pkts as f64 / dt / 1e6, sw))
 }

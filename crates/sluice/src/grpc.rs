@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sluice_engine::device::Device;
+use sluice_control::device::Device;
 
 /// Serves P4Runtime on `addr` (`HOST:PORT`) from threads of its own.
 pub fn start(device: Arc<Device>, addr: &str) -> Result<(), String> {

@@ -4,14 +4,13 @@
 pub mod bench;
 pub mod grpc;
 pub mod live;
-pub mod pcapio;
 pub mod simple_switch;
 pub mod stf;
-pub use sluice_engine::workers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use sluice_dataplane::BATCH;
 use sluice_engine::{ExecMode, Switch};
 
 static INTERPRET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -86,7 +85,7 @@ pub fn run_inputs(
         let name = ent.file_name().to_string_lossy().to_string();
         let Some(stem) = name.strip_suffix(".pcap") else { continue };
         let Ok(port) = stem.parse::<u32>() else { continue };
-        for (ts, data) in pcapio::read_pcap(&ent.path())? {
+        for (ts, data) in sluice_ports::pcapfile::read_pcap(&ent.path())? {
             inputs.push((ts, seq, port, data));
             seq += 1;
         }
@@ -101,16 +100,21 @@ pub fn run_inputs(
     if trace {
         sw.trace = Some(String::new());
     }
-    for (_, _, port, data) in &inputs {
-        sw.process(*port, data, &mut |p, bytes| {
+    // Consecutive packets of one port go through the packet loop as one
+    // batch: each still runs to completion before the next, in order.
+    let mut frames: Vec<&[u8]> = Vec::with_capacity(BATCH);
+    let mut rest = inputs.as_slice();
+    while let Some((_, _, port, _)) = rest.first() {
+        let n = rest.iter().take(BATCH).take_while(|(_, _, p, _)| p == port).count();
+        frames.clear();
+        frames.extend(rest[..n].iter().map(|(_, _, _, d)| d.as_slice()));
+        sw.process_batch(*port, &frames, &mut |_, p, bytes: &[u8]| {
             if port_set.is_none_or(|s| s.contains(&p)) {
                 outs.entry(p).or_default().push(bytes.to_vec());
             }
         });
-        if let Some(t) = sw.trace.as_mut() {
-            eprint!("{t}");
-            t.clear();
-        }
+        sluice_dataplane::DataPlane::drain_log(sw, &mut |t| eprint!("{t}"));
+        rest = &rest[n..];
     }
     Ok(outs)
 }
@@ -140,7 +144,7 @@ pub fn replay(
     let outs = run_inputs(&mut sw, input, port_set.as_ref(), trace)?;
     std::fs::create_dir_all(output).map_err(|e| format!("cannot create {}: {e}", output.display()))?;
     for (p, pkts) in &outs {
-        pcapio::write_pcap(&output.join(format!("{p}.pcap")), pkts)?;
+        sluice_ports::pcapfile::write_pcap(&output.join(format!("{p}.pcap")), pkts)?;
     }
     if let Some(t) = then {
         let text = std::fs::read_to_string(t).map_err(|e| format!("cannot read {}: {e}", t.display()))?;

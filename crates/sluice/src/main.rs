@@ -92,6 +92,10 @@ enum Cmd {
         /// within seconds, and alternating exposes both to the same drift.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
+        /// Time each stage of the pipeline (cycles per packet, packets per
+        /// call) and print where the time went after each turn.
+        #[arg(long)]
+        profile: bool,
     },
     /// Read simple_switch_CLI commands from standard input and print the answers.
     Cli {
@@ -180,6 +184,7 @@ fn main() -> ExitCode {
             workers,
             no_reference,
             rounds,
+            profile,
         } => bench::run(&bench::BenchArgs {
             program: program.as_deref(),
             commands: commands.as_deref(),
@@ -194,6 +199,7 @@ fn main() -> ExitCode {
             workers: workers as usize,
             no_reference,
             rounds: rounds as usize,
+            profile,
         }),
         Cmd::Cli { program, commands } => (|| {
             use std::io::{BufRead, IsTerminal, Write};

@@ -47,6 +47,8 @@ Sluice options:
   --workers N                  worker threads (default 1); AF_PACKET ports are shared by flow hash
   --null-forward               no pipeline: frames of one of the two ports leave by the other
                                (the I/O ceiling bench/netns-router.sh compares with)
+  --profile                    time every stage (receive, pipeline stages, send) and print
+                               cycles per packet and packets per call when stopped
 Target options after `--` (simple_switch_grpc):
   --grpc-server-addr ADDR      P4Runtime server address (default 0.0.0.0:9559 in the simple_switch_grpc form)
   --cpu-port N                 as above
@@ -140,6 +142,7 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
             "--commands" => out.live.commands.push(PathBuf::from(val(&mut i)?)),
             "--no-offload" => out.live.offload = false,
             "--null-forward" => out.live.null_forward = true,
+            "--profile" => out.live.profile = true,
             "--workers" => {
                 let n: usize = number(&val(&mut i)?, opt)?;
                 if !(1..=64).contains(&n) {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::lab::{require_tools, sh, Lab, SLUICE};
 use common::{case_dirs, check_expect_cli, shared};
-use sluice_engine::device::Device;
+use sluice_control::device::Device;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -112,7 +112,7 @@ fn every_bmv2_corpus_case_configured_through_the_stock_cli_is_byte_exact() {
             sluice::run_inputs(pool.master_mut(), &dir.join("in"), Some(&ports), false).unwrap()
         };
         for p in &ports {
-            let want: Vec<Vec<u8>> = sluice::pcapio::read_pcap(&dir.join(format!("out/{p}.pcap")))
+            let want: Vec<Vec<u8>> = sluice_ports::pcapfile::read_pcap(&dir.join(format!("out/{p}.pcap")))
                 .unwrap()
                 .into_iter()
                 .map(|(_, d)| d)

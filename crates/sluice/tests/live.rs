@@ -19,7 +19,7 @@ use common::lab::*;
 
 /// Ethernet frames of a pcap file.
 fn pcap_frames(p: &Path) -> Vec<Vec<u8>> {
-    sluice::pcapio::read_pcap(p).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|(_, d)| d).collect()
+    sluice_ports::pcapfile::read_pcap(p).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|(_, d)| d).collect()
 }
 
 fn is_echo_request(f: &[u8], dst: [u8; 4]) -> bool {
@@ -181,7 +181,7 @@ fn use_files_replays_interface_pcaps_like_bmv2() {
             std::fs::copy(&input, dir.join(format!("p{p}_in.pcap"))).unwrap();
         } else {
             // An interface with no traffic: an empty capture.
-            sluice::pcapio::write_pcap(&dir.join(format!("p{p}_in.pcap")), &[]).unwrap();
+            sluice_ports::pcapfile::write_pcap(&dir.join(format!("p{p}_in.pcap")), &[]).unwrap();
         }
         args.extend(["-i".into(), format!("{p}@p{p}")]);
     }

@@ -89,7 +89,7 @@ fn pcap_inputs(dir: &Path) -> Vec<(u32, Vec<u8>)> {
     for f in case_files(&input) {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
         let Some(port) = name.strip_suffix(".pcap").and_then(|s| s.parse::<u32>().ok()) else { continue };
-        for (_, data) in sluice::pcapio::read_pcap(&f).unwrap_or_else(|e| panic!("{e}")) {
+        for (_, data) in sluice_ports::pcapfile::read_pcap(&f).unwrap_or_else(|e| panic!("{e}")) {
             out.push((port, data));
         }
     }

@@ -74,7 +74,7 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
         let ent = ent.map_err(|e| e.to_string())?;
         let fname = ent.file_name().to_string_lossy().to_string();
         let Some(port) = fname.strip_suffix(".pcap").and_then(|s| s.parse::<u32>().ok()) else { continue };
-        for (ts, data) in sluice::pcapio::read_pcap(&ent.path())? {
+        for (ts, data) in sluice_ports::pcapfile::read_pcap(&ent.path())? {
             let seq = inputs.len();
             inputs.push((ts, seq, port, data));
         }
@@ -93,7 +93,7 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
     }
     for p in &ports {
         let want: Vec<Vec<u8>> =
-            sluice::pcapio::read_pcap(&dir.join(format!("out/{p}.pcap")))?.into_iter().map(|(_, d)| d).collect();
+            sluice_ports::pcapfile::read_pcap(&dir.join(format!("out/{p}.pcap")))?.into_iter().map(|(_, d)| d).collect();
         let g = got.get(p).cloned().unwrap_or_default();
         if want != g {
             return Err(format!(

@@ -4,15 +4,15 @@
 //! Why one object: the Thrift and P4Runtime servers may run at the same
 //! time and must see one state. Every request takes the pool's lock, so
 //! requests from both servers are serialized; the packet path never takes it
-//! (see [`crate::workers`]).
+//! (see `sluice_dataplane::workers`).
 
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::state::Digest;
-use crate::workers::Pool;
-use crate::{ExecMode, Switch};
+use sluice_dataplane::workers::Pool;
+use sluice_engine::state::Digest;
+use sluice_engine::{ExecMode, Switch};
 
 /// Something the data plane reports to the control plane.
 #[derive(Debug, Clone)]
@@ -52,7 +52,7 @@ pub struct Program {
 
 /// The switch as the control planes see it.
 pub struct Device {
-    pool: Mutex<Pool>,
+    pool: Mutex<Pool<Switch>>,
     program: Mutex<Program>,
     /// A program loaded with Thrift's `bm_load_new_config`, waiting for `bm_swap_configs`.
     staged: Mutex<Option<(Switch, Program)>>,
@@ -67,7 +67,7 @@ pub struct Device {
 impl Device {
     /// A device over a running pool. `events` is the receiving end of the
     /// channel the workers report to (`None` when nothing reports).
-    pub fn new(pool: Pool, json: Arc<str>, info: DeviceInfo, events: Option<Receiver<Event>>) -> Device {
+    pub fn new(pool: Pool<Switch>, json: Arc<str>, info: DeviceInfo, events: Option<Receiver<Event>>) -> Device {
         let mode = pool.master().mode();
         Device {
             pool: Mutex::new(pool),
@@ -90,7 +90,7 @@ impl Device {
 
     /// The pool, locked for one request (a poisoned lock is taken over: the
     /// pool's state stays consistent because changes apply whole).
-    pub fn pool(&self) -> MutexGuard<'_, Pool> {
+    pub fn pool(&self) -> MutexGuard<'_, Pool<Switch>> {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -101,7 +101,7 @@ impl Device {
 
     /// Compiles a program without installing it.
     pub fn compile(&self, json: &str) -> Result<Switch, String> {
-        let mut sw = crate::load_switch(json).map_err(|e| e.to_string())?;
+        let mut sw = sluice_engine::load_switch(json).map_err(|e| e.to_string())?;
         if sw.mode() != self.mode {
             sw.set_mode(self.mode).map_err(|e| e.to_string())?;
         }
@@ -139,7 +139,7 @@ impl Device {
 
     /// Stops the workers (see [`Pool::stop_workers`]) and returns the
     /// master's state with every counter merged.
-    pub fn stop(&self) -> MutexGuard<'_, Pool> {
+    pub fn stop(&self) -> MutexGuard<'_, Pool<Switch>> {
         let mut pool = self.pool();
         pool.stop_workers();
         pool

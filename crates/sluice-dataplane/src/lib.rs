@@ -1,0 +1,160 @@
+//! The seam between Sluice's data planes and everything that drives them.
+//!
+//! A data plane (the v1model switch today; a lwAFTR or an OpenFlow switch
+//! next) is a [`DataPlane`]: it takes a batch of frames that arrived on one
+//! port, runs each to completion and emits what leaves, port by port. The
+//! machinery around it is written once and shared by every data plane:
+//! - [`workers::Pool`]: N worker threads, each with its own replica of the
+//!   data plane and its own I/O, and control-plane changes applied between
+//!   two batches with no lock on the packet path;
+//! - [`profile`]: where the time goes, per stage, in cycles per packet;
+//! - the live port loop (`sluice-live`), the pcap replay and the in-memory
+//!   bench (`sluice-bench`) all call [`DataPlane::process_batch`] with at
+//!   most [`BATCH`] frames: one loop, one batch size.
+//!
+//! Contract of [`DataPlane::process_batch`]: reads the frames (borrowed for
+//! the call only); writes the data plane's own state (tables it updates,
+//! counters, registers); frames leave through the `emit` callback, each
+//! tagged with the index of the input frame that caused it (a clone or a
+//! multicast copy carries its original's index), in the order the data
+//! plane sends them. A frame the data plane drops leaves nothing and is
+//! counted in [`Stats::dropped`].
+
+pub mod profile;
+pub mod workers;
+
+pub use profile::{Profile, StageClock};
+
+/// Frames one call of [`DataPlane::process_batch`] takes at most, and what
+/// every driver hands it when that many are waiting: live ports receive up
+/// to this many per call, the replay and the bench replay this many at a
+/// time. Why 128: the v1model engine parses a batch ahead to prefetch its
+/// table lookups, and a batch must be long enough for a memory access to
+/// arrive before its packet runs; calls of 256 or 512 packets measured no
+/// faster (`sluice bench --example router --entries 1000000`), and ports
+/// return fewer when fewer are waiting, so nothing waits for a batch to fill.
+pub const BATCH: usize = 128;
+
+/// Counters a data plane keeps about its own work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames handed to the data plane.
+    pub received: u64,
+    /// Frames it emitted (copies included).
+    pub transmitted: u64,
+    /// Frames (and copies) it dropped.
+    pub dropped: u64,
+}
+
+/// A data plane: what the packet loop, the workers, the replay and the bench drive.
+pub trait DataPlane: Send + Sized + 'static {
+    /// What it reports to the control plane besides frames (digests, learned addresses...).
+    type Notification: Send + 'static;
+    /// A copy of the counters a replica keeps for itself, for summing over workers.
+    type Counters: Send + 'static;
+
+    /// Runs `frames` (at most [`BATCH`]), which arrived on `port`, to
+    /// completion; `emit(input, port, frame)` receives every frame sent,
+    /// `input` being the index in `frames` of the frame it came from.
+    fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E);
+
+    /// A copy for another worker, one of `workers`: same program and
+    /// state, sharing what the data plane shares between workers.
+    fn replica(&self, workers: usize) -> Result<Self, String>;
+
+    /// Counters so far.
+    fn stats(&self) -> Stats;
+
+    /// Hands over (and forgets) the notifications produced since the last call.
+    fn drain_notifications(&mut self, _to: &mut dyn FnMut(Self::Notification)) {}
+
+    /// Hands over (and forgets) the per-packet log (a trace), if one is kept.
+    fn drain_log(&mut self, _to: &mut dyn FnMut(&str)) {}
+
+    /// This replica's counters (see [`DataPlane::merge_counters`]).
+    fn counters(&self) -> Self::Counters;
+
+    /// Replaces this copy's counters with the sum of `replicas`' (the
+    /// master copy answers reads with every worker's counts).
+    fn merge_counters(&mut self, replicas: &[Self::Counters]);
+
+    /// Turns per-stage timing on or off (off by default: then it costs nothing).
+    fn set_profiling(&mut self, _on: bool) {}
+
+    /// Adds the time spent in each of its stages since profiling started.
+    fn add_profile(&self, _to: &mut Profile) {}
+}
+
+/// A data plane with no pipeline: every frame arriving on one of two ports
+/// leaves through the other. The I/O ceiling that live benchmarks compare
+/// a real data plane with (`--null-forward`).
+#[derive(Debug, Clone)]
+pub struct NullForward {
+    ports: [u32; 2],
+    stats: Stats,
+}
+
+impl NullForward {
+    /// Forwards between ports `a` and `b`.
+    pub fn new(a: u32, b: u32) -> NullForward {
+        NullForward { ports: [a, b], stats: Stats::default() }
+    }
+}
+
+impl DataPlane for NullForward {
+    type Notification = ();
+    type Counters = Stats;
+
+    fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
+        self.stats.received += frames.len() as u64;
+        let to = if port == self.ports[0] {
+            self.ports[1]
+        } else if port == self.ports[1] {
+            self.ports[0]
+        } else {
+            self.stats.dropped += frames.len() as u64;
+            return;
+        };
+        for (i, f) in frames.iter().enumerate() {
+            emit(i, to, f);
+        }
+        self.stats.transmitted += frames.len() as u64;
+    }
+
+    fn replica(&self, _workers: usize) -> Result<NullForward, String> {
+        Ok(NullForward { ports: self.ports, stats: Stats::default() })
+    }
+
+    fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    fn counters(&self) -> Stats {
+        self.stats
+    }
+
+    fn merge_counters(&mut self, replicas: &[Stats]) {
+        self.stats = replicas.iter().fold(Stats::default(), |a, s| Stats {
+            received: a.received + s.received,
+            transmitted: a.transmitted + s.transmitted,
+            dropped: a.dropped + s.dropped,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_forward_swaps_its_two_ports_and_drops_the_rest() {
+        let mut nf = NullForward::new(1, 2);
+        let (a, b) = ([1u8, 2, 3], [4u8]);
+        let mut out = Vec::new();
+        nf.process_batch(1, &[&a, &b], &mut |i, p, f: &[u8]| out.push((i, p, f.to_vec())));
+        nf.process_batch(2, &[&b], &mut |i, p, f: &[u8]| out.push((i, p, f.to_vec())));
+        nf.process_batch(7, &[&a], &mut |i, p, f: &[u8]| out.push((i, p, f.to_vec())));
+        assert_eq!(out, vec![(0, 2, a.to_vec()), (1, 2, b.to_vec()), (0, 1, b.to_vec())]);
+        assert_eq!(nf.stats(), Stats { received: 4, transmitted: 3, dropped: 1 });
+    }
+}

@@ -1,0 +1,161 @@
+//! The v1model switch as a [`DataPlane`]: what the packet loop, the workers,
+//! the replay and the bench drive (see `sluice_dataplane`).
+//!
+//! Replicas: a worker's replica has its own tables, counters and pools and
+//! shares registers and meters with the other replicas (`crate::shared`);
+//! with several workers its meters colour green from leased tokens
+//! (`State::lease_meters`). Counters merge by summing; idle-timeout hits by
+//! taking the latest.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use sluice_dataplane::{DataPlane, Profile, Stats};
+
+use crate::state::Digest;
+use crate::switch::Switch;
+
+/// Every counter of one replica, for merging.
+#[derive(Debug, Clone, Default)]
+pub struct CounterSnapshot {
+    /// Indirect counter arrays: `(packets, bytes)` per cell.
+    pub counters: Vec<Vec<(u64, u64)>>,
+    /// Per table: `(entry handle, packets, bytes)` of entries that counted something.
+    pub direct: Vec<Vec<(u32, u64, u64)>>,
+    /// Tables with idle timeouts: `(table, entry handle, last hit)` of entries hit since added.
+    pub hits: Vec<(usize, u32, Instant)>,
+    /// The switch's own counters.
+    pub stats: Stats,
+}
+
+impl CounterSnapshot {
+    /// The counters of `sw`.
+    pub fn of(sw: &Switch) -> CounterSnapshot {
+        CounterSnapshot {
+            counters: sw.state.counters.clone(),
+            direct: sw
+                .state
+                .tables
+                .iter()
+                .map(|t| {
+                    t.entries()
+                        .filter(|(_, e)| e.packets != 0 || e.bytes != 0)
+                        .map(|(h, e)| (h, e.packets, e.bytes))
+                        .collect()
+                })
+                .collect(),
+            hits: last_hits(sw),
+            stats: sw.stats,
+        }
+    }
+}
+
+/// When each entry of a table with idle timeouts was last hit (entries not hit since added are left out).
+pub fn last_hits(sw: &Switch) -> Vec<(usize, u32, Instant)> {
+    let mut out = Vec::new();
+    for (t, tp) in sw.plan.tables.iter().enumerate() {
+        if !tp.support_timeout {
+            continue;
+        }
+        let ts = &sw.state.tables[t];
+        for (h, _) in ts.entries() {
+            let us = ts.last_hit(h & 0x00ff_ffff);
+            if us != 0 {
+                out.push((t, h, sw.instant_at(us)));
+            }
+        }
+    }
+    out
+}
+
+/// The latest hit of every entry over several replicas: `(table, handle) -> instant`.
+pub fn latest_hits(snaps: &[CounterSnapshot]) -> HashMap<(usize, u32), Instant> {
+    let mut out = HashMap::new();
+    for &(t, h, at) in snaps.iter().flat_map(|s| &s.hits) {
+        let e = out.entry((t, h)).or_insert(at);
+        if at > *e {
+            *e = at;
+        }
+    }
+    out
+}
+
+impl DataPlane for Switch {
+    type Notification = Digest;
+    type Counters = CounterSnapshot;
+
+    fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
+        Switch::process_batch(self, port, frames, emit);
+    }
+
+    fn replica(&self, workers: usize) -> Result<Switch, String> {
+        let mut sw = Switch::replica(self).map_err(|e| e.to_string())?;
+        // Workers that share meter cells with others colour green from leases.
+        sw.state.lease_meters = workers > 1;
+        sw.clock.set(self.clock.on());
+        Ok(sw)
+    }
+
+    fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    fn drain_notifications(&mut self, to: &mut dyn FnMut(Digest)) {
+        for d in self.state.digests.drain(..) {
+            to(d);
+        }
+    }
+
+    fn drain_log(&mut self, to: &mut dyn FnMut(&str)) {
+        if let Some(t) = self.trace.as_mut() {
+            if !t.is_empty() {
+                to(t);
+                t.clear();
+            }
+        }
+    }
+
+    fn counters(&self) -> CounterSnapshot {
+        CounterSnapshot::of(self)
+    }
+
+    fn merge_counters(&mut self, snaps: &[CounterSnapshot]) {
+        for (a, arr) in self.state.counters.iter_mut().enumerate() {
+            for (i, c) in arr.iter_mut().enumerate() {
+                *c = snaps.iter().fold((0, 0), |(p, b), s| {
+                    let (sp, sb) = s.counters.get(a).and_then(|x| x.get(i)).copied().unwrap_or((0, 0));
+                    (p + sp, b + sb)
+                });
+            }
+        }
+        for (t, table) in self.state.tables.iter_mut().enumerate() {
+            let handles: Vec<u32> = table.entries().map(|(h, _)| h).collect();
+            for h in handles {
+                let (mut p, mut b) = (0, 0);
+                for s in snaps {
+                    if let Some((_, sp, sb)) = s.direct.get(t).and_then(|d| d.iter().find(|(x, _, _)| *x == h)) {
+                        p += sp;
+                        b += sb;
+                    }
+                }
+                if let Some(e) = table.entry_by_handle_mut(h) {
+                    e.packets = p;
+                    e.bytes = b;
+                }
+            }
+        }
+        self.stats = snaps.iter().fold(Stats::default(), |a, s| Stats {
+            received: a.received + s.stats.received,
+            transmitted: a.transmitted + s.stats.transmitted,
+            dropped: a.dropped + s.stats.dropped,
+        });
+    }
+
+    fn set_profiling(&mut self, on: bool) {
+        self.clock.set(on);
+    }
+
+    fn add_profile(&self, to: &mut Profile) {
+        self.clock.add_to(to);
+    }
+}

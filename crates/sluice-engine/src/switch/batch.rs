@@ -1,0 +1,496 @@
+//! The switch's packet loop: a batch of frames that arrived on one port,
+//! each run to completion. Every driver calls it: live ports, the pcap
+//! replay, STF tests and the in-memory bench (through
+//! `sluice_dataplane::DataPlane`), and [`Switch::process`] is a batch of one.
+//!
+//! Contract. Reads: the frames (borrowed for the call), the tables through
+//! their views, rebuilt at the start of each batch so that a control-plane
+//! change made between two batches is seen whole. Writes: pooled PHVs,
+//! counters, registers, meters, digests, the switch's statistics. Leaves:
+//! every frame sent goes to `emit(input, port, bytes)`, `input` being the
+//! index of the frame it came from, in the order bmv2 would send them; a
+//! dropped packet leaves nothing and counts in `stats.dropped`.
+//!
+//! A batch runs one of three strategies, chosen per batch ([`Strategy`]):
+//! - **fused**: the generated batch function parses and forwards the
+//!   packets (ingress, egress, deparser) into one output area each, and
+//!   stops at a packet that needs the general path (multicast, clone,
+//!   resubmit, recirculate, truncate), which then continues in Rust
+//!   (`replication.rs`); with big header-keyed tables the batch's lookup
+//!   keys are computed first and their index slots prefetched;
+//! - **parse ahead**: no generated batch function but big tables: the
+//!   batch is parsed first, the lookups' memory prefetched in a software
+//!   pipeline, then each packet runs;
+//! - **packet by packet**: traces, or parsers that call externs (which
+//!   cannot run ahead).
+
+use crate::control::{Exec, PktMeta};
+use crate::phv::Phv;
+
+use super::{instance, Arrival, Switch};
+
+pub(crate) use sluice_dataplane::BATCH;
+
+/// Entries from which the interpreter prefetches a header-keyed table's
+/// lookups in batches (each packet parsed once more, ahead, for its key).
+/// Why this many: with one index cache line per route, smaller tables stay
+/// in a 32 MiB L3 and the second parse costs more than the misses it hides
+/// (router, 64 B, one worker: 100k routes 16.5 Mpps without, 12.7 with;
+/// 300k about equal; 1M 4 without, 12 with; edge at 100k routes 4.0
+/// without, 3.8 with; `sluice bench --example router --entries N`).
+const PREFETCH_MIN_ENTRIES: usize = 1 << 18;
+/// [`PREFETCH_MIN_ENTRIES`] for generated code, whose key pass costs far
+/// less than the interpreter's second parse. Why this many: router, 64 B,
+/// one worker (`sluice bench --example router --entries N --route-layout
+/// L`), Mpps without and with the key pass: 10 routes 74.9 / 74.6 (spread)
+/// and 75.1 / 74.1 (consecutive); 256: 68.5 / 69.7 and 74.6 / 72.8; 1000:
+/// 67.6 / 70.6 and 74.0 / 75.6; 10k: 50.9 / 58.3 and 62.6 / 62.1; 100k:
+/// 26.8 / 52.0 and 58.5 / 59.3. From about a thousand routes it never
+/// costs, and on routes spread over the address space it doubles the rate.
+const FAST_PREFETCH_MIN_ENTRIES: usize = 1 << 10;
+
+/// How many packets ahead of the one running the parse-ahead strategy
+/// prefetches index slots, and hit records.
+const SLOT_AHEAD: usize = 16;
+const RECORD_AHEAD: usize = 8;
+
+/// How one batch runs (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Strategy {
+    /// The generated batch function; `prefetch`: big tables' index slots
+    /// are prefetched from the batch's keys first.
+    Fused { prefetch: bool },
+    /// Parsed ahead, lookups prefetched, then run packet by packet.
+    ParseAhead,
+    /// Packet by packet, the next packet's headers loading meanwhile.
+    PerPacket,
+}
+
+/// The batch function's packet list, kept (empty) between batches so that
+/// it is not allocated or zeroed per batch.
+#[derive(Default)]
+pub(crate) struct FastRefs(pub(crate) Vec<crate::jit::PktRef>);
+
+// SAFETY: the list is emptied before a batch returns (and before the switch
+// can move to another thread), so it holds no pointer between batches.
+unsafe impl Send for FastRefs {}
+
+/// Lists `chunk`'s packets for the batch function in `refs` and returns
+/// the longest one's length. Each packet's first 64 bytes (where its
+/// headers are) start loading into the cache as it is listed. Why: packets
+/// arrive from memory the CPU has not touched (a ring, or traffic bigger
+/// than the cache); read one by one, each packet's miss stalls the
+/// pipeline, taken together the misses overlap.
+fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>) -> usize {
+    refs.clear();
+    refs.reserve(chunk.len());
+    let mut longest = 0;
+    // Written in place rather than pushed: a push stores the length back
+    // per packet (about 2% of the router's time at 64 B).
+    for (r, data) in refs.spare_capacity_mut().iter_mut().zip(chunk) {
+        load_headers(data);
+        r.write(crate::jit::PktRef::of(data));
+        longest = longest.max(data.len());
+    }
+    // SAFETY: the loop initialized the first `chunk.len()` spare slots
+    // (`reserve` made room for them).
+    unsafe { refs.set_len(chunk.len()) };
+    longest
+}
+
+/// Starts loading the cache lines of a packet's first 64 bytes (where its
+/// headers are): the first byte's line and the one holding byte 63 (or the
+/// last); a prefetch never faults, so no branch for an empty packet.
+#[inline(always)]
+fn load_headers(data: &[u8]) {
+    let p = data.as_ptr();
+    crate::lpm::prefetch_ptr(p);
+    crate::lpm::prefetch_ptr(p.wrapping_add(data.len().min(64).saturating_sub(1)));
+}
+
+impl Switch {
+    /// Processes one received packet and everything it causes (clones,
+    /// replicas, recirculations): a batch of one. `emit(port, bytes)`
+    /// receives each packet sent.
+    pub fn process(&mut self, port: u32, data: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
+        self.process_batch(port, &[data], &mut |_, p, d: &[u8]| emit(p, d));
+    }
+
+    /// [`Switch::process`] at a given switch time (microseconds): replays
+    /// and tests that must not depend on the wall clock use it.
+    pub fn process_at(&mut self, port: u32, data: &[u8], now_us: u64, emit: &mut dyn FnMut(u32, &[u8])) {
+        self.process_batch_at(port, &[data], now_us, &mut |_, p, d: &[u8]| emit(p, d));
+    }
+
+    /// Processes frames that arrived together on one port (see the module
+    /// doc): they share one reading of the clock (ingress timestamps have
+    /// microsecond resolution anyway).
+    pub fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
+        let now = self.start.elapsed().as_micros() as u64;
+        self.process_batch_at(port, frames, now, emit);
+    }
+
+    /// [`Switch::process_batch`] at a given switch time (microseconds), for
+    /// replays and tests that must not depend on the wall clock.
+    pub fn process_batch_at<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        port: u32,
+        frames: &[&[u8]],
+        now_us: u64,
+        emit: &mut E,
+    ) {
+        self.now = now_us;
+        self.refresh_views();
+        let strategy = self.strategy();
+        for (k, chunk) in frames.chunks(BATCH).enumerate() {
+            let base = k * BATCH;
+            match strategy {
+                Strategy::Fused { prefetch } => self.run_fused(port, chunk, base, prefetch, emit),
+                Strategy::ParseAhead => self.run_parsed_ahead(port, chunk, base, emit),
+                Strategy::PerPacket => self.run_per_packet(port, chunk, base, emit),
+            }
+        }
+    }
+
+    /// The strategy for the next batch: it depends on the tables' sizes,
+    /// which the control plane changes between batches.
+    pub(crate) fn strategy(&self) -> Strategy {
+        let big_from = |n: usize| self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= n);
+        let fused = self.trace.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_fast_path());
+        if fused {
+            return Strategy::Fused { prefetch: self.preparse && big_from(FAST_PREFETCH_MIN_ENTRIES) };
+        }
+        if self.preparse && self.trace.is_none() && big_from(PREFETCH_MIN_ENTRIES) {
+            Strategy::ParseAhead
+        } else {
+            Strategy::PerPacket
+        }
+    }
+
+    /// The packet-by-packet strategy: the next packet's headers start
+    /// loading while this one runs.
+    fn run_per_packet<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        port: u32,
+        chunk: &[&[u8]],
+        base: usize,
+        emit: &mut E,
+    ) {
+        for (i, data) in chunk.iter().enumerate() {
+            if let Some(b) = chunk.get(i + 1).and_then(|d| d.first()) {
+                crate::lpm::prefetch(b);
+            }
+            let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
+            let t = self.clock.start();
+            let (phv, consumed) = self.ingress_parse(&first, data);
+            self.clock.record(super::STAGE_PARSER, t, 1);
+            self.process_parsed(port, data, phv, consumed, &mut |p, d| emit(base + i, p, d));
+        }
+    }
+
+    /// The parse-ahead strategy: the chunk is parsed first (parsing has no
+    /// side effects: `preparse` is only set for parsers that call no
+    /// externs, so the order of effects is the same as packet by packet),
+    /// then, while packet i runs, the index slot of packet i + SLOT_AHEAD
+    /// and the hit record of packet i + RECORD_AHEAD (whose slot has had
+    /// time to arrive) load: the memory latency of big tables overlaps
+    /// instead of stalling each packet in turn.
+    fn run_parsed_ahead<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        port: u32,
+        chunk: &[&[u8]],
+        base: usize,
+        emit: &mut E,
+    ) {
+        let mut parsed = std::mem::take(&mut self.batch);
+        parsed.clear();
+        let t = self.clock.start();
+        for data in chunk {
+            load_headers(data);
+        }
+        for data in chunk {
+            let arrival = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
+            parsed.push(self.ingress_parse(&arrival, data));
+        }
+        self.clock.record(super::STAGE_PARSER, t, chunk.len());
+        let tables = self.prefetch.len();
+        // `process_parsed` runs the forwarding function when there is one.
+        let compiled = self.trace.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_forward());
+        let mut keys = std::mem::take(&mut self.prefetch_keys);
+        keys.clear();
+        for (phv, _) in &parsed {
+            for &(ti, _) in &self.prefetch {
+                keys.push(self.plan.tables[ti].key128.as_ref().map(|p| crate::control::integer_key(p, phv)));
+            }
+        }
+        let n = chunk.len();
+        let mut run = parsed.drain(..).zip(chunk).enumerate();
+        for i in 0..n + SLOT_AHEAD {
+            if i < n {
+                self.prefetch_keys_of(&keys[i * tables..(i + 1) * tables], false, compiled);
+            }
+            if let Some(j) = (i + RECORD_AHEAD).checked_sub(SLOT_AHEAD).filter(|j| *j < n) {
+                self.prefetch_keys_of(&keys[j * tables..(j + 1) * tables], true, compiled);
+            }
+            if i >= SLOT_AHEAD {
+                let (k, ((phv, consumed), data)) = run.next().expect("one per packet");
+                self.process_parsed(port, data, phv, consumed, &mut |p, d| emit(base + k, p, d));
+            }
+        }
+        drop(run);
+        self.prefetch_keys = keys;
+        self.batch = parsed;
+    }
+
+    /// Hints the CPU to load what this packet's header-keyed table lookups
+    /// will read: the index slot (`second == false`), then the hit entry's
+    /// record (`second == true`, once the slot has arrived); `compiled`: for
+    /// generated code.
+    #[inline]
+    fn prefetch_keys_of(&self, keys: &[Option<u128>], second: bool, compiled: bool) {
+        for (&(ti, inline), k) in self.prefetch.iter().zip(keys) {
+            if let Some(k) = *k {
+                let t = &self.state.tables[ti];
+                if second {
+                    t.prefetch_hit_u128(k, compiled && inline);
+                } else {
+                    t.prefetch_u128(k, compiled && inline);
+                }
+            }
+        }
+    }
+
+    /// The fused strategy over one chunk (at most [`BATCH`] packets):
+    /// lists the packets, prefetches big tables' index slots from their
+    /// keys when `prefetch`, then runs the generated batch function.
+    fn run_fused<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        port: u32,
+        chunk: &[&[u8]],
+        base: usize,
+        prefetch: bool,
+        emit: &mut E,
+    ) {
+        let FastRefs(mut refs) = std::mem::take(&mut self.chunk_refs);
+        let longest = list_chunk(chunk, &mut refs);
+        if prefetch {
+            self.prefetch_chunk(chunk);
+        }
+        self.run_batch_function(port, chunk, &refs, longest, base, emit);
+        refs.clear();
+        self.chunk_refs = FastRefs(refs);
+    }
+
+    /// Computes the lookup keys of `chunk`'s packets with the generated key
+    /// function (or reads them straight from the packets) and prefetches
+    /// the big tables' index slots (and hit records, when those do not stay
+    /// in cache). Parsing twice costs less than the memory stalls it hides.
+    fn prefetch_chunk(&mut self, chunk: &[&[u8]]) {
+        if chunk.is_empty() {
+            return;
+        }
+        let Some(mut look) = self.compiled.as_ref().and_then(|c| c.lookahead()) else { return };
+        let mut scratch = self.take_phv();
+        // When each table needs only its index slot prefetched, the keys
+        // are read straight from the packets, where the first one's parse
+        // found them (a key read wrong from a packet of another layout only
+        // wastes a prefetch).
+        let state = &self.state;
+        let slots = |&(ti, inline): &(usize, bool)| inline.then(|| state.tables[ti].slot_prefetch()).flatten();
+        let mut done = false;
+        if self.prefetch.iter().all(|t| slots(t).is_some()) {
+            if let Some(reads) = look.key_reads(&mut scratch, chunk) {
+                for (s, r) in self.prefetch.iter().filter_map(slots).zip(&reads) {
+                    for d in chunk {
+                        if let Some(k) = r.read(d) {
+                            s.prefetch(k as u32);
+                        }
+                    }
+                }
+                done = true;
+            }
+        }
+        if !done {
+            let tables = self.prefetch.len();
+            let mut words = std::mem::take(&mut self.prefetch_words);
+            look.keys(&mut scratch, chunk, &mut words);
+            for (t, &(ti, inline)) in self.prefetch.iter().enumerate() {
+                self.state.tables[ti].prefetch_words(&words[t..], tables, inline);
+            }
+            self.prefetch_words = words;
+        }
+        self.phv_pool.push(scratch);
+    }
+
+    /// Runs the generated batch function over `batch` (at most [`BATCH`]
+    /// packets, listed in `refs`, the longest `longest` bytes): it parses
+    /// and forwards them into one output area per packet and stops at the
+    /// first packet that needs the general path; the transmitted ones
+    /// (headers and payload in place) are emitted in order, and the general
+    /// path takes that packet with its PHV and metadata before the batch
+    /// function goes on after it. Same results as packet by packet (each
+    /// packet's setup zeroes what an earlier one may have written).
+    fn run_batch_function<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        port: u32,
+        batch: &[&[u8]],
+        refs: &[crate::jit::PktRef],
+        longest: usize,
+        base: usize,
+        emit: &mut E,
+    ) {
+        assert!(refs.len() == batch.len() && batch.len() <= BATCH, "one listing per packet, at most a batch");
+        let mut results = std::mem::take(&mut self.fast_results);
+        let mut start = 0;
+        while start < batch.len() {
+            let rest = &batch[start..];
+            let n = rest.len();
+            let listed = &refs[start..];
+            let mut phv = self.take_phv();
+            let mut meta = PktMeta::default();
+            let compiled = self.compiled.as_ref().expect("the fused strategy needs generated code");
+            let mut out = std::mem::take(&mut self.fwd_hdr);
+            let t = self.clock.start();
+            let (stride, done) = {
+                let mut ex = Exec {
+                    plan: &self.plan,
+                    state: &mut self.state,
+                    phv: &mut phv,
+                    meta: &mut meta,
+                    key_buf: &mut self.key_buf,
+                    act_buf: &mut self.act_buf,
+                    hash_buf: &mut self.hash_buf,
+                    now_us: self.now,
+                    trace: None,
+                };
+                let mut cx = compiled.fast_contexts(&mut ex, &self.views, port);
+                // SAFETY: `longest` bounds every packet of `batch` (the caller's word).
+                unsafe { compiled.run_batch(&mut cx, &mut ex, listed, longest, &mut out, &mut results[..n]) }
+            };
+            self.clock.record(super::STAGE_FUSED, t, (done + 1).min(n));
+            self.fwd_hdr = out;
+            self.stats.received += (done + 1).min(n) as u64;
+            let mut sent = 0;
+            for (i, (r, area)) in results[..done].iter().zip(self.fwd_hdr.chunks_exact(stride)).enumerate() {
+                // Headers and payload are in place (see `CompiledPipelines::run_batch`).
+                if let Some((port, len)) = r.transmit() {
+                    sent += 1;
+                    emit(base + start + i, port, &area[..len]);
+                }
+            }
+            self.stats.transmitted += sent;
+            self.stats.dropped += done as u64 - sent;
+            if done < n {
+                let (consumed, outcome) = results[done].outcome();
+                let at = base + start + done;
+                // (The general path times its own stages: replication, egress, deparser.)
+                self.process_parsed_general(port, rest[done], phv, consumed, meta, Some(outcome), &mut |p, d| {
+                    emit(at, p, d)
+                });
+                start += done + 1;
+            } else {
+                self.phv_pool.push(phv);
+                start += n;
+            }
+        }
+        self.fast_results = results;
+    }
+
+    /// Runs a parsed packet from ingress on, then everything it caused
+    /// (clones, replicas, resubmissions, recirculations).
+    ///
+    /// The common case (one unicast copy, nothing cloned, resubmitted or
+    /// recirculated) goes straight from ingress through egress to `emit`
+    /// without touching the queues; anything else continues on the general
+    /// path from where the packet is.
+    #[inline]
+    pub(super) fn process_parsed(
+        &mut self,
+        port: u32,
+        data: &[u8],
+        mut phv: Box<Phv>,
+        consumed: usize,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        self.stats.received += 1;
+        let len = data.len() as u32;
+        let mut meta = PktMeta { len_reg: len, ingress_len: len, ..Default::default() };
+        let t = self.clock.start();
+        match self.forward(&mut phv, &mut meta, len) {
+            Some(crate::jit::Forward::Transmit { port, hdr }) => {
+                // The headers are already in place: append the payload behind them.
+                let payload = &data[consumed.min(data.len())..];
+                let n = hdr + payload.len();
+                if self.fwd_hdr.len() < n {
+                    self.fwd_hdr.resize(n, 0);
+                }
+                crate::phv::copy_short(&mut self.fwd_hdr[hdr..n], payload);
+                self.clock.record(super::STAGE_FORWARD, t, 1);
+                self.stats.transmitted += 1;
+                emit(port, &self.fwd_hdr[..n]);
+                self.phv_pool.push(phv);
+            }
+            Some(crate::jit::Forward::Dropped) => {
+                self.clock.record(super::STAGE_FORWARD, t, 1);
+                self.stats.dropped += 1;
+                self.phv_pool.push(phv);
+            }
+            outcome => self.process_parsed_general(port, data, phv, consumed, meta, outcome, emit),
+        }
+    }
+
+    /// [`Switch::process_parsed`] for everything but a transmitted or dropped
+    /// unicast packet. Kept out of line: the common case then pays for none
+    /// of its stack frame.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn process_parsed_general(
+        &mut self,
+        port: u32,
+        data: &[u8],
+        mut phv: Box<Phv>,
+        consumed: usize,
+        mut meta: PktMeta,
+        outcome: Option<crate::jit::Forward>,
+        emit: &mut dyn FnMut(u32, &[u8]),
+    ) {
+        let first = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
+        match outcome {
+            Some(crate::jit::Forward::AfterEgress { port }) => {
+                let payload = &data[consumed.min(data.len())..];
+                let e = super::replication::EgressRun { phv, port, meta: PktMeta::default() };
+                self.with_queues(emit, |sw, ingress, egress, emit| {
+                    sw.after_egress(e, meta, payload, ingress, egress, emit)
+                })
+            }
+            Some(_) => self.with_queues(emit, |sw, ingress, egress, emit| {
+                sw.after_ingress(first, data, phv, consumed, meta, ingress, egress, emit)
+            }),
+            None => {
+                self.run_pipeline(&mut phv, &mut meta, true);
+                self.with_queues(emit, |sw, ingress, egress, emit| {
+                    sw.after_ingress(first, data, phv, consumed, meta, ingress, egress, emit)
+                });
+            }
+        }
+    }
+
+    /// Runs a first-pass packet through the forwarding function (ingress to
+    /// deparser in one native call), when the program has one and nothing
+    /// is being traced.
+    fn forward(&mut self, phv: &mut Phv, meta: &mut PktMeta, len: u32) -> Option<crate::jit::Forward> {
+        let compiled = self.compiled.as_ref().filter(|c| c.has_forward() && self.trace.is_none())?;
+        let mut ex = Exec {
+            plan: &self.plan,
+            state: &mut self.state,
+            phv,
+            meta,
+            key_buf: &mut self.key_buf,
+            act_buf: &mut self.act_buf,
+            hash_buf: &mut self.hash_buf,
+            now_us: self.now,
+            trace: None,
+        };
+        compiled.forward(&mut ex, len, &mut self.fwd_hdr, &self.views)
+    }
+}

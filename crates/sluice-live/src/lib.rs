@@ -1,0 +1,299 @@
+//! Live ports: any [`DataPlane`] attached to Linux interfaces.
+//!
+//! [`start`] opens every configured port once per worker (AF_PACKET
+//! sockets joined in a PACKET_FANOUT group, so that a flow stays on one
+//! worker and in order; TAP and AF_XDP with one worker), starts a
+//! [`Pool`] of workers, and gives each the packet loop of
+//! [`packet_loop`]: poll the ports, receive up to [`BATCH`] frames, run
+//! them through the data plane as one batch, send what it emits. The same
+//! `DataPlane::process_batch` runs in `sluice bench`, the replay and the
+//! STF runner: what the lab measures is what the ports run.
+//!
+//! Frames keep their virtio-net offload header from input to output (see
+//! `sluice_ports`), so 64 KB TCP segments cross the data plane as one frame
+//! and the kernel segments them on the way out. A segment that must leave
+//! through a port without offload is dropped and counted (`gso_dropped`);
+//! a frame that only lacks its checksum gets it computed in software.
+//!
+//! Ports survive their interfaces: a port whose interface goes down or
+//! away is closed, reported once and counted; frames for it are dropped
+//! and counted while the other ports keep forwarding; it is opened again
+//! when the interface is back (checked every 100 ms).
+//!
+//! Memory invariant: buffers are allocated at start; the loop itself does
+//! not allocate (except when tracing or when a port is opened again).
+
+pub mod capture;
+mod packet_loop;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use sluice_dataplane::workers::{Pool, WorkerIo};
+use sluice_dataplane::DataPlane;
+use sluice_ports::afpacket::AfPacketPort;
+use sluice_ports::afxdp::AfXdpPort;
+use sluice_ports::pcapfile::FilePort;
+use sluice_ports::tap::TapPort;
+use sluice_ports::{Port, PortStats};
+
+pub use packet_loop::LiveStats;
+
+/// How a port is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// An AF_PACKET socket on an existing interface (the default).
+    AfPacket,
+    /// A TAP interface Sluice creates.
+    Tap,
+    /// An AF_XDP socket on queue 0 with Sluice's XDP program attached.
+    AfXdp,
+    /// bmv2's `--use-files`: frames come from `<iface>_in.pcap` and go to `<iface>_out.pcap`.
+    Files,
+}
+
+/// One `-i PORT@IFACE` argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSpec {
+    pub port: u32,
+    pub iface: String,
+    pub backend: Backend,
+}
+
+impl PortSpec {
+    /// Parses `PORT@IFACE`, `PORT@af_packet:IFACE`, `PORT@af_xdp:IFACE` or `PORT@tap:NAME`.
+    pub fn parse(s: &str) -> Result<PortSpec, String> {
+        let (p, i) = s.split_once('@').ok_or_else(|| format!("interface \"{s}\" is not PORT@IFACE"))?;
+        let port: u32 = p.parse().map_err(|_| format!("interface \"{s}\": \"{p}\" is not a port number"))?;
+        if port >= 511 {
+            return Err(format!("interface \"{s}\": port {port} is out of range (0-510; 511 is the drop port)"));
+        }
+        let (backend, iface) = match i.split_once(':') {
+            Some(("tap", n)) => (Backend::Tap, n),
+            Some(("af_packet", n)) => (Backend::AfPacket, n),
+            Some(("af_xdp", n)) => (Backend::AfXdp, n),
+            Some((b, _)) => return Err(format!("interface \"{s}\": unknown backend \"{b}\" (af_packet, af_xdp, tap)")),
+            None => (Backend::AfPacket, i),
+        };
+        if iface.is_empty() || iface.len() > 15 {
+            return Err(format!("interface \"{s}\": \"{iface}\" is not a valid interface name"));
+        }
+        Ok(PortSpec { port, iface: iface.to_string(), backend })
+    }
+}
+
+/// How the live loop runs.
+#[derive(Debug, Clone, Default)]
+pub struct LiveConfig {
+    pub ports: Vec<PortSpec>,
+    /// `--pcap DIR`: record `<iface>_in.pcap` and `<iface>_out.pcap`.
+    pub pcap_dir: Option<PathBuf>,
+    /// Carry virtio-net offload headers.
+    pub offload: bool,
+    /// Worker threads.
+    pub workers: usize,
+    /// Frames sent to this port go up to the control plane (PacketIn).
+    pub cpu_port: Option<u32>,
+    /// Time each stage (receive, the data plane's stages, send) from the start.
+    pub profile: bool,
+}
+
+/// Something the loop sends up to the control plane.
+#[derive(Debug, Clone)]
+pub enum Up<N> {
+    /// A frame the data plane sent to the CPU port.
+    PacketIn(Vec<u8>),
+    /// A notification of the data plane (a digest...).
+    Notification(N),
+}
+
+/// Where the loop sends [`Up`] events; returns false when the event was
+/// dropped (a full queue: the sink must never block a worker).
+pub type UpSink<N> = Arc<dyn Fn(Up<N>) -> bool + Send + Sync>;
+
+/// One configured port as every worker opens it (again, after its
+/// interface came back).
+#[derive(Debug, Clone)]
+struct Opener {
+    spec: PortSpec,
+    offload: bool,
+    /// PACKET_FANOUT group of an AF_PACKET port shared by several workers.
+    fanout: Option<u16>,
+}
+
+impl Opener {
+    fn open(&self) -> io::Result<Box<dyn Port>> {
+        Ok(match self.spec.backend {
+            Backend::AfPacket => Box::new(AfPacketPort::open(&self.spec.iface, self.offload, self.fanout)?),
+            Backend::Tap => Box::new(TapPort::open(&self.spec.iface, self.offload)?),
+            Backend::Files => Box::new(FilePort::open(&self.spec.iface).map_err(io::Error::other)?),
+            Backend::AfXdp => {
+                let x = AfXdpPort::open(&self.spec.iface)?;
+                eprintln!("port {}: XDP program attached to {} in {} mode", self.spec.port, self.spec.iface, x.mode());
+                Box::new(x)
+            }
+        })
+    }
+}
+
+/// What every worker leaves behind: its counters and each port's
+/// `(number, name, backend, stats)`.
+type WorkerReport = (LiveStats, Vec<(u32, String, &'static str, PortStats)>);
+
+/// The running loop's shared parts, for the report at the end.
+pub struct Live {
+    report: Arc<Mutex<Vec<WorkerReport>>>,
+    error: Arc<Mutex<Option<String>>>,
+    started: Instant,
+    workers: usize,
+}
+
+impl Live {
+    /// The first fatal error a worker met (which stopped the loop), if any.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Every worker's counters summed (after the workers stopped).
+    pub fn totals(&self) -> LiveStats {
+        let r = self.report.lock().unwrap_or_else(|e| e.into_inner());
+        r.iter().fold(LiveStats::default(), |a, (s, _)| a.plus(s))
+    }
+
+    /// The end-of-run report: totals, then each port of each worker.
+    pub fn summary(&self) -> String {
+        let t = self.totals();
+        let mut s = format!(
+            "sluice: stopped after {:.1} s: {} received, {} sent, {} to ports without an interface, \
+             {} offloaded segments dropped, {} to ports whose link was down, {} link changes, {} events dropped\n",
+            self.started.elapsed().as_secs_f64(),
+            t.received,
+            t.sent,
+            t.no_port,
+            t.gso_dropped,
+            t.link_dropped,
+            t.link_changes,
+            t.up_dropped,
+        );
+        let r = self.report.lock().unwrap_or_else(|e| e.into_inner());
+        for (w, (_, ports)) in r.iter().enumerate() {
+            for (_, name, backend, p) in ports {
+                s.push_str(&format!(
+                    "  {name} ({backend}{}): rx {} pkts {} bytes, tx {} pkts {} bytes, tx dropped {}\n",
+                    if self.workers > 1 { format!(", worker {w}") } else { String::new() },
+                    p.rx_packets,
+                    p.rx_bytes,
+                    p.tx_packets,
+                    p.tx_bytes,
+                    p.tx_dropped
+                ));
+            }
+        }
+        s
+    }
+}
+
+/// Opens the ports of `cfg` for every worker and starts the workers on
+/// replicas of `dp`. Events for the control plane go to `up`; the workers
+/// stop when `stop` is set (then stop the pool, and read [`Live`]).
+pub fn start<D: DataPlane>(
+    dp: D,
+    cfg: &LiveConfig,
+    up: Option<UpSink<D::Notification>>,
+    stop: Arc<AtomicBool>,
+) -> Result<(Pool<D>, Live), String> {
+    if cfg.ports.is_empty() {
+        return Err("no interfaces: give at least one -i PORT@IFACE".into());
+    }
+    let workers = cfg.workers.max(1);
+    let mut seen = BTreeMap::new();
+    for p in &cfg.ports {
+        if let Some(prev) = seen.insert(p.port, &p.iface) {
+            return Err(format!("port {} is given twice ({prev} and {})", p.port, p.iface));
+        }
+        if workers > 1 && p.backend != Backend::AfPacket {
+            return Err(format!(
+                "port {} ({}): TAP and AF_XDP ports run with one worker only (multi-queue is not supported yet): use --workers 1",
+                p.port, p.iface
+            ));
+        }
+    }
+    let mut ifaces = BTreeMap::new();
+    for p in &cfg.ports {
+        if let Some(prev) = ifaces.insert(p.iface.as_str(), p.port) {
+            return Err(format!("interface {} is given twice (ports {prev} and {})", p.iface, p.port));
+        }
+    }
+    let captures = match &cfg.pcap_dir {
+        None => None,
+        Some(dir) => Some(Arc::new(capture::Captures::create(dir, &cfg.ports)?)),
+    };
+    // One PACKET_FANOUT group per interface when several workers share it.
+    let fanout_base = (workers > 1).then(|| (std::process::id() as u16).wrapping_mul(31));
+    let openers: Vec<Arc<Opener>> = cfg
+        .ports
+        .iter()
+        .map(|spec| {
+            Arc::new(Opener {
+                spec: spec.clone(),
+                offload: cfg.offload,
+                fanout: fanout_base.map(|b| b.wrapping_add(spec.port as u16)),
+            })
+        })
+        .collect();
+    let report = Arc::new(Mutex::new(Vec::new()));
+    let error = Arc::new(Mutex::new(None));
+    let board = Arc::new(packet_loop::LinkBoard::default());
+    let mut ios: Vec<Box<dyn WorkerIo<D>>> = Vec::new();
+    for w in 0..workers {
+        let mut ports = Vec::new();
+        for o in &openers {
+            let p = o.open().map_err(|e| format!("port {} ({}): {e}", o.spec.port, o.spec.iface))?;
+            if w == 0 {
+                eprintln!(
+                    "port {}: {} via {}{}{}",
+                    o.spec.port,
+                    o.spec.iface,
+                    p.backend(),
+                    if p.offload() { " (offload headers on)" } else { "" },
+                    if workers > 1 { format!(", fanout over {workers} workers") } else { String::new() }
+                );
+            }
+            ports.push((o.clone(), p));
+        }
+        let io = packet_loop::LiveIo::new(
+            ports,
+            packet_loop::Shared {
+                captures: captures.clone(),
+                report: report.clone(),
+                error: error.clone(),
+                stop: stop.clone(),
+                board: board.clone(),
+                up: up.clone(),
+            },
+            cfg,
+            fanout_base,
+        )?;
+        ios.push(Box::new(io));
+    }
+    let mut dp = dp;
+    dp.set_profiling(cfg.profile);
+    let pool = Pool::start(dp, ios)?;
+    if cfg.profile {
+        // The replicas inherit the master's setting; the workers' own clocks start now.
+        let mut pool = pool;
+        pool.set_profiling(true);
+        return Ok((pool, Live { report, error, started: Instant::now(), workers }));
+    }
+    Ok((pool, Live { report, error, started: Instant::now(), workers }))
+}
+
+/// Whether the loop should stop (a shared flag, set by a signal handler or
+/// by a worker that failed).
+pub(crate) fn stopped(stop: &AtomicBool) -> bool {
+    stop.load(Ordering::Relaxed)
+}

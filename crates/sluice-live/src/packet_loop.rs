@@ -1,0 +1,543 @@
+//! One worker's packet loop over its ports.
+//!
+//! Contract. Reads: frames from the worker's own ports (each port's socket,
+//! queue or file belongs to this worker alone). Writes: the data plane
+//! replica it is handed, the ports' transmit queues, the capture files, the
+//! events going up. Leaves: every frame the data plane emits goes out of
+//! the port its number names, with the offload header of the frame it came
+//! from (adjusted for headers pushed or popped); frames for the CPU port go
+//! up as PacketIns; frames for a port that does not exist, or whose link is
+//! down, are dropped and counted.
+//!
+//! Link state: a receive or send error that means the interface went down
+//! or away (`sluice_ports::is_link_error`) closes that port; it is reported
+//! once for all workers ([`LinkBoard`]) and opened again when the
+//! interface is up (checked every [`RETRY`]). The other ports never stop.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sluice_dataplane::workers::{WorkerIo, Waker};
+use sluice_dataplane::{DataPlane, Profile, StageClock, BATCH};
+use sluice_ports::{complete_checksum, is_link_error, link_is_up, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
+
+use crate::capture::{Captures, Direction};
+use crate::{stopped, Backend, LiveConfig, Opener, PortSpec, Up, UpSink, WorkerReport};
+
+/// How often a worker looks whether the interface of a port that went down is back.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// Batches taken from one port before the next port's turn (keeps ports fair).
+const ROUNDS_PER_PORT: usize = 8;
+
+/// The loop's own stages, as `--profile` reports them.
+const STAGES: &[&str] = &["receive", "send"];
+const RECEIVE: usize = 0;
+const SEND: usize = 1;
+
+/// Counters of the live loop, printed at the end.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LiveStats {
+    pub received: u64,
+    pub sent: u64,
+    /// Emitted to a port number no interface is attached to.
+    pub no_port: u64,
+    /// Offloaded segments that had to leave through a port without offload.
+    pub gso_dropped: u64,
+    /// Emitted to a port whose interface was down or gone.
+    pub link_dropped: u64,
+    /// Times a port of this worker went down or came back.
+    pub link_changes: u64,
+    /// PacketIns and notifications the control plane's queue had no room for.
+    pub up_dropped: u64,
+}
+
+impl LiveStats {
+    pub(crate) fn plus(&self, o: &LiveStats) -> LiveStats {
+        LiveStats {
+            received: self.received + o.received,
+            sent: self.sent + o.sent,
+            no_port: self.no_port + o.no_port,
+            gso_dropped: self.gso_dropped + o.gso_dropped,
+            link_dropped: self.link_dropped + o.link_dropped,
+            link_changes: self.link_changes + o.link_changes,
+            up_dropped: self.up_dropped + o.up_dropped,
+        }
+    }
+}
+
+/// Which ports are down, shared by the workers, so that a change is
+/// reported once and not once per worker.
+#[derive(Default)]
+pub(crate) struct LinkBoard {
+    down: Mutex<BTreeMap<u32, bool>>,
+}
+
+impl LinkBoard {
+    /// Records port `port` as down (or up); true when that is news.
+    fn set(&self, port: u32, down: bool) -> bool {
+        let mut m = self.down.lock().unwrap_or_else(|e| e.into_inner());
+        let was = m.insert(port, down).unwrap_or(false);
+        was != down
+    }
+}
+
+/// What every worker of one loop shares.
+pub(crate) struct Shared<N> {
+    pub(crate) captures: Option<Arc<Captures>>,
+    pub(crate) report: Arc<Mutex<Vec<WorkerReport>>>,
+    pub(crate) error: Arc<Mutex<Option<String>>>,
+    pub(crate) stop: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) board: Arc<LinkBoard>,
+    pub(crate) up: Option<UpSink<N>>,
+}
+
+impl<N> Shared<N> {
+    /// Records a fatal error (the first one wins) and stops every worker.
+    fn fail(&self, e: String) {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// One port of this worker.
+struct Slot {
+    number: u32,
+    opener: Arc<Opener>,
+    /// `None` while the interface is down or gone.
+    port: Option<Box<dyn Port>>,
+    /// Counters of earlier openings of this port.
+    retired: PortStats,
+    /// When the port was last tried again (while down).
+    last_try: Instant,
+    /// Frames were sent since the last flush.
+    dirty: bool,
+    /// A replayed file that ended.
+    finished: bool,
+}
+
+impl Slot {
+    fn stats(&self) -> PortStats {
+        let now = self.port.as_ref().map(|p| p.stats()).unwrap_or_default();
+        let r = &self.retired;
+        PortStats {
+            rx_packets: r.rx_packets + now.rx_packets,
+            rx_bytes: r.rx_bytes + now.rx_bytes,
+            tx_packets: r.tx_packets + now.tx_packets,
+            tx_bytes: r.tx_bytes + now.tx_bytes,
+            tx_dropped: r.tx_dropped + now.tx_dropped,
+        }
+    }
+
+    /// Whether this port's errors can mean a link change (rather than a fault).
+    fn watches_link(&self) -> bool {
+        matches!(self.opener.spec.backend, Backend::AfPacket | Backend::AfXdp)
+    }
+}
+
+/// The ports and counters the send path needs, apart from the receive
+/// buffer (so that frames borrowed from it can be sent from inside the
+/// data plane's output callback).
+struct Outputs<N> {
+    slots: Vec<Slot>,
+    /// Port number -> index in `slots` (`usize::MAX`: none).
+    by_number: Vec<usize>,
+    /// One per slot (descriptor -1 while down), then the wake-up eventfd.
+    pfds: Vec<libc::pollfd>,
+    stats: LiveStats,
+    clock: StageClock,
+    cpu_port: Option<u32>,
+    shared: Shared<N>,
+    /// A frame whose checksum is completed in software.
+    scratch: Vec<u8>,
+}
+
+/// One worker's I/O: its ports, its receive buffer and its counters.
+pub(crate) struct LiveIo<N> {
+    rx: RxBatch,
+    out: Outputs<N>,
+    offload: bool,
+    fanout_base: Option<u16>,
+    /// Written by the control plane to cut the poll short.
+    wake: Arc<OwnedFd>,
+    last_retry: Instant,
+    replayed: bool,
+}
+
+impl<N> Drop for LiveIo<N> {
+    fn drop(&mut self) {
+        let ports = self
+            .out
+            .slots
+            .iter()
+            .map(|s| {
+                let backend = s.port.as_ref().map_or("down", |p| p.backend());
+                (s.number, s.opener.spec.iface.clone(), backend, s.stats())
+            })
+            .collect();
+        self.out.shared.report.lock().unwrap_or_else(|e| e.into_inner()).push((self.out.stats, ports));
+    }
+}
+
+impl<N: Send + 'static> LiveIo<N> {
+    pub(crate) fn new(
+        ports: Vec<(Arc<Opener>, Box<dyn Port>)>,
+        shared: Shared<N>,
+        cfg: &LiveConfig,
+        fanout_base: Option<u16>,
+    ) -> Result<LiveIo<N>, String> {
+        // SAFETY: plain system call; the descriptor is owned right away.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `efd` is a fresh descriptor nobody else owns.
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+        let mut pfds: Vec<libc::pollfd> =
+            ports.iter().map(|(_, p)| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        pfds.push(libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 });
+        let mut by_number = vec![usize::MAX; 512];
+        let slots: Vec<Slot> = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, (opener, port))| {
+                by_number[opener.spec.port as usize] = i;
+                Slot {
+                    number: opener.spec.port,
+                    opener,
+                    port: Some(port),
+                    retired: PortStats::default(),
+                    last_try: Instant::now(),
+                    dirty: false,
+                    finished: false,
+                }
+            })
+            .collect();
+        let mut clock = StageClock::new(STAGES);
+        clock.set(cfg.profile);
+        Ok(LiveIo {
+            rx: RxBatch::new(if cfg.offload { MAX_FRAME } else { 16384 }),
+            out: Outputs {
+                slots,
+                by_number,
+                pfds,
+                stats: LiveStats::default(),
+                clock,
+                cpu_port: cfg.cpu_port,
+                shared,
+                scratch: Vec::new(),
+            },
+            offload: cfg.offload,
+            fanout_base,
+            wake,
+            last_retry: Instant::now(),
+            replayed: false,
+        })
+    }
+
+    /// Runs the `n` frames in the receive buffer (from port index `k`)
+    /// through the data plane as one batch and sends what it emits.
+    fn run_frames<D: DataPlane<Notification = N>>(&mut self, dp: &mut D, k: usize, n: usize) {
+        let number = self.out.slots[k].number;
+        if let Some(c) = &self.out.shared.captures {
+            for i in 0..n {
+                c.record(number, Direction::In, self.rx.frame(i).0);
+            }
+        }
+        let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
+        for (i, f) in frames.iter_mut().enumerate().take(n) {
+            *f = self.rx.frame(i).0;
+        }
+        let (rx, out) = (&self.rx, &mut self.out);
+        dp.process_batch(number, &frames[..n], &mut |i, p, bytes: &[u8]| {
+            let (input, vnet) = rx.frame(i);
+            out.send(p, bytes, input.len(), vnet);
+        });
+        self.out.after_batch(dp);
+    }
+}
+
+impl<N> Outputs<N> {
+    /// Sends one emitted frame to port number `p`; `in_len` and `vnet` are
+    /// the length and offload header of the frame it came from.
+    fn send(&mut self, p: u32, bytes: &[u8], in_len: usize, vnet: &VnetHdr) {
+        if Some(p) == self.cpu_port {
+            if let Some(up) = &self.shared.up {
+                if !up(Up::PacketIn(bytes.to_vec())) {
+                    self.stats.up_dropped += 1;
+                }
+            }
+            return;
+        }
+        let Some(&k) = self.by_number.get(p as usize).filter(|k| **k != usize::MAX) else {
+            self.stats.no_port += 1;
+            return;
+        };
+        let t = self.clock.start();
+        let slot = &mut self.slots[k];
+        let Some(port) = slot.port.as_mut() else {
+            self.stats.link_dropped += 1;
+            return;
+        };
+        let v = vnet.shifted(bytes.len() as isize - in_len as isize);
+        // Without offload on the way out: finish the checksum here; a segment cannot go.
+        let no_offload = !port.offload();
+        let mut frame = bytes;
+        if no_offload && (v.is_gso() || v.needs_csum()) {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(bytes);
+            if v.is_gso() || !complete_checksum(&mut self.scratch, &v) {
+                self.stats.gso_dropped += 1;
+                return;
+            }
+            frame = &self.scratch;
+        }
+        let v = if no_offload { VnetHdr::default() } else { v };
+        match port.send(frame, &v) {
+            Ok(()) => {
+                slot.dirty = true;
+                self.stats.sent += 1;
+                if let Some(c) = &self.shared.captures {
+                    c.record(p, Direction::Out, frame);
+                }
+            }
+            Err(e) if slot.watches_link() && is_link_error(&e) => {
+                self.stats.link_dropped += 1;
+                self.link_down(k, &e.to_string());
+            }
+            Err(e) => {
+                self.stats.link_dropped += 1;
+                if !slot.watches_link() {
+                    // A TAP device set down, a file that failed: counted, the loop goes on.
+                    return;
+                }
+                self.shared.fail(format!("port {p}: {e}"));
+            }
+        }
+        self.clock.record(SEND, t, 1);
+    }
+
+    /// After a batch: the data plane's notifications and log go out.
+    fn after_batch<D: DataPlane<Notification = N>>(&mut self, dp: &mut D) {
+        let (up, stats) = (&self.shared.up, &mut self.stats);
+        dp.drain_notifications(&mut |n| {
+            if !up.as_ref().is_some_and(|u| u(Up::Notification(n))) {
+                stats.up_dropped += 1;
+            }
+        });
+        dp.drain_log(&mut |s| eprint!("{s}"));
+    }
+
+    /// Sends what the ports queued.
+    fn flush(&mut self) {
+        let t = self.clock.start();
+        for k in 0..self.slots.len() {
+            let slot = &mut self.slots[k];
+            if !std::mem::take(&mut slot.dirty) {
+                continue;
+            }
+            let Some(port) = slot.port.as_mut() else { continue };
+            if let Err(e) = port.flush() {
+                if slot.watches_link() && is_link_error(&e) {
+                    self.link_down(k, &e.to_string());
+                } else if slot.watches_link() {
+                    let n = slot.number;
+                    self.shared.fail(format!("port {n}: {e}"));
+                }
+            }
+        }
+        self.clock.extend(SEND, t);
+    }
+
+    /// Closes port index `k`, whose interface went down or away.
+    fn link_down(&mut self, k: usize, why: &str) {
+        let slot = &mut self.slots[k];
+        if let Some(p) = slot.port.take() {
+            let s = p.stats();
+            let r = &mut slot.retired;
+            r.rx_packets += s.rx_packets;
+            r.rx_bytes += s.rx_bytes;
+            r.tx_packets += s.tx_packets;
+            r.tx_bytes += s.tx_bytes;
+            r.tx_dropped += s.tx_dropped;
+        }
+        slot.last_try = Instant::now();
+        slot.dirty = false;
+        self.pfds[k].fd = -1;
+        self.stats.link_changes += 1;
+        if self.shared.board.set(slot.number, true) {
+            eprintln!(
+                "sluice: port {} ({}): the interface went down or away ({why}); its frames are dropped until it is back",
+                slot.number, slot.opener.spec.iface
+            );
+        }
+    }
+
+    /// Opens again the ports whose interfaces are back.
+    fn retry_down_ports(&mut self) {
+        for k in 0..self.slots.len() {
+            let slot = &mut self.slots[k];
+            if slot.port.is_some() || slot.last_try.elapsed() < RETRY {
+                continue;
+            }
+            slot.last_try = Instant::now();
+            if !link_is_up(&slot.opener.spec.iface) {
+                continue;
+            }
+            let Ok(p) = slot.opener.open() else { continue };
+            self.pfds[k].fd = p.fd();
+            slot.port = Some(p);
+            self.stats.link_changes += 1;
+            if self.shared.board.set(slot.number, false) {
+                eprintln!("sluice: port {} ({}): the interface is back", slot.number, slot.opener.spec.iface);
+            }
+        }
+    }
+}
+
+impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
+    fn inject(&mut self, dp: &mut D, port: u32, frame: &[u8]) {
+        let none = VnetHdr::default();
+        let out = &mut self.out;
+        dp.process_batch(port, &[frame], &mut |_, p, bytes: &[u8]| out.send(p, bytes, frame.len(), &none));
+        self.out.after_batch(dp);
+        self.out.flush();
+    }
+
+    fn add_port(&mut self, number: u32, iface: &str) -> Result<(), String> {
+        if number >= 511 {
+            return Err(format!("port {number} is out of range (0-510)"));
+        }
+        if self.out.slots.iter().any(|s| s.number == number) {
+            return Err(format!("port {number} exists"));
+        }
+        let opener = Arc::new(Opener {
+            spec: PortSpec { port: number, iface: iface.to_string(), backend: Backend::AfPacket },
+            offload: self.offload,
+            fanout: self.fanout_base.map(|b| b.wrapping_add(number as u16)),
+        });
+        let port = opener.open().map_err(|e| e.to_string())?;
+        if let Some(c) = &self.out.shared.captures {
+            c.add(number, iface)?;
+        }
+        let fd = port.fd();
+        self.out.slots.push(Slot {
+            number,
+            opener,
+            port: Some(port),
+            retired: PortStats::default(),
+            last_try: Instant::now(),
+            dirty: false,
+            finished: false,
+        });
+        // The wake-up descriptor stays last.
+        let at = self.out.pfds.len() - 1;
+        self.out.pfds.insert(at, libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+        self.out.by_number[number as usize] = self.out.slots.len() - 1;
+        self.out.shared.board.set(number, false);
+        eprintln!("port {number}: {iface} via af_packet (added at run time)");
+        Ok(())
+    }
+
+    fn remove_port(&mut self, number: u32) -> Result<(), String> {
+        let Some(k) = self.out.slots.iter().position(|s| s.number == number) else {
+            return Err(format!("no port {number}"));
+        };
+        self.out.slots.remove(k);
+        self.out.pfds.remove(k);
+        self.out.by_number.fill(usize::MAX);
+        for (i, s) in self.out.slots.iter().enumerate() {
+            self.out.by_number[s.number as usize] = i;
+        }
+        Ok(())
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        let fd = self.wake.clone();
+        Some(Arc::new(move || {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to an eventfd this closure keeps open.
+            unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }))
+    }
+
+    fn set_profiling(&mut self, on: bool) {
+        self.out.clock.set(on);
+    }
+
+    fn add_profile(&self, to: &mut Profile) {
+        self.out.clock.add_to(to);
+    }
+
+    fn run_batch(&mut self, dp: &mut D) -> bool {
+        if stopped(&self.out.shared.stop) {
+            return false;
+        }
+        if self.last_retry.elapsed() >= RETRY {
+            self.last_retry = Instant::now();
+            self.out.retry_down_ports();
+        }
+        // A short timeout: control messages, the stop flag and ports to
+        // open again are seen within a millisecond or two.
+        // SAFETY: `pfds` is a live array of pollfd.
+        let r = unsafe { libc::poll(self.out.pfds.as_mut_ptr(), self.out.pfds.len() as libc::nfds_t, 1) };
+        if r <= 0 {
+            return true;
+        }
+        let nports = self.out.slots.len();
+        if self.out.pfds[nports].revents != 0 {
+            // The control plane woke us: reset the eventfd; its message is handled after this batch.
+            let mut v: u64 = 0;
+            // SAFETY: reads 8 bytes into a live u64 from our eventfd.
+            unsafe { libc::read(self.out.pfds[nports].fd, (&mut v as *mut u64).cast(), 8) };
+        }
+        for k in 0..nports {
+            if self.out.pfds[k].revents == 0 || self.out.pfds[k].fd < 0 {
+                continue;
+            }
+            for _ in 0..ROUNDS_PER_PORT {
+                let t = self.out.clock.start();
+                let Some(port) = self.out.slots[k].port.as_mut() else { break };
+                let n = match port.recv(&mut self.rx) {
+                    Ok(n) => n,
+                    Err(e) if self.out.slots[k].watches_link() && is_link_error(&e) => {
+                        self.out.link_down(k, &e.to_string());
+                        break;
+                    }
+                    Err(e) => {
+                        self.out.shared.fail(e.to_string());
+                        return false;
+                    }
+                };
+                self.out.clock.record(RECEIVE, t, n);
+                if n == 0 {
+                    if port.finished() {
+                        self.out.slots[k].finished = true;
+                        // poll skips negative descriptors.
+                        self.out.pfds[k].fd = -1;
+                        if !self.replayed && self.out.slots.iter().all(|s| s.finished) {
+                            self.replayed = true;
+                            eprintln!("sluice: every input file has been replayed");
+                        }
+                    } else if self.out.pfds[k].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
+                        && self.out.slots[k].watches_link()
+                        && !link_is_up(&self.out.slots[k].opener.spec.iface)
+                    {
+                        // An error condition with nothing to read: the interface is gone.
+                        self.out.link_down(k, "poll reported an error");
+                    }
+                    break;
+                }
+                self.out.stats.received += n as u64;
+                self.run_frames(dp, k, n);
+                if n < BATCH {
+                    break;
+                }
+            }
+        }
+        self.out.flush();
+        !stopped(&self.out.shared.stop)
+    }
+}
