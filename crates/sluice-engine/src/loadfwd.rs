@@ -29,7 +29,7 @@
 //! code too (llvm-mca: 52.6 → 58-76 cycles per router packet).
 //!
 //! What a store may overwrite follows the alias regions generated code puts
-//! on every access (see `jit::Mem`): accesses in different regions never
+//! on every access (see `jit::gen::Mem`): accesses in different regions never
 //! overlap, and within a region two addresses are compared only when they
 //! are the same base value plus constants; otherwise a store forgets the
 //! whole region. Calls and other instructions with effects forget all.
