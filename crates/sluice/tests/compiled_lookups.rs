@@ -85,7 +85,8 @@ fn same_output(
     round: u64,
 ) -> Vec<(u32, Vec<u8>)> {
     let mut a = Vec::new();
-    compiled.process_batch_at(port, batch.iter().map(|b| b.as_slice()), now, &mut |o, d| a.push((o, d.to_vec())));
+    let frames: Vec<&[u8]> = batch.iter().map(|b| b.as_slice()).collect();
+    compiled.process_batch_at(port, &frames, now, &mut |_, o, d: &[u8]| a.push((o, d.to_vec())));
     let mut b = Vec::new();
     for p in batch {
         twin.process_at(port, p, now, &mut |o, d| b.push((o, d.to_vec())));

@@ -518,8 +518,9 @@ const BATCH_DIFFERENTIAL_CASES: u32 = 200;
 /// and the interpreter fed packet by packet with plain per-length maps
 /// (`Switch::scratch`). Random batches of corpus packets
 /// with bit flips, and random bytes, must give the same packets on the
-/// same ports in the same order; state carries over between batches, so
-/// counters, registers and meters must evolve alike too.
+/// same ports in the same order, each tagged with the index of the input
+/// it came from; state carries over between batches, so counters,
+/// registers and meters must evolve alike too.
 #[test]
 fn batched_compiled_and_packet_by_packet_interpreted_switches_agree() {
     let emitted = for_each_program("batched compiled vs interpreted", |p, sw, last| {
@@ -550,12 +551,16 @@ fn batched_compiled_and_packet_by_packet_interpreted_switches_agree() {
                 *now.borrow_mut() += 1000;
                 let t = *now.borrow();
                 let mut compiled = Vec::new();
-                sw.borrow_mut().process_batch_at(port, batch.iter().map(|b| b.as_slice()), t, &mut |o, d| {
-                    compiled.push((o, hex(d)))
+                let frames: Vec<&[u8]> = batch.iter().map(|b| b.as_slice()).collect();
+                sw.borrow_mut().process_batch_at(port, &frames, t, &mut |i, o, d: &[u8]| {
+                    compiled.push((i, o, hex(d)))
                 });
+                // The reference: the interpreter, one packet at a time (a
+                // batch of one through the same loop), each output tagged
+                // with the input it came from.
                 let mut interpreted = Vec::new();
-                for b in &batch {
-                    twin.borrow_mut().process_at(port, b, t, &mut |o, d| interpreted.push((o, hex(d))));
+                for (i, b) in batch.iter().enumerate() {
+                    twin.borrow_mut().process_at(port, b, t, &mut |o, d| interpreted.push((i, o, hex(d))));
                 }
                 if compiled != interpreted {
                     return Err(TestCaseError::fail(format!(

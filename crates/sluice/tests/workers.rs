@@ -18,7 +18,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::{case_dirs, check_expect_cli, shared};
-use sluice::workers::{flow_hash, Pool, WorkerIo};
+use sluice_control::run_command;
+use sluice_dataplane::workers::{flow_hash, Pool, WorkerIo};
 use sluice_engine::Switch;
 
 type Outputs = Vec<(u32, Vec<u8>)>;
@@ -28,7 +29,7 @@ struct ChannelIo {
     rx: mpsc::Receiver<(u32, Vec<u8>, mpsc::Sender<Outputs>)>,
 }
 
-impl WorkerIo for ChannelIo {
+impl WorkerIo<Switch> for ChannelIo {
     fn run_batch(&mut self, sw: &mut Switch) -> bool {
         match self.rx.recv_timeout(Duration::from_millis(1)) {
             Ok((port, pkt, reply)) => {
@@ -53,7 +54,7 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
         .map(|x| x.parse().unwrap())
         .collect();
     let mut txs = Vec::new();
-    let mut ios: Vec<Box<dyn WorkerIo>> = Vec::new();
+    let mut ios: Vec<Box<dyn WorkerIo<Switch>>> = Vec::new();
     for _ in 0..n {
         let (tx, rx) = mpsc::channel();
         txs.push(tx);
@@ -67,7 +68,7 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
     }
     let mut pool = Pool::start(master, ios)?;
     for l in after {
-        let _ = pool.command(l);
+        let _ = run_command(&mut pool, l);
     }
     let mut inputs: Vec<(std::time::Duration, usize, u32, Vec<u8>)> = Vec::new();
     for ent in std::fs::read_dir(dir.join("in")).map_err(|e| e.to_string())? {
@@ -104,7 +105,7 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
         }
     }
     let label = format!("{name} ({n} workers)");
-    check_expect_cli(dir, &label, |cmd| pool.command(cmd).unwrap_or_else(|e| e.to_string()))?;
+    check_expect_cli(dir, &label, |cmd| run_command(&mut pool, cmd).unwrap_or_else(|e| e.to_string()))?;
     drop(txs);
     pool.finish();
     Ok(())
@@ -130,7 +131,7 @@ struct CheckingIo {
     counts: Arc<[AtomicU64; 5]>,
 }
 
-impl WorkerIo for CheckingIo {
+impl WorkerIo<Switch> for CheckingIo {
     fn run_batch(&mut self, sw: &mut Switch) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             return false;
@@ -139,7 +140,8 @@ impl WorkerIo for CheckingIo {
         let batch = &self.traffic[self.next..end];
         self.next = if end == self.traffic.len() { 0 } else { end };
         let c = &self.counts;
-        sw.process_batch(0, batch.iter().map(|p| p.as_slice()), &mut |port, out| {
+        let frames: Vec<&[u8]> = batch.iter().map(|p| p.as_slice()).collect();
+        sw.process_batch(0, &frames, &mut |_, port, out: &[u8]| {
             c[1].fetch_add(1, Ordering::Relaxed);
             let k = match (port, &out[0..6]) {
                 (1, d) if d == MAC_A => 2,
@@ -170,7 +172,7 @@ fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let counts: Arc<[AtomicU64; 5]> = Arc::new(Default::default());
-    let ios: Vec<Box<dyn WorkerIo>> = shares
+    let ios: Vec<Box<dyn WorkerIo<Switch>>> = shares
         .into_iter()
         .map(|t| Box::new(CheckingIo { traffic: t, next: 0, stop: stop.clone(), counts: counts.clone() }) as Box<_>)
         .collect();
@@ -181,13 +183,13 @@ fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
         } else {
             format!("table_modify RouterIngress.nexthop RouterIngress.forward {handle} 1 02:00:00:00:00:01 00:5e:00:00:00:aa")
         };
-        pool.command(&line).unwrap();
+        run_command(&mut pool, &line).unwrap();
         if i % 64 == 0 {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
     // The counters the workers keep are merged on read.
-    let read = pool.command("counter_read RouterIngress.port_rx 0").unwrap();
+    let read = run_command(&mut pool, "counter_read RouterIngress.port_rx 0").unwrap();
     stop.store(true, Ordering::Relaxed);
     let master = pool.finish();
     let c: Vec<u64> = counts.iter().map(|x| x.load(Ordering::Relaxed)).collect();
@@ -210,21 +212,21 @@ fn a_batch_that_adds_an_entry_then_sets_its_direct_meter_keeps_the_rates() {
     let master = sluice::load(&path).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     struct Idle(Arc<AtomicBool>);
-    impl WorkerIo for Idle {
+    impl WorkerIo<Switch> for Idle {
         fn run_batch(&mut self, _: &mut Switch) -> bool {
             std::thread::sleep(Duration::from_micros(100));
             !self.0.load(Ordering::Relaxed)
         }
     }
-    let ios: Vec<Box<dyn WorkerIo>> = (0..2).map(|_| Box::new(Idle(stop.clone())) as Box<_>).collect();
+    let ios: Vec<Box<dyn WorkerIo<Switch>>> = (0..2).map(|_| Box::new(Idle(stop.clone())) as Box<_>).collect();
     let mut pool = Pool::start(master, ios).unwrap();
     let t = "ingress.acl_wbb_ingress.acl_wbb_ingress_table";
     let m = "ingress.acl_wbb_ingress.acl_wbb_ingress_meter";
     let add = format!("table_add {t} NoAction 1&&&1 0&&&0 0&&&0 0&&&0 0&&&0 => 10");
     let set = format!("meter_set_rates {m} 0 0.5:100 1.5:200");
-    let answers = pool.commands(&[&add, &set]);
+    let answers = sluice_control::run_commands(&mut pool, &[&add, &set]);
     assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
-    let rates = pool.command(&format!("meter_get_rates {m} 0")).unwrap();
+    let rates = run_command(&mut pool, &format!("meter_get_rates {m} 0")).unwrap();
     assert!(rates.contains("burst size = 100"), "the workers' table_add reset the meter set after it: {rates}");
     stop.store(true, Ordering::Relaxed);
     pool.finish();
@@ -238,11 +240,12 @@ struct OnceIo {
     done: Arc<AtomicU64>,
 }
 
-impl WorkerIo for OnceIo {
+impl WorkerIo<Switch> for OnceIo {
     fn run_batch(&mut self, sw: &mut Switch) -> bool {
         let mut n = 0;
         for batch in self.packets.chunks(50) {
-            sw.process_batch_at(0, batch.iter().map(|p| p.as_slice()), 0, &mut |_, _| n += 1);
+            let frames: Vec<&[u8]> = batch.iter().map(|p| p.as_slice()).collect();
+            sw.process_batch_at(0, &frames, 0, &mut |_, _, _| n += 1);
         }
         self.emitted.fetch_add(n, Ordering::Relaxed);
         self.done.fetch_add(1, Ordering::Relaxed);
@@ -265,10 +268,10 @@ fn edge_packets_passed_by_a_policer(workers: usize) -> u64 {
     let traffic = sluice::bench::router_traffic(1000 * workers, 16, sluice::bench::RouteLayout::Consecutive);
     assert!(traffic.iter().all(|p| p.len() == 60));
     let (emitted, done) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let ios: Vec<Box<dyn WorkerIo>> = traffic
+    let ios: Vec<Box<dyn WorkerIo<Switch>>> = traffic
         .chunks(1000)
         .map(|c| {
-            Box::new(OnceIo { packets: c.to_vec(), emitted: emitted.clone(), done: done.clone() }) as Box<dyn WorkerIo>
+            Box::new(OnceIo { packets: c.to_vec(), emitted: emitted.clone(), done: done.clone() }) as Box<dyn WorkerIo<Switch>>
         })
         .collect();
     let pool = Pool::start(master, ios).unwrap();
