@@ -1,0 +1,286 @@
+//! v1model behaviours that the shared corpora do not reach, each checked end
+//! to end on a small hand-written BMv2 JSON program, interpreted and
+//! compiled, against bytes computed here (the checksum, CRC-32 and bit
+//! packing references are the test's own).
+
+use serde_json::{json, Map, Value};
+use sluice_engine::{ExecMode, Switch};
+
+const MODES: [ExecMode; 2] = [ExecMode::Interpreted, ExecMode::Compiled];
+
+fn field(h: &str, f: &str) -> Value {
+    json!({"type": "field", "value": [h, f]})
+}
+
+fn hex(v: &str) -> Value {
+    json!({"type": "hexstr", "value": v})
+}
+
+fn op(o: &str, left: Value, right: Value) -> Value {
+    json!({"type": "expression", "value": {"op": o, "left": left, "right": right}})
+}
+
+fn prim(o: &str, params: Vec<Value>) -> Value {
+    json!({"op": o, "parameters": params})
+}
+
+fn assign(dst: Value, src: Value) -> Value {
+    prim("assign", vec![dst, src])
+}
+
+fn action(id: u64, name: &str, prims: Vec<Value>) -> Value {
+    json!({"name": name, "id": id, "runtime_data": [], "primitives": prims})
+}
+
+/// A keyless table that runs action `aid` and goes on to `next`: how p4c
+/// calls an action from a control's body.
+fn call(id: u64, name: &str, aid: u64, aname: &str, next: Option<&str>) -> Value {
+    let mut next_tables = Map::new();
+    next_tables.insert(aname.to_string(), json!(next));
+    json!({
+        "name": name, "id": id, "key": [], "match_type": "exact", "type": "simple", "max_size": 1024,
+        "with_counters": false, "support_timeout": false, "direct_meters": null,
+        "action_ids": [aid], "actions": [aname], "base_default_next": next, "next_tables": next_tables,
+        "default_entry": {"action_id": aid, "action_const": true, "action_data": [], "action_entry_const": true}
+    })
+}
+
+fn cond(id: u64, name: &str, e: Value, t: Option<&str>, f: Option<&str>) -> Value {
+    json!({"name": name, "id": id, "expression": e, "true_next": t, "false_next": f})
+}
+
+fn pipeline(id: u64, name: &str, init: Option<&str>, tables: Vec<Value>, conds: Vec<Value>) -> Value {
+    json!({"name": name, "id": id, "init_table": init, "tables": tables, "action_profiles": [], "conditionals": conds})
+}
+
+/// A parser state: `ops`, then `key` selecting among `(value, next)`
+/// transitions, else `default`.
+fn state(
+    id: u64,
+    name: &str,
+    ops: Vec<Value>,
+    key: Vec<Value>,
+    cases: &[(&str, &str)],
+    default: Option<&str>,
+) -> Value {
+    let mut ts: Vec<Value> =
+        cases.iter().map(|(v, n)| json!({"type": "hexstr", "value": v, "mask": null, "next_state": n})).collect();
+    ts.push(json!({"type": "default", "value": null, "mask": null, "next_state": default}));
+    json!({"name": name, "id": id, "parser_ops": ops, "transition_key": key, "transitions": ts})
+}
+
+fn extract(h: &str) -> Value {
+    json!({"op": "extract", "parameters": [{"type": "regular", "value": h}]})
+}
+
+/// `standard_metadata` as p4c declares it for v1model.
+fn std_meta_type(id: u64) -> Value {
+    json!({"name": "standard_metadata", "id": id, "fields": [
+        ["ingress_port", 9, false], ["egress_spec", 9, false], ["egress_port", 9, false],
+        ["instance_type", 32, false], ["packet_length", 32, false], ["enq_timestamp", 32, false],
+        ["enq_qdepth", 19, false], ["deq_timedelta", 32, false], ["deq_qdepth", 19, false],
+        ["ingress_global_timestamp", 48, false], ["egress_global_timestamp", 48, false],
+        ["mcast_grp", 16, false], ["egress_rid", 16, false], ["checksum_error", 1, false],
+        ["parser_error", 32, false], ["priority", 3, false], ["_padding", 3, false]
+    ]})
+}
+
+fn std_f(f: &str) -> Value {
+    field("standard_metadata", f)
+}
+
+/// The program in every execution mode, with `commands` run on it.
+fn switches(program: &Value, commands: &[&str]) -> Vec<(ExecMode, Switch)> {
+    MODES
+        .iter()
+        .map(|mode| {
+            let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap_or_else(|e| panic!("loads: {e}"));
+            sw.set_mode(*mode).expect("mode");
+            for c in commands {
+                sw.command(c).unwrap_or_else(|e| panic!("{c}: {e:?}"));
+            }
+            (*mode, sw)
+        })
+        .collect()
+}
+
+/// The packets `pkt` leaves as, ordered by port.
+fn run(sw: &mut Switch, pkt: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    sw.process(0, pkt, &mut |port, b| out.push((port, b.to_vec())));
+    out.sort();
+    out
+}
+
+// ------------------------------------------- instance type of preserved copies
+
+/// A program parsing one `rec` header (passes: 8, itype: 32, plen: 32 bits)
+/// whose field list 1 preserves `instance_type`, `packet_length` and the
+/// pass counter `scalars.passes`.
+fn preserving_program(actions: Vec<Value>, ingress: Value, egress: Value) -> Value {
+    json!({
+        "header_types": [
+            {"name": "scalars_0", "id": 0, "fields": [["passes", 8, false]]},
+            std_meta_type(1),
+            {"name": "rec_t", "id": 2, "fields": [["passes", 8, false], ["itype", 32, false], ["plen", 32, false]]}
+        ],
+        "headers": [
+            {"name": "scalars", "id": 0, "header_type": "scalars_0", "metadata": true},
+            {"name": "standard_metadata", "id": 1, "header_type": "standard_metadata", "metadata": true},
+            {"name": "rec", "id": 2, "header_type": "rec_t", "metadata": false}
+        ],
+        "field_lists": [{"id": 1, "name": "keep", "elements": [
+            std_f("instance_type"), std_f("packet_length"), field("scalars", "passes")
+        ]}],
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start",
+            "parse_states": [state(0, "start", vec![extract("rec")], vec![], &[], None)]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["rec"]}],
+        "actions": actions,
+        "pipelines": [ingress, egress]
+    })
+}
+
+/// `rec` = the pass counter, instance type and packet length this pass sees.
+fn record(id: u64) -> Value {
+    action(
+        id,
+        "record",
+        vec![
+            assign(field("rec", "passes"), field("scalars", "passes")),
+            assign(field("rec", "itype"), std_f("instance_type")),
+            assign(field("rec", "plen"), std_f("packet_length")),
+            assign(std_f("egress_spec"), hex("0x0001")),
+        ],
+    )
+}
+
+fn passes_plus_one() -> Value {
+    assign(field("scalars", "passes"), op("+", field("scalars", "passes"), hex("0x01")))
+}
+
+fn is_normal() -> Value {
+    op("==", std_f("instance_type"), hex("0x00000000"))
+}
+
+/// 9 bytes of `rec` (all ones: nothing recorded yet) and 3 of payload.
+const REC_IN: [u8; 12] = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2, 3];
+
+fn rec_out(passes: u8, itype: u32, plen: u32) -> Vec<u8> {
+    let mut v = vec![passes];
+    v.extend_from_slice(&itype.to_be_bytes());
+    v.extend_from_slice(&plen.to_be_bytes());
+    v.extend_from_slice(&[1, 2, 3]);
+    v
+}
+
+#[test]
+fn a_resubmitted_packet_sees_the_resubmit_type_and_length_over_preserved_ones() {
+    // if (instance_type == 0) { passes++; packet_length = 0x77; resubmit(keep) } else record
+    let program = preserving_program(
+        vec![
+            action(
+                0,
+                "again",
+                vec![
+                    passes_plus_one(),
+                    assign(std_f("packet_length"), hex("0x00000077")),
+                    prim("resubmit", vec![hex("0x1")]),
+                ],
+            ),
+            record(1),
+        ],
+        pipeline(
+            0,
+            "ingress",
+            Some("node_1"),
+            vec![call(0, "tbl_again", 0, "again", None), call(1, "tbl_record", 1, "record", None)],
+            vec![cond(0, "node_1", is_normal(), Some("tbl_again"), Some("tbl_record"))],
+        ),
+        pipeline(1, "egress", None, vec![], vec![]),
+    );
+    for (mode, mut sw) in switches(&program, &[]) {
+        // One resubmission: the second pass has instance type 6 (RESUBMIT)
+        // and the packet's length, not the preserved 0 and 0x77.
+        assert_eq!(run(&mut sw, &REC_IN), vec![(1, rec_out(1, 6, 12))], "{mode:?}");
+    }
+}
+
+#[test]
+fn a_recirculated_packet_sees_the_recirculate_type_and_length_over_preserved_ones() {
+    // ingress: if (instance_type == 0) passes++ else record; to port 1
+    // egress:  if (passes == 1) { passes++; packet_length = 0x77; recirculate(keep) }
+    let program = preserving_program(
+        vec![
+            action(0, "first", vec![passes_plus_one(), assign(std_f("egress_spec"), hex("0x0001"))]),
+            record(1),
+            action(
+                2,
+                "recirc",
+                vec![
+                    passes_plus_one(),
+                    assign(std_f("packet_length"), hex("0x00000077")),
+                    prim("recirculate", vec![hex("0x1")]),
+                ],
+            ),
+        ],
+        pipeline(
+            0,
+            "ingress",
+            Some("node_1"),
+            vec![call(0, "tbl_first", 0, "first", None), call(1, "tbl_record", 1, "record", None)],
+            vec![cond(0, "node_1", is_normal(), Some("tbl_first"), Some("tbl_record"))],
+        ),
+        pipeline(
+            1,
+            "egress",
+            Some("node_2"),
+            vec![call(2, "tbl_recirc", 2, "recirc", None)],
+            vec![cond(1, "node_2", op("==", field("scalars", "passes"), hex("0x01")), Some("tbl_recirc"), None)],
+        ),
+    );
+    for (mode, mut sw) in switches(&program, &[]) {
+        // The second pass has instance type 4 (RECIRC) and the deparsed
+        // length; a preserved 0 would count the pass as a first one.
+        assert_eq!(run(&mut sw, &REC_IN), vec![(1, rec_out(2, 4, 12))], "{mode:?}");
+    }
+}
+
+#[test]
+fn clones_see_their_clone_type_over_a_preserved_instance_type() {
+    // ingress: if (instance_type == 0) clone I2E (session 1, keep); to port 1
+    // egress:  record; if (instance_type == 0) clone E2E (session 2, keep)
+    let program = preserving_program(
+        vec![
+            action(
+                0,
+                "clone_i2e",
+                vec![
+                    prim("clone_ingress_pkt_to_egress", vec![hex("0x1"), hex("0x1")]),
+                    assign(std_f("egress_spec"), hex("0x0001")),
+                ],
+            ),
+            record(1),
+            action(2, "clone_e2e", vec![prim("clone_egress_pkt_to_egress", vec![hex("0x2"), hex("0x1")])]),
+        ],
+        pipeline(
+            0,
+            "ingress",
+            Some("node_1"),
+            vec![call(0, "tbl_clone_i2e", 0, "clone_i2e", None)],
+            vec![cond(0, "node_1", is_normal(), Some("tbl_clone_i2e"), None)],
+        ),
+        pipeline(
+            1,
+            "egress",
+            Some("tbl_record"),
+            vec![call(1, "tbl_record", 1, "record", Some("node_2")), call(2, "tbl_clone_e2e", 2, "clone_e2e", None)],
+            vec![cond(1, "node_2", is_normal(), Some("tbl_clone_e2e"), None)],
+        ),
+    );
+    for (mode, mut sw) in switches(&program, &["mirroring_add 1 3", "mirroring_add 2 4"]) {
+        // The original (port 1, type 0), its I2E clone (port 3, type 1) and
+        // its E2E clone (port 4, type 2); egress sees the length 12 in each.
+        let want = vec![(1, rec_out(0, 0, 12)), (3, rec_out(0, 1, 12)), (4, rec_out(0, 2, 12))];
+        assert_eq!(run(&mut sw, &REC_IN), want, "{mode:?}");
+    }
+}
