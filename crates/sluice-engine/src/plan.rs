@@ -1163,6 +1163,13 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             let mut key = Vec::new();
             let mut key_len = 0;
             for k in &s.key {
+                if let Expr::UnionStackField(us, m, f) = k {
+                    let (ce, w) = cx.ecx(&[], &s.path).union_stack_field(us, m, f)?;
+                    let nb = nbytes(w) as u32;
+                    key_len += nb as usize;
+                    key.push((Root::new(ce, &layout, w), nb));
+                    continue;
+                }
                 let ce = cx.ecx(&[], &s.path).expr(k)?;
                 let w = match &ce {
                     CExpr::Field(f) => layout.fields[*f as usize].width,

@@ -284,3 +284,94 @@ fn clones_see_their_clone_type_over_a_preserved_instance_type() {
         assert_eq!(run(&mut sw, &REC_IN), want, "{mode:?}");
     }
 }
+
+// ------------------------------------------------- union stack transition keys
+
+/// Options `a` (type, bos, x: 8 bits each) and `b` (type, bos: 8, data: 16)
+/// in a three-deep union stack `opts`, parsed as bmv2's own union stack
+/// test does: the option's type by lookahead, then on to the next option
+/// while the last one's `bos` is 0. Ingress writes `opts[1].b.data` and
+/// `opts[2].a.x` (seen only if those were parsed). `b_key` is the
+/// transition key of the `b` state.
+fn union_stack_program(b_key: Value, ingress_conds: Vec<Value>) -> Value {
+    let union_stack_extract =
+        |m: &str| json!({"op": "extract", "parameters": [{"type": "union_stack", "value": ["opts", m]}]});
+    let mut headers =
+        vec![json!({"name": "standard_metadata", "id": 0, "header_type": "standard_metadata", "metadata": true})];
+    let mut unions = Vec::new();
+    let mut order = Vec::new();
+    for i in 0..3u64 {
+        for (k, m) in ["a", "b"].iter().enumerate() {
+            let name = format!("opts_{i}_{m}");
+            headers.push(json!({"name": name, "id": 1 + 2 * i + k as u64, "header_type": format!("opt_{m}_t"), "metadata": false}));
+            order.push(name);
+        }
+        unions.push(
+            json!({"name": format!("opts[{i}]"), "id": i, "union_type": "opt_u", "header_ids": [1 + 2 * i, 2 + 2 * i]}),
+        );
+    }
+    json!({
+        "header_types": [
+            std_meta_type(0),
+            {"name": "opt_a_t", "id": 1, "fields": [["type", 8, false], ["bos", 8, false], ["x", 8, false]]},
+            {"name": "opt_b_t", "id": 2, "fields": [["type", 8, false], ["bos", 8, false], ["data", 16, false]]}
+        ],
+        "headers": headers,
+        "header_union_types": [{"name": "opt_u", "id": 0, "headers": [["a", "opt_a_t"], ["b", "opt_b_t"]]}],
+        "header_unions": unions,
+        "header_union_stacks": [{"name": "opts", "id": 0, "union_type": "opt_u", "header_union_ids": [0, 1, 2]}],
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+            state(0, "start", vec![], vec![json!({"type": "lookahead", "value": [0, 8]})],
+                &[("0x0a", "parse_a"), ("0x0b", "parse_b")], None),
+            state(1, "parse_a", vec![union_stack_extract("a")],
+                vec![json!({"type": "union_stack_field", "value": ["opts", "a", "bos"]})], &[("0x00", "start")], None),
+            state(2, "parse_b", vec![union_stack_extract("b")], vec![b_key], &[("0x00", "start")], None)
+        ]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": order}],
+        "actions": [action(0, "mark", vec![
+            assign(field("opts_1_b", "data"), hex("0xbeef")),
+            assign(field("opts_2_a", "x"), hex("0x55")),
+            assign(std_f("egress_spec"), hex("0x0001")),
+        ])],
+        "pipelines": [
+            pipeline(0, "ingress", Some(if ingress_conds.is_empty() { "tbl_mark" } else { "node_1" }),
+                vec![call(0, "tbl_mark", 0, "mark", None)], ingress_conds),
+            pipeline(1, "egress", None, vec![], vec![])
+        ]
+    })
+}
+
+#[test]
+fn a_transition_key_reads_a_member_field_of_the_union_stacks_last_union() {
+    let program = union_stack_program(json!({"type": "union_stack_field", "value": ["opts", "b", "bos"]}), vec![]);
+    for (mode, mut sw) in switches(&program, &[]) {
+        // a (bos 0), b (bos 1): parsing stops after opts[1]; the bytes that
+        // follow look like another option but are payload. Reading bos from
+        // any union but the last (opts[0].a's is 0) would parse them too.
+        let pkt = [0x0a, 0x00, 0x11, 0x0b, 0x01, 0x22, 0x22, 0x0a, 0x00, 0x44, 0xde, 0xad];
+        let want = [0x0a, 0x00, 0x11, 0x0b, 0x01, 0xbe, 0xef, 0x0a, 0x00, 0x44, 0xde, 0xad];
+        assert_eq!(run(&mut sw, &pkt), vec![(1, want.to_vec())], "{mode:?}");
+        // a (bos 0), b (bos 0), a (bos 1): all three unions parsed.
+        let pkt = [0x0a, 0x00, 0x11, 0x0b, 0x00, 0x22, 0x22, 0x0a, 0x01, 0x44, 0xde, 0xad];
+        let want = [0x0a, 0x00, 0x11, 0x0b, 0x00, 0xbe, 0xef, 0x0a, 0x01, 0x55, 0xde, 0xad];
+        assert_eq!(run(&mut sw, &pkt), vec![(1, want.to_vec())], "{mode:?}");
+    }
+}
+
+#[test]
+fn a_union_stack_field_outside_a_transition_key_is_refused_with_its_path() {
+    // bmv2 accepts `union_stack_field` only in transition keys.
+    let in_cond = op("==", json!({"type": "union_stack_field", "value": ["opts", "a", "bos"]}), hex("0x00"));
+    let program = union_stack_program(
+        json!({"type": "union_stack_field", "value": ["opts", "b", "bos"]}),
+        vec![cond(0, "node_1", in_cond, Some("tbl_mark"), None)],
+    );
+    let e = sluice_engine::load_switch(&program.to_string()).err().expect("refused").to_string();
+    assert!(e.starts_with("pipelines[0].conditionals[0]") && e.contains("transition key"), "{e}");
+    // An unknown member or field in a key names its parser state.
+    for bad in [["opts", "c", "bos"], ["opts", "b", "nope"], ["nope", "b", "bos"]] {
+        let program = union_stack_program(json!({"type": "union_stack_field", "value": bad}), vec![]);
+        let e = sluice_engine::load_switch(&program.to_string()).err().expect("refused").to_string();
+        assert!(e.starts_with("parsers[0].parse_states[2]"), "{bad:?}: {e}");
+    }
+}

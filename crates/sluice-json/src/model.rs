@@ -334,6 +334,10 @@ pub enum Expr {
     Lookahead(u32, u32),
     /// A `(union stack, member)` pair as used by `extract`.
     UnionStack(String, String),
+    /// `(union stack, member, field)`: field of a member of the last
+    /// extracted union of a union stack (bmv2 allows it in parser
+    /// transition keys only).
+    UnionStackField(String, String, String),
     Str(String),
     /// A reference to a named object: calculation, counter_array, register_array,
     /// meter_array, extern, field_list.
@@ -553,6 +557,13 @@ pub fn parse_expr(a: &At) -> Result<Expr, LoadError> {
         "stack_field" => {
             let (s, f) = str_pair(&val)?;
             Expr::StackField(s, f)
+        }
+        "union_stack_field" => {
+            let items = val.arr()?;
+            if items.len() != 3 {
+                return Err(val.err("expected a [union stack, member, field] triple"));
+            }
+            Expr::UnionStackField(items[0].str()?.to_string(), items[1].str()?.to_string(), items[2].str()?.to_string())
         }
         "runtime_data" => Expr::RuntimeData(val.u64()? as u32),
         "local" => Expr::Local(val.u64()? as u32),
@@ -1157,6 +1168,20 @@ mod tests {
         let e = load_str(text).unwrap_err();
         assert_eq!(e.path, "pipelines[0].tables[0].entries[0].match_key[0]");
         assert!(e.message.contains("weird"));
+    }
+
+    #[test]
+    fn a_union_stack_field_is_a_stack_member_field_triple() {
+        let state = |key: &str| {
+            format!(
+                r#"{{"parsers":[{{"name":"p","init_state":"s","parse_states":[{{"name":"s","transition_key":[{key}],"transitions":[]}}]}}]}}"#
+            )
+        };
+        let p = load_str(&state(r#"{"type":"union_stack_field","value":["opts","a","bos"]}"#)).unwrap();
+        let want = Expr::UnionStackField("opts".into(), "a".into(), "bos".into());
+        assert_eq!(p.parsers[0].states[0].key, vec![want]);
+        let e = load_str(&state(r#"{"type":"union_stack_field","value":["opts","bos"]}"#)).unwrap_err();
+        assert_eq!(e.path, "parsers[0].parse_states[0].transition_key[0].value");
     }
 
     #[test]
