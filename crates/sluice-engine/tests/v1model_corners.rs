@@ -375,3 +375,211 @@ fn a_union_stack_field_outside_a_transition_key_is_refused_with_its_path() {
         assert!(e.starts_with("parsers[0].parse_states[2]"), "{bad:?}: {e}");
     }
 }
+
+// -------------------------------------------------- constants in calculations
+
+/// The Internet checksum (RFC 1071) of `data`, an odd last byte padded with zero.
+fn internet_checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data.chunks(2).map(|c| (u32::from(c[0]) << 8) | u32::from(*c.get(1).unwrap_or(&0))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// CRC-32 (IEEE, reflected), bit by bit.
+fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for b in data {
+        c ^= u32::from(*b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xedb8_8320 } else { c >> 1 };
+        }
+    }
+    !c
+}
+
+/// Ethernet, IPv4 and UDP; the UDP checksum verified and updated over the
+/// pseudo-header with its zero byte as an 8-bit constant, then the payload
+/// (`verify_checksum_with_payload` / `update_checksum_with_payload`).
+/// Ingress drops a packet whose checksum failed, else rewrites the source
+/// port and sends it to port 1.
+fn udp_program() -> Value {
+    let l4 = || {
+        json!([
+            field("ipv4", "srcAddr"), field("ipv4", "dstAddr"),
+            {"type": "hexstr", "value": "0x00", "bitwidth": 8},
+            field("ipv4", "protocol"), field("udp", "length_"),
+            field("udp", "srcPort"), field("udp", "dstPort"), field("udp", "length_"),
+            {"type": "payload", "value": null}
+        ])
+    };
+    let udp_valid = op("d2b", Value::Null, field("udp", "$valid$"));
+    json!({
+        "header_types": [
+            std_meta_type(0),
+            {"name": "ethernet_t", "id": 1, "fields": [["dstAddr", 48, false], ["srcAddr", 48, false], ["etherType", 16, false]]},
+            {"name": "ipv4_t", "id": 2, "fields": [
+                ["version", 4, false], ["ihl", 4, false], ["diffserv", 8, false], ["totalLen", 16, false],
+                ["identification", 16, false], ["flags", 3, false], ["fragOffset", 13, false], ["ttl", 8, false],
+                ["protocol", 8, false], ["hdrChecksum", 16, false], ["srcAddr", 32, false], ["dstAddr", 32, false]]},
+            {"name": "udp_t", "id": 3, "fields": [["srcPort", 16, false], ["dstPort", 16, false], ["length_", 16, false], ["checksum", 16, false]]}
+        ],
+        "headers": [
+            {"name": "standard_metadata", "id": 0, "header_type": "standard_metadata", "metadata": true},
+            {"name": "ethernet", "id": 1, "header_type": "ethernet_t", "metadata": false},
+            {"name": "ipv4", "id": 2, "header_type": "ipv4_t", "metadata": false},
+            {"name": "udp", "id": 3, "header_type": "udp_t", "metadata": false}
+        ],
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+            state(0, "start", vec![extract("ethernet")], vec![field("ethernet", "etherType")], &[("0x0800", "parse_ipv4")], None),
+            state(1, "parse_ipv4", vec![extract("ipv4")], vec![field("ipv4", "protocol")], &[("0x11", "parse_udp")], None),
+            state(2, "parse_udp", vec![extract("udp")], vec![], &[], None)
+        ]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["ethernet", "ipv4", "udp"]}],
+        "calculations": [
+            {"name": "calc", "id": 0, "algo": "csum16", "input": l4()},
+            {"name": "calc_0", "id": 1, "algo": "csum16", "input": l4()}
+        ],
+        "checksums": [
+            {"name": "cksum", "id": 0, "target": ["udp", "checksum"], "type": "generic", "calculation": "calc_0",
+             "verify": true, "update": false, "if_cond": udp_valid},
+            {"name": "cksum_0", "id": 1, "target": ["udp", "checksum"], "type": "generic", "calculation": "calc",
+             "verify": false, "update": true, "if_cond": udp_valid}
+        ],
+        "actions": [
+            action(0, "drop", vec![assign(std_f("egress_spec"), hex("0x01ff"))]),
+            action(1, "nat", vec![
+                assign(field("udp", "srcPort"), hex("0x1234")),
+                assign(std_f("egress_spec"), hex("0x0001")),
+            ])
+        ],
+        "pipelines": [
+            pipeline(0, "ingress", Some("node_1"),
+                vec![call(0, "tbl_drop", 0, "drop", None), call(1, "tbl_nat", 1, "nat", None)],
+                vec![cond(0, "node_1", op("==", std_f("checksum_error"), hex("0x01")), Some("tbl_drop"), Some("tbl_nat"))]),
+            pipeline(1, "egress", None, vec![], vec![])
+        ]
+    })
+}
+
+/// The UDP checksum of a packet `udp_packet` built: pseudo-header, UDP
+/// header with a zero checksum, payload.
+fn udp_checksum(p: &[u8]) -> u16 {
+    let (ip, udp) = (&p[14..34], &p[34..]);
+    let mut data = Vec::new();
+    data.extend_from_slice(&ip[12..20]);
+    data.extend_from_slice(&[0, 17]);
+    data.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+    data.extend_from_slice(&udp[..6]);
+    data.extend_from_slice(&[0, 0]);
+    data.extend_from_slice(&udp[8..]);
+    internet_checksum(&data)
+}
+
+/// Ethernet + IPv4 + UDP from port 0x4000 to 53 with `payload`, its UDP
+/// checksum correct.
+fn udp_packet(payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let udp_len = 8 + payload.len() as u16;
+    p.extend_from_slice(&[0x45, 0, 0, 0, 0, 7, 0, 0, 64, 17, 0, 0, 192, 168, 3, 4, 10, 9, 8, 7]);
+    p[16..18].copy_from_slice(&(20 + udp_len).to_be_bytes());
+    p.extend_from_slice(&[0x40, 0x00, 0x00, 53]);
+    p.extend_from_slice(&udp_len.to_be_bytes());
+    p.extend_from_slice(&[0, 0]);
+    p.extend_from_slice(payload);
+    let c = udp_checksum(&p);
+    p[40..42].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+#[test]
+fn a_udp_checksum_over_a_pseudo_header_with_a_constant_zero_byte_is_verified_and_updated() {
+    let program = udp_program();
+    for (mode, mut sw) in switches(&program, &[]) {
+        for payload in [&b"hello, world"[..], &b"odd"[..], &[0xff; 33][..]] {
+            let pkt = udp_packet(payload);
+            let mut want = pkt.clone();
+            want[34..36].copy_from_slice(&[0x12, 0x34]);
+            want[40..42].copy_from_slice(&[0, 0]);
+            let c = udp_checksum(&want);
+            want[40..42].copy_from_slice(&c.to_be_bytes());
+            assert_eq!(run(&mut sw, &pkt), vec![(1, want)], "{mode:?}, payload {payload:?}");
+            // A wrong checksum fails verification: dropped.
+            let mut bad = pkt.clone();
+            bad[41] ^= 0x10;
+            assert_eq!(run(&mut sw, &bad), vec![], "{mode:?}, bad checksum, payload {payload:?}");
+        }
+        let report = sw.stage_report();
+        assert!(report.contains("cksum_0 (update): csum16 over packed fields"), "{report}");
+    }
+}
+
+/// One header `h` (a: 8, b: 32, c: 16 bits). Ingress sets `b` to the CRC-32
+/// of `a`, the 4-bit constant 5, the 12-bit constant 0xabc and `a` again;
+/// the deparser updates `c` to the csum16 of `a`, a zero byte and `b`.
+fn hash_program() -> Value {
+    json!({
+        "header_types": [
+            std_meta_type(0),
+            {"name": "h_t", "id": 1, "fields": [["a", 8, false], ["b", 32, false], ["c", 16, false]]}
+        ],
+        "headers": [
+            {"name": "standard_metadata", "id": 0, "header_type": "standard_metadata", "metadata": true},
+            {"name": "h", "id": 1, "header_type": "h_t", "metadata": false}
+        ],
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start",
+            "parse_states": [state(0, "start", vec![extract("h")], vec![], &[], None)]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["h"]}],
+        "calculations": [
+            {"name": "mix", "id": 0, "algo": "crc32", "input": [
+                field("h", "a"),
+                {"type": "hexstr", "value": "0x5", "bitwidth": 4},
+                {"type": "hexstr", "value": "0x0abc", "bitwidth": 12},
+                field("h", "a")
+            ]},
+            {"name": "sum", "id": 1, "algo": "csum16", "input": [
+                field("h", "a"), {"type": "hexstr", "value": "0x00", "bitwidth": 8}, field("h", "b")
+            ]}
+        ],
+        "checksums": [{"name": "cksum", "id": 0, "target": ["h", "c"], "type": "generic", "calculation": "sum",
+            "verify": false, "update": true, "if_cond": null}],
+        "actions": [action(0, "mix", vec![
+            prim("modify_field_with_hash_based_offset", vec![
+                field("h", "b"), hex("0x00000000"), json!({"type": "calculation", "value": "mix"}), hex("0x0100000000")
+            ]),
+            assign(std_f("egress_spec"), hex("0x0001")),
+        ])],
+        "pipelines": [
+            pipeline(0, "ingress", Some("tbl_mix"), vec![call(0, "tbl_mix", 0, "mix", None)], vec![]),
+            pipeline(1, "egress", None, vec![], vec![])
+        ]
+    })
+}
+
+#[test]
+fn constants_in_hash_and_checksum_inputs_pack_with_their_bitwidth() {
+    let program = hash_program();
+    for (mode, mut sw) in switches(&program, &[]) {
+        for a in [0x00u8, 0x3c, 0xff] {
+            let pkt = [a, 9, 9, 9, 9, 9, 9, 0xee];
+            // a, then 0101 and 1010_1011_1100: the constants fill one byte and a half each.
+            let b = crc32(&[a, 0x5a, 0xbc, a]).to_be_bytes();
+            let c = internet_checksum(&[a, 0, b[0], b[1], b[2], b[3]]).to_be_bytes();
+            let want = vec![a, b[0], b[1], b[2], b[3], c[0], c[1], 0xee];
+            assert_eq!(run(&mut sw, &pkt), vec![(1, want)], "{mode:?}, a = {a:#x}");
+        }
+    }
+}
+
+#[test]
+fn a_calculation_constant_needs_a_bitwidth_and_no_sign() {
+    let mut program = hash_program();
+    program["calculations"][1]["input"][1].as_object_mut().expect("an object").remove("bitwidth");
+    let e = sluice_engine::load_switch(&program.to_string()).err().expect("refused").to_string();
+    assert!(e.starts_with("calculations[1].input[1]") && e.contains("bitwidth"), "{e}");
+    let mut program = hash_program();
+    program["calculations"][1]["input"][1]["value"] = json!("-0x01");
+    let e = sluice_engine::load_switch(&program.to_string()).err().expect("refused").to_string();
+    assert!(e.starts_with("calculations[1].input[1]") && e.contains("negative"), "{e}");
+}

@@ -269,7 +269,16 @@ pub struct Calculation {
     pub name: String,
     pub id: u64,
     pub algo: String,
-    pub input: Vec<Expr>,
+    pub input: Vec<CalcInput>,
+    pub path: String,
+}
+
+/// One input of a calculation.
+#[derive(Debug, Clone)]
+pub struct CalcInput {
+    pub expr: Expr,
+    /// The width a `hexstr` constant is packed with (its required `bitwidth` key).
+    pub bitwidth: Option<u32>,
     pub path: String,
 }
 
@@ -1080,7 +1089,17 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
         let (name, id) = name_id(&a)?;
         let mut input = Vec::new();
         for i in a.opt_arr("input")? {
-            input.push(parse_expr(&i)?);
+            let expr = parse_expr(&i)?;
+            // bmv2 packs a constant with the width its `bitwidth` key gives.
+            let bitwidth = match (&expr, i.opt("bitwidth")) {
+                (Expr::Hex { .. }, None) => return Err(i.err("a hexstr calculation input needs a \"bitwidth\"")),
+                (_, None) => None,
+                (_, Some(b)) => match b.u64()? {
+                    w @ 1..=0xffff_ffff => Some(w as u32),
+                    w => return Err(b.err(format!("bitwidth {w} is out of range"))),
+                },
+            };
+            input.push(CalcInput { expr, bitwidth, path: i.path.clone() });
         }
         p.calculations.push(Calculation { name, id, algo: a.str_of("algo")?, input, path: a.path.clone() });
     }
@@ -1182,6 +1201,22 @@ mod tests {
         assert_eq!(p.parsers[0].states[0].key, vec![want]);
         let e = load_str(&state(r#"{"type":"union_stack_field","value":["opts","bos"]}"#)).unwrap_err();
         assert_eq!(e.path, "parsers[0].parse_states[0].transition_key[0].value");
+    }
+
+    #[test]
+    fn calculation_constants_carry_their_bitwidth() {
+        let calc =
+            |input: &str| format!(r#"{{"calculations":[{{"name":"c","id":0,"algo":"csum16","input":[{input}]}}]}}"#);
+        let p = load_str(&calc(r#"{"type":"field","value":["h","a"]},{"type":"hexstr","value":"0x00","bitwidth":8}"#))
+            .unwrap();
+        let input = &p.calculations[0].input;
+        assert_eq!((input[0].bitwidth, input[1].bitwidth), (None, Some(8)));
+        assert_eq!(input[1].expr, Expr::Hex { negative: false, magnitude: vec![0] });
+        assert_eq!(input[1].path, "calculations[0].input[1]");
+        let e = load_str(&calc(r#"{"type":"hexstr","value":"0x00"}"#)).unwrap_err();
+        assert_eq!(e.path, "calculations[0].input[0]");
+        let e = load_str(&calc(r#"{"type":"hexstr","value":"0x00","bitwidth":0}"#)).unwrap_err();
+        assert_eq!(e.path, "calculations[0].input[0].bitwidth");
     }
 
     #[test]
