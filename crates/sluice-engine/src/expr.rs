@@ -20,6 +20,8 @@ pub enum HRef {
     StackElem(u32, Box<CExpr>),
     /// The last extracted element of a stack (`stack.last`).
     StackLast(u32),
+    /// Member `.1` of the last extracted union of union stack `.0`.
+    UnionStackLast(u32, usize),
 }
 
 /// Binary operators.
@@ -286,6 +288,11 @@ pub fn resolve_href(h: &HRef, env: &Env) -> Option<u32> {
             } else {
                 Some(st.headers[n - 1])
             }
+        }
+        HRef::UnionStackLast(s, m) => {
+            let n = env.phv.union_stack_next[*s as usize] as usize;
+            let u = *env.layout.union_stacks[*s as usize].unions.get(n.checked_sub(1)?)?;
+            env.layout.unions[u as usize].headers.get(*m).copied()
         }
     }
 }
@@ -672,6 +679,42 @@ impl ExprCx<'_> {
         }
     }
 
+    /// Compiles a `union_stack_field` of a parser transition key: field
+    /// `field` of member `member` of the union stack's last extracted union
+    /// (zero while none is), and the field's width.
+    pub fn union_stack_field(&self, stack: &str, member: &str, field: &str) -> Result<(CExpr, u32), CompileError> {
+        let us = self.layout.union_stack(stack).ok_or_else(|| self.err(format!("unknown union stack \"{stack}\"")))?;
+        let u0 = *self.layout.union_stacks[us as usize]
+            .unions
+            .first()
+            .ok_or_else(|| self.err(format!("union stack \"{stack}\" has no unions")))?;
+        let union = &self.layout.unions[u0 as usize];
+        let m = union
+            .member_names
+            .iter()
+            .position(|x| x == member)
+            .ok_or_else(|| self.err(format!("unknown member \"{member}\" of union stack \"{stack}\"")))?;
+        let h = *union.headers.get(m).ok_or_else(|| self.err(format!("union member \"{member}\" has no header")))?;
+        let idx = self
+            .layout
+            .field_index_in_header(h, field)
+            .ok_or_else(|| self.err(format!("unknown field \"{field}\" of union member \"{stack}.{member}\"")))?;
+        let width = self.layout.fields[self.layout.headers[h as usize].fields[idx] as usize].width;
+        // Every union of the stack has the field at the same place (the
+        // same union type), so the key reads whichever is last.
+        for u in &self.layout.union_stacks[us as usize].unions {
+            let same = self.layout.unions[*u as usize].headers.get(m).is_some_and(|h| {
+                let fields = &self.layout.headers[*h as usize].fields;
+                fields.get(idx).is_some_and(|f| self.layout.fields[*f as usize].name == field)
+                    && self.layout.fields[fields[idx] as usize].width == width
+            });
+            if !same {
+                return Err(self.err(format!("the unions of stack \"{stack}\" differ in member \"{member}\"")));
+            }
+        }
+        Ok((CExpr::DynField(HRef::UnionStackLast(us, m), idx), width))
+    }
+
     /// Compiles a value expression.
     pub fn expr(&self, e: &Expr) -> Result<CExpr, CompileError> {
         Ok(match e {
@@ -710,6 +753,9 @@ impl ExprCx<'_> {
                     .ok_or_else(|| self.err(format!("unknown field \"{f}\" in stack \"{s}\"")))?;
                 CExpr::DynField(HRef::StackLast(si), idx)
             }
+            Expr::UnionStackField(..) => {
+                return Err(self.err("union_stack_field is only allowed in a parser transition key (as in bmv2)"))
+            }
             Expr::AccessField(h, idx) => {
                 let hr = self.href(h)?;
                 if let HRef::Fixed(x) = hr {
@@ -723,6 +769,7 @@ impl ExprCx<'_> {
                         self.layout.stacks[*st as usize].headers.first().copied()
                     }
                     HRef::Fixed(x) => Some(*x),
+                    HRef::UnionStackLast(..) => None,
                 };
                 let nfields = h0.map_or(0, |h| self.layout.headers[h as usize].fields.len());
                 if *idx as usize >= nfields {

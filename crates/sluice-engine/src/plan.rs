@@ -493,6 +493,32 @@ struct Cx<'a> {
     registers: HashMap<&'a str, u32>,
 }
 
+/// A `hexstr` calculation input packed with `width` bits, as bmv2 packs it:
+/// the low `width` bits of the constant's first `ceil(width / 8)` bytes
+/// (as written; a shorter constant counts as its value).
+fn calc_constant(negative: bool, magnitude: &[u8], width: u32, path: &str) -> Result<CExpr, CompileError> {
+    use crate::value::{Num, Wide};
+    if negative {
+        return Err(CompileError::at(path, "a calculation constant cannot be negative"));
+    }
+    if width > Wide::BITS {
+        return Err(CompileError::at(
+            path,
+            format!("a calculation constant of {width} bits is wider than the supported {}", Wide::BITS),
+        ));
+    }
+    let nb = nbytes(width);
+    let mut b = vec![0u8; nb];
+    if magnitude.len() >= nb {
+        b.copy_from_slice(&magnitude[..nb]);
+    } else {
+        b[nb - magnitude.len()..].copy_from_slice(magnitude);
+    }
+    crate::phv::mask_top(&mut b, width);
+    let w = <Wide as Num>::from_be(&b);
+    Ok(CExpr::Const(w.low_u128() as i128, Box::new(w)))
+}
+
 fn width_of(layout: &Layout, e: &CExpr) -> u32 {
     match e {
         CExpr::Field(f) => layout.fields[*f as usize].width,
@@ -826,23 +852,29 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
         let mut with_payload = false;
         // A whole `header` input packs as its fields (all skipped while it is invalid).
         let mut expanded = Vec::new();
-        for e in &c.input {
-            match e {
+        for ci in &c.input {
+            match &ci.expr {
                 Expr::Payload => with_payload = true,
                 Expr::Header(h) => {
                     let hi =
                         layout.header(h).ok_or_else(|| CompileError::at(&c.path, format!("unknown header \"{h}\"")))?;
                     for f in &layout.headers[hi as usize].fields {
                         let fi = &layout.fields[*f as usize];
-                        expanded.push(Expr::Field(h.clone(), fi.name.clone()));
+                        expanded.push((Expr::Field(h.clone(), fi.name.clone()), ci));
                     }
                 }
-                other => expanded.push(other.clone()),
+                other => expanded.push((other.clone(), ci)),
             }
         }
-        for e in &expanded {
-            let ce = cx.ecx(&[], &c.path).expr(e)?;
-            let w = width_of(&layout, &ce);
+        for (e, ci) in &expanded {
+            let (ce, w) = match (e, ci.bitwidth) {
+                (Expr::Hex { negative, magnitude }, Some(w)) => (calc_constant(*negative, magnitude, w, &ci.path)?, w),
+                _ => {
+                    let ce = cx.ecx(&[], &c.path).expr(e)?;
+                    let w = width_of(&layout, &ce);
+                    (ce, w)
+                }
+            };
             if w == 0 {
                 return Err(CompileError::at(&c.path, format!("calculation input {e:?} is not supported")));
             }
@@ -1163,6 +1195,13 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             let mut key = Vec::new();
             let mut key_len = 0;
             for k in &s.key {
+                if let Expr::UnionStackField(us, m, f) = k {
+                    let (ce, w) = cx.ecx(&[], &s.path).union_stack_field(us, m, f)?;
+                    let nb = nbytes(w) as u32;
+                    key_len += nb as usize;
+                    key.push((Root::new(ce, &layout, w), nb));
+                    continue;
+                }
                 let ce = cx.ecx(&[], &s.path).expr(k)?;
                 let w = match &ce {
                     CExpr::Field(f) => layout.fields[*f as usize].width,

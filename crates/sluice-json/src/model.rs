@@ -269,7 +269,16 @@ pub struct Calculation {
     pub name: String,
     pub id: u64,
     pub algo: String,
-    pub input: Vec<Expr>,
+    pub input: Vec<CalcInput>,
+    pub path: String,
+}
+
+/// One input of a calculation.
+#[derive(Debug, Clone)]
+pub struct CalcInput {
+    pub expr: Expr,
+    /// The width a `hexstr` constant is packed with (its required `bitwidth` key).
+    pub bitwidth: Option<u32>,
     pub path: String,
 }
 
@@ -334,6 +343,10 @@ pub enum Expr {
     Lookahead(u32, u32),
     /// A `(union stack, member)` pair as used by `extract`.
     UnionStack(String, String),
+    /// `(union stack, member, field)`: field of a member of the last
+    /// extracted union of a union stack (bmv2 allows it in parser
+    /// transition keys only).
+    UnionStackField(String, String, String),
     Str(String),
     /// A reference to a named object: calculation, counter_array, register_array,
     /// meter_array, extern, field_list.
@@ -553,6 +566,13 @@ pub fn parse_expr(a: &At) -> Result<Expr, LoadError> {
         "stack_field" => {
             let (s, f) = str_pair(&val)?;
             Expr::StackField(s, f)
+        }
+        "union_stack_field" => {
+            let items = val.arr()?;
+            if items.len() != 3 {
+                return Err(val.err("expected a [union stack, member, field] triple"));
+            }
+            Expr::UnionStackField(items[0].str()?.to_string(), items[1].str()?.to_string(), items[2].str()?.to_string())
         }
         "runtime_data" => Expr::RuntimeData(val.u64()? as u32),
         "local" => Expr::Local(val.u64()? as u32),
@@ -1069,7 +1089,17 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
         let (name, id) = name_id(&a)?;
         let mut input = Vec::new();
         for i in a.opt_arr("input")? {
-            input.push(parse_expr(&i)?);
+            let expr = parse_expr(&i)?;
+            // bmv2 packs a constant with the width its `bitwidth` key gives.
+            let bitwidth = match (&expr, i.opt("bitwidth")) {
+                (Expr::Hex { .. }, None) => return Err(i.err("a hexstr calculation input needs a \"bitwidth\"")),
+                (_, None) => None,
+                (_, Some(b)) => match b.u64()? {
+                    w @ 1..=0xffff_ffff => Some(w as u32),
+                    w => return Err(b.err(format!("bitwidth {w} is out of range"))),
+                },
+            };
+            input.push(CalcInput { expr, bitwidth, path: i.path.clone() });
         }
         p.calculations.push(Calculation { name, id, algo: a.str_of("algo")?, input, path: a.path.clone() });
     }
@@ -1157,6 +1187,36 @@ mod tests {
         let e = load_str(text).unwrap_err();
         assert_eq!(e.path, "pipelines[0].tables[0].entries[0].match_key[0]");
         assert!(e.message.contains("weird"));
+    }
+
+    #[test]
+    fn a_union_stack_field_is_a_stack_member_field_triple() {
+        let state = |key: &str| {
+            format!(
+                r#"{{"parsers":[{{"name":"p","init_state":"s","parse_states":[{{"name":"s","transition_key":[{key}],"transitions":[]}}]}}]}}"#
+            )
+        };
+        let p = load_str(&state(r#"{"type":"union_stack_field","value":["opts","a","bos"]}"#)).unwrap();
+        let want = Expr::UnionStackField("opts".into(), "a".into(), "bos".into());
+        assert_eq!(p.parsers[0].states[0].key, vec![want]);
+        let e = load_str(&state(r#"{"type":"union_stack_field","value":["opts","bos"]}"#)).unwrap_err();
+        assert_eq!(e.path, "parsers[0].parse_states[0].transition_key[0].value");
+    }
+
+    #[test]
+    fn calculation_constants_carry_their_bitwidth() {
+        let calc =
+            |input: &str| format!(r#"{{"calculations":[{{"name":"c","id":0,"algo":"csum16","input":[{input}]}}]}}"#);
+        let p = load_str(&calc(r#"{"type":"field","value":["h","a"]},{"type":"hexstr","value":"0x00","bitwidth":8}"#))
+            .unwrap();
+        let input = &p.calculations[0].input;
+        assert_eq!((input[0].bitwidth, input[1].bitwidth), (None, Some(8)));
+        assert_eq!(input[1].expr, Expr::Hex { negative: false, magnitude: vec![0] });
+        assert_eq!(input[1].path, "calculations[0].input[1]");
+        let e = load_str(&calc(r#"{"type":"hexstr","value":"0x00"}"#)).unwrap_err();
+        assert_eq!(e.path, "calculations[0].input[0]");
+        let e = load_str(&calc(r#"{"type":"hexstr","value":"0x00","bitwidth":0}"#)).unwrap_err();
+        assert_eq!(e.path, "calculations[0].input[0].bitwidth");
     }
 
     #[test]

@@ -327,6 +327,10 @@ fn href_headers(plan: &Plan, r: &crate::expr::HRef) -> Vec<u32> {
     match r {
         HRef::Fixed(h) => vec![*h],
         HRef::StackElem(st, _) | HRef::StackLast(st) => plan.layout.stacks[*st as usize].headers.clone(),
+        HRef::UnionStackLast(us, m) => {
+            let unions = &plan.layout.union_stacks[*us as usize].unions;
+            unions.iter().filter_map(|u| plan.layout.unions[*u as usize].headers.get(*m).copied()).collect()
+        }
     }
 }
 

@@ -43,8 +43,6 @@ impl Switch {
             let now = self.now_us();
             self.set_std(&mut phv, self.plan.std.ingress_global_timestamp, now as u128);
         }
-        self.set_std(&mut phv, self.plan.std.packet_length, len);
-        self.set_std(&mut phv, self.plan.std.instance_type, item.instance_type);
         for (f, v, wide) in item.preserved {
             let fi = &self.plan.layout.fields[*f as usize];
             match wide {
@@ -52,6 +50,11 @@ impl Switch {
                 None => phv.set_bytes(fi, v),
             }
         }
+        // After the preserved fields, as bmv2 does for resubmitted and
+        // recirculated copies: a preserved instance type or length does not
+        // survive into the new pass.
+        self.set_std(&mut phv, self.plan.std.packet_length, len);
+        self.set_std(&mut phv, self.plan.std.instance_type, item.instance_type);
         let item_type = item.instance_type;
         self.trace_line(|| format!("packet in port {} ({} bytes, instance_type {})\n", item.port, len, item_type));
         let consumed = self.parse(&mut phv, data);
