@@ -155,7 +155,7 @@ fn is_read(cmd: &str) -> bool {
         || cmd.ends_with("_get")
         || cmd.ends_with("_get_rates")
         || cmd.starts_with("show_")
-        || matches!(cmd, "table_num_entries" | "table_info" | "switch_info" | "help")
+        || matches!(cmd, "table_num_entries" | "table_info" | "table_show_actions" | "switch_info" | "help")
 }
 
 /// A replica of `master` for one of `workers` workers. Workers that share
