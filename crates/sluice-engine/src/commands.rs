@@ -175,6 +175,43 @@ impl Switch {
                 let t = self.table(args.first().copied().unwrap_or(""))?;
                 Ok(self.dump_table(t))
             }
+            "table_dump_entry" => {
+                let (t, h) = self.table_and_handle(args)?;
+                self.state.tables[t].index_of(h).map_err(|e| CmdError(format!("Invalid table operation ({e})")))?;
+                match self.state.tables[t].get(h) {
+                    Some(e) => Ok(self.dump_entry(t, h, e)),
+                    None => err("Invalid table operation (INVALID_HANDLE)"),
+                }
+            }
+            "table_dump_entry_from_key" => self.cmd_dump_entry_from_key(args),
+            "table_dump_member" | "act_prof_dump_member" | "table_dump_group" | "act_prof_dump_group" => {
+                let p = if toks[0].starts_with("table_") {
+                    self.table_profile(args.first().copied().unwrap_or(""))?
+                } else {
+                    self.profile(args.first().copied().unwrap_or(""))?
+                };
+                let h = num(args.get(1))?;
+                if toks[0].ends_with("_member") {
+                    self.dump_member(p, h)
+                        .ok_or_else(|| CmdError("Invalid table operation (INVALID_MBR_HANDLE)".into()))
+                } else {
+                    self.dump_group(p, h).ok_or_else(|| CmdError("Invalid table operation (INVALID_GRP_HANDLE)".into()))
+                }
+            }
+            "act_prof_dump" => {
+                let p = self.profile(args.first().copied().unwrap_or(""))?;
+                Ok(self.dump_profile(p))
+            }
+            "table_info" => {
+                let t = self.table(args.first().copied().unwrap_or(""))?;
+                let mut out = vec![self.table_str(t), "*".repeat(80)];
+                out.extend(self.actions_str(self.plan.tables[t].actions.iter().map(|a| *a as usize)));
+                Ok(out.join("\n"))
+            }
+            "table_show_actions" => {
+                let t = self.table(args.first().copied().unwrap_or(""))?;
+                Ok(self.actions_str(self.plan.tables[t].actions.iter().map(|a| *a as usize)).join("\n"))
+            }
             "table_indirect_add" => self.cmd_table_add(args, Some(false)),
             "table_indirect_add_with_group" => self.cmd_table_add(args, Some(true)),
             "table_indirect_set_default" => {
@@ -267,21 +304,24 @@ impl Switch {
                         in_lags = true;
                         continue;
                     }
-                    let v: u32 = a.parse().map_err(|_| CmdError(format!("Invalid port \"{a}\"")))?;
+                    let v = port_number(a)?;
                     if in_lags {
                         lags.insert(v);
                     } else {
                         ports.insert(v);
                     }
                 }
+                let (pm, lm) = (port_map(&ports), port_map(&lags));
                 let h = self.state.pre.create_node(rid, ports, lags);
-                Ok(format!("Creating node with rid {rid} , port map and lag map\nnode was created with handle {h}"))
+                Ok(format!(
+                    "Creating node with rid {rid} , port map {pm} and lag map {lm}\nnode was created with handle {h}"
+                ))
             }
             "mc_node_update" => {
                 let h = num(args.first())?;
                 let mut ports = BTreeSet::new();
                 for a in args.iter().skip(1).take_while(|a| **a != "|") {
-                    ports.insert(a.parse::<u32>().map_err(|_| CmdError(format!("Invalid port \"{a}\"")))?);
+                    ports.insert(port_number(a)?);
                 }
                 match self.state.pre.nodes.get_mut(h as usize) {
                     Some(Some(n)) => {
@@ -315,7 +355,7 @@ impl Switch {
                 }
                 Ok(String::new())
             }
-            "mc_dump" => Ok(format!("{:?}", self.state.pre.groups)),
+            "mc_dump" => Ok(self.dump_mc()),
             "mirroring_add" | "mirroring_add_mc" => {
                 let s = num(args.first())?;
                 let v = num(args.get(1))?;
@@ -334,10 +374,11 @@ impl Switch {
                 Ok(String::new())
             }
             "mirroring_get" => match self.state.mirror.get(&num(args.first())?) {
+                // The CLI prints the Thrift struct: its fields in declaration order.
                 Some(s) => Ok(format!(
-                    "MirroringSessionConfig(mgid={}, port={})",
-                    s.mgid.map_or("None".into(), |x| x.to_string()),
-                    s.port.map_or("None".into(), |x| x.to_string())
+                    "MirroringSessionConfig(port={}, mgid={})",
+                    s.port.map_or("None".into(), |x| x.to_string()),
+                    s.mgid.map_or("None".into(), |x| x.to_string())
                 )),
                 None => err("Invalid mirroring operation (SESSION_NOT_FOUND)"),
             },
@@ -362,8 +403,9 @@ impl Switch {
                 }
             }
             "register_read" => {
-                let r = self.register(args.first().copied().unwrap_or(""))?;
-                let name = self.plan.registers[r].name.clone();
+                // The answer names the register as the command line does (a suffix stays a suffix).
+                let name = args.first().copied().unwrap_or("");
+                let r = self.register(name)?;
                 match args.get(1) {
                     Some(i) => {
                         let i: usize = i.parse().map_err(|_| CmdError(format!("Invalid index \"{i}\"")))?;
@@ -503,37 +545,25 @@ impl Switch {
                     .map_err(|e| CmdError(format!("Invalid CRC operation ({e:?})")))?;
                 Ok(String::new())
             }
-            "show_tables" => Ok(self
-                .plan
-                .tables
-                .iter()
-                .map(|t| {
-                    format!(
-                        "{:<40} [implementation={}, mk={}]",
-                        t.name,
-                        "None",
-                        t.key
-                            .iter()
-                            .map(|k| format!("{}({:?}, {})", k.name, k.kind, k.width))
-                            .collect::<Vec<_>>()
-                            .join(",\t")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n")),
-            "show_actions" => Ok(self
-                .plan
-                .actions
-                .iter()
-                .map(|a| {
-                    format!(
-                        "{:<40} [{}]",
-                        a.name,
-                        a.params.iter().map(|(n, w)| format!("{n}({w})")).collect::<Vec<_>>().join(",\t")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n")),
+            "show_tables" => {
+                let names = by_name(self.plan.tables.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)));
+                Ok(names.iter().map(|(_, t)| self.table_str(*t)).collect::<Vec<_>>().join("\n"))
+            }
+            "show_actions" => Ok(self.actions_str(0..self.plan.actions.len()).join("\n")),
+            "show_pvs" => {
+                let mut v: Vec<&(String, u32)> = self.plan.vsets.iter().collect();
+                v.sort();
+                Ok(v.iter().map(|(n, w)| format!("{n:<30} [compressed bitwidth:{w}]")).collect::<Vec<_>>().join("\n"))
+            }
+            "pvs_get" => {
+                let name = args.first().copied().unwrap_or("");
+                let v = resolve(
+                    self.plan.vsets.iter().enumerate().map(|(i, v)| (i, v.0.as_str())),
+                    name,
+                    "parser value set",
+                )?;
+                Ok(self.state.vsets[v].iter().map(|(x, _)| hexstr(x)).collect::<Vec<_>>().join("\n"))
+            }
             other => err(format!("Unknown command \"{other}\"")),
         }
     }
@@ -747,45 +777,266 @@ impl Switch {
                 .get(i as u32)
                 .ok_or_else(|| CmdError("Invalid counter operation (INVALID_ENTRY_HANDLE)".into()))?;
             return Ok(format!(
-                "this is the direct counter for table {tname}\n{}[{i}]= ({} bytes, {} packets)",
-                cp.name, e.bytes, e.packets
+                "this is the direct counter for table {tname}\n{name}[{i}]= ({} bytes, {} packets)",
+                e.bytes, e.packets
             ));
         }
         match self.state.counters[c].get(i) {
-            Some((p, b)) => Ok(format!("{}[{i}]= ({b} bytes, {p} packets)", cp.name)),
+            Some((p, b)) => Ok(format!("{name}[{i}]= ({b} bytes, {p} packets)")),
             None => err("Invalid counter operation (INVALID_INDEX)"),
         }
     }
 
     fn dump_table(&self, t: usize) -> String {
-        let ts = &self.state.tables[t];
-        let mut out = String::new();
-        out.push_str("==========\nTABLE ENTRIES\n");
-        for (h, e) in ts.entries.iter().enumerate() {
-            if let Some(e) = e {
-                out.push_str(&format!("**********\nDumping entry 0x{h:x}\nMatch key:\n"));
-                for (k, m) in self.plan.tables[t].key.iter().zip(&e.matches) {
-                    out.push_str(&format!("* {:<20}: {:?}\n", k.name, m));
-                }
-                if self.table_is_prioritized(t) {
-                    out.push_str(&format!("Priority: {}\n", e.priority));
-                }
-                match &e.action {
-                    EntryAction::Direct { action, data } => out.push_str(&format!(
-                        "Action entry: {} - {}\n",
-                        self.plan.actions[*action as usize].name,
-                        data.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                    )),
-                    EntryAction::Member(m) => out.push_str(&format!("Member: {m}\n")),
-                    EntryAction::Group(g) => out.push_str(&format!("Group: {g}\n")),
+        let mut out = vec!["==========".to_string(), "TABLE ENTRIES".to_string()];
+        for (h, e) in self.state.tables[t].entries() {
+            out.push("*".repeat(10));
+            out.push(self.dump_entry(t, h, e));
+        }
+        if let Some(p) = self.plan.tables[t].profile {
+            out.push(self.dump_profile(p as usize));
+        }
+        out.push("==========".into());
+        out.push("Dumping default entry".into());
+        out.push(match &self.state.tables[t].default {
+            Some((a, d)) => self.action_entry(&EntryAction::Direct { action: *a, data: d.clone() }),
+            None => "EMPTY".into(),
+        });
+        out.push("==========".into());
+        out.join("\n")
+    }
+
+    /// One entry as `table_dump` and `table_dump_entry` print it: the handle
+    /// in hex, each key field under its CLI name (padded to the longest,
+    /// at least 20) with its kind in a 10-wide column and its value in hex of
+    /// the field's byte width, then the priority (tables with priorities),
+    /// the action and, for an entry with a timeout, its life.
+    fn dump_entry(&self, t: usize, h: u32, e: &Entry) -> String {
+        let tp = &self.plan.tables[t];
+        let w = tp.key.iter().map(|k| k.cli_name.len()).max().unwrap_or(0).max(20);
+        let mut out = vec![format!("Dumping entry {h:#x}"), "Match key:".to_string()];
+        for (k, m) in tp.key.iter().zip(&e.matches) {
+            let kind = kind_name(k.kind).to_ascii_uppercase();
+            out.push(format!("* {:<w$}: {kind:<10}{}", k.cli_name, match_value(m, k.width)));
+        }
+        if self.table_has_priority(t) {
+            out.push(format!("Priority: {}", e.priority));
+        }
+        out.push(self.action_entry(&e.action));
+        if let Some(timeout) = e.timeout_ms {
+            let ts = &self.state.tables[t];
+            let hit = ts.last_hit(h & 0x00ff_ffff);
+            let since = if hit == 0 { 0 } else { self.instant_at(hit).elapsed().as_millis() };
+            out.push(format!("Life: {since}ms since hit, timeout is {timeout}ms"));
+        }
+        out.join("\n")
+    }
+
+    /// What an entry does: `Action entry: NAME - P1, P2` (each parameter in
+    /// hex of its byte width), `Index: member(M)` or `Index: group(G)`.
+    fn action_entry(&self, a: &EntryAction) -> String {
+        match a {
+            EntryAction::Direct { action, data } => format!(
+                "Action entry: {} - {}",
+                self.plan.actions[*action as usize].name,
+                self.unpack_action(*action, data).iter().map(|p| hexstr(p)).collect::<Vec<_>>().join(", ")
+            ),
+            EntryAction::Member(m) => format!("Index: member({m})"),
+            EntryAction::Group(g) => format!("Index: group({g})"),
+        }
+    }
+
+    /// `Dumping member M` and its action, or `None` for no such member.
+    fn dump_member(&self, p: usize, m: u32) -> Option<String> {
+        let (a, d) = self.state.profiles[p].members.get(m as usize)?.as_ref()?;
+        let action = self.action_entry(&EntryAction::Direct { action: *a, data: d.clone() });
+        Some(format!("Dumping member {m}\n{action}"))
+    }
+
+    /// `Dumping group G` and its members, or `None` for no such group.
+    fn dump_group(&self, p: usize, g: u32) -> Option<String> {
+        let grp = self.state.profiles[p].groups.get(g as usize)?.as_ref()?;
+        let members = grp.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(", ");
+        Some(format!("Dumping group {g}\nMembers: [{members}]"))
+    }
+
+    /// `act_prof_dump`: every member, then every group (profiles with a selector).
+    fn dump_profile(&self, p: usize) -> String {
+        let ps = &self.state.profiles[p];
+        let mut out = vec!["==========".to_string(), "MEMBERS".to_string()];
+        for m in 0..ps.members.len() as u32 {
+            if let Some(d) = self.dump_member(p, m) {
+                out.push("*".repeat(10));
+                out.push(d);
+            }
+        }
+        if self.plan.profiles[p].selector.is_some() {
+            out.push("==========".into());
+            out.push("GROUPS".into());
+            for g in 0..ps.groups.len() as u32 {
+                if let Some(d) = self.dump_group(p, g) {
+                    out.push("*".repeat(10));
+                    out.push(d);
                 }
             }
         }
-        out.push_str("==========\nDump of default entry:\n");
-        if let Some((a, _)) = &ts.default {
-            out.push_str(&format!("Action entry: {}\n", self.plan.actions[*a as usize].name));
+        out.join("\n")
+    }
+
+    /// A table as `show_tables` and `table_info` print it: the name in a
+    /// 30-wide column, its action profile and its key fields with kind and width.
+    fn table_str(&self, t: usize) -> String {
+        let tp = &self.plan.tables[t];
+        let imp = tp.profile.map_or("None", |p| self.plan.profiles[p as usize].name.as_str());
+        let mk = tp
+            .key
+            .iter()
+            .map(|k| format!("{}({}, {})", k.cli_name, kind_name(k.kind), k.width))
+            .collect::<Vec<_>>()
+            .join(",\t");
+        format!("{:<30} [implementation={imp}, mk={mk}]", tp.name)
+    }
+
+    /// Actions as `show_actions` lists them: sorted by name (one line per
+    /// name), each with its parameters and their widths.
+    fn actions_str(&self, actions: impl Iterator<Item = usize>) -> Vec<String> {
+        by_name(actions.map(|a| (self.plan.actions[a].name.as_str(), a)))
+            .iter()
+            .map(|(name, a)| {
+                let params = self.plan.actions[*a]
+                    .params
+                    .iter()
+                    .map(|(n, w)| format!("{n}({w})"))
+                    .collect::<Vec<_>>()
+                    .join(",\t");
+                format!("{name:<30} [{params}]")
+            })
+            .collect()
+    }
+
+    /// `mc_dump`: each multicast group with its nodes (handle, rid, ports,
+    /// lags), then the LAG section (Sluice has no LAG membership: empty).
+    fn dump_mc(&self) -> String {
+        let pre = &self.state.pre;
+        let list = |s: &BTreeSet<u32>| s.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+        let mut out = vec!["==========".to_string(), "MC ENTRIES".to_string()];
+        for (g, nodes) in &pre.groups {
+            out.push("*".repeat(10));
+            out.push(format!("mgrp({g})"));
+            for h in nodes {
+                if let Some(Some(n)) = pre.nodes.get(*h as usize) {
+                    out.push(format!(
+                        "  -> (L1h={h}, rid={}) -> (ports=[{}], lags=[{}])",
+                        n.rid,
+                        list(&n.ports),
+                        list(&n.lags)
+                    ));
+                }
+            }
         }
-        out
+        out.extend(["==========".to_string(), "LAGS".to_string(), "==========".to_string()]);
+        out.join("\n")
+    }
+
+    /// The action profile of indirect table `name` (the `table_dump_member` family).
+    fn table_profile(&self, name: &str) -> Result<usize, CmdError> {
+        let t = self.table(name)?;
+        match self.plan.tables[t].profile {
+            Some(p) => Ok(p as usize),
+            None => err("Cannot run this command on non-indirect table"),
+        }
+    }
+
+    /// `table_dump_entry_from_key <table> <match fields> [priority]`.
+    fn cmd_dump_entry_from_key(&self, args: &[&str]) -> R {
+        let t = self.table(args.first().copied().unwrap_or(""))?;
+        let mut keys = args.get(1..).unwrap_or(&[]);
+        let mut priority = 0;
+        if self.table_is_prioritized(t) {
+            let (last, rest) = keys
+                .split_last()
+                .ok_or_else(|| CmdError("Table is ternary, but could not extract a valid priority from args".into()))?;
+            priority = last
+                .parse()
+                .map_err(|_| CmdError("Table is ternary, but could not extract a valid priority from args".into()))?;
+            keys = rest;
+        }
+        let matches = self.parse_matches(t, keys)?;
+        match self.find_entry(t, matches, priority) {
+            Ok(Some(h)) => match self.state.tables[t].get(h) {
+                Some(e) => Ok(self.dump_entry(t, h, e)),
+                None => err("Invalid table operation (BAD_MATCH_KEY)"),
+            },
+            Ok(None) => err("Invalid table operation (BAD_MATCH_KEY)"),
+            Err(e) => err(format!("Invalid table operation ({})", e.message)),
+        }
+    }
+}
+
+/// Objects sorted by name, one per name (the CLI keeps them in a dict by
+/// name: the last one of a name wins).
+fn by_name<'a>(objects: impl Iterator<Item = (&'a str, usize)>) -> Vec<(&'a str, usize)> {
+    let mut v: Vec<(&str, usize)> = objects.collect();
+    v.sort_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)));
+    v.dedup_by(|later, first| later.0 == first.0);
+    v
+}
+
+/// Bytes as the CLI prints a value: two lowercase hex digits each, no separator.
+fn hexstr(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A match kind as the JSON (and `show_tables`) names it.
+fn kind_name(k: MatchKind) -> &'static str {
+    match k {
+        MatchKind::Exact => "exact",
+        MatchKind::Lpm => "lpm",
+        MatchKind::Ternary => "ternary",
+        MatchKind::Range => "range",
+        MatchKind::Valid => "valid",
+        MatchKind::Optional => "optional",
+    }
+}
+
+/// One match field's value as `table_dump` prints it. An optional field is
+/// kept as bmv2 keeps it, a ternary match: full mask, or value and mask 0
+/// for the wildcard.
+fn match_value(m: &FieldMatch, width: u32) -> String {
+    match m {
+        FieldMatch::Exact(v) => hexstr(v),
+        FieldMatch::Lpm(v, l) => format!("{}/{l}", hexstr(v)),
+        FieldMatch::Ternary(v, mask) => format!("{} &&& {}", hexstr(v), hexstr(mask)),
+        FieldMatch::Range(a, b) => format!("{} -> {}", hexstr(a), hexstr(b)),
+        FieldMatch::Valid(b) => if *b { "01" } else { "00" }.to_string(),
+        FieldMatch::Optional(Some(v)) => format!("{} &&& {}", hexstr(v), "ff".repeat(v.len())),
+        FieldMatch::Optional(None) => {
+            let zeros = "00".repeat(crate::value::nbytes(width.max(1)));
+            format!("{zeros} &&& {zeros}")
+        }
+    }
+}
+
+/// A port or LAG number of `mc_node_create` / `mc_node_update`. The answer
+/// spells the numbers as a port map, one digit per number up to the
+/// largest, so numbers are bounded (bmv2's maps hold 512 ports).
+fn port_number(s: &str) -> Result<u32, CmdError> {
+    match s.parse::<u32>() {
+        Ok(v) if v <= MAX_PORT_NUMBER => Ok(v),
+        Ok(_) => err(format!("Invalid port \"{s}\": port and LAG numbers go up to {MAX_PORT_NUMBER}")),
+        Err(_) => err(format!("Invalid port \"{s}\"")),
+    }
+}
+
+/// The largest port or LAG number a multicast node takes.
+const MAX_PORT_NUMBER: u32 = 65535;
+
+/// Ports (or LAGs) as the CLI's port map: one digit per number up to the
+/// largest, `1` where present, the lowest number rightmost; empty for none.
+fn port_map(ports: &BTreeSet<u32>) -> String {
+    match ports.last() {
+        Some(&max) => (0..=max).rev().map(|p| if ports.contains(&p) { '1' } else { '0' }).collect(),
+        None => String::new(),
     }
 }
 

@@ -133,6 +133,9 @@ pub struct ActionPlan {
 #[derive(Debug, Clone)]
 pub struct KeyElem {
     pub name: String,
+    /// The field as bmv2's CLI names it: the target joined with `.`, or
+    /// `<header>_valid` for a validity match (`table_dump`, `show_tables`).
+    pub cli_name: String,
     pub kind: MatchKind,
     /// Field read (or validity for `valid`).
     pub src: CExpr,
@@ -965,7 +968,12 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                     };
                     (ce, hdr, w)
                 };
-                key.push(KeyElem { name: k.name.clone(), kind, src, header, width, mask: k.mask.clone() });
+                let cli_name = if kind == MatchKind::Valid || k.target.len() == 1 || k.target[1] == "$valid$" {
+                    format!("{}_valid", k.target[0])
+                } else {
+                    k.target.join(".")
+                };
+                key.push(KeyElem { name: k.name.clone(), cli_name, kind, src, header, width, mask: k.mask.clone() });
             }
             let mut tactions = Vec::new();
             for id in &t.action_ids {

@@ -183,6 +183,85 @@ fn router_tables_counters_and_errors_through_the_stock_cli() {
     assert_eq!(got.len(), cmds.len());
 }
 
+/// The built-in CLI (`sluice cli`, `--commands`, `replay --then`) answers
+/// every read command with the text the stock CLI prints for the same
+/// state over Thrift: the engine's test program (every match kind but
+/// `optional`, which the stock CLI cannot load: it is made `ternary` here),
+/// written through the stock CLI, then read through both.
+#[test]
+fn the_built_in_cli_reads_as_the_stock_cli_prints_them() {
+    let json = std::fs::read_to_string(repo().join("crates/sluice-engine/tests/data/cli_tables.json")).unwrap();
+    assert_eq!(json.matches("\"optional\"").count(), 1, "the test program has one optional key");
+    let dir = std::env::temp_dir().join(format!("sluice-cli-reads-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("program.json");
+    std::fs::write(&program, json.replace("\"optional\"", "\"ternary\"")).unwrap();
+    let (dev, port) = thrift_device(&program);
+    let _ = std::fs::remove_dir_all(&dir);
+    let writes = [
+        "table_add MyIngress.routes MyIngress.rewrite 0x0800 10.1.0.0/16 => 3 00:aa:bb:cc:dd:ee 02:00:00:00:00:01",
+        "table_add MyIngress.routes MyIngress.set_port 0x86dd 192.168.1.0/24 => 511",
+        "table_set_timeout MyIngress.routes 1 500",
+        "table_set_default MyIngress.routes MyIngress.rewrite 7 00:00:00:00:00:07 00:00:00:00:00:08",
+        "table_add MyIngress.acl MyIngress.drop 10.0.0.0&&&255.0.0.0 80->443 1 6&&&255 => 10",
+        "table_add MyIngress.acl MyIngress.set_port 0&&&0 0->0xffff 0 0&&&0 => 2 20",
+        "table_add legacy MyIngress.drop 1 =>",
+        "act_prof_create_member MyIngress.ecmp_ap MyIngress.rewrite 1 00:00:00:00:00:01 00:00:00:00:00:02",
+        "act_prof_create_member MyIngress.ecmp_ap MyIngress.set_port 2",
+        "act_prof_create_group MyIngress.ecmp_ap",
+        "act_prof_add_member_to_group MyIngress.ecmp_ap 1 0",
+        "act_prof_add_member_to_group MyIngress.ecmp_ap 0 0",
+        "table_indirect_add MyIngress.ecmp 5 => 0",
+        "table_indirect_add_with_group MyIngress.ecmp 6 => 0",
+        "counter_write MyIngress.port_pkts 3 2 120",
+        "register_write MyIngress.last_seen 1 42",
+        "mirroring_add 3 2",
+        "mirroring_add_mc 4 7",
+        "mc_mgrp_create 1",
+        "mc_node_create 5 1 2",
+        "mc_node_associate 1 0",
+        "mc_mgrp_create 2",
+        "mc_node_create 6 0 3",
+        "mc_node_associate 2 1",
+        "pvs_add MyParser.tpids 0x8100",
+    ];
+    cli(port, &(writes.join("\n") + "\n"));
+    let reads = [
+        "table_dump MyIngress.routes",
+        "table_dump MyIngress.acl",
+        "table_dump MyIngress.ecmp",
+        "table_dump legacy",
+        "table_dump_entry MyIngress.routes 1",
+        "table_dump_entry MyIngress.acl 0",
+        "table_dump_entry_from_key MyIngress.routes 0x0800 10.1.0.0/16",
+        "table_dump_entry_from_key MyIngress.acl 10.0.0.0&&&255.0.0.0 80->443 1 6&&&255 10",
+        "table_num_entries MyIngress.acl",
+        "act_prof_dump MyIngress.ecmp_ap",
+        "act_prof_dump_member MyIngress.ecmp_ap 0",
+        "act_prof_dump_group MyIngress.ecmp_ap 0",
+        "table_dump_member MyIngress.ecmp 1",
+        "table_dump_group MyIngress.ecmp 0",
+        "show_tables",
+        "show_actions",
+        "table_info MyIngress.routes",
+        "table_show_actions legacy",
+        "counter_read port_pkts 3",
+        "register_read MyIngress.last_seen 1",
+        "register_read last_seen",
+        "mirroring_get 3",
+        "mirroring_get 4",
+        "mc_dump",
+        "show_pvs",
+        "pvs_get MyParser.tpids",
+    ];
+    let stock = answers(&cli(port, &(reads.join("\n") + "\n")));
+    let mut pool = dev.pool();
+    for (k, r) in reads.iter().enumerate() {
+        let ours = pool.command(r).unwrap_or_else(|e| panic!("`{r}`: {e}"));
+        assert_eq!(ours.trim_end(), stock[k], "`{r}`: the built-in CLI printed\n{ours}\nthe stock CLI\n{}", stock[k]);
+    }
+}
+
 /// A namespace holding the switch: veth pairs `h1`/`s1` and `h2`/`s2`
 /// (the host ends stay in the namespace for the scripts' raw sockets).
 struct SwitchNs {

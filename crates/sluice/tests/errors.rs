@@ -383,7 +383,8 @@ fn cli_success_answers_keep_bmv2_wording() {
         cmd_ok(&mut sw, "counter_read RouterIngress.port_rx 0"),
         "RouterIngress.port_rx[0]= (0 bytes, 0 packets)"
     );
-    assert_eq!(cmd_ok(&mut sw, "counter_read port_rx 511"), "RouterIngress.port_rx[511]= (0 bytes, 0 packets)");
+    // The answer names the counter as the command does, as bmv2's CLI prints it.
+    assert_eq!(cmd_ok(&mut sw, "counter_read port_rx 511"), "port_rx[511]= (0 bytes, 0 packets)");
     assert_eq!(cmd_err(&mut sw, "counter_read RouterIngress.port_rx 512"), "Invalid counter operation (INVALID_INDEX)");
     assert_eq!(cmd_ok(&mut sw, "counter_reset RouterIngress.port_rx"), "");
     assert_eq!(
@@ -400,7 +401,7 @@ fn cli_register_and_meter_answers() {
     assert_eq!(cmd_ok(&mut sw, "register_read EdgeIngress.last_len 2"), "EdgeIngress.last_len[2]= 60");
     assert_eq!(cmd_ok(&mut sw, "register_read EdgeIngress.last_len 3"), "EdgeIngress.last_len[3]= 0");
     assert_eq!(cmd_ok(&mut sw, "register_write EdgeIngress.last_len 3 0xdead"), "");
-    assert_eq!(cmd_ok(&mut sw, "register_read last_len 3"), "EdgeIngress.last_len[3]= 57005");
+    assert_eq!(cmd_ok(&mut sw, "register_read last_len 3"), "last_len[3]= 57005");
     assert_eq!(
         cmd_err(&mut sw, "register_read EdgeIngress.last_len 512"),
         "Invalid register operation (INVALID_INDEX)"
