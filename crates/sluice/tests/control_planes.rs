@@ -257,7 +257,7 @@ fn the_built_in_cli_reads_as_the_stock_cli_prints_them() {
     let stock = answers(&cli(port, &(reads.join("\n") + "\n")));
     let mut pool = dev.pool();
     for (k, r) in reads.iter().enumerate() {
-        let ours = pool.command(r).unwrap_or_else(|e| panic!("`{r}`: {e}"));
+        let ours = sluice_control::run_command(&mut pool, r).unwrap_or_else(|e| panic!("`{r}`: {e}"));
         assert_eq!(ours.trim_end(), stock[k], "`{r}`: the built-in CLI printed\n{ours}\nthe stock CLI\n{}", stock[k]);
     }
 }
