@@ -6,11 +6,21 @@
 //! carries virtio-net headers (PACKET_VNET_HDR). Several sockets on one
 //! interface can form a PACKET_FANOUT group that the kernel balances by flow
 //! hash, one socket per worker.
+//!
+//! Link state: the socket stays bound to the interface's index. While the
+//! interface is down the kernel refuses sends with ENETDOWN and reports
+//! ENETDOWN once on receive; the same socket works again once it is up. When
+//! the interface is deleted the socket's bound index becomes 0 and sends
+//! fail with ENXIO, for good. Both come out as link errors (see the crate's
+//! documentation).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::{check, ifname, Port, PortStats, RxBatch, VnetHdr, BATCH, MAX_FRAME, VNET_HDR_LEN};
+use crate::{
+    check, ifname, index_state, ioctl_socket, link_error, LinkEvent, Port, PortStats, RxBatch, VnetHdr, BATCH,
+    MAX_FRAME, VNET_HDR_LEN,
+};
 
 const ETH_P_ALL: u16 = 0x0003;
 const SOL_PACKET: libc::c_int = 263;
@@ -28,7 +38,10 @@ const SOCKET_BUFFER: libc::c_int = 8 << 20;
 /// An AF_PACKET socket bound to one interface.
 pub struct AfPacketPort {
     name: String,
+    ifindex: u32,
     fd: OwnedFd,
+    /// For interface ioctls in the socket's network namespace.
+    ctl: OwnedFd,
     offload: bool,
     stats: PortStats,
     /// Frames queued by `send`: bytes, and `(start, len)` of each.
@@ -109,7 +122,9 @@ impl AfPacketPort {
         }
         Ok(AfPacketPort {
             name: name.to_string(),
+            ifindex,
             fd,
+            ctl: ioctl_socket()?,
             offload,
             stats: PortStats::default(),
             tx_data: Vec::with_capacity(BATCH * 2048),
@@ -119,6 +134,47 @@ impl AfPacketPort {
             // SAFETY: zeroed sockaddr_ll values are valid.
             rx_addr: unsafe { std::mem::zeroed() },
         })
+    }
+}
+
+impl AfPacketPort {
+    /// The interface index the socket is bound to now: 0 (or negative) once
+    /// the interface was deleted.
+    fn bound_index(&self) -> i32 {
+        // SAFETY: a zeroed sockaddr_ll is valid; getsockname writes at most `len` bytes into it.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        // SAFETY: as above.
+        let r = unsafe {
+            libc::getsockname(self.fd.as_raw_fd(), &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr, &mut len)
+        };
+        if r < 0 {
+            0
+        } else {
+            sll.sll_ifindex
+        }
+    }
+
+    /// Whether an ENETDOWN is stale: the kernel keeps the error of a down
+    /// event until a receive or send takes it, which may be after the
+    /// interface came back up.
+    fn stale(&self, e: &io::Error) -> bool {
+        e.raw_os_error() == Some(libc::ENETDOWN)
+            && self.bound_index() > 0
+            && index_state(self.ctl.as_raw_fd(), self.ifindex).is_none()
+    }
+
+    /// A system call's error as a link error when it is one: ENETDOWN (down,
+    /// or gone when the socket lost its interface), ENXIO or ENODEV (gone).
+    fn classify(&self, e: io::Error, what: &str) -> io::Error {
+        match e.raw_os_error() {
+            Some(code @ libc::ENETDOWN) => {
+                let event = if self.bound_index() <= 0 { LinkEvent::Gone } else { LinkEvent::Down };
+                link_error(&self.name, event, Some(code))
+            }
+            Some(code @ (libc::ENXIO | libc::ENODEV)) => link_error(&self.name, LinkEvent::Gone, Some(code)),
+            _ => io::Error::new(e.kind(), format!("{}: {what}: {e}", self.name)),
+        }
     }
 }
 
@@ -160,6 +216,7 @@ impl Port for AfPacketPort {
             msgs[i].msg_hdr.msg_name = &mut self.rx_addr[i] as *mut libc::sockaddr_ll as *mut _;
             msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
         }
+        // SAFETY: `msgs` describes BATCH live buffers (see above).
         let r = unsafe {
             libc::recvmmsg(
                 self.fd.as_raw_fd(),
@@ -174,7 +231,9 @@ impl Port for AfPacketPort {
             batch.count = 0;
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(io::Error::new(e.kind(), format!("{}: receive: {e}", self.name))),
+                // Down and up again already: frames may wait behind the error.
+                _ if self.stale(&e) => Ok(0),
+                _ => Err(self.classify(e, "receive")),
             };
         }
         let mut kept = 0;
@@ -207,7 +266,10 @@ impl Port for AfPacketPort {
             return Ok(());
         }
         if self.tx_frames.len() == BATCH {
-            self.flush()?;
+            if let Err(e) = self.flush() {
+                self.stats.tx_dropped += 1;
+                return Err(e);
+            }
         }
         let start = self.tx_data.len();
         self.tx_data.extend_from_slice(frame);
@@ -236,7 +298,10 @@ impl Port for AfPacketPort {
             msgs[i].msg_hdr.msg_iovlen = k + 1;
         }
         let mut sent = 0;
+        let mut link = None;
+        let mut retried = false;
         while sent < n {
+            // SAFETY: `msgs[sent..]` describes live buffers (see above).
             let r = unsafe {
                 libc::sendmmsg(self.fd.as_raw_fd(), msgs[sent..].as_mut_ptr(), (n - sent) as u32, libc::MSG_DONTWAIT)
             };
@@ -245,6 +310,17 @@ impl Port for AfPacketPort {
                 let e = io::Error::last_os_error();
                 match e.kind() {
                     io::ErrorKind::Interrupted => continue,
+                    // A down event's error that the interface outlived: nothing was sent, try again.
+                    _ if !retried && self.stale(&e) => {
+                        retried = true;
+                        continue;
+                    }
+                    _ if matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENXIO | libc::ENODEV)) => {
+                        // The interface is down or gone: the whole batch is lost.
+                        self.stats.tx_dropped += (n - sent) as u64;
+                        link = Some(self.classify(e, "send"));
+                        break;
+                    }
                     _ => {
                         // Skip the frame at the head (e.g. too large for the MTU) and go on.
                         self.stats.tx_dropped += 1;
@@ -262,10 +338,25 @@ impl Port for AfPacketPort {
         self.tx_data.clear();
         self.tx_frames.clear();
         self.tx_vnet.clear();
-        Ok(())
+        match link {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn check_link(&self) -> io::Result<()> {
+        let event = if self.bound_index() <= 0 {
+            Some(LinkEvent::Gone)
+        } else {
+            index_state(self.ctl.as_raw_fd(), self.ifindex)
+        };
+        match event {
+            None => Ok(()),
+            Some(ev) => Err(link_error(&self.name, ev, None)),
+        }
     }
 }

@@ -1,26 +1,42 @@
-//! AF_XDP ports: an XDP socket bound to queue 0 of an interface.
+//! AF_XDP ports: XDP sockets bound to the receive queues of an interface,
+//! one socket (one port, one worker) per queue.
 //!
 //! What is loaded into the kernel, and how it goes away: Sluice builds a
 //! five-instruction XDP program (no compiler needed) that sends every frame
 //! arriving on the interface to the XDP socket registered for its receive
 //! queue in an XSKMAP, and lets the frame continue into the kernel stack when
 //! no socket is registered (`bpf_redirect_map(&map, rx_queue, XDP_PASS)`).
-//! The program is attached with a BPF link (BPF_LINK_CREATE): the link
-//! belongs to Sluice's file descriptor, so the kernel detaches the program as
-//! soon as Sluice exits or the port is dropped, even after a crash; nothing is
-//! pinned and nothing is left behind. Native (driver) mode is tried first,
-//! then generic (skb) mode; the port reports which one it got. Frames are
-//! copied between the kernel and the socket's memory (XDP_COPY), the only
-//! mode veth offers.
+//! [`AfXdpInterface::attach`] loads the program and its map (one entry per
+//! queue) once per interface and attaches it with a BPF link
+//! (BPF_LINK_CREATE); [`AfXdpPort::open_queue`] opens the socket of one queue
+//! and registers it in the map under the queue's number. Every port holds
+//! the interface (an `Arc`): the link's descriptor closes with the last of
+//! them, and the kernel then detaches the program, also when Sluice exits or
+//! crashes; nothing is pinned and nothing is left behind. Native (driver)
+//! mode is tried first, then generic (skb) mode; the interface reports which
+//! one it got. Frames are copied between the kernel and the socket's memory
+//! (XDP_COPY), the only mode veth offers. Each socket transmits on the queue
+//! it is bound to.
 //!
 //! Memory: one UMEM of `FRAMES` 2 KB frames per port, half lent to the kernel
 //! for reception (fill ring), half used for transmission.
+//!
+//! Link state: an XDP socket reports nothing through `poll`. While the
+//! interface is down `sendto`/`recvfrom` fail with ENETDOWN; once it is
+//! deleted the kernel unbinds the socket (ENXIO) and the program's link is
+//! dead. A port reports these from [`Port::flush`] and from [`Port::recv`]
+//! after its receive ring stayed empty for a while, and [`Port::check_link`]
+//! asks at once (see the crate's documentation).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
-use crate::{check, ifname, Port, PortStats, RxBatch, VnetHdr, BATCH};
+use crate::{
+    check, ifname, index_state, ioctl_socket, link_error, require_rx_queues, LinkEvent, Port, PortStats, RxBatch,
+    VnetHdr, BATCH,
+};
 
 const SOL_XDP: libc::c_int = 283;
 const XDP_MMAP_OFFSETS: libc::c_int = 1;
@@ -52,6 +68,10 @@ const FRAMES: u32 = 4096;
 const FRAME_SIZE: u32 = 2048;
 /// Ring sizes (powers of two).
 const RING: u32 = 2048;
+/// Most queues one interface's map takes.
+pub const MAX_QUEUES: usize = 1024;
+/// Empty receive calls between two checks of the socket's link.
+const IDLE_CHECK: u32 = 64;
 
 #[repr(C)]
 #[derive(Default)]
@@ -177,39 +197,180 @@ fn bpf(cmd: libc::c_long, attr: &mut [u64], what: &str) -> io::Result<RawFd> {
     check(r as libc::c_int, what)
 }
 
-/// An XDP socket on queue 0 of one interface, with its program and map.
+/// The XDP program and XSKMAP of one interface, shared by the ports of its
+/// queues; attached while any of them (or the caller's `Arc`) lives.
+pub struct AfXdpInterface {
+    name: String,
+    ifindex: u32,
+    queues: u32,
+    mode: &'static str,
+    /// For interface ioctls in the network namespace of the interface.
+    ctl: OwnedFd,
+    // Field order is drop order: the link (which detaches the program) first.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    map: OwnedFd,
+}
+
+impl AfXdpInterface {
+    /// Loads the XDP program and an XSKMAP with `queues` entries for
+    /// interface `iface` and attaches the program (native mode, else
+    /// generic). Fails with a message saying how to add queues when the
+    /// interface has fewer than `queues` receive or transmit queues.
+    pub fn attach(iface: &str, queues: usize) -> io::Result<Arc<AfXdpInterface>> {
+        let cname = ifname(iface)?;
+        // SAFETY: plain call with a NUL-terminated name.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if ifindex == 0 {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("interface {iface} does not exist")));
+        }
+        if queues == 0 || queues > MAX_QUEUES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{iface}: {queues} AF_XDP queues asked; 1 to {MAX_QUEUES} can be"),
+            ));
+        }
+        // Every interface has queue 0; more must exist.
+        if queues > 1 {
+            require_rx_queues(iface, queues)?;
+        }
+        let e = |what: &str| format!("{iface}: {what}");
+        // XSKMAP with one entry per queue.
+        let mut attr = [0u64; 16];
+        attr[0] = u64::from(BPF_MAP_TYPE_XSKMAP) | (4u64 << 32); // map_type, key_size
+        attr[1] = 4 | ((queues as u64) << 32); // value_size, max_entries
+        let map_fd = bpf(BPF_MAP_CREATE, &mut attr, &e("create the XSKMAP (needs root / CAP_BPF)"))?;
+        // SAFETY: fresh descriptor.
+        let map = unsafe { OwnedFd::from_raw_fd(map_fd) };
+        let insns = program(map_fd);
+        let license = c"GPL";
+        let mut log = vec![0u8; 4096];
+        let mut attr = [0u64; 16];
+        attr[0] = u64::from(BPF_PROG_TYPE_XDP) | ((insns.len() as u64) << 32);
+        attr[1] = insns.as_ptr() as u64;
+        attr[2] = license.as_ptr() as u64;
+        attr[3] = 1 | ((log.len() as u64) << 32); // log_level, log_size
+        attr[4] = log.as_mut_ptr() as u64;
+        // prog_name at byte 48 (after kern_version and prog_flags at 40, 44).
+        let pname = *b"sluice_xsk\0\0\0\0\0\0";
+        attr[6] = u64::from_le_bytes([pname[0], pname[1], pname[2], pname[3], pname[4], pname[5], pname[6], pname[7]]);
+        attr[7] =
+            u64::from_le_bytes([pname[8], pname[9], pname[10], pname[11], pname[12], pname[13], pname[14], pname[15]]);
+        attr[8] = u64::from(BPF_XDP) << 32; // prog_ifindex, expected_attach_type
+        let prog_fd = bpf(BPF_PROG_LOAD, &mut attr, &e("load the XDP program")).map_err(|err| {
+            let l = String::from_utf8_lossy(&log);
+            io::Error::new(err.kind(), format!("{err}; verifier: {}", l.trim_end_matches('\0').trim()))
+        })?;
+        // SAFETY: fresh descriptor.
+        let prog = unsafe { OwnedFd::from_raw_fd(prog_fd) };
+        let mut last_err = None;
+        for (flags, mode) in [(XDP_FLAGS_DRV_MODE, "native"), (XDP_FLAGS_SKB_MODE, "generic")] {
+            let mut attr = [0u64; 8];
+            attr[0] = prog_fd as u64 | (u64::from(ifindex) << 32); // prog_fd, target_ifindex
+            attr[1] = u64::from(BPF_XDP) | (u64::from(flags) << 32); // attach_type, flags
+            match bpf(BPF_LINK_CREATE, &mut attr, &e(&format!("attach the XDP program in {mode} mode"))) {
+                Ok(fd) => {
+                    return Ok(Arc::new(AfXdpInterface {
+                        name: iface.to_string(),
+                        ifindex,
+                        queues: queues as u32,
+                        mode,
+                        ctl: ioctl_socket()?,
+                        // SAFETY: fresh descriptor.
+                        _link: unsafe { OwnedFd::from_raw_fd(fd) },
+                        _prog: prog,
+                        map,
+                    }));
+                }
+                Err(err) => last_err = Some(err),
+            }
+        }
+        let err = last_err.unwrap_or_else(|| io::Error::other("no attach mode"));
+        Err(io::Error::new(
+            err.kind(),
+            format!("{err} (neither native nor generic XDP works on {iface}; use the af_packet backend)"),
+        ))
+    }
+
+    /// The interface's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The interface's index.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// How many queues the map has room for.
+    pub fn queues(&self) -> usize {
+        self.queues as usize
+    }
+
+    /// "native" or "generic": how the XDP program is attached.
+    pub fn mode(&self) -> &'static str {
+        self.mode
+    }
+}
+
+/// An anonymous mapping for a UMEM, unmapped on drop.
+struct Umem {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Umem {
+    fn new(len: usize) -> io::Result<Umem> {
+        // SAFETY: anonymous private mapping.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::new(io::ErrorKind::OutOfMemory, "UMEM allocation failed"));
+        }
+        Ok(Umem { ptr: p as *mut u8, len })
+    }
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping. A socket that registered it keeps the
+        // pages pinned by itself until it is closed.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// An XDP socket on one receive queue of an interface.
 pub struct AfXdpPort {
     name: String,
+    queue: u32,
     stats: PortStats,
-    mode: &'static str,
-    // Field order is drop order: rings and the socket before the UMEM; the
-    // link (which detaches the program) last.
+    // Field order is drop order: rings, then the socket, then the UMEM, then
+    // the interface (the last port's drop detaches the program).
     rx: Ring,
     tx: Ring,
     fill: Ring,
     comp: Ring,
     sock: OwnedFd,
-    umem: *mut u8,
-    umem_len: usize,
+    umem: Umem,
     /// TX frames not in use.
     free_tx: Vec<u64>,
     tx_pending: u32,
-    _map: OwnedFd,
-    _prog: OwnedFd,
-    _link: OwnedFd,
+    /// Receive calls in a row that found nothing.
+    idle: u32,
+    iface: Arc<AfXdpInterface>,
 }
 
-// SAFETY: the raw pointers point into mappings this port owns exclusively.
+// SAFETY: the raw pointers point into mappings this port owns exclusively;
+// the interface is shared through an `Arc` of plain descriptors.
 unsafe impl Send for AfXdpPort {}
-
-impl Drop for AfXdpPort {
-    fn drop(&mut self) {
-        // SAFETY: our own UMEM mapping; the socket that used it is closed
-        // after this (fields drop after `drop`), and the kernel holds its own
-        // reference to the pages until then.
-        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
-    }
-}
 
 fn setsockopt_u32(fd: RawFd, opt: libc::c_int, v: u32, what: &str) -> io::Result<()> {
     // SAFETY: a u32 option value.
@@ -237,95 +398,41 @@ fn program(map_fd: RawFd) -> Vec<u64> {
 }
 
 impl AfXdpPort {
-    /// Opens interface `name`: loads and attaches the XDP program, creates
-    /// the socket with its UMEM and rings and binds it to queue 0.
+    /// Opens interface `name` with one socket on queue 0: attaches the XDP
+    /// program (for this port alone) and opens the queue's socket.
     pub fn open(name: &str) -> io::Result<AfXdpPort> {
-        let cname = ifname(name)?;
-        // SAFETY: plain call with a NUL-terminated name.
-        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if ifindex == 0 {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("interface {name} does not exist")));
-        }
-        let e = |what: &str| format!("{name}: {what}");
-        // XSKMAP with one entry per possible queue.
-        let mut attr = [0u64; 16];
-        attr[0] = u64::from(BPF_MAP_TYPE_XSKMAP) | (4u64 << 32); // map_type, key_size
-        attr[1] = 4 | (64u64 << 32); // value_size, max_entries
-        let map_fd = bpf(BPF_MAP_CREATE, &mut attr, &e("create the XSKMAP (needs root / CAP_BPF)"))?;
-        // SAFETY: fresh descriptor.
-        let map = unsafe { OwnedFd::from_raw_fd(map_fd) };
-        let insns = program(map_fd);
-        let license = c"GPL";
-        let mut log = vec![0u8; 4096];
-        let mut attr = [0u64; 16];
-        attr[0] = u64::from(BPF_PROG_TYPE_XDP) | ((insns.len() as u64) << 32);
-        attr[1] = insns.as_ptr() as u64;
-        attr[2] = license.as_ptr() as u64;
-        attr[3] = 1 | ((log.len() as u64) << 32); // log_level, log_size
-        attr[4] = log.as_mut_ptr() as u64;
-        // prog_name at byte 48 (after kern_version and prog_flags at 40, 44).
-        let pname = b"sluice_xsk\0\0\0\0\0\0";
-        attr[6] = u64::from_le_bytes(pname[0..8].try_into().expect("8"));
-        attr[7] = u64::from_le_bytes(pname[8..16].try_into().expect("8"));
-        attr[8] = u64::from(BPF_XDP) << 32; // prog_ifindex, expected_attach_type
-        let prog_fd = bpf(BPF_PROG_LOAD, &mut attr, &e("load the XDP program")).map_err(|err| {
-            let l = String::from_utf8_lossy(&log);
-            io::Error::new(err.kind(), format!("{err}; verifier: {}", l.trim_end_matches('\0').trim()))
-        })?;
-        // SAFETY: fresh descriptor.
-        let prog = unsafe { OwnedFd::from_raw_fd(prog_fd) };
-        let mut link = None;
-        let mut mode = "";
-        let mut last_err = None;
-        for (flags, m) in [(XDP_FLAGS_DRV_MODE, "native"), (XDP_FLAGS_SKB_MODE, "generic")] {
-            let mut attr = [0u64; 8];
-            attr[0] = prog_fd as u64 | (u64::from(ifindex) << 32); // prog_fd, target_ifindex
-            attr[1] = u64::from(BPF_XDP) | (u64::from(flags) << 32); // attach_type, flags
-            match bpf(BPF_LINK_CREATE, &mut attr, &e(&format!("attach the XDP program in {m} mode"))) {
-                Ok(fd) => {
-                    // SAFETY: fresh descriptor.
-                    link = Some(unsafe { OwnedFd::from_raw_fd(fd) });
-                    mode = m;
-                    break;
-                }
-                Err(err) => last_err = Some(err),
-            }
-        }
-        let Some(link) = link else {
-            let err = last_err.expect("two attempts");
+        let iface = AfXdpInterface::attach(name, 1)?;
+        AfXdpPort::open_queue(&iface, 0)
+    }
+
+    /// Opens the XDP socket of receive queue `queue` of an attached
+    /// interface, with its own UMEM and rings, binds it to the queue and
+    /// registers it in the interface's map.
+    pub fn open_queue(iface: &Arc<AfXdpInterface>, queue: usize) -> io::Result<AfXdpPort> {
+        let name = iface.name();
+        if queue >= iface.queues() {
             return Err(io::Error::new(
-                err.kind(),
-                format!("{err} (neither native nor generic XDP works on {name}; use the af_packet backend)"),
+                io::ErrorKind::InvalidInput,
+                format!("{name}: queue {queue} asked; the interface was attached for {} queue(s)", iface.queues()),
             ));
-        };
+        }
+        let e = |what: &str| format!("{name} queue {queue}: {what}");
         // The socket, its UMEM and rings.
+        // SAFETY: plain system call.
         let raw =
             check(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) }, &e("AF_XDP socket"))?;
         // SAFETY: fresh descriptor.
         let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-        let umem_len = (FRAMES * FRAME_SIZE) as usize;
-        // SAFETY: anonymous private mapping for the UMEM.
-        let umem = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                umem_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if umem == libc::MAP_FAILED {
-            return Err(io::Error::new(io::ErrorKind::OutOfMemory, e("UMEM allocation failed")));
-        }
+        let umem = Umem::new((FRAMES * FRAME_SIZE) as usize).map_err(|err| io::Error::new(err.kind(), e("UMEM")))?;
         let reg = UmemReg {
-            addr: umem as u64,
-            len: umem_len as u64,
+            addr: umem.ptr as u64,
+            len: umem.len as u64,
             chunk_size: FRAME_SIZE,
             headroom: 0,
             flags: 0,
             tx_metadata_len: 0,
         };
+        // SAFETY: the option value is a live UmemReg of the size passed.
         let r = unsafe {
             libc::setsockopt(
                 raw,
@@ -335,24 +442,18 @@ impl AfXdpPort {
                 std::mem::size_of::<UmemReg>() as u32,
             )
         };
-        let unmap = || unsafe { libc::munmap(umem, umem_len) };
-        if let Err(err) = check(r, &e("register the UMEM")) {
-            unmap();
-            return Err(err);
-        }
+        check(r, &e("register the UMEM"))?;
         for (opt, what) in [
             (XDP_UMEM_FILL_RING, "fill ring"),
             (XDP_UMEM_COMPLETION_RING, "completion ring"),
             (XDP_RX_RING, "rx ring"),
             (XDP_TX_RING, "tx ring"),
         ] {
-            if let Err(err) = setsockopt_u32(raw, opt, RING, &e(what)) {
-                unmap();
-                return Err(err);
-            }
+            setsockopt_u32(raw, opt, RING, &e(what))?;
         }
         let mut off = MmapOffsets::default();
         let mut len = std::mem::size_of::<MmapOffsets>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into `off`.
         let r = unsafe {
             libc::getsockopt(
                 raw,
@@ -362,41 +463,21 @@ impl AfXdpPort {
                 &mut len,
             )
         };
-        if let Err(err) = check(r, &e("ring offsets")) {
-            unmap();
-            return Err(err);
-        }
-        let rings = (|| -> io::Result<(Ring, Ring, Ring, Ring)> {
-            Ok((
-                Ring::map(raw, &off.rx, XDP_PGOFF_RX_RING, RING, 16, "rx")?,
-                Ring::map(raw, &off.tx, XDP_PGOFF_TX_RING, RING, 16, "tx")?,
-                Ring::map(raw, &off.fr, XDP_UMEM_PGOFF_FILL_RING, RING, 8, "fill")?,
-                Ring::map(raw, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, RING, 8, "completion")?,
-            ))
-        })();
-        let (rx, tx, fill, comp) = match rings {
-            Ok(r) => r,
-            Err(err) => {
-                unmap();
-                return Err(err);
-            }
-        };
+        check(r, &e("ring offsets"))?;
         let port = AfXdpPort {
             name: name.to_string(),
+            queue: queue as u32,
             stats: PortStats::default(),
-            mode,
-            rx,
-            tx,
-            fill,
-            comp,
+            rx: Ring::map(raw, &off.rx, XDP_PGOFF_RX_RING, RING, 16, "rx")?,
+            tx: Ring::map(raw, &off.tx, XDP_PGOFF_TX_RING, RING, 16, "tx")?,
+            fill: Ring::map(raw, &off.fr, XDP_UMEM_PGOFF_FILL_RING, RING, 8, "fill")?,
+            comp: Ring::map(raw, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, RING, 8, "completion")?,
             sock,
-            umem: umem as *mut u8,
-            umem_len,
+            umem,
             free_tx: (FRAMES / 2..FRAMES).map(|f| u64::from(f * FRAME_SIZE)).collect(),
             tx_pending: 0,
-            _map: map,
-            _prog: prog,
-            _link: link,
+            idle: 0,
+            iface: Arc::clone(iface),
         };
         // Lend the first half of the frames to the kernel for reception.
         let p = port.fill.prod().load(Ordering::Relaxed);
@@ -408,10 +489,11 @@ impl AfXdpPort {
         let sa = SockaddrXdp {
             family: libc::AF_XDP as u16,
             flags: XDP_COPY | XDP_USE_NEED_WAKEUP,
-            ifindex,
-            queue_id: 0,
+            ifindex: iface.ifindex,
+            queue_id: queue as u32,
             shared_umem_fd: 0,
         };
+        // SAFETY: the address is a live SockaddrXdp of the size passed.
         let r = unsafe {
             libc::bind(
                 raw,
@@ -419,11 +501,11 @@ impl AfXdpPort {
                 std::mem::size_of::<SockaddrXdp>() as u32,
             )
         };
-        check(r, &e("bind the XDP socket to queue 0"))?;
-        let key: u32 = 0;
+        check(r, &e("bind the XDP socket to its queue (another socket on it? an interface without it?)"))?;
+        let key: u32 = queue as u32;
         let val: u32 = raw as u32;
         let mut attr = [0u64; 8];
-        attr[0] = map_fd as u64;
+        attr[0] = iface.map.as_raw_fd() as u64;
         attr[1] = &key as *const u32 as u64;
         attr[2] = &val as *const u32 as u64;
         bpf(BPF_MAP_UPDATE_ELEM, &mut attr, &e("register the socket in the XSKMAP"))?;
@@ -432,7 +514,17 @@ impl AfXdpPort {
 
     /// "native" or "generic": how the XDP program is attached.
     pub fn mode(&self) -> &'static str {
-        self.mode
+        self.iface.mode
+    }
+
+    /// The receive queue this socket is bound to.
+    pub fn queue(&self) -> usize {
+        self.queue as usize
+    }
+
+    /// The interface this port belongs to.
+    pub fn interface(&self) -> &Arc<AfXdpInterface> {
+        &self.iface
     }
 
     /// Takes back transmitted frames from the completion ring.
@@ -444,6 +536,37 @@ impl AfXdpPort {
             self.free_tx.push(unsafe { *self.comp.addr_slot(i) });
         }
         self.comp.cons().store(p, Ordering::Release);
+    }
+
+    /// A system call's error as a link error when it is one: ENETDOWN
+    /// (down), ENXIO (the kernel unbound the socket: gone).
+    fn classify(&self, code: Option<i32>) -> Option<io::Error> {
+        match code {
+            Some(libc::ENETDOWN) => Some(link_error(&self.name, LinkEvent::Down, code)),
+            Some(libc::ENXIO | libc::ENODEV) => Some(link_error(&self.name, LinkEvent::Gone, code)),
+            _ => None,
+        }
+    }
+
+    /// Asks the socket about its link with an empty non-blocking receive.
+    fn probe(&self) -> io::Result<()> {
+        // SAFETY: a receive of no data.
+        let r = unsafe {
+            libc::recvfrom(
+                self.sock.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            if let Some(e) = self.classify(io::Error::last_os_error().raw_os_error()) {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -471,35 +594,36 @@ impl Port for AfXdpPort {
         let fp = self.fill.prod().load(Ordering::Relaxed);
         for i in 0..n {
             // SAFETY: descriptor published by the kernel; its frame lies in the UMEM.
-            let d = unsafe { *self.rx.desc_slot(c + i) };
+            let d = unsafe { *self.rx.desc_slot(c.wrapping_add(i)) };
             // The kernel keeps descriptors inside the UMEM; clamp anyway rather than trust it blindly.
-            let len = (d.len as usize).min(batch.slot).min(self.umem_len.saturating_sub(d.addr as usize));
-            let src = unsafe { std::slice::from_raw_parts(self.umem.add(d.addr as usize), len) };
+            let at = usize::try_from(d.addr).unwrap_or(usize::MAX).min(self.umem.len);
+            let len = (d.len as usize).min(batch.slot).min(self.umem.len - at);
+            // SAFETY: `at + len` lies inside the UMEM (clamped above).
+            let src = unsafe { std::slice::from_raw_parts(self.umem.ptr.add(at), len) };
             batch.slot_mut(i as usize)[..len].copy_from_slice(src);
             batch.lens[i as usize] = len;
             batch.vnet[i as usize] = VnetHdr::default();
             // The frame goes straight back to the kernel.
             // SAFETY: slot inside the fill ring (it has room for every RX frame).
-            unsafe { *self.fill.addr_slot(fp + i) = d.addr & !u64::from(FRAME_SIZE - 1) };
+            unsafe { *self.fill.addr_slot(fp.wrapping_add(i)) = d.addr & !u64::from(FRAME_SIZE - 1) };
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += len as u64;
         }
         self.rx.cons().store(c.wrapping_add(n), Ordering::Release);
         self.fill.prod().store(fp.wrapping_add(n), Ordering::Release);
-        if n > 0 && self.fill.needs_wakeup() {
-            // SAFETY: a poke with no data.
-            unsafe {
-                libc::recvfrom(
-                    self.sock.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            };
-        }
         batch.count = n as usize;
+        if n > 0 {
+            self.idle = 0;
+            if self.fill.needs_wakeup() {
+                // A poke with no data; a link error shows up in a later call.
+                let _ = self.probe();
+            }
+        } else {
+            self.idle = self.idle.wrapping_add(1);
+            if self.idle.is_multiple_of(IDLE_CHECK) {
+                self.probe()?;
+            }
+        }
         Ok(n as usize)
     }
 
@@ -517,7 +641,7 @@ impl Port for AfXdpPort {
             return Ok(());
         }
         // SAFETY: a free TX frame of the UMEM.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.umem.add(addr as usize), frame.len()) };
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.umem.ptr.add(addr as usize), frame.len()) };
         let p = self.tx.prod().load(Ordering::Relaxed);
         // SAFETY: TX has RING slots and at most FRAMES / 2 <= RING frames are in flight.
         unsafe {
@@ -537,6 +661,7 @@ impl Port for AfXdpPort {
         }
         // Copy mode transmits on a kick, a few dozen frames per kick: kick
         // until the kernel has taken everything (bounded), then reclaim.
+        let mut link = None;
         for _ in 0..64 {
             if self.tx.cons().load(Ordering::Acquire) == self.tx.prod().load(Ordering::Relaxed) {
                 break;
@@ -545,20 +670,31 @@ impl Port for AfXdpPort {
             let r = unsafe {
                 libc::sendto(self.sock.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0)
             };
-            if r < 0
-                && !matches!(
-                    io::Error::last_os_error().raw_os_error(),
-                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS)
-                )
-            {
+            if r < 0 {
+                let code = io::Error::last_os_error().raw_os_error();
+                if matches!(code, Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::EINTR)) {
+                    continue;
+                }
+                link = self.classify(code);
                 break;
             }
         }
         self.reclaim();
-        Ok(())
+        match link {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     fn stats(&self) -> PortStats {
         self.stats
+    }
+
+    fn check_link(&self) -> io::Result<()> {
+        self.probe()?;
+        match index_state(self.iface.ctl.as_raw_fd(), self.iface.ifindex) {
+            None => Ok(()),
+            Some(ev) => Err(link_error(&self.name, ev, None)),
+        }
     }
 }
