@@ -1,8 +1,9 @@
 //! Live ports: any [`DataPlane`] attached to Linux interfaces.
 //!
 //! [`start`] opens every configured port once per worker (AF_PACKET
-//! sockets joined in a PACKET_FANOUT group, so that a flow stays on one
-//! worker and in order; TAP and AF_XDP with one worker), starts a
+//! sockets joined in a PACKET_FANOUT group; one queue per worker of a
+//! multi-queue TAP device or of an AF_XDP interface: either way a flow
+//! stays on one worker and in order), starts a
 //! [`Pool`] of workers, and gives each the packet loop of
 //! [`packet_loop`]: poll the ports, receive up to [`BATCH`] frames, run
 //! them through the data plane as one batch, send what it emits. The same
@@ -15,10 +16,11 @@
 //! through a port without offload is dropped and counted (`gso_dropped`);
 //! a frame that only lacks its checksum gets it computed in software.
 //!
-//! Ports survive their interfaces: a port whose interface goes down or
-//! away is closed, reported once and counted; frames for it are dropped
-//! and counted while the other ports keep forwarding; it is opened again
-//! when the interface is back (checked every 100 ms).
+//! Ports survive their interfaces: a port whose interface goes down is
+//! reported once and counted, frames for it are dropped and counted while
+//! the other ports keep forwarding, and it resumes when the interface is up
+//! again; a port whose interface goes away is closed and opened anew when
+//! an interface of that name is back (both checked every 100 ms).
 //!
 //! Memory invariant: buffers are allocated at start; the loop itself does
 //! not allocate (except when tracing or when a port is opened again).
@@ -36,7 +38,7 @@ use std::time::Instant;
 use sluice_dataplane::workers::{Pool, WorkerIo};
 use sluice_dataplane::DataPlane;
 use sluice_ports::afpacket::AfPacketPort;
-use sluice_ports::afxdp::AfXdpPort;
+use sluice_ports::afxdp::{AfXdpInterface, AfXdpPort};
 use sluice_ports::pcapfile::FilePort;
 use sluice_ports::tap::TapPort;
 use sluice_ports::{Port, PortStats};
@@ -116,25 +118,46 @@ pub enum Up<N> {
 pub type UpSink<N> = Arc<dyn Fn(Up<N>) -> bool + Send + Sync>;
 
 /// One configured port as every worker opens it (again, after its
-/// interface came back).
-#[derive(Debug, Clone)]
+/// interface came back): worker `w` takes queue `w` of a multi-queue
+/// backend.
 struct Opener {
     spec: PortSpec,
     offload: bool,
     /// PACKET_FANOUT group of an AF_PACKET port shared by several workers.
     fanout: Option<u16>,
+    workers: usize,
+    /// The XDP program and map of an AF_XDP port's interface, shared by
+    /// its workers' sockets (attached again when the interface was re-created).
+    xdp: Mutex<Option<Arc<AfXdpInterface>>>,
 }
 
 impl Opener {
-    fn open(&self) -> io::Result<Box<dyn Port>> {
+    fn open(&self, worker: usize) -> io::Result<Box<dyn Port>> {
+        let iface = &self.spec.iface;
         Ok(match self.spec.backend {
-            Backend::AfPacket => Box::new(AfPacketPort::open(&self.spec.iface, self.offload, self.fanout)?),
-            Backend::Tap => Box::new(TapPort::open(&self.spec.iface, self.offload)?),
-            Backend::Files => Box::new(FilePort::open(&self.spec.iface).map_err(io::Error::other)?),
+            Backend::AfPacket => Box::new(AfPacketPort::open(iface, self.offload, self.fanout)?),
+            Backend::Tap if self.workers == 1 => Box::new(TapPort::open(iface, self.offload)?),
+            Backend::Tap => {
+                let mut q = TapPort::open_queues(iface, self.offload, 1)?;
+                Box::new(q.pop().ok_or_else(|| io::Error::other("no TAP queue"))?)
+            }
+            Backend::Files => Box::new(FilePort::open(iface).map_err(io::Error::other)?),
             Backend::AfXdp => {
-                let x = AfXdpPort::open(&self.spec.iface)?;
-                eprintln!("port {}: XDP program attached to {} in {} mode", self.spec.port, self.spec.iface, x.mode());
-                Box::new(x)
+                let mut xdp = self.xdp.lock().unwrap_or_else(|e| e.into_inner());
+                // SAFETY: a NUL-terminated name; the call only reads it.
+                let now = std::ffi::CString::new(iface.as_str())
+                    .map(|c| unsafe { libc::if_nametoindex(c.as_ptr()) })
+                    .unwrap_or(0);
+                let att = match xdp.as_ref().filter(|a| a.ifindex() == now) {
+                    Some(a) => a.clone(),
+                    None => {
+                        let a = AfXdpInterface::attach(iface, self.workers)?;
+                        eprintln!("port {}: XDP program attached to {iface} in {} mode", self.spec.port, a.mode());
+                        *xdp = Some(a.clone());
+                        a
+                    }
+                };
+                Box::new(AfXdpPort::open_queue(&att, worker)?)
             }
         })
     }
@@ -215,11 +238,8 @@ pub fn start<D: DataPlane>(
         if let Some(prev) = seen.insert(p.port, &p.iface) {
             return Err(format!("port {} is given twice ({prev} and {})", p.port, p.iface));
         }
-        if workers > 1 && p.backend != Backend::AfPacket {
-            return Err(format!(
-                "port {} ({}): TAP and AF_XDP ports run with one worker only (multi-queue is not supported yet): use --workers 1",
-                p.port, p.iface
-            ));
+        if workers > 1 && p.backend == Backend::Files {
+            return Err(format!("port {} ({}): pcap file ports run with one worker: use --workers 1", p.port, p.iface));
         }
     }
     let mut ifaces = BTreeMap::new();
@@ -242,6 +262,8 @@ pub fn start<D: DataPlane>(
                 spec: spec.clone(),
                 offload: cfg.offload,
                 fanout: fanout_base.map(|b| b.wrapping_add(spec.port as u16)),
+                workers,
+                xdp: Mutex::new(None),
             })
         })
         .collect();
@@ -252,15 +274,19 @@ pub fn start<D: DataPlane>(
     for w in 0..workers {
         let mut ports = Vec::new();
         for o in &openers {
-            let p = o.open().map_err(|e| format!("port {} ({}): {e}", o.spec.port, o.spec.iface))?;
+            let p = o.open(w).map_err(|e| format!("port {} ({}): {e}", o.spec.port, o.spec.iface))?;
             if w == 0 {
+                let spread = match o.spec.backend {
+                    _ if workers == 1 => String::new(),
+                    Backend::AfPacket => format!(", fanout over {workers} workers"),
+                    _ => format!(", one queue per worker ({workers})"),
+                };
                 eprintln!(
-                    "port {}: {} via {}{}{}",
+                    "port {}: {} via {}{}{spread}",
                     o.spec.port,
                     o.spec.iface,
                     p.backend(),
                     if p.offload() { " (offload headers on)" } else { "" },
-                    if workers > 1 { format!(", fanout over {workers} workers") } else { String::new() }
                 );
             }
             ports.push((o.clone(), p));
@@ -277,6 +303,7 @@ pub fn start<D: DataPlane>(
             },
             cfg,
             fanout_base,
+            w,
         )?;
         ios.push(Box::new(io));
     }

@@ -9,10 +9,13 @@
 //! up as PacketIns; frames for a port that does not exist, or whose link is
 //! down, are dropped and counted.
 //!
-//! Link state: a receive or send error that means the interface went down
-//! or away (`sluice_ports::is_link_error`) closes that port; it is reported
-//! once for all workers ([`LinkBoard`]) and opened again when the
-//! interface is up (checked every [`RETRY`]). The other ports never stop.
+//! Link state (see `sluice_ports` for what each backend reports): a port
+//! whose interface went down is kept but neither polled nor sent to, and
+//! asked every [`RETRY`] whether its link is back ([`Port::check_link`]); a
+//! port whose interface went away is closed and opened anew once an
+//! interface of that name is up (a TAP device at once: Sluice creates it).
+//! A change is reported once for all workers ([`LinkBoard`]). The other
+//! ports never stop.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -21,13 +24,16 @@ use std::time::{Duration, Instant};
 
 use sluice_dataplane::workers::{WorkerIo, Waker};
 use sluice_dataplane::{DataPlane, Profile, StageClock, BATCH};
-use sluice_ports::{complete_checksum, is_link_error, link_is_up, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
+use sluice_ports::{complete_checksum, link_event, link_is_up, LinkEvent, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
 
 use crate::capture::{Captures, Direction};
 use crate::{stopped, Backend, LiveConfig, Opener, PortSpec, Up, UpSink, WorkerReport};
 
 /// How often a worker looks whether the interface of a port that went down is back.
 const RETRY: Duration = Duration::from_millis(100);
+
+/// How often a worker asks the link of an AF_XDP port that is up.
+const WATCH: Duration = Duration::from_secs(1);
 
 /// Batches taken from one port before the next port's turn (keeps ports fair).
 const ROUNDS_PER_PORT: usize = 8;
@@ -102,12 +108,23 @@ impl<N> Shared<N> {
     }
 }
 
+/// The state of one port of a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Up,
+    /// The interface is down: the port is kept for when it is up again.
+    Down,
+    /// The interface went away: the port is closed.
+    Gone,
+}
+
 /// One port of this worker.
 struct Slot {
     number: u32,
     opener: Arc<Opener>,
-    /// `None` while the interface is down or gone.
+    /// `None` once the interface went away.
     port: Option<Box<dyn Port>>,
+    link: Link,
     /// Counters of earlier openings of this port.
     retired: PortStats,
     /// When the port was last tried again (while down).
@@ -131,9 +148,17 @@ impl Slot {
         }
     }
 
-    /// Whether this port's errors can mean a link change (rather than a fault).
-    fn watches_link(&self) -> bool {
-        matches!(self.opener.spec.backend, Backend::AfPacket | Backend::AfXdp)
+    /// Closes the port, keeping its counters.
+    fn close(&mut self) {
+        if let Some(p) = self.port.take() {
+            let s = p.stats();
+            let r = &mut self.retired;
+            r.rx_packets += s.rx_packets;
+            r.rx_bytes += s.rx_bytes;
+            r.tx_packets += s.tx_packets;
+            r.tx_bytes += s.tx_bytes;
+            r.tx_dropped += s.tx_dropped;
+        }
     }
 }
 
@@ -164,6 +189,8 @@ pub(crate) struct LiveIo<N> {
     wake: Arc<OwnedFd>,
     last_retry: Instant,
     replayed: bool,
+    /// This worker's number: the queue it takes of a multi-queue port.
+    worker: usize,
 }
 
 impl<N> Drop for LiveIo<N> {
@@ -187,6 +214,7 @@ impl<N: Send + 'static> LiveIo<N> {
         shared: Shared<N>,
         cfg: &LiveConfig,
         fanout_base: Option<u16>,
+        worker: usize,
     ) -> Result<LiveIo<N>, String> {
         // SAFETY: plain system call; the descriptor is owned right away.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -208,6 +236,7 @@ impl<N: Send + 'static> LiveIo<N> {
                     number: opener.spec.port,
                     opener,
                     port: Some(port),
+                    link: Link::Up,
                     retired: PortStats::default(),
                     last_try: Instant::now(),
                     dirty: false,
@@ -234,6 +263,7 @@ impl<N: Send + 'static> LiveIo<N> {
             wake,
             last_retry: Instant::now(),
             replayed: false,
+            worker,
         })
     }
 
@@ -277,7 +307,7 @@ impl<N> Outputs<N> {
         };
         let t = self.clock.start();
         let slot = &mut self.slots[k];
-        let Some(port) = slot.port.as_mut() else {
+        let (Link::Up, Some(port)) = (slot.link, slot.port.as_mut()) else {
             self.stats.link_dropped += 1;
             return;
         };
@@ -303,18 +333,13 @@ impl<N> Outputs<N> {
                     c.record(p, Direction::Out, frame);
                 }
             }
-            Err(e) if slot.watches_link() && is_link_error(&e) => {
-                self.stats.link_dropped += 1;
-                self.link_down(k, &e.to_string());
-            }
-            Err(e) => {
-                self.stats.link_dropped += 1;
-                if !slot.watches_link() {
-                    // A TAP device set down, a file that failed: counted, the loop goes on.
-                    return;
+            Err(e) => match link_event(&e) {
+                Some(ev) => {
+                    self.stats.link_dropped += 1;
+                    self.link_lost(k, ev, &e.to_string());
                 }
-                self.shared.fail(format!("port {p}: {e}"));
-            }
+                None => self.shared.fail(format!("port {p}: {e}")),
+            },
         }
         self.clock.record(SEND, t, 1);
     }
@@ -340,55 +365,85 @@ impl<N> Outputs<N> {
             }
             let Some(port) = slot.port.as_mut() else { continue };
             if let Err(e) = port.flush() {
-                if slot.watches_link() && is_link_error(&e) {
-                    self.link_down(k, &e.to_string());
-                } else if slot.watches_link() {
-                    let n = slot.number;
-                    self.shared.fail(format!("port {n}: {e}"));
+                match link_event(&e) {
+                    Some(ev) => self.link_lost(k, ev, &e.to_string()),
+                    None => {
+                        let n = slot.number;
+                        self.shared.fail(format!("port {n}: {e}"));
+                    }
                 }
             }
         }
         self.clock.extend(SEND, t);
     }
 
-    /// Closes port index `k`, whose interface went down or away.
-    fn link_down(&mut self, k: usize, why: &str) {
+    /// Port index `k` met its interface down or gone: it stops being
+    /// polled and sent to (and, gone, is closed).
+    fn link_lost(&mut self, k: usize, ev: LinkEvent, why: &str) {
         let slot = &mut self.slots[k];
-        if let Some(p) = slot.port.take() {
-            let s = p.stats();
-            let r = &mut slot.retired;
-            r.rx_packets += s.rx_packets;
-            r.rx_bytes += s.rx_bytes;
-            r.tx_packets += s.tx_packets;
-            r.tx_bytes += s.tx_bytes;
-            r.tx_dropped += s.tx_dropped;
+        let was = slot.link;
+        slot.link = match ev {
+            LinkEvent::Down => Link::Down,
+            LinkEvent::Gone => Link::Gone,
+        };
+        if slot.link == Link::Gone {
+            slot.close();
         }
         slot.last_try = Instant::now();
         slot.dirty = false;
         self.pfds[k].fd = -1;
-        self.stats.link_changes += 1;
+        if was == Link::Up {
+            self.stats.link_changes += 1;
+        }
         if self.shared.board.set(slot.number, true) {
             eprintln!(
-                "sluice: port {} ({}): the interface went down or away ({why}); its frames are dropped until it is back",
+                "sluice: port {} ({}): {why}; its frames are dropped until it is back",
                 slot.number, slot.opener.spec.iface
             );
         }
     }
 
-    /// Opens again the ports whose interfaces are back.
-    fn retry_down_ports(&mut self) {
+    /// Brings back the ports whose interfaces are up again: a port that
+    /// was down when its link says so, a port whose interface went away
+    /// once an interface of that name is up (opened anew).
+    fn retry_down_ports(&mut self, worker: usize) {
         for k in 0..self.slots.len() {
             let slot = &mut self.slots[k];
-            if slot.port.is_some() || slot.last_try.elapsed() < RETRY {
+            if slot.link == Link::Up && slot.opener.spec.backend == Backend::AfXdp && slot.last_try.elapsed() >= WATCH {
+                // An XDP socket's poll never reports its interface going
+                // down or away, and its rings need no system call: ask.
+                slot.last_try = Instant::now();
+                if let Some(Err(e)) = slot.port.as_ref().map(|p| p.check_link()) {
+                    if let Some(ev) = link_event(&e) {
+                        self.link_lost(k, ev, &e.to_string());
+                    }
+                }
+                continue;
+            }
+            if slot.link == Link::Up || slot.last_try.elapsed() < RETRY {
                 continue;
             }
             slot.last_try = Instant::now();
-            if !link_is_up(&slot.opener.spec.iface) {
-                continue;
+            if slot.link == Link::Down {
+                match slot.port.as_ref().map(|p| p.check_link()) {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) if link_event(&e) == Some(LinkEvent::Gone) => {
+                        slot.close();
+                        slot.link = Link::Gone;
+                        continue;
+                    }
+                    _ => continue,
+                }
+            } else {
+                // A TAP device is Sluice's own: opening it creates it again.
+                if slot.opener.spec.backend != Backend::Tap && !link_is_up(&slot.opener.spec.iface) {
+                    continue;
+                }
+                let Ok(p) = slot.opener.open(worker) else { continue };
+                slot.port = Some(p);
             }
-            let Ok(p) = slot.opener.open() else { continue };
-            self.pfds[k].fd = p.fd();
-            slot.port = Some(p);
+            slot.link = Link::Up;
+            self.pfds[k].fd = slot.port.as_ref().map_or(-1, |p| p.fd());
             self.stats.link_changes += 1;
             if self.shared.board.set(slot.number, false) {
                 eprintln!("sluice: port {} ({}): the interface is back", slot.number, slot.opener.spec.iface);
@@ -417,8 +472,10 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             spec: PortSpec { port: number, iface: iface.to_string(), backend: Backend::AfPacket },
             offload: self.offload,
             fanout: self.fanout_base.map(|b| b.wrapping_add(number as u16)),
+            workers: 1,
+            xdp: Mutex::new(None),
         });
-        let port = opener.open().map_err(|e| e.to_string())?;
+        let port = opener.open(self.worker).map_err(|e| e.to_string())?;
         if let Some(c) = &self.out.shared.captures {
             c.add(number, iface)?;
         }
@@ -427,6 +484,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             number,
             opener,
             port: Some(port),
+            link: Link::Up,
             retired: PortStats::default(),
             last_try: Instant::now(),
             dirty: false,
@@ -477,7 +535,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         }
         if self.last_retry.elapsed() >= RETRY {
             self.last_retry = Instant::now();
-            self.out.retry_down_ports();
+            self.out.retry_down_ports(self.worker);
         }
         // A short timeout: control messages, the stop flag and ports to
         // open again are seen within a millisecond or two.
@@ -502,14 +560,16 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
                 let Some(port) = self.out.slots[k].port.as_mut() else { break };
                 let n = match port.recv(&mut self.rx) {
                     Ok(n) => n,
-                    Err(e) if self.out.slots[k].watches_link() && is_link_error(&e) => {
-                        self.out.link_down(k, &e.to_string());
-                        break;
-                    }
-                    Err(e) => {
-                        self.out.shared.fail(e.to_string());
-                        return false;
-                    }
+                    Err(e) => match link_event(&e) {
+                        Some(ev) => {
+                            self.out.link_lost(k, ev, &e.to_string());
+                            break;
+                        }
+                        None => {
+                            self.out.shared.fail(e.to_string());
+                            return false;
+                        }
+                    },
                 };
                 self.out.clock.record(RECEIVE, t, n);
                 if n == 0 {
@@ -521,12 +581,13 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
                             self.replayed = true;
                             eprintln!("sluice: every input file has been replayed");
                         }
-                    } else if self.out.pfds[k].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
-                        && self.out.slots[k].watches_link()
-                        && !link_is_up(&self.out.slots[k].opener.spec.iface)
-                    {
-                        // An error condition with nothing to read: the interface is gone.
-                        self.out.link_down(k, "poll reported an error");
+                    } else if self.out.pfds[k].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                        // An error condition that no receive reported: ask the link.
+                        if let Err(e) = port.check_link() {
+                            if let Some(ev) = link_event(&e) {
+                                self.out.link_lost(k, ev, &e.to_string());
+                            }
+                        }
                     }
                     break;
                 }

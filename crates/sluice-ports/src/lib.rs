@@ -509,35 +509,6 @@ pub fn require_rx_queues(iface: &str, needed: usize) -> io::Result<usize> {
     ))
 }
 
-/// Whether interface `iface` exists in this network namespace and is
-/// administratively up (IFF_UP), as `SIOCGIFFLAGS` reports it.
-pub fn link_is_up(iface: &str) -> bool {
-    let Ok(name) = ifname(iface) else { return false };
-    // SAFETY: plain system calls on a descriptor owned here; the request
-    // struct is zeroed and then carries a NUL-terminated name.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return false;
-        }
-        let mut req: libc::ifreq = std::mem::zeroed();
-        req.ifr_name = name;
-        let r = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req);
-        libc::close(fd);
-        r == 0 && (req.ifr_ifru.ifru_flags as libc::c_int & libc::IFF_UP) != 0
-    }
-}
-
-/// Whether an error from a port means that its interface went down or
-/// away (the port must be closed and opened again once the interface is
-/// back), rather than a fault of the frame or of the program.
-pub fn is_link_error(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::ENETDOWN | libc::ENODEV | libc::ENXIO | libc::ENETUNREACH | libc::EBADFD | libc::EIO)
-    )
-}
-
 /// `ioctl`/`setsockopt` results as `io::Result`.
 pub(crate) fn check(r: libc::c_int, what: &str) -> io::Result<libc::c_int> {
     if r < 0 {
