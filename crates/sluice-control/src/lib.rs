@@ -39,11 +39,29 @@ pub enum Access {
 /// and a refused change goes nowhere else.
 pub fn access(name: &str) -> Access {
     match name {
-        "table_num_entries" | "table_dump" | "table_dump_entry" | "table_dump_entry_from_key" | "table_info"
-        | "table_show_actions" | "table_dump_member" | "table_dump_group" | "act_prof_dump"
-        | "act_prof_dump_member" | "act_prof_dump_group" | "mc_dump" | "mirroring_get" | "counter_read"
-        | "register_read" | "meter_get_rates" | "show_tables" | "show_actions" | "show_ports" | "show_pvs"
-        | "pvs_get" | "switch_info" | "help" => Access::Read,
+        "table_num_entries"
+        | "table_dump"
+        | "table_dump_entry"
+        | "table_dump_entry_from_key"
+        | "table_info"
+        | "table_show_actions"
+        | "table_dump_member"
+        | "table_dump_group"
+        | "act_prof_dump"
+        | "act_prof_dump_member"
+        | "act_prof_dump_group"
+        | "mc_dump"
+        | "mirroring_get"
+        | "counter_read"
+        | "register_read"
+        | "meter_get_rates"
+        | "show_tables"
+        | "show_actions"
+        | "show_ports"
+        | "show_pvs"
+        | "pvs_get"
+        | "switch_info"
+        | "help" => Access::Read,
         "register_write" | "register_reset" | "meter_set_rates" | "meter_array_set_rates" => Access::WriteShared,
         _ => Access::Write,
     }

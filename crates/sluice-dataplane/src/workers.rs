@@ -257,7 +257,10 @@ impl<D: DataPlane> Pool<D> {
 
     /// Like [`Pool::change`], but only a change that succeeded on the master
     /// goes to the workers.
-    pub fn try_change<T, E>(&mut self, f: impl Fn(&mut D, bool) -> Result<T, E> + Send + Sync + 'static) -> Result<T, E> {
+    pub fn try_change<T, E>(
+        &mut self,
+        f: impl Fn(&mut D, bool) -> Result<T, E> + Send + Sync + 'static,
+    ) -> Result<T, E> {
         let out = f(&mut self.master, true)?;
         if !self.workers.is_empty() {
             self.pending.push(Arc::new(move |dp: &mut D, first: bool| {
@@ -504,7 +507,8 @@ mod tests {
     #[test]
     fn reads_sum_the_workers_counters_and_changes_reach_every_worker() {
         let stop = Arc::new(AtomicBool::new(false));
-        let ios: Vec<Box<dyn WorkerIo<NullForward>>> = (0..2).map(|_| Box::new(Ticker(stop.clone())) as Box<_>).collect();
+        let ios: Vec<Box<dyn WorkerIo<NullForward>>> =
+            (0..2).map(|_| Box::new(Ticker(stop.clone())) as Box<_>).collect();
         let mut pool = Pool::start(NullForward::new(1, 2), ios).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(30));
         let seen = pool.read(|m| m.stats());

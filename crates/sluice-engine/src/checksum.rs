@@ -131,7 +131,6 @@ fn fold16(x: u64) -> u16 {
     z as u16
 }
 
-
 /// Verifies the program's checksums for a parsed packet (`payload`: the
 /// bytes after the parsed headers, for calculations over the payload);
 /// returns whether one of them failed.

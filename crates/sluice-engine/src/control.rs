@@ -1021,5 +1021,4 @@ mod tests {
         }
         assert!(full > 0, "some inputs had every header valid");
     }
-
 }

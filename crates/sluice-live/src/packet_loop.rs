@@ -22,9 +22,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sluice_dataplane::workers::{WorkerIo, Waker};
+use sluice_dataplane::workers::{Waker, WorkerIo};
 use sluice_dataplane::{DataPlane, Profile, StageClock, BATCH};
-use sluice_ports::{complete_checksum, link_event, link_is_up, LinkEvent, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
+use sluice_ports::{
+    complete_checksum, link_event, link_is_up, LinkEvent, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME,
+};
 
 use crate::capture::{Captures, Direction};
 use crate::{stopped, Backend, LiveConfig, Opener, PortSpec, Up, UpSink, WorkerReport};

@@ -9,8 +9,8 @@
 //! `ipv4_lpm` (or 65 535 exact entries into `nexthop`) and clears the table.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use sluice_engine::tables::{EntryAction, FieldMatch};
 use sluice_dataplane::workers::{Pool, WorkerIo};
+use sluice_engine::tables::{EntryAction, FieldMatch};
 use sluice_engine::Switch;
 use sluice_p4runtime::entities::{self, Handles, Op};
 use sluice_p4runtime::pipeline::{Ids, Pipeline};

@@ -12,10 +12,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use sluice_dataplane::workers::Pool;
 use sluice_engine::runtime::{fit_value, RtCode, RtError};
 use sluice_engine::state::MirrorSession;
 use sluice_engine::tables::{EntryAction, FieldMatch, MatchKind};
-use sluice_dataplane::workers::Pool;
 use sluice_engine::Switch;
 use tonic::Code;
 

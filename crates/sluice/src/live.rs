@@ -127,7 +127,10 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     if opts.null_forward {
         let nf = NullForward::new(opts.ports[0].port, opts.ports[1].port);
         let (mut pool, live) = sluice_live::start(nf, &cfg, None, stop.clone())?;
-        eprintln!("sluice: null forwarder (no pipeline) between ports {} and {}", opts.ports[0].port, opts.ports[1].port);
+        eprintln!(
+            "sluice: null forwarder (no pipeline) between ports {} and {}",
+            opts.ports[0].port, opts.ports[1].port
+        );
         wait_for_stop(&stop);
         return finish(&mut pool, &live, opts.profile);
     }

@@ -24,8 +24,10 @@ fn run_bmv2_case(dir: &Path, mode: ExecMode) -> Result<(), String> {
         .collect();
     let outs = sluice::run_inputs(&mut sw, &dir.join("in"), Some(&ports), false)?;
     for p in &ports {
-        let want: Vec<Vec<u8>> =
-            sluice_ports::pcapfile::read_pcap(&dir.join(format!("out/{p}.pcap")))?.into_iter().map(|(_, d)| d).collect();
+        let want: Vec<Vec<u8>> = sluice_ports::pcapfile::read_pcap(&dir.join(format!("out/{p}.pcap")))?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
         let got = outs.get(p).cloned().unwrap_or_default();
         if want.len() != got.len() {
             return Err(format!("{name}: port {p}: expected {} packets, got {}", want.len(), got.len()));

@@ -552,9 +552,7 @@ fn batched_compiled_and_packet_by_packet_interpreted_switches_agree() {
                 let t = *now.borrow();
                 let mut compiled = Vec::new();
                 let frames: Vec<&[u8]> = batch.iter().map(|b| b.as_slice()).collect();
-                sw.borrow_mut().process_batch_at(port, &frames, t, &mut |i, o, d: &[u8]| {
-                    compiled.push((i, o, hex(d)))
-                });
+                sw.borrow_mut().process_batch_at(port, &frames, t, &mut |i, o, d: &[u8]| compiled.push((i, o, hex(d))));
                 // The reference: the interpreter, one packet at a time (a
                 // batch of one through the same loop), each output tagged
                 // with the input it came from.

@@ -93,8 +93,10 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
         }
     }
     for p in &ports {
-        let want: Vec<Vec<u8>> =
-            sluice_ports::pcapfile::read_pcap(&dir.join(format!("out/{p}.pcap")))?.into_iter().map(|(_, d)| d).collect();
+        let want: Vec<Vec<u8>> = sluice_ports::pcapfile::read_pcap(&dir.join(format!("out/{p}.pcap")))?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect();
         let g = got.get(p).cloned().unwrap_or_default();
         if want != g {
             return Err(format!(
@@ -271,7 +273,8 @@ fn edge_packets_passed_by_a_policer(workers: usize) -> u64 {
     let ios: Vec<Box<dyn WorkerIo<Switch>>> = traffic
         .chunks(1000)
         .map(|c| {
-            Box::new(OnceIo { packets: c.to_vec(), emitted: emitted.clone(), done: done.clone() }) as Box<dyn WorkerIo<Switch>>
+            Box::new(OnceIo { packets: c.to_vec(), emitted: emitted.clone(), done: done.clone() })
+                as Box<dyn WorkerIo<Switch>>
         })
         .collect();
     let pool = Pool::start(master, ios).unwrap();

@@ -6,7 +6,6 @@ use crate::checksum::ByteChecksum;
 use super::Switch;
 
 impl Switch {
-
     /// What the specializer chose for each stage of this program, one line
     /// per parser state, checksum, table and the deparser: the shortcuts a
     /// stage got and, where it got none, the general path it takes (for
@@ -146,5 +145,4 @@ impl Switch {
         );
         r
     }
-
 }

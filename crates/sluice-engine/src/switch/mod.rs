@@ -31,8 +31,8 @@ use crate::phv::Phv;
 use crate::plan::Plan;
 use crate::state::State;
 
-pub(crate) use batch::BATCH;
 use batch::FastRefs;
+pub(crate) use batch::BATCH;
 use replication::{Arrival, EgressItem, IngressItem};
 pub use sluice_dataplane::Stats as SwitchStats;
 
@@ -40,15 +40,8 @@ pub use sluice_dataplane::Stats as SwitchStats;
 /// times its generated batch function (parser to deparser) as one stage;
 /// packets that leave it for the general path, and the other strategies,
 /// time parser, controls, replication and deparser one by one.
-pub(crate) const STAGES: &[&str] = &[
-    "parser",
-    "ingress",
-    "replication",
-    "egress",
-    "deparser",
-    "forwarding function",
-    "batch function",
-];
+pub(crate) const STAGES: &[&str] =
+    &["parser", "ingress", "replication", "egress", "deparser", "forwarding function", "batch function"];
 pub(crate) const STAGE_PARSER: usize = 0;
 pub(crate) const STAGE_INGRESS: usize = 1;
 pub(crate) const STAGE_REPLICATION: usize = 2;
@@ -321,5 +314,4 @@ impl Switch {
         self.trace = trace;
         self.clock.record(if ingress { STAGE_INGRESS } else { STAGE_EGRESS }, timed, 1);
     }
-
 }

@@ -18,6 +18,9 @@ use crate::value::nbytes;
 use super::{Arrival, Switch, MAX_PARSER_STATES};
 
 impl Switch {
+    /// Sets up a PHV for a packet entering ingress and parses it; returns the
+    /// PHV and the bytes the parser consumed.
+    #[inline]
     pub(super) fn ingress_parse(&mut self, item: &Arrival, data: &[u8]) -> (Box<Phv>, usize) {
         let mut phv = self.take_phv();
         // An arriving packet: the compiled parser can set its PHV up itself.
@@ -61,8 +64,6 @@ impl Switch {
         (phv, consumed)
     }
 
-    /// Ingress from the pipeline on, for a packet [`Switch::ingress_parse`] parsed.
-    #[allow(clippy::too_many_arguments)]
     /// Runs the parser and checksum verification; returns the bytes consumed.
     pub fn parse(&mut self, phv: &mut Phv, data: &[u8]) -> usize {
         if self.trace.is_none() {
@@ -348,7 +349,6 @@ impl Switch {
         }
         cursor.div_ceil(8)
     }
-
 }
 
 fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8], mut cursor: usize, vl_bits: u32) {

@@ -114,9 +114,8 @@ impl Switch {
         self.ingress_run(item, data, phv, consumed, ingress, egress, emit);
     }
 
-    /// Sets up a PHV for a packet entering ingress and parses it; returns the
-    /// PHV and the bytes the parser consumed.
-    #[inline]
+    /// Ingress from the pipeline on, for a packet [`Switch::ingress_parse`] parsed.
+    #[allow(clippy::too_many_arguments)]
     fn ingress_run(
         &mut self,
         item: Arrival,
