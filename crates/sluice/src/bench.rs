@@ -800,6 +800,8 @@ fn replay(
             break;
         }
     }
+    // Asked while the workers still run (they answer between batches).
+    let times = profile.then(|| pool.profile());
     stop.store(true, Ordering::Relaxed);
     let dt = start.elapsed().as_secs_f64();
     // Each worker records its lookup caches on its next batch; wait for that (briefly).
@@ -809,7 +811,6 @@ fn replay(
     {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let times = profile.then(|| pool.profile());
     let sw = pool.finish();
     let (pkts, bytes, sent) = (total(0), total(1), total(2));
     if tty {

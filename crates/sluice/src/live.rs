@@ -60,17 +60,23 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// Waits for SIGINT or SIGTERM (or a worker that failed), then sets `stop`.
+/// Waits for SIGINT or SIGTERM (or a worker that failed).
 fn wait_for_stop(stop: &AtomicBool) {
     while !STOP.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    stop.store(true, Ordering::Relaxed);
 }
 
-/// Stops the workers and prints the loop's report (and the profile).
-fn finish<D: DataPlane>(pool: &mut Pool<D>, live: &sluice_live::Live, profile: bool) -> Result<LiveStats, String> {
+/// Stops the workers and prints the loop's report (and the profile, asked
+/// of the workers while they still run).
+fn finish<D: DataPlane>(
+    pool: &mut Pool<D>,
+    live: &sluice_live::Live,
+    stop: &AtomicBool,
+    profile: bool,
+) -> Result<LiveStats, String> {
     let times = profile.then(|| pool.profile());
+    stop.store(true, Ordering::Relaxed);
     pool.stop_workers();
     eprint!("{}", live.summary());
     if let Some(p) = times {
@@ -132,7 +138,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
             opts.ports[0].port, opts.ports[1].port
         );
         wait_for_stop(&stop);
-        return finish(&mut pool, &live, opts.profile);
+        return finish(&mut pool, &live, &stop, opts.profile);
     }
     let (events_tx, events_rx) = EventSink::channel();
     let up: UpSink<sluice_engine::state::Digest> = Arc::new(move |u| match u {
@@ -155,9 +161,8 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     }
     if let Some(addr) = &opts.grpc_addr {
         if let Err(e) = crate::grpc::start(device.clone(), addr) {
-            stop.store(true, Ordering::Relaxed);
             let mut pool = device.pool();
-            let _ = finish(&mut pool, &live, false);
+            let _ = finish(&mut pool, &live, &stop, false);
             return Err(e);
         }
     }
@@ -169,7 +174,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     );
     wait_for_stop(&stop);
     let mut pool = device.pool();
-    finish(&mut pool, &live, opts.profile)
+    finish(&mut pool, &live, &stop, opts.profile)
 }
 
 /// The program `--no-p4` runs until a real one is loaded: it parses nothing

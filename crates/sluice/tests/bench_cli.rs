@@ -202,3 +202,43 @@ fn basic_routing_from_the_corpus_forwards_everything() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent-corpus/p4c-bench/basic_routing-bmv2") && err.contains("SLUICE_CORPUS"), "{err}");
 }
+
+/// `--profile`: a table of the stages the packets went through, with
+/// packets per stage that add up to what the bench ran (the table is read
+/// while the workers still run, a few batches before the end).
+#[test]
+fn bench_profile_reports_where_the_time_went_per_stage() {
+    // Compiled: the generated batch function is one stage.
+    let text = sluice(&[
+        "bench",
+        "--example",
+        "router",
+        "--entries",
+        "100",
+        "--duration",
+        "0.3",
+        "--no-reference",
+        "--profile",
+    ]);
+    let (packets, _, _) = summary(&text);
+    let line = text.lines().find(|l| l.starts_with("batch function")).unwrap_or_else(|| panic!("no stage:\n{text}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    let (calls, pkts): (u64, u64) = (cols[2].parse().unwrap(), cols[3].parse().unwrap());
+    assert!(calls > 0 && pkts <= packets && pkts >= packets / 10 * 9, "{line} for {packets} packets");
+    // Interpreted: parser, ingress and deparser each count every packet.
+    let text = sluice(&[
+        "--interpret",
+        "bench",
+        "--example",
+        "router",
+        "--entries",
+        "100",
+        "--duration",
+        "0.3",
+        "--no-reference",
+        "--profile",
+    ]);
+    for stage in ["parser", "ingress", "deparser"] {
+        assert!(text.lines().any(|l| l.starts_with(stage)), "no {stage} stage:\n{text}");
+    }
+}

@@ -212,3 +212,139 @@ fn use_files_replays_interface_pcaps_like_bmv2() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A third host on port 3 (`s1-eth3`, 10.0.3.1 behind 10.0.3.254): its
+/// namespace, its veth pair and addresses.
+fn third_host(lab: &Lab, h3: &str) {
+    lab.veth(h3, "h3-eth0", "s1-eth3");
+    sh(&["ip", "-n", h3, "link", "set", "h3-eth0", "address", "02:00:00:00:03:01"]);
+    sh(&["ip", "-n", h3, "addr", "add", "10.0.3.1/24", "dev", "h3-eth0"]);
+    sh(&["ip", "-n", h3, "link", "set", "h3-eth0", "up"]);
+    sh(&["ip", "-n", h3, "route", "add", "10.0.1.0/24", "via", "10.0.3.254"]);
+    sh(&["ip", "-n", h3, "neigh", "add", "10.0.3.254", "lladdr", "02:00:00:00:03:fe", "dev", "h3-eth0"]);
+}
+
+/// One port's interface goes down, comes up, is deleted and created again
+/// while two other hosts ping each other through the switch every 20 ms:
+/// not one of their pings is lost, the switch reports the port down and
+/// back, and the third host is reachable again at the end.
+#[test]
+fn a_port_whose_interface_goes_down_and_away_comes_back_and_the_others_lose_nothing() {
+    let mut lab = Lab::with_veth_hosts(true);
+    let h3 = lab.namespace("h3");
+    third_host(&lab, &h3);
+    sh(&["ip", "-n", &lab.h1, "route", "add", "10.0.3.0/24", "via", "10.0.1.254"]);
+    let cmds = lab.dir.join("commands.txt");
+    let mut text = std::fs::read_to_string(&cmds).unwrap();
+    text.push_str(
+        "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.3.0/24 => 3\n\
+         table_add RouterIngress.nexthop RouterIngress.forward 3 => 3 02:00:00:00:03:fe 02:00:00:00:03:01\n",
+    );
+    std::fs::write(&cmds, text).unwrap();
+    let (cmds, json) = (cmds.display().to_string(), router_json().display().to_string());
+    lab.start(&["-i", "1@s1-eth1", "-i", "2@s1-eth2", "-i", "3@s1-eth3", "--commands", &cmds, &json]);
+    assert_eq!(ping_from(&lab.h1, "10.0.3.1", 3, "0.1"), 3, "h3 unreachable at start:\n{}", lab.log());
+    // h1 <-> h2 pings run all along: 150 pings 20 ms apart, 3 s.
+    let pinger = Command::new("ip")
+        .args(["netns", "exec", &lab.h1, "ping", "-c", "150", "-i", "0.02", "-W", "1", "10.0.2.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    sh(&["ip", "-n", &lab.sw, "link", "set", "s1-eth3", "down"]);
+    std::thread::sleep(Duration::from_millis(400));
+    sh(&["ip", "-n", &lab.sw, "link", "set", "s1-eth3", "up"]);
+    std::thread::sleep(Duration::from_millis(400));
+    sh(&["ip", "-n", &lab.sw, "link", "del", "s1-eth3"]);
+    std::thread::sleep(Duration::from_millis(400));
+    third_host(&lab, &h3);
+    let out = pinger.wait_with_output().unwrap();
+    let got = received(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(got, 150, "pings between the other two ports were lost while port 3 flapped:\n{}", lab.log());
+    // The port comes back on the interface created again.
+    let t0 = Instant::now();
+    while ping_from(&lab.h1, "10.0.3.1", 1, "0.1") != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "port 3 did not come back:\n{}", lab.log());
+    }
+    let log = lab.stop();
+    assert!(log.contains("port 3 (s1-eth3)") && log.contains("the interface is back"), "{log}");
+    assert!(log.matches("its frames are dropped until it is back").count() >= 2, "down and gone reported:\n{log}");
+}
+
+/// A switch killed with SIGKILL leaves capture files that read whole: each
+/// record was written as its packet passed.
+#[test]
+fn captures_of_a_switch_killed_with_sigkill_are_readable() {
+    let mut lab = Lab::with_veth_hosts(true);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let pcaps = lab.dir.join("pcaps");
+    let (p, json) = (pcaps.display().to_string(), router_json().display().to_string());
+    lab.start(&["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--commands", &cmds, "--pcap", &p, &json]);
+    assert_eq!(lab.ping(5), 5, "ping through Sluice lost packets:\n{}", lab.log());
+    let mut c = lab.sluice.take().unwrap();
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let requests = |f: &str, dst: [u8; 4]| {
+        let path = pcaps.join(f);
+        let frames = sluice_ports::pcapfile::read_pcap(&path).unwrap_or_else(|e| panic!("{f} unreadable: {e}"));
+        frames.iter().filter(|(_, d)| is_echo_request(d, dst)).count()
+    };
+    // Five echo requests in and out, five replies back: at most the last record of a file may be lost.
+    assert!(requests("s1-eth1_in.pcap", [10, 0, 2, 1]) >= 4, "s1-eth1_in.pcap");
+    assert!(requests("s1-eth2_out.pcap", [10, 0, 2, 1]) >= 4, "s1-eth2_out.pcap");
+    for f in ["s1-eth2_in.pcap", "s1-eth1_out.pcap"] {
+        let n =
+            sluice_ports::pcapfile::read_pcap(&pcaps.join(f)).unwrap_or_else(|e| panic!("{f} unreadable: {e}")).len();
+        assert!(n >= 4, "{f} holds {n} frames: the replies are missing");
+    }
+}
+
+/// AF_XDP ports on veths with two queues, two workers: one XDP socket per
+/// queue, and traffic gets through.
+#[test]
+fn router_over_af_xdp_with_two_workers_on_two_queues() {
+    let mut lab = Lab::with_veth_hosts_on_queues(false, 2);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    lab.start(&[
+        "-i",
+        "1@af_xdp:s1-eth1",
+        "-i",
+        "2@af_xdp:s1-eth2",
+        "--no-offload",
+        "--workers",
+        "2",
+        "--commands",
+        &cmds,
+        &json,
+    ]);
+    assert!(lab.log().contains("one queue per worker (2)"), "start-up report:\n{}", lab.log());
+    assert_eq!(lab.ping(5), 5, "ping through two AF_XDP workers lost packets:\n{}", lab.log());
+    let bytes = lab.iperf();
+    assert!(bytes > 1_000_000, "iperf3 TCP moved only {bytes} bytes through two AF_XDP workers");
+    let log = lab.stop();
+    assert!(log.contains("worker 1"), "per-worker port counters:\n{log}");
+}
+
+/// A multi-queue TAP port with two workers, and where the time went.
+#[test]
+fn router_with_a_two_queue_tap_port_and_two_workers_reports_its_stages() {
+    let mut lab = Lab::new();
+    lab.veth(&lab.h1, "h1-eth0", "s1-eth1");
+    lab.host(1, "h1-eth0", true);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    lab.start(&["-i", "1@s1-eth1", "-i", "2@tap:s1-tap2", "--workers", "2", "--profile", "--commands", &cmds, &json]);
+    assert!(lab.log().contains("port 2: s1-tap2 via tap"), "start-up report:\n{}", lab.log());
+    sh(&["ip", "-n", &lab.sw, "link", "set", "s1-tap2", "netns", &lab.h2]);
+    lab.host(2, "s1-tap2", true);
+    assert_eq!(lab.ping(5), 5, "ping through the two-queue TAP port lost packets:\n{}", lab.log());
+    let bytes = lab.iperf();
+    assert!(bytes > 1_000_000, "iperf3 TCP moved only {bytes} bytes through the two-queue TAP port");
+    let log = lab.stop();
+    assert!(log.contains("where the time went"), "{log}");
+    for stage in ["receive", "send", "batch function"] {
+        assert!(log.lines().any(|l| l.starts_with(stage)), "no {stage} stage in the profile:\n{log}");
+    }
+}

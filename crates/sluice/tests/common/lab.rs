@@ -55,6 +55,8 @@ pub struct Lab {
     pub sw: String,
     pub dir: PathBuf,
     pub sluice: Option<Child>,
+    /// More namespaces a test made (removed on drop too).
+    pub extra: Vec<String>,
 }
 
 impl Drop for Lab {
@@ -63,7 +65,7 @@ impl Drop for Lab {
             let _ = c.kill();
             let _ = c.wait();
         }
-        for n in [&self.h1, &self.h2, &self.sw] {
+        for n in [&self.h1, &self.h2, &self.sw].into_iter().chain(&self.extra) {
             let _ = Command::new("ip").args(["netns", "del", n]).stderr(Stdio::null()).status();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -76,8 +78,14 @@ impl Lab {
         let id = format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let dir = std::env::temp_dir().join(format!("sluice-live-{id}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let lab =
-            Lab { h1: format!("slt{id}-h1"), h2: format!("slt{id}-h2"), sw: format!("slt{id}-sw"), dir, sluice: None };
+        let lab = Lab {
+            h1: format!("slt{id}-h1"),
+            h2: format!("slt{id}-h2"),
+            sw: format!("slt{id}-sw"),
+            dir,
+            sluice: None,
+            extra: Vec::new(),
+        };
         for n in [&lab.h1, &lab.h2, &lab.sw] {
             sh(&["ip", "netns", "add", n]);
             sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
@@ -107,8 +115,55 @@ impl Lab {
 
     /// A veth pair: `host_if` in host namespace `host`, `sw_if` in the switch namespace.
     pub fn veth(&self, host: &str, host_if: &str, sw_if: &str) {
-        sh(&["ip", "link", "add", host_if, "netns", host, "type", "veth", "peer", "name", sw_if, "netns", &self.sw]);
+        self.veth_queues(host, host_if, sw_if, 1);
+    }
+
+    /// [`Lab::veth`] with `queues` receive and transmit queues on each end.
+    pub fn veth_queues(&self, host: &str, host_if: &str, sw_if: &str, queues: u32) {
+        let q = queues.to_string();
+        sh(&[
+            "ip",
+            "link",
+            "add",
+            host_if,
+            "netns",
+            host,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            sw_if,
+            "netns",
+            &self.sw,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+        ]);
         sh(&["ip", "-n", &self.sw, "link", "set", sw_if, "up"]);
+    }
+
+    /// Both hosts on veth pairs of `queues` queues to the switch namespace, addressed.
+    pub fn with_veth_hosts_on_queues(offloads: bool, queues: u32) -> Lab {
+        let lab = Lab::new();
+        lab.veth_queues(&lab.h1, "h1-eth0", "s1-eth1", queues);
+        lab.veth_queues(&lab.h2, "h2-eth0", "s1-eth2", queues);
+        lab.host(1, "h1-eth0", offloads);
+        lab.host(2, "h2-eth0", offloads);
+        lab
+    }
+
+    /// A namespace of the test's own, removed with the lab.
+    pub fn namespace(&mut self, suffix: &str) -> String {
+        let n = format!("{}-{suffix}", self.sw.trim_end_matches("-sw"));
+        sh(&["ip", "netns", "add", &n]);
+        sh(&["ip", "-n", &n, "link", "set", "lo", "up"]);
+        self.extra.push(n.clone());
+        n
     }
 
     /// Addresses, gateway and static gateway MAC of host `n` (1 or 2) on `iface`.
@@ -173,16 +228,7 @@ impl Lab {
 
     /// Pings h2 from h1; returns how many of `n` replies came back.
     pub fn ping(&self, n: u32) -> u32 {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.h1, "ping", "-c", &n.to_string(), "-i", "0.1", "-W", "2", "10.0.2.1"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .find_map(|l| l.split(" received").next().filter(|_| l.contains(" received")))
-            .and_then(|s| s.rsplit(", ").next())
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
+        ping_from(&self.h1, "10.0.2.1", n, "0.1")
     }
 
     /// A 2-second iperf3 TCP transfer h1 -> h2; returns the bytes received.
@@ -204,4 +250,23 @@ impl Lab {
             .unwrap_or_else(|_| panic!("iperf3 printed no JSON: {}", String::from_utf8_lossy(&out.stderr)));
         j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0)
     }
+}
+
+/// Pings `dst` from namespace `ns` `n` times every `interval` seconds;
+/// returns how many replies came back.
+pub fn ping_from(ns: &str, dst: &str, n: u32, interval: &str) -> u32 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ping", "-c", &n.to_string(), "-i", interval, "-W", "2", dst])
+        .output()
+        .unwrap();
+    received(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The "N received" count of ping's summary.
+pub fn received(text: &str) -> u32 {
+    text.lines()
+        .find_map(|l| l.split(" received").next().filter(|_| l.contains(" received")))
+        .and_then(|s| s.rsplit(", ").next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }
