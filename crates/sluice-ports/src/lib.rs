@@ -160,19 +160,9 @@ pub fn complete_checksum(frame: &mut [u8], h: &VnetHdr) -> bool {
     if start > frame.len() || at + 2 > frame.len() {
         return false;
     }
-    // The field holds the pseudo-header sum; fold it in with the rest.
-    let mut sum: u64 = 0;
-    let mut chunks = frame[start..].chunks_exact(2);
-    for c in &mut chunks {
-        sum += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        sum += u64::from(u16::from_be_bytes([*last, 0]));
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let c = !(sum as u16);
+    // The field holds the pseudo-header sum; the Internet checksum of
+    // everything from `csum_start` folds it in with the rest.
+    let c = sluice_hash::csum16(&frame[start..]);
     frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
     true
 }
