@@ -63,74 +63,6 @@ pub(crate) fn checksum_applies(plan: &Plan, c: &crate::plan::ChecksumPlan, phv: 
     })
 }
 
-/// The Internet checksum of the concatenation of byte ranges of `bytes`.
-///
-/// One's complement sums do not depend on where the words start as long as
-/// bytes keep their parity, so each range is summed on its own and a range
-/// starting at an odd position of the concatenation counts byte-swapped
-/// (RFC 1071, section 2).
-pub fn csum16_ranges(bytes: &[u8], ranges: &[(u32, u32)]) -> u16 {
-    let mut total: u64 = 0;
-    let mut odd = false;
-    for (a, b) in ranges {
-        let r = &bytes[*a as usize..*b as usize];
-        let mut sum = sum_words(r);
-        if odd {
-            sum = u64::from(fold16(sum).swap_bytes());
-        }
-        total = add_carry(total, sum);
-        odd ^= r.len() % 2 == 1;
-    }
-    !fold16(total)
-}
-
-/// Adds with end-around carry: the sum stays the same modulo 2^64 - 1, and so
-/// modulo 2^16 - 1.
-#[inline(always)]
-fn add_carry(a: u64, b: u64) -> u64 {
-    let (t, carry) = a.overflowing_add(b);
-    t + carry as u64
-}
-
-/// A value congruent, modulo 2^16 - 1, to the one's complement sum of the
-/// big-endian 16-bit words of `r` (an odd last byte padded with zero). A
-/// big-endian 64-bit word is congruent to the sum of its four 16-bit words.
-#[inline(always)]
-fn sum_words(r: &[u8]) -> u64 {
-    let mut sum: u64 = 0;
-    let mut i = 0;
-    while let Some(w) = r.get(i..i + 8) {
-        sum = add_carry(sum, u64::from_be_bytes(w.try_into().expect("8 bytes")));
-        i += 8;
-    }
-    if let Some(w) = r.get(i..i + 4) {
-        sum = add_carry(sum, u64::from(u32::from_be_bytes(w.try_into().expect("4 bytes"))));
-        i += 4;
-    }
-    if let Some(w) = r.get(i..i + 2) {
-        sum = add_carry(sum, u64::from(u16::from_be_bytes([w[0], w[1]])));
-        i += 2;
-    }
-    if let Some(b) = r.get(i) {
-        sum = add_carry(sum, u64::from(*b) << 8);
-    }
-    sum
-}
-
-/// Folds a sum into 16 bits with end-around carry.
-///
-/// Every step keeps the value modulo 2^16 - 1, which divides 2^32 - 1, so
-/// the fold runs in a fixed number of steps.
-#[inline]
-fn fold16(x: u64) -> u16 {
-    let mut y = (x & 0xffff_ffff) + (x >> 32);
-    y = (y & 0xffff_ffff) + (y >> 32);
-    let mut z = (y & 0xffff) + (y >> 16);
-    z = (z & 0xffff) + (z >> 16);
-    z = (z & 0xffff) + (z >> 16);
-    z as u16
-}
-
 /// Verifies the program's checksums for a parsed packet (`payload`: the
 /// bytes after the parsed headers, for calculations over the payload);
 /// returns whether one of them failed.
@@ -148,7 +80,7 @@ pub(crate) fn verify_all(
             continue;
         }
         if let Some(f) = fast {
-            if f.applies(phv) && u64::from(csum16_ranges(phv.wire(), &f.ranges)) != f.target.read(phv) {
+            if f.applies(phv) && u64::from(sluice_hash::csum16_ranges(phv.wire(), &f.ranges)) != f.target.read(phv) {
                 bad = true;
             }
             continue;
@@ -181,7 +113,7 @@ pub(crate) fn update_all(
         }
         if let Some(f) = fast {
             if f.applies(phv) {
-                let v = csum16_ranges(phv.wire(), &f.ranges);
+                let v = sluice_hash::csum16_ranges(phv.wire(), &f.ranges);
                 f.target.write(phv, u64::from(v), 0xffff);
             }
             continue;
@@ -191,27 +123,5 @@ pub(crate) fn update_all(
         }
         let v = crate::control::compute_calc(plan, state, phv, hash_buf, c.calc as usize, payload);
         plan.layout.write(phv, c.target, v as u128);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::csum16_ranges;
-
-    #[test]
-    fn csum16_ranges_equals_the_checksum_of_the_concatenation() {
-        let bytes: Vec<u8> = (0..64u32).map(|i| (i * 37 + 11) as u8).collect();
-        let cases: &[&[(u32, u32)]] =
-            &[&[(0, 20)], &[(0, 10), (12, 20)], &[(1, 4), (7, 8), (9, 30)], &[(3, 3)], &[(5, 6), (6, 23), (40, 63)]];
-        for ranges in cases {
-            let cat: Vec<u8> =
-                ranges.iter().flat_map(|(a, b)| bytes[*a as usize..*b as usize].iter().copied()).collect();
-            assert_eq!(csum16_ranges(&bytes, ranges), sluice_hash::csum16(&cat), "{ranges:?}");
-        }
-        assert_eq!(csum16_ranges(&[0u8; 4], &[(0, 4)]), 0xffff);
-        assert_eq!(csum16_ranges(&[0xff; 4], &[(0, 4)]), 0);
-        assert_eq!(csum16_ranges(&[0xff; 64], &[(0, 64)]), 0);
-        assert_eq!(super::fold16(u64::MAX), 0xffff);
-        assert_eq!(super::fold16(0x1_0000), 1);
     }
 }

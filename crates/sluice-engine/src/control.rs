@@ -7,7 +7,7 @@ use crate::expr::{fast_u64, fast_value, resolve_href, Env, Fast};
 use crate::phv::{mask_top, Phv};
 use crate::plan::{Dst, Node, Plan, Prim};
 use crate::state::{Digest, State};
-use crate::tables::{Entry, EntryAction, FieldMatch};
+use crate::tables::EntryAction;
 use crate::value::nbytes;
 
 /// Primitives one action call may execute (loops come from `_jump`) before
@@ -768,7 +768,7 @@ pub fn compute_calc(
             if !phv.valid()[*h as usize] {
                 return 0xffff;
             }
-            return u64::from(crate::checksum::csum16_ranges(phv.wire(), ranges));
+            return u64::from(sluice_hash::csum16_ranges(phv.wire(), ranges));
         }
     }
     compute_calc_packed(plan, state, phv, buf, ci, payload)
@@ -820,47 +820,6 @@ fn compute_calc_packed(
         buf.append_payload(payload);
     }
     state.calc_algos[ci].compute(buf.as_bytes())
-}
-
-/// Installs one const entry from the JSON into a table.
-pub fn install_const_entry(
-    plan: &Plan,
-    st: &mut State,
-    ti: usize,
-    ce: &sluice_json::ConstEntry,
-) -> Result<u32, String> {
-    let tp = &plan.tables[ti];
-    if ce.match_key.len() != tp.key.len() {
-        return Err(format!("expected {} key fields, got {}", tp.key.len(), ce.match_key.len()));
-    }
-    let matches = ce
-        .match_key
-        .iter()
-        .map(|m| match m {
-            sluice_json::EntryMatch::Exact(v) => FieldMatch::Exact(v.clone()),
-            sluice_json::EntryMatch::Lpm(v, p) => FieldMatch::Lpm(v.clone(), *p),
-            sluice_json::EntryMatch::Ternary(v, m) => FieldMatch::Ternary(v.clone(), m.clone()),
-            sluice_json::EntryMatch::Range(a, b) => FieldMatch::Range(a.clone(), b.clone()),
-            sluice_json::EntryMatch::Valid(b) => FieldMatch::Valid(*b),
-            sluice_json::EntryMatch::Optional(v) => FieldMatch::Optional(v.clone()),
-        })
-        .collect();
-    let a = plan
-        .actions
-        .iter()
-        .position(|a| a.id == ce.action.action_id)
-        .ok_or_else(|| format!("unknown action id {}", ce.action.action_id))? as u32;
-    let data = crate::plan::pack_action_data(&plan.actions[a as usize], &ce.action.action_data)?;
-    st.tables[ti]
-        .add(Entry {
-            matches,
-            priority: ce.priority.unwrap_or(0) as i32,
-            action: EntryAction::Direct { action: a, data: data.into_boxed_slice() },
-            packets: 0,
-            bytes: 0,
-            timeout_ms: None,
-        })
-        .map_err(|e| e.to_string())
 }
 
 /// Bytes of the buffer [`selector_input`] gathers into: the longest input

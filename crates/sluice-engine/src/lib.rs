@@ -33,6 +33,7 @@ pub mod shared;
 pub mod state;
 pub mod switch;
 pub mod tables;
+pub mod v1model;
 pub mod value;
 
 use std::fmt;

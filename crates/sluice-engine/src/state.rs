@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::plan::Plan;
-use crate::tables::{KeyFieldSpec, TableState};
+use crate::tables::{Entry, EntryAction, FieldMatch, KeyFieldSpec, TableState};
 use crate::value::nbytes;
 
 /// An action profile's members and groups.
@@ -275,10 +275,46 @@ impl State {
         };
         for (ti, t) in plan.tables.iter().enumerate() {
             for (ei, ce) in t.const_entries.iter().enumerate() {
-                crate::control::install_const_entry(plan, &mut st, ti, ce)
+                install_const_entry(plan, &mut st, ti, ce)
                     .map_err(|m| crate::CompileError::at(&ce.path, format!("const entry {ei}: {m}")))?;
             }
         }
         Ok(st)
     }
+}
+
+/// Installs one const entry from the JSON into a table.
+fn install_const_entry(plan: &Plan, st: &mut State, ti: usize, ce: &sluice_json::ConstEntry) -> Result<u32, String> {
+    let tp = &plan.tables[ti];
+    if ce.match_key.len() != tp.key.len() {
+        return Err(format!("expected {} key fields, got {}", tp.key.len(), ce.match_key.len()));
+    }
+    let matches = ce
+        .match_key
+        .iter()
+        .map(|m| match m {
+            sluice_json::EntryMatch::Exact(v) => FieldMatch::Exact(v.clone()),
+            sluice_json::EntryMatch::Lpm(v, p) => FieldMatch::Lpm(v.clone(), *p),
+            sluice_json::EntryMatch::Ternary(v, m) => FieldMatch::Ternary(v.clone(), m.clone()),
+            sluice_json::EntryMatch::Range(a, b) => FieldMatch::Range(a.clone(), b.clone()),
+            sluice_json::EntryMatch::Valid(b) => FieldMatch::Valid(*b),
+            sluice_json::EntryMatch::Optional(v) => FieldMatch::Optional(v.clone()),
+        })
+        .collect();
+    let a = plan
+        .actions
+        .iter()
+        .position(|a| a.id == ce.action.action_id)
+        .ok_or_else(|| format!("unknown action id {}", ce.action.action_id))? as u32;
+    let data = crate::plan::pack_action_data(&plan.actions[a as usize], &ce.action.action_data)?;
+    st.tables[ti]
+        .add(Entry {
+            matches,
+            priority: ce.priority.unwrap_or(0) as i32,
+            action: EntryAction::Direct { action: a, data: data.into_boxed_slice() },
+            packets: 0,
+            bytes: 0,
+            timeout_ms: None,
+        })
+        .map_err(|e| e.to_string())
 }

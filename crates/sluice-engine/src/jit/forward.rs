@@ -137,7 +137,7 @@ pub(super) fn emit_forward(
         bail_if(g, m, 1, no_port);
     }
     let spec = read_or_zero(g, spec_f);
-    let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
+    let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::v1model::DROP_PORT as i64);
     bail_if(g, drop, 2, no_port);
     // Egress standard metadata, as `Switch::egress_pipeline` sets them.
     let port = spec;
@@ -146,7 +146,7 @@ pub(super) fn emit_forward(
         // helper runs), and once the packet is transmitted or dropped its
         // PHV is dead. `egress_spec` is then the 512 written here.
         let spec = spec_f.map_or(0, |(_, m)| 512 & m);
-        if u128::from(spec) == crate::switch::DROP_PORT {
+        if u128::from(spec) == crate::v1model::DROP_PORT {
             let always = g.b.ins().iconst(types::I64, 1);
             bail_if(g, always, 2, port);
         }
@@ -180,7 +180,7 @@ pub(super) fn emit_forward(
         let special = g.b.ins().load(types::I64, mf, pc, OFF_SPECIAL);
         bail_if(g, special, 3, port);
         let spec = read_or_zero(g, spec_f);
-        let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::switch::DROP_PORT as i64);
+        let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::v1model::DROP_PORT as i64);
         bail_if(g, drop, 2, port);
     }
 

@@ -552,7 +552,7 @@ mod tests {
             p[26..30].copy_from_slice(&[172, 16, 0, 9]);
             p[30..34].copy_from_slice(&[10, 1, 2, 3]);
             let hdr = 14..14 + 4 * usize::from(ihl);
-            let sum = crate::checksum::csum16_ranges(&p[hdr.clone()], &[(0, 10), (12, hdr.len() as u32)]);
+            let sum = sluice_hash::csum16_ranges(&p[hdr.clone()], &[(0, 10), (12, hdr.len() as u32)]);
             let sum = if good_sum { sum } else { sum ^ 0x0100 };
             p[24..26].copy_from_slice(&sum.to_be_bytes());
             p
@@ -573,7 +573,7 @@ mod tests {
         let (_, first) = &compiled[0];
         assert_eq!(&first[26..30], &[192, 168, 10, 1], "source rewritten");
         assert_eq!(first[22], 63, "TTL decremented");
-        let sum = crate::checksum::csum16_ranges(&first[14..34], &[(0, 10), (12, 20)]);
+        let sum = sluice_hash::csum16_ranges(&first[14..34], &[(0, 10), (12, 20)]);
         assert_eq!(u16::from_be_bytes([first[24], first[25]]), sum, "the checksum covers the new header");
     }
 }

@@ -27,7 +27,8 @@
 use crate::control::{Exec, PktMeta};
 use crate::phv::Phv;
 
-use super::{instance, Arrival, Switch};
+use super::{Arrival, Switch};
+use crate::v1model::instance;
 
 pub(crate) use sluice_dataplane::BATCH;
 

@@ -15,7 +15,8 @@ use crate::phv::{read_bits, read_bits_into, Loc, Phv};
 use crate::plan::{ExtractTo, POp};
 use crate::value::nbytes;
 
-use super::{Arrival, Switch, MAX_PARSER_STATES};
+use super::{Arrival, Switch};
+use crate::v1model::MAX_PARSER_STATES;
 
 impl Switch {
     /// Sets up a PHV for a packet entering ingress and parses it; returns the

@@ -19,7 +19,8 @@ use crate::phv::{Loc, Phv};
 use crate::plan::Plan;
 use crate::value::nbytes;
 
-use super::{instance, Switch, DROP_PORT, STAGE_DEPARSER, STAGE_REPLICATION};
+use super::{Switch, STAGE_DEPARSER, STAGE_REPLICATION};
+use crate::v1model::{instance, DROP_PORT};
 
 /// A field value carried into a resubmitted or recirculated packet:
 /// `(field, value bytes, bytes of a field wider than 128 bits)`.

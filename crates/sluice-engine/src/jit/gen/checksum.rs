@@ -25,7 +25,7 @@ impl Gen<'_, '_, '_> {
     }
 
     /// The csum16 of a specialized checksum's byte ranges, as
-    /// `checksum::csum16_ranges` computes it, byte-swapped: the words are
+    /// `sluice_hash::csum16_ranges` computes it, byte-swapped: the words are
     /// summed as little-endian loads (the one's complement sum does not
     /// depend on byte order), so the result's little-endian 16-bit form is
     /// the checksum's big-endian bytes. Why swapped: the parser compares it
