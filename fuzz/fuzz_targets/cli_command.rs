@@ -7,7 +7,7 @@
 use std::sync::{Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use sluice_engine::state::State;
+use sluice_control::cli;
 use sluice_engine::Switch;
 
 /// An IPv4/TCP packet that reaches the acl, sources and routes tables.
@@ -19,23 +19,22 @@ const PACKET: &[u8] = &[
     0x00, // tcp
 ];
 
-/// The edge example and its state as loaded.
-fn switch() -> &'static Mutex<(Switch, State)> {
-    static SW: OnceLock<Mutex<(Switch, State)>> = OnceLock::new();
+/// The edge example (compiled once; its state is reset for every input).
+fn switch() -> &'static Mutex<Switch> {
+    static SW: OnceLock<Mutex<Switch>> = OnceLock::new();
     SW.get_or_init(|| {
         let sw = sluice_engine::load_switch(include_str!("../../examples/edge.json")).expect("edge.json loads");
-        let fresh = sw.state.clone();
-        Mutex::new((sw, fresh))
+        Mutex::new(sw)
     })
 }
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let mut guard = switch().lock().unwrap_or_else(|e| e.into_inner());
-    let (sw, fresh) = &mut *guard;
-    sw.state = fresh.clone();
+    let sw = &mut *guard;
+    sw.reset_state().expect("the state as loaded builds again");
     for line in text.lines().take(16) {
-        if let Err(e) = sw.command(line) {
+        if let Err(e) = cli::run(sw, line) {
             assert!(!e.to_string().is_empty(), "empty error for {line:?}");
         }
     }

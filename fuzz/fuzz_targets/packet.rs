@@ -24,7 +24,7 @@ fn switch() -> &'static Mutex<Switch> {
     SW.get_or_init(|| {
         let mut sw = sluice_engine::load_switch(include_str!("../../examples/router.json")).expect("router.json loads");
         for r in ROUTES {
-            sw.command(r).unwrap_or_else(|e| panic!("{r}: {e}"));
+            sluice_control::cli::run(&mut sw, r).unwrap_or_else(|e| panic!("{r}: {e}"));
         }
         Mutex::new(sw)
     })

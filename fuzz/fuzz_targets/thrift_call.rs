@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use sluice_engine::device::Device;
+use sluice_control::device::Device;
 
 static DEVICE: OnceLock<Device> = OnceLock::new();
 

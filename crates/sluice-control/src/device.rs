@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use sluice_dataplane::workers::Pool;
-use sluice_engine::state::Digest;
+use sluice_engine::runtime::Digest;
 use sluice_engine::{ExecMode, Switch};
 
 /// Something the data plane reports to the control plane.

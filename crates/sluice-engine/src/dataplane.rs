@@ -101,9 +101,7 @@ impl DataPlane for Switch {
     }
 
     fn drain_notifications(&mut self, to: &mut dyn FnMut(Digest)) {
-        for d in self.state.digests.drain(..) {
-            to(d);
-        }
+        self.drain_digests(to);
     }
 
     fn drain_log(&mut self, to: &mut dyn FnMut(&str)) {

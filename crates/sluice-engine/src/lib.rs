@@ -9,16 +9,16 @@
 //! over the [`phv`]; [`checksum`] verifies and updates checksums. [`plan`]
 //! is the compiler that builds all of it from the model in `sluice-json`;
 //! [`state`] holds entries, counters and the replication engine;
-//! [`commands`] is the `simple_switch_CLI` command language and [`runtime`]
-//! the typed API the Thrift and P4Runtime servers use; [`dataplane`] makes
-//! the switch a `sluice_dataplane::DataPlane` that workers replicate.
+//! [`runtime`] is the typed API through which everything outside the engine
+//! reads and changes them (every control plane, through `sluice-control`);
+//! [`dataplane`] makes the switch a `sluice_dataplane::DataPlane` that
+//! workers replicate.
 //!
 //! Dependencies are one-way: `sluice-json` (model) <- `plan` (compiler) <-
-//! `switch`/`control` (run time) <- `commands`/`runtime` (control plane) <-
-//! `dataplane` (the seam the drivers use).
+//! `switch`/`control` (run time) <- `runtime` (control API) <- `dataplane`
+//! (the seam the drivers use).
 
 pub mod checksum;
-pub mod commands;
 pub mod control;
 pub mod dataplane;
 pub mod exact;

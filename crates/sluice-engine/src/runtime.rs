@@ -1,18 +1,63 @@
-//! The typed runtime API: every change and read a control plane makes, on
-//! plan indices and byte values, with errors as codes.
+//! The typed runtime API: everything outside the engine does with a loaded
+//! switch, on plan indices and byte values, with errors as codes. Every
+//! control plane goes through it (the Thrift and P4Runtime servers, the
+//! `simple_switch_CLI` language and the device in `sluice-control`, STF
+//! files), and so do the front end, the bench and the tests: the switch's
+//! program and state are private to the engine, and this file is their door.
 //!
-//! Why a second API next to [`crate::commands`]: the Thrift and P4Runtime
-//! servers receive typed messages (keys as bytes, ids, handles) and must answer
-//! with protocol error codes; going through command text would cost a print
-//! and a parse per entry and lose the codes. The codes are bmv2's runtime
-//! error names, the vocabulary both protocols translate from.
+//! # Reads and writes
+//!
+//! A method that takes `&self` only reads; a method that takes `&mut self`
+//! writes (the compiler holds every caller to it). Writes are of two kinds,
+//! which a pool of worker replicas routes differently (see `sluice-control`):
+//!
+//! - **replica writes** (entries, default actions, members and groups,
+//!   counters, multicast, mirroring, value sets, hash parameters, the trace):
+//!   every replica keeps its own copy, so every replica makes the change;
+//! - **shared writes** (register cells and meter rates, each marked *Shared
+//!   write* below): the replicas share one copy, so the change is made once.
+//!
+//! # Indices, handles and errors
+//!
+//! Objects of the program (tables, actions, profiles, counters, meters,
+//! registers, value sets, calculations) are named by their index in the
+//! [`Plan`], found with [`Switch::index_of`] or read from
+//! [`Switch::program`]; an index outside the plan is a caller's bug and
+//! panics. What a control plane sends at run time (entry, member, group and
+//! node handles, cell indices, multicast groups, mirroring sessions, key and
+//! parameter values) is checked, and refused with an [`RtError`] whose code
+//! is bmv2's runtime error name, the vocabulary both protocols translate from.
+//!
+//! # Checked and as-given writes
+//!
+//! Writes refuse what bmv2's runtime refuses; the Thrift and P4Runtime
+//! servers rely on it. [`Switch::install_entry`] and the few `*_as_given`
+//! writes skip the protocol checks that the `simple_switch_CLI` language and
+//! STF files have never made (an action outside the tables a profile serves,
+//! deleting a member or group still in use, replacing a const default
+//! action, a committed rate above the peak rate), so that those front ends
+//! behave as they always have; they still refuse unknown handles and cells
+//! outside an array.
+//!
+//! The types the API speaks ([`Entry`], [`FieldMatch`], [`MirrorSession`],
+//! [`Digest`]...) are re-exported here: a caller needs no other engine module.
+//!
+//! Why typed and not command text: the servers receive typed messages (keys
+//! as bytes, ids, handles) and must answer with protocol error codes; going
+//! through command text would cost a print and a parse per entry and lose
+//! the codes.
 
 use std::collections::BTreeSet;
+use std::time::Instant;
 
-use crate::state::MirrorSession;
+use crate::plan::Plan;
 use crate::switch::Switch;
-use crate::tables::{Entry, EntryAction, FieldMatch, MatchKind, MeterState, TableError};
+use crate::tables::{MeterState, TableError};
 use crate::value::nbytes;
+
+pub use crate::state::{Digest, McNode, MemberSet, MirrorSession};
+pub use crate::tables::{Entry, EntryAction, FieldMatch, MatchKind};
+pub use sluice_hash::{ConfigError, CrcParams};
 
 /// Why a runtime operation failed (bmv2's runtime error names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,8 +158,18 @@ pub enum Resource {
     ValueSet,
 }
 
+/// The program: names, ids, widths and shapes, fixed once loaded. Every
+/// method here reads.
 impl Switch {
-    /// The plan index of an object by its exact JSON name.
+    /// Reads the compiled program: tables with their keys and actions,
+    /// actions with their parameters, profiles, counter, meter and register
+    /// arrays, value sets, calculations, learn lists. It never changes
+    /// after loading, so holding it tells nothing stale.
+    pub fn program(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Reads the plan index of an object by its exact JSON name.
     pub fn index_of(&self, what: Resource, name: &str) -> Option<usize> {
         let p = &self.plan;
         match what {
@@ -128,8 +183,8 @@ impl Switch {
         }
     }
 
-    /// Packs an action's parameter values (big-endian, any length that fits
-    /// the parameter width) into its action data.
+    /// Reads: packs an action's parameter values (big-endian, any length
+    /// that fits the parameter width) into its action data.
     pub fn pack_action(&self, action: u32, values: &[Vec<u8>]) -> Result<Box<[u8]>, RtError> {
         let Some(ap) = self.plan.actions.get(action as usize) else {
             return fail(RtCode::InvalidActionName, format!("no action {action}"));
@@ -157,7 +212,8 @@ impl Switch {
             .map_err(|m| RtError { code: RtCode::BadActionData, message: m })
     }
 
-    /// Parameter values of packed action data, one right-aligned byte string each.
+    /// Reads: the parameter values of packed action data, one right-aligned
+    /// byte string each.
     pub fn unpack_action(&self, action: u32, data: &[u8]) -> Vec<Vec<u8>> {
         let ap = &self.plan.actions[action as usize];
         ap.param_layout
@@ -166,7 +222,7 @@ impl Switch {
             .collect()
     }
 
-    /// Checks that `action` may be used in table `t`.
+    /// Reads: checks that `action` may be used in table `t`.
     pub fn check_table_action(&self, t: usize, action: u32) -> Result<(), RtError> {
         let tp = &self.plan.tables[t];
         if !tp.actions.contains(&action) {
@@ -176,8 +232,9 @@ impl Switch {
         Ok(())
     }
 
-    /// Checks a match key against table `t`'s key shape and normalizes each
-    /// value to the field's width (an LPM value is masked to its prefix).
+    /// Reads: checks a match key against table `t`'s key shape and
+    /// normalizes each value to the field's width (an LPM value is masked to
+    /// its prefix).
     pub fn check_match_key(&self, t: usize, matches: Vec<FieldMatch>) -> Result<Vec<FieldMatch>, RtError> {
         let tp = &self.plan.tables[t];
         if matches.len() != tp.key.len() {
@@ -222,11 +279,15 @@ impl Switch {
         Ok(out)
     }
 
-    /// Whether entries of table `t` carry a priority (ternary, range or optional keys).
+    /// Reads: whether entries of table `t` carry a priority (ternary, range
+    /// or optional keys).
     pub fn table_has_priority(&self, t: usize) -> bool {
         self.state.tables[t].needs_priority
     }
+}
 
+/// Table entries and default actions.
+impl Switch {
     fn check_entry_action(&self, t: usize, action: &EntryAction) -> Result<(), RtError> {
         let tp = &self.plan.tables[t];
         match action {
@@ -260,8 +321,9 @@ impl Switch {
         }
     }
 
-    /// Adds an entry; returns its handle. Keys are checked and normalized
-    /// with [`Switch::check_match_key`]; priority is ignored for tables without one.
+    /// Writes: adds an entry; returns its handle. Keys are checked and
+    /// normalized with [`Switch::check_match_key`]; priority is ignored for
+    /// tables without one.
     pub fn add_entry(
         &mut self,
         t: usize,
@@ -273,8 +335,8 @@ impl Switch {
         self.install_entry(t, e)
     }
 
-    /// Checks and normalizes an entry for table `t` without adding it: a
-    /// control plane checks once on the master and has the replicas
+    /// Reads: checks and normalizes an entry for table `t` without adding
+    /// it. A control plane checks once on the master and has the replicas
     /// [`Switch::install_entry`] the result.
     pub fn prepare_entry(
         &self,
@@ -289,11 +351,12 @@ impl Switch {
         Ok(Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None })
     }
 
-    /// Adds an entry made by [`Switch::prepare_entry`] (fails only on a
-    /// duplicate key or a full table).
+    /// Writes: adds an entry as given (made by [`Switch::prepare_entry`], or
+    /// by a front end that checked it its own way: key values in their
+    /// fields' byte widths); fails only on a duplicate key or a full table.
+    /// The entry's direct meter starts unconfigured, whatever its cell held.
     pub fn install_entry(&mut self, t: usize, e: Entry) -> Result<u32, RtError> {
         let h = self.state.tables[t].add(e)?;
-        // A new entry starts with an unconfigured direct meter, whatever its slot held before.
         if let Some((mi, _)) = self.plan.tables[t].direct_meter {
             if let Some(mut m) = self.state.meters.cell(mi as usize, (h & 0x00ff_ffff) as usize) {
                 *m = MeterState::default();
@@ -302,7 +365,7 @@ impl Switch {
         Ok(h)
     }
 
-    /// Changes what an entry does.
+    /// Writes: changes what an entry does.
     pub fn modify_entry(&mut self, t: usize, handle: u32, action: EntryAction) -> Result<(), RtError> {
         self.check_entry_action(t, &action)?;
         self.state.tables[t].index_of(handle)?;
@@ -310,21 +373,25 @@ impl Switch {
         Ok(())
     }
 
-    /// Deletes an entry.
+    /// Writes: changes what an entry does, as given (no check that the
+    /// action suits the table: the CLI's `table_modify`).
+    pub fn modify_entry_as_given(&mut self, t: usize, handle: u32, action: EntryAction) -> Result<(), RtError> {
+        self.state.tables[t].set_action(handle, action)?;
+        Ok(())
+    }
+
+    /// Writes: deletes an entry.
     pub fn delete_entry(&mut self, t: usize, handle: u32) -> Result<(), RtError> {
         self.state.tables[t].delete(handle)?;
         Ok(())
     }
 
-    /// The handle of the entry with exactly this key (and priority, when the table has them).
-    pub fn find_entry(&self, t: usize, matches: Vec<FieldMatch>, priority: i32) -> Result<Option<u32>, RtError> {
-        let matches = self.check_match_key(t, matches)?;
-        let priority = if self.table_has_priority(t) { priority } else { 0 };
-        let ts = &self.state.tables[t];
-        Ok(ts.find(&matches, priority).map(|i| ts.handle_of(i)))
+    /// Writes: deletes every entry of a table.
+    pub fn clear_entries(&mut self, t: usize) {
+        self.state.tables[t].clear();
     }
 
-    /// Sets an entry's idle timeout (0 turns it off).
+    /// Writes: sets an entry's idle timeout (0 turns it off).
     pub fn set_entry_ttl(&mut self, t: usize, handle: u32, timeout_ms: u32) -> Result<(), RtError> {
         if !self.plan.tables[t].support_timeout {
             return fail(
@@ -341,7 +408,7 @@ impl Switch {
         }
     }
 
-    /// Sets the default action (for a direct table).
+    /// Writes: sets the default action (for a direct table).
     pub fn set_default_entry(&mut self, t: usize, action: u32, data: Box<[u8]>) -> Result<(), RtError> {
         if self.plan.tables[t].default_const {
             let same = self.plan.tables[t].default_action.as_ref().is_some_and(|(a, d)| *a == action && **d == *data);
@@ -353,21 +420,70 @@ impl Switch {
             }
         }
         self.check_table_action(t, action)?;
-        self.state.tables[t].default = Some((action, data));
+        self.set_default_as_given(t, action, data);
         Ok(())
     }
 
-    /// Restores the default action the program declares.
+    /// Writes: sets the default action as given (const or not, any action:
+    /// STF's `setdefault` and the CLI's `table_indirect_set_default`).
+    pub fn set_default_as_given(&mut self, t: usize, action: u32, data: Box<[u8]>) {
+        self.state.tables[t].default = Some((action, data));
+    }
+
+    /// Writes: restores the default action the program declares.
     pub fn reset_default_entry(&mut self, t: usize) {
         self.state.tables[t].default =
             self.plan.tables[t].default_action.as_ref().map(|(a, d)| (*a, d.clone().into_boxed_slice()));
     }
 
-    /// Deletes every entry of a table.
-    pub fn clear_entries(&mut self, t: usize) {
-        self.state.tables[t].clear();
+    /// Reads: how many entries table `t` holds.
+    pub fn entry_count(&self, t: usize) -> usize {
+        self.state.tables[t].len()
     }
 
+    /// Reads: every entry of table `t` with its handle, in index order.
+    pub fn entries(&self, t: usize) -> impl Iterator<Item = (u32, &Entry)> + '_ {
+        self.state.tables[t].entries()
+    }
+
+    /// Reads: the entry behind a handle (`InvalidHandle`, or
+    /// `ExpiredHandle` when its index now holds a newer entry).
+    pub fn entry(&self, t: usize, handle: u32) -> Result<&Entry, RtError> {
+        let ts = &self.state.tables[t];
+        let idx = ts.index_of(handle)?;
+        ts.entry(idx).ok_or_else(|| RtError { code: RtCode::InvalidHandle, message: format!("no entry {handle}") })
+    }
+
+    /// Reads: the handle of the entry with exactly this key (and priority,
+    /// when the table has them).
+    pub fn find_entry(&self, t: usize, matches: Vec<FieldMatch>, priority: i32) -> Result<Option<u32>, RtError> {
+        let matches = self.check_match_key(t, matches)?;
+        let priority = if self.table_has_priority(t) { priority } else { 0 };
+        let ts = &self.state.tables[t];
+        Ok(ts.find(&matches, priority).map(|i| ts.handle_of(i)))
+    }
+
+    /// Reads: table `t`'s default action and its data (`None`: no action runs on a miss).
+    pub fn default_entry(&self, t: usize) -> Option<(u32, &[u8])> {
+        self.state.tables[t].default.as_ref().map(|(a, d)| (*a, &**d))
+    }
+
+    /// Reads: when this switch last saw a packet hit an entry of a table
+    /// with idle timeouts (`None`: not since it was added).
+    pub fn entry_last_hit(&self, t: usize, handle: u32) -> Option<Instant> {
+        let us = self.state.tables[t].last_hit(handle & 0x00ff_ffff);
+        (us != 0).then(|| self.instant_at(us))
+    }
+
+    /// Reads: `(hits, misses, bypassed)` of table `t`'s lookup cache, if it has one.
+    pub fn lookup_cache_stats(&self, t: usize) -> Option<(u64, u64, u64)> {
+        let ts = &self.state.tables[t];
+        ts.cache_stats().map(|(hits, misses)| (hits, misses, ts.cache_bypassed()))
+    }
+}
+
+/// Action profile members and selector groups.
+impl Switch {
     fn profile_state(&mut self, p: usize) -> Result<&mut crate::state::ProfileState, RtError> {
         match self.state.profiles.get_mut(p) {
             Some(x) => Ok(x),
@@ -395,13 +511,19 @@ impl Switch {
         }
     }
 
-    /// Adds a member to an action profile; returns its handle.
+    /// Writes: adds a member to an action profile; returns its handle.
     pub fn add_member(&mut self, p: usize, action: u32, data: Box<[u8]>) -> Result<u32, RtError> {
         self.check_profile_action(p, action)?;
         Ok(self.profile_state(p)?.add_member(action, data))
     }
 
-    /// Changes a member's action.
+    /// Writes: adds a member as given (any action of the program: the CLI's
+    /// `act_prof_create_member`); returns its handle.
+    pub fn add_member_as_given(&mut self, p: usize, action: u32, data: Box<[u8]>) -> Result<u32, RtError> {
+        Ok(self.profile_state(p)?.add_member(action, data))
+    }
+
+    /// Writes: changes a member's action.
     pub fn modify_member(&mut self, p: usize, m: u32, action: u32, data: Box<[u8]>) -> Result<(), RtError> {
         self.check_profile_action(p, action)?;
         match self.profile_state(p)?.members.get_mut(m as usize) {
@@ -413,11 +535,17 @@ impl Switch {
         }
     }
 
-    /// Deletes a member that no entry uses.
+    /// Writes: deletes a member that no entry uses.
     pub fn delete_member(&mut self, p: usize, m: u32) -> Result<(), RtError> {
         if self.profile_in_use(p, EntryAction::Member(m)) {
             return fail(RtCode::MbrStillUsed, format!("member {m} is used by a table entry"));
         }
+        self.delete_member_as_given(p, m)
+    }
+
+    /// Writes: deletes a member even if entries use it (the CLI's
+    /// `act_prof_delete_member`); it leaves the groups that held it.
+    pub fn delete_member_as_given(&mut self, p: usize, m: u32) -> Result<(), RtError> {
         if self.profile_state(p)?.delete_member(m) {
             Ok(())
         } else {
@@ -425,16 +553,21 @@ impl Switch {
         }
     }
 
-    /// Creates an empty group; returns its handle.
+    /// Writes: creates an empty group; returns its handle.
     pub fn create_group(&mut self, p: usize) -> Result<u32, RtError> {
         Ok(self.profile_state(p)?.create_group())
     }
 
-    /// Deletes a group that no entry uses.
+    /// Writes: deletes a group that no entry uses.
     pub fn delete_group(&mut self, p: usize, g: u32) -> Result<(), RtError> {
         if self.profile_in_use(p, EntryAction::Group(g)) {
             return fail(RtCode::GrpStillUsed, format!("group {g} is used by a table entry"));
         }
+        self.delete_group_as_given(p, g)
+    }
+
+    /// Writes: deletes a group even if entries use it (the CLI's `act_prof_delete_group`).
+    pub fn delete_group_as_given(&mut self, p: usize, g: u32) -> Result<(), RtError> {
         if self.profile_state(p)?.delete_group(g) {
             Ok(())
         } else {
@@ -442,7 +575,7 @@ impl Switch {
         }
     }
 
-    /// Adds (`true`) or removes a member of a group.
+    /// Writes: adds (`true`) or removes a member of a group.
     pub fn group_member(&mut self, p: usize, g: u32, m: u32, add: bool) -> Result<(), RtError> {
         let ps = self.profile_state(p)?;
         if !matches!(ps.members.get(m as usize), Some(Some(_))) {
@@ -460,7 +593,7 @@ impl Switch {
         Ok(())
     }
 
-    /// Replaces a group's members.
+    /// Writes: replaces a group's members.
     pub fn set_group_members(&mut self, p: usize, g: u32, members: BTreeSet<u32>) -> Result<(), RtError> {
         let ps = self.profile_state(p)?;
         if let Some(m) = members.iter().find(|m| !matches!(ps.members.get(**m as usize), Some(Some(_)))) {
@@ -475,25 +608,104 @@ impl Switch {
         }
     }
 
-    /// The cell of counter array `c` at `i` as `(packets, bytes)`.
-    pub fn counter_cell(&mut self, c: usize, i: usize) -> Result<&mut (u64, u64), RtError> {
-        match self.state.counters.get_mut(c).map(|a| a.get_mut(i)) {
-            Some(Some(x)) => Ok(x),
+    /// Reads: member `m` of profile `p` as `(action, action data)`.
+    pub fn member(&self, p: usize, m: u32) -> Option<(u32, &[u8])> {
+        self.state.profiles[p].members.get(m as usize)?.as_ref().map(|(a, d)| (*a, &**d))
+    }
+
+    /// Reads: every member of profile `p` as `(handle, action, action data)`, by handle.
+    pub fn members(&self, p: usize) -> impl Iterator<Item = (u32, u32, &[u8])> + '_ {
+        let ms = &self.state.profiles[p].members;
+        ms.iter().enumerate().filter_map(|(h, m)| m.as_ref().map(|(a, d)| (h as u32, *a, &**d)))
+    }
+
+    /// Reads: group `g` of profile `p`: its members in handle order.
+    pub fn group(&self, p: usize, g: u32) -> Option<&MemberSet> {
+        self.state.profiles[p].groups.get(g as usize)?.as_ref()
+    }
+
+    /// Reads: every group of profile `p` with its handle, by handle.
+    pub fn groups(&self, p: usize) -> impl Iterator<Item = (u32, &MemberSet)> + '_ {
+        let gs = &self.state.profiles[p].groups;
+        gs.iter().enumerate().filter_map(|(h, g)| g.as_ref().map(|g| (h as u32, g)))
+    }
+}
+
+/// Counter arrays and direct counters. Each replica counts its own packets:
+/// reads on a pool's master are meaningful once the workers' counts are
+/// merged in; a write keeps its value on one replica and zero on the others.
+impl Switch {
+    /// Reads: how many cells counter array `c` has.
+    pub fn counter_len(&self, c: usize) -> usize {
+        self.state.counters[c].len()
+    }
+
+    /// Reads: cell `i` of counter array `c` as `(packets, bytes)`.
+    pub fn counter_read(&self, c: usize, i: usize) -> Result<(u64, u64), RtError> {
+        match self.state.counters.get(c).map(|a| a.get(i)) {
+            Some(Some(x)) => Ok(*x),
             Some(None) => fail(RtCode::InvalidIndex, format!("index {i} is outside counter {c}")),
             None => fail(RtCode::InvalidName, format!("no counter {c}")),
         }
     }
 
-    /// The direct counter `(packets, bytes)` of an entry.
-    pub fn entry_counter(&mut self, t: usize, handle: u32) -> Result<(&mut u64, &mut u64), RtError> {
+    /// Reads: every cell of counter array `c` as `(packets, bytes)`.
+    pub fn counter_values(&self, c: usize) -> &[(u64, u64)] {
+        &self.state.counters[c]
+    }
+
+    /// Writes: sets cell `i` of counter array `c` to `(packets, bytes)`.
+    pub fn counter_write(&mut self, c: usize, i: usize, value: (u64, u64)) -> Result<(), RtError> {
+        match self.state.counters.get_mut(c).map(|a| a.get_mut(i)) {
+            Some(Some(x)) => {
+                *x = value;
+                Ok(())
+            }
+            Some(None) => fail(RtCode::InvalidIndex, format!("index {i} is outside counter {c}")),
+            None => fail(RtCode::InvalidName, format!("no counter {c}")),
+        }
+    }
+
+    /// Writes: zeroes every cell of counter array `c`.
+    pub fn counter_reset(&mut self, c: usize) {
+        self.state.counters[c].iter_mut().for_each(|x| *x = (0, 0));
+    }
+
+    /// Reads: the direct counter of an entry as `(packets, bytes)`.
+    pub fn entry_counter_read(&self, t: usize, handle: u32) -> Result<(u64, u64), RtError> {
+        self.entry(t, handle).map(|e| (e.packets, e.bytes))
+    }
+
+    /// Writes: sets the direct counter of an entry to `(packets, bytes)`.
+    pub fn entry_counter_write(&mut self, t: usize, handle: u32, value: (u64, u64)) -> Result<(), RtError> {
         match self.state.tables[t].entry_by_handle_mut(handle) {
-            Some(e) => Ok((&mut e.packets, &mut e.bytes)),
+            Some(e) => {
+                (e.packets, e.bytes) = value;
+                Ok(())
+            }
             None => fail(RtCode::InvalidHandle, format!("no entry {handle}")),
         }
     }
 
-    /// The meter cell of meter `m` that an index names: the index itself for
-    /// a meter array, the entry a handle names for a direct meter.
+    /// Writes: zeroes the direct counters of every entry of table `t`.
+    pub fn entry_counters_reset(&mut self, t: usize) {
+        let handles: Vec<u32> = self.state.tables[t].entries().map(|(h, _)| h).collect();
+        for h in handles {
+            let _ = self.entry_counter_write(t, h, (0, 0));
+        }
+    }
+}
+
+/// Meters: indirect arrays and direct meters (one cell per entry). The
+/// replicas share every meter cell: rates are *shared writes*.
+impl Switch {
+    /// Reads: how many cells meter `m` has (a direct meter: one per entry slot).
+    pub fn meter_len(&self, m: usize) -> usize {
+        self.state.meters.len(m)
+    }
+
+    /// Reads: the meter cell of meter `m` that an index names: the index
+    /// itself for a meter array, the entry a handle names for a direct meter.
     pub fn meter_index(&self, m: usize, index: u32) -> Result<usize, RtError> {
         let mp = &self.plan.meters[m];
         if !mp.is_direct {
@@ -514,8 +726,9 @@ impl Switch {
         Ok(self.state.tables[t].index_of(index)? as usize)
     }
 
-    /// Sets a meter cell's `(rate per microsecond, burst)` pairs; an empty list unconfigures it.
-    pub fn set_meter_rates(&self, m: usize, cell: usize, rates: Vec<(f64, u32)>) -> Result<(), RtError> {
+    /// Shared write: sets a meter cell's `(rate per microsecond, burst)`
+    /// pairs; an empty list unconfigures it.
+    pub fn set_meter_rates(&mut self, m: usize, cell: usize, rates: Vec<(f64, u32)>) -> Result<(), RtError> {
         if !rates.is_empty() && rates.len() != 2 {
             return fail(RtCode::BadRatesList, format!("a meter takes 2 rates, got {}", rates.len()));
         }
@@ -535,24 +748,49 @@ impl Switch {
         }
     }
 
-    /// A meter cell's configured `(rate per microsecond, burst)` pairs (empty when unconfigured).
+    /// Shared write: sets a meter cell's rates as given, in any order (the
+    /// CLI's `meter_set_rates`).
+    pub fn set_meter_rates_as_given(&mut self, m: usize, cell: usize, rates: Vec<(f64, u32)>) -> Result<(), RtError> {
+        match self.state.meters.cell(m, cell) {
+            Some(mut c) => {
+                c.set_rates(rates, 0);
+                Ok(())
+            }
+            None => fail(RtCode::InvalidIndex, format!("index {cell} is outside meter {m}")),
+        }
+    }
+
+    /// Reads: a meter cell's configured `(rate per microsecond, burst)` pairs (empty when unconfigured).
     pub fn meter_rates(&self, m: usize, cell: usize) -> Result<Vec<(f64, u32)>, RtError> {
         match self.state.meters.cell(m, cell) {
             Some(c) => Ok(c.rates.clone()),
             None => fail(RtCode::InvalidIndex, format!("index {cell} is outside meter {m}")),
         }
     }
+}
 
-    /// Reads a register cell.
-    pub fn register_get(&self, r: usize, i: usize) -> Result<u128, RtError> {
+/// Register arrays. The replicas share every register cell: writes are *shared writes*.
+impl Switch {
+    /// Reads: how many cells register array `r` has.
+    pub fn register_len(&self, r: usize) -> usize {
+        self.state.registers.len(r)
+    }
+
+    /// Reads: a register cell.
+    pub fn register_read(&self, r: usize, i: usize) -> Result<u128, RtError> {
         self.state.registers.get(r, i).ok_or_else(|| RtError {
             code: RtCode::InvalidIndex,
             message: format!("index {i} is outside register {r}"),
         })
     }
 
-    /// Writes a register cell (the value is cut to the register's width).
-    pub fn register_set(&self, r: usize, i: usize, v: u128) -> Result<(), RtError> {
+    /// Reads: every cell of register array `r`.
+    pub fn register_values(&self, r: usize) -> Vec<u128> {
+        self.state.registers.values(r)
+    }
+
+    /// Shared write: writes a register cell (the value is cut to the register's width).
+    pub fn register_write(&mut self, r: usize, i: usize, v: u128) -> Result<(), RtError> {
         let w = self.plan.registers[r].width;
         let v = if w >= 128 { v } else { v & ((1u128 << w) - 1) };
         if self.state.registers.set(r, i, v) {
@@ -562,12 +800,20 @@ impl Switch {
         }
     }
 
-    /// Creates a multicast group (an existing one is kept).
+    /// Shared write: zeroes every cell of register array `r`.
+    pub fn register_reset(&mut self, r: usize) {
+        self.state.registers.reset(r);
+    }
+}
+
+/// The packet replication engine: multicast groups and their nodes.
+impl Switch {
+    /// Writes: creates a multicast group (an existing one is kept).
     pub fn mc_group_create(&mut self, mgid: u32) {
         self.state.pre.groups.entry(mgid).or_default();
     }
 
-    /// Destroys a multicast group.
+    /// Writes: destroys a multicast group.
     pub fn mc_group_destroy(&mut self, mgid: u32) -> Result<(), RtError> {
         match self.state.pre.groups.remove(&mgid) {
             Some(_) => Ok(()),
@@ -575,12 +821,12 @@ impl Switch {
         }
     }
 
-    /// Creates a node `(rid, ports, lags)`; returns its handle.
+    /// Writes: creates a node `(rid, ports, lags)`; returns its handle.
     pub fn mc_node_create(&mut self, rid: u16, ports: BTreeSet<u32>, lags: BTreeSet<u32>) -> u32 {
         self.state.pre.create_node(rid, ports, lags)
     }
 
-    /// Replaces a node's ports and LAGs.
+    /// Writes: replaces a node's ports and LAGs.
     pub fn mc_node_update(&mut self, h: u32, ports: BTreeSet<u32>, lags: BTreeSet<u32>) -> Result<(), RtError> {
         match self.state.pre.nodes.get_mut(h as usize) {
             Some(Some(n)) => {
@@ -592,7 +838,7 @@ impl Switch {
         }
     }
 
-    /// Destroys a node.
+    /// Writes: destroys a node (it leaves every group).
     pub fn mc_node_destroy(&mut self, h: u32) -> Result<(), RtError> {
         if self.state.pre.destroy_node(h) {
             Ok(())
@@ -601,7 +847,7 @@ impl Switch {
         }
     }
 
-    /// Associates (`true`) a node with a group, or dissociates it.
+    /// Writes: associates (`true`) a node with a group, or dissociates it.
     pub fn mc_node_associate(&mut self, mgid: u32, h: u32, associate: bool) -> Result<(), RtError> {
         if !matches!(self.state.pre.nodes.get(h as usize), Some(Some(_))) {
             return fail(RtCode::InvalidL1Handle, format!("no node {h}"));
@@ -619,12 +865,35 @@ impl Switch {
         Ok(())
     }
 
-    /// Adds or replaces a mirroring session.
+    /// Reads: a multicast group's node handles, in association order.
+    pub fn mc_group(&self, mgid: u32) -> Option<&[u32]> {
+        self.state.pre.groups.get(&mgid).map(Vec::as_slice)
+    }
+
+    /// Reads: every multicast group with its node handles, by group id.
+    pub fn mc_groups(&self) -> impl Iterator<Item = (u32, &[u32])> + '_ {
+        self.state.pre.groups.iter().map(|(g, nodes)| (*g, nodes.as_slice()))
+    }
+
+    /// Reads: a node by handle.
+    pub fn mc_node(&self, h: u32) -> Option<&McNode> {
+        self.state.pre.nodes.get(h as usize)?.as_ref()
+    }
+
+    /// Reads: every node with its handle, by handle.
+    pub fn mc_nodes(&self) -> impl Iterator<Item = (u32, &McNode)> + '_ {
+        self.state.pre.nodes.iter().enumerate().filter_map(|(h, n)| n.as_ref().map(|n| (h as u32, n)))
+    }
+}
+
+/// Mirroring sessions, parser value sets and hash calculations.
+impl Switch {
+    /// Writes: adds or replaces a mirroring session.
     pub fn mirror_set(&mut self, id: u32, session: MirrorSession) {
         self.state.mirror.insert(id, session);
     }
 
-    /// Deletes a mirroring session.
+    /// Writes: deletes a mirroring session.
     pub fn mirror_delete(&mut self, id: u32) -> Result<(), RtError> {
         match self.state.mirror.remove(&id) {
             Some(_) => Ok(()),
@@ -632,7 +901,12 @@ impl Switch {
         }
     }
 
-    /// Adds a value to a parser value set (an existing value is kept once).
+    /// Reads: a mirroring session.
+    pub fn mirror_session(&self, id: u32) -> Option<&MirrorSession> {
+        self.state.mirror.get(&id)
+    }
+
+    /// Writes: adds a value to a parser value set (an existing value is kept once).
     pub fn vset_add(&mut self, v: usize, value: &[u8], mask: Option<&[u8]>) -> Result<(), RtError> {
         let w = self.plan.vsets[v].1;
         let val = fit_value(value, w)
@@ -648,12 +922,67 @@ impl Switch {
         Ok(())
     }
 
-    /// Removes a value from a parser value set.
+    /// Writes: removes a value from a parser value set.
     pub fn vset_remove(&mut self, v: usize, value: &[u8]) -> Result<(), RtError> {
         let w = self.plan.vsets[v].1;
         let val = fit_value(value, w)
             .ok_or_else(|| RtError { code: RtCode::BadMatchKey, message: format!("value does not fit {w} bits") })?;
         self.state.vsets[v].retain(|(x, _)| *x != val);
+        Ok(())
+    }
+
+    /// Writes: empties a parser value set.
+    pub fn vset_clear(&mut self, v: usize) {
+        self.state.vsets[v].clear();
+    }
+
+    /// Reads: a parser value set's `(value, mask)` pairs, in insertion order.
+    pub fn vset_values(&self, v: usize) -> &[(Vec<u8>, Vec<u8>)] {
+        &self.state.vsets[v]
+    }
+
+    /// Writes: sets the parameters of custom CRC calculation `c`; a
+    /// calculation of another kind or width, or parameters that make no
+    /// CRC, are refused and change nothing.
+    pub fn set_crc_params(&mut self, c: usize, params: CrcParams) -> Result<(), ConfigError> {
+        self.state.calc_algos[c].set_crc_params(params)
+    }
+}
+
+/// The per-packet trace, data-plane notifications and the state as a whole.
+impl Switch {
+    /// Writes: turns the per-packet trace on (from an empty text) or off
+    /// (dropping what was not drained).
+    pub fn set_trace(&mut self, on: bool) {
+        self.trace = on.then(String::new);
+    }
+
+    /// Reads: whether packets are traced.
+    pub fn tracing(&self) -> bool {
+        self.trace.is_some()
+    }
+
+    /// Writes: takes the trace text written since the last drain (`None`
+    /// when tracing is off); tracing stays on.
+    pub fn drain_trace(&mut self) -> Option<String> {
+        self.trace.as_mut().map(std::mem::take)
+    }
+
+    /// Writes: hands every `digest()` message the pipeline produced since the
+    /// last drain to `to`, oldest first.
+    pub fn drain_digests(&mut self, to: &mut dyn FnMut(Digest)) {
+        for d in self.state.digests.drain(..) {
+            to(d);
+        }
+    }
+
+    /// Writes: puts all state back as loaded: const entries and declared
+    /// default actions only, every counter, register and meter zero,
+    /// no members, groups, multicast groups, sessions or value set members.
+    /// Registers and meters get fresh cells (a replica sharing the old ones
+    /// no longer shares them).
+    pub fn reset_state(&mut self) -> Result<(), crate::CompileError> {
+        self.state = crate::state::State::new(&self.plan)?;
         Ok(())
     }
 }
@@ -669,5 +998,54 @@ mod tests {
         assert_eq!(fit_value(&[2, 0], 9), None);
         assert_eq!(fit_value(&[], 8), Some(vec![0]));
         assert_eq!(fit_value(&[1, 0], 8), None);
+    }
+
+    fn edge() -> Switch {
+        crate::load_switch(include_str!("../../../examples/edge.json")).expect("the edge example loads")
+    }
+
+    #[test]
+    fn checked_writes_refuse_what_the_as_given_ones_let_through() {
+        let mut sw = edge();
+        let p = sw.index_of(Resource::Profile, "EdgeIngress.ecmp").unwrap();
+        let t = sw.index_of(Resource::Table, "EdgeIngress.routes").unwrap();
+        let plan = sw.program();
+        let drop =
+            plan.tables[t].actions.iter().copied().find(|a| plan.actions[*a as usize].name == "EdgeIngress.drop");
+        let drop = drop.expect("routes can drop");
+        let permit = sw.index_of(Resource::Action, "EdgeIngress.permit").unwrap() as u32;
+        // An action of no table the profile serves.
+        assert_eq!(sw.add_member(p, permit, Box::default()).unwrap_err().code, RtCode::InvalidActionName);
+        let stray = sw.add_member_as_given(p, permit, Box::default()).unwrap();
+        // A member an entry uses.
+        let m = sw.add_member(p, drop, Box::default()).unwrap();
+        sw.add_entry(t, vec![FieldMatch::Lpm(vec![10, 0, 0, 0], 8)], EntryAction::Member(m), 0).unwrap();
+        assert_eq!(sw.delete_member(p, m).unwrap_err().code, RtCode::MbrStillUsed);
+        sw.delete_member_as_given(p, m).unwrap();
+        assert_eq!(sw.member(p, m), None);
+        assert_eq!(sw.delete_member(p, stray), Ok(()));
+        // Committed above peak.
+        let meter = sw.index_of(Resource::Meter, "EdgeIngress.policer").unwrap();
+        let rates = vec![(2.0, 10), (1.0, 10)];
+        assert_eq!(sw.set_meter_rates(meter, 0, rates.clone()).unwrap_err().code, RtCode::BadRatesList);
+        sw.set_meter_rates_as_given(meter, 0, rates.clone()).unwrap();
+        assert_eq!(sw.meter_rates(meter, 0).unwrap(), rates);
+    }
+
+    #[test]
+    fn reset_state_puts_back_the_state_as_loaded() {
+        let mut sw = edge();
+        let r = sw.index_of(Resource::Register, "EdgeIngress.last_len").unwrap();
+        let p = sw.index_of(Resource::Profile, "EdgeIngress.ecmp").unwrap();
+        sw.register_write(r, 3, 99).unwrap();
+        sw.create_group(p).unwrap();
+        sw.mirror_set(5, MirrorSession { port: Some(2), mgid: None });
+        sw.set_trace(true);
+        sw.reset_state().unwrap();
+        assert_eq!(sw.register_read(r, 3), Ok(0));
+        assert_eq!(sw.groups(p).count(), 0);
+        assert_eq!(sw.mirror_session(5), None);
+        // The trace is no state of the program: it stays on.
+        assert_eq!(sw.drain_trace(), Some(String::new()));
     }
 }

@@ -4,6 +4,7 @@
 //! packing references are the test's own).
 
 use serde_json::{json, Map, Value};
+use sluice_engine::runtime::MirrorSession;
 use sluice_engine::{ExecMode, Switch};
 
 const MODES: [ExecMode; 2] = [ExecMode::Interpreted, ExecMode::Compiled];
@@ -89,15 +90,15 @@ fn std_f(f: &str) -> Value {
     field("standard_metadata", f)
 }
 
-/// The program in every execution mode, with `commands` run on it.
-fn switches(program: &Value, commands: &[&str]) -> Vec<(ExecMode, Switch)> {
+/// The program in every execution mode, with `mirrors` (session, port) set.
+fn switches(program: &Value, mirrors: &[(u32, u32)]) -> Vec<(ExecMode, Switch)> {
     MODES
         .iter()
         .map(|mode| {
             let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap_or_else(|e| panic!("loads: {e}"));
             sw.set_mode(*mode).expect("mode");
-            for c in commands {
-                sw.command(c).unwrap_or_else(|e| panic!("{c}: {e:?}"));
+            for &(session, port) in mirrors {
+                sw.mirror_set(session, MirrorSession { port: Some(port), mgid: None });
             }
             (*mode, sw)
         })
@@ -277,7 +278,7 @@ fn clones_see_their_clone_type_over_a_preserved_instance_type() {
             vec![cond(1, "node_2", is_normal(), Some("tbl_clone_e2e"), None)],
         ),
     );
-    for (mode, mut sw) in switches(&program, &["mirroring_add 1 3", "mirroring_add 2 4"]) {
+    for (mode, mut sw) in switches(&program, &[(1, 3), (2, 4)]) {
         // The original (port 1, type 0), its I2E clone (port 3, type 1) and
         // its E2E clone (port 4, type 2); egress sees the length 12 in each.
         let want = vec![(1, rec_out(0, 0, 12)), (3, rec_out(0, 1, 12)), (4, rec_out(0, 2, 12))];

@@ -10,7 +10,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sluice_dataplane::workers::{Pool, WorkerIo};
-use sluice_engine::tables::{EntryAction, FieldMatch};
+use sluice_engine::runtime::{EntryAction, FieldMatch, Resource};
 use sluice_engine::Switch;
 use sluice_p4runtime::entities::{self, Handles, Op};
 use sluice_p4runtime::pipeline::{Ids, Pipeline};
@@ -52,8 +52,8 @@ fn runtime_api(c: &mut Criterion) {
         g.throughput(Throughput::Elements(u64::from(n)));
         for workers in [0, 1] {
             let mut p = pool(workers);
-            let t = p.master().plan.tables.iter().position(|x| x.name == table).unwrap();
-            let a = p.master().plan.tables[t].actions[0];
+            let t = p.master().index_of(Resource::Table, table).unwrap();
+            let a = p.master().program().tables[t].actions[0];
             let name = format!("runtime_api_{}_{workers}_workers", if lpm { "lpm" } else { "exact" });
             g.bench_function(name.as_str(), |b| {
                 b.iter(|| {
@@ -130,7 +130,7 @@ fn p4runtime_translation(c: &mut Criterion) {
             p4::Entity { entity: Some(p4::entity::Entity::TableEntry(te)) }
         })
         .collect();
-    let t = p.master().plan.tables.iter().position(|t| t.name == "RouterIngress.ipv4_lpm").unwrap();
+    let t = p.master().index_of(Resource::Table, "RouterIngress.ipv4_lpm").unwrap();
     g.bench_function("p4runtime_translation_lpm_1_worker", |b| {
         b.iter(|| {
             let mut h = Handles::default();

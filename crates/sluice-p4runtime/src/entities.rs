@@ -13,9 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use sluice_dataplane::workers::Pool;
-use sluice_engine::runtime::{fit_value, RtCode, RtError};
-use sluice_engine::state::MirrorSession;
-use sluice_engine::tables::{EntryAction, FieldMatch, MatchKind};
+use sluice_engine::runtime::{fit_value, EntryAction, FieldMatch, MatchKind, MirrorSession, RtCode, RtError};
 use sluice_engine::Switch;
 use tonic::Code;
 
@@ -329,11 +327,11 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
             };
             let d = c.data.unwrap_or_default();
             let (p, b) = (d.packet_count as u64, d.byte_count as u64);
-            let size = tg.sw().state.counters[ci].len();
+            let size = tg.sw().counter_len(ci);
             let cells = indices(&c.index, size, "counter")?;
             tg.apply(Arc::new(move |sw, first| {
                 for &i in &cells {
-                    *sw.counter_cell(ci, i)? = if first { (p, b) } else { (0, 0) };
+                    sw.counter_write(ci, i, if first { (p, b) } else { (0, 0) })?;
                 }
                 Ok(0)
             }))?;
@@ -353,8 +351,7 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
             let cd = d.data.unwrap_or_default();
             let (p, b, ti) = (cd.packet_count as u64, cd.byte_count as u64, t.index);
             tg.apply(Arc::new(move |sw, first| {
-                let (sp, sb) = sw.entry_counter(ti, hd)?;
-                (*sp, *sb) = if first { (p, b) } else { (0, 0) };
+                sw.entry_counter_write(ti, hd, if first { (p, b) } else { (0, 0) })?;
                 Ok(0)
             }))?;
             Ok(())
@@ -365,7 +362,7 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
                 return fail(Code::NotFound, format!("unknown meter id {}", m.meter_id));
             };
             let rates = meter_rates(m.config.as_ref())?;
-            let size = tg.sw().state.meters.len(mi);
+            let size = tg.sw().meter_len(mi);
             let cells = indices(&m.index, size, "meter")?;
             tg.apply_shared(&|sw| cells.iter().try_for_each(|&i| sw.set_meter_rates(mi, i, rates.clone())))?;
             Ok(())
@@ -377,7 +374,7 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
                 .as_ref()
                 .ok_or_else(|| Fail { code: Code::InvalidArgument, message: "no table_entry".into() })?;
             let t = table(pl, te.table_id)?;
-            let Some((mi, _)) = tg.sw().plan.tables[t.index].direct_meter else {
+            let Some((mi, _)) = tg.sw().program().tables[t.index].direct_meter else {
                 return fail(Code::InvalidArgument, format!("table {} has no direct meter", t.id));
             };
             let hd = find(pl, tg.sw(), t, te)?;
@@ -395,12 +392,12 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
                 Some(p4::p4_data::Data::Bitstring(b)) => b.clone(),
                 _ => return fail(Code::InvalidArgument, "register data must be a bitstring"),
             };
-            let w = tg.sw().plan.registers[ri].width;
+            let w = tg.sw().program().registers[ri].width;
             let v = canonical(&v, w, "register value")?;
-            let v = sluice_engine::value::be_to_u128(&v);
-            let size = tg.sw().state.registers.len(ri);
+            let v = v.iter().fold(0u128, |x, b| (x << 8) | u128::from(*b));
+            let size = tg.sw().register_len(ri);
             let cells = indices(&r.index, size, "register")?;
-            tg.apply_shared(&|sw| cells.iter().try_for_each(|&i| sw.register_set(ri, i, v)))?;
+            tg.apply_shared(&|sw| cells.iter().try_for_each(|&i| sw.register_write(ri, i, v)))?;
             Ok(())
         }
         E::PacketReplicationEngineEntry(pre) => match &pre.r#type {
@@ -432,7 +429,7 @@ pub fn write(pl: &Pipeline, h: &mut Handles, tg: &mut dyn Target, op: Op, e: &E)
                 });
             }
             tg.apply(Arc::new(move |sw, _| {
-                sw.state.vsets[vi].clear();
+                sw.vset_clear(vi);
                 for (v, m) in &values {
                     sw.vset_add(vi, v, m.as_deref())?;
                 }
@@ -702,13 +699,12 @@ fn finish_entry(h: &mut Handles, tg: &mut dyn Target, t: &TableIds, te: &p4::Tab
     if let Some(cd) = te.counter_data {
         let (p, b) = (cd.packet_count as u64, cd.byte_count as u64);
         tg.apply(Arc::new(move |sw, first| {
-            let (sp, sb) = sw.entry_counter(ti, hd)?;
-            (*sp, *sb) = if first { (p, b) } else { (0, 0) };
+            sw.entry_counter_write(ti, hd, if first { (p, b) } else { (0, 0) })?;
             Ok(0)
         }))?;
     }
     if let Some(mc) = te.meter_config.as_ref() {
-        let Some((mi, _)) = tg.sw().plan.tables[ti].direct_meter else {
+        let Some((mi, _)) = tg.sw().program().tables[ti].direct_meter else {
             return fail(Code::InvalidArgument, format!("table {} has no direct meter", t.id));
         };
         let rates = meter_rates(Some(mc))?;
@@ -787,7 +783,7 @@ fn write_group(
             return Ok(());
         }
         (Op::Insert, None) => {
-            if tg.sw().plan.profiles[pi].selector.is_none() {
+            if tg.sw().program().profiles[pi].selector.is_none() {
                 return fail(
                     Code::InvalidArgument,
                     format!("action profile {} has no selector: no groups", g.action_profile_id),
@@ -969,7 +965,7 @@ pub fn table_entry_out(
     hd: u32,
     with_counters: bool,
 ) -> Option<p4::TableEntry> {
-    let e = sw.state.tables[t.index].get(hd)?;
+    let e = sw.entry(t.index, hd).ok()?;
     let action = match &e.action {
         EntryAction::Direct { action, data } => p4::table_action::Type::Action(action_out(pl, sw, *action, data)),
         EntryAction::Member(m) => {
@@ -982,9 +978,9 @@ pub fn table_entry_out(
                 Some((pi, _, members)) => p4::table_action::Type::ActionProfileActionSet(p4::ActionProfileActionSet {
                     action_profile_actions: members
                         .iter()
-                        .filter_map(|m| sw.state.profiles[*pi].members.get(*m as usize).cloned().flatten())
+                        .filter_map(|m| sw.member(*pi, *m))
                         .map(|(a, d)| p4::ActionProfileAction {
-                            action: Some(action_out(pl, sw, a, &d)),
+                            action: Some(action_out(pl, sw, a, d)),
                             weight: 1,
                             watch_kind: None,
                         })
@@ -997,7 +993,7 @@ pub fn table_entry_out(
     };
     let (cm, md) = h.entry_meta.get(&(t.index, hd)).cloned().unwrap_or_default();
     let has_prio = sw.table_has_priority(t.index);
-    let meter_config = sw.plan.tables[t.index]
+    let meter_config = sw.program().tables[t.index]
         .direct_meter
         .as_ref()
         .and_then(|(mi, _)| sw.meter_rates(*mi as usize, (hd & 0x00ff_ffff) as usize).ok())
@@ -1020,10 +1016,9 @@ pub fn table_entry_out(
 }
 
 fn default_entry_out(pl: &Pipeline, sw: &Switch, t: &TableIds) -> p4::TableEntry {
-    let action = sw.state.tables[t.index]
-        .default
-        .as_ref()
-        .map(|(a, d)| p4::TableAction { r#type: Some(p4::table_action::Type::Action(action_out(pl, sw, *a, d))) });
+    let action = sw
+        .default_entry(t.index)
+        .map(|(a, d)| p4::TableAction { r#type: Some(p4::table_action::Type::Action(action_out(pl, sw, a, d))) });
     p4::TableEntry { table_id: t.id, action, is_default_action: true, ..Default::default() }
 }
 
@@ -1052,7 +1047,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
                     }
                     continue;
                 }
-                let handles: Vec<u32> = sw.state.tables[t.index].entries().map(|(hd, _)| hd).collect();
+                let handles: Vec<u32> = sw.entries(t.index).map(|(hd, _)| hd).collect();
                 for hd in handles {
                     if let Some(te) = table_entry_out(pl, h, sw, t, hd, with_counters) {
                         if q.priority == 0 || te.priority == q.priority {
@@ -1077,13 +1072,13 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             }
             for ((p, m), eh) in keys {
                 let pi = profile(pl, *p)?;
-                if let Some(Some((a, d))) = sw.state.profiles[pi].members.get(*eh as usize) {
+                if let Some((a, d)) = sw.member(pi, *eh) {
                     push(
                         out,
                         E::ActionProfileMember(p4::ActionProfileMember {
                             action_profile_id: *p,
                             member_id: *m,
-                            action: Some(action_out(pl, sw, *a, d)),
+                            action: Some(action_out(pl, sw, a, d)),
                         }),
                     );
                 }
@@ -1104,7 +1099,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             }
             for ((p, g), eg) in keys {
                 let pi = profile(pl, *p)?;
-                if let Some(Some(members)) = sw.state.profiles[pi].groups.get(*eg as usize) {
+                if let Some(members) = sw.group(pi, *eg) {
                     push(
                         out,
                         E::ActionProfileGroup(p4::ActionProfileGroup {
@@ -1138,7 +1133,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             }
             ids.sort();
             for (id, ci) in ids {
-                let cells = &sw.state.counters[ci];
+                let cells = sw.counter_values(ci);
                 let range = indices(&q.index, cells.len(), "counter")?;
                 for i in range {
                     let (p, b) = cells[i];
@@ -1163,7 +1158,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             };
             for t in tables {
                 let handles: Vec<u32> = if te.r#match.is_empty() {
-                    sw.state.tables[t.index].entries().map(|(hd, _)| hd).collect()
+                    sw.entries(t.index).map(|(hd, _)| hd).collect()
                 } else {
                     vec![find(pl, sw, t, &te)?]
                 };
@@ -1186,7 +1181,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
                 .collect();
             ids.sort();
             for (id, mi) in ids {
-                let n = sw.state.meters.len(mi);
+                let n = sw.meter_len(mi);
                 let range = indices(&q.index, n, "meter")?;
                 for i in range {
                     push(
@@ -1206,7 +1201,7 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             let te = q.table_entry.clone().unwrap_or_default();
             let t = table(pl, te.table_id)?;
             let handles: Vec<u32> = if te.r#match.is_empty() {
-                sw.state.tables[t.index].entries().map(|(hd, _)| hd).collect()
+                sw.entries(t.index).map(|(hd, _)| hd).collect()
             } else {
                 vec![find(pl, sw, t, &te)?]
             };
@@ -1231,11 +1226,11 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
                 .collect();
             ids.sort();
             for (id, ri) in ids {
-                let n = sw.state.registers.len(ri);
-                let w = sw.plan.registers[ri].width;
+                let n = sw.register_len(ri);
+                let w = sw.program().registers[ri].width;
                 let range = indices(&q.index, n, "register")?;
                 for i in range {
-                    let v = sw.register_get(ri, i)?;
+                    let v = sw.register_read(ri, i)?;
                     let bytes = v.to_be_bytes();
                     let nb = (w as usize).div_ceil(8).max(1);
                     push(
@@ -1300,7 +1295,8 @@ pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::En
             };
             use p4::field_match::{self as fm, FieldMatchType as M};
             let fid = fields.first().map_or(1, |f| f.0);
-            let members = sw.state.vsets[*vi]
+            let members = sw
+                .vset_values(*vi)
                 .iter()
                 .map(|(v, m)| p4::ValueSetMember {
                     r#match: vec![p4::FieldMatch {

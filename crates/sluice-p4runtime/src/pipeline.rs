@@ -11,8 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_engine::runtime::Resource;
-use sluice_engine::tables::MatchKind;
+use sluice_engine::runtime::{MatchKind, Resource};
 use sluice_engine::Switch;
 
 use crate::proto::p4::config::v1 as info;
@@ -112,10 +111,9 @@ impl Ids {
     /// The engine action a P4Info action is in table `t` (p4c gives each
     /// table its own copy of an action used by several tables).
     pub fn engine_action(&self, sw: &Switch, action: &ActionIds, t: Option<usize>) -> u32 {
-        t.and_then(|t| {
-            sw.plan.tables[t].actions.iter().copied().find(|a| sw.plan.actions[*a as usize].name == action.name)
-        })
-        .unwrap_or(action.index)
+        let p = sw.program();
+        t.and_then(|t| p.tables[t].actions.iter().copied().find(|a| p.actions[*a as usize].name == action.name))
+            .unwrap_or(action.index)
     }
 
     /// Resolves every P4Info object against the compiled program.
@@ -126,7 +124,7 @@ impl Ids {
             let index = sw
                 .index_of(Resource::Action, n)
                 .ok_or_else(|| format!("action {n} (id {id}) is not in the BMv2 JSON"))? as u32;
-            let ap = &sw.plan.actions[index as usize];
+            let ap = &sw.program().actions[index as usize];
             if ap.params.len() != a.params.len() {
                 return Err(format!(
                     "action {n}: the P4Info has {} parameters, the BMv2 JSON {}",
@@ -134,7 +132,7 @@ impl Ids {
                     ap.params.len()
                 ));
             }
-            for (i, x) in sw.plan.actions.iter().enumerate() {
+            for (i, x) in sw.program().actions.iter().enumerate() {
                 if x.name == n {
                     ids.action_by_index.insert(i as u32, id);
                 }
@@ -180,7 +178,7 @@ impl Ids {
         for t in &p.tables {
             let (id, n) = name(&t.preamble);
             let index = sw.index_of(Resource::Table, n).ok_or_else(|| format!("table {n} is not in the BMv2 JSON"))?;
-            let tp = &sw.plan.tables[index];
+            let tp = &sw.program().tables[index];
             if tp.key.len() != t.match_fields.len() {
                 return Err(format!(
                     "table {n}: the P4Info has {} match fields, the BMv2 JSON {}",
@@ -221,7 +219,7 @@ impl Ids {
         }
         for d in &p.digests {
             let (id, n) = name(&d.preamble);
-            if !sw.plan.learn_lists.values().any(|(ln, _)| ln == n) {
+            if !sw.program().learn_lists.values().any(|(ln, _)| ln == n) {
                 return Err(format!("digest {n} is not in the BMv2 JSON's learn lists"));
             }
             ids.digests.insert(id, n.to_string());

@@ -98,15 +98,12 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
 /// The replication engine as the JSON `mc_dump` prints.
 fn mc_json(sw: &sluice_engine::Switch) -> String {
     use serde_json::json;
-    let pre = &sw.state.pre;
-    let mgrps: Vec<_> = pre.groups.iter().map(|(g, nodes)| json!({"id": g, "l1_handles": nodes})).collect();
+    let mgrps: Vec<_> = sw.mc_groups().map(|(g, nodes)| json!({"id": g, "l1_handles": nodes})).collect();
     let mut l1 = Vec::new();
     let mut l2 = Vec::new();
-    for (h, n) in pre.nodes.iter().enumerate() {
-        if let Some(n) = n {
-            l1.push(json!({"handle": h, "rid": n.rid, "l2_handle": h}));
-            l2.push(json!({"handle": h, "ports": n.ports, "lags": n.lags}));
-        }
+    for (h, n) in sw.mc_nodes() {
+        l1.push(json!({"handle": h, "rid": n.rid, "l2_handle": h}));
+        l2.push(json!({"handle": h, "ports": n.ports, "lags": n.lags}));
     }
     json!({"mgrps": mgrps, "l1_handles": l1, "l2_handles": l2, "lags": []}).to_string()
 }

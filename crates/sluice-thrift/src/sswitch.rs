@@ -1,7 +1,7 @@
 //! The `simple_switch` service: mirroring sessions, egress queues and the clock.
 
 use sluice_control::device::Device;
-use sluice_engine::state::MirrorSession;
+use sluice_engine::runtime::MirrorSession;
 
 use crate::wire::{st, Fields, Val};
 use crate::{Answer, Fault};
@@ -38,7 +38,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "mirroring_session_get" => {
             let id = a.i32(1, "mirror_id")? as u32;
-            let s = pool.master().state.mirror.get(&id).cloned().ok_or(Fault::Code(1))?;
+            let s = pool.master().mirror_session(id).cloned().ok_or(Fault::Code(1))?;
             let mut f = Vec::new();
             if let Some(p) = s.port {
                 f.push((1, Val::I32(p as i32)));
@@ -50,7 +50,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "mirroring_mapping_get_egress_port" => {
             let id = a.i32(1, "mirror_id")? as u32;
-            let port = pool.master().state.mirror.get(&id).and_then(|s| s.port).map_or(-1, |p| p as i32);
+            let port = pool.master().mirror_session(id).and_then(|s| s.port).map_or(-1, |p| p as i32);
             Ok(Some(Val::I32(port)))
         }
         // Sluice sends each packet as soon as it is processed: there is no

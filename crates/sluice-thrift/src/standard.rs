@@ -3,10 +3,8 @@
 
 use md5::{Digest as _, Md5};
 use sluice_control::device::Device;
-use sluice_engine::runtime::{Resource, RtCode, RtError};
-use sluice_engine::tables::{EntryAction, FieldMatch, MatchKind};
+use sluice_engine::runtime::{ConfigError, CrcParams, EntryAction, FieldMatch, MatchKind, Resource, RtCode, RtError};
 use sluice_engine::Switch;
-use sluice_hash::{ConfigError, CrcParams};
 use thrift::protocol::TType;
 
 use crate::wire::{bin_list, s, st, st_list, BadMessage, Fields, Val};
@@ -66,22 +64,18 @@ fn profile(sw: &Switch, args: &Fields, id: i16) -> Result<usize, Fault> {
 
 /// A table's action by name (the table's own action list decides).
 fn table_action(sw: &Switch, t: usize, name: &str) -> Result<u32, Fault> {
-    sw.plan.tables[t]
-        .actions
-        .iter()
-        .copied()
-        .find(|a| sw.plan.actions[*a as usize].name == name)
-        .ok_or(INVALID_ACTION_NAME)
+    let p = sw.program();
+    p.tables[t].actions.iter().copied().find(|a| p.actions[*a as usize].name == name).ok_or(INVALID_ACTION_NAME)
 }
 
 /// An action of the tables an action profile serves, by name.
 fn profile_action(sw: &Switch, p: usize, name: &str) -> Result<u32, Fault> {
-    sw.plan
-        .tables
+    let plan = sw.program();
+    plan.tables
         .iter()
         .filter(|t| t.profile == Some(p as u32))
         .flat_map(|t| t.actions.iter().copied())
-        .find(|a| sw.plan.actions[*a as usize].name == name)
+        .find(|a| plan.actions[*a as usize].name == name)
         .ok_or(INVALID_ACTION_NAME)
 }
 
@@ -122,7 +116,7 @@ pub fn match_key(v: &[Val]) -> Result<Vec<FieldMatch>, Fault> {
 /// from the engine's (an optional field arrives as ternary).
 fn adapt_key(sw: &Switch, t: usize, key: Vec<FieldMatch>) -> Vec<FieldMatch> {
     key.into_iter()
-        .zip(sw.plan.tables[t].key.iter().map(|k| k.kind).chain(std::iter::repeat(MatchKind::Exact)))
+        .zip(sw.program().tables[t].key.iter().map(|k| k.kind).chain(std::iter::repeat(MatchKind::Exact)))
         .map(|(m, kind)| match (kind, m) {
             (MatchKind::Optional, FieldMatch::Ternary(v, mask)) => {
                 FieldMatch::Optional(mask.iter().any(|b| *b != 0).then_some(v))
@@ -161,7 +155,7 @@ fn action_entry(sw: &Switch, a: &EntryAction) -> Val {
     match a {
         EntryAction::Direct { action, data } => st(vec![
             (1, Val::I32(1)),
-            (2, s(sw.plan.actions[*action as usize].name.clone())),
+            (2, s(sw.program().actions[*action as usize].name.clone())),
             (3, bin_list(sw.unpack_action(*action, data))),
         ]),
         EntryAction::Member(m) => st(vec![(1, Val::I32(2)), (4, Val::I32(*m as i32))]),
@@ -171,7 +165,7 @@ fn action_entry(sw: &Switch, a: &EntryAction) -> Val {
 
 /// `BmMtEntry` for one entry.
 fn mt_entry(sw: &Switch, t: usize, handle: u32) -> Option<Val> {
-    let e = sw.state.tables[t].get(handle)?;
+    let e = sw.entry(t, handle).ok()?;
     let priority = if sw.table_has_priority(t) { e.priority } else { -1 };
     let mut f = vec![
         (1, st_list(e.matches.iter().map(bm_match_param).collect())),
@@ -186,8 +180,8 @@ fn mt_entry(sw: &Switch, t: usize, handle: u32) -> Option<Val> {
 }
 
 fn default_entry(sw: &Switch, t: usize) -> Val {
-    match &sw.state.tables[t].default {
-        Some((a, d)) => action_entry(sw, &EntryAction::Direct { action: *a, data: d.clone() }),
+    match sw.default_entry(t) {
+        Some((a, d)) => action_entry(sw, &EntryAction::Direct { action: a, data: d.into() }),
         None => st(vec![(1, Val::I32(0))]),
     }
 }
@@ -222,7 +216,7 @@ fn options_priority(args: &Fields, id: i16) -> i32 {
 
 /// The cell of a meter that a direct meter's table/entry names.
 fn direct_meter(sw: &Switch, t: usize, h: u32) -> Result<(usize, usize), Fault> {
-    let Some((m, _)) = sw.plan.tables[t].direct_meter else {
+    let Some((m, _)) = sw.program().tables[t].direct_meter else {
         return Err(Fault::Code(5)); // METERS_DISABLED
     };
     let cell = sw.meter_index(m as usize, h).map_err(|e| Fault::Code(table_code(&e)))?;
@@ -238,7 +232,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         // ---- match tables
         "bm_mt_get_num_entries" => {
             let t = table(sw, a, 2)?;
-            Ok(Some(Val::I64(sw.state.tables[t].len() as i64)))
+            Ok(Some(Val::I64(sw.entry_count(t) as i64)))
         }
         "bm_mt_clear_entries" => {
             let t = table(sw, a, 2)?;
@@ -265,7 +259,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "bm_mt_indirect_add_entry" | "bm_mt_indirect_ws_add_entry" => {
             let t = table(sw, a, 2)?;
-            if sw.plan.tables[t].profile.is_none() {
+            if sw.program().tables[t].profile.is_none() {
                 return Err(WRONG_TABLE_TYPE);
             }
             let key = adapt_key(sw, t, match_key(a.list(3, "match_key")?)?);
@@ -273,8 +267,8 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let action =
                 if method == "bm_mt_indirect_add_entry" { EntryAction::Member(h) } else { EntryAction::Group(h) };
             if let EntryAction::Group(g) = action {
-                let p = sw.plan.tables[t].profile.unwrap_or(0) as usize;
-                if matches!(sw.state.profiles[p].groups.get(g as usize), Some(Some(m)) if m.is_empty()) {
+                let p = sw.program().tables[t].profile.unwrap_or(0) as usize;
+                if sw.group(p, g).is_some_and(|m| m.is_empty()) {
                     return Err(Fault::Code(16)); // EMPTY_GRP
                 }
             }
@@ -293,7 +287,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "bm_mt_reset_default_entry" | "bm_mt_indirect_reset_default_entry" => {
             let t = table(sw, a, 2)?;
-            if sw.plan.tables[t].default_const {
+            if sw.program().tables[t].default_const {
                 return Err(Fault::Code(20));
             }
             pool.change(move |sw, _| sw.reset_default_entry(t));
@@ -303,8 +297,8 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "bm_mt_indirect_set_default_member" => {
             let t = table(sw, a, 2)?;
             let m = handle(a, 3, "mbr_handle")?;
-            let p = sw.plan.tables[t].profile.ok_or(WRONG_TABLE_TYPE)? as usize;
-            let Some(Some((act, data))) = sw.state.profiles[p].members.get(m as usize).cloned() else {
+            let p = sw.program().tables[t].profile.ok_or(WRONG_TABLE_TYPE)? as usize;
+            let Some((act, data)) = sw.member(p, m).map(|(a, d)| (a, Box::<[u8]>::from(d))) else {
                 return Err(Fault::Code(10));
             };
             pool.try_change(move |sw, _| sw.set_default_entry(t, act, data.clone())).map_err(&tc)?;
@@ -354,14 +348,14 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                 return Ok(Some(st_list(Vec::new())));
             };
             Ok(Some(pool.read(|sw| {
-                let handles: Vec<u32> = sw.state.tables[t].entries().map(|(h, _)| h).collect();
+                let handles: Vec<u32> = sw.entries(t).map(|(h, _)| h).collect();
                 st_list(handles.into_iter().filter_map(|h| mt_entry(sw, t, h)).collect())
             })))
         }
         "bm_mt_get_entry" => {
             let t = table(sw, a, 2)?;
             let h = handle(a, 3, "entry_handle")?;
-            sw.state.tables[t].index_of(h).map_err(|e| Fault::Code(table_code(&RtError::from(e))))?;
+            sw.entry(t, h).map_err(|e| Fault::Code(table_code(&e)))?;
             Ok(Some(pool.read(|sw| mt_entry(sw, t, h)).ok_or(Fault::Code(2))?))
         }
         "bm_mt_get_default_entry" => {
@@ -413,7 +407,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "bm_mt_act_prof_create_group" => {
             let p = profile(sw, a, 2)?;
-            if sw.plan.profiles[p].selector.is_none() {
+            if sw.program().profiles[p].selector.is_none() {
                 return Err(Fault::Code(24)); // NO_ACTION_PROFILE_SELECTION
             }
             let h = pool.try_change(move |sw, _| sw.create_group(p)).map_err(&tc)?;
@@ -440,15 +434,14 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let p = profile(sw, a, 2)?;
             let one = (method == "bm_mt_act_prof_get_member").then(|| handle(a, 3, "mbr_handle")).transpose()?;
             let mut out = Vec::new();
-            for (h, m) in sw.state.profiles[p].members.iter().enumerate() {
-                let Some((act, data)) = m else { continue };
-                if one.is_some_and(|x| x as usize != h) {
+            for (h, act, data) in sw.members(p) {
+                if one.is_some_and(|x| x != h) {
                     continue;
                 }
                 out.push(st(vec![
                     (1, Val::I32(h as i32)),
-                    (2, s(sw.plan.actions[*act as usize].name.clone())),
-                    (3, bin_list(sw.unpack_action(*act, data))),
+                    (2, s(sw.program().actions[act as usize].name.clone())),
+                    (3, bin_list(sw.unpack_action(act, data))),
                 ]));
             }
             match one {
@@ -460,9 +453,8 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let p = profile(sw, a, 2)?;
             let one = (method == "bm_mt_act_prof_get_group").then(|| handle(a, 3, "grp_handle")).transpose()?;
             let mut out = Vec::new();
-            for (h, g) in sw.state.profiles[p].groups.iter().enumerate() {
-                let Some(members) = g else { continue };
-                if one.is_some_and(|x| x as usize != h) {
+            for (h, members) in sw.groups(p) {
+                if one.is_some_and(|x| x != h) {
                     continue;
                 }
                 out.push(st(vec![
@@ -480,26 +472,19 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "bm_mt_read_counter" => {
             let t = table(sw, a, 2)?;
             let h = handle(a, 3, "entry_handle")?;
-            if !sw.plan.tables[t].with_counters {
+            if !sw.program().tables[t].with_counters {
                 return Err(Fault::Code(4)); // COUNTERS_DISABLED
             }
-            pool.read(|sw| sw.state.tables[t].get(h).map(|e| counter_value(e.packets, e.bytes)))
+            pool.read(|sw| sw.entry_counter_read(t, h).map(|(p, b)| counter_value(p, b)))
                 .map(Some)
-                .ok_or(Fault::Code(2))
+                .map_err(|_| Fault::Code(2))
         }
         "bm_mt_reset_counters" => {
             let t = table(sw, a, 2)?;
-            if !sw.plan.tables[t].with_counters {
+            if !sw.program().tables[t].with_counters {
                 return Err(Fault::Code(4));
             }
-            pool.change(move |sw, _| {
-                let hs: Vec<u32> = sw.state.tables[t].entries().map(|(h, _)| h).collect();
-                for h in hs {
-                    if let Ok((p, b)) = sw.entry_counter(t, h) {
-                        (*p, *b) = (0, 0);
-                    }
-                }
-            });
+            pool.change(move |sw, _| sw.entry_counters_reset(t));
             pool.flush();
             Ok(None)
         }
@@ -508,11 +493,11 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let h = handle(a, 3, "entry_handle")?;
             let v = a.st(4, "value")?;
             let (bytes, packets) = (v.i64(1, "bytes")? as u64, v.i64(2, "packets")? as u64);
-            if !sw.plan.tables[t].with_counters {
+            if !sw.program().tables[t].with_counters {
                 return Err(Fault::Code(4));
             }
             pool.try_change(move |sw, first| {
-                sw.entry_counter(t, h).map(|(p, b)| (*p, *b) = if first { (packets, bytes) } else { (0, 0) })
+                sw.entry_counter_write(t, h, if first { (packets, bytes) } else { (0, 0) })
             })
             .map_err(&tc)?;
             pool.flush();
@@ -538,11 +523,11 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             match method {
                 "bm_counter_read" => {
                     let i = a.i32(3, "index")?.max(-1) as usize;
-                    let v = pool.read(|sw| sw.state.counters[c].get(i).copied()).ok_or(Fault::Code(2))?;
+                    let v = pool.read(|sw| sw.counter_read(c, i)).map_err(|_| Fault::Code(2))?;
                     Ok(Some(counter_value(v.0, v.1)))
                 }
                 "bm_counter_reset_all" => {
-                    pool.change(move |sw, _| sw.state.counters[c].iter_mut().for_each(|x| *x = (0, 0)));
+                    pool.change(move |sw, _| sw.counter_reset(c));
                     pool.flush();
                     Ok(None)
                 }
@@ -551,7 +536,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                     let v = a.st(4, "value")?;
                     let (bytes, packets) = (v.i64(1, "bytes")? as u64, v.i64(2, "packets")? as u64);
                     pool.try_change(move |sw, first| {
-                        sw.counter_cell(c, i).map(|x| *x = if first { (packets, bytes) } else { (0, 0) })
+                        sw.counter_write(c, i, if first { (packets, bytes) } else { (0, 0) })
                     })
                     .map_err(cc)?;
                     pool.flush();
@@ -565,10 +550,8 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             match method {
                 "bm_meter_array_set_rates" => {
                     let r = rates(a.list(3, "rates")?)?;
-                    pool.change_shared(|sw| {
-                        (0..sw.state.meters.len(m)).try_for_each(|i| sw.set_meter_rates(m, i, r.clone()))
-                    })
-                    .map_err(mc)?;
+                    pool.change_shared(|sw| (0..sw.meter_len(m)).try_for_each(|i| sw.set_meter_rates(m, i, r.clone())))
+                        .map_err(mc)?;
                     Ok(None)
                 }
                 "bm_meter_set_rates" => {
@@ -592,31 +575,31 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let rc = code(|e| array_code(e, 3));
             match method {
                 "bm_register_read" => {
-                    let v = sw.register_get(r, a.i32(3, "idx")?.max(-1) as usize).map_err(rc)?;
+                    let v = sw.register_read(r, a.i32(3, "idx")?.max(-1) as usize).map_err(rc)?;
                     Ok(Some(Val::I64(v as i64)))
                 }
                 "bm_register_read_all" => Ok(Some(Val::List(
                     TType::I64,
-                    sw.state.registers.values(r).into_iter().map(|v| Val::I64(v as i64)).collect(),
+                    sw.register_values(r).into_iter().map(|v| Val::I64(v as i64)).collect(),
                 ))),
                 "bm_register_write" => {
                     let i = a.i32(3, "index")?.max(-1) as usize;
                     let v = a.i64(4, "value")? as u64 as u128;
-                    pool.change_shared(|sw| sw.register_set(r, i, v)).map_err(rc)?;
+                    pool.change_shared(|sw| sw.register_write(r, i, v)).map_err(rc)?;
                     Ok(None)
                 }
                 "bm_register_write_range" => {
                     let (s0, e0) = (a.i32(3, "start_index")?, a.i32(4, "end_index")?);
                     let v = a.i64(5, "value")? as u64 as u128;
-                    if s0 < 0 || e0 < s0 || e0 as usize >= sw.state.registers.len(r) {
+                    if s0 < 0 || e0 < s0 || e0 as usize >= sw.register_len(r) {
                         return Err(Fault::Code(2));
                     }
-                    pool.change_shared(|sw| (s0..=e0).try_for_each(|i| sw.register_set(r, i as usize, v)))
+                    pool.change_shared(|sw| (s0..=e0).try_for_each(|i| sw.register_write(r, i as usize, v)))
                         .map_err(rc)?;
                     Ok(None)
                 }
                 _ => {
-                    pool.change_shared(|sw| sw.state.registers.reset(r));
+                    pool.change_shared(|sw| sw.register_reset(r));
                     Ok(None)
                 }
             }
@@ -636,9 +619,9 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                     pool.try_change(move |sw, _| sw.vset_remove(v, &val)).map_err(pc)?;
                 }
                 "bm_parse_vset_clear" => {
-                    pool.change(move |sw, _| sw.state.vsets[v].clear());
+                    pool.change(move |sw, _| sw.vset_clear(v));
                 }
-                _ => return Ok(Some(bin_list(sw.state.vsets[v].iter().map(|(x, _)| x.clone()).collect()))),
+                _ => return Ok(Some(bin_list(sw.vset_values(v).iter().map(|(x, _)| x.clone()).collect()))),
             }
             pool.flush();
             Ok(None)
@@ -706,7 +689,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         ]))),
         "bm_set_crc16_custom_parameters" | "bm_set_crc32_custom_parameters" => {
             let name = a.str(2, "calc_name")?;
-            let c = sw.plan.calcs.iter().position(|c| c.name == name).ok_or(Fault::Code(1))?;
+            let c = sw.program().calcs.iter().position(|c| c.name == name).ok_or(Fault::Code(1))?;
             let width = if method.contains("crc16") { 16 } else { 32 };
             let cfg = a.st(3, "config")?;
             let num = |id: i16, what: &str| -> Result<u64, BadMessage> {
@@ -724,15 +707,11 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                 data_reflected: cfg.bool(4, "data_reflected")?,
                 remainder_reflected: cfg.bool(5, "remainder_reflected")?,
             };
-            // Tried on a copy first: a wrong calculation type changes nothing anywhere.
-            match sw.state.calc_algos[c].clone().set_crc_params(params) {
-                Ok(()) => {}
-                Err(ConfigError::WrongTypeCalculation) => return Err(Fault::Code(2)),
-                Err(_) => return Err(Fault::Code(3)), // INVALID_CONFIG
-            }
-            pool.change(move |sw, _| {
-                let _ = sw.state.calc_algos[c].set_crc_params(params);
-            });
+            // Refused parameters change nothing, and go to no worker.
+            pool.try_change(move |sw, _| sw.set_crc_params(c, params)).map_err(|e| match e {
+                ConfigError::WrongTypeCalculation => Fault::Code(2),
+                _ => Fault::Code(3), // INVALID_CONFIG
+            })?;
             pool.flush();
             Ok(None)
         }
@@ -748,7 +727,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "bm_get_id_from_name" => {
             let ty = a.i32(2, "resource_type")?;
             let name = a.str(3, "resource_name")?;
-            let p = &sw.plan;
+            let p = sw.program();
             let id = match ty {
                 0 => p.tables.iter().find(|x| x.name == name).map(|x| x.id as i32),
                 1 => p.profiles.iter().position(|x| x.name == name).map(|i| i as i32),

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sluice::bench::{router_commands, router_traffic, RouteLayout, ROUTER_JSON};
+use sluice_control::cli;
 use sluice_engine::{load_switch, Switch};
 
 /// The layout of the built-in routes here.
@@ -45,7 +46,7 @@ const PACKETS: usize = 1 << 16;
 /// Runs command lines, panicking on the first one that fails.
 fn apply(sw: &mut Switch, text: &str) {
     for (i, line) in text.lines().enumerate() {
-        if let Err(e) = sw.command(line) {
+        if let Err(e) = cli::run(sw, line) {
             panic!("command line {}: {e}: {line}", i + 1);
         }
     }
@@ -126,7 +127,7 @@ fn parse(c: &mut Criterion) {
     for (name, json, consumed) in [("router", ROUTER_JSON, 34), ("edge", EDGE_JSON, 38)] {
         let mut sw = load_switch(json).expect("program loads");
         let pkt = router_traffic(1, 10, LAYOUT).remove(0);
-        let mut phv = sw.plan.layout.new_phv();
+        let mut phv = sw.program().layout.new_phv();
         assert_eq!(sw.parse(&mut phv, &pkt), consumed, "{name}: unexpected header bytes parsed");
         g.bench_function(BenchmarkId::new(name, "ipv4_udp_64B"), |b| {
             b.iter(|| {

@@ -452,9 +452,9 @@ impl BenchIo {
         self.recorded = true;
         let mut c = self.caches.lock().unwrap_or_else(|e| e.into_inner());
         c.push(("".into(), 0, 0, 0));
-        for (t, p) in sw.state.tables.iter().zip(&sw.plan.tables) {
-            if let Some((hits, misses)) = t.cache_stats() {
-                c.push((p.name.clone(), hits, misses, t.cache_bypassed()));
+        for (t, p) in sw.program().tables.iter().enumerate() {
+            if let Some((hits, misses, bypassed)) = sw.lookup_cache_stats(t) {
+                c.push((p.name.clone(), hits, misses, bypassed));
             }
         }
     }

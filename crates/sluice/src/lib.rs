@@ -54,7 +54,7 @@ pub fn apply_commands(sw: &mut Switch, path: &Path, echo: bool) -> Result<usize,
 pub fn apply_command_text(sw: &mut Switch, text: &str, source: &str, echo: bool) -> usize {
     let mut failed = 0;
     for (i, line) in text.lines().enumerate() {
-        match sw.command(line) {
+        match sluice_control::cli::run(sw, line) {
             Ok(out) => {
                 if echo && !out.is_empty() {
                     println!("{out}");
@@ -98,7 +98,7 @@ pub fn run_inputs(
         }
     }
     if trace {
-        sw.trace = Some(String::new());
+        sw.set_trace(true);
     }
     // Consecutive packets of one port go through the packet loop as one
     // batch: each still runs to completion before the next, in order.
@@ -154,7 +154,7 @@ pub fn replay(
                 continue;
             }
             println!("> {l}");
-            match sw.command(l) {
+            match sluice_control::cli::run(&mut sw, l) {
                 Ok(o) => {
                     if !o.is_empty() {
                         println!("{o}");

@@ -109,7 +109,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         }
     }
     if opts.trace {
-        sw.trace = Some(String::new());
+        sw.set_trace(true);
     }
     let cfg = LiveConfig {
         ports: opts.ports.clone(),
@@ -141,7 +141,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         return finish(&mut pool, &live, &stop, opts.profile);
     }
     let (events_tx, events_rx) = EventSink::channel();
-    let up: UpSink<sluice_engine::state::Digest> = Arc::new(move |u| match u {
+    let up: UpSink<sluice_engine::runtime::Digest> = Arc::new(move |u| match u {
         Up::PacketIn(f) => events_tx.send(Event::PacketIn(f)),
         Up::Notification(d) => events_tx.send(Event::Digest(d)),
     });

@@ -221,7 +221,7 @@ fn main() -> ExitCode {
                 if matches!(line.trim(), "quit" | "exit" | "EOF") {
                     break;
                 }
-                match sw.command(&line) {
+                match sluice_control::cli::run(&mut sw, &line) {
                     Ok(out) if !out.is_empty() => println!("{out}"),
                     Ok(_) => {}
                     Err(e) => {
@@ -239,9 +239,9 @@ fn main() -> ExitCode {
             println!(
                 "{}: OK ({} tables, {} actions, {} parser states)",
                 program.display(),
-                sw.plan.tables.len(),
-                sw.plan.actions.len(),
-                sw.plan.states.len()
+                sw.program().tables.len(),
+                sw.program().actions.len(),
+                sw.program().states.len()
             )
         }),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),

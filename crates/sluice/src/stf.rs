@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use sluice_engine::tables::{Entry, EntryAction, FieldMatch, MatchKind};
+use sluice_engine::runtime::{Entry, EntryAction, FieldMatch, MatchKind};
 use sluice_engine::Switch;
 use sluice_stf::{StfCommand, StfLine};
 
@@ -26,7 +26,7 @@ fn find_by_suffix<'a>(names: impl Iterator<Item = (usize, &'a str)>, want: &str,
 }
 
 fn key_index(sw: &Switch, t: usize, given: &str) -> Result<usize, String> {
-    let keys = &sw.plan.tables[t].key;
+    let keys = &sw.program().tables[t].key;
     let g = sluice_stf::stack_index_to_brackets(given);
     let cands = [given.to_string(), g.clone()];
     for c in &cands {
@@ -55,13 +55,13 @@ fn key_index(sw: &Switch, t: usize, given: &str) -> Result<usize, String> {
             return Ok(hits[0]);
         }
     }
-    Err(format!("table {} has no key \"{given}\"", sw.plan.tables[t].name))
+    Err(format!("table {} has no key \"{given}\"", sw.program().tables[t].name))
 }
 
 fn action_of(sw: &Switch, t: usize, name: &str) -> Result<u32, String> {
-    let tp = &sw.plan.tables[t];
+    let tp = &sw.program().tables[t];
     let idx = find_by_suffix(
-        tp.actions.iter().enumerate().map(|(i, a)| (i, sw.plan.actions[*a as usize].name.as_str())),
+        tp.actions.iter().enumerate().map(|(i, a)| (i, sw.program().actions[*a as usize].name.as_str())),
         name,
         "action",
     )?;
@@ -69,7 +69,7 @@ fn action_of(sw: &Switch, t: usize, name: &str) -> Result<u32, String> {
 }
 
 fn action_data(sw: &Switch, a: u32, params: &[(String, sluice_stf::Number)]) -> Result<Vec<u8>, String> {
-    let ap = &sw.plan.actions[a as usize];
+    let ap = &sw.program().actions[a as usize];
     let mut values = Vec::new();
     for (pname, w) in &ap.params {
         let (_, n) = params
@@ -92,8 +92,8 @@ fn run_add(
     action: &str,
     params: &[(String, sluice_stf::Number)],
 ) -> Result<(), String> {
-    let t = find_by_suffix(sw.plan.tables.iter().enumerate().map(|(i, t)| (i, t.name.as_str())), table, "table")?;
-    let tp = sw.plan.tables[t].clone();
+    let t = find_by_suffix(sw.program().tables.iter().enumerate().map(|(i, t)| (i, t.name.as_str())), table, "table")?;
+    let tp = sw.program().tables[t].clone();
     let mut matches: Vec<FieldMatch> = tp
         .key
         .iter()
@@ -140,17 +140,10 @@ fn run_add(
     } else {
         0
     };
-    sw.state.tables[t]
-        .add(Entry {
-            matches,
-            priority: prio,
-            action: EntryAction::Direct { action: a, data: data.into_boxed_slice() },
-            packets: 0,
-            bytes: 0,
-            timeout_ms: None,
-        })
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    // Installed as given: STF keys are built to the table's shape above.
+    let action = EntryAction::Direct { action: a, data: data.into_boxed_slice() };
+    let entry = Entry { matches, priority: prio, action, packets: 0, bytes: 0, timeout_ms: None };
+    sw.install_entry(t, entry).map(|_| ()).map_err(|e| e.message)
 }
 
 /// Runs an STF test; `Ok(true)` when every expectation holds.
@@ -166,9 +159,7 @@ pub fn run_stf_with(program: &Path, test: &Path, trace: bool, mode: sluice_engin
     let ports: BTreeSet<u32> = sluice_stf::ports(&lines);
     let mut expects: BTreeMap<u32, Vec<(usize, Option<sluice_stf::ExpectPattern>)>> = BTreeMap::new();
     let mut got: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
-    if trace {
-        sw.trace = Some(String::new());
-    }
+    sw.set_trace(trace);
     let mut npkt = 0;
     for l in &lines {
         let where_ = format!("{}:{}", test.display(), l.line);
@@ -180,9 +171,8 @@ pub fn run_stf_with(program: &Path, test: &Path, trace: bool, mode: sluice_engin
                         got.entry(p).or_default().push(b.to_vec());
                     }
                 });
-                if let Some(t) = sw.trace.as_mut() {
+                if let Some(t) = sw.drain_trace() {
                     eprint!("packet #{npkt} ({where_}):\n{t}");
-                    t.clear();
                 }
             }
             StfCommand::Expect { port, pattern } => expects.entry(*port).or_default().push((l.line, pattern.clone())),
@@ -191,17 +181,17 @@ pub fn run_stf_with(program: &Path, test: &Path, trace: bool, mode: sluice_engin
             }
             StfCommand::SetDefault { table, action, params } => {
                 let t = find_by_suffix(
-                    sw.plan.tables.iter().enumerate().map(|(i, t)| (i, t.name.as_str())),
+                    sw.program().tables.iter().enumerate().map(|(i, t)| (i, t.name.as_str())),
                     table,
                     "table",
                 )
                 .map_err(|e| format!("{where_}: {e}"))?;
                 let a = action_of(&sw, t, action).map_err(|e| format!("{where_}: {e}"))?;
                 let d = action_data(&sw, a, params).map_err(|e| format!("{where_}: {e}"))?;
-                sw.state.tables[t].default = Some((a, d.into_boxed_slice()));
+                sw.set_default_as_given(t, a, d.into_boxed_slice());
             }
             StfCommand::Passthrough { command } => {
-                sw.command(command).map_err(|e| format!("{where_}: {e}"))?;
+                sluice_control::cli::run(&mut sw, command).map_err(|e| format!("{where_}: {e}"))?;
             }
             _ => {}
         }

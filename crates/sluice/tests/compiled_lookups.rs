@@ -9,6 +9,7 @@
 //! destinations drawn inside and outside them. The edge example adds the
 //! action selector behind an inline lookup and the merged ACL tuples.
 
+use sluice_control::cli;
 use sluice_engine::{ExecMode, Switch};
 
 /// xorshift64*: deterministic, no dependency.
@@ -61,10 +62,13 @@ fn packet(dst: u32, ttl: u8, good_checksum: bool) -> Vec<u8> {
 /// interpreted twin.
 fn one_route_router(prefix: &str) -> (Switch, Switch) {
     let mut compiled = router();
-    compiled
-        .command("table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02")
+    cli::run(
+        &mut compiled,
+        "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02",
+    )
+    .unwrap();
+    cli::run(&mut compiled, &format!("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {prefix} => 1"))
         .unwrap();
-    compiled.command(&format!("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {prefix} => 1")).unwrap();
     let twin = compiled.scratch().unwrap();
     (compiled, twin)
 }
@@ -198,10 +202,12 @@ fn fields_written_by_engine_code_read_zero_for_the_next_packet() {
     }
     assert_eq!(changed, 2, "the IPv4 and IPv6 set_nexthop actions");
     let mut compiled = sluice_engine::load_switch(&v.to_string()).unwrap();
-    compiled.command("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1").unwrap();
-    compiled
-        .command("table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02")
-        .unwrap();
+    cli::run(&mut compiled, "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1").unwrap();
+    cli::run(
+        &mut compiled,
+        "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02",
+    )
+    .unwrap();
     let mut twin = compiled.scratch().unwrap();
     let batch: Vec<Vec<u8>> =
         (0..8u32).map(|i| packet(if i % 2 == 0 { 0x0a01_0203 } else { 0xc000_0201 }, 64, true)).collect();
@@ -216,10 +222,12 @@ fn fields_written_by_engine_code_read_zero_for_the_next_packet() {
 #[test]
 fn batches_from_different_ports_count_each_packet_on_its_port() {
     let mut compiled = router();
-    compiled.command("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1").unwrap();
-    compiled
-        .command("table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02")
-        .unwrap();
+    cli::run(&mut compiled, "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1").unwrap();
+    cli::run(
+        &mut compiled,
+        "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:01:01 00:00:00:00:02:02",
+    )
+    .unwrap();
     let mut twin = compiled.scratch().unwrap();
     let batch = |n: u32| -> Vec<Vec<u8>> { (0..n).map(|i| packet(0x0a00_0000 | i, 64, true)).collect() };
     for (round, (port, n)) in [(1u32, 300u32), (2, 150), (1, 50), (3, 129)].into_iter().enumerate() {
@@ -228,7 +236,7 @@ fn batches_from_different_ports_count_each_packet_on_its_port() {
     }
     for (port, want) in [(1u32, 350u64), (2, 150), (3, 129), (0, 0)] {
         for sw in [&mut compiled, &mut twin] {
-            let got = sw.command(&format!("counter_read RouterIngress.port_rx {port}")).unwrap();
+            let got = cli::run(sw, &format!("counter_read RouterIngress.port_rx {port}")).unwrap();
             assert!(got.ends_with(&format!(" {want} packets)")), "port {port}: {got}");
         }
     }
@@ -262,7 +270,7 @@ fn agree_through_route_changes(count: usize) {
             nh % 256,
             (nh * 7) % 256
         );
-        nexthops.push(handle(&compiled.command(&line).unwrap()));
+        nexthops.push(handle(&cli::run(&mut compiled, &line).unwrap()));
     }
     // Routes of every length; a share longer than 24 bits fills extension groups.
     // Each route keeps its handle in both switches: `(net, len, compiled, interpreted)`.
@@ -281,7 +289,7 @@ fn agree_through_route_changes(count: usize) {
         // Next hops 300.. have no entry: those packets miss the second table.
         let nh = r.below(320);
         let line = format!("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {}/{len} => {nh}", ip(net));
-        let h = handle(&compiled.command(&line).unwrap());
+        let h = handle(&cli::run(&mut compiled, &line).unwrap());
         routes.push((net, len, h, h));
     }
     let mut twin = compiled.scratch().unwrap();
@@ -317,8 +325,8 @@ fn agree_through_route_changes(count: usize) {
                 _ => format!("RouterIngress.set_nexthop {}", r.below(320)),
             };
             let (name, data) = action.split_once(' ').unwrap_or((&action, ""));
-            compiled.command(&format!("table_modify RouterIngress.ipv4_lpm {name} {hc} {data}")).unwrap();
-            twin.command(&format!("table_modify RouterIngress.ipv4_lpm {name} {ht} {data}")).unwrap();
+            cli::run(&mut compiled, &format!("table_modify RouterIngress.ipv4_lpm {name} {hc} {data}")).unwrap();
+            cli::run(&mut twin, &format!("table_modify RouterIngress.ipv4_lpm {name} {ht} {data}")).unwrap();
             let h = nexthops[r.below(nexthops.len() as u64) as usize];
             let line = format!(
                 "table_modify RouterIngress.nexthop RouterIngress.forward {h} {} 00:00:00:00:03:{:02x} 00:00:00:00:04:{:02x}",
@@ -326,15 +334,15 @@ fn agree_through_route_changes(count: usize) {
                 r.below(256),
                 r.below(256)
             );
-            compiled.command(&line).unwrap();
-            twin.command(&line).unwrap();
+            cli::run(&mut compiled, &line).unwrap();
+            cli::run(&mut twin, &line).unwrap();
         }
         for _ in 0..50 {
             let i = r.below(routes.len() as u64) as usize;
             let (net, len, hc, ht) = routes.swap_remove(i);
             seen.remove(&(net, len));
-            compiled.command(&format!("table_delete RouterIngress.ipv4_lpm {hc}")).unwrap();
-            twin.command(&format!("table_delete RouterIngress.ipv4_lpm {ht}")).unwrap();
+            cli::run(&mut compiled, &format!("table_delete RouterIngress.ipv4_lpm {hc}")).unwrap();
+            cli::run(&mut twin, &format!("table_delete RouterIngress.ipv4_lpm {ht}")).unwrap();
             let len = 8 + r.below(25) as u32;
             let net = (r.next() as u32) & (u32::MAX << (32 - len));
             if !seen.insert((net, len)) {
@@ -345,8 +353,8 @@ fn agree_through_route_changes(count: usize) {
                 ip(net),
                 r.below(320)
             );
-            let hc = handle(&compiled.command(&line).unwrap());
-            let ht = handle(&twin.command(&line).unwrap());
+            let hc = handle(&cli::run(&mut compiled, &line).unwrap());
+            let ht = handle(&cli::run(&mut twin, &line).unwrap());
             routes.push((net, len, hc, ht));
         }
     }
@@ -390,7 +398,7 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
     let mut setup = sluice::bench::edge_acl_commands(1000);
     setup.push_str(&sluice::bench::edge_route_commands(3000, sluice::bench::RouteLayout::Consecutive));
     for line in setup.lines() {
-        compiled.command(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        cli::run(&mut compiled, line).unwrap_or_else(|e| panic!("{line}: {e}"));
     }
     let mut twin = compiled.scratch().unwrap();
     assert_eq!(twin.mode(), ExecMode::Interpreted);
@@ -427,14 +435,14 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
         } else {
             "act_prof_add_member_to_group EdgeIngress.ecmp 1 0"
         };
-        compiled.command(change).unwrap();
-        twin.command(change).unwrap();
+        cli::run(&mut compiled, change).unwrap();
+        cli::run(&mut twin, change).unwrap();
         let line = format!(
             "table_indirect_add_with_group EdgeIngress.routes {}/24 => 1",
             ip(sluice::bench::RouteLayout::Consecutive.network(3000 + round as u32))
         );
-        compiled.command(&line).unwrap();
-        twin.command(&line).unwrap();
+        cli::run(&mut compiled, &line).unwrap();
+        cli::run(&mut twin, &line).unwrap();
     }
     // Some packets are forwarded, some of them through both groups' shared ports.
     assert!(seen[0] > 30 * 64 / 5 && seen[1] > 0, "forwarded {seen:?}: the comparison says little");
@@ -461,12 +469,15 @@ fn l2_open_addressing_and_direct_counters_agree_with_the_interpreter() {
     // `(learned handle, forwarding handle)` per host, the same in both switches.
     let mut handles = Vec::new();
     for i in 0..hosts {
-        let l =
-            handle(&compiled.command(&format!("table_add L2Ingress.learned L2Ingress.known {} 1 =>", mac(i))).unwrap());
+        let l = handle(
+            &cli::run(&mut compiled, &format!("table_add L2Ingress.learned L2Ingress.known {} 1 =>", mac(i))).unwrap(),
+        );
         let f = handle(
-            &compiled
-                .command(&format!("table_add L2Ingress.forwarding L2Ingress.forward {} => {}", mac(i), i % 4 + 2))
-                .unwrap(),
+            &cli::run(
+                &mut compiled,
+                &format!("table_add L2Ingress.forwarding L2Ingress.forward {} => {}", mac(i), i % 4 + 2),
+            )
+            .unwrap(),
         );
         handles.push(Some((l, f)));
     }
@@ -501,18 +512,20 @@ fn l2_open_addressing_and_direct_counters_agree_with_the_interpreter() {
             match handles[i] {
                 Some((l, f)) => {
                     for sw in [&mut compiled, &mut twin] {
-                        sw.command(&format!("table_delete L2Ingress.learned {l}")).unwrap();
-                        sw.command(&format!("table_delete L2Ingress.forwarding {f}")).unwrap();
+                        cli::run(sw, &format!("table_delete L2Ingress.learned {l}")).unwrap();
+                        cli::run(sw, &format!("table_delete L2Ingress.forwarding {f}")).unwrap();
                     }
                     handles[i] = None;
                 }
                 None => {
                     let add_l = format!("table_add L2Ingress.learned L2Ingress.known {} 1 =>", mac(i as u64));
                     let add_f = format!("table_add L2Ingress.forwarding L2Ingress.forward {} => 3", mac(i as u64));
-                    let (l, f) =
-                        (handle(&compiled.command(&add_l).unwrap()), handle(&compiled.command(&add_f).unwrap()));
-                    assert_eq!(l, handle(&twin.command(&add_l).unwrap()));
-                    assert_eq!(f, handle(&twin.command(&add_f).unwrap()));
+                    let (l, f) = (
+                        handle(&cli::run(&mut compiled, &add_l).unwrap()),
+                        handle(&cli::run(&mut compiled, &add_f).unwrap()),
+                    );
+                    assert_eq!(l, handle(&cli::run(&mut twin, &add_l).unwrap()));
+                    assert_eq!(f, handle(&cli::run(&mut twin, &add_f).unwrap()));
                     handles[i] = Some((l, f));
                 }
             }
@@ -523,7 +536,7 @@ fn l2_open_addressing_and_direct_counters_agree_with_the_interpreter() {
     let mut counted = 0;
     for (i, h) in handles.iter().enumerate() {
         if let Some((_, f)) = h {
-            let read = |sw: &mut Switch| sw.command(&format!("counter_read L2Ingress.forwarding_hits {f}")).unwrap();
+            let read = |sw: &mut Switch| cli::run(sw, &format!("counter_read L2Ingress.forwarding_hits {f}")).unwrap();
             let (x, y) = (read(&mut compiled), read(&mut twin));
             assert_eq!(x, y, "host {i}: direct counter of entry {f}");
             counted += usize::from(!x.ends_with(" 0 packets)"));

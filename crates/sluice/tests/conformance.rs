@@ -9,6 +9,7 @@ mod common;
 use std::path::Path;
 
 use common::{case_dirs, check_expect_cli, shared};
+use sluice_control::cli;
 use sluice_engine::ExecMode;
 
 fn run_bmv2_case(dir: &Path, mode: ExecMode) -> Result<(), String> {
@@ -43,7 +44,7 @@ fn run_bmv2_case(dir: &Path, mode: ExecMode) -> Result<(), String> {
             }
         }
     }
-    check_expect_cli(dir, &name, |cmd| sw.command(cmd).unwrap_or_else(|e| e.to_string()))?;
+    check_expect_cli(dir, &name, |cmd| cli::run(&mut sw, cmd).unwrap_or_else(|e| e.to_string()))?;
     Ok(())
 }
 

@@ -190,7 +190,7 @@ fn router_tables_counters_and_errors_through_the_stock_cli() {
 /// written through the stock CLI, then read through both.
 #[test]
 fn the_built_in_cli_reads_as_the_stock_cli_prints_them() {
-    let json = std::fs::read_to_string(repo().join("crates/sluice-engine/tests/data/cli_tables.json")).unwrap();
+    let json = std::fs::read_to_string(repo().join("crates/sluice-control/tests/data/cli_tables.json")).unwrap();
     assert_eq!(json.matches("\"optional\"").count(), 1, "the test program has one optional key");
     let dir = std::env::temp_dir().join(format!("sluice-cli-reads-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

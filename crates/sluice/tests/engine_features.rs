@@ -4,6 +4,7 @@
 //! register reads and writes (inline in generated code) against the interpreter.
 
 use serde_json::Value;
+use sluice_control::cli;
 
 fn router_with_update_inputs(extra: Vec<Value>) -> sluice_engine::Switch {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/router.json")).unwrap();
@@ -19,7 +20,7 @@ fn router_with_update_inputs(extra: Vec<Value>) -> sluice_engine::Switch {
         "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1",
         "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:00:02 00:00:00:00:00:01",
     ] {
-        sw.command(c).unwrap();
+        cli::run(&mut sw, c).unwrap();
     }
     sw
 }
@@ -78,9 +79,9 @@ fn whole_header_input_packs_all_its_fields() {
 #[test]
 fn trace_shows_parser_tables_and_egress_decision() {
     let mut sw = router_with_update_inputs(vec![]);
-    sw.trace = Some(String::new());
+    sw.set_trace(true);
     forward(&mut sw, &packet());
-    let t = sw.trace.take().unwrap();
+    let t = sw.drain_trace().unwrap();
     for want in [
         "packet in port 1",
         "parser state start",
@@ -94,7 +95,7 @@ fn trace_shows_parser_tables_and_egress_decision() {
         assert!(t.contains(want), "trace lacks {want:?}:\n{t}");
     }
     // A route miss drops the packet and the trace says where.
-    sw.trace = Some(String::new());
+    sw.set_trace(true);
     let mut miss = packet();
     miss[30] = 11; // 11.1.2.3: no route; fix the header checksum
     miss[24] = 0;
@@ -103,7 +104,7 @@ fn trace_shows_parser_tables_and_egress_decision() {
     miss[24..26].copy_from_slice(&c.to_be_bytes());
     let mut out = 0;
     sw.process(1, &miss, &mut |_, _| out += 1);
-    let t = sw.trace.take().unwrap();
+    let t = sw.drain_trace().unwrap();
     assert_eq!(out, 0);
     assert!(t.contains("RouterIngress.ipv4_lpm key=0x0b010203 -> miss"), "{t}");
     assert!(t.contains("dropped at end of ingress"), "{t}");
@@ -120,22 +121,26 @@ fn direct_meter_rates_follow_entry_handles_and_are_shared_by_replicas() {
     let t = "ingress.acl_wbb_ingress.acl_wbb_ingress_table";
     let m = "ingress.acl_wbb_ingress.acl_wbb_ingress_meter";
     let add = format!("table_add {t} NoAction 1&&&1 0&&&0 0&&&0 0&&&0 0&&&0 => 10");
-    let out = sw.command(&add).unwrap();
+    let out = cli::run(&mut sw, &add).unwrap();
     let h: u32 = out.rsplit(' ').next().unwrap().parse().unwrap();
-    sw.command(&format!("meter_set_rates {m} {h} 0.5:100 1.5:200")).unwrap();
-    let rates = sw.command(&format!("meter_get_rates {m} {h}")).unwrap();
+    cli::run(&mut sw, &format!("meter_set_rates {m} {h} 0.5:100 1.5:200")).unwrap();
+    let rates = cli::run(&mut sw, &format!("meter_get_rates {m} {h}")).unwrap();
     assert!(rates.contains("burst size = 100") && rates.contains("burst size = 200"), "{rates}");
     let replica = sw.replica().unwrap();
     let mut replica = replica;
-    assert_eq!(replica.command(&format!("meter_get_rates {m} {h}")).unwrap(), rates, "replicas share direct meters");
-    let bad = sw.command(&format!("meter_set_rates {m} {} 1:1 2:2", h + 1)).unwrap_err().to_string();
+    assert_eq!(
+        cli::run(&mut replica, &format!("meter_get_rates {m} {h}")).unwrap(),
+        rates,
+        "replicas share direct meters"
+    );
+    let bad = cli::run(&mut sw, &format!("meter_set_rates {m} {} 1:1 2:2", h + 1)).unwrap_err().to_string();
     assert!(bad.contains("INVALID_HANDLE"), "{bad}");
     // Delete and add again: the slot is reused, its meter starts unconfigured.
-    sw.command(&format!("table_delete {t} {h}")).unwrap();
-    let out = sw.command(&add).unwrap();
+    cli::run(&mut sw, &format!("table_delete {t} {h}")).unwrap();
+    let out = cli::run(&mut sw, &add).unwrap();
     let h2: u32 = out.rsplit(' ').next().unwrap().parse().unwrap();
     assert_eq!(h2 & 0xffffff, h & 0xffffff, "slot reused");
-    let fresh = sw.command(&format!("meter_get_rates {m} {h2}")).unwrap();
+    let fresh = cli::run(&mut sw, &format!("meter_get_rates {m} {h2}")).unwrap();
     assert!(!fresh.contains("burst size = 100"), "a new entry inherited the old meter: {fresh}");
 }
 
@@ -163,7 +168,7 @@ fn router_with_register(mode: sluice_engine::ExecMode) -> sluice_engine::Switch 
         "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1",
         "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:00:02 00:00:00:00:00:01",
     ] {
-        sw.command(c).unwrap();
+        cli::run(&mut sw, c).unwrap();
     }
     sw
 }
@@ -192,8 +197,8 @@ fn register_reads_and_writes_give_the_same_results_compiled_and_interpreted() {
         assert_eq!(u16::from_be_bytes([outs[0][18], outs[0][19]]), want, "identification read from r[{port}]");
     }
     for i in 0..16 {
-        assert_eq!(compiled.state.registers.get(0, i), interpreted.state.registers.get(0, i), "r[{i}]");
+        assert_eq!(compiled.register_read(0, i), interpreted.register_read(0, i), "r[{i}]");
     }
-    assert_eq!(compiled.state.registers.get(0, 1), Some(5));
-    assert_eq!(compiled.state.registers.get(0, 3), Some(7));
+    assert_eq!(compiled.register_read(0, 1), Ok(5));
+    assert_eq!(compiled.register_read(0, 3), Ok(7));
 }

@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use serde_json::{json, Value};
+use sluice_control::cli;
 use sluice_engine::{LoadError, Switch};
 
 fn example(name: &str) -> String {
@@ -58,14 +59,14 @@ fn load_err(v: &Value) -> LoadError {
 }
 
 fn cmd_err(sw: &mut Switch, line: &str) -> String {
-    match sw.command(line) {
+    match cli::run(sw, line) {
         Ok(out) => panic!("`{line}` succeeded with {out:?}"),
         Err(e) => e.to_string(),
     }
 }
 
 fn cmd_ok(sw: &mut Switch, line: &str) -> String {
-    sw.command(line).unwrap_or_else(|e| panic!("`{line}` failed: {e}"))
+    cli::run(sw, line).unwrap_or_else(|e| panic!("`{line}` failed: {e}"))
 }
 
 fn assert_contains(text: &str, want: &str) {

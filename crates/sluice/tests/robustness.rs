@@ -37,7 +37,8 @@ use proptest::sample::Index;
 
 use common::{case_dirs, case_files, shared};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
-use sluice_engine::tables::MatchKind;
+use sluice_control::cli;
+use sluice_engine::runtime::MatchKind;
 use sluice_engine::Switch;
 
 /// Emitted packets may grow by at most this many bytes (added headers).
@@ -243,7 +244,7 @@ fn max_hex(width: u32) -> String {
 /// The match part of a generated entry: catch-all for `variant` 0, random otherwise.
 fn key_tokens(sw: &Switch, t: usize, r: &mut Mix, variant: usize) -> String {
     let mut out = Vec::new();
-    for k in &sw.plan.tables[t].key {
+    for k in &sw.program().tables[t].key {
         let w = k.width;
         out.push(match (k.kind, variant) {
             (MatchKind::Exact, 0) => "0".to_string(),
@@ -263,7 +264,7 @@ fn key_tokens(sw: &Switch, t: usize, r: &mut Mix, variant: usize) -> String {
 }
 
 fn param_tokens(sw: &Switch, a: u32, r: &mut Mix) -> String {
-    sw.plan.actions[a as usize].params.iter().map(|(_, w)| rand_hex(r, *w)).collect::<Vec<_>>().join(" ")
+    sw.program().actions[a as usize].params.iter().map(|(_, w)| rand_hex(r, *w)).collect::<Vec<_>>().join(" ")
 }
 
 /// Number in an answer like "Member has been created with handle 3".
@@ -277,29 +278,28 @@ fn handle_of(answer: &str) -> Option<String> {
 fn populate(sw: &mut Switch, name: &str) -> usize {
     let mut r = Mix::new(name);
     let mut added = 0;
-    for t in 0..sw.plan.tables.len() {
-        if !sw.state.tables[t].is_empty() || sw.plan.tables[t].actions.is_empty() {
+    for t in 0..sw.program().tables.len() {
+        if sw.entry_count(t) != 0 || sw.program().tables[t].actions.is_empty() {
             continue;
         }
-        let tname = sw.plan.tables[t].name.clone();
+        let tname = sw.program().tables[t].name.clone();
         for variant in 0..3 {
-            let acts = &sw.plan.tables[t].actions;
+            let acts = &sw.program().tables[t].actions;
             let a = acts[r.below(acts.len())];
-            let aname = sw.plan.actions[a as usize].name.clone();
+            let aname = sw.program().actions[a as usize].name.clone();
             let params = param_tokens(sw, a, &mut r);
             let keys = key_tokens(sw, t, &mut r, variant);
             let prio = 1 + r.below(100);
-            match sw.plan.tables[t].profile {
+            match sw.program().tables[t].profile {
                 None => {
                     let line = format!("table_add {tname} {aname} {keys} => {params}");
-                    if sw.command(&line).is_ok() || sw.command(&format!("{line} {prio}")).is_ok() {
+                    if cli::run(sw, &line).is_ok() || cli::run(sw, &format!("{line} {prio}")).is_ok() {
                         added += 1;
                     }
                 }
                 Some(p) => {
-                    let pname = sw.plan.profiles[p as usize].name.clone();
-                    let Some(m) = sw
-                        .command(&format!("act_prof_create_member {pname} {aname} {params}"))
+                    let pname = sw.program().profiles[p as usize].name.clone();
+                    let Some(m) = cli::run(sw, &format!("act_prof_create_member {pname} {aname} {params}"))
                         .ok()
                         .and_then(|s| handle_of(&s))
                     else {
@@ -308,14 +308,14 @@ fn populate(sw: &mut Switch, name: &str) -> usize {
                     let mut target = ("table_indirect_add", m.clone());
                     if variant == 2 {
                         if let Some(g) =
-                            sw.command(&format!("act_prof_create_group {pname}")).ok().and_then(|s| handle_of(&s))
+                            cli::run(sw, &format!("act_prof_create_group {pname}")).ok().and_then(|s| handle_of(&s))
                         {
-                            let _ = sw.command(&format!("act_prof_add_member_to_group {pname} {m} {g}"));
+                            let _ = cli::run(sw, &format!("act_prof_add_member_to_group {pname} {m} {g}"));
                             target = ("table_indirect_add_with_group", g);
                         }
                     }
                     let line = format!("{} {tname} {keys} => {}", target.0, target.1);
-                    if sw.command(&line).is_ok() || sw.command(&format!("{line} {prio}")).is_ok() {
+                    if cli::run(sw, &line).is_ok() || cli::run(sw, &format!("{line} {prio}")).is_ok() {
                         added += 1;
                     }
                 }
@@ -335,7 +335,7 @@ fn switches() -> Vec<(&'static Program, Switch)> {
             let mut sw =
                 sluice_engine::load_switch(&p.json).unwrap_or_else(|e| panic!("{}: does not load: {e}", p.name));
             for line in p.commands.lines() {
-                let _ = sw.command(line);
+                let _ = cli::run(&mut sw, line);
             }
             added += populate(&mut sw, &p.name);
             (p, sw)
@@ -789,7 +789,7 @@ fn vocabulary(sw: &Switch) -> Vec<String> {
             v.push(last.to_string());
         }
     };
-    let pl = &sw.plan;
+    let pl = sw.program();
     pl.tables.iter().for_each(|t| name(&t.name));
     pl.actions.iter().for_each(|a| name(&a.name));
     pl.counters.iter().for_each(|a| name(&a.name));
@@ -817,13 +817,13 @@ fn make_line(sw: &Switch, names: &[String], (c, t, a, shaped, toks): &LineChoice
         }
     };
     let cmd = COMMANDS[c.index(COMMANDS.len())];
-    let tables = &sw.plan.tables;
+    let tables = &sw.program().tables;
     if *shaped && !tables.is_empty() && cmd.starts_with("table_") {
         let tp = &tables[t.index(tables.len())];
         let action = if tp.actions.is_empty() {
             "none".to_string()
         } else {
-            sw.plan.actions[tp.actions[a.index(tp.actions.len())] as usize].name.clone()
+            sw.program().actions[tp.actions[a.index(tp.actions.len())] as usize].name.clone()
         };
         let mut vals = toks.iter().map(tok);
         let mut line = format!("{cmd} {} {action}", tp.name);
@@ -866,7 +866,7 @@ fn random_cli_commands_never_panic() {
             let mut sw = sw.borrow_mut();
             for l in &lines {
                 let text = make_line(&sw, &names, l);
-                if sw.command(&text).is_ok() {
+                if cli::run(&mut sw, &text).is_ok() {
                     *ok.borrow_mut() += 1;
                 }
             }
@@ -1241,13 +1241,13 @@ const DIFFERENTIAL_CASES: u32 = 1500;
 
 /// Everything a packet can change besides what is emitted, for comparison.
 fn state_digest(sw: &Switch) -> String {
-    let st = &sw.state;
-    let entries: Vec<(u64, u64)> =
-        st.tables.iter().flat_map(|t| t.entries().map(|(_, e)| (e.packets, e.bytes)).collect::<Vec<_>>()).collect();
-    format!(
-        "counters {:?}\nregisters {:?}\ndirect counters {:?}\ndropped {}",
-        st.counters, st.registers, entries, st.dropped
-    )
+    let p = sw.program();
+    let counters: Vec<&[(u64, u64)]> = (0..p.counters.len()).map(|c| sw.counter_values(c)).collect();
+    let registers: Vec<Vec<u128>> = (0..p.registers.len()).map(|r| sw.register_values(r)).collect();
+    let entries: Vec<(u64, u64)> = (0..p.tables.len())
+        .flat_map(|t| sw.entries(t).map(|(_, e)| (e.packets, e.bytes)).collect::<Vec<_>>())
+        .collect();
+    format!("counters {counters:?}\nregisters {registers:?}\ndirect counters {entries:?}")
 }
 
 /// The compiled pipelines (the default) and the interpreter emit the same
@@ -1261,7 +1261,7 @@ fn compiled_and_interpreted_pipelines_agree() {
         }
         let mut twin = sluice_engine::load_switch(&p.json).map_err(|e| e.to_string())?;
         for line in p.commands.lines() {
-            let _ = twin.command(line);
+            let _ = cli::run(&mut twin, line);
         }
         populate(&mut twin, &p.name);
         twin.set_mode(sluice_engine::ExecMode::Interpreted).map_err(|e| e.to_string())?;

@@ -18,7 +18,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use common::{case_dirs, check_expect_cli, shared};
-use sluice_control::run_command;
+use sluice_control::{cli, run_command};
 use sluice_dataplane::workers::{flow_hash, Pool, WorkerIo};
 use sluice_engine::Switch;
 
@@ -64,7 +64,7 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
     let lines: Vec<&str> = commands.lines().collect();
     let (before, after) = lines.split_at(lines.len() / 2);
     for l in before {
-        let _ = master.command(l);
+        let _ = cli::run(&mut master, l);
     }
     let mut pool = Pool::start(master, ios)?;
     for l in after {
@@ -160,10 +160,12 @@ impl WorkerIo<Switch> for CheckingIo {
 #[test]
 fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
     let mut master = sluice_engine::load_switch(sluice::bench::ROUTER_JSON).unwrap();
-    master.command("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 7").unwrap();
-    let added = master
-        .command("table_add RouterIngress.nexthop RouterIngress.forward 7 => 1 02:00:00:00:00:01 00:5e:00:00:00:aa")
-        .unwrap();
+    cli::run(&mut master, "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 7").unwrap();
+    let added = cli::run(
+        &mut master,
+        "table_add RouterIngress.nexthop RouterIngress.forward 7 => 1 02:00:00:00:00:01 00:5e:00:00:00:aa",
+    )
+    .unwrap();
     let handle: u32 =
         added.rsplit(' ').next().unwrap().trim().parse().unwrap_or_else(|_| panic!("handle in {added:?}"));
     let traffic = sluice::bench::router_traffic(1024, 1000, sluice::bench::RouteLayout::Consecutive);
@@ -202,7 +204,7 @@ fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
     let pkts: u64 =
         read.split(", ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     assert!(pkts > 0, "merged counter read saw no packets: {read}");
-    assert_eq!(master.state.counters[0][0].0, c[0], "merged port counter after the workers ended");
+    assert_eq!(master.counter_read(0, 0).unwrap().0, c[0], "merged port counter after the workers ended");
 }
 
 /// In one batch of commands, a direct meter configured right after its entry
@@ -264,9 +266,9 @@ fn edge_packets_passed_by_a_policer(workers: usize) -> u64 {
     let setup = sluice::bench::edge_acl_commands(10)
         + &sluice::bench::edge_route_commands(16, sluice::bench::RouteLayout::Consecutive);
     for line in setup.lines() {
-        master.command(line).unwrap_or_else(|e| panic!("{line}: {e:?}"));
+        cli::run(&mut master, line).unwrap_or_else(|e| panic!("{line}: {e:?}"));
     }
-    master.command("meter_set_rates EdgeIngress.policer 0 0.000001:6000 0.000001:12000").unwrap();
+    cli::run(&mut master, "meter_set_rates EdgeIngress.policer 0 0.000001:6000 0.000001:12000").unwrap();
     let traffic = sluice::bench::router_traffic(1000 * workers, 16, sluice::bench::RouteLayout::Consecutive);
     assert!(traffic.iter().all(|p| p.len() == 60));
     let (emitted, done) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));

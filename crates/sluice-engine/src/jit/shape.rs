@@ -533,11 +533,21 @@ mod tests {
         let json = router_rewriting_the_source();
         let mut sw = crate::load_switch(&json).expect("loads");
         assert_eq!(sw.mode(), crate::ExecMode::Compiled);
-        for c in [
-            "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 02:00:00:00:00:02 00:00:5e:00:00:02",
-            "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1",
-        ] {
-            sw.command(c).unwrap_or_else(|e| panic!("{c}: {e:?}"));
+        {
+            use crate::runtime::{EntryAction, FieldMatch, Resource};
+            let table = |sw: &crate::Switch, n: &str| sw.index_of(Resource::Table, n).expect("table");
+            let action = |sw: &crate::Switch, n: &str| sw.index_of(Resource::Action, n).expect("action") as u32;
+            let mut add = |t: &str, key: FieldMatch, a: &str, params: &[&[u8]]| {
+                let (t, a) = (table(&sw, t), action(&sw, a));
+                let data = sw.pack_action(a, &params.iter().map(|p| p.to_vec()).collect::<Vec<_>>()).expect("data");
+                sw.add_entry(t, vec![key], EntryAction::Direct { action: a, data }, 0).expect("entry");
+            };
+            // nexthop 1 => port 2, source 02:00:00:00:00:02, destination 00:00:5e:00:00:02
+            let (src, dst) = ([2, 0, 0, 0, 0, 2], [0, 0, 0x5e, 0, 0, 2]);
+            add("RouterIngress.nexthop", FieldMatch::Exact(vec![1]), "RouterIngress.forward", &[&[2], &src, &dst]);
+            // 10.0.0.0/8 => nexthop 1
+            let route = FieldMatch::Lpm(vec![10, 0, 0, 0], 8);
+            add("RouterIngress.ipv4_lpm", route, "RouterIngress.set_nexthop", &[&[1]]);
         }
         let mut twin = sw.scratch().expect("an interpreted copy");
         assert_eq!(twin.mode(), crate::ExecMode::Interpreted);

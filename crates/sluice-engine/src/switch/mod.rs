@@ -51,9 +51,13 @@ pub(crate) const STAGE_FORWARD: usize = 5;
 pub(crate) const STAGE_FUSED: usize = 6;
 
 /// A loaded program with its state, ready to process packets.
+///
+/// The program and its state are private to the engine: everything outside
+/// it reads and changes them through the typed runtime API
+/// (`crate::runtime`).
 pub struct Switch {
-    pub plan: Plan,
-    pub state: State,
+    pub(crate) plan: Plan,
+    pub(crate) state: State,
     // Boxed on purpose: a pooled PHV moves into queue items as a pointer.
     #[allow(clippy::vec_box)]
     phv_pool: Vec<Box<Phv>>,
@@ -71,8 +75,8 @@ pub struct Switch {
     mc_buf: Vec<(u16, u32)>,
     out_buf: Vec<u8>,
     start: Instant,
-    /// When set, a per-packet trace is appended here.
-    pub trace: Option<String>,
+    /// When set, a per-packet trace is appended here (see `Switch::set_trace`).
+    pub(crate) trace: Option<String>,
     pub stats: SwitchStats,
     /// Bound on recirculation/resubmission depth of one input packet (bmv2 has none and can loop forever).
     pub max_recirculations: u32,

@@ -3,6 +3,8 @@
 //! and reads, on a program with every match kind, an action with several
 //! parameters, an indirect table with a selector and an idle timeout.
 
+use sluice_control::cli;
+use sluice_engine::runtime::Resource;
 use sluice_engine::Switch;
 
 const PROGRAM: &str = include_str!("data/cli_tables.json");
@@ -15,7 +17,7 @@ fn switch() -> Switch {
 fn run(sw: &mut Switch, lines: &[&str]) -> String {
     let mut last = String::new();
     for l in lines {
-        last = sw.command(l).unwrap_or_else(|e| panic!("`{l}` failed: {e}"));
+        last = cli::run(sw, l).unwrap_or_else(|e| panic!("`{l}` failed: {e}"));
     }
     last
 }
@@ -25,7 +27,7 @@ fn lines(text: &[&str]) -> String {
 }
 
 fn table(sw: &Switch, name: &str) -> usize {
-    sw.plan.tables.iter().position(|t| t.name == name).unwrap()
+    sw.index_of(Resource::Table, name).unwrap()
 }
 
 const ROUTES: [&str; 2] = [
@@ -161,12 +163,12 @@ fn table_dump_entry_shows_one_entry_and_its_idle_timeout() {
     // A handle whose entry is gone, then reused by a newer entry.
     run(&mut sw, &["table_delete MyIngress.routes 0"]);
     assert_eq!(
-        sw.command("table_dump_entry MyIngress.routes 0").unwrap_err().to_string(),
+        cli::run(&mut sw, "table_dump_entry MyIngress.routes 0").unwrap_err().to_string(),
         "Invalid table operation (INVALID_HANDLE)"
     );
     run(&mut sw, &[ROUTES[0]]);
     assert_eq!(
-        sw.command("table_dump_entry MyIngress.routes 0").unwrap_err().to_string(),
+        cli::run(&mut sw, "table_dump_entry MyIngress.routes 0").unwrap_err().to_string(),
         "Invalid table operation (EXPIRED_HANDLE)"
     );
     assert!(run(&mut sw, &["table_dump_entry MyIngress.routes 16777216"]).starts_with("Dumping entry 0x1000000\n"));
@@ -205,7 +207,7 @@ fn table_dump_entry_from_key_finds_entries_by_key_and_priority() {
         "table_dump_entry_from_key MyIngress.acl 10.0.0.0&&&255.0.0.0 80->443 1 6 11",
     ] {
         assert_eq!(
-            sw.command(missing).unwrap_err().to_string(),
+            cli::run(&mut sw, missing).unwrap_err().to_string(),
             "Invalid table operation (BAD_MATCH_KEY)",
             "{missing}"
         );
@@ -291,7 +293,7 @@ fn members_and_groups_dump_through_the_profile_or_its_table() {
             "Members: [1]",
         ])
     );
-    let mut e = |c: &str| sw.command(c).unwrap_err().to_string();
+    let mut e = |c: &str| cli::run(&mut sw, c).unwrap_err().to_string();
     assert_eq!(e("act_prof_dump_member MyIngress.ecmp_ap 9"), "Invalid table operation (INVALID_MBR_HANDLE)");
     assert_eq!(e("act_prof_dump_group MyIngress.ecmp_ap 9"), "Invalid table operation (INVALID_GRP_HANDLE)");
     assert_eq!(e("table_dump_member MyIngress.routes 0"), "Cannot run this command on non-indirect table");
@@ -369,7 +371,7 @@ fn mc_dump_lists_groups_with_their_nodes_ports_and_lags() {
         "Creating node with rid 6 , port map 1001 and lag map 100\nnode was created with handle 1"
     );
     // The port map has a digit per port number: numbers are bounded.
-    assert!(sw.command("mc_node_create 7 4294967295").is_err());
+    assert!(cli::run(&mut sw, "mc_node_create 7 4294967295").is_err());
     run(&mut sw, &["mc_node_associate 1 0", "mc_mgrp_create 2", "mc_node_associate 2 1", "mc_mgrp_create 3"]);
     assert_eq!(
         run(&mut sw, &["mc_dump"]),
