@@ -14,8 +14,9 @@ use crate::value::nbytes;
 /// Sluice stops it and drops the packet.
 pub const MAX_ACTION_STEPS: u32 = 1_000_000;
 
-/// Sets `key` to the first `n` bytes of `words` read as little-endian
-/// (the inverse of `tables::key_words`), written with whole-word stores.
+/// Sets `key` to the first `n` bytes of `words` read as little-endian (the
+/// inverse of `sluice_lookup::classifier::key_words`), written with
+/// whole-word stores.
 pub(crate) fn key_bytes_of_words(key: &mut Vec<u8>, words: &[u64], n: usize) {
     key.clear();
     for w in words.iter().take(n.div_ceil(8)) {
@@ -131,8 +132,8 @@ impl Exec<'_> {
     }
 
     /// Builds table `ti`'s key bytes in `key_buf`. Returns the key as the
-    /// four words tuple search reads (`tables::key_words`) when it built
-    /// them on the way (keys of whole fields, at most 32 bytes).
+    /// four words tuple search reads (`sluice_lookup::classifier::key_words`)
+    /// when it built them on the way (keys of whole fields, at most 32 bytes).
     pub(crate) fn build_key(&mut self, ti: usize) -> Option<[u64; 4]> {
         let tp = &self.plan.tables[ti];
         if let (Some(parts), true) = (&tp.key_fields, tp.key_bytes <= FAST_KEY_BYTES) {
@@ -403,7 +404,6 @@ impl Exec<'_> {
         if grp.is_empty() {
             return None;
         }
-        let n = grp.len() as u64;
         let profile = &self.plan.profiles[pi];
         let hash = match &profile.selector {
             Some((algo, _, _)) => {
@@ -412,8 +412,8 @@ impl Exec<'_> {
             }
             None => 0,
         };
-        let idx = ((hash & 0xffff_ffff) % n) as usize;
-        self.state.profiles[pi].groups[g as usize].as_ref()?.get(idx)
+        // bmv2 picks with the hash's low 32 bits.
+        self.state.profiles[pi].groups[g as usize].as_ref()?.pick(hash & 0xffff_ffff)
     }
 
     fn write_dst(&mut self, dst: &Dst, v: u128, params: &[u8]) {
@@ -929,7 +929,7 @@ mod tests {
         let mut meta = PktMeta::default();
         let (mut key, mut act) = (Vec::new(), Vec::new());
         let mut packer = sluice_hash::BitPacker::default();
-        let mut next = crate::lpm::test_rng(0x2545_f491);
+        let mut next = crate::test_rng(0x2545_f491);
         let mut distinct = std::collections::HashSet::new();
         for _ in 0..300 {
             randomize(&fast.layout, &mut phv, &mut next);
@@ -951,7 +951,7 @@ mod tests {
                 keys.push(ex.key_buf.clone());
             }
             assert_eq!(keys[0], keys[1]);
-            assert_eq!(words[0], Some(crate::tables::key_words(&keys[0])), "words built with the key");
+            assert_eq!(words[0], Some(sluice_lookup::classifier::key_words(&keys[0])), "words built with the key");
             assert_eq!(words[1], None);
             assert_eq!(keys[0].len(), 17);
             distinct.insert(keys[0].clone());
@@ -968,7 +968,7 @@ mod tests {
         let slow = crate::plan::ProfilePlan { selector_bytes: None, ..fast.clone() };
         let mut phv = plan.layout.new_phv();
         let mut packer = sluice_hash::BitPacker::default();
-        let mut next = crate::lpm::test_rng(0x9e37_79b9);
+        let mut next = crate::test_rng(0x9e37_79b9);
         let mut full = 0;
         for _ in 0..300 {
             randomize(&plan.layout, &mut phv, &mut next);

@@ -16,16 +16,16 @@
 //!
 //! Dependencies are one-way: `sluice-json` (model) <- `plan` (compiler) <-
 //! `switch`/`control` (run time) <- `runtime` (control API) <- `dataplane`
-//! (the seam the drivers use).
+//! (the seam the drivers use). The lookup structures under [`tables`]
+//! (exact map, DIR-24-8, classifier, group member choice) come from
+//! `sluice-lookup`, which knows nothing of P4.
 
 pub mod checksum;
 pub mod control;
 pub mod dataplane;
-pub mod exact;
 pub mod expr;
 pub mod jit;
 mod loadfwd;
-pub mod lpm;
 pub mod phv;
 pub mod plan;
 pub mod runtime;
@@ -37,6 +37,10 @@ pub mod v1model;
 pub mod value;
 
 use std::fmt;
+
+/// The lookup structures the tables are built on, under the paths the
+/// engine (and its code generator) has always used.
+pub use sluice_lookup::{exact, lpm};
 
 pub use jit::ExecMode;
 pub use plan::{compile, Plan};
@@ -91,4 +95,17 @@ pub fn load_switch(json: &str) -> Result<Switch, LoadError> {
     let model = sluice_json::load_str(json).map_err(LoadError::Json)?;
     let plan = compile(&model).map_err(LoadError::Compile)?;
     Switch::new(plan).map_err(LoadError::Compile)
+}
+
+/// A deterministic xorshift32 sequence from `seed` (non-zero), for tests
+/// that need many varied but repeatable keys.
+#[cfg(test)]
+pub(crate) fn test_rng(seed: u32) -> impl FnMut() -> u32 {
+    let mut x = seed;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    }
 }

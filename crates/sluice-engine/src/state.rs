@@ -13,6 +13,10 @@ use crate::plan::Plan;
 use crate::tables::{Entry, EntryAction, FieldMatch, KeyFieldSpec, TableState};
 use crate::value::nbytes;
 
+/// A selector group's member handles, in handle order (the packet path
+/// picks member number `hash % len`, as bmv2 does).
+pub use sluice_lookup::selector::MemberSet;
+
 /// An action profile's members and groups.
 #[derive(Debug, Clone, Default)]
 pub struct ProfileState {
@@ -22,76 +26,6 @@ pub struct ProfileState {
     pub groups: Vec<Option<MemberSet>>,
     free_members: BTreeSet<u32>,
     free_groups: BTreeSet<u32>,
-}
-
-/// A selector group's member handles, kept sorted in a vector.
-///
-/// Why not a `BTreeSet`: the packet path picks member number
-/// `hash % len` in handle order (as bmv2 does) on every packet, which is an
-/// index here but a walk through a tree; groups change rarely and hold at
-/// most a few thousand members, so an insert's shift is cheap.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MemberSet(Vec<u32>);
-
-impl MemberSet {
-    /// Adds `m`; `false` when it was already there.
-    pub fn insert(&mut self, m: u32) -> bool {
-        match self.0.binary_search(&m) {
-            Ok(_) => false,
-            Err(at) => {
-                self.0.insert(at, m);
-                true
-            }
-        }
-    }
-    /// Removes `m`; `false` when it was not there.
-    pub fn remove(&mut self, m: &u32) -> bool {
-        match self.0.binary_search(m) {
-            Ok(at) => {
-                self.0.remove(at);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-    /// Whether `m` is a member.
-    pub fn contains(&self, m: &u32) -> bool {
-        self.0.binary_search(m).is_ok()
-    }
-    /// The members in handle order.
-    pub fn iter(&self) -> std::slice::Iter<'_, u32> {
-        self.0.iter()
-    }
-    /// Member number `i` in handle order.
-    #[inline]
-    pub fn get(&self, i: usize) -> Option<u32> {
-        self.0.get(i).copied()
-    }
-    /// How many members.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-    /// Whether the group has no member.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl FromIterator<u32> for MemberSet {
-    fn from_iter<I: IntoIterator<Item = u32>>(it: I) -> Self {
-        let mut v: Vec<u32> = it.into_iter().collect();
-        v.sort_unstable();
-        v.dedup();
-        MemberSet(v)
-    }
-}
-
-impl<'a> IntoIterator for &'a MemberSet {
-    type Item = &'a u32;
-    type IntoIter = std::slice::Iter<'a, u32>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
-    }
 }
 
 fn alloc<T>(v: &mut Vec<Option<T>>, free: &mut BTreeSet<u32>, x: T) -> u32 {

@@ -1,30 +1,51 @@
 //! Direct-indexed longest-prefix match for keys of up to 32 bits, in the
 //! DIR-24-8 style (Gupta, Lin and McKeown, "Routing lookups in hardware at
-//! memory access speeds", 1998).
+//! memory access speeds", 1998), with the memory hints the packet path
+//! uses around it ([`advise_huge_pages`], [`prefetch`], [`prefetch_ptr`]).
+//!
+//! Contract:
+//! - stores: routes `key/plen` of a fixed key width (1 to 32 bits), each
+//!   with an entry index (at most [`MAX_INDEX`]) and a record id (a second
+//!   `u32` below [`GROUP_BIT`], the owner's: the engine's hot record). It
+//!   does not remember its routes: a remove needs the route's own entry
+//!   index and the next shorter route covering it, which the owner keeps
+//!   in a control-plane index of its own (the engine: one exact map per
+//!   prefix length);
+//! - lookup cost: one array read (two for prefixes longer than 24 bits)
+//!   whatever the number of routes or prefix lengths, at an address known
+//!   from the key alone, so a batch can prefetch it. Memory: two top-level
+//!   arrays of `4 << min(width, 24)` bytes (128 MiB of address space from
+//!   width 24 on, touched only where routes are), advised into huge pages,
+//!   plus an extension group of `2^(width - 24)` slots in each array per
+//!   top slot that longer prefixes split. Updates cost the slots a prefix
+//!   covers: `2^(24 - plen)` top slots for a short prefix;
+//! - concurrency: mutation takes `&mut self`. Readers through
+//!   [`DirLpm::raw_parts`] (generated code) hold raw pointers that a
+//!   change may invalidate (extension groups grow): the owner rebuilds
+//!   them after every change and never changes the structure while such a
+//!   reader runs. Clones are deep (the engine shares one behind an `Arc`
+//!   copy-on-write between worker replicas).
 //!
 //! Why: probing one hash map per prefix length costs a hash and a probe per
-//! length present, and with a million routes each probe is a cache miss. Here
-//! a lookup is one array read (two for prefixes longer than 24 bits) whatever
-//! the number of routes or prefix lengths, and its address is known from the
-//! key alone, so a batch can prefetch it.
+//! length present, and with a million routes each probe is a cache miss.
 //!
 //! The top `min(width, 24)` bits of the key index `top`; a slot there holds
 //! no route (0), a route (`entry index + 1` with its prefix length in bits
 //! 24..30), or `GROUP | g`: the remaining (at most 8) bits index extension
 //! group `g` in `ext`. Updates paint the slots a prefix covers, leaving alone
 //! slots that a longer prefix already owns; a delete repaints its slots with
-//! the next shorter covering route, which the caller finds in its exact
-//! per-length maps (the control-plane index this structure accelerates).
+//! the next shorter covering route.
 //!
 //! A second pair of arrays of the same shape, `rtop` and `rext`, holds the
-//! hot record id of the route in each slot (`tables::HotEntry`) instead of
-//! its entry index. Generated code reads only those: slot, then record,
-//! with no load of the entry's record id in between (route tables share a
-//! few dozen records, so the record is in cache).
+//! record id of the route in each slot instead of its entry index.
+//! Generated code reads only those: slot, then record, with no load of the
+//! entry's record id in between (route tables share a few dozen records,
+//! so the record is in cache).
 
 /// Marks a slot of `top` that points to an extension group.
 const GROUP: u32 = 1 << 31;
-/// [`GROUP`] for compiled lookups.
+/// The bit of a top-level slot that marks a pointer to an extension group,
+/// for compiled lookups.
 pub const GROUP_BIT: u32 = GROUP;
 /// Entry indexes must fit in the low 24 bits of a slot (plus one).
 pub const MAX_INDEX: u32 = (1 << 24) - 2;
@@ -238,7 +259,7 @@ impl DirLpm {
     }
 
     /// `(top level, extension groups, low bits)` of the record arrays for
-    /// compiled lookups (see `tables::TableView`); a slot with
+    /// compiled lookups (the engine's `tables::TableView`); a slot with
     /// [`GROUP_BIT`] set points to a group, any other holds a record id.
     pub fn raw_parts(&self) -> (*const u32, *const u32, u32) {
         (self.rtop.as_ptr(), self.rext.as_ptr(), self.low_bits)
@@ -329,19 +350,6 @@ pub fn prefetch_ptr(p: *const u8) {
     let _ = p;
 }
 
-/// A deterministic xorshift32 sequence from `seed` (non-zero), for tests
-/// that need many varied but repeatable keys.
-#[cfg(test)]
-pub(crate) fn test_rng(seed: u32) -> impl FnMut() -> u32 {
-    let mut x = seed;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,7 +374,7 @@ mod tests {
     #[test]
     fn matches_brute_force_through_inserts_and_deletes() {
         for width in [12u32, 28, 32] {
-            let mut rnd = test_rng(0x9e37_79b9 ^ width);
+            let mut rnd = crate::test_rng(0x9e37_79b9 ^ width);
             let mut d = DirLpm::new(width);
             let mut routes: Vec<(u32, u32, u32)> = Vec::new();
             // Keys concentrated on a few top slots so prefixes overlap and groups are shared.
