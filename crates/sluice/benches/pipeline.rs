@@ -16,9 +16,10 @@
 //! checked to be forwarded before measuring. Throughput is packets per second
 //! (`Throughput::Elements(1)` per packet).
 //!
-//! - `reference/router`: the hand-written router of `benches/reference/router.rs`
-//!   (the ceiling; see there) on the same routes and traffic, in batches of 32
-//!   (its best size with consecutive routes; `sluice bench` tries several);
+//! - `reference/router`: the hand-written router of `sluice_bench::reference`
+//!   (`crates/sluice-bench/src/reference.rs`, the ceiling; see there) on the
+//!   same routes and traffic, in batches of 32 (its best size with
+//!   consecutive routes; `sluice bench` tries several);
 //!   divide `process/router` by it for the ratio (`sluice bench` and
 //!   `bench/perf-lab.sh` print the ratio themselves).
 //!

@@ -1,20 +1,20 @@
-//! `sluice bench`: replays traffic from memory through the pipeline as fast as
-//! possible and prints one line per second, in the spirit of Snabb's
-//! `lwaftr bench`. With no program it runs the built-in router example with a
-//! generated route table and generated 64-byte IPv4/UDP traffic.
+//! `sluice bench` for P4 programs: the workloads of the built-in examples
+//! (generated configurations and traffic) or of a program file with its
+//! commands and a pcap, run by the shared harness (`sluice_bench`: worker
+//! replay, per-second lines, turns against the reference, the result line).
+//! With no program it runs the built-in router example with a generated
+//! route table and generated 64-byte IPv4/UDP traffic. What is specific to
+//! the v1model switch stays here: its workloads, the check that the router
+//! emits what the hand-written reference emits, and the lookup-cache lines
+//! of its tables after each turn.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use sluice_dataplane::workers::{flow_hash, Pool, WorkerIo};
-use sluice_dataplane::{DataPlane, BATCH};
+use sluice_bench::ReferenceRun;
 use sluice_engine::Switch;
 
-#[path = "../benches/reference/router.rs"]
-mod reference;
-pub use reference::ReferenceRouter;
+pub use sluice_bench::ReferenceRouter;
 
 /// The router example, compiled by p4c, embedded so `sluice bench` needs no files.
 pub const ROUTER_JSON: &str = include_str!("../../../examples/router.json");
@@ -211,16 +211,10 @@ pub const EDGE_JSON: &str = include_str!("../../../examples/edge.json");
 /// The l2_learning example, compiled by p4c.
 pub const L2_JSON: &str = include_str!("../../../examples/l2_learning.json");
 
-/// What one bench run replays: switch, traffic, ingress port, and the
-/// reference router the ratio is taken against (with its own traffic of the
-/// same size and table size).
-pub struct Workload {
-    pub switch: Switch,
-    pub traffic: Vec<Vec<u8>>,
-    pub port: u32,
-    pub reference: Option<(ReferenceRouter, Vec<Vec<u8>>)>,
-    pub label: String,
-}
+/// What one bench run replays: the switch, its traffic and ingress port,
+/// and (built-in examples) the hand-written reference router the ratio is
+/// taken against, with its own traffic of the same size and table size.
+pub type Workload = sluice_bench::Workload<Switch>;
 
 /// Distinct packets replayed: enough that big tables are hit all over, but
 /// at most 32 MiB of frames, so that big frames measure the switch rather
@@ -369,9 +363,21 @@ pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteL
             return Err(format!("basic_routing routed {routed} of {} probe packets to their next hops", probe.len()));
         }
     }
-    let reference = reference_router(entries.min(1 << 22), layout);
-    let ref_traffic = router_traffic_sized(n, entries.min(1 << 22), frame, layout);
-    Ok(Workload { switch: sw, traffic, port, reference: Some((reference, ref_traffic)), label })
+    let ref_entries = entries.min(1 << 22);
+    let ref_traffic = router_traffic_sized(n, ref_entries, frame, layout);
+    let mut w = workload(sw, traffic, port, label, Some(entries));
+    // The router and its reference must do the same work: same output for every packet.
+    if ex == Example::Router {
+        let probe = ref_traffic.clone();
+        w.check = Some(Box::new(move |sw: &mut Switch| {
+            check_same_output(sw, &mut reference_router(ref_entries, layout), port, &probe)
+        }));
+    }
+    w.reference =
+        Some(ReferenceRun::new("hand-written router, same packet size and route count", ref_traffic, 0, move || {
+            reference_router(ref_entries, layout)
+        }));
+    Ok(w)
 }
 
 /// Builds the switch and traffic for a bench run of a program file.
@@ -385,127 +391,40 @@ pub fn setup(program: &Path, commands: Option<&Path>, pcap: Option<&Path>) -> Re
     if pk.is_empty() {
         return Err(format!("{} holds no packets", pcap.display()));
     }
-    Ok(Workload { switch: sw, traffic: pk, port: 0, reference: None, label: program.display().to_string() })
+    Ok(workload(sw, pk, 0, program.display().to_string(), None))
 }
 
-/// One worker's lookup-cache counters for a table: `(table, hits, misses,
-/// bypassed)`; an entry with an empty name marks a worker that has recorded.
-type CacheCounts = (String, u64, u64, u64);
-
-/// Batch sizes the hand-written reference is tried with before its turns;
-/// it runs on the fastest. Why: its two passes (prefetch every slot, then
-/// process) want batches as long as the memory latency they hide: 32 when
-/// a million slots stay in L3 (consecutive routes), 128 or more when they
-/// come from memory (spread routes); a fixed size would hand it a handicap
-/// in one of the two.
-const REFERENCE_BATCHES: [usize; 4] = [32, 64, 128, 256];
-
-/// Frames borrowed from traffic that lives as long as they do.
-struct Frames {
-    /// The frames' storage: never changed while `frames` lives.
-    _traffic: Vec<Vec<u8>>,
-    frames: Vec<&'static [u8]>,
+/// A workload of the switch: its execution mode on the lines (`mode=`),
+/// and its lookup caches reported after each turn.
+fn workload(sw: Switch, traffic: Vec<Vec<u8>>, port: u32, label: String, entries: Option<u32>) -> Workload {
+    let mode = match sw.mode() {
+        sluice_engine::ExecMode::Compiled => "compiled",
+        sluice_engine::ExecMode::Interpreted => "interpreted",
+    };
+    let mut w = sluice_bench::Workload::new(sw, traffic, port, label);
+    w.mode = mode.into();
+    w.entries = entries.map(u64::from);
+    w.replica_report = Some(Arc::new(lookup_cache_lines));
+    w
 }
 
-impl Frames {
-    fn new(traffic: Vec<Vec<u8>>) -> Frames {
-        // SAFETY: each slice points into the heap buffer of one of the
-        // vectors of `traffic`, which `Frames` owns and never changes, so
-        // the buffers stay where they are for as long as the slices live
-        // (moving `Frames` moves the outer vector, not the buffers).
-        let frames = traffic.iter().map(|p| unsafe { std::mem::transmute::<&[u8], &'static [u8]>(p) }).collect();
-        Frames { _traffic: traffic, frames }
-    }
-}
-
-/// One worker's share of the bench traffic, replayed in batches of
-/// `sluice_dataplane::BATCH` frames (what a port whose receive ring is
-/// full hands the loop).
-struct BenchIo {
-    traffic: Frames,
-    /// Wire bytes of `traffic[..i]` at `i`: a batch's bytes are one
-    /// subtraction, not a sum over its packets.
-    wire_before: Vec<u64>,
-    next: usize,
-    port: u32,
-    stop: Arc<AtomicBool>,
-    /// Packets, wire bytes and packets sent by this worker (written by it
-    /// alone, so with plain stores rather than locked additions).
-    counts: Arc<[AtomicU64; 3]>,
-    /// The CPU this worker pins itself to on its first batch (one worker per core).
-    cpu: Option<usize>,
-    /// Packets after which this worker stops by itself (`--packets`), so that
-    /// instruction counts cover exactly that many packets.
-    limit: Option<u64>,
-    /// Lookup-cache `(table, hits, misses)` of this worker's switch, filled when it stops.
-    /// (An empty table name marks "this worker has recorded".)
-    caches: Arc<std::sync::Mutex<Vec<CacheCounts>>>,
-    recorded: bool,
-}
-
-impl BenchIo {
-    /// Records the lookup-cache counters of the worker's switch (once).
-    fn record_caches(&mut self, sw: &Switch) {
-        if self.recorded {
-            return;
-        }
-        self.recorded = true;
-        let mut c = self.caches.lock().unwrap_or_else(|e| e.into_inner());
-        c.push(("".into(), 0, 0, 0));
-        for (t, p) in sw.program().tables.iter().enumerate() {
-            if let Some((hits, misses, bypassed)) = sw.lookup_cache_stats(t) {
-                c.push((p.name.clone(), hits, misses, bypassed));
-            }
-        }
-    }
-}
-
-impl WorkerIo<Switch> for BenchIo {
-    fn run_batch(&mut self, sw: &mut Switch) -> bool {
-        if self.stop.load(Ordering::Relaxed) {
-            self.record_caches(sw);
-            return false;
-        }
-        if let Some(cpu) = self.cpu.take() {
-            pin_to_cpu(cpu);
-        }
-        let total = self.traffic.frames.len();
-        let mut end = (self.next + BATCH).min(total);
-        if let Some(limit) = self.limit {
-            let left = limit.saturating_sub(self.counts[0].load(Ordering::Relaxed));
-            if left == 0 {
-                self.record_caches(sw);
-                return false;
-            }
-            end = end.min(self.next + left as usize);
-        }
-        let batch = &self.traffic.frames[self.next..end];
-        self.next = if end == total { 0 } else { end };
-        // Packets sent are counted by the switch (every emit is counted in
-        // its statistics), so the output callback has nothing to do: a
-        // count kept through it is a read-modify-write in memory per packet.
-        let before = sw.stats.transmitted;
-        DataPlane::process_batch(sw, self.port, batch, &mut |_, _, _| {});
-        let sent = sw.stats.transmitted - before;
-        let bytes = self.wire_before[end] - self.wire_before[end - batch.len()];
-        for (c, n) in self.counts.iter().zip([batch.len() as u64, bytes, sent]) {
-            c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
-        }
-        true
-    }
-}
-
-/// Pins the calling thread to one CPU, so that a worker keeps its caches
-/// and two workers never share a core; failure only costs speed.
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays in bounds for cpu < CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu < libc::CPU_SETSIZE as usize {
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
-    }
+/// One line per table of one worker's switch that has a lookup cache: its
+/// hits, its misses and the lookups that bypassed it.
+fn lookup_cache_lines(sw: &Switch) -> Vec<String> {
+    sw.program()
+        .tables
+        .iter()
+        .enumerate()
+        .filter_map(|(t, p)| {
+            let (hits, misses, bypassed) = sw.lookup_cache_stats(t)?;
+            Some(format!(
+                "lookup cache of {} (one worker): {hits} hits, {misses} misses ({:.1}% hits), \
+                 {bypassed} lookups bypassed it while its hit rate was under 1/8",
+                p.name,
+                100.0 * hits as f64 / (hits + misses).max(1) as f64,
+            ))
+        })
+        .collect()
 }
 
 /// What to run: a program file with its commands and pcap, or a built-in example.
@@ -530,112 +449,26 @@ pub struct BenchArgs<'a> {
     pub profile: bool,
 }
 
-/// One turn of `sluice bench --rounds`: engine Mpps, reference Mpps.
-type Turn = (f64, Option<f64>);
-
-/// Runs the benchmark and prints per-second and summary lines, then runs the
-/// hand-written reference router for as long and prints the ratio; with
+/// Runs the benchmark (see `sluice_bench`): per-second and summary lines,
+/// then the hand-written reference router for as long and the ratio; with
 /// `rounds` above one the two take that many turns and the result line
 /// gives the turns' medians.
 pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
-    let w = match a.program {
+    let mut w = match a.program {
         None => example(a.example, a.entries, a.frame, a.acl, a.layout)?,
         Some(p) => setup(p, a.commands, a.pcap)?,
     };
-    let Workload { switch: mut sw, mut traffic, port, reference, label } = w;
-    let workers = a.workers.max(1);
-    let mode = match sw.mode() {
-        sluice_engine::ExecMode::Compiled => "compiled",
-        sluice_engine::ExecMode::Interpreted => "interpreted",
-    };
-    let size = traffic.iter().map(|p| p.len() + 4).sum::<usize>() / traffic.len();
-    println!(
-        "sluice bench: {label} ({} packets in memory, {} entries, {size} B average frame), {} s, {workers} worker(s), {mode} pipelines",
-        traffic.len(),
-        if a.program.is_none() { a.entries.to_string() } else { "-".into() },
-        a.duration,
-    );
-    // The router and its reference must do the same work: same output for every packet.
-    if let (Some((_, rt)), None, Example::Router) = (&reference, a.program, a.example) {
-        check_same_output(&mut sw, &mut reference_router(a.entries.min(1 << 22), a.layout), port, rt)?;
+    if a.no_reference {
+        w.reference = None;
     }
-    let rounds = a.rounds.max(1);
-    let mut ref_traffic = reference.filter(|_| !a.no_reference).map(|(_, rt)| rt);
-    let has_reference = ref_traffic.is_some();
-    let entries = a.entries.min(1 << 22);
-    let layout = a.layout;
-    // The reference runs on the batch size it is fastest with here.
-    let ref_batch = match &ref_traffic {
-        Some(rt) => {
-            let tries = REFERENCE_BATCHES
-                .iter()
-                .map(|&b| {
-                    let m = replay_reference(move || reference_router(entries, layout), rt.clone(), workers, 0.2, b)?;
-                    Ok((b, m))
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            let best = tries.iter().copied().max_by(|x, y| x.1.total_cmp(&y.1)).expect("batch sizes listed").0;
-            let list: Vec<String> = tries.iter().map(|(b, m)| format!("{b}: {m:.1}")).collect();
-            println!("reference batch: {best} packets (0.2 s each, Mpps: {})", list.join(", "));
-            best
-        }
-        None => REFERENCE_BATCHES[0],
+    let options = sluice_bench::Options {
+        duration: a.duration,
+        max_packets: a.max_packets,
+        workers: a.workers,
+        rounds: a.rounds,
+        profile: a.profile,
     };
-    let mut turns: Vec<Turn> = Vec::with_capacity(rounds);
-    let mut sw = Some(sw);
-    for round in 0..rounds {
-        if rounds > 1 {
-            println!("round {} of {rounds}", round + 1);
-        }
-        // The last turn takes the traffic itself; earlier ones a copy.
-        let t = if round + 1 == rounds { std::mem::take(&mut traffic) } else { traffic.clone() };
-        let (engine, back) =
-            replay(sw.take().expect("put back by each turn"), t, port, workers, a.duration, a.max_packets, a.profile)?;
-        sw = Some(back);
-        let m = match ref_traffic.as_mut() {
-            Some(rt) => {
-                let rt = if round + 1 == rounds { std::mem::take(rt) } else { rt.clone() };
-                let m =
-                    replay_reference(move || reference_router(entries, layout), rt, workers, a.duration, ref_batch)?;
-                println!("reference: hand-written router, same packet size and route count: {m:.3} Mpps");
-                Some(m)
-            }
-            None => None,
-        };
-        turns.push((engine, m));
-    }
-    // (With an even number of turns, the mean of the middle two.)
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let k = v.len() / 2;
-        if v.len().is_multiple_of(2) {
-            (v[k - 1] + v[k]) / 2.0
-        } else {
-            v[k]
-        }
-    };
-    let engine = median(turns.iter().map(|t| t.0).collect());
-    let reference = has_reference.then(|| median(turns.iter().filter_map(|t| t.1).collect()));
-    let ratios: Vec<f64> = turns.iter().filter_map(|t| Some(t.0 / t.1?)).collect();
-    let ratio = match reference {
-        Some(_) => format!("{:.3}", median(ratios.clone())),
-        None => String::from("-"),
-    };
-    if rounds > 1 {
-        let list = |v: &mut dyn Iterator<Item = f64>| v.map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" ");
-        println!("turns: engine Mpps {}", list(&mut turns.iter().map(|t| t.0)));
-        if reference.is_some() {
-            println!("turns: reference Mpps {}", list(&mut turns.iter().filter_map(|t| t.1)));
-            println!("turns: ratio {}", list(&mut ratios.iter().copied()));
-        }
-    }
-    println!(
-        "result: program={label} size={size} workers={workers} entries={} mode={mode} mpps={engine:.3} reference_mpps={} ratio={ratio}{}",
-        if a.program.is_none() { a.entries.to_string() } else { "-".into() },
-        reference.map_or(String::from("-"), |r| format!("{r:.3}")),
-        if rounds > 1 { format!(" rounds={rounds}") } else { String::new() },
-    );
-    Ok(())
+    sluice_bench::run(w, &options).map(|_| ())
 }
 
 /// Checks that the engine and the reference emit the same frames on the same
@@ -651,191 +484,6 @@ fn check_same_output(sw: &mut Switch, r: &mut ReferenceRouter, port: u32, traffi
         }
     }
     Ok(())
-}
-
-/// Replays `traffic` through reference routers made by `make` (one per
-/// worker, each pinned like the engine's workers, `batch` packets per call)
-/// for `duration` seconds; returns Mpps.
-fn replay_reference(
-    make: impl Fn() -> ReferenceRouter + Send + Sync + 'static,
-    traffic: Vec<Vec<u8>>,
-    workers: usize,
-    duration: f64,
-    batch: usize,
-) -> Result<f64, String> {
-    let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
-    for p in traffic {
-        shares[flow_hash(&p) as usize % workers].push(p);
-    }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let make = Arc::new(make);
-    let stop = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(std::sync::Barrier::new(workers + 1));
-    let handles: Vec<_> = shares
-        .into_iter()
-        .enumerate()
-        .map(|(k, share)| {
-            let (stop, make, ready) = (stop.clone(), make.clone(), ready.clone());
-            std::thread::spawn(move || {
-                if workers <= cpus {
-                    pin_to_cpu(k);
-                }
-                let mut r = make();
-                ready.wait();
-                let (mut n, mut sent) = (0u64, 0u64);
-                while !stop.load(Ordering::Relaxed) {
-                    for batch in share.chunks(batch) {
-                        r.process_batch(0, batch, &mut |_, _| sent += 1);
-                        n += batch.len() as u64;
-                    }
-                }
-                std::hint::black_box(sent);
-                n
-            })
-        })
-        .collect();
-    ready.wait();
-    let start = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(duration));
-    stop.store(true, Ordering::Relaxed);
-    let mut total = 0;
-    for h in handles {
-        total += h.join().map_err(|_| "reference worker panicked".to_string())?;
-    }
-    Ok(total as f64 / start.elapsed().as_secs_f64() / 1e6)
-}
-
-/// Replays `traffic` through the engine on `workers` workers (flow-hashed
-/// shares, as live ports do) and prints per-second and summary lines;
-/// returns Mpps and the switch (for the next turn).
-fn replay(
-    sw: Switch,
-    traffic: Vec<Vec<u8>>,
-    port: u32,
-    workers: usize,
-    duration: f64,
-    max_packets: Option<u64>,
-    profile: bool,
-) -> Result<(f64, Switch), String> {
-    let mut shares: Vec<Vec<Vec<u8>>> = vec![Vec::new(); workers];
-    for p in traffic {
-        shares[flow_hash(&p) as usize % workers].push(p);
-    }
-    if let Some(k) = shares.iter().position(|s| s.is_empty()) {
-        return Err(format!("worker {k} gets no traffic: the traffic has too few flows for {workers} workers"));
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let counts: Vec<Arc<[AtomicU64; 3]>> = (0..workers).map(|_| Arc::new(Default::default())).collect();
-    let caches = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let io: Vec<Box<dyn WorkerIo<Switch>>> = shares
-        .into_iter()
-        .zip(&counts)
-        .enumerate()
-        .map(|(k, (t, c))| {
-            let cpu = (workers <= cpus).then_some(k);
-            // The workers share `--packets` out: each stops after its part.
-            let limit = max_packets.map(|m| m / workers as u64 + u64::from((k as u64) < m % workers as u64));
-            // Wire size: frame + FCS + preamble/IFG (20 bytes) as network benchmarks count it.
-            let wire_before = std::iter::once(0)
-                .chain(t.iter().scan(0u64, |sum, p| {
-                    *sum += p.len() as u64 + 4 + 20;
-                    Some(*sum)
-                }))
-                .collect();
-            Box::new(BenchIo {
-                traffic: Frames::new(t),
-                wire_before,
-                next: 0,
-                port,
-                stop: stop.clone(),
-                counts: c.clone(),
-                cpu,
-                limit,
-                caches: caches.clone(),
-                recorded: false,
-            }) as Box<_>
-        })
-        .collect();
-    let total = |i: usize| counts.iter().map(|c| c[i].load(Ordering::Relaxed)).sum::<u64>();
-    let mut pool = Pool::start(sw, io)?;
-    if profile {
-        pool.set_profiling(true);
-    }
-    let start = Instant::now();
-    let mut tick = start;
-    let (mut last_p, mut last_b, mut last_sent) = (0u64, 0u64, 0u64);
-    let end = Duration::from_secs_f64(duration);
-    // On a terminal, a progress bar is redrawn in place between the per-second lines.
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    loop {
-        std::thread::sleep(Duration::from_millis(if max_packets.is_some() { 1 } else { 50 }));
-        let now = Instant::now();
-        let (pkts, bytes, sent) = (total(0), total(1), total(2));
-        if tty {
-            let frac = (now.duration_since(start).as_secs_f64() / duration).min(1.0);
-            let filled = (frac * 30.0) as usize;
-            print!("\r[{}{}] {:5.1}% {} packets", "#".repeat(filled), ".".repeat(30 - filled), frac * 100.0, pkts);
-            std::io::Write::flush(&mut std::io::stdout()).ok();
-        }
-        if now.duration_since(tick) >= Duration::from_secs(1) {
-            let dt = now.duration_since(tick).as_secs_f64();
-            if tty {
-                print!("\r{:60}\r", "");
-            }
-            println!(
-                "{:6.1} s  {:7.3} Mpps  {:7.3} Gbps  sent {}  dropped {}",
-                now.duration_since(start).as_secs_f64(),
-                (pkts - last_p) as f64 / dt / 1e6,
-                (bytes - last_b) as f64 * 8.0 / dt / 1e9,
-                sent - last_sent,
-                (pkts - last_p) - (sent - last_sent)
-            );
-            tick = now;
-            last_p = pkts;
-            last_b = bytes;
-            last_sent = sent;
-        }
-        if now.duration_since(start) >= end || max_packets.is_some_and(|m| pkts >= m) {
-            break;
-        }
-    }
-    // Asked while the workers still run (they answer between batches).
-    let times = profile.then(|| pool.profile());
-    stop.store(true, Ordering::Relaxed);
-    let dt = start.elapsed().as_secs_f64();
-    // Each worker records its lookup caches on its next batch; wait for that (briefly).
-    let waited = Instant::now();
-    while caches.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|c| c.0.is_empty()).count() < workers
-        && waited.elapsed() < Duration::from_secs(2)
-    {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let sw = pool.finish();
-    let (pkts, bytes, sent) = (total(0), total(1), total(2));
-    if tty {
-        print!("\r{:60}\r", "");
-    }
-    println!(
-        "summary: {pkts} packets in {dt:.2} s = {:.3} Mpps, {:.3} Gbps, {} sent, {} dropped",
-        pkts as f64 / dt / 1e6,
-        bytes as f64 * 8.0 / dt / 1e9,
-        sent,
-        pkts - sent
-    );
-    for (table, hits, misses, bypassed) in
-        caches.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|c| !c.0.is_empty())
-    {
-        println!(
-            "lookup cache of {table} (one worker): {hits} hits, {misses} misses ({:.1}% hits), \
-             {bypassed} lookups bypassed it while its hit rate was under 1/8",
-            100.0 * *hits as f64 / (*hits + *misses).max(1) as f64
-        );
-    }
-    if let Some(p) = times {
-        println!("where the time went, per stage (timing on: the rates above include its cost):\n{}", p.report());
-    }
-    Ok((pkts as f64 / dt / 1e6, sw))
 }
 
 #[cfg(test)]

@@ -25,8 +25,9 @@
 //! slot, the second does the work, so the memory latency of big route tables
 //! overlaps.
 //!
-//! Included by `benches/pipeline.rs` and by the `sluice bench` command (with
-//! `#[path]`), so both compare with the same code.
+//! The bench harness runs it for its comparison (see the crate doc), and
+//! `sluice`'s criterion benchmark (`crates/sluice/benches/pipeline.rs`)
+//! uses it too, so both compare with the same code.
 
 use std::collections::HashMap;
 
@@ -55,9 +56,9 @@ impl Dir24 {
     fn new() -> Dir24 {
         // Backed by 2 MiB pages, as the engine's top level is: with 4 KiB
         // pages a lookup at random in 64 MiB misses the TLB too. (The
-        // engine's helper is only the kernel hint, no lookup logic.)
+        // helper is only the kernel hint, no lookup logic.)
         let tbl24 = vec![0; 1 << 24];
-        sluice_engine::lpm::advise_huge_pages(&tbl24);
+        crate::os::advise_huge_pages(&tbl24);
         Dir24 { tbl24, tbl8: Vec::new() }
     }
 
