@@ -117,7 +117,7 @@ fn trace_shows_parser_tables_and_egress_decision() {
 fn direct_meter_rates_follow_entry_handles_and_are_shared_by_replicas() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/conformance/p4c-bench/pins_wbb/pins_wbb.json");
-    let mut sw = sluice::load(&path).unwrap();
+    let mut sw = sluice_engine::load_switch(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let t = "ingress.acl_wbb_ingress.acl_wbb_ingress_table";
     let m = "ingress.acl_wbb_ingress.acl_wbb_ingress_meter";
     let add = format!("table_add {t} NoAction 1&&&1 0&&&0 0&&&0 0&&&0 0&&&0 => 10");

@@ -386,6 +386,56 @@ fn l4_packet(src: u32, dst: u32, proto: u8, sport: u16, dport: u16) -> Vec<u8> {
 
 /// The edge example with the bench's 1000 ACL rules (several masks, merged
 /// into fewer tuples) and 3000 routes to two action-selector groups, which
+
+/// Network of the edge example's route `r`: 10.0.0.0/24 onwards, one /24 each.
+fn route_network(r: u32) -> u32 {
+    (10 << 24) + (r << 8)
+}
+
+/// The edge example's setup: `rules` ACL rules in five kinds (source /24s
+/// denied, TCP to single hosts denied, TCP to port ranges from 10.a.b.0/24
+/// permitted, UDP to single ports denied, IPv6 denied), two selector groups
+/// over four next hops, `routes` /24 routes alternating between the groups,
+/// and the policer on the traffic's one unnamed source.
+fn edge_setup(rules: u32, routes: u32) -> String {
+    let mut s = String::new();
+    for i in 0..rules {
+        let (a, b) = ((i >> 8) & 0xff, i & 0xff);
+        let any = "0.0.0.0&&&0.0.0.0";
+        let (src, dst, proto, dports, act) = match i % 5 {
+            0 => (format!("172.{a}.{b}.0&&&255.255.255.0"), any.to_string(), "0&&&0", "0->65535".to_string(), "drop"),
+            1 => (any.to_string(), format!("172.16.{b}.{a}&&&255.255.255.255"), "6&&&0xff", "0->65535".into(), "drop"),
+            2 => (
+                format!("10.{a}.{b}.0&&&255.255.255.0"),
+                any.into(),
+                "6&&&0xff",
+                format!("{}->{}", 1000 + b, 2000 + b),
+                "permit",
+            ),
+            3 => (any.into(), any.into(), "17&&&0xff", format!("{0}->{0}", 5000 + i), "drop"),
+            _ => (any.into(), format!("198.{a}.{b}.0&&&255.255.255.0"), "0&&&0", "0->65535".into(), "drop"),
+        };
+        let ether = if i % 5 == 4 { "0x86dd&&&0xffff" } else { "0&&&0" };
+        s += &format!(
+            "table_add EdgeIngress.acl EdgeIngress.{act} 0&&&0 {ether} {src} {dst} {proto} 0->65535 {dports} => {}\n",
+            100 + i
+        );
+    }
+    for p in 1..=4 {
+        s += &format!("act_prof_create_member EdgeIngress.ecmp EdgeIngress.set_nexthop {p} 00:5e:00:00:00:0{p} 02:00:00:00:0{p}:01\n");
+    }
+    s += "act_prof_create_group EdgeIngress.ecmp\nact_prof_create_group EdgeIngress.ecmp\n";
+    for (member, group) in [(0, 0), (1, 0), (2, 0), (3, 0), (2, 1), (3, 1)] {
+        s += &format!("act_prof_add_member_to_group EdgeIngress.ecmp {member} {group}\n");
+    }
+    for r in 0..routes {
+        s += &format!("table_indirect_add_with_group EdgeIngress.routes {}/24 => {}\n", ip(route_network(r)), r % 2);
+    }
+    s += "table_add EdgeIngress.sources EdgeIngress.police 192.168.0.1 => 0\n";
+    s += "meter_set_rates EdgeIngress.policer 0 1000000:1000000 2000000:2000000\n";
+    s
+}
+
 /// the compiled code looks up inline (DIR-24-8) and hands to the selector
 /// helper with the hit's record. Traffic hits and misses ACL rules and
 /// routes; between batches, group members and routes change. Compiled and
@@ -395,9 +445,7 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/edge.json")).unwrap();
     let mut compiled = sluice_engine::load_switch(&text).unwrap();
     assert_eq!(compiled.mode(), ExecMode::Compiled);
-    let mut setup = sluice::bench::edge_acl_commands(1000);
-    setup.push_str(&sluice::bench::edge_route_commands(3000, sluice::bench::RouteLayout::Consecutive));
-    for line in setup.lines() {
+    for line in edge_setup(1000, 3000).lines() {
         cli::run(&mut compiled, line).unwrap_or_else(|e| panic!("{line}: {e}"));
     }
     let mut twin = compiled.scratch().unwrap();
@@ -419,7 +467,7 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
                 let dst = match r.below(4) {
                     0 => 0xac10_0000 | b << 8 | a,
                     1 => r.next() as u32,
-                    _ => sluice::bench::RouteLayout::Consecutive.network(r.below(3200) as u32) | (r.below(256) as u32),
+                    _ => route_network(r.below(3200) as u32) | (r.below(256) as u32),
                 };
                 let proto = [6u8, 17][r.below(2) as usize];
                 let dport = [1000 + b as u16 + r.below(1200) as u16, 5000 + r.below(1000) as u16][r.below(2) as usize];
@@ -439,7 +487,7 @@ fn edge_acl_and_selector_routes_agree_with_the_interpreter() {
         cli::run(&mut twin, change).unwrap();
         let line = format!(
             "table_indirect_add_with_group EdgeIngress.routes {}/24 => 1",
-            ip(sluice::bench::RouteLayout::Consecutive.network(3000 + round as u32))
+            ip(route_network(3000 + round as u32))
         );
         cli::run(&mut compiled, &line).unwrap();
         cli::run(&mut twin, &line).unwrap();
