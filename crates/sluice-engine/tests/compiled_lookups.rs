@@ -384,9 +384,6 @@ fn l4_packet(src: u32, dst: u32, proto: u8, sport: u16, dport: u16) -> Vec<u8> {
     p
 }
 
-/// The edge example with the bench's 1000 ACL rules (several masks, merged
-/// into fewer tuples) and 3000 routes to two action-selector groups, which
-
 /// Network of the edge example's route `r`: 10.0.0.0/24 onwards, one /24 each.
 fn route_network(r: u32) -> u32 {
     (10 << 24) + (r << 8)
@@ -436,6 +433,8 @@ fn edge_setup(rules: u32, routes: u32) -> String {
     s
 }
 
+/// The edge example with 1000 ACL rules (several masks, merged into fewer
+/// tuples) and 3000 routes to two action-selector groups, which
 /// the compiled code looks up inline (DIR-24-8) and hands to the selector
 /// helper with the hit's record. Traffic hits and misses ACL rules and
 /// routes; between batches, group members and routes change. Compiled and
