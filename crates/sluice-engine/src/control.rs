@@ -4,6 +4,7 @@
 //! a reusable buffer of the `Exec`; action data is borrowed from the entry.
 
 use crate::expr::{fast_u64, fast_value, resolve_href, Env, Fast};
+use crate::meters;
 use crate::phv::{mask_top, Phv};
 use crate::plan::{Dst, Node, Plan, Prim};
 use crate::state::{Digest, State};
@@ -278,11 +279,9 @@ impl Exec<'_> {
                     self.count_hit(ti, h);
                 }
                 // Direct meter cells are indexed by entry index and shared by all workers.
-                let meters = &self.state.meters;
-                let now = self.now_us;
                 let colour = tp.direct_meter.as_ref().map(|(mi, dst)| {
-                    let size = if plan.meters[*mi as usize].width == 1 { 1 } else { len };
-                    (meters.cell(*mi as usize, h as usize).map_or(0, |mut m| m.execute(size, now)), dst)
+                    let size = meters::units(plan.meters[*mi as usize].width, len);
+                    (self.state.meters.execute(*mi as usize, h as usize, size, self.now_us), dst)
                 });
                 let target = match hot.indirect() {
                     Some(indirect) => Err(indirect),
@@ -372,30 +371,12 @@ impl Exec<'_> {
     }
 
     /// Executes cell `i` of meter array `arr` for this packet (packets or
-    /// bytes of its ingress length): its colour, 0 (green) out of range.
+    /// bytes of its ingress length), from this worker's leases when it has
+    /// them on: its colour, 0 (green) out of range.
     pub(crate) fn execute_meter(&mut self, arr: usize, i: usize) -> u32 {
-        let size = if self.plan.meters[arr].width == 1 { 1 } else { u64::from(self.meta.ingress_len) };
-        let now = self.now_us;
-        if self.state.lease_meters && i < self.state.meters.len(arr) {
-            let st = &mut *self.state;
-            if st.meter_leases.len() <= arr {
-                st.meter_leases.resize(arr + 1, Vec::new());
-            }
-            let leases = &mut st.meter_leases[arr];
-            if leases.len() <= i {
-                // Grown to the highest cell used, not to the array's size.
-                leases.resize(i + 1, crate::tables::MeterLease::default());
-            }
-            let lease = &mut leases[i];
-            if lease.take(size) {
-                return 0;
-            }
-            return st.meters.cell(arr, i).map_or(0, |mut m| m.execute_leasing(size, now, lease));
-        }
-        match self.state.meters.cell(arr, i) {
-            Some(mut m) => m.execute(size, now),
-            None => 0,
-        }
+        let size = meters::units(self.plan.meters[arr].width, u64::from(self.meta.ingress_len));
+        let st = &mut *self.state;
+        st.meters.execute_leased(&mut st.meter_leases, arr, i, size, self.now_us)
     }
 
     pub(crate) fn select_member(&mut self, profile: Option<u32>, g: u32) -> Option<u32> {
@@ -603,15 +584,14 @@ impl Exec<'_> {
             }
             Prim::RegRead { dst, arr, idx } => {
                 let i = idx.eval_u128(&env!(self, data)) as usize;
-                let v = self.state.registers.get(*arr as usize, i).unwrap_or(0);
+                let v = self.state.registers.read_or_zero(*arr as usize, i);
                 self.write_dst(dst, v, data);
             }
             Prim::RegWrite { arr, idx, val } => {
                 let env = env!(self, data);
                 let i = idx.eval_u128(&env) as usize;
-                let w = plan.registers[*arr as usize].width;
-                let v = val.eval_u128(&env) & crate::value::mask128(w);
-                self.state.registers.set(*arr as usize, i, v);
+                let v = val.eval_u128(&env);
+                self.state.registers.write(*arr as usize, i, v);
             }
             Prim::Clone { session, field_list, .. } => {
                 let s = session.eval_u128(&env!(self, data)) as u32;

@@ -2,9 +2,9 @@
 //! the replay and the bench drive (see `sluice_dataplane`).
 //!
 //! Replicas: a worker's replica has its own tables, counters and pools and
-//! shares registers and meters with the other replicas (`crate::shared`);
-//! with several workers its meters colour green from leased tokens
-//! (`State::lease_meters`). Counters merge by summing; idle-timeout hits by
+//! shares registers and meters with the other replicas (`crate::registers`,
+//! `crate::meters`); with several workers its meters colour green from
+//! leased tokens (`meters::Leases::on`). Counters merge by summing; idle-timeout hits by
 //! taking the latest.
 
 use std::collections::HashMap;
@@ -91,7 +91,7 @@ impl DataPlane for Switch {
     fn replica(&self, workers: usize) -> Result<Switch, String> {
         let mut sw = Switch::replica(self).map_err(|e| e.to_string())?;
         // Workers that share meter cells with others colour green from leases.
-        sw.state.lease_meters = workers > 1;
+        sw.state.meter_leases.on = workers > 1;
         sw.clock.set(self.clock.on());
         Ok(sw)
     }

@@ -8,7 +8,10 @@
 //! [`jit`] (generated code), which match in [`tables`] and evaluate [`expr`]
 //! over the [`phv`]; [`checksum`] verifies and updates checksums. [`plan`]
 //! is the compiler that builds all of it from the model in `sluice-json`;
-//! [`state`] holds entries, counters and the replication engine;
+//! [`state`] holds entries, counters and the replication engine, and the
+//! [`meters`] and [`registers`] that every worker's replica shares (each
+//! module owns its cells, their sharing between workers, what a packet
+//! does to them and the checks of control-plane writes);
 //! [`runtime`] is the typed API through which everything outside the engine
 //! reads and changes them (every control plane, through `sluice-control`);
 //! [`dataplane`] makes the switch a `sluice_dataplane::DataPlane` that
@@ -16,9 +19,12 @@
 //!
 //! Dependencies are one-way: `sluice-json` (model) <- `plan` (compiler) <-
 //! `switch`/`control` (run time) <- `runtime` (control API) <- `dataplane`
-//! (the seam the drivers use). The lookup structures under [`tables`]
-//! (exact map, DIR-24-8, classifier, group member choice) come from
-//! `sluice-lookup`, which knows nothing of P4.
+//! (the seam the drivers use). `meters` and `registers` are leaves below
+//! `state`: `meters` imports nothing of the engine, `registers` only
+//! `value`; the interpreter, generated code and runtime call them. The
+//! lookup structures under [`tables`] (exact map, DIR-24-8, classifier,
+//! group member choice) come from `sluice-lookup`, which knows nothing of
+//! P4.
 
 pub mod checksum;
 pub mod control;
@@ -26,10 +32,11 @@ pub mod dataplane;
 pub mod expr;
 pub mod jit;
 mod loadfwd;
+pub mod meters;
 pub mod phv;
 pub mod plan;
+pub mod registers;
 pub mod runtime;
-pub mod shared;
 pub mod state;
 pub mod switch;
 pub mod tables;

@@ -50,9 +50,10 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use crate::meters::{check_rates, RateError};
 use crate::plan::Plan;
 use crate::switch::Switch;
-use crate::tables::{MeterState, TableError};
+use crate::tables::TableError;
 use crate::value::nbytes;
 
 pub use crate::state::{Digest, McNode, MemberSet, MirrorSession};
@@ -126,6 +127,22 @@ impl From<TableError> for RtError {
         };
         RtError { code, message: e.to_string() }
     }
+}
+
+impl From<RateError> for RtError {
+    fn from(e: RateError) -> RtError {
+        RtError { code: RtCode::BadRatesList, message: e.to_string() }
+    }
+}
+
+/// The error for cell `i` outside meter `m`.
+fn outside_meter(m: usize, i: usize) -> RtError {
+    RtError { code: RtCode::InvalidIndex, message: format!("index {i} is outside meter {m}") }
+}
+
+/// The error for cell `i` outside register array `r`.
+fn outside_register(r: usize, i: usize) -> RtError {
+    RtError { code: RtCode::InvalidIndex, message: format!("index {i} is outside register {r}") }
 }
 
 /// Strips leading zero bytes and checks that a value fits `width` bits;
@@ -358,9 +375,7 @@ impl Switch {
     pub fn install_entry(&mut self, t: usize, e: Entry) -> Result<u32, RtError> {
         let h = self.state.tables[t].add(e)?;
         if let Some((mi, _)) = self.plan.tables[t].direct_meter {
-            if let Some(mut m) = self.state.meters.cell(mi as usize, (h & 0x00ff_ffff) as usize) {
-                *m = MeterState::default();
-            }
+            self.state.meters.reset(mi as usize, (h & 0x00ff_ffff) as usize);
         }
         Ok(h)
     }
@@ -727,45 +742,26 @@ impl Switch {
     }
 
     /// Shared write: sets a meter cell's `(rate per microsecond, burst)`
-    /// pairs; an empty list unconfigures it.
+    /// pairs, checked as bmv2's runtime checks them ([`check_rates`]); an
+    /// empty list unconfigures it.
     pub fn set_meter_rates(&mut self, m: usize, cell: usize, rates: Vec<(f64, u32)>) -> Result<(), RtError> {
-        if !rates.is_empty() && rates.len() != 2 {
-            return fail(RtCode::BadRatesList, format!("a meter takes 2 rates, got {}", rates.len()));
-        }
-        if rates.len() == 2 && rates[0].0 > rates[1].0 {
-            return fail(RtCode::BadRatesList, "the committed rate is above the peak rate");
-        }
-        match self.state.meters.cell(m, cell) {
-            Some(mut c) => {
-                if rates.is_empty() {
-                    *c = MeterState::default();
-                } else {
-                    c.set_rates(rates, 0);
-                }
-                Ok(())
-            }
-            None => fail(RtCode::InvalidIndex, format!("index {cell} is outside meter {m}")),
-        }
+        check_rates(&rates)?;
+        self.set_meter_rates_as_given(m, cell, rates)
     }
 
     /// Shared write: sets a meter cell's rates as given, in any order (the
     /// CLI's `meter_set_rates`).
     pub fn set_meter_rates_as_given(&mut self, m: usize, cell: usize, rates: Vec<(f64, u32)>) -> Result<(), RtError> {
-        match self.state.meters.cell(m, cell) {
-            Some(mut c) => {
-                c.set_rates(rates, 0);
-                Ok(())
-            }
-            None => fail(RtCode::InvalidIndex, format!("index {cell} is outside meter {m}")),
+        if self.state.meters.configure(m, cell, rates) {
+            Ok(())
+        } else {
+            Err(outside_meter(m, cell))
         }
     }
 
     /// Reads: a meter cell's configured `(rate per microsecond, burst)` pairs (empty when unconfigured).
     pub fn meter_rates(&self, m: usize, cell: usize) -> Result<Vec<(f64, u32)>, RtError> {
-        match self.state.meters.cell(m, cell) {
-            Some(c) => Ok(c.rates.clone()),
-            None => fail(RtCode::InvalidIndex, format!("index {cell} is outside meter {m}")),
-        }
+        self.state.meters.rates(m, cell).ok_or_else(|| outside_meter(m, cell))
     }
 }
 
@@ -778,10 +774,7 @@ impl Switch {
 
     /// Reads: a register cell.
     pub fn register_read(&self, r: usize, i: usize) -> Result<u128, RtError> {
-        self.state.registers.get(r, i).ok_or_else(|| RtError {
-            code: RtCode::InvalidIndex,
-            message: format!("index {i} is outside register {r}"),
-        })
+        self.state.registers.read(r, i).ok_or_else(|| outside_register(r, i))
     }
 
     /// Reads: every cell of register array `r`.
@@ -791,12 +784,10 @@ impl Switch {
 
     /// Shared write: writes a register cell (the value is cut to the register's width).
     pub fn register_write(&mut self, r: usize, i: usize, v: u128) -> Result<(), RtError> {
-        let w = self.plan.registers[r].width;
-        let v = if w >= 128 { v } else { v & ((1u128 << w) - 1) };
-        if self.state.registers.set(r, i, v) {
+        if self.state.registers.write(r, i, v) {
             Ok(())
         } else {
-            fail(RtCode::InvalidIndex, format!("index {i} is outside register {r}"))
+            Err(outside_register(r, i))
         }
     }
 

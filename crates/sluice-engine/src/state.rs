@@ -5,7 +5,8 @@
 //! one thread; control-plane commands and packets are serialized by the
 //! caller. With several workers each worker owns a replica of the switch
 //! (see `sluice_dataplane::workers`): everything here is per replica except registers
-//! and meters, which the replicas share (`crate::shared`).
+//! and meters, which the replicas share (`crate::registers`, `crate::meters`).
+//! A replica's meter leases are its own.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -151,16 +152,12 @@ pub struct State {
     pub profiles: Vec<ProfileState>,
     /// `(packets, bytes)` per counter cell.
     pub counters: Vec<Vec<(u64, u64)>>,
-    /// Indirect meters and registers: shared with the other workers' replicas.
-    pub meters: crate::shared::Meters,
-    /// This worker's leases of shared meter cells, per array and cell
-    /// (grown as cells are used), when [`State::lease_meters`] is set.
-    pub meter_leases: Vec<Vec<crate::tables::MeterLease>>,
-    /// Whether other workers meter the same cells, so that this one colours
-    /// green from leased tokens (see [`crate::tables::MeterLease`]); set by
-    /// the worker pool when it runs more than one worker.
-    pub lease_meters: bool,
-    pub registers: crate::shared::Registers,
+    /// Meters (indirect and direct) and registers: shared with the other workers' replicas.
+    pub meters: crate::meters::Meters,
+    /// This worker's leases of shared meter cells, used when other workers
+    /// meter the same cells (see [`crate::meters::Leases`]).
+    pub meter_leases: crate::meters::Leases,
+    pub registers: crate::registers::Registers,
     pub pre: Pre,
     pub mirror: HashMap<u32, MirrorSession>,
     /// Values of each parser value set: `(value, mask)`.
@@ -192,10 +189,9 @@ impl State {
             tables,
             profiles: vec![ProfileState::default(); plan.profiles.len()],
             counters: plan.counters.iter().map(|c| vec![(0, 0); c.size]).collect(),
-            meters: crate::shared::Meters::new(plan.meters.iter().map(|c| c.size)),
-            meter_leases: Vec::new(),
-            lease_meters: false,
-            registers: crate::shared::Registers::new(plan.registers.iter().map(|c| c.size)),
+            meters: crate::meters::Meters::new(plan.meters.iter().map(|c| c.size)),
+            meter_leases: crate::meters::Leases::default(),
+            registers: crate::registers::Registers::new(plan.registers.iter().map(|c| (c.size, c.width))),
             pre: Pre::default(),
             mirror: HashMap::new(),
             vsets: vec![Vec::new(); plan.vsets.len()],

@@ -23,10 +23,11 @@
 //! On top of that, what makes them P4 tables: handles allocated as bmv2
 //! does (the lowest free index, with a per-index version, bumped on
 //! delete, in the top 8 bits), duplicate and size checks, the default
-//! action, direct counters (an entry's packets and bytes), the meter
-//! state of direct and indirect meters ([`MeterState`]), idle-timeout hit
-//! times, and the hot records and [`TableView`]s through which generated
-//! code reads a hit without calling the engine.
+//! action, direct counters (an entry's packets and bytes), idle-timeout
+//! hit times, and the hot records and [`TableView`]s through which
+//! generated code reads a hit without calling the engine. (A direct
+//! meter's cells are no table state: they live in `crate::meters`,
+//! indexed by entry index.)
 
 use std::collections::BTreeSet;
 
@@ -89,118 +90,6 @@ pub enum EntryAction {
     Member(u32),
     /// An action selector group.
     Group(u32),
-}
-
-/// Two-rate three-colour meter state (RFC 2698), rates in units per microsecond.
-#[derive(Debug, Clone, Default)]
-pub struct MeterState {
-    /// `[(rate, burst)]`: committed then peak; empty when not configured (all green).
-    pub rates: Vec<(f64, u32)>,
-    pub tokens: [f64; 2],
-    pub last_us: u64,
-    /// `rates` as the packet path reads them, inside the cell (no pointer
-    /// to follow under the cell's lock); `None` when not configured.
-    buckets: Option<[(f64, f64); 2]>,
-}
-
-/// Most of a bucket's burst one worker leases from a shared meter cell:
-/// the colours several workers give can differ from one shared bucket's by
-/// at most this share of the burst per worker.
-pub const LEASE_SHARE: f64 = 16.0;
-
-/// Tokens of both buckets (committed, peak) a worker took from a meter cell
-/// it shares with other workers, to colour its packets green without the
-/// cell's lock until they run out. Why: two workers metering one cell hand
-/// its cache line over on every packet, and when the host runs their
-/// vCPUs far apart that costs about 220 ns a packet (the edge example
-/// fell from 17 to 4.5 Mpps on two workers). Tokens leased are tokens the
-/// buckets no longer hold, so the workers together never colour more green
-/// than the buckets allow; a lease is given back at the worker's next visit
-/// to the cell. One worker alone never leases, so it colours exactly as
-/// bmv2 does.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MeterLease {
-    tokens: [f64; 2],
-}
-
-impl MeterLease {
-    /// Takes `size` units from both buckets' shares when both cover them:
-    /// the packet is then green.
-    #[inline]
-    pub fn take(&mut self, size: u64) -> bool {
-        let s = size as f64;
-        if self.tokens[0] >= s && self.tokens[1] >= s {
-            self.tokens[0] -= s;
-            self.tokens[1] -= s;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-impl MeterState {
-    /// Colours a packet of `size` units at time `now_us`: 0 green, 1 yellow, 2 red.
-    #[inline]
-    pub fn execute(&mut self, size: u64, now_us: u64) -> u32 {
-        let Some(buckets) = self.buckets else {
-            return 0;
-        };
-        let dt = now_us.saturating_sub(self.last_us) as f64;
-        self.last_us = now_us;
-        for (i, (rate, burst)) in buckets.into_iter().enumerate() {
-            self.tokens[i] = (self.tokens[i] + rate * dt).min(burst);
-        }
-        let s = size as f64;
-        // Peak bucket first, then committed (colour-blind mode).
-        if self.tokens[1] < s {
-            return 2;
-        }
-        if self.tokens[0] < s {
-            self.tokens[1] -= s;
-            return 1;
-        }
-        self.tokens[1] -= s;
-        self.tokens[0] -= s;
-        0
-    }
-
-    /// [`MeterState::execute`] for a worker that shares this cell with
-    /// others and colours green from `lease` while it lasts (see
-    /// [`MeterLease`]): the lease's tokens go back into the buckets (never
-    /// above a burst), the packet is coloured exactly, and the worker then
-    /// leases a share of each bucket (at most a [`LEASE_SHARE`]th of its
-    /// burst) for its next packets.
-    pub fn execute_leasing(&mut self, size: u64, now_us: u64, lease: &mut MeterLease) -> u32 {
-        let Some(buckets) = self.buckets else {
-            *lease = MeterLease::default();
-            return 0;
-        };
-        for (k, (_, burst)) in buckets.iter().enumerate() {
-            self.tokens[k] = (self.tokens[k] + lease.tokens[k]).min(*burst);
-        }
-        let colour = self.execute(size, now_us);
-        for (k, (_, burst)) in buckets.iter().enumerate() {
-            let share = (burst / LEASE_SHARE).min(self.tokens[k]).max(0.0);
-            lease.tokens[k] = share;
-            self.tokens[k] -= share;
-        }
-        colour
-    }
-
-    /// Configures rates and fills the buckets.
-    pub fn set_rates(&mut self, rates: Vec<(f64, u32)>, now_us: u64) {
-        self.tokens = [0.0; 2];
-        for (i, (_, b)) in rates.iter().enumerate().take(2) {
-            self.tokens[i] = *b as f64;
-        }
-        self.buckets = match rates[..] {
-            [(c, cb), (p, pb), ..] => Some([(c, f64::from(cb)), (p, f64::from(pb))]),
-            _ => None,
-        };
-        self.rates = rates;
-        self.last_us = now_us;
-    }
 }
 
 /// A table entry.
@@ -1509,46 +1398,5 @@ mod tests {
         assert_eq!(t.lookup(&[1, 1]), Some(0));
         assert!(matches!(t.add(entry(vec![FieldMatch::Exact(vec![0, 2])], 0, 1)), Err(TableError::TableFull)));
         assert!(matches!(t.delete(5), Err(TableError::InvalidHandle)));
-    }
-
-    /// Two workers' leases of one cell never colour more green than the
-    /// cell's buckets allow alone, and fall short of it by at most what the
-    /// two leases hold (a sixteenth of the burst each), whatever the load.
-    #[test]
-    fn leases_of_a_meter_cell_colour_no_more_green_than_its_buckets() {
-        let mut exact = MeterState::default();
-        exact.set_rates(vec![(1.0, 64), (2.0, 128)], 0);
-        let mut shared = exact.clone();
-        let mut leases = [MeterLease::default(); 2];
-        let (mut green_exact, mut green_leased) = (0u64, 0u64);
-        for t in 0..20_000u64 {
-            // Six packets of one unit a microsecond, above both rates.
-            for w in 0..6 {
-                if exact.execute(1, t) == 0 {
-                    green_exact += 1;
-                }
-                let lease = &mut leases[w % 2];
-                if lease.take(1) || shared.execute_leasing(1, t, lease) == 0 {
-                    green_leased += 1;
-                }
-            }
-        }
-        assert!(green_leased <= green_exact, "{green_leased} green with leases, {green_exact} exactly");
-        assert!(green_leased + 2 * 4 >= green_exact, "{green_leased} green with leases, {green_exact} exactly");
-        // An unconfigured cell is green and leases nothing.
-        let mut open = MeterState::default();
-        let mut lease = MeterLease::default();
-        assert_eq!(open.execute_leasing(1000, 5, &mut lease), 0);
-        assert!(!lease.take(1));
-    }
-
-    #[test]
-    fn meter_colours() {
-        let mut m = MeterState::default();
-        assert_eq!(m.execute(100, 0), 0);
-        m.set_rates(vec![(0.0, 100), (0.0, 200)], 0);
-        assert_eq!(m.execute(100, 1), 0);
-        assert_eq!(m.execute(50, 2), 1);
-        assert_eq!(m.execute(100, 3), 2);
     }
 }

@@ -134,7 +134,7 @@ pub(super) const OFF_REGISTERS: i32 = std::mem::offset_of!(JitCtx, registers) as
 const _: () = assert!(std::mem::offset_of!(ParseCtx, wire) == OFF_WIRE as usize);
 const _: () = assert!(std::mem::offset_of!(ParseCtx, slots) == OFF_SLOTS as usize);
 /// Offset of a register cell's low word.
-pub(super) const REG_LO: i32 = std::mem::offset_of!(crate::shared::RegCell, lo) as i32;
+pub(super) const REG_LO: i32 = std::mem::offset_of!(crate::registers::RegCell, lo) as i32;
 /// Size of a [`TableView`] in the views array.
 pub(super) const VIEW_SIZE: i64 = 40;
 const _: () = assert!(std::mem::size_of::<TableView>() == VIEW_SIZE as usize);
@@ -153,11 +153,11 @@ pub(super) const CELL_BYTES: i32 = std::mem::offset_of!((u64, u64), 1) as i32;
 pub(super) const CELL_SIZE: i64 = std::mem::size_of::<(u64, u64)>() as i64;
 
 /// One register array as generated code reads and writes it: its cells
-/// (see [`crate::shared::Registers::cells`]) and their number.
+/// (see [`crate::registers::Registers::cells`]) and their number.
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub struct RegisterView {
-    pub(super) cells: *const crate::shared::RegCell,
+    pub(super) cells: *const crate::registers::RegCell,
     pub(super) len: u64,
 }
 

@@ -190,7 +190,7 @@ impl Switch {
 
     /// A replica for another worker: same program, same execution mode and a
     /// copy of the current state, except registers and meters, which
-    /// it shares with this switch (see `crate::shared`).
+    /// it shares with this switch (see `crate::registers`, `crate::meters`).
     pub fn replica(&self) -> Result<Switch, crate::CompileError> {
         let mut sw = Switch::new(self.plan.clone())?;
         sw.state = self.state.clone();

@@ -13,6 +13,7 @@ use crate::jit::abi::{
 };
 use crate::phv::{mask64, FieldSrc};
 use crate::plan::{Dst, Node, Prim};
+use crate::registers::{in_low_word, width_mask, RegCell};
 
 /// Result of an inline action: whether it always ends the pipeline (`exit`).
 pub(super) enum ActionEnd {
@@ -33,12 +34,12 @@ impl Gen<'_, '_, '_> {
                 FieldSrc::of(&self.plan.layout.fields[*f as usize]).is_some() && Self::supported(&idx.fast, data)
             }
             Prim::RegWrite { arr, idx, val } => {
-                self.plan.registers[*arr as usize].width <= 64
+                in_low_word(self.plan.registers[*arr as usize].width)
                     && Self::supported(&idx.fast, data)
                     && Self::supported(&val.fast, data)
             }
             Prim::RegRead { dst: Dst::Field(f), arr, idx } => {
-                self.plan.registers[*arr as usize].width <= 64
+                in_low_word(self.plan.registers[*arr as usize].width)
                     && FieldSrc::of(&self.plan.layout.fields[*f as usize]).is_some()
                     && Self::supported(&idx.fast, data)
             }
@@ -60,7 +61,7 @@ impl Gen<'_, '_, '_> {
         let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, i, len);
         let mf = mem(self.b, Mem::Inputs);
         let cells = self.b.ins().load(types::I64, mf, views, off + std::mem::offset_of!(RegisterView, cells) as i32);
-        let at = self.b.ins().imul_imm_u(i, std::mem::size_of::<crate::shared::RegCell>() as i64);
+        let at = self.b.ins().imul_imm_u(i, std::mem::size_of::<RegCell>() as i64);
         (inside, self.b.ins().iadd(cells, at))
     }
 
@@ -134,10 +135,11 @@ impl Gen<'_, '_, '_> {
                 }
                 Prim::RegWrite { arr, idx, val } => {
                     // Inline: cell `i`, when in range, gets the value masked to
-                    // the register's width (at most 64 bits: the high word stays 0).
+                    // the register's width (at most 64 bits: the high word stays 0),
+                    // as `Registers::write` writes it.
                     let i = self.fast(&idx.fast);
                     let v = self.fast(&val.fast);
-                    let v = band_u(self.b, v, mask64(plan.registers[*arr as usize].width) as i64);
+                    let v = band_u(self.b, v, width_mask(plan.registers[*arr as usize].width) as i64);
                     let (inside, cell) = self.register_cell(*arr, i);
                     let (write, next) = (self.b.create_block(), self.b.create_block());
                     self.b.ins().brif(inside, write, &[], next, &[]);
@@ -148,7 +150,7 @@ impl Gen<'_, '_, '_> {
                     self.b.switch_to_block(next);
                 }
                 Prim::RegRead { dst: Dst::Field(f), arr, idx } => {
-                    // Inline: cell `i`'s low word, or 0 out of range (as `Registers::get` gives).
+                    // Inline: cell `i`'s low word, or 0 out of range (as `Registers::read_or_zero` gives).
                     let fi = &plan.layout.fields[*f as usize];
                     let dst = FieldSrc::of(fi).expect("checked by action_inlinable");
                     let i = self.fast(&idx.fast);
