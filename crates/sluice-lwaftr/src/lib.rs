@@ -1,0 +1,15 @@
+//! A lightweight 4over6 AFTR (RFC 7596): the binding table of softwires,
+//! encapsulation toward B4s, decapsulation with source validation,
+//! hairpinning, ICMP, fragmentation and reassembly, ARP and NDP, as Snabb's
+//! lwAFTR does, configured with Snabb's `snabb-softwire-v3` text format.
+//!
+//! [`conf`] reads and writes the configuration. The data plane implements
+//! `sluice_dataplane::DataPlane` with two ports: [`EXTERNAL`] (IPv4, the
+//! internet side) and [`INTERNAL`] (IPv6, the B4 side).
+
+pub mod conf;
+
+/// Port number of the external (IPv4, internet) interface.
+pub const EXTERNAL: u32 = 0;
+/// Port number of the internal (IPv6, B4) interface.
+pub const INTERNAL: u32 = 1;
