@@ -8,6 +8,7 @@
 //! internet side) and [`INTERNAL`] (IPv6, the B4 side).
 
 pub mod conf;
+pub mod filter;
 
 /// Port number of the external (IPv4, internet) interface.
 pub const EXTERNAL: u32 = 0;
