@@ -20,10 +20,16 @@
 //! Send + Sync` so each worker holds its own copy (libpcap's program is
 //! neither), and every load is bounds-checked: a load past the end of the
 //! frame rejects it, as libpcap does. [`Filter::matches_untagged_view`] reads
-//! an 802.1Q-tagged frame as if its tag were removed, without copying it. A
-//! program that is a single `ret` (e.g. the empty expression, or `len < 0`)
-//! is a constant: [`Filter::is_accept_all`] / [`Filter::is_drop_all`] let the
-//! data plane skip it altogether.
+//! an 802.1Q-tagged frame as if its tag were removed, without copying it.
+//!
+//! A frame matches when the program returns a nonzero value (libpcap's
+//! rule). A program that is a single `ret`, or whose every `ret` returns 0, is
+//! a constant: [`Filter::is_accept_all`] (e.g. the empty expression) and
+//! [`Filter::is_drop_all`] let the data plane skip it altogether. An
+//! expression libpcap's optimizer proves matches nothing (`ip and not ip`)
+//! is refused by libpcap and tcpdump ("expression rejects all packets") but
+//! accepted by pflua: here it is a drop-all filter. Not supported: the
+//! backward jumps libpcap emits for `protochain` (compiling one is an error).
 
 use std::fmt;
 use std::sync::Mutex;
@@ -603,6 +609,9 @@ mod tests {
         assert!(e.contains("filter \"ether host zz:zz\""), "{e}");
         assert!(Filter::compile("port 99999").is_err());
         assert!(Filter::compile("ip\0").is_err());
+        // libpcap loops over IPv6 extension headers with backward jumps.
+        let e = Filter::compile("ip6 protochain 6").unwrap_err();
+        assert!(e.contains("backward jump"), "{e}");
     }
 
     #[test]
@@ -698,6 +707,50 @@ mod tests {
         let straddle = Filter::compile("ether[10:4] = 0x00000800").unwrap();
         assert!(straddle.matches_untagged_view(&tagged, 4));
         assert!(!straddle.matches(&tagged));
+    }
+
+    #[test]
+    fn random_programs_never_panic() {
+        const CODES: [u16; 40] = [
+            0x20, 0x28, 0x30, 0x40, 0x48, 0x50, 0x80, 0x00, 0x60, 0x81, 0x01, 0x61, 0xb1, 0x02, 0x03, 0x04, 0x14, 0x24,
+            0x34, 0x44, 0x54, 0x64, 0x74, 0x94, 0xa4, 0x0c, 0x3c, 0x6c, 0x9c, 0x84, 0x05, 0x15, 0x25, 0x35, 0x45, 0x1d,
+            0x4d, 0x06, 0x16, 0x87,
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut valid, mut accepted) = (0, 0);
+        for _ in 0..20_000 {
+            let n = 1 + (next() % 12) as usize;
+            let mut prog: Vec<BpfInsn> = (0..n)
+                .map(|_| {
+                    let r = next();
+                    let k = match r % 4 {
+                        0 => (r >> 8) as u32 % 80,
+                        1 => (r >> 8) as u32 % 17,
+                        2 => u32::MAX - (r >> 8) as u32 % 4,
+                        _ => (r >> 32) as u32,
+                    };
+                    let code = CODES[(r >> 40) as usize % CODES.len()];
+                    BpfInsn::new(code, (r >> 48) as u8 % 4, (r >> 56) as u8 % 4, k)
+                })
+                .collect();
+            let r = next();
+            prog.push(BpfInsn::new(if r & 1 == 0 { op::RET_K } else { op::RET_A }, 0, 0, (r >> 32) as u32 & 1));
+            let Ok(f) = Filter::from_instructions(&prog) else { continue };
+            valid += 1;
+            for len in [0usize, 1, 13, 14, 17, 60, 90] {
+                let frame: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                accepted += usize::from(f.matches(&frame));
+                let _ = f.matches_untagged_view(&frame, 4);
+                let _ = f.matches_untagged_view(&frame, 8);
+            }
+        }
+        assert!(valid > 1000 && accepted > 100, "{valid} valid, {accepted} accepted");
     }
 
     #[test]
