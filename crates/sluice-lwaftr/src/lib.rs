@@ -7,7 +7,19 @@
 //! `sluice_dataplane::DataPlane` with two ports: [`EXTERNAL`] (IPv4, the
 //! internet side) and [`INTERNAL`] (IPv6, the B4 side).
 
+pub mod bt;
+pub mod check;
 pub mod conf;
+mod core;
+pub mod counters;
+pub mod frag;
+pub mod frame;
+pub mod icmp;
+pub mod nd;
+pub mod plane;
+pub mod reasm;
+
+pub use plane::{Filter, Filters, Lwaftr, Options, Side};
 
 /// Port number of the external (IPv4, internet) interface.
 pub const EXTERNAL: u32 = 0;

@@ -1,0 +1,150 @@
+//! `check`: runs a configuration over input frames as Snabb's
+//! `snabb lwaftr check` does, for the conformance corpus.
+//!
+//! Contract: reads a [`Config`] and the frames of each side; runs the plane
+//! with deterministic fragment IDs and a frozen clock: one `tick` at t = 0,
+//! then the IPv4 input on the external side and the IPv6 input on the
+//! internal side in batches of at most `BATCH` (both on port 0 on a
+//! stick). Every input runs to completion within its batch, so the plane
+//! is quiescent when the last batch returns (held frames stay held).
+//! Returns the frames of each side in emission order (on a stick split by
+//! VLAN tag when the sides' tags differ, else by EtherType: IPv4 and ARP
+//! are the IPv4 side's) and the Snabb counters that changed.
+
+use std::collections::BTreeMap;
+
+use sluice_dataplane::{DataPlane, BATCH};
+
+use crate::conf::Config;
+use crate::counters::Counters;
+use crate::frame::{be16, ET_ARP, ET_IPV4, ET_VLAN};
+use crate::plane::{Filters, Lwaftr, Options};
+use crate::{EXTERNAL, INTERNAL};
+
+/// What a check run produced.
+#[derive(Debug, Clone, Default)]
+pub struct CheckResult {
+    /// Frames out of the external (IPv4) side.
+    pub out_v4: Vec<Vec<u8>>,
+    /// Frames out of the internal (IPv6) side.
+    pub out_v6: Vec<Vec<u8>>,
+    /// Snabb counters that changed, by name, with their values.
+    pub counters: BTreeMap<String, u64>,
+    /// Every counter, the extra block included.
+    pub all: Counters,
+}
+
+/// Runs `conf` over `in_v4` and `in_v6` (see the module documentation).
+pub fn check(conf: &Config, in_v4: &[Vec<u8>], in_v6: &[Vec<u8>], on_a_stick: bool) -> Result<CheckResult, String> {
+    check_with_filters(conf, in_v4, in_v6, on_a_stick, Filters::default())
+}
+
+/// [`check`] with filter hooks installed.
+pub fn check_with_filters(
+    conf: &Config,
+    in_v4: &[Vec<u8>],
+    in_v6: &[Vec<u8>],
+    on_a_stick: bool,
+    filters: Filters,
+) -> Result<CheckResult, String> {
+    let opts = Options { on_a_stick, deterministic_ids: true, frozen_clock: Some(0) };
+    let mut lw = Lwaftr::new(conf, opts)?;
+    lw.set_filters(filters);
+    let s = lw.settings().clone();
+    let (t4, t6) = (s.external.queue.vlan_tag, s.internal.queue.vlan_tag);
+    let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
+    lw.tick(0, &mut |p: u32, f: &[u8]| out.push((p, f.to_vec())));
+    let ports = if on_a_stick { [0, 0] } else { [EXTERNAL, INTERNAL] };
+    for (frames, port) in [(in_v4, ports[0]), (in_v6, ports[1])] {
+        for chunk in frames.chunks(BATCH) {
+            let refs: Vec<&[u8]> = chunk.iter().map(|f| f.as_slice()).collect();
+            lw.process_batch(port, &refs, &mut |_, p: u32, f: &[u8]| out.push((p, f.to_vec())));
+        }
+    }
+    let mut r = CheckResult::default();
+    for (p, f) in out {
+        let v4 = if !on_a_stick {
+            p == EXTERNAL
+        } else {
+            match (t4, t6) {
+                (Some(a), Some(b)) if a != b => be16(&f, 14).map(|t| t & 0x0fff) == Some(a),
+                _ => {
+                    let et = match be16(&f, 12) {
+                        Some(ET_VLAN) => be16(&f, 16),
+                        et => et,
+                    };
+                    et == Some(ET_IPV4) || et == Some(ET_ARP)
+                }
+            }
+        };
+        if v4 {
+            r.out_v4.push(f);
+        } else {
+            r.out_v6.push(f);
+        }
+    }
+    r.all = *lw.lw_counters();
+    r.counters = r.all.snabb.iter().filter(|&(_, v)| v != 0).map(|(n, v)| (n.to_string(), v)).collect();
+    Ok(r)
+}
+
+/// The frames of a classic pcap file's bytes (either byte order,
+/// microsecond or nanosecond timestamps). An empty file holds no frames.
+pub fn pcap_frames(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    if bytes.len() < 24 {
+        return Err("pcap: truncated file header".into());
+    }
+    let magic = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+    let le = match magic {
+        0xa1b2_c3d4 | 0xa1b2_3c4d => true,
+        0xd4c3_b2a1 | 0x4d3c_b2a1 => false,
+        _ => return Err(format!("pcap: bad magic {magic:#x}")),
+    };
+    let rd = |b: &[u8]| {
+        let a: [u8; 4] = b.try_into().expect("4 bytes");
+        if le {
+            u32::from_le_bytes(a)
+        } else {
+            u32::from_be_bytes(a)
+        }
+    };
+    let mut at = 24;
+    let mut out = Vec::new();
+    while at < bytes.len() {
+        if at + 16 > bytes.len() {
+            return Err("pcap: truncated record header".into());
+        }
+        let incl = rd(&bytes[at + 8..at + 12]) as usize;
+        at += 16;
+        if at + incl > bytes.len() {
+            return Err("pcap: truncated record".into());
+        }
+        out.push(bytes[at..at + incl].to_vec());
+        at += incl;
+    }
+    Ok(out)
+}
+
+/// `frames` as a pcap file in Snabb's layout (little endian, 2.4, snaplen
+/// 65535, Ethernet, all timestamps 0).
+pub fn pcap_bytes(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for w in [0xa1b2_c3d4u32] {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    for w in [0u32, 0, 65535, 1] {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    for f in frames {
+        for w in [0u32, 0, f.len() as u32, f.len() as u32] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(f);
+    }
+    b
+}
