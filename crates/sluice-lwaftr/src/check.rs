@@ -132,9 +132,7 @@ pub fn pcap_frames(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 /// 65535, Ethernet, all timestamps 0).
 pub fn pcap_bytes(frames: &[Vec<u8>]) -> Vec<u8> {
     let mut b = Vec::new();
-    for w in [0xa1b2_c3d4u32] {
-        b.extend_from_slice(&w.to_le_bytes());
-    }
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     b.extend_from_slice(&2u16.to_le_bytes());
     b.extend_from_slice(&4u16.to_le_bytes());
     for w in [0u32, 0, 65535, 1] {

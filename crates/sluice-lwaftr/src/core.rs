@@ -4,7 +4,7 @@
 //!
 //! Contract: reads untagged frames that passed reassembly, the ingress
 //! filter, ARP/NDP and echo; writes the core's Snabb counters; frames leave
-//! through the next-hop stage (`to_side`), built in the plane's scratch
+//! through the next-hop stage (`next_hop_out`), built in the plane's scratch
 //! buffers (`ebuf` for encapsulation, `dbuf` for decapsulation; generated
 //! ICMP errors, a rare path, get their own buffer). Lookup keys:
 //! inet→B4 (destination address): TCP/UDP/other = destination port, echo
@@ -36,7 +36,7 @@ impl Lwaftr {
 
     /// A frame from the internet (or hairpinned: a decapsulated packet or a
     /// generated ICMPv4 error to a managed address).
-    pub(crate) fn from_inet<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+    pub(crate) fn inet_in<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
         idx: usize,
         f: &[u8],
@@ -135,7 +135,7 @@ impl Lwaftr {
         b[ETH + 24..ETH + 40].copy_from_slice(&sw.b4);
         self.c.snabb.out_ipv6_bytes += b.len() as u64;
         self.c.snabb.out_ipv6_packets += 1;
-        self.to_side(Side::V6, idx, &mut b, emit);
+        self.next_hop_out(Side::V6, idx, &mut b, emit);
         self.ebuf = b;
     }
 
@@ -163,16 +163,16 @@ impl Lwaftr {
         self.c.snabb.out_icmpv4_error_bytes += e.len() as u64;
         self.c.snabb.out_icmpv4_error_packets += 1;
         if self.s.hairpinning && self.bt.is_managed(dst) {
-            self.from_inet(idx, &e, true, emit);
+            self.inet_in(idx, &e, true, emit);
         } else {
             self.c.snabb.out_ipv4_bytes += e.len() as u64;
             self.c.snabb.out_ipv4_packets += 1;
-            self.to_side(Side::V4, idx, &mut e, emit);
+            self.next_hop_out(Side::V4, idx, &mut e, emit);
         }
     }
 
     /// A frame from a B4.
-    pub(crate) fn from_b4<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
+    pub(crate) fn b4_in<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
         let len = f.len() as u64;
         if ethertype(f) != Some(ET_IPV6) || f.len() < ETH + IPV6 {
             self.c.snabb.drop_misplaced_not_ipv6_bytes += len;
@@ -235,7 +235,7 @@ impl Lwaftr {
                     self.c.snabb.out_icmpv6_error_packets += 1;
                     self.c.snabb.out_ipv6_bytes += e.len() as u64;
                     self.c.snabb.out_ipv6_packets += 1;
-                    self.to_side(Side::V6, idx, &mut e, emit);
+                    self.next_hop_out(Side::V6, idx, &mut e, emit);
                 } else {
                     self.c.snabb.drop_over_rate_limit_icmpv6_bytes += len;
                     self.c.snabb.drop_over_rate_limit_icmpv6_packets += 1;
@@ -252,11 +252,11 @@ impl Lwaftr {
         if self.s.hairpinning && self.bt.is_managed(h.dst) {
             self.c.snabb.hairpin_ipv4_bytes += b.len() as u64;
             self.c.snabb.hairpin_ipv4_packets += 1;
-            self.from_inet(idx, &b, true, emit);
+            self.inet_in(idx, &b, true, emit);
         } else {
             self.c.snabb.out_ipv4_bytes += b.len() as u64;
             self.c.snabb.out_ipv4_packets += 1;
-            self.to_side(Side::V4, idx, &mut b, emit);
+            self.next_hop_out(Side::V4, idx, &mut b, emit);
         }
         self.dbuf = b;
     }

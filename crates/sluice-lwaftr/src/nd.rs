@@ -165,17 +165,16 @@ pub fn parse_ndp(f: &[u8]) -> Option<Ndp> {
     }
 }
 
-fn ndp(
-    out: &mut Vec<u8>,
-    eth_dst: [u8; 6],
-    mac: [u8; 6],
-    src: &[u8; 16],
-    dst: &[u8; 16],
+/// The ICMPv6 part of an NS or NA the lwAFTR sends.
+struct NdpMsg<'a> {
     ty: u8,
     flags: u8,
-    target: &[u8; 16],
+    target: &'a [u8; 16],
+    /// Option type: 1 = source, 2 = target link-layer address.
     opt: u8,
-) {
+}
+
+fn ndp(out: &mut Vec<u8>, eth_dst: [u8; 6], mac: [u8; 6], src: &[u8; 16], dst: &[u8; 16], m: NdpMsg) {
     out.clear();
     out.extend_from_slice(&eth_dst);
     out.extend_from_slice(&mac);
@@ -183,9 +182,9 @@ fn ndp(
     out.extend_from_slice(&[0x60, 0, 0, 0, 0, 32, 58, 255]);
     out.extend_from_slice(src);
     out.extend_from_slice(dst);
-    out.extend_from_slice(&[ty, 0, 0, 0, flags, 0, 0, 0]);
-    out.extend_from_slice(target);
-    out.extend_from_slice(&[opt, 1]);
+    out.extend_from_slice(&[m.ty, 0, 0, 0, m.flags, 0, 0, 0]);
+    out.extend_from_slice(m.target);
+    out.extend_from_slice(&[m.opt, 1]);
     out.extend_from_slice(&mac);
     let c = ipv6_upper_checksum(src, dst, 58, &out[ETH + IPV6..]);
     put16(out, ETH + IPV6 + 2, c);
@@ -199,7 +198,7 @@ pub fn na_reply(out: &mut Vec<u8>, mac: [u8; 6], ip: &[u8; 16], ns: &[u8]) {
     if dst == [0; 16] {
         dst = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
     }
-    ndp(out, eth_dst, mac, ip, &dst, 136, 0xc0, ip, 2);
+    ndp(out, eth_dst, mac, ip, &dst, NdpMsg { ty: 136, flags: 0xc0, target: ip, opt: 2 });
 }
 
 /// An NS from (`mac`, `ip`) for `target`, to its solicited-node address.
@@ -207,5 +206,5 @@ pub fn ns_request(out: &mut Vec<u8>, mac: [u8; 6], ip: &[u8; 16], target: &[u8; 
     let eth_dst = [0x33, 0x33, 0xff, target[13], target[14], target[15]];
     let mut dst = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
     dst[13..].copy_from_slice(&target[13..]);
-    ndp(out, eth_dst, mac, ip, &dst, 135, 0, target, 1);
+    ndp(out, eth_dst, mac, ip, &dst, NdpMsg { ty: 135, flags: 0, target, opt: 1 });
 }

@@ -190,20 +190,9 @@ impl Lwaftr {
 
     /// Sends frame `f` out of `side`, tagged if the side is.
     fn wire<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, side: Side, idx: usize, f: &[u8], emit: &mut E) {
-        let port = self.port_of(side);
+        let (tag, port) = (self.tag_of(side), self.port_of(side));
         self.stats.transmitted += 1;
-        match self.tag_of(side) {
-            None => emit(idx, port, f),
-            Some(tag) => {
-                let mut t = std::mem::take(&mut self.tbuf);
-                t.clear();
-                t.extend_from_slice(&f[..12]);
-                t.extend_from_slice(&[0x81, 0x00, (tag >> 8) as u8 & 0x0f, tag as u8]);
-                t.extend_from_slice(&f[12..]);
-                emit(idx, port, &t);
-                self.tbuf = t;
-            }
-        }
+        wire_frame(tag, port, &mut self.tbuf, idx, f, emit);
     }
 
     /// Egress after the next-hop stage: egress filter, fragmenter, tag.
@@ -238,17 +227,15 @@ impl Lwaftr {
                     return;
                 }
                 let id = self.frag_id4.wrapping_add(1);
-                let mut buf = std::mem::take(&mut self.fbuf);
-                let mut pieces: Vec<Vec<u8>> = Vec::new();
-                let fate = frag::fragment_v4(f, mtu, id, &mut buf, &mut |p| pieces.push(p.to_vec()));
-                self.fbuf = buf;
+                let (tag, port) = (self.tag_of(side), self.port_of(side));
+                let tbuf = &mut self.tbuf;
+                let fate =
+                    frag::fragment_v4(f, mtu, id, &mut self.fbuf, &mut |p| wire_frame(tag, port, tbuf, idx, p, emit));
                 match fate {
                     Fate::Fragments(n) => {
                         self.frag_id4 = id;
                         self.c.snabb.out_ipv4_frag += n as u64;
-                        for p in &pieces {
-                            self.wire(side, idx, p, emit);
-                        }
+                        self.stats.transmitted += n as u64;
                     }
                     _ => {
                         self.c.extra.ipv4_df_too_big += 1;
@@ -264,17 +251,15 @@ impl Lwaftr {
                     return;
                 }
                 let id = self.frag_id6.wrapping_add(1);
-                let mut buf = std::mem::take(&mut self.fbuf);
-                let mut pieces: Vec<Vec<u8>> = Vec::new();
-                let fate = frag::fragment_v6(f, mtu, id, &mut buf, &mut |p| pieces.push(p.to_vec()));
-                self.fbuf = buf;
+                let (tag, port) = (self.tag_of(side), self.port_of(side));
+                let tbuf = &mut self.tbuf;
+                let fate =
+                    frag::fragment_v6(f, mtu, id, &mut self.fbuf, &mut |p| wire_frame(tag, port, tbuf, idx, p, emit));
                 match fate {
                     Fate::Fragments(n) => {
                         self.frag_id6 = id;
                         self.c.snabb.out_ipv6_frag += n as u64;
-                        for p in &pieces {
-                            self.wire(side, idx, p, emit);
-                        }
+                        self.stats.transmitted += n as u64;
                     }
                     _ => {
                         self.c.extra.malformed += 1;
@@ -287,7 +272,7 @@ impl Lwaftr {
 
     /// The next-hop stage for a frame the core sends out of `side`: set the
     /// MACs and go on, or hold the frame while the next hop is unresolved.
-    pub(crate) fn to_side<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+    pub(crate) fn next_hop_out<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
         side: Side,
         idx: usize,
@@ -325,7 +310,7 @@ impl Lwaftr {
             Side::V6 => std::mem::take(&mut self.nh6.held),
         };
         for (_, mut f) in held {
-            self.to_side(side, idx, &mut f, emit);
+            self.next_hop_out(side, idx, &mut f, emit);
         }
     }
 
@@ -483,7 +468,7 @@ impl Lwaftr {
                     self.obuf = o;
                     return;
                 }
-                self.from_inet(idx, f, false, emit);
+                self.inet_in(idx, f, false, emit);
             }
             Side::V6 => {
                 if let Some(n) = nd::parse_ndp(f) {
@@ -503,7 +488,7 @@ impl Lwaftr {
                     self.obuf = o;
                     return;
                 }
-                self.from_b4(idx, f, emit);
+                self.b4_in(idx, f, emit);
             }
         }
     }
@@ -622,6 +607,27 @@ impl Lwaftr {
     /// The external address, for messages.
     pub fn external_ip(&self) -> Ipv4Addr {
         Ipv4Addr::from(self.ext_ip)
+    }
+}
+
+/// Emits `f` on `port`, with an 802.1Q tag `tag` if given (built in `tbuf`).
+fn wire_frame<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+    tag: Option<u16>,
+    port: u32,
+    tbuf: &mut Vec<u8>,
+    idx: usize,
+    f: &[u8],
+    emit: &mut E,
+) {
+    match tag {
+        None => emit(idx, port, f),
+        Some(tag) => {
+            tbuf.clear();
+            tbuf.extend_from_slice(&f[..12]);
+            tbuf.extend_from_slice(&[0x81, 0x00, (tag >> 8) as u8 & 0x0f, tag as u8]);
+            tbuf.extend_from_slice(&f[12..]);
+            emit(idx, port, tbuf);
+        }
     }
 }
 
