@@ -72,7 +72,14 @@ pub fn is_echo_request_v4(f: &[u8], ip: u32) -> bool {
     }
     let l3 = &f[ETH..];
     match Ipv4::parse(l3) {
-        Some(h) => h.proto == 1 && h.dst == ip && l3.get(h.ihl) == Some(&8) && l3.get(h.ihl + 1) == Some(&0),
+        Some(h) => {
+            h.proto == 1
+                && h.dst == ip
+                && h.total >= h.ihl + 8
+                && l3.len() >= h.total
+                && l3[h.ihl] == 8
+                && l3[h.ihl + 1] == 0
+        }
         None => false,
     }
 }
@@ -101,6 +108,7 @@ pub fn echo_reply_v4(f: &mut [u8]) {
 pub fn is_echo_request_v6(f: &[u8], ip: &[u8; 16]) -> bool {
     ethertype(f) == Some(ET_IPV6)
         && f.len() >= ETH + IPV6 + 8
+        && be16(f, ETH + 4).is_some_and(|p| usize::from(p) >= 8 && ETH + IPV6 + usize::from(p) <= f.len())
         && f[ETH + 6] == 58
         && &f[ETH + 24..ETH + 40] == ip
         && f[ETH + IPV6] == 128

@@ -1,0 +1,162 @@
+//! Upstream scenarios that the visible corpus lacks (design notes §5),
+//! built from corpus frames and configurations, with the behaviour
+//! Snabb's sources give.
+
+use std::fs;
+use std::path::Path;
+
+use sluice_lwaftr::check::{check, pcap_frames, CheckResult};
+use sluice_lwaftr::conf::{Config, NextHop};
+use sluice_lwaftr::frame::{fold, sum};
+
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/lwaftr");
+
+fn conf(case: &str) -> Config {
+    let text = fs::read_to_string(Path::new(CORPUS).join(case).join("lwaftr.conf")).expect("corpus case");
+    Config::parse(&text, "lwaftr.conf").expect("valid conf")
+}
+
+fn frames(case: &str, file: &str) -> Vec<Vec<u8>> {
+    pcap_frames(&fs::read(Path::new(CORPUS).join(case).join(file)).expect("corpus file")).unwrap()
+}
+
+fn counters(r: &CheckResult) -> Vec<(String, u64)> {
+    r.counters.iter().map(|(k, v)| (k.clone(), *v)).collect()
+}
+
+fn c(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+#[test]
+fn reversed_ipv4_fragments_reassemble_the_same() {
+    let case = "inet-ipv4-frags-reassembly";
+    let mut inp = frames(case, "in-v4.pcap");
+    inp.reverse();
+    for stick in [false, true] {
+        let r = check(&conf(case), &inp, &[], stick).unwrap();
+        assert_eq!(r.out_v6, frames(case, "out-v6.pcap"));
+    }
+}
+
+#[test]
+fn out_of_order_ipv6_fragments_reassemble_the_same() {
+    let case = "b4-ipv6-reassembly";
+    let mut inp = frames(case, "in-v6.pcap");
+    inp.reverse();
+    let r = check(&conf(case), &[], &inp, false).unwrap();
+    assert_eq!(r.out_v4, frames(case, "out-v4.pcap"));
+}
+
+#[test]
+fn ipv4_on_the_ipv6_port_is_misplaced() {
+    let inp = frames("inet-bound-encap", "in-v4.pcap");
+    let r = check(&conf("b4-unbound-drop"), &[], &inp, false).unwrap();
+    assert!(r.out_v4.is_empty() && r.out_v6.is_empty());
+    assert_eq!(
+        counters(&r),
+        c(&[
+            ("drop-all-ipv6-iface-bytes", 66),
+            ("drop-all-ipv6-iface-packets", 1),
+            ("drop-misplaced-not-ipv6-bytes", 66),
+            ("drop-misplaced-not-ipv6-packets", 1),
+            ("in-ipv6-frag-reassembly-unneeded", 1),
+        ])
+    );
+}
+
+#[test]
+fn echo_request_with_a_bad_checksum_is_dropped() {
+    let mut inp = frames("inet-icmp-echo-request", "in-v4.pcap");
+    inp[0][14 + 20 + 2] ^= 0xff;
+    let r = check(&conf("inet-icmp-echo-request"), &inp, &[], false).unwrap();
+    assert!(r.out_v6.is_empty());
+    assert_eq!(r.counters.get("drop-bad-checksum-icmpv4-bytes"), Some(&98));
+    assert_eq!(r.counters.get("drop-all-ipv4-iface-packets"), Some(&1));
+}
+
+#[test]
+fn icmpv6_too_big_becomes_icmpv4_frag_needed() {
+    let case = "b4-icmpv6-hop-limit";
+    let mut inp = frames(case, "in-v6.pcap");
+    let icmp = 14 + 40;
+    inp[0][icmp] = 2;
+    inp[0][icmp + 1] = 0;
+    inp[0][icmp + 4..icmp + 8].copy_from_slice(&1400u32.to_be_bytes());
+    let r = check(&conf(case), &[], &inp, false).unwrap();
+    assert_eq!(r.out_v4.len(), 1);
+    let e = &r.out_v4[0];
+    assert_eq!((e[34], e[35]), (3, 4));
+    assert_eq!(u16::from_be_bytes([e[40], e[41]]), 1360);
+    assert_eq!(fold(sum(0, &e[34..])), 0);
+    // The same with a non-zero code is dropped.
+    inp[0][icmp + 1] = 1;
+    let r = check(&conf(case), &[], &inp, false).unwrap();
+    assert!(r.out_v4.is_empty());
+    assert_eq!(r.counters.get("drop-too-big-type-but-not-code-icmpv6-packets"), Some(&1));
+}
+
+#[test]
+fn echo_with_ttl_32_is_answered_with_ttl_64() {
+    let case = "ping-aftr-v4";
+    let mut inp = frames(case, "in-v4.pcap");
+    inp[0][14 + 8] = 32;
+    // Keep the IPv4 checksum right: TTL is the high byte of word 4.
+    let ck = u16::from_be_bytes([inp[0][24], inp[0][25]]);
+    let fixed = fold(u64::from(!ck) + 0xffff - (64u64 << 8) + (32u64 << 8));
+    inp[0][24..26].copy_from_slice(&fixed.to_be_bytes());
+    let r = check(&conf(case), &inp, &[], false).unwrap();
+    assert_eq!(r.out_v4, frames(case, "out-v4.pcap"));
+}
+
+#[test]
+fn an_ipv6_packet_three_mtus_long_leaves_in_three_fragments() {
+    let case = "inet-udp-ipv6-fragment";
+    let inp = frames(case, "in-v4.pcap");
+    let mut cf = conf(case);
+    // 1474-byte frame -> 1514-byte IPv6 frame; with an MTU of 600 the
+    // fragments carry 552, 552 and 356 bytes.
+    cf.internal.common.mtu = 600;
+    let r = check(&cf, &inp, &[], false).unwrap();
+    assert_eq!(r.out_v6.len(), 3);
+    let offs: Vec<u16> = r.out_v6.iter().map(|f| u16::from_be_bytes([f[56], f[57]])).collect();
+    assert_eq!(offs, vec![1, 552 | 1, 1104]);
+    assert!(r.out_v6.iter().all(|f| f[58..62] == [0x42, 0x42, 0x42, 0x43]));
+    assert_eq!(r.counters.get("out-ipv6-frag"), Some(&3));
+}
+
+#[test]
+fn arp_request_for_an_ip_next_hop_goes_out_at_start() {
+    let mut cf = conf("arp-request-for-aftr");
+    cf.instances[0].queues[0].external.next_hop = NextHop::Ip("10.10.10.1".parse().unwrap());
+    let r = check(&cf, &[], &[], false).unwrap();
+    assert_eq!(r.out_v4.len(), 1);
+    let a = &r.out_v4[0];
+    assert_eq!(a.len(), 42);
+    assert_eq!(&a[..6], &[0xff; 6]);
+    assert_eq!(&a[20..22], &[0, 1]);
+    assert_eq!(&a[38..42], &[10, 10, 10, 1]);
+    assert_eq!(
+        counters(&r),
+        c(&[("out-arp-request-bytes", 42), ("out-arp-request-packets", 1), ("out-ipv4-frag-not", 1)])
+    );
+}
+
+#[test]
+fn ns_for_a_secondary_address_is_not_answered() {
+    let case = "ndp-ns-for-aftr";
+    let mut inp = frames(case, "in-v6.pcap");
+    // Target 1e:1:1:1:1:1:1:af (a br-address that is not the internal ip).
+    let target = "1e:1:1:1:1:1:1:af".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let f = &mut inp[0];
+    f[14 + 40 + 8..14 + 40 + 24].copy_from_slice(&target);
+    f[14 + 40 + 2..14 + 40 + 4].copy_from_slice(&[0, 0]);
+    let ck = sluice_lwaftr::frame::ipv6_upper_checksum(&f[22..38], &f[38..54], 58, &f[54..]);
+    f[56..58].copy_from_slice(&ck.to_be_bytes());
+    let r = check(&conf(case), &[], &inp, false).unwrap();
+    assert!(r.out_v6.is_empty());
+    assert_eq!(
+        counters(&r),
+        c(&[("in-ipv6-frag-reassembly-unneeded", 1), ("in-ndp-ns-bytes", 86), ("in-ndp-ns-packets", 1)])
+    );
+}
