@@ -14,7 +14,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use sluice_lookup::exact::OpenMap;
+use sluice_lookup::exact::{OpenMap, HASH_MUL};
+use sluice_lookup::lpm::prefetch_ptr;
 
 use crate::conf::{PortSet, Softwire};
 
@@ -178,11 +179,36 @@ impl BindingTable {
         Some((Ipv6Addr::from(e.b4), Ipv6Addr::from(e.br)))
     }
 
+    /// Starts loading the slot where `ipv4`'s port-set parameters live
+    /// (first step of a batched lookup; a hint, no effect on results).
+    #[inline]
+    pub fn prefetch_addr(&self, ipv4: u32) {
+        prefetch_home(&self.addr_index, u64::from(ipv4));
+    }
+
+    /// Starts loading the slot of the softwire serving (`ipv4`, `port`)
+    /// (second step, once the address's parameters are likely cached).
+    #[inline]
+    pub fn prefetch_softwire(&self, ipv4: u32, port: u16) {
+        if let Some(psid) = self.psid(ipv4, port) {
+            prefetch_home(&self.softwires, key(ipv4, psid));
+        }
+    }
+
     /// Whether any softwire has address `ipv4` (the hairpin test).
     #[inline]
     pub fn is_managed(&self, ipv4: u32) -> bool {
         self.addr_index.get(u64::from(ipv4)).is_some()
     }
+}
+
+/// Prefetches the home slot of `key` in `map` (never dereferenced here:
+/// prefetching an address cannot fault).
+#[inline(always)]
+fn prefetch_home(map: &OpenMap, key: u64) {
+    let (slots, _, shift) = map.raw_parts();
+    let home = (key.wrapping_mul(HASH_MUL) >> shift) as usize;
+    prefetch_ptr(slots.wrapping_add(home).cast());
 }
 
 #[cfg(test)]

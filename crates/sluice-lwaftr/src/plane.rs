@@ -597,6 +597,36 @@ impl Lwaftr {
         }
     }
 
+    /// Batched binding-table lookups: guesses every frame's key (as the
+    /// core would compute it for a plain TCP/UDP packet), then prefetches
+    /// the address slots of all, then the softwire slots of all, so that
+    /// the memory accesses of a batch overlap. Hints only: the core does
+    /// its own lookups.
+    fn prefetch_batch(&self, port: u32, frames: &[&[u8]]) {
+        let mut keys = [(0u32, 0u16); sluice_dataplane::BATCH];
+        let n = frames.len().min(keys.len());
+        for (k, raw) in keys.iter_mut().zip(frames) {
+            let l2 = if be16(raw, 12) == Some(ET_VLAN) { 18 } else { 14 };
+            let et = be16(raw, l2 - 2);
+            let guess = match et {
+                Some(ET_IPV4) if port == EXTERNAL => raw.get(l2..).and_then(|l3| {
+                    let ihl = usize::from(*l3.first()? & 0x0f) * 4;
+                    Some((be32(l3, 16)?, be16(l3, ihl + 2)?))
+                }),
+                Some(ET_IPV6) if port == INTERNAL || self.opts.on_a_stick => raw.get(l2 + IPV6..).and_then(|l3| {
+                    let ihl = usize::from(*l3.first()? & 0x0f) * 4;
+                    Some((be32(l3, 12)?, be16(l3, ihl)?))
+                }),
+                _ => None,
+            };
+            *k = guess.unwrap_or((0, 0));
+            self.bt.prefetch_addr(k.0);
+        }
+        for &(ip, p) in &keys[..n] {
+            self.bt.prefetch_softwire(ip, p);
+        }
+    }
+
     fn clock(&mut self) {
         self.now = match self.opts.frozen_clock {
             Some(t) => t,
@@ -637,6 +667,9 @@ impl DataPlane for Lwaftr {
 
     fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
         self.clock();
+        if frames.len() > 1 {
+            self.prefetch_batch(port, frames);
+        }
         for (i, raw) in frames.iter().enumerate() {
             self.stats.received += 1;
             let side = match (self.opts.on_a_stick, port) {
