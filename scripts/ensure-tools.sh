@@ -22,3 +22,13 @@ if command -v rustup >/dev/null 2>&1; then
     rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
     rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 fi
+# Build dependency: libpcap's headers and library (the `pcap` crate links
+# -lpcap and finds it with pkg-config; sluice-lwaftr compiles its pflang
+# filters with libpcap's compiler). Installed with apt when missing.
+if ! pkg-config --exists libpcap 2>/dev/null; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    echo "installing libpcap-dev pkg-config" >&2
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libpcap-dev pkg-config >/dev/null 2>&1 ||
+        { $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q libpcap-dev pkg-config >/dev/null; } ||
+        { echo "error: could not install libpcap-dev and pkg-config (needed to build sluice-lwaftr)" >&2; exit 1; }
+fi

@@ -18,7 +18,7 @@ use sluice_dataplane::{DataPlane, BATCH};
 use crate::conf::Config;
 use crate::counters::Counters;
 use crate::frame::{be16, ET_ARP, ET_IPV4, ET_VLAN};
-use crate::plane::{Filters, Lwaftr, Options};
+use crate::plane::{Lwaftr, Options};
 use crate::{EXTERNAL, INTERNAL};
 
 /// What a check run produced.
@@ -36,20 +36,8 @@ pub struct CheckResult {
 
 /// Runs `conf` over `in_v4` and `in_v6` (see the module documentation).
 pub fn check(conf: &Config, in_v4: &[Vec<u8>], in_v6: &[Vec<u8>], on_a_stick: bool) -> Result<CheckResult, String> {
-    check_with_filters(conf, in_v4, in_v6, on_a_stick, Filters::default())
-}
-
-/// [`check`] with filter hooks installed.
-pub fn check_with_filters(
-    conf: &Config,
-    in_v4: &[Vec<u8>],
-    in_v6: &[Vec<u8>],
-    on_a_stick: bool,
-    filters: Filters,
-) -> Result<CheckResult, String> {
     let opts = Options { on_a_stick, deterministic_ids: true, frozen_clock: Some(0) };
     let mut lw = Lwaftr::new(conf, opts)?;
-    lw.set_filters(filters);
     let s = lw.settings().clone();
     let (t4, t6) = (s.external.queue.vlan_tag, s.internal.queue.vlan_tag);
     let mut out: Vec<(u32, Vec<u8>)> = Vec::new();

@@ -32,7 +32,7 @@ use crate::reasm::{Outcome, Reassembler};
 use crate::{EXTERNAL, INTERNAL};
 
 /// A packet filter on an untagged frame: true = pass.
-pub type Filter = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+pub type FilterHook = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 /// One side of the lwAFTR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,13 +47,13 @@ pub enum Side {
 #[derive(Clone, Default)]
 pub struct Filters {
     /// External ingress.
-    pub v4_in: Option<Filter>,
+    pub v4_in: Option<FilterHook>,
     /// External egress.
-    pub v4_out: Option<Filter>,
+    pub v4_out: Option<FilterHook>,
     /// Internal ingress.
-    pub v6_in: Option<Filter>,
+    pub v6_in: Option<FilterHook>,
     /// Internal egress.
-    pub v6_out: Option<Filter>,
+    pub v6_out: Option<FilterHook>,
 }
 
 /// How the plane runs.
@@ -100,6 +100,17 @@ pub struct Lwaftr {
     tbuf: Vec<u8>,
 }
 
+/// The hook of a configured pflang filter (`None`: none, or one that
+/// accepts everything).
+fn compile_hook(expr: &Option<String>, path: &str) -> Result<Option<FilterHook>, String> {
+    let Some(expr) = expr else { return Ok(None) };
+    let f = crate::filter::Filter::compile(expr).map_err(|m| format!("/softwire-config/{path}: {m}"))?;
+    if f.is_accept_all() {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(move |frame: &[u8]| f.matches(frame))))
+}
+
 fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -140,7 +151,12 @@ impl Lwaftr {
             rl6: RateLimiter::new(i.error_rate_limiting.packets, i.error_rate_limiting.period),
             frag_id4,
             frag_id6,
-            filters: Filters::default(),
+            filters: Filters {
+                v4_in: compile_hook(&e.ingress_filter, "external-interface/ingress-filter")?,
+                v4_out: compile_hook(&e.egress_filter, "external-interface/egress-filter")?,
+                v6_in: compile_hook(&i.ingress_filter, "internal-interface/ingress-filter")?,
+                v6_out: compile_hook(&i.egress_filter, "internal-interface/egress-filter")?,
+            },
             opts,
             start: Instant::now(),
             now: opts.frozen_clock.unwrap_or(0),
@@ -154,7 +170,8 @@ impl Lwaftr {
         })
     }
 
-    /// Installs the filter hooks.
+    /// Replaces the filter hooks (by default those compiled from the
+    /// configuration's pflang filters).
     pub fn set_filters(&mut self, f: Filters) {
         self.filters = f;
     }
