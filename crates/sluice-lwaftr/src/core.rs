@@ -6,7 +6,10 @@
 //! filter, ARP/NDP and echo; writes the core's Snabb counters; frames leave
 //! through the next-hop stage (`next_hop_out`), built in the plane's scratch
 //! buffers (`ebuf` for encapsulation, `dbuf` for decapsulation; generated
-//! ICMP errors, a rare path, get their own buffer). Lookup keys:
+//! ICMP errors, a rare path, get their own buffer). Hairpinned packets and
+//! ICMPv4 errors to managed addresses wait in the hairpin queue, which the
+//! plane drains at the end of each batch (Snabb's order: all of a batch's
+//! input first, then the hairpin queue). Lookup keys:
 //! inet→B4 (destination address): TCP/UDP/other = destination port, echo
 //! request = 0, echo reply = identifier, other ICMP = the quoted packet's
 //! source port; B4→inet (inner source address): source port, echo request
@@ -162,8 +165,10 @@ impl Lwaftr {
         icmp::icmpv4_error(&mut e, self.ext_ip, dst, ty, code, word, quote);
         self.c.snabb.out_icmpv4_error_bytes += e.len() as u64;
         self.c.snabb.out_icmpv4_error_packets += 1;
-        if self.s.hairpinning && self.bt.is_managed(dst) {
-            self.inet_in(idx, &e, true, emit);
+        // Tunnelled to a B4 whether or not hairpinning is on (this is not
+        // hairpinning), through the hairpin queue.
+        if self.bt.is_managed(dst) {
+            self.defer_hairpin(idx, &e);
         } else {
             self.c.snabb.out_ipv4_bytes += e.len() as u64;
             self.c.snabb.out_ipv4_packets += 1;
@@ -228,16 +233,16 @@ impl Lwaftr {
                     None => l3[24..40].try_into().expect("checked length"),
                 };
                 let dst: [u8; 16] = l3[8..24].try_into().expect("checked length");
+                let mut e = Vec::new();
+                icmp::icmpv6_error(&mut e, &src, &dst, 1, 5, 0, l3);
                 if self.rl6.allow(self.now) {
-                    let mut e = Vec::new();
-                    icmp::icmpv6_error(&mut e, &src, &dst, 1, 5, 0, l3);
                     self.c.snabb.out_icmpv6_error_bytes += e.len() as u64;
                     self.c.snabb.out_icmpv6_error_packets += 1;
                     self.c.snabb.out_ipv6_bytes += e.len() as u64;
                     self.c.snabb.out_ipv6_packets += 1;
                     self.next_hop_out(Side::V6, idx, &mut e, emit);
                 } else {
-                    self.c.snabb.drop_over_rate_limit_icmpv6_bytes += len;
+                    self.c.snabb.drop_over_rate_limit_icmpv6_bytes += e.len() as u64;
                     self.c.snabb.drop_over_rate_limit_icmpv6_packets += 1;
                 }
             }
@@ -252,7 +257,7 @@ impl Lwaftr {
         if self.s.hairpinning && self.bt.is_managed(h.dst) {
             self.c.snabb.hairpin_ipv4_bytes += b.len() as u64;
             self.c.snabb.hairpin_ipv4_packets += 1;
-            self.inet_in(idx, &b, true, emit);
+            self.defer_hairpin(idx, &b);
         } else {
             self.c.snabb.out_ipv4_bytes += b.len() as u64;
             self.c.snabb.out_ipv4_packets += 1;

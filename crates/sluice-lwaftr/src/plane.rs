@@ -98,6 +98,10 @@ pub struct Lwaftr {
     obuf: Vec<u8>,
     fbuf: Vec<u8>,
     tbuf: Vec<u8>,
+    /// The hairpin queue: its first `hairpin_n` entries are waiting (the
+    /// buffers beyond are kept for reuse).
+    hairpin_q: Vec<(usize, Vec<u8>)>,
+    hairpin_n: usize,
 }
 
 /// The hook of a configured pflang filter (`None`: none, or one that
@@ -167,6 +171,8 @@ impl Lwaftr {
             obuf: Vec::new(),
             fbuf: Vec::new(),
             tbuf: Vec::new(),
+            hairpin_q: Vec::new(),
+            hairpin_n: 0,
         })
     }
 
@@ -644,6 +650,33 @@ impl Lwaftr {
         }
     }
 
+    /// Queues a decapsulated packet (or an ICMPv4 error) for the managed
+    /// address it is sent to: it re-enters as if from the internet once
+    /// the batch's input has run.
+    pub(crate) fn defer_hairpin(&mut self, idx: usize, f: &[u8]) {
+        if self.hairpin_n == self.hairpin_q.len() {
+            self.hairpin_q.push((idx, f.to_vec()));
+        } else {
+            let e = &mut self.hairpin_q[self.hairpin_n];
+            e.0 = idx;
+            e.1.clear();
+            e.1.extend_from_slice(f);
+        }
+        self.hairpin_n += 1;
+    }
+
+    /// Runs the hairpin queue, including what running it adds.
+    fn drain_hairpin<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, emit: &mut E) {
+        let mut i = 0;
+        while i < self.hairpin_n {
+            let (idx, buf) = std::mem::take(&mut self.hairpin_q[i]);
+            self.inet_in(idx, &buf, true, emit);
+            self.hairpin_q[i] = (idx, buf);
+            i += 1;
+        }
+        self.hairpin_n = 0;
+    }
+
     fn clock(&mut self) {
         self.now = match self.opts.frozen_clock {
             Some(t) => t,
@@ -706,6 +739,7 @@ impl DataPlane for Lwaftr {
                 }
             }
         }
+        self.drain_hairpin(emit);
     }
 
     fn replica(&self, _workers: usize) -> Result<Lwaftr, String> {
@@ -737,6 +771,8 @@ impl DataPlane for Lwaftr {
             obuf: Vec::new(),
             fbuf: Vec::new(),
             tbuf: Vec::new(),
+            hairpin_q: Vec::new(),
+            hairpin_n: 0,
         })
     }
 
@@ -756,5 +792,6 @@ impl DataPlane for Lwaftr {
         self.now = self.opts.frozen_clock.unwrap_or(now_ns);
         let mut e = |_: usize, p: u32, f: &[u8]| emit(p, f);
         self.request_next_hops(&mut e);
+        self.drain_hairpin(&mut e);
     }
 }

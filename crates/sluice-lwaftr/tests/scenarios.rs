@@ -160,3 +160,25 @@ fn ns_for_a_secondary_address_is_not_answered() {
         c(&[("in-ipv6-frag-reassembly-unneeded", 1), ("in-ndp-ns-bytes", 86), ("in-ndp-ns-packets", 1)])
     );
 }
+
+#[test]
+fn icmp_errors_to_a_b4_are_tunnelled_even_without_hairpinning() {
+    let case = "inet-ttl1-time-exceeded";
+    let mut inp = frames(case, "in-v4.pcap");
+    // Source 178.79.150.233 (port 54192: a bound softwire), TTL 1.
+    inp[0][26..30].copy_from_slice(&[178, 79, 150, 233]);
+    sluice_lwaftr::frame::set_ipv4_checksum(&mut inp[0][14..34]);
+    // tunnel_icmp: incoming ICMP allowed (the tunnelled error passes that policy).
+    let mut cf = conf("hairpin-ttl1-icmp");
+    cf.internal.hairpinning = false;
+    let r = check(&cf, &inp, &[], false).unwrap();
+    assert!(r.out_v4.is_empty());
+    assert_eq!(r.out_v6.len(), 1);
+    let f = &r.out_v6[0];
+    // Inner ICMPv4 time exceeded with TTL 254, to the B4 of psid 54192.
+    assert_eq!((f[54 + 8], f[54 + 20]), (254, 11));
+    assert_eq!(&f[38..54], &"127:11:12:13:14:15:16:128".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    assert_eq!(r.counters.get("out-ipv4-packets"), None);
+    assert_eq!(r.counters.get("out-icmpv4-error-packets"), Some(&1));
+    assert_eq!(r.counters.get("out-ipv6-packets"), Some(&1));
+}
