@@ -113,13 +113,36 @@ pub fn arp_request(out: &mut Vec<u8>, mac: [u8; 6], ip: u32, target: u32) {
 /// An NDP message of interest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ndp {
-    /// A valid neighbor solicitation for `target`.
-    Ns { target: [u8; 16] },
-    /// A valid neighbor advertisement: target, solicited flag, the MAC of
-    /// its target link-layer option if any.
-    Na { target: [u8; 16], solicited: bool, tll: Option<[u8; 6]> },
-    /// An NDP message that is invalid or of another type (consumed).
+    /// A neighbor solicitation (valid hop limit, code and checksum) for
+    /// `target`; `answerable` when nothing but the target forbids an
+    /// answer (target not multicast, not from `::` to a solicited-node
+    /// address, options well formed, no source link-layer option from `::`).
+    Ns { target: [u8; 16], answerable: bool },
+    /// A neighbor advertisement (valid as above): its target, its solicited
+    /// flag, and the MAC it teaches (its target link-layer option, else the
+    /// Ethernet source; `None` when its options are malformed).
+    Na { target: [u8; 16], solicited: bool, mac: Option<[u8; 6]> },
+    /// An invalid NDP message or one of another type (consumed).
     Other,
+}
+
+/// Walks NDP options from `at` in `icmp`: `None` when one is malformed (length
+/// 0 or past the end), else the options as (type, body) pairs via `each`.
+fn options(icmp: &[u8], mut at: usize, each: &mut dyn FnMut(u8, &[u8]) -> bool) -> bool {
+    while at < icmp.len() {
+        if at + 2 > icmp.len() {
+            return false;
+        }
+        let len = usize::from(icmp[at + 1]) * 8;
+        if len == 0 || at + len > icmp.len() {
+            return false;
+        }
+        if !each(icmp[at], &icmp[at..at + len]) {
+            return false;
+        }
+        at += len;
+    }
+    true
 }
 
 /// Parses an NDP frame (`None`: not ICMPv6 types 133..=137).
@@ -144,22 +167,32 @@ pub fn parse_ndp(f: &[u8]) -> Option<Ndp> {
         return Some(Ndp::Other);
     }
     let target = addr16(icmp, 8)?;
+    let src_unspecified = ip[8..24] == [0; 16];
     match ty {
-        135 => Some(Ndp::Ns { target }),
+        135 => {
+            let dst = &ip[24..40];
+            let to_solicited_node = dst[..13] == [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff];
+            let opts_ok = options(icmp, 24, &mut |t, _| !(t == 1 && src_unspecified));
+            let answerable = target[0] != 0xff && !(src_unspecified && to_solicited_node) && opts_ok;
+            Some(Ndp::Ns { target, answerable })
+        }
         136 => {
-            let mut tll = None;
-            let mut o = 24;
-            while o + 2 <= icmp.len() {
-                let (t, l) = (icmp[o], usize::from(icmp[o + 1]) * 8);
-                if l == 0 || o + l > icmp.len() {
-                    break;
+            let mut tll: Option<[u8; 6]> = None;
+            let ok = options(icmp, 24, &mut |t, body| {
+                if t != 2 {
+                    return true;
                 }
-                if t == 2 && l >= 8 {
-                    tll = icmp[o + 2..o + 8].try_into().ok();
+                if body.len() != 8 {
+                    return false;
                 }
-                o += l;
-            }
-            Some(Ndp::Na { target, solicited: icmp[4] & 0x40 != 0, tll })
+                if tll.is_none() {
+                    tll = body[2..8].try_into().ok();
+                }
+                true
+            });
+            let src: [u8; 6] = f[6..12].try_into().ok()?;
+            let mac = if ok { Some(tll.unwrap_or(src)) } else { tll };
+            Some(Ndp::Na { target, solicited: icmp[4] & 0x40 != 0, mac })
         }
         _ => Some(Ndp::Other),
     }

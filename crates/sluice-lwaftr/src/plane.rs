@@ -546,10 +546,10 @@ impl Lwaftr {
     fn ndp_in<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], n: Ndp, emit: &mut E) {
         let len = f.len() as u64;
         match n {
-            Ndp::Ns { target } => {
+            Ndp::Ns { target, answerable } => {
                 self.c.snabb.in_ndp_ns_bytes += len;
                 self.c.snabb.in_ndp_ns_packets += 1;
-                if target == self.int_ip {
+                if answerable && target == self.int_ip {
                     let mut o = std::mem::take(&mut self.obuf);
                     nd::na_reply(&mut o, self.int_mac, &self.int_ip, f);
                     self.c.snabb.out_ndp_na_bytes += o.len() as u64;
@@ -558,13 +558,14 @@ impl Lwaftr {
                     self.obuf = o;
                 }
             }
-            Ndp::Na { target, solicited, tll } => {
+            Ndp::Na { target, solicited, mac } => {
                 self.c.snabb.in_ndp_na_bytes += len;
                 self.c.snabb.in_ndp_na_packets += 1;
                 if self.nh6.mac.is_none() && solicited && self.nh6.ip == Some(target) {
-                    let src: [u8; 6] = f[6..12].try_into().expect("checked frame");
-                    self.nh6.mac = Some(tll.unwrap_or(src));
-                    self.release(Side::V6, idx, emit);
+                    if let Some(mac) = mac {
+                        self.nh6.mac = Some(mac);
+                        self.release(Side::V6, idx, emit);
+                    }
                 }
             }
             Ndp::Other => self.c.extra.ndp_invalid += 1,

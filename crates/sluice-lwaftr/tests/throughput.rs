@@ -30,7 +30,11 @@ fn encap_and_decap_rates() {
         }
         let s = t.elapsed().as_secs_f64();
         let pkts = (rounds * BATCH) as f64;
-        println!("{what}: {:.2} Mpps ({:.2} Gbps of output frames), one core", pkts / s / 1e6, out as f64 * 8.0 / s / 1e9);
+        println!(
+            "{what}: {:.2} Mpps ({:.2} Gbps of output frames), one core",
+            pkts / s / 1e6,
+            out as f64 * 8.0 / s / 1e9
+        );
         assert_eq!(out / (rounds * BATCH) as u64, if port == EXTERNAL { 590 } else { 510 });
     }
 }
