@@ -534,7 +534,9 @@ impl Lwaftr {
             Arp::Reply(sha, spa) => {
                 self.c.snabb.in_arp_reply_bytes += n;
                 self.c.snabb.in_arp_reply_packets += 1;
-                if self.nh4.mac.is_none() && self.nh4.ip == Some(spa) {
+                // As Snabb's ARP app: a reply from the next hop always
+                // (re)sets its MAC.
+                if self.nh4.ip == Some(spa) {
                     self.nh4.mac = Some(sha);
                     self.release(Side::V4, idx, emit);
                 }
