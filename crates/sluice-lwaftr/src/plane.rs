@@ -16,6 +16,7 @@
 //! frames the plane builds go into scratch buffers it keeps.
 
 use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -80,6 +81,9 @@ pub struct Lwaftr {
     pub(crate) stats: Stats,
     pub(crate) nh4: NextHop<u32>,
     pub(crate) nh6: NextHop<[u8; 16]>,
+    /// Next-hop MACs learned by any replica (bit 48 set = known), shared
+    /// by all replicas: a reply reaches one worker only.
+    learned: Arc<[AtomicU64; 2]>,
     reasm4: Reassembler,
     reasm6: Reassembler,
     pub(crate) rl4: RateLimiter,
@@ -149,6 +153,7 @@ impl Lwaftr {
             stats: Stats::default(),
             nh4,
             nh6,
+            learned: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
             reasm4: Reassembler::new(false, e.reassembly.max_fragments_per_packet, e.reassembly.max_packets),
             reasm6: Reassembler::new(true, i.reassembly.max_fragments_per_packet, i.reassembly.max_packets),
             rl4: RateLimiter::new(e.error_rate_limiting.packets, e.error_rate_limiting.period),
@@ -538,6 +543,7 @@ impl Lwaftr {
                 // (re)sets its MAC.
                 if self.nh4.ip == Some(spa) {
                     self.nh4.mac = Some(sha);
+                    self.share_mac(Side::V4, sha);
                     self.release(Side::V4, idx, emit);
                 }
             }
@@ -566,6 +572,7 @@ impl Lwaftr {
                 if self.nh6.mac.is_none() && solicited && self.nh6.ip == Some(target) {
                     if let Some(mac) = mac {
                         self.nh6.mac = Some(mac);
+                        self.share_mac(Side::V6, mac);
                         self.release(Side::V6, idx, emit);
                     }
                 }
@@ -597,6 +604,35 @@ impl Lwaftr {
             et => et,
         };
         Some(if et == ET_IPV4 || et == ET_ARP { Side::V4 } else { Side::V6 })
+    }
+
+    fn share_mac(&self, side: Side, mac: [u8; 6]) {
+        let mut v = [0u8; 8];
+        v[2..].copy_from_slice(&mac);
+        self.learned[side as usize].store(u64::from_be_bytes(v) | 1 << 48, Ordering::Relaxed);
+    }
+
+    /// Takes a next-hop MAC another replica learned, and sends what waited for it.
+    fn adopt_shared_macs<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, emit: &mut E) {
+        for side in [Side::V4, Side::V6] {
+            let unresolved = match side {
+                Side::V4 => self.nh4.mac.is_none() && self.nh4.ip.is_some(),
+                Side::V6 => self.nh6.mac.is_none() && self.nh6.ip.is_some(),
+            };
+            if !unresolved {
+                continue;
+            }
+            let v = self.learned[side as usize].load(Ordering::Relaxed);
+            if v >> 48 != 1 {
+                continue;
+            }
+            let mac: [u8; 6] = v.to_be_bytes()[2..].try_into().expect("6 bytes");
+            match side {
+                Side::V4 => self.nh4.mac = Some(mac),
+                Side::V6 => self.nh6.mac = Some(mac),
+            }
+            self.release(side, 0, emit);
+        }
     }
 
     fn request_next_hops<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, emit: &mut E) {
@@ -758,6 +794,7 @@ impl DataPlane for Lwaftr {
             stats: Stats::default(),
             nh4: NextHop { held: Default::default(), ..self.nh4.clone() },
             nh6: NextHop { held: Default::default(), ..self.nh6.clone() },
+            learned: self.learned.clone(),
             reasm4: self.reasm4.clone(),
             reasm6: self.reasm6.clone(),
             rl4: self.rl4.clone(),
@@ -794,6 +831,7 @@ impl DataPlane for Lwaftr {
     fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, now_ns: u64, emit: &mut E) {
         self.now = self.opts.frozen_clock.unwrap_or(now_ns);
         let mut e = |_: usize, p: u32, f: &[u8]| emit(p, f);
+        self.adopt_shared_macs(&mut e);
         self.request_next_hops(&mut e);
         self.drain_hairpin(&mut e);
     }

@@ -182,3 +182,23 @@ fn icmp_errors_to_a_b4_are_tunnelled_even_without_hairpinning() {
     assert_eq!(r.counters.get("out-icmpv4-error-packets"), Some(&1));
     assert_eq!(r.counters.get("out-ipv6-packets"), Some(&1));
 }
+
+#[test]
+fn a_next_hop_learned_by_one_replica_releases_another_replicas_frames() {
+    use sluice_dataplane::DataPlane;
+    use sluice_lwaftr::{Lwaftr, Options, INTERNAL};
+    let case = "ndp-na-then-forward";
+    let inp = frames(case, "in-v6.pcap");
+    let opts = Options { on_a_stick: false, deterministic_ids: true, frozen_clock: Some(0) };
+    let mut a = Lwaftr::new(&conf(case), opts).unwrap();
+    let mut b = a.replica(2).unwrap();
+    let mut out_b = Vec::new();
+    b.tick(0, &mut |p: u32, f: &[u8]| out_b.push((p, f.to_vec())));
+    assert_eq!(out_b.len(), 1, "the NS");
+    b.process_batch(INTERNAL, &[&inp[0]], &mut |_, p, f: &[u8]| out_b.push((p, f.to_vec())));
+    assert_eq!(out_b.len(), 1, "the hairpinned frame waits for the next hop");
+    a.process_batch(INTERNAL, &[&inp[1]], &mut |_, _, _: &[u8]| {});
+    b.tick(1, &mut |p: u32, f: &[u8]| out_b.push((p, f.to_vec())));
+    assert_eq!(out_b.len(), 2);
+    assert_eq!(out_b[1], (INTERNAL, frames(case, "out-v6.pcap")[1].clone()));
+}
