@@ -367,6 +367,31 @@ fn syntax_variants() {
     assert_eq!(Config::parse(&out, "out").unwrap_or_else(|e| panic!("{e}\n{out}")), c);
 }
 
+#[test]
+fn softwires_on_their_own() {
+    let one = "softwire { ipv4 1.2.3.4; psid 1; b4-ipv6 ::1; br-address ::2; port-set { psid-length 8; } }\n";
+    let v = Config::parse_softwires(&format!("// added\n{one}{}", one.replace("psid 1;", "psid 2;")), "add").unwrap();
+    assert_eq!(v.iter().map(|s| s.psid).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(Config::parse_softwires("", "add"), Ok(vec![]));
+    assert_eq!(
+        Config::parse_softwires(&format!("{one}{one}"), "add").unwrap_err().to_string(),
+        "add:2:1: /softwire-config/binding-table/softwire[ipv4=1.2.3.4][psid=1]: duplicate key: the softwire at line 1 \
+         has the same ipv4 and psid"
+    );
+    assert_eq!(
+        Config::parse_softwires("softwire { ipv4 1.2.3.4; psid 1; } }", "add").unwrap_err().to_string(),
+        "add:1:1: /softwire-config/binding-table/softwire[ipv4=1.2.3.4][psid=1]/b4-ipv6: mandatory, missing"
+    );
+    assert_eq!(
+        Config::parse_softwires("}", "add").unwrap_err().to_string(),
+        "add:1:1: /softwire-config/binding-table: unexpected `}`"
+    );
+    assert_eq!(
+        Config::parse_softwires("instance { }", "add").unwrap_err().to_string(),
+        "add:1:1: /softwire-config/binding-table: unknown keyword \"instance\" (expected one of: softwire)"
+    );
+}
+
 /// A small deterministic generator (xorshift).
 struct Rng(u64);
 
@@ -379,6 +404,18 @@ impl Rng {
     }
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Reading `text` gives a located error, or a configuration that writes
+/// back to a text that reads as the same.
+fn check(text: &str) {
+    match Config::parse(text, "t") {
+        Err(e) => assert!(!e.message.is_empty() && e.line >= 1 && e.col >= 1 && e.path.starts_with('/'), "{e}"),
+        Ok(c) => {
+            let out = c.to_text();
+            assert_eq!(Config::parse(&out, "out").as_ref(), Ok(&c), "{text}\n--- written as ---\n{out}");
+        }
     }
 }
 
@@ -408,9 +445,7 @@ fn malformed_texts_never_panic() {
             }
         }
         let text = String::from_utf8_lossy(&b);
-        if let Err(e) = Config::parse(&text, "t") {
-            assert!(!e.message.is_empty() && e.line >= 1 && e.col >= 1 && e.path.starts_with('/'));
-        }
+        check(&text);
         cases += 1;
     }
     // Token soup.
@@ -455,7 +490,7 @@ fn malformed_texts_never_panic() {
             s.push_str(toks[rng.below(toks.len())]);
             s.push(' ');
         }
-        let _ = Config::parse(&s, "t");
+        check(&s);
         cases += 1;
     }
     // Deep nesting.

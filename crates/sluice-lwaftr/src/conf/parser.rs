@@ -67,13 +67,15 @@ struct Parser<'a> {
     file: &'a str,
     lex: Lexer<'a>,
     stack: Vec<Frame>,
+    /// The depth of the text's top level (0 for a whole configuration).
+    base: usize,
 }
 
 impl Config {
     /// Reads a configuration in Snabb's text syntax; `file` names it in
     /// errors. Never panics, whatever the text.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfError> {
-        let mut p = Parser { text, file, lex: Lexer::new(text), stack: Vec::with_capacity(8) };
+        let mut p = Parser { text, file, lex: Lexer::new(text), stack: Vec::with_capacity(8), base: 0 };
         let mut cfg = None;
         while let Some((kw, pos, s)) = p.stmt()? {
             match kw {
@@ -86,6 +88,30 @@ impl Config {
             }
         }
         cfg.ok_or_else(|| p.err(text.len(), Some("softwire-config"), "mandatory, missing"))
+    }
+
+    /// Reads softwires given on their own, as `softwire { ... }` statements
+    /// (what `snabb config add NAME /softwire-config/binding-table/softwire`
+    /// reads), with the checks of a binding table among them; errors name
+    /// `/softwire-config/binding-table/softwire[...]` paths.
+    pub fn parse_softwires(text: &str, file: &str) -> Result<Vec<Softwire>, ConfError> {
+        let mut p = Parser { text, file, lex: Lexer::new(text), stack: Vec::with_capacity(8), base: 2 };
+        p.enter("softwire-config", &[]);
+        p.enter("binding-table", &[]);
+        let mut softwires = Vec::new();
+        let mut starts = Vec::new();
+        while let Some((kw, pos, s)) = p.stmt()? {
+            match kw {
+                "softwire" => {
+                    p.block(kw, pos, &s)?;
+                    softwires.push(p.softwire(pos)?);
+                    starts.push(pos);
+                }
+                _ => return Err(p.unknown(kw, pos, &["softwire"])),
+            }
+        }
+        p.check_table(&softwires, &starts)?;
+        Ok(softwires)
     }
 }
 
@@ -199,8 +225,8 @@ impl<'a> Parser<'a> {
         let (t, pos) = self.tok()?;
         let kw = match t {
             Tok::Word(w) => w,
-            Tok::RBrace if !self.stack.is_empty() => return Ok(None),
-            Tok::Eof if self.stack.is_empty() => return Ok(None),
+            Tok::RBrace if self.stack.len() > self.base => return Ok(None),
+            Tok::Eof if self.stack.len() <= self.base => return Ok(None),
             Tok::Eof => return Err(self.err(pos, None, "unexpected end of text: `}` missing")),
             Tok::RBrace => return Err(self.err(pos, None, "unexpected `}`")),
             Tok::LBrace => return Err(self.err(pos, None, "expected a keyword, found `{`")),
