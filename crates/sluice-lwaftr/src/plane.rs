@@ -129,7 +129,13 @@ fn random_seed() -> u64 {
 impl Lwaftr {
     /// A plane for the first queue of the first instance of `conf`.
     pub fn new(conf: &Config, opts: Options) -> Result<Lwaftr, String> {
-        let s = conf.queue_settings(None, None)?;
+        Lwaftr::for_queue(conf, None, None, opts)
+    }
+
+    /// A plane for queue `queue` of instance `device` of `conf` (the first
+    /// of each when `None`).
+    pub fn for_queue(conf: &Config, device: Option<&str>, queue: Option<u8>, opts: Options) -> Result<Lwaftr, String> {
+        let s = conf.queue_settings(device, queue)?;
         let bt = BindingTable::new(&conf.binding_table.softwires)?;
         let nh4 = match s.external.queue.next_hop {
             ConfNextHop::Mac(m) => NextHop::mac(m),
@@ -795,8 +801,8 @@ impl DataPlane for Lwaftr {
             nh4: NextHop { held: Default::default(), ..self.nh4.clone() },
             nh6: NextHop { held: Default::default(), ..self.nh6.clone() },
             learned: self.learned.clone(),
-            reasm4: self.reasm4.clone(),
-            reasm6: self.reasm6.clone(),
+            reasm4: self.reasm4.fresh(),
+            reasm6: self.reasm6.fresh(),
             rl4: self.rl4.clone(),
             rl6: self.rl6.clone(),
             frag_id4: if self.opts.deterministic_ids { self.frag_id4 } else { seed as u16 },

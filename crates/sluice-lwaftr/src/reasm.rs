@@ -68,6 +68,18 @@ impl Reassembler {
         }
     }
 
+    /// An empty table with the same limits (for another replica).
+    pub fn fresh(&self) -> Reassembler {
+        Reassembler {
+            v6: self.v6,
+            max_frags: self.max_frags,
+            max_packets: self.max_packets,
+            table: HashMap::new(),
+            out: Vec::new(),
+            evicted: 0,
+        }
+    }
+
     /// The packet the last [`Outcome::Done`] completed.
     pub fn packet(&self) -> &[u8] {
         &self.out
