@@ -641,8 +641,8 @@ impl Lwaftr {
         }
     }
 
-    fn request_next_hops<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, emit: &mut E) {
-        let now = self.now;
+    /// Sends the ARP request / NS due at `now` (the driver's tick clock).
+    fn request_next_hops<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, now: u64, emit: &mut E) {
         if self.nh4.request_due(now) {
             self.nh4.last_request = Some(now);
             let target = self.nh4.ip.expect("due implies an ip");
@@ -834,11 +834,16 @@ impl DataPlane for Lwaftr {
         self.c = Counters::sum(replicas);
     }
 
+    /// Requests for unresolved next hops (at the first tick, then every 3 s
+    /// of the driver's clock `now_ns`), and frames released by a MAC
+    /// another replica learned. The rate limiters keep the plane's own
+    /// clock (read once per batch).
     fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, now_ns: u64, emit: &mut E) {
-        self.now = self.opts.frozen_clock.unwrap_or(now_ns);
+        self.clock();
+        let now = self.opts.frozen_clock.unwrap_or(now_ns);
         let mut e = |_: usize, p: u32, f: &[u8]| emit(p, f);
         self.adopt_shared_macs(&mut e);
-        self.request_next_hops(&mut e);
+        self.request_next_hops(now, &mut e);
         self.drain_hairpin(&mut e);
     }
 }

@@ -202,3 +202,20 @@ fn a_next_hop_learned_by_one_replica_releases_another_replicas_frames() {
     assert_eq!(out_b.len(), 2);
     assert_eq!(out_b[1], (INTERNAL, frames(case, "out-v6.pcap")[1].clone()));
 }
+
+#[test]
+fn next_hop_requests_repeat_every_three_seconds_until_resolved() {
+    use sluice_dataplane::DataPlane;
+    use sluice_lwaftr::{Lwaftr, Options};
+    let case = "ndp-na-then-forward";
+    let mut lw = Lwaftr::new(&conf(case), Options::default()).unwrap();
+    let mut n = 0;
+    for t in [0u64, 1_000_000_000, 2_999_999_999, 3_000_000_000, 4_000_000_000, 6_000_000_000] {
+        lw.tick(t, &mut |_: u32, _: &[u8]| n += 1);
+    }
+    assert_eq!(n, 3);
+    let na = frames(case, "in-v6.pcap")[1].clone();
+    lw.process_batch(1, &[&na], &mut |_, _, _: &[u8]| {});
+    lw.tick(9_000_000_000, &mut |_: u32, _: &[u8]| n += 1);
+    assert_eq!(n, 3);
+}
