@@ -76,6 +76,44 @@ pub fn check(conf: &Config, in_v4: &[Vec<u8>], in_v6: &[Vec<u8>], on_a_stick: bo
     Ok(r)
 }
 
+/// `counters` in Snabb's `counters.txt` layout: `name value` lines sorted
+/// by name, each ending with a newline.
+pub fn counters_text(counters: &BTreeMap<String, u64>) -> String {
+    counters.iter().map(|(n, v)| format!("{n} {v}\n")).collect()
+}
+
+/// Reads a `counters.txt` (`name value` per line; blank lines ignored).
+pub fn parse_counters(text: &str) -> Result<BTreeMap<String, u64>, String> {
+    let mut m = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (n, v) = line.split_once(char::is_whitespace).ok_or_else(|| format!("line {}: not `name value`", i + 1))?;
+        let v = v.trim().parse::<u64>().map_err(|e| format!("line {}: {e}", i + 1))?;
+        m.insert(n.to_string(), v);
+    }
+    Ok(m)
+}
+
+/// Compares the counters that changed with the expected ones exactly; the
+/// differences, in name order (`counter NAME: expected X, got Y`,
+/// `unexpected counter NAME = Y`, `missing counter NAME = X`).
+pub fn counter_differences(expected: &BTreeMap<String, u64>, got: &BTreeMap<String, u64>) -> Vec<String> {
+    let names: std::collections::BTreeSet<&String> = expected.keys().chain(got.keys()).collect();
+    names
+        .into_iter()
+        .filter_map(|n| match (expected.get(n), got.get(n)) {
+            (Some(x), Some(y)) if x == y => None,
+            (Some(x), Some(y)) => Some(format!("counter {n}: expected {x}, got {y}")),
+            (Some(x), None) => Some(format!("missing counter {n} = {x}")),
+            (None, Some(y)) => Some(format!("unexpected counter {n} = {y}")),
+            (None, None) => None,
+        })
+        .collect()
+}
+
 /// The frames of a classic pcap file's bytes (either byte order,
 /// microsecond or nanosecond timestamps). An empty file holds no frames.
 pub fn pcap_frames(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use sluice_lwaftr::check::{check, pcap_frames};
+use sluice_lwaftr::check::{check, counter_differences, counters_text, parse_counters, pcap_frames};
 use sluice_lwaftr::conf::Config;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/lwaftr");
@@ -63,26 +63,9 @@ fn run_case(dir: &Path, on_a_stick: bool) -> Result<(), String> {
         problems.push(p);
     }
     if let Ok(text) = fs::read_to_string(dir.join("counters.txt")) {
-        let want: BTreeMap<String, u64> = text
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                let (n, v) = l.split_once(' ').expect("name value");
-                (n.to_string(), v.trim().parse().expect("a number"))
-            })
-            .collect();
-        for (n, v) in &want {
-            match r.counters.get(n) {
-                Some(g) if g == v => {}
-                Some(g) => problems.push(format!("counter {n}: expected {v}, got {g}")),
-                None => problems.push(format!("missing counter {n} = {v}")),
-            }
-        }
-        for (n, g) in &r.counters {
-            if !want.contains_key(n) {
-                problems.push(format!("unexpected counter {n} = {g}"));
-            }
-        }
+        let want = parse_counters(&text)?;
+        assert_eq!(counters_text(&want), text, "{}: counters.txt layout", dir.display());
+        problems.extend(counter_differences(&want, &r.counters));
     }
     if problems.is_empty() {
         Ok(())
