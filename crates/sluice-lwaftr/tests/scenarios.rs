@@ -219,3 +219,41 @@ fn next_hop_requests_repeat_every_three_seconds_until_resolved() {
     lw.tick(9_000_000_000, &mut |_: u32, _: &[u8]| n += 1);
     assert_eq!(n, 3);
 }
+
+#[test]
+fn a_hairpinned_echo_reply_from_an_address_without_port_0_gets_icmpv6_1_5() {
+    let case = "hairpin-icmp-echo-request";
+    let mut inp = frames(case, "in-v6.pcap");
+    // The echo request becomes a reply: its decapsulation key is port 0,
+    // which 178.79.150.233 (psid-length 16) does not have.
+    let icmp = 14 + 40 + 20;
+    inp[0][icmp] = 0;
+    inp[0][icmp + 2..icmp + 4].copy_from_slice(&[0, 0]);
+    let ck = fold(sum(0, &inp[0][icmp..]));
+    inp[0][icmp + 2..icmp + 4].copy_from_slice(&ck.to_be_bytes());
+    let r = check(&conf(case), &[], &inp, false).unwrap();
+    assert!(r.out_v4.is_empty());
+    assert_eq!(r.out_v6.len(), 1);
+    let e = &r.out_v6[0];
+    assert_eq!(e.len(), 186);
+    assert_eq!((e[54], e[55]), (1, 5));
+    assert_eq!(&e[22..38], &inp[0][38..54], "from the packet's destination");
+    assert_eq!(&e[62..], &inp[0][14..]);
+    assert_eq!(
+        counters(&r),
+        c(&[
+            ("drop-all-ipv6-iface-bytes", 138),
+            ("drop-all-ipv6-iface-packets", 1),
+            ("drop-no-source-softwire-ipv6-bytes", 138),
+            ("drop-no-source-softwire-ipv6-packets", 1),
+            ("in-ipv6-bytes", 138),
+            ("in-ipv6-frag-reassembly-unneeded", 1),
+            ("in-ipv6-packets", 1),
+            ("out-icmpv6-error-bytes", 186),
+            ("out-icmpv6-error-packets", 1),
+            ("out-ipv6-bytes", 186),
+            ("out-ipv6-frag-not", 1),
+            ("out-ipv6-packets", 1),
+        ])
+    );
+}
