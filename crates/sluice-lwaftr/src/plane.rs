@@ -255,6 +255,11 @@ impl Lwaftr {
         match side {
             Side::V4 => {
                 let mtu = self.s.external.common.mtu;
+                if ethertype(f) == Some(ET_IPV4) && !frag::valid_v4(f) {
+                    self.c.extra.bad_length += 1;
+                    self.stats.dropped += 1;
+                    return;
+                }
                 if ethertype(f) != Some(ET_IPV4) || !frag::too_big(f, mtu) {
                     self.c.snabb.out_ipv4_frag_not += 1;
                     self.wire(side, idx, f, emit);
@@ -279,6 +284,11 @@ impl Lwaftr {
             }
             Side::V6 => {
                 let mtu = self.s.internal.common.mtu;
+                if ethertype(f) == Some(ET_IPV6) && !frag::valid_v6(f) {
+                    self.c.extra.bad_length += 1;
+                    self.stats.dropped += 1;
+                    return;
+                }
                 if ethertype(f) != Some(ET_IPV6) || !frag::too_big(f, mtu) {
                     self.c.snabb.out_ipv6_frag_not += 1;
                     self.wire(side, idx, f, emit);
