@@ -142,7 +142,6 @@ impl Reassembler {
         let end = start + data.len();
         let bad = p.pieces.len() >= self.max_frags
             || (!more && p.final_end.is_some())
-            || (more && data.len() % 8 != 0)
             || p.header.len() + end > MAX_PACKET;
         if bad {
             self.table.remove(&key);
