@@ -783,12 +783,14 @@ impl DataPlane for Lwaftr {
                 (false, INTERNAL) => Some(Side::V6),
                 _ => {
                     self.c.extra.wrong_port += 1;
-                    None
+                    self.stats.dropped += 1;
+                    continue;
                 }
             };
             match side {
                 Some(side) => self.ingress(side, i, raw, emit),
                 None => {
+                    // On a stick: a tag of neither side, or no tag.
                     self.c.extra.vlan_mismatch += 1;
                     self.stats.dropped += 1;
                 }
