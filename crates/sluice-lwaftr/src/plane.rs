@@ -8,7 +8,12 @@
 //! → ARP/NDP → echo → core ([`crate::core`]). Egress per side: core →
 //! next hop (set MACs, or hold while unresolved) → egress filter →
 //! fragment → tag → emit. Echo, ARP and NDP replies skip the next-hop
-//! stage (their MACs are already right). Writes the counters
+//! stage (their MACs are already right). Hairpinned packets (and ICMPv4
+//! errors to managed addresses) wait in the hairpin queue until the
+//! batch's input has run, as in Snabb. Filters are the configuration's
+//! pflang filters ([`crate::filter`]) unless replaced by hooks. `tick`
+//! sends ARP requests and NSs for unresolved next hops (at the first tick,
+//! then every 3 s) and takes a MAC another replica learned. Writes the counters
 //! ([`Counters`]), the reassembly tables, the next-hop state and hold
 //! queues. Bad frames never panic: they are dropped and counted (in the
 //! Snabb block where Snabb counts them, else in the extra block).

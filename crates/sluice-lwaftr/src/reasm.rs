@@ -140,9 +140,8 @@ impl Reassembler {
         }
         let p = self.table.get_mut(&key).expect("inserted above");
         let end = start + data.len();
-        let bad = p.pieces.len() >= self.max_frags
-            || (!more && p.final_end.is_some())
-            || p.header.len() + end > MAX_PACKET;
+        let bad =
+            p.pieces.len() >= self.max_frags || (!more && p.final_end.is_some()) || p.header.len() + end > MAX_PACKET;
         if bad {
             self.table.remove(&key);
             return Outcome::Invalid;
