@@ -257,3 +257,36 @@ fn a_hairpinned_echo_reply_from_an_address_without_port_0_gets_icmpv6_1_5() {
         ])
     );
 }
+
+#[test]
+fn whole_address_softwires_next_to_each_other_keep_their_own_b4() {
+    use sluice_lwaftr::conf::{PortSet, Softwire};
+    let case = "inet-bound-encap";
+    let mut cf = conf(case);
+    let br = "8:9:a:b:c:d:e:f".parse().unwrap();
+    cf.binding_table.softwires = (233u8..=236)
+        .map(|last| Softwire {
+            ipv4: std::net::Ipv4Addr::new(178, 79, 150, last),
+            psid: 0,
+            b4_ipv6: format!("127:10:20:30:{last}:50:60:128").parse().unwrap(),
+            br_address: br,
+            padding: 0,
+            port_set: PortSet { psid_length: 0, reserved_ports_bit_count: 0 },
+        })
+        .collect();
+    let base = frames(case, "in-v4.pcap").remove(0);
+    let inp: Vec<Vec<u8>> = (233u8..=236)
+        .map(|last| {
+            let mut f = base.clone();
+            f[33] = last;
+            sluice_lwaftr::frame::set_ipv4_checksum(&mut f[14..34]);
+            f
+        })
+        .collect();
+    let r = check(&cf, &inp, &[], false).unwrap();
+    assert_eq!(r.out_v6.len(), 4);
+    for (f, last) in r.out_v6.iter().zip(233u8..=236) {
+        let want: std::net::Ipv6Addr = format!("127:10:20:30:{last}:50:60:128").parse().unwrap();
+        assert_eq!(&f[38..54], &want.octets());
+    }
+}
