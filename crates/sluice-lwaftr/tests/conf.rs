@@ -499,6 +499,102 @@ fn malformed_texts_never_panic() {
     assert!(cases > 6000);
 }
 
+/// A random string from characters the syntax treats specially.
+fn random_string(rng: &mut Rng) -> String {
+    const PARTS: &[&str] = &[
+        "a", "Z", "0", " ", "\t", "\n", "\r", ";", "{", "}", "\"", "'", "\\", "/", "//", "/*", "*/", "+", "é", "ip6",
+        "len < 0", "\u{b}",
+    ];
+    (0..rng.below(8)).map(|_| PARTS[rng.below(PARTS.len())]).collect()
+}
+
+#[test]
+fn random_configurations_write_and_read_back() {
+    use sluice_lwaftr::conf::{Instance, PortSet, Queue, QueueInterface, Softwire};
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let base = Config::parse(&read(&Path::new(CORPUS).join("bench/lwaftr.conf")), "bench").unwrap();
+    for round in 0..300 {
+        let mut c = base.clone();
+        let r = &mut rng;
+        c.name = (r.below(2) == 0).then(|| random_string(r));
+        for side in [&mut c.external.common, &mut c.internal.common] {
+            side.ingress_filter = (r.below(2) == 0).then(|| random_string(r));
+            side.egress_filter = (r.below(2) == 0).then(|| random_string(r));
+            side.mtu = 1280 + r.below(60000) as u16;
+            side.mru = r.next() as u16;
+            side.allow_incoming_icmp = r.below(2) == 0;
+            side.generate_icmp_errors = r.below(2) == 0;
+            side.error_rate_limiting.packets = r.next() as u32;
+            side.error_rate_limiting.period = 1 + r.below(1000) as u32;
+            side.reassembly.max_fragments_per_packet = 1 + r.below(100) as u32;
+            side.reassembly.max_packets = r.next() as u32;
+        }
+        c.internal.flow_label = r.next() as u32;
+        c.internal.vlan_tag = (r.below(2) == 0).then(|| r.below(4096) as u16);
+        c.internal.hairpinning = r.below(2) == 0;
+        c.binding_table.version = match r.below(4) {
+            0 => None,
+            1 => Some((None, None)),
+            _ => Some(((r.below(2) == 0).then(|| r.next()), (r.below(2) == 0).then(|| random_string(r)))),
+        };
+        c.binding_table.softwires = (0..r.below(20))
+            .map(|i| {
+                let k = (i % 17) as u8;
+                let a = r.below(17 - k as usize) as u8;
+                Softwire {
+                    ipv4: Ipv4Addr::from(i as u32),
+                    psid: (r.next() as u16) & ((1u32 << k) - 1) as u16,
+                    b4_ipv6: Ipv6Addr::from(u128::from(r.next()) << r.below(64)),
+                    br_address: Ipv6Addr::from(u128::from(r.next())),
+                    padding: r.next() as u16,
+                    port_set: PortSet { psid_length: k, reserved_ports_bit_count: a },
+                }
+            })
+            .collect();
+        let iface = |r: &mut Rng| QueueInterface {
+            ip: Ipv4Addr::from(r.next() as u32),
+            mac: [r.next() as u8; 6],
+            vlan_tag: (r.below(2) == 0).then(|| r.below(4096) as u16),
+            next_hop: if r.below(2) == 0 {
+                NextHop::Mac([1, 2, 3, 4, 5, r.next() as u8])
+            } else {
+                NextHop::Ip(Ipv4Addr::from(r.next() as u32))
+            },
+        };
+        c.instances = (0..r.below(3))
+            .map(|i| Instance {
+                device: format!("{}{i}", random_string(r)),
+                external_device: (r.below(2) == 0).then(|| random_string(r)),
+                queues: (0..r.below(3) as u8)
+                    .map(|id| {
+                        let e = iface(r);
+                        let n = iface(r);
+                        Queue {
+                            id,
+                            external: e,
+                            internal: QueueInterface {
+                                ip: Ipv6Addr::from(u128::from(n.ip.to_bits()) << 64),
+                                mac: n.mac,
+                                vlan_tag: n.vlan_tag,
+                                next_hop: match n.next_hop {
+                                    NextHop::Mac(m) => NextHop::Mac(m),
+                                    NextHop::Ip(a) => NextHop::Ip(a.to_ipv6_mapped()),
+                                },
+                            },
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        let out = c.to_text();
+        assert_eq!(
+            Config::parse(&out, "out").unwrap_or_else(|e| panic!("round {round}: {e}\n{out}")),
+            c,
+            "round {round}"
+        );
+    }
+}
+
 /// `n` softwires in Snabb's generated layout (one per line).
 fn snabb_style_table(n: u32) -> String {
     let mut s = String::from("softwire-config {\n  binding-table {\n");
