@@ -290,3 +290,27 @@ fn whole_address_softwires_next_to_each_other_keep_their_own_b4() {
         assert_eq!(&f[38..54], &want.octets());
     }
 }
+
+#[test]
+fn errors_beyond_the_rate_limit_are_dropped() {
+    // ICMPv6: counted drop-over-rate-limit with the error's size.
+    let case = "b4-unbound-icmpv6";
+    let mut cf = conf(case);
+    cf.internal.common.error_rate_limiting.packets = 1;
+    let one = frames(case, "in-v6.pcap").remove(0);
+    let r = check(&cf, &[], &[one.clone(), one], false).unwrap();
+    assert_eq!(r.out_v6.len(), 1);
+    assert_eq!(r.counters.get("drop-over-rate-limit-icmpv6-bytes"), Some(&154));
+    assert_eq!(r.counters.get("drop-over-rate-limit-icmpv6-packets"), Some(&1));
+    assert_eq!(r.counters.get("drop-all-ipv6-iface-packets"), Some(&2));
+    // ICMPv4: no Snabb counter; the offending packet is still counted dropped.
+    let case = "inet-unbound-icmp";
+    let mut cf = conf(case);
+    cf.external.common.error_rate_limiting.packets = 1;
+    let one = frames(case, "in-v4.pcap").remove(0);
+    let r = check(&cf, &[one.clone(), one], &[], false).unwrap();
+    assert_eq!(r.out_v4.len(), 1);
+    assert_eq!(r.counters.get("out-icmpv4-error-packets"), Some(&1));
+    assert_eq!(r.counters.get("drop-all-ipv4-iface-packets"), Some(&2));
+    assert_eq!(r.all.extra.icmpv4_rate_limited, 1);
+}
