@@ -314,3 +314,20 @@ fn errors_beyond_the_rate_limit_are_dropped() {
     assert_eq!(r.counters.get("drop-all-ipv4-iface-packets"), Some(&2));
     assert_eq!(r.all.extra.icmpv4_rate_limited, 1);
 }
+
+#[test]
+fn frames_with_the_wrong_vlan_tag_are_dropped_silently() {
+    let case = "inet-bound-encap-vlan";
+    let good = frames(case, "in-v4.pcap").remove(0);
+    let mut wrong = good.clone();
+    wrong[15] ^= 1;
+    let untagged: Vec<u8> = good[..12].iter().chain(&good[16..]).copied().collect();
+    let mut pcp = good.clone();
+    pcp[14] |= 0x20;
+    for stick in [false, true] {
+        let r = check(&conf(case), &[wrong.clone(), untagged.clone(), pcp.clone()], &[], stick).unwrap();
+        assert!(r.out_v4.is_empty() && r.out_v6.is_empty());
+        assert!(r.counters.is_empty(), "{:?}", r.counters);
+        assert_eq!(r.all.extra.vlan_mismatch, 3);
+    }
+}
