@@ -331,3 +331,18 @@ fn frames_with_the_wrong_vlan_tag_are_dropped_silently() {
         assert_eq!(r.all.extra.vlan_mismatch, 3);
     }
 }
+
+#[test]
+fn the_on_a_stick_bench_mix_goes_through() {
+    let dir = Path::new(CORPUS).join("bench");
+    let cf = Config::parse(&fs::read_to_string(dir.join("lwaftr.conf")).unwrap(), "lwaftr.conf").unwrap();
+    let mix = pcap_frames(&fs::read(dir.join("ipv4_and_ipv6_stick_imix.pcap")).unwrap()).unwrap();
+    let (v4, v6): (Vec<Vec<u8>>, Vec<Vec<u8>>) = mix.into_iter().partition(|f| f[12..14] == [8, 0]);
+    let r = check(&cf, &v4, &v6, true).unwrap();
+    // Every frame crosses (the 1500-byte ones leave in two fragments).
+    assert_eq!(r.counters.get("out-ipv6-packets"), Some(&(v4.len() as u64)), "{:?}", r.counters);
+    assert_eq!(r.counters.get("out-ipv4-packets"), Some(&(v6.len() as u64)), "{:?}", r.counters);
+    assert_eq!(r.out_v6.len(), v4.len() + 1);
+    assert_eq!(r.out_v4.len(), v6.len() + 1);
+    assert!(r.counters.keys().all(|k| !k.starts_with("drop")), "{:?}", r.counters);
+}
