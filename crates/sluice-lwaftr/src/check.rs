@@ -10,6 +10,8 @@
 //! Returns the frames of each side in emission order (on a stick split by
 //! VLAN tag when the sides' tags differ, else by EtherType: IPv4 and ARP
 //! are the IPv4 side's) and the Snabb counters that changed.
+//! [`check_files`] does the same from and to files, as the command does
+//! (outputs in Snabb's pcap layout, counters compared exactly or written).
 
 use std::collections::BTreeMap;
 
