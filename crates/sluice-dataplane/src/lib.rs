@@ -78,6 +78,16 @@ pub trait DataPlane: Send + Sized + 'static {
     /// master copy answers reads with every worker's counts).
     fn merge_counters(&mut self, replicas: &[Self::Counters]);
 
+    /// Work that is due without any input: a data plane that sends on its
+    /// own (ARP or NDP requests, retransmissions, frames released from a
+    /// hold queue when another replica learned an address) does it here.
+    /// `now_ns` is the driver's monotonic clock in nanoseconds (a test
+    /// harness may pass a frozen value, e.g. 0 once before any input);
+    /// `emit(port, frame)` receives what it sends (no input caused it).
+    /// Drivers call it at start and then periodically (every few
+    /// milliseconds is plenty). The default does nothing.
+    fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, _now_ns: u64, _emit: &mut E) {}
+
     /// Turns per-stage timing on or off (off by default: then it costs nothing).
     fn set_profiling(&mut self, _on: bool) {}
 

@@ -34,6 +34,10 @@ use crate::{stopped, Backend, LiveConfig, Opener, PortSpec, Up, UpSink, WorkerRe
 /// How often a worker looks whether the interface of a port that went down is back.
 const RETRY: Duration = Duration::from_millis(100);
 
+/// How often a worker calls the data plane's [`DataPlane::tick`] (work due
+/// without input: ARP/NDP requests and the like).
+const TICK: Duration = Duration::from_millis(10);
+
 /// How often a worker asks the link of an AF_XDP port that is up.
 const WATCH: Duration = Duration::from_secs(1);
 
@@ -190,6 +194,9 @@ pub(crate) struct LiveIo<N> {
     /// Written by the control plane to cut the poll short.
     wake: Arc<OwnedFd>,
     last_retry: Instant,
+    /// When the loop started (the clock [`DataPlane::tick`] gets) and last ticked.
+    started: Instant,
+    last_tick: Option<Instant>,
     replayed: bool,
     /// This worker's number: the queue it takes of a multi-queue port.
     worker: usize,
@@ -264,6 +271,8 @@ impl<N: Send + 'static> LiveIo<N> {
             fanout_base,
             wake,
             last_retry: Instant::now(),
+            started: Instant::now(),
+            last_tick: None,
             replayed: false,
             worker,
         })
@@ -538,6 +547,15 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         if self.last_retry.elapsed() >= RETRY {
             self.last_retry = Instant::now();
             self.out.retry_down_ports(self.worker);
+        }
+        if self.last_tick.is_none_or(|t| t.elapsed() >= TICK) {
+            self.last_tick = Some(Instant::now());
+            let none = VnetHdr::default();
+            let out = &mut self.out;
+            let now = self.started.elapsed().as_nanos() as u64;
+            dp.tick(now, &mut |p, bytes: &[u8]| out.send(p, bytes, bytes.len(), &none));
+            self.out.after_batch(dp);
+            self.out.flush();
         }
         // A short timeout: control messages, the stop flag and ports to
         // open again are seen within a millisecond or two.

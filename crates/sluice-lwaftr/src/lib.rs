@@ -3,12 +3,26 @@
 //! hairpinning, ICMP, fragmentation and reassembly, ARP and NDP, as Snabb's
 //! lwAFTR does, configured with Snabb's `snabb-softwire-v3` text format.
 //!
-//! [`conf`] reads and writes the configuration. The data plane implements
+//! [`conf`] reads and writes the configuration; [`filter`] compiles its
+//! pflang filters; [`plane`] is the data plane and [`check`] runs it as
+//! Snabb's `lwaftr check` does. The data plane implements
 //! `sluice_dataplane::DataPlane` with two ports: [`EXTERNAL`] (IPv4, the
 //! internet side) and [`INTERNAL`] (IPv6, the B4 side).
 
+pub mod bt;
+pub mod check;
 pub mod conf;
+mod core;
+pub mod counters;
 pub mod filter;
+pub mod frag;
+pub mod frame;
+pub mod icmp;
+pub mod nd;
+pub mod plane;
+pub mod reasm;
+
+pub use plane::{FilterHook, Filters, Lwaftr, Options, Side};
 
 /// Port number of the external (IPv4, internet) interface.
 pub const EXTERNAL: u32 = 0;
