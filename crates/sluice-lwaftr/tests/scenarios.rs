@@ -290,3 +290,94 @@ fn whole_address_softwires_next_to_each_other_keep_their_own_b4() {
         assert_eq!(&f[38..54], &want.octets());
     }
 }
+
+#[test]
+fn errors_beyond_the_rate_limit_are_dropped() {
+    // ICMPv6: counted drop-over-rate-limit with the error's size.
+    let case = "b4-unbound-icmpv6";
+    let mut cf = conf(case);
+    cf.internal.common.error_rate_limiting.packets = 1;
+    let one = frames(case, "in-v6.pcap").remove(0);
+    let r = check(&cf, &[], &[one.clone(), one], false).unwrap();
+    assert_eq!(r.out_v6.len(), 1);
+    assert_eq!(r.counters.get("drop-over-rate-limit-icmpv6-bytes"), Some(&154));
+    assert_eq!(r.counters.get("drop-over-rate-limit-icmpv6-packets"), Some(&1));
+    assert_eq!(r.counters.get("drop-all-ipv6-iface-packets"), Some(&2));
+    // ICMPv4: no Snabb counter; the offending packet is still counted dropped.
+    let case = "inet-unbound-icmp";
+    let mut cf = conf(case);
+    cf.external.common.error_rate_limiting.packets = 1;
+    let one = frames(case, "in-v4.pcap").remove(0);
+    let r = check(&cf, &[one.clone(), one], &[], false).unwrap();
+    assert_eq!(r.out_v4.len(), 1);
+    assert_eq!(r.counters.get("out-icmpv4-error-packets"), Some(&1));
+    assert_eq!(r.counters.get("drop-all-ipv4-iface-packets"), Some(&2));
+    assert_eq!(r.all.extra.icmpv4_rate_limited, 1);
+}
+
+#[test]
+fn frames_with_the_wrong_vlan_tag_are_dropped_silently() {
+    let case = "inet-bound-encap-vlan";
+    let good = frames(case, "in-v4.pcap").remove(0);
+    let mut wrong = good.clone();
+    wrong[15] ^= 1;
+    let untagged: Vec<u8> = good[..12].iter().chain(&good[16..]).copied().collect();
+    let mut pcp = good.clone();
+    pcp[14] |= 0x20;
+    for stick in [false, true] {
+        let r = check(&conf(case), &[wrong.clone(), untagged.clone(), pcp.clone()], &[], stick).unwrap();
+        assert!(r.out_v4.is_empty() && r.out_v6.is_empty());
+        assert!(r.counters.is_empty(), "{:?}", r.counters);
+        assert_eq!(r.all.extra.vlan_mismatch, 3);
+    }
+}
+
+#[test]
+fn the_on_a_stick_bench_mix_goes_through() {
+    let dir = Path::new(CORPUS).join("bench");
+    let cf = Config::parse(&fs::read_to_string(dir.join("lwaftr.conf")).unwrap(), "lwaftr.conf").unwrap();
+    let mix = pcap_frames(&fs::read(dir.join("ipv4_and_ipv6_stick_imix.pcap")).unwrap()).unwrap();
+    let (v4, v6): (Vec<Vec<u8>>, Vec<Vec<u8>>) = mix.into_iter().partition(|f| f[12..14] == [8, 0]);
+    let r = check(&cf, &v4, &v6, true).unwrap();
+    // Every frame crosses (the 1500-byte ones leave in two fragments).
+    assert_eq!(r.counters.get("out-ipv6-packets"), Some(&(v4.len() as u64)), "{:?}", r.counters);
+    assert_eq!(r.counters.get("out-ipv4-packets"), Some(&(v6.len() as u64)), "{:?}", r.counters);
+    assert_eq!(r.out_v6.len(), v4.len() + 1);
+    assert_eq!(r.out_v4.len(), v6.len() + 1);
+    assert!(r.counters.keys().all(|k| !k.starts_with("drop")), "{:?}", r.counters);
+}
+
+#[test]
+fn check_from_files_writes_outputs_and_compares_counters() {
+    use sluice_lwaftr::check::{check_files, CheckFiles};
+    let case = Path::new(CORPUS).join("hairpin-ttl1-icmp");
+    let tmp = std::env::temp_dir().join(format!("sluice-lwaftr-check-{}", std::process::id()));
+    fs::create_dir_all(&tmp).unwrap();
+    let empty = tmp.join("empty.pcap");
+    fs::write(&empty, b"").unwrap();
+    let mut a = CheckFiles {
+        conf: case.join("lwaftr.conf"),
+        in_v4: empty.clone(),
+        in_v6: case.join("in-v6.pcap"),
+        out_v4: tmp.join("out-v4.pcap"),
+        out_v6: tmp.join("out-v6.pcap"),
+        counters: Some(case.join("counters.txt")),
+        regen: false,
+        on_a_stick: false,
+    };
+    check_files(&a).unwrap();
+    let got = pcap_frames(&fs::read(&a.out_v6).unwrap()).unwrap();
+    assert_eq!(got, frames("hairpin-ttl1-icmp", "out-v6.pcap"));
+    assert!(pcap_frames(&fs::read(&a.out_v4).unwrap()).unwrap().is_empty());
+    // A wrong expectation names the first difference.
+    let wrong = tmp.join("counters.txt");
+    fs::write(&wrong, "drop-all-ipv6-iface-bytes 1\n").unwrap();
+    a.counters = Some(wrong.clone());
+    let e = check_files(&a).unwrap_err();
+    assert_eq!(e, "counter drop-all-ipv6-iface-bytes: expected 1, got 106");
+    // -r writes the file.
+    a.regen = true;
+    check_files(&a).unwrap();
+    assert_eq!(fs::read_to_string(&wrong).unwrap(), fs::read_to_string(case.join("counters.txt")).unwrap());
+    fs::remove_dir_all(&tmp).unwrap();
+}
