@@ -1,6 +1,7 @@
 //! `sluice lwaftr`: Snabb's lwAFTR commands on Sluice's lwAFTR data plane
 //! (`sluice_lwaftr`).
 
+pub mod loadtest;
 pub mod run;
 
 use std::path::PathBuf;
@@ -45,6 +46,25 @@ pub enum LwaftrCommand {
         /// Only counters whose names contain this.
         filter: Option<String>,
     },
+    /// Snabb's load generator: replay IN.V4 into --v4 and IN.V6 into --v6 in a
+    /// loop, count what comes back on the other side, print per-second
+    /// Mpps and Gbps per direction.
+    Loadtest {
+        in_v4: PathBuf,
+        in_v6: PathBuf,
+        /// Interface the IPv4 frames go into (decapsulated frames come back on it).
+        #[arg(long)]
+        v4: String,
+        /// Interface the IPv6 frames go into (encapsulated frames come back on it).
+        #[arg(long)]
+        v6: String,
+        /// Gbps of load per direction (frame bytes); as fast as possible by default.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Seconds of load.
+        #[arg(short = 'D', long, default_value_t = 5.0)]
+        duration: f64,
+    },
     /// Add or remove softwires of a running instance, without a restart.
     Config {
         #[arg(value_parser = ["add", "remove"])]
@@ -63,6 +83,9 @@ pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
     match cmd {
         LwaftrCommand::Run { conf, v4, v6, on_a_stick, workers, device, queue, name } => {
             run::run(&run::RunArgs { conf, v4, v6, on_a_stick, workers: workers as usize, device, queue, name })
+        }
+        LwaftrCommand::Loadtest { in_v4, in_v6, v4, v6, rate, duration } => {
+            loadtest::loadtest(&loadtest::LoadtestArgs { in_v4, in_v6, v4, v6, rate, duration })
         }
         LwaftrCommand::Query { instance, filter } => run::query(instance.as_deref(), filter.as_deref()),
         LwaftrCommand::Config { verb, instance, text } => run::config(&verb, &instance, text.as_deref()),
