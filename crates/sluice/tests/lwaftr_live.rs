@@ -79,6 +79,10 @@ struct Net {
     name: String,
     dir: PathBuf,
     sluice: Option<Child>,
+    /// On a stick: the lwAFTR's one interface and both hosts on a bridge in namespace `lan`.
+    stick: bool,
+    lan: String,
+    workers: u32,
     /// The user-space ipip6 tunnel of a kernel without ip6tnl.
     relay: Option<Child>,
 }
@@ -89,7 +93,7 @@ impl Drop for Net {
             let _ = c.kill();
             let _ = c.wait();
         }
-        for n in [&self.inet, &self.aftr, &self.b4] {
+        for n in [&self.inet, &self.aftr, &self.b4, &self.lan] {
             let _ = Command::new("ip").args(["netns", "del", n]).stderr(Stdio::null()).status();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -104,10 +108,15 @@ fn offloads_off(ns: &str, dev: &str) {
 }
 
 impl Net {
-    fn new() -> Net {
+    /// `stick`: the lwAFTR on one interface, on a bridge with both hosts,
+    /// with `workers` workers (else on one interface toward each host).
+    fn new(stick: bool, workers: u32) -> Net {
         require_tools();
-        let id = std::process::id();
+        let id = format!("{}{}", std::process::id(), if stick { "s" } else { "" });
         let net = Net {
+            stick,
+            workers,
+            lan: format!("lwt{id}-lan"),
             relay: None,
             inet: format!("lwt{id}-inet"),
             aftr: format!("lwt{id}-aftr"),
@@ -124,17 +133,42 @@ impl Net {
         // The lwAFTR's namespace keeps its kernel out of the way: no IPv6 there.
         sh(&["ip", "netns", "exec", &net.aftr, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"]);
         sh(&["ip", "netns", "exec", &net.aftr, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"]);
-        for (host, hif, hmac, aif, amac) in
-            [(&net.inet, "inet0", INET_MAC, "aftr-v4", AFTR_V4_MAC), (&net.b4, "b4-0", B4_MAC, "aftr-v6", AFTR_V6_MAC)]
-        {
-            sh(&[
-                "ip", "link", "add", hif, "netns", host, "address", hmac, "type", "veth", "peer", "name", aif, "netns",
-                &net.aftr, "address", amac,
-            ]);
-            offloads_off(host, hif);
-            offloads_off(&net.aftr, aif);
-            sh(&["ip", "-n", &net.aftr, "link", "set", aif, "up"]);
-            sh(&["ip", "-n", host, "link", "set", hif, "up"]);
+        if stick {
+            // Both hosts and the lwAFTR's one interface on a bridge.
+            let lan = &net.lan;
+            sh(&["ip", "netns", "add", lan]);
+            sh(&["ip", "netns", "exec", lan, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"]);
+            sh(&["ip", "netns", "exec", lan, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"]);
+            sh(&["ip", "-n", lan, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"]);
+            sh(&["ip", "-n", lan, "link", "set", "br0", "up"]);
+            for (ns, end, mac, port) in [
+                (&net.inet, "inet0", INET_MAC, "l-inet"),
+                (&net.b4, "b4-0", B4_MAC, "l-b4"),
+                (&net.aftr, "aftr0", AFTR_V4_MAC, "l-aftr"),
+            ] {
+                sh(&[
+                    "ip", "link", "add", end, "netns", ns, "address", mac, "type", "veth", "peer", "name", port,
+                    "netns", lan,
+                ]);
+                offloads_off(ns, end);
+                offloads_off(lan, port);
+                sh(&["ip", "-n", lan, "link", "set", port, "master", "br0", "up"]);
+                sh(&["ip", "-n", ns, "link", "set", end, "up"]);
+            }
+        } else {
+            for (host, hif, hmac, aif, amac) in [
+                (&net.inet, "inet0", INET_MAC, "aftr-v4", AFTR_V4_MAC),
+                (&net.b4, "b4-0", B4_MAC, "aftr-v6", AFTR_V6_MAC),
+            ] {
+                sh(&[
+                    "ip", "link", "add", hif, "netns", host, "address", hmac, "type", "veth", "peer", "name", aif,
+                    "netns", &net.aftr, "address", amac,
+                ]);
+                offloads_off(host, hif);
+                offloads_off(&net.aftr, aif);
+                sh(&["ip", "-n", &net.aftr, "link", "set", aif, "up"]);
+                sh(&["ip", "-n", host, "link", "set", hif, "up"]);
+            }
         }
         // The internet host: the softwire's public address lies behind the lwAFTR.
         sh(&["ip", "-n", &net.inet, "addr", "add", &format!("{INET_IP}/24"), "dev", "inet0"]);
@@ -228,7 +262,8 @@ impl Net {
         let child = Command::new("ip")
             .args(["netns", "exec", &self.aftr, SLUICE, "lwaftr", "run", "--conf"])
             .arg(&conf)
-            .args(["--v4", "aftr-v4", "--v6", "aftr-v6", "--name", &self.name])
+            .args(if self.stick { vec!["--on-a-stick", "aftr0"] } else { vec!["--v4", "aftr-v4", "--v6", "aftr-v6"] })
+            .args(["--workers", &self.workers.to_string(), "--name", &self.name])
             .stdout(out)
             .stderr(err)
             .spawn()
@@ -344,7 +379,15 @@ fn check_iperf(j: &serde_json::Value, what: &str) {
 
 #[test]
 fn lwaftr_between_a_kernel_b4_behind_nat_and_an_internet_host() {
-    let mut net = Net::new();
+    b4_and_internet_through(Net::new(false, 1));
+}
+
+#[test]
+fn lwaftr_on_a_stick_with_two_workers_between_a_b4_and_an_internet_host() {
+    b4_and_internet_through(Net::new(true, 2));
+}
+
+fn b4_and_internet_through(mut net: Net) {
     net.start();
 
     // The lwAFTR's own addresses answer ping, from each side.
