@@ -300,6 +300,13 @@ impl Net {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// A `config` request the instance refuses: its error message.
+    fn config_refused(&self, verb: &str, text: &str) -> String {
+        let out = Command::new(SLUICE).args(["lwaftr", "config", verb, &self.name, text]).output().unwrap();
+        assert!(!out.status.success(), "config {verb} {text} was accepted: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
     /// SIGTERM; returns what it printed on standard output.
     fn stop(&mut self) -> String {
         let mut c = self.sluice.take().unwrap();
@@ -443,6 +450,12 @@ fn b4_and_internet_through(mut net: Net) {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(net.config("add", &sw).contains("added 1"));
+    // Refused changes change nothing: a port set that differs from the
+    // address's other softwires, a softwire that does not exist, bad text.
+    let other = sw.replace("psid 1;", "psid 2;").replace("psid-length 6", "psid-length 4");
+    assert!(net.config_refused("add", &other).contains("port set differs"));
+    assert!(net.config_refused("remove", &other).contains("no such softwire"));
+    assert!(net.config_refused("add", "softwire { ipv4 1.2.3; }").contains("1.2.3"));
     check_iperf(&net.iperf(false, false, "5205"), "TCP B4 -> internet after the softwire came back");
 
     // SIGTERM prints the counters.
