@@ -54,7 +54,7 @@ done
 prefix=""; [ "$BACKEND" = af_xdp ] && prefix="af_xdp:"
 for run in $(seq 1 "$RUNS"); do
     ip netns exec $AFTR "$SLUICE" lwaftr run --conf "$BENCH/lwaftr.conf" --v4 "${prefix}aftr-v4" --v6 "${prefix}aftr-v6" \
-        --workers "$WORKERS" >"$OUT/aftr-$run.out" 2>"$OUT/aftr-$run.err" &
+        --workers "$WORKERS" -v >"$OUT/aftr-$run.out" 2>"$OUT/aftr-$run.err" &
     AFTR_PID=$!
     for _ in $(seq 100); do grep -q "running with" "$OUT/aftr-$run.err" 2>/dev/null && break; sleep 0.1; done
     grep -q "running with" "$OUT/aftr-$run.err" || { cat "$OUT/aftr-$run.err" >&2; exit 1; }
@@ -62,7 +62,9 @@ for run in $(seq 1 "$RUNS"); do
     ip netns exec $GEN "$SLUICE" lwaftr loadtest "$BENCH/ipv4-$SIZE.pcap" "$BENCH/ipv6-$SIZE.pcap" \
         --v4 gen-v4 --v6 gen-v6 -D "$SECS" $RATE >"$OUT/load-$run.out"
     kill -TERM "$AFTR_PID"; wait "$AFTR_PID" || true; AFTR_PID=""
-    echo "run $run:" >&2; sed -n '/^Total/,$p' "$OUT/load-$run.out" >&2
+    echo "run $run: the lwAFTR's own per-second figures, then the generator's totals" >&2
+    grep -E '^(Time|[0-9])' "$OUT/aftr-$run.out" >&2 || true
+    sed -n '/^Total/,$p' "$OUT/load-$run.out" >&2
 done
 python3 - "$OUT" "$RUNS" <<'EOF'
 import re, statistics, sys

@@ -436,6 +436,17 @@ fn b4_and_internet_through(mut net: Net) {
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // query's substring filter and --list-all.
+    let q = |extra: &[&str]| {
+        let out = Command::new(SLUICE).args(["lwaftr", "query", &net.name]).args(extra).output().unwrap();
+        assert!(out.status.success(), "query {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        parse_counters(&String::from_utf8_lossy(&out.stdout))
+    };
+    let only = q(&["no-source"]);
+    assert!(!only.is_empty() && only.iter().all(|(n, _)| n.contains("no-source")), "query no-source: {only:?}");
+    let all = q(&["--list-all"]);
+    assert!(all.len() > 60 && all.iter().any(|(_, v)| *v == 0), "query --list-all: {all:?}");
+
     // Softwires change while running: without its softwire the B4's
     // traffic is dropped; added back, it flows again.
     let sw = format!(

@@ -38,6 +38,12 @@ pub enum LwaftrCommand {
         /// A name `query` and `config` can use instead of the PID.
         #[arg(short, long)]
         name: Option<String>,
+        /// Stop after this many seconds (else at SIGINT or SIGTERM).
+        #[arg(short = 'D', long)]
+        duration: Option<f64>,
+        /// Print one CSV line per second: decapsulated and encapsulated Mpps and Gbps.
+        #[arg(short, long)]
+        verbose: bool,
     },
     /// Print a running instance's non-zero counters (`name: value`).
     Query {
@@ -45,6 +51,9 @@ pub enum LwaftrCommand {
         instance: Option<String>,
         /// Only counters whose names contain this.
         filter: Option<String>,
+        /// Every counter, zero or not.
+        #[arg(short, long)]
+        list_all: bool,
     },
     /// Snabb's load generator: replay IN.V4 into --v4 and IN.V6 into --v6 in a
     /// loop, count what comes back on the other side, print per-second
@@ -81,13 +90,16 @@ pub enum LwaftrCommand {
 /// Runs one `sluice lwaftr` subcommand.
 pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
     match cmd {
-        LwaftrCommand::Run { conf, v4, v6, on_a_stick, workers, device, queue, name } => {
-            run::run(&run::RunArgs { conf, v4, v6, on_a_stick, workers: workers as usize, device, queue, name })
+        LwaftrCommand::Run { conf, v4, v6, on_a_stick, workers, device, queue, name, duration, verbose } => {
+            let workers = workers as usize;
+            run::run(&run::RunArgs { conf, v4, v6, on_a_stick, workers, device, queue, name, duration, verbose })
         }
         LwaftrCommand::Loadtest { in_v4, in_v6, v4, v6, rate, duration } => {
             loadtest::loadtest(&loadtest::LoadtestArgs { in_v4, in_v6, v4, v6, rate, duration })
         }
-        LwaftrCommand::Query { instance, filter } => run::query(instance.as_deref(), filter.as_deref()),
+        LwaftrCommand::Query { instance, filter, list_all } => {
+            run::query(instance.as_deref(), filter.as_deref(), list_all)
+        }
         LwaftrCommand::Config { verb, instance, text } => run::config(&verb, &instance, text.as_deref()),
     }
 }

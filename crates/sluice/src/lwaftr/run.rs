@@ -46,6 +46,10 @@ pub struct RunArgs {
     pub queue: Option<u8>,
     /// Also serve the control socket as `<name>.sock`.
     pub name: Option<String>,
+    /// Stop after this many seconds (else at SIGINT or SIGTERM).
+    pub duration: Option<f64>,
+    /// Print one CSV line per second: decapsulated and encapsulated Mpps and Gbps.
+    pub verbose: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -66,7 +70,12 @@ fn port_spec(port: u32, iface: &str) -> Result<PortSpec, String> {
 /// The non-zero counters, `name: value` lines in name order (Snabb's
 /// block, then Sluice's own), keeping names that contain `filter`.
 pub fn format_counters(c: &Counters, filter: Option<&str>) -> String {
-    let mut all: Vec<(&str, u64)> = c.snabb.iter().chain(c.extra.iter()).filter(|&(_, v)| v != 0).collect();
+    format_counters_with(c, filter, false)
+}
+
+/// [`format_counters`]; `zeros`: every counter, zero or not.
+fn format_counters_with(c: &Counters, filter: Option<&str>, zeros: bool) -> String {
+    let mut all: Vec<(&str, u64)> = c.snabb.iter().chain(c.extra.iter()).filter(|&(_, v)| zeros || v != 0).collect();
     all.sort();
     let mut s = String::new();
     for (n, v) in all {
@@ -129,7 +138,30 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let (mut pool, live) = sluice_live::start(plane, &cfg, None, stop.clone())?;
     eprintln!("lwaftr: running with {} worker(s); control socket {}", cfg.workers, socks[0].display());
+    let started = std::time::Instant::now();
+    let mut next_line = 1.0;
+    let mut last = Counters::default();
+    if a.verbose {
+        println!("Time (s),Decap. MPPS,Decap. Gbps,Encap. MPPS,Encap. Gbps");
+    }
     while !STOP.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+        let t = started.elapsed().as_secs_f64();
+        if a.duration.is_some_and(|d| t >= d) {
+            break;
+        }
+        if a.verbose && t >= next_line {
+            let c = pool.read(|d| *d.lw_counters());
+            let (n, o) = (&c.snabb, &last.snabb);
+            println!(
+                "{next_line:.0},{:.6},{:.6},{:.6},{:.6}",
+                (n.out_ipv4_packets - o.out_ipv4_packets) as f64 / 1e6,
+                (n.out_ipv4_bytes - o.out_ipv4_bytes) as f64 * 8.0 / 1e9,
+                (n.out_ipv6_packets - o.out_ipv6_packets) as f64 / 1e6,
+                (n.out_ipv6_bytes - o.out_ipv6_bytes) as f64 * 8.0 / 1e9,
+            );
+            last = c;
+            next_line += 1.0;
+        }
         let mut served = false;
         for l in &listeners {
             if let Ok((conn, _)) = l.accept() {
@@ -184,6 +216,7 @@ fn answer(pool: &mut Pool<Lwaftr>, req: &str) -> Result<String, String> {
     let (verb, rest) = req.split_once(char::is_whitespace).unwrap_or((req, ""));
     match verb.trim() {
         "counters" => Ok(pool.read(|d| format_counters(d.lw_counters(), None))),
+        "counters-all" => Ok(pool.read(|d| format_counters_with(d.lw_counters(), None, true))),
         "add" => {
             let sws = Config::parse_softwires(rest, "request").map_err(|e| e.to_string())?;
             let n = sws.len();
@@ -222,7 +255,7 @@ fn answer(pool: &mut Pool<Lwaftr>, req: &str) -> Result<String, String> {
             pool.flush();
             Ok(format!("removed {n} softwire(s); {} now\n", pool.master_mut().binding_table_mut().len()))
         }
-        v => Err(format!("unknown request {v:?} (counters, add, remove)")),
+        v => Err(format!("unknown request {v:?} (counters, counters-all, add, remove)")),
     }
 }
 
@@ -298,9 +331,9 @@ pub fn request(who: Option<&str>, req: &str) -> Result<String, String> {
 }
 
 /// `sluice lwaftr query [PID|NAME] [SUBSTRING]`: the running instance's
-/// non-zero counters whose names contain SUBSTRING.
-pub fn query(who: Option<&str>, filter: Option<&str>) -> Result<(), String> {
-    let out = request(who, "counters")?;
+/// non-zero counters (every counter with `all`) whose names contain SUBSTRING.
+pub fn query(who: Option<&str>, filter: Option<&str>, all: bool) -> Result<(), String> {
+    let out = request(who, if all { "counters-all" } else { "counters" })?;
     for l in out.lines() {
         if filter.is_none_or(|f| l.split(':').next().is_some_and(|n| n.contains(f))) {
             println!("{l}");
