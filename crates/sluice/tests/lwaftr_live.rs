@@ -231,7 +231,14 @@ impl Net {
         sh(&["ip", "-n", &self.b4, "link", "set", "tun0", "mtu", "1460", "up"]);
     }
 
+    /// On a stick the next hops are addresses the lwAFTR resolves (ARP,
+    /// NDP); else the peers' MACs.
     fn conf(&self) -> PathBuf {
+        let (nh4, nh6) = if self.stick {
+            (format!("ip {INET_IP}"), format!("ip {B4_IP}"))
+        } else {
+            (format!("mac {INET_MAC}"), format!("mac {B4_MAC}"))
+        };
         let c = format!(
             "softwire-config {{
   binding-table {{
@@ -243,8 +250,8 @@ impl Net {
     device live;
     queue {{
       id 0;
-      external-interface {{ ip {AFTR_V4_IP}; mac {AFTR_V4_MAC}; next-hop {{ mac {INET_MAC}; }} }}
-      internal-interface {{ ip {AFTR_V6_IP}; mac {AFTR_V6_MAC}; next-hop {{ mac {B4_MAC}; }} }}
+      external-interface {{ ip {AFTR_V4_IP}; mac {AFTR_V4_MAC}; next-hop {{ {nh4}; }} }}
+      internal-interface {{ ip {AFTR_V6_IP}; mac {AFTR_V6_MAC}; next-hop {{ {nh6}; }} }}
     }}
   }}
 }}
@@ -478,4 +485,10 @@ fn b4_and_internet_through(mut net: Net) {
         "SIGTERM output lacks the drops: {out}"
     );
     assert!(c.iter().any(|(n, v)| n == "out-ipv6-packets" && *v > 1000), "SIGTERM output: {out}");
+    if net.stick {
+        // The next hops were addresses: resolved by the plane's own ARP and NDP requests.
+        for n in ["out-arp-request-packets", "in-arp-reply-packets", "out-ndp-ns-packets", "in-ndp-na-packets"] {
+            assert!(c.iter().any(|(k, v)| k == n && *v > 0), "{n} missing on SIGTERM: {out}");
+        }
+    }
 }
