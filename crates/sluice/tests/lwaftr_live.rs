@@ -81,6 +81,8 @@ struct Net {
     sluice: Option<Child>,
     /// On a stick: the lwAFTR's one interface and both hosts on a bridge in namespace `lan`.
     stick: bool,
+    /// The lwAFTR's ports on AF_XDP (else AF_PACKET).
+    xdp: bool,
     lan: String,
     workers: u32,
     /// The user-space ipip6 tunnel of a kernel without ip6tnl.
@@ -111,9 +113,15 @@ impl Net {
     /// `stick`: the lwAFTR on one interface, on a bridge with both hosts,
     /// with `workers` workers (else on one interface toward each host).
     fn new(stick: bool, workers: u32) -> Net {
+        Net::with_backend(stick, workers, false)
+    }
+
+    /// [`Net::new`]; `xdp`: the lwAFTR's ports on AF_XDP.
+    fn with_backend(stick: bool, workers: u32, xdp: bool) -> Net {
         require_tools();
-        let id = format!("{}{}", std::process::id(), if stick { "s" } else { "" });
+        let id = format!("{}{}{}", std::process::id(), if stick { "s" } else { "" }, if xdp { "x" } else { "" });
         let net = Net {
+            xdp,
             stick,
             workers,
             lan: format!("lwt{id}-lan"),
@@ -269,7 +277,11 @@ impl Net {
         let child = Command::new("ip")
             .args(["netns", "exec", &self.aftr, SLUICE, "lwaftr", "run", "--conf"])
             .arg(&conf)
-            .args(if self.stick { vec!["--on-a-stick", "aftr0"] } else { vec!["--v4", "aftr-v4", "--v6", "aftr-v6"] })
+            .args(match (self.stick, self.xdp) {
+                (true, _) => vec!["--on-a-stick", "aftr0"],
+                (false, false) => vec!["--v4", "aftr-v4", "--v6", "aftr-v6"],
+                (false, true) => vec!["--v4", "af_xdp:aftr-v4", "--v6", "af_xdp:aftr-v6"],
+            })
             .args(["--workers", &self.workers.to_string(), "--name", &self.name])
             .stdout(out)
             .stderr(err)
@@ -397,6 +409,11 @@ fn lwaftr_between_a_kernel_b4_behind_nat_and_an_internet_host() {
 }
 
 #[test]
+fn lwaftr_on_af_xdp_ports_between_a_b4_and_an_internet_host() {
+    b4_and_internet_through(Net::with_backend(false, 1, true));
+}
+
+#[test]
 fn lwaftr_on_a_stick_with_two_workers_between_a_b4_and_an_internet_host() {
     b4_and_internet_through(Net::new(true, 2));
 }
@@ -490,5 +507,87 @@ fn b4_and_internet_through(mut net: Net) {
         for n in ["out-arp-request-packets", "in-arp-reply-packets", "out-ndp-ns-packets", "in-ndp-na-packets"] {
             assert!(c.iter().any(|(k, v)| k == n && *v > 0), "{n} missing on SIGTERM: {out}");
         }
+    }
+}
+
+/// `sluice lwaftr loadtest` against `sluice lwaftr run` on veth pairs, at a
+/// low rate with the corpus's benchmark pcaps: every frame comes back
+/// translated on the other side, and the figures are printed.
+#[test]
+fn loadtest_drives_a_running_lwaftr_both_ways() {
+    require_tools();
+    let bench = common::shared().join("lwaftr/bench");
+    let id = std::process::id();
+    let (gen, aftr) = (format!("lwt{id}-gen"), format!("lwt{id}-laftr"));
+    let dir = std::env::temp_dir().join(format!("sluice-lwaftr-loadtest-{id}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Cleanup(Vec<String>, PathBuf, Option<Child>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(mut c) = self.2.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            for n in &self.0 {
+                let _ = Command::new("ip").args(["netns", "del", n]).stderr(Stdio::null()).status();
+            }
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
+    }
+    let mut guard = Cleanup(vec![gen.clone(), aftr.clone()], dir.clone(), None);
+    for n in [&gen, &aftr] {
+        sh(&["ip", "netns", "add", n]);
+        sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
+        sh(&["ip", "netns", "exec", n, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"]);
+        sh(&["ip", "netns", "exec", n, "sysctl", "-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"]);
+    }
+    // The lwAFTR's ends carry the configuration's MACs: the pcaps are addressed to them.
+    for (g, a, mac) in [("gen-v4", "aftr-v4", "12:12:12:12:12:12"), ("gen-v6", "aftr-v6", "22:22:22:22:22:22")] {
+        sh(&["ip", "link", "add", g, "netns", &gen, "type", "veth", "peer", "name", a, "netns", &aftr, "address", mac]);
+        offloads_off(&gen, g);
+        offloads_off(&aftr, a);
+        sh(&["ip", "-n", &gen, "link", "set", g, "up"]);
+        sh(&["ip", "-n", &aftr, "link", "set", a, "up"]);
+    }
+    let err = dir.join("stderr");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &aftr, SLUICE, "lwaftr", "run", "--conf"])
+        .arg(bench.join("lwaftr.conf"))
+        .args(["--v4", "aftr-v4", "--v6", "aftr-v6"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    guard.2 = Some(child);
+    let t = Instant::now();
+    while !std::fs::read_to_string(&err).unwrap_or_default().contains("running with") {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "lwaftr run did not start: {}",
+            std::fs::read_to_string(&err).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = Command::new("ip")
+        .args(["netns", "exec", &gen, SLUICE, "lwaftr", "loadtest"])
+        .arg(bench.join("ipv4-0550.pcap"))
+        .arg(bench.join("ipv6-0550.pcap"))
+        .args(["--v4", "gen-v4", "--v6", "gen-v6", "--rate", "0.02", "-D", "2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "loadtest failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("Applying 0.020000 Gbps"), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("Time ")).count(), 2, "{text}");
+    let totals: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("Total")).skip(1).collect();
+    assert_eq!(totals.len(), 2, "{text}");
+    for l in totals {
+        // "TX n packets ... RX m packets ...": about 4.5 kpps offered; what comes back is what went in.
+        let num = |key: &str| -> u64 {
+            l.split(key).nth(1).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap()
+        };
+        let (tx, rx) = (num("TX "), num("RX "));
+        assert!(tx > 5000, "{l}");
+        assert!(rx * 100 >= tx * 95, "more than 5% lost at a low rate: {l}");
     }
 }
