@@ -117,6 +117,11 @@ enum Cmd {
         no_code: bool,
     },
     /// Run on live interfaces with bmv2 simple_switch's command line (see `sluice simple_switch --help`).
+    /// Snabb's lwAFTR (a lightweight 4over6 AFTR, RFC 7596).
+    Lwaftr {
+        #[command(subcommand)]
+        cmd: sluice::lwaftr::LwaftrCommand,
+    },
     #[command(name = "simple_switch", alias = "simple_switch_grpc", disable_help_flag = true)]
     SimpleSwitch {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -244,6 +249,7 @@ fn main() -> ExitCode {
                 sw.program().states.len()
             )
         }),
+        Cmd::Lwaftr { cmd } => sluice::lwaftr::main(cmd),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),
         Cmd::Inspect { program, commands, no_code } => (|| {
             let mut sw = load(&program)?;
