@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod grpc;
 pub mod live;
+pub mod lwaftr;
 pub mod simple_switch;
 pub mod stf;
 

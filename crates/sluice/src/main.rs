@@ -116,6 +116,11 @@ enum Cmd {
         #[arg(long)]
         no_code: bool,
     },
+    /// The lightweight 4over6 AFTR (RFC 7596) with Snabb's `lwaftr` commands.
+    Lwaftr {
+        #[command(subcommand)]
+        cmd: sluice::lwaftr::LwaftrCommand,
+    },
     /// Run on live interfaces with bmv2 simple_switch's command line (see `sluice simple_switch --help`).
     #[command(name = "simple_switch", alias = "simple_switch_grpc", disable_help_flag = true)]
     SimpleSwitch {
@@ -244,6 +249,7 @@ fn main() -> ExitCode {
                 sw.program().states.len()
             )
         }),
+        Cmd::Lwaftr { cmd } => sluice::lwaftr::run(cmd),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),
         Cmd::Inspect { program, commands, no_code } => (|| {
             let mut sw = load(&program)?;
