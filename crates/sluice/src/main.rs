@@ -8,6 +8,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static ALLOCATOR: sluice::lwaftr::Allocator = sluice::lwaftr::Allocator;
+
 #[derive(Parser)]
 #[command(name = "sluice", version, about = "A fast programmable software switch for bmv2 (v1model) programs")]
 struct Cli {

@@ -4,7 +4,8 @@
 //! (reassembly, lwAFTR, fragmentation, ARP/NDP, echo), what it emits
 //! dropped into a sink. The IPv4 frames arrive on the external port and
 //! the IPv6 frames on the internal one (both on port 0 on a stick), one
-//! batch of each in turn; every worker replays all of the traffic through
+//! batch of each in turn (a capture of fewer frames than a batch is
+//! repeated to fill one); every worker replays all of the traffic through
 //! its own replica (Snabb's bench runs its one-flow captures likewise,
 //! per process). Decapsulation is what leaves on the IPv4 side,
 //! encapsulation what leaves on the IPv6 side (on a stick: IPv4 and IPv6
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_bench::{Interval, LineFormat, Outputs, Workload};
+use sluice_dataplane::BATCH;
 use sluice_lwaftr::frame::{be16, ET_IPV6, ET_VLAN};
 use sluice_lwaftr::{Lwaftr, Options, EXTERNAL, INTERNAL};
 
@@ -92,11 +94,29 @@ pub fn outputs(on_a_stick: bool) -> Outputs {
     }
 }
 
+/// `frames` repeated until there are at least [`BATCH`] of them (none
+/// stay none). Why: the harness hands the plane batches of consecutive
+/// frames of the traffic, so a one-frame capture (Snabb's bench files)
+/// would run in batches of one, measuring the per-batch work rather than
+/// the per-packet work; Snabb's bench likewise repeats the capture to fill
+/// its links.
+pub fn fill_batch(frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    if frames.is_empty() || frames.len() >= BATCH {
+        return frames;
+    }
+    let copies = BATCH.div_ceil(frames.len());
+    let mut out = Vec::with_capacity(copies * frames.len());
+    for _ in 0..copies {
+        out.extend(frames.iter().cloned());
+    }
+    out
+}
+
 /// Runs `lwaftr bench` (see the module documentation).
 pub fn run(a: &BenchArgs) -> Result<(), String> {
     let conf = super::load_conf(&a.conf)?;
-    let in_v4 = super::read_frames(&a.in_v4)?;
-    let in_v6 = super::read_frames(&a.in_v6)?;
+    let in_v4 = fill_batch(super::read_frames(&a.in_v4)?);
+    let in_v6 = fill_batch(super::read_frames(&a.in_v6)?);
     if in_v4.is_empty() && in_v6.is_empty() {
         return Err(format!("{} and {} hold no frames", a.in_v4.display(), a.in_v6.display()));
     }

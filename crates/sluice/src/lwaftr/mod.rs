@@ -93,6 +93,7 @@ pub enum LwaftrCommand {
 
 /// Runs one `sluice lwaftr` subcommand.
 pub fn run(cmd: LwaftrCommand) -> Result<(), String> {
+    HUGE_PAGES.store(true, std::sync::atomic::Ordering::Relaxed);
     match cmd {
         LwaftrCommand::Check { on_a_stick, conf, in_v4, in_v6, out_v4, out_v6, counters } => {
             check::run(&check::CheckArgs { on_a_stick, conf, in_v4, in_v6, out_v4, out_v6, counters })
@@ -147,4 +148,64 @@ pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, String> {
 pub fn write_frames(path: &Path, frames: &[Vec<u8>]) -> Result<(), String> {
     std::fs::write(path, sluice_lwaftr::check::pcap_bytes(frames))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The allocator of the `sluice` binary: the system's, asking the kernel
+/// for transparent huge pages for large blocks once [`HUGE_PAGES`] is set
+/// (by `sluice lwaftr` commands).
+///
+/// Why: a million-softwire binding table is two arrays of tens of MB
+/// (hash slots and records) read at random; on 4 KiB pages nearly every
+/// lookup also misses the TLB. Where transparent huge pages are enabled
+/// only on request (`madvise`, a common default), nothing else asks.
+/// The advice is given before the block is first written, so its pages
+/// are faulted in as huge pages where the kernel has them; it is a hint
+/// and changes nothing else.
+pub struct Allocator;
+
+/// Whether large blocks get huge-page advice (off until a `lwaftr` command runs).
+pub static HUGE_PAGES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Blocks at least this large are advised.
+const HUGE_BLOCK: usize = 4 << 20;
+
+fn advise(ptr: *mut u8, size: usize) {
+    if ptr.is_null() || size < HUGE_BLOCK || !HUGE_PAGES.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    // madvise wants a page-aligned start: advise the whole pages inside the block.
+    let page = 4096usize;
+    let start = (ptr as usize).div_ceil(page) * page;
+    let end = (ptr as usize + size) / page * page;
+    if end > start {
+        // SAFETY: [start, end) lies inside the block just allocated, which
+        // this process owns; MADV_HUGEPAGE changes no contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the
+// advice only concerns pages of blocks it returned.
+unsafe impl std::alloc::GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        advise(p, layout.size());
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
+        advise(p, layout.size());
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
+        advise(p, new_size);
+        p
+    }
 }
