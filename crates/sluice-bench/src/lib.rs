@@ -208,6 +208,9 @@ pub struct Interval<'a> {
     pub out: &'a [OutputCount],
 }
 
+/// The output class of a frame emitted on a port (see [`Outputs::classify`]).
+pub type Classify = fn(u32, &[u8]) -> usize;
+
 /// Makes one line from an interval's counts.
 pub type LineFormat = Arc<dyn Fn(&Interval<'_>) -> String + Send + Sync>;
 
@@ -225,7 +228,7 @@ pub struct Outputs {
     /// Number of classes.
     pub classes: usize,
     /// The class of an emitted frame.
-    pub classify: fn(u32, &[u8]) -> usize,
+    pub classify: Classify,
     /// Printed once, before the first per-second line.
     pub header: String,
     /// The per-second line.

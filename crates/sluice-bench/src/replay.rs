@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sluice_dataplane::workers::{Pool, WorkerIo};
 use sluice_dataplane::{DataPlane, BATCH};
 
-use crate::{os, say, share_out, Interval, Options, OutputCount, Outputs, ReferenceRun, ReplicaReport, Turn};
+use crate::{os, say, share_out, Classify, Interval, Options, OutputCount, Outputs, ReferenceRun, ReplicaReport, Turn};
 
 /// Frames borrowed from traffic that lives as long as they do.
 struct Frames {
@@ -75,7 +75,7 @@ struct BenchIo<D> {
     /// rather than locked additions).
     counts: Arc<[AtomicU64]>,
     /// How emitted frames are classed, and how many classes there are.
-    classify: Option<(fn(u32, &[u8]) -> usize, usize)>,
+    classify: Option<(Classify, usize)>,
     /// One batch's frames and bytes per class, before they are stored.
     out: Vec<u64>,
     /// The CPU this worker pins itself to on its first batch (one worker per core).

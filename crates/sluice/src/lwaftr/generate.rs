@@ -35,6 +35,9 @@ pub struct GenerateArgs {
     pub packet_size: usize,
 }
 
+/// Frames of one side.
+pub type Frames = Vec<Vec<u8>>;
+
 /// Most frames written per pcap by default.
 pub const DEFAULT_MAX_PACKETS: u64 = 1 << 20;
 
@@ -125,7 +128,7 @@ fn ipv4_udp(len: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) ->
 
 /// `n` IPv4 frames and `n` IPv6 frames of `size` bytes spread over the
 /// softwires of `conf` (see the module documentation).
-pub fn traffic(conf: &Config, n: usize, size: usize) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), String> {
+pub fn traffic(conf: &Config, n: usize, size: usize) -> Result<(Frames, Frames), String> {
     let sws = &conf.binding_table.softwires;
     if sws.is_empty() && n > 0 {
         return Err("no softwires to send traffic to".into());
