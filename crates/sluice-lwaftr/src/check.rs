@@ -10,6 +10,8 @@
 //! Returns the frames of each side in emission order (on a stick split by
 //! VLAN tag when the sides' tags differ, else by EtherType: IPv4 and ARP
 //! are the IPv4 side's) and the Snabb counters that changed.
+//! [`check_files`] does the same from and to files, as the command does
+//! (outputs in Snabb's pcap layout, counters compared exactly or written).
 
 use std::collections::BTreeMap;
 
@@ -73,6 +75,57 @@ pub fn check(conf: &Config, in_v4: &[Vec<u8>], in_v6: &[Vec<u8>], on_a_stick: bo
     }
     r.all = *lw.lw_counters();
     r.counters = r.all.snabb.iter().filter(|&(_, v)| v != 0).map(|(n, v)| (n.to_string(), v)).collect();
+    Ok(r)
+}
+
+/// What `lwaftr check` is given on its command line (Snabb's contract:
+/// `check [--on-a-stick] [-r] CONF IN.V4 IN.V6 OUT.V4 OUT.V6 [COUNTERS]`).
+#[derive(Debug, Clone)]
+pub struct CheckFiles {
+    /// The configuration.
+    pub conf: std::path::PathBuf,
+    /// Frames for the external side (an empty file: none).
+    pub in_v4: std::path::PathBuf,
+    /// Frames for the internal side (an empty file: none).
+    pub in_v6: std::path::PathBuf,
+    /// Where the external side's output is written.
+    pub out_v4: std::path::PathBuf,
+    /// Where the internal side's output is written.
+    pub out_v6: std::path::PathBuf,
+    /// Expected counters, if any.
+    pub counters: Option<std::path::PathBuf>,
+    /// Write the counters file instead of comparing with it.
+    pub regen: bool,
+    /// One interface carries both sides.
+    pub on_a_stick: bool,
+}
+
+/// Runs a check from files: reads the configuration (errors as
+/// `file:line:col: path: message`) and the inputs, writes both outputs in
+/// Snabb's pcap layout, then compares the counters that changed with the
+/// counters file (or writes it with `regen`). The error is the first
+/// difference, or what could not be read or written.
+pub fn check_files(a: &CheckFiles) -> Result<CheckResult, String> {
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let text = std::fs::read_to_string(&a.conf).map_err(|e| format!("{}: {e}", a.conf.display()))?;
+    let conf = Config::parse(&text, &a.conf.display().to_string()).map_err(|e| e.to_string())?;
+    let in_v4 = pcap_frames(&read(&a.in_v4)?).map_err(|e| format!("{}: {e}", a.in_v4.display()))?;
+    let in_v6 = pcap_frames(&read(&a.in_v6)?).map_err(|e| format!("{}: {e}", a.in_v6.display()))?;
+    let r = check(&conf, &in_v4, &in_v6, a.on_a_stick)?;
+    for (path, frames) in [(&a.out_v4, &r.out_v4), (&a.out_v6, &r.out_v6)] {
+        std::fs::write(path, pcap_bytes(frames)).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &a.counters {
+        if a.regen {
+            std::fs::write(path, counters_text(&r.counters)).map_err(|e| format!("{}: {e}", path.display()))?;
+        } else {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let want = parse_counters(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            if let Some(first) = counter_differences(&want, &r.counters).into_iter().next() {
+                return Err(first);
+            }
+        }
+    }
     Ok(r)
 }
 
