@@ -8,16 +8,20 @@
 //! completion: quiescent when the last returns), writes each side's
 //! frames to OUT.V4 / OUT.V6 in Snabb's pcap layout, and with COUNTERS
 //! fails unless the Snabb counters that changed equal the file's exactly,
-//! naming the first difference in name order. Prints nothing on success.
+//! naming the first difference in name order; with `--regen` it writes
+//! the counters that changed to COUNTERS instead (Snabb's `-r`). Prints
+//! nothing on success.
 
 use std::path::PathBuf;
 
-use sluice_lwaftr::check::{check, counter_differences, parse_counters};
+use sluice_lwaftr::check::{check, counter_differences, counters_text, parse_counters};
 
 /// The arguments of `lwaftr check`.
 #[derive(Debug, Clone)]
 pub struct CheckArgs {
     pub on_a_stick: bool,
+    /// Write COUNTERS rather than compare with it.
+    pub regen: bool,
     pub conf: PathBuf,
     pub in_v4: PathBuf,
     pub in_v6: PathBuf,
@@ -34,7 +38,10 @@ pub fn run(a: &CheckArgs) -> Result<(), String> {
     let r = check(&conf, &in_v4, &in_v6, a.on_a_stick)?;
     super::write_frames(&a.out_v4, &r.out_v4)?;
     super::write_frames(&a.out_v6, &r.out_v6)?;
-    if let Some(path) = &a.counters {
+    if let (Some(path), true) = (&a.counters, a.regen) {
+        std::fs::write(path, counters_text(&r.counters))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    } else if let Some(path) = &a.counters {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let expected = parse_counters(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let diffs = counter_differences(&expected, &r.counters);

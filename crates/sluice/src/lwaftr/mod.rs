@@ -24,6 +24,9 @@ pub enum LwaftrCommand {
         /// One interface carries both sides (frames of both inputs arrive on it).
         #[arg(long)]
         on_a_stick: bool,
+        /// Write the counters that changed to COUNTERS instead of comparing with it.
+        #[arg(short = 'r', long, requires = "counters")]
+        regen: bool,
         /// The configuration (snabb-softwire-v3 text).
         conf: PathBuf,
         /// Frames arriving on the IPv4 side (pcap; an empty or header-only file injects nothing).
@@ -95,8 +98,8 @@ pub enum LwaftrCommand {
 pub fn run(cmd: LwaftrCommand) -> Result<(), String> {
     HUGE_PAGES.store(true, std::sync::atomic::Ordering::Relaxed);
     match cmd {
-        LwaftrCommand::Check { on_a_stick, conf, in_v4, in_v6, out_v4, out_v6, counters } => {
-            check::run(&check::CheckArgs { on_a_stick, conf, in_v4, in_v6, out_v4, out_v6, counters })
+        LwaftrCommand::Check { on_a_stick, regen, conf, in_v4, in_v6, out_v4, out_v6, counters } => {
+            check::run(&check::CheckArgs { on_a_stick, regen, conf, in_v4, in_v6, out_v4, out_v6, counters })
         }
         LwaftrCommand::Bench { conf, in_v4, in_v6, duration, workers, on_a_stick } => {
             bench::run(&bench::BenchArgs { conf, in_v4, in_v6, duration, workers: workers as usize, on_a_stick })
