@@ -12,9 +12,15 @@
 //! what the data plane emits is dropped by an empty callback.
 //!
 //! How:
-//! - The traffic ([`Workload::traffic`]) is shared out over the workers by
-//!   [`flow_hash`], as live ports spread flows over queues; a worker that
-//!   gets no flow is an error (too few flows for the workers asked for).
+//! - The traffic ([`Workload::traffic`], arriving on [`Workload::port`],
+//!   and any more ports' traffic in [`Workload::more_traffic`]) is shared
+//!   out over the workers by [`flow_hash`], port by port, as live ports
+//!   spread flows over queues; a worker that gets no flow is an error (too
+//!   few flows for the workers asked for). With
+//!   [`Options::whole_traffic`] every worker replays all of it instead
+//!   (what Snabb's bench does per process; a one-flow capture cannot be
+//!   shared out). A worker with traffic on several ports takes one batch
+//!   of each port in turn.
 //! - A [`Pool`](sluice_dataplane::workers::Pool) starts one worker per
 //!   share, each with its own replica of the data plane
 //!   ([`DataPlane::replica`]), pinned to CPU `k` when there are no more
@@ -33,6 +39,11 @@
 //!   result line gives the medians of the turns' figures and the ratio data
 //!   plane / reference; alternating exposes both to the same drift of a
 //!   shared machine.
+//! - With [`Workload::outputs`] the workers also count the frames and
+//!   bytes the data plane emits, per output class (by default the output
+//!   port), and the per-second and summary lines are the classes' own
+//!   ([`Outputs`]: the lwAFTR prints its encapsulation and decapsulation
+//!   rates), printed before the usual summary and result lines.
 //! - With [`Options::profile`], the workers time their data plane's stages
 //!   ([`DataPlane::set_profiling`]) and a table of where the time went is
 //!   printed after each turn (read while the workers still run).
@@ -174,6 +185,65 @@ pub type Check<D> = Box<dyn FnOnce(&mut D) -> Result<(), String>>;
 /// per worker per turn, on the worker's thread.
 pub type ReplicaReport<D> = Arc<dyn Fn(&D) -> Vec<String> + Send + Sync>;
 
+/// Frames and bytes the data plane emitted in one output class over an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputCount {
+    /// Frames emitted.
+    pub packets: u64,
+    /// Their bytes (frames as emitted, without FCS).
+    pub bytes: u64,
+}
+
+/// One interval (a second, or the whole turn for the summary) as
+/// [`Outputs`]' lines see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Interval<'a> {
+    /// Seconds from the start of the turn to the end of the interval.
+    pub at: f64,
+    /// Length of the interval in seconds.
+    pub seconds: f64,
+    /// Frames handed to the data plane in the interval.
+    pub received: u64,
+    /// What it emitted in the interval, per output class.
+    pub out: &'a [OutputCount],
+}
+
+/// The output class of a frame emitted on a port (see [`Outputs::classify`]).
+pub type Classify = fn(u32, &[u8]) -> usize;
+
+/// Makes one line from an interval's counts.
+pub type LineFormat = Arc<dyn Fn(&Interval<'_>) -> String + Send + Sync>;
+
+/// Counting what a data plane emits, per output class, and the lines that
+/// report it.
+///
+/// Contract: `classify(port, frame)` names the class (index below
+/// `classes`) of every emitted frame, or a value not below `classes` for a
+/// frame not counted; it runs on the workers for every frame, so it must
+/// be cheap (a plain function: [`Outputs::by_port`] counts per output port).
+/// `header` is printed after the bench's first line, `line` once per
+/// second, `summary` once for the whole turn (before the usual summary).
+#[derive(Clone)]
+pub struct Outputs {
+    /// Number of classes.
+    pub classes: usize,
+    /// The class of an emitted frame.
+    pub classify: Classify,
+    /// Printed once, before the first per-second line.
+    pub header: String,
+    /// The per-second line.
+    pub line: LineFormat,
+    /// The summary line of a turn.
+    pub summary: LineFormat,
+}
+
+impl Outputs {
+    /// The class of a frame emitted on `port` is the port number.
+    pub fn by_port(port: u32, _frame: &[u8]) -> usize {
+        port as usize
+    }
+}
+
 /// What one bench replays: a data plane, its traffic, and what it is
 /// compared with.
 pub struct Workload<D: DataPlane> {
@@ -183,6 +253,11 @@ pub struct Workload<D: DataPlane> {
     pub traffic: Vec<Vec<u8>>,
     /// The port the traffic arrives on.
     pub port: u32,
+    /// Traffic arriving on more ports at the same time, `(port, frames)`
+    /// (empty for one port); replayed as [`Workload::traffic`] is.
+    pub more_traffic: Vec<(u32, Vec<Vec<u8>>)>,
+    /// Count emitted frames per output class and print these lines.
+    pub outputs: Option<Outputs>,
     /// What runs, for the lines (`program=` on the result line).
     pub label: String,
     /// Table entries the data plane holds (`entries=`; `-` when `None`).
@@ -206,6 +281,8 @@ impl<D: DataPlane> Workload<D> {
             data_plane,
             traffic,
             port,
+            more_traffic: Vec::new(),
+            outputs: None,
             label: label.into(),
             entries: None,
             mode: "-".into(),
@@ -231,11 +308,15 @@ pub struct Options {
     pub rounds: usize,
     /// Time the data plane's stages and print where the time went.
     pub profile: bool,
+    /// Every worker replays the whole traffic (rather than a flow-hashed
+    /// share of it): for traffic of fewer flows than workers, such as
+    /// Snabb's one-flow bench captures.
+    pub whole_traffic: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { duration: 5.0, max_packets: None, workers: 1, rounds: 1, profile: false }
+        Options { duration: 5.0, max_packets: None, workers: 1, rounds: 1, profile: false, whole_traffic: false }
     }
 }
 
@@ -301,20 +382,37 @@ pub fn run_to<D: DataPlane>(
     out: &mut dyn Write,
     progress: bool,
 ) -> Result<Outcome, String> {
-    let Workload { data_plane, mut traffic, port, label, entries, mode, reference, check, replica_report } = w;
-    if traffic.is_empty() {
+    let Workload {
+        data_plane,
+        traffic,
+        port,
+        more_traffic,
+        outputs,
+        label,
+        entries,
+        mode,
+        reference,
+        check,
+        replica_report,
+    } = w;
+    let mut traffic: Vec<(u32, Vec<Vec<u8>>)> =
+        std::iter::once((port, traffic)).chain(more_traffic).filter(|(_, t)| !t.is_empty()).collect();
+    let frames = traffic.iter().map(|(_, t)| t.len()).sum::<usize>();
+    if frames == 0 {
         return Err(format!("{label}: no traffic to replay"));
     }
     let workers = o.workers.max(1);
     let rounds = o.rounds.max(1);
-    let size = traffic.iter().map(|p| p.len() + 4).sum::<usize>() / traffic.len();
+    let size = traffic.iter().flat_map(|(_, t)| t).map(|p| p.len() + 4).sum::<usize>() / frames;
     let entries = entries.map_or_else(|| "-".to_string(), |e| e.to_string());
     say!(
         out,
-        "sluice bench: {label} ({} packets in memory, {entries} entries, {size} B average frame), {} s, {workers} worker(s), {mode} pipelines",
-        traffic.len(),
+        "sluice bench: {label} ({frames} packets in memory, {entries} entries, {size} B average frame), {} s, {workers} worker(s), {mode} pipelines",
         o.duration,
     );
+    if let Some(h) = &outputs {
+        say!(out, "{}", h.header);
+    }
     let mut dp = data_plane;
     if let Some(check) = check {
         check(&mut dp)?;
@@ -343,7 +441,13 @@ pub fn run_to<D: DataPlane>(
         let last = round + 1 == rounds;
         // The last turn takes the traffic itself; earlier ones a copy.
         let t = if last { std::mem::take(&mut traffic) } else { traffic.clone() };
-        let replay = replay::Replay { port, workers, options: o, report: replica_report.as_ref(), progress };
+        let replay = replay::Replay {
+            workers,
+            options: o,
+            report: replica_report.as_ref(),
+            outputs: outputs.as_ref(),
+            progress,
+        };
         let (turn, back) = replay.run(dp.take().expect("put back by each turn"), t, out)?;
         dp = Some(back);
         let reference_mpps = match reference.as_mut() {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sluice_dataplane::workers::{Pool, WorkerIo};
 use sluice_dataplane::{DataPlane, BATCH};
 
-use crate::{os, say, share_out, Options, ReferenceRun, ReplicaReport, Turn};
+use crate::{os, say, share_out, Classify, Interval, Options, OutputCount, Outputs, ReferenceRun, ReplicaReport, Turn};
 
 /// Frames borrowed from traffic that lives as long as they do.
 struct Frames {
@@ -36,19 +36,48 @@ struct Ended {
     lines: Vec<String>,
 }
 
-/// One worker's share of the traffic, replayed in batches of [`BATCH`]
-/// frames (what a port whose receive ring is full hands the loop).
-struct BenchIo<D> {
+/// Traffic of one port in a worker's share, with where the replay is.
+struct Stream {
+    port: u32,
     traffic: Frames,
     /// Wire bytes of `traffic[..i]` at `i`: a batch's bytes are one
     /// subtraction, not a sum over its packets.
     wire_before: Vec<u64>,
     next: usize,
-    port: u32,
+}
+
+impl Stream {
+    fn new(port: u32, t: Vec<Vec<u8>>) -> Stream {
+        // Wire size: frame + FCS + preamble/IFG (20 bytes) as network benchmarks count it.
+        let wire_before = std::iter::once(0)
+            .chain(t.iter().scan(0u64, |sum, p| {
+                *sum += p.len() as u64 + 4 + 20;
+                Some(*sum)
+            }))
+            .collect();
+        Stream { port, traffic: Frames::new(t), wire_before, next: 0 }
+    }
+}
+
+/// The counters a worker keeps: packets, wire bytes, packets sent, then
+/// frames and bytes per output class.
+const FIXED_COUNTS: usize = 3;
+
+/// One worker's share of the traffic, replayed in batches of [`BATCH`]
+/// frames (what a port whose receive ring is full hands the loop), one
+/// batch of each port's traffic in turn.
+struct BenchIo<D> {
+    streams: Vec<Stream>,
+    turn: usize,
     stop: Arc<AtomicBool>,
-    /// Packets, wire bytes and packets sent by this worker (written by it
-    /// alone, so with plain stores rather than locked additions).
-    counts: Arc<[AtomicU64; 3]>,
+    /// Packets, wire bytes and packets sent by this worker, then frames and
+    /// bytes per output class (written by it alone, so with plain stores
+    /// rather than locked additions).
+    counts: Arc<[AtomicU64]>,
+    /// How emitted frames are classed, and how many classes there are.
+    classify: Option<(Classify, usize)>,
+    /// One batch's frames and bytes per class, before they are stored.
+    out: Vec<u64>,
     /// The CPU this worker pins itself to on its first batch (one worker per core).
     cpu: Option<usize>,
     /// Packets after which this worker stops by itself (`--packets`), so that
@@ -83,25 +112,46 @@ impl<D: DataPlane> WorkerIo<D> for BenchIo<D> {
         if let Some(cpu) = self.cpu.take() {
             os::pin_to_cpu(cpu);
         }
-        let total = self.traffic.frames.len();
-        let mut end = (self.next + BATCH).min(total);
+        let k = self.turn;
+        self.turn = if k + 1 == self.streams.len() { 0 } else { k + 1 };
+        let s = &mut self.streams[k];
+        let total = s.traffic.frames.len();
+        let mut end = (s.next + BATCH).min(total);
         if let Some(limit) = self.limit {
             let left = limit.saturating_sub(self.counts[0].load(Ordering::Relaxed));
             if left == 0 {
                 self.record_end(dp);
                 return false;
             }
-            end = end.min(self.next + left as usize);
+            end = end.min(s.next + left as usize);
         }
-        let batch = &self.traffic.frames[self.next..end];
-        self.next = if end == total { 0 } else { end };
+        let batch = &s.traffic.frames[s.next..end];
+        s.next = if end == total { 0 } else { end };
         // Frames sent are counted by the data plane (every emit is counted
-        // in its statistics), so the output callback has nothing to do: a
-        // count kept through it is a read-modify-write in memory per packet.
+        // in its statistics), so without output classes the callback has
+        // nothing to do: a count kept through it is a read-modify-write in
+        // memory per packet.
         let before = dp.stats().transmitted;
-        dp.process_batch(self.port, batch, &mut |_, _, _| {});
+        match self.classify {
+            None => dp.process_batch(s.port, batch, &mut |_, _, _| {}),
+            Some((classify, n)) => {
+                let out = &mut self.out;
+                dp.process_batch(s.port, batch, &mut |_, p, f: &[u8]| {
+                    let c = classify(p, f);
+                    if c < n {
+                        out[2 * c] += 1;
+                        out[2 * c + 1] += f.len() as u64;
+                    }
+                });
+                for (k, v) in out.iter_mut().enumerate() {
+                    let c = &self.counts[FIXED_COUNTS + k];
+                    c.store(c.load(Ordering::Relaxed) + *v, Ordering::Relaxed);
+                    *v = 0;
+                }
+            }
+        }
         let sent = dp.stats().transmitted - before;
-        let bytes = self.wire_before[end] - self.wire_before[end - batch.len()];
+        let bytes = s.wire_before[end] - s.wire_before[end - batch.len()];
         for (c, n) in self.counts.iter().zip([batch.len() as u64, bytes, sent]) {
             c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
         }
@@ -111,27 +161,39 @@ impl<D: DataPlane> WorkerIo<D> for BenchIo<D> {
 
 /// One turn of the data plane.
 pub(crate) struct Replay<'a, D> {
-    pub port: u32,
     pub workers: usize,
     pub options: &'a Options,
     pub report: Option<&'a ReplicaReport<D>>,
+    pub outputs: Option<&'a Outputs>,
     /// Redraw a progress bar between the per-second lines.
     pub progress: bool,
 }
 
 impl<D: DataPlane> Replay<'_, D> {
-    /// Replays `traffic` through `dp` on the workers (flow-hashed shares,
-    /// as live ports do) and prints per-second and summary lines, the
-    /// replicas' lines and (profiling) the stage table; returns the turn
+    /// Replays `traffic` (per port) through `dp` on the workers
+    /// (flow-hashed shares, as live ports do, or all of it on each with
+    /// [`Options::whole_traffic`]) and prints per-second and summary lines,
+    /// the replicas' lines and (profiling) the stage table; returns the turn
     /// (without a reference) and the data plane (for the next turn).
-    pub fn run(&self, dp: D, traffic: Vec<Vec<u8>>, out: &mut dyn Write) -> Result<(Turn, D), String> {
+    pub fn run(&self, dp: D, traffic: Vec<(u32, Vec<Vec<u8>>)>, out: &mut dyn Write) -> Result<(Turn, D), String> {
         let (workers, duration, max_packets) = (self.workers, self.options.duration, self.options.max_packets);
-        let shares = share_out(traffic, workers);
+        let mut shares: Vec<Vec<(u32, Vec<Vec<u8>>)>> = vec![Vec::new(); workers];
+        for (port, t) in traffic {
+            let split = if self.options.whole_traffic { vec![t; workers] } else { share_out(t, workers) };
+            for (share, t) in shares.iter_mut().zip(split) {
+                if !t.is_empty() {
+                    share.push((port, t));
+                }
+            }
+        }
         if let Some(k) = shares.iter().position(|s| s.is_empty()) {
             return Err(format!("worker {k} gets no traffic: the traffic has too few flows for {workers} workers"));
         }
+        let classes = self.outputs.map_or(0, |o| o.classes);
         let stop = Arc::new(AtomicBool::new(false));
-        let counts: Vec<Arc<[AtomicU64; 3]>> = (0..workers).map(|_| Arc::new(Default::default())).collect();
+        let counts: Vec<Arc<[AtomicU64]>> = (0..workers)
+            .map(|_| (0..FIXED_COUNTS + 2 * classes).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into())
+            .collect();
         let ended = Arc::new(Mutex::new(Ended::default()));
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let io: Vec<Box<dyn WorkerIo<D>>> = shares
@@ -142,20 +204,13 @@ impl<D: DataPlane> Replay<'_, D> {
                 let cpu = (workers <= cpus).then_some(k);
                 // The workers share `--packets` out: each stops after its part.
                 let limit = max_packets.map(|m| m / workers as u64 + u64::from((k as u64) < m % workers as u64));
-                // Wire size: frame + FCS + preamble/IFG (20 bytes) as network benchmarks count it.
-                let wire_before = std::iter::once(0)
-                    .chain(t.iter().scan(0u64, |sum, p| {
-                        *sum += p.len() as u64 + 4 + 20;
-                        Some(*sum)
-                    }))
-                    .collect();
                 Box::new(BenchIo {
-                    traffic: Frames::new(t),
-                    wire_before,
-                    next: 0,
-                    port: self.port,
+                    streams: t.into_iter().map(|(port, t)| Stream::new(port, t)).collect(),
+                    turn: 0,
                     stop: stop.clone(),
                     counts: c.clone(),
+                    classify: self.outputs.map(|o| (o.classify, o.classes)),
+                    out: vec![0; 2 * classes],
                     cpu,
                     limit,
                     report: self.report.cloned(),
@@ -172,6 +227,12 @@ impl<D: DataPlane> Replay<'_, D> {
         let start = Instant::now();
         let mut tick = start;
         let (mut last_p, mut last_b, mut last_sent) = (0u64, 0u64, 0u64);
+        let class_totals = || -> Vec<OutputCount> {
+            (0..classes)
+                .map(|c| OutputCount { packets: total(FIXED_COUNTS + 2 * c), bytes: total(FIXED_COUNTS + 2 * c + 1) })
+                .collect()
+        };
+        let mut last_out = vec![OutputCount::default(); classes];
         let end = Duration::from_secs_f64(duration);
         let tty = self.progress;
         loop {
@@ -197,15 +258,30 @@ impl<D: DataPlane> Replay<'_, D> {
                 if tty {
                     write!(out, "\r{:60}\r", "").ok();
                 }
-                say!(
-                    out,
-                    "{:6.1} s  {:7.3} Mpps  {:7.3} Gbps  sent {}  dropped {}",
-                    now.duration_since(start).as_secs_f64(),
-                    (pkts - last_p) as f64 / dt / 1e6,
-                    (bytes - last_b) as f64 * 8.0 / dt / 1e9,
-                    sent - last_sent,
-                    (pkts - last_p) - (sent - last_sent)
-                );
+                let at = now.duration_since(start).as_secs_f64();
+                match self.outputs {
+                    Some(o) => {
+                        let now_out = class_totals();
+                        let diff: Vec<OutputCount> = now_out
+                            .iter()
+                            .zip(&last_out)
+                            .map(|(a, b)| OutputCount { packets: a.packets - b.packets, bytes: a.bytes - b.bytes })
+                            .collect();
+                        let iv = Interval { at, seconds: dt, received: pkts - last_p, out: &diff };
+                        say!(out, "{}", (o.line)(&iv));
+                        last_out = now_out;
+                    }
+                    None => say!(
+                        out,
+                        "{:6.1} s  {:7.3} Mpps  {:7.3} Gbps  sent {}  dropped {}",
+                        at,
+                        (pkts - last_p) as f64 / dt / 1e6,
+                        (bytes - last_b) as f64 * 8.0 / dt / 1e9,
+                        sent - last_sent,
+                        // Negative when the data plane sends more than it gets (fragments).
+                        (pkts - last_p) as i64 - (sent - last_sent) as i64
+                    ),
+                }
                 tick = now;
                 last_p = pkts;
                 last_b = bytes;
@@ -231,13 +307,17 @@ impl<D: DataPlane> Replay<'_, D> {
         if tty {
             write!(out, "\r{:60}\r", "").ok();
         }
+        if let Some(o) = self.outputs {
+            let all = class_totals();
+            say!(out, "{}", (o.summary)(&Interval { at: dt, seconds: dt, received: pkts, out: &all }));
+        }
         say!(
             out,
             "summary: {pkts} packets in {dt:.2} s = {:.3} Mpps, {:.3} Gbps, {} sent, {} dropped",
             pkts as f64 / dt / 1e6,
             bytes as f64 * 8.0 / dt / 1e9,
             sent,
-            pkts - sent
+            pkts as i64 - sent as i64
         );
         for line in &ended.lock().unwrap_or_else(|e| e.into_inner()).lines {
             say!(out, "{line}");

@@ -284,3 +284,39 @@ fn reference_router_forwards_rewrites_and_drops() {
     assert!(n > 0 && n.is_multiple_of(3), "{n} frames run");
     assert_eq!(r.port_rx[6].0, n);
 }
+
+/// Traffic on two ports at once, every worker replaying all of it (one
+/// flow, two workers): the batches alternate between the ports, and the
+/// frames out of each port are counted in their own class, frames and
+/// bytes, in the per-second and summary lines of the workload's `Outputs`.
+#[test]
+fn two_ports_whole_traffic_and_output_classes() {
+    let one = udp_frames(1)[0].clone();
+    let mut w = Workload::new(NullForward::new(0, 1), vec![one.clone(); 10], 0, "two ports");
+    w.more_traffic = vec![(1, vec![one; 10])];
+    let line: LineFormat = Arc::new(|iv: &Interval<'_>| {
+        format!(
+            "out {} {} {} {} in {}",
+            iv.out[0].packets, iv.out[0].bytes, iv.out[1].packets, iv.out[1].bytes, iv.received
+        )
+    });
+    w.outputs = Some(Outputs {
+        classes: 2,
+        classify: Outputs::by_port,
+        header: "header line".into(),
+        line: line.clone(),
+        summary: line,
+    });
+    let o = Options { duration: 30.0, max_packets: Some(2000), workers: 2, whole_traffic: true, ..Options::default() };
+    let (r, text) = bench(w, &o);
+    let r = r.unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(r.turns[0].packets, 2000, "{text}");
+    assert!(text.contains("20 packets in memory"), "{text}");
+    assert!(text.lines().nth(1) == Some("header line"), "{text}");
+    let out = text.lines().rev().find(|l| l.starts_with("out ")).expect("a summary of the classes");
+    let n: Vec<u64> = out.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    // Each worker alternates ports batch by batch: as many frames each way (within a batch per worker).
+    assert_eq!(n[0] + n[2], 2000, "{out}");
+    assert!(n[0].abs_diff(n[2]) <= 2 * 128, "{out}");
+    assert_eq!((n[1], n[3], n[4]), (n[0] * 60, n[2] * 60, 2000), "{out}");
+}

@@ -195,6 +195,15 @@ impl BindingTable {
         }
     }
 
+    /// Starts loading the record of the softwire serving (`ipv4`, `port`)
+    /// (third step, once its slot is likely cached).
+    #[inline]
+    pub fn prefetch_entry(&self, ipv4: u32, port: u16) {
+        if let Some(i) = self.psid(ipv4, port).and_then(|psid| self.softwires.get(key(ipv4, psid))) {
+            prefetch_ptr(self.entries.as_ptr().wrapping_add(i as usize).cast());
+        }
+    }
+
     /// Whether any softwire has address `ipv4` (the hairpin test).
     #[inline]
     pub fn is_managed(&self, ipv4: u32) -> bool {

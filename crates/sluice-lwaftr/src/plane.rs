@@ -708,6 +708,9 @@ impl Lwaftr {
         for &(ip, p) in &keys[..n] {
             self.bt.prefetch_softwire(ip, p);
         }
+        for &(ip, p) in &keys[..n] {
+            self.bt.prefetch_entry(ip, p);
+        }
     }
 
     /// Queues a decapsulated packet (or an ICMPv4 error) for the managed

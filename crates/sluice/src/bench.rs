@@ -467,6 +467,7 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
         workers: a.workers,
         rounds: a.rounds,
         profile: a.profile,
+        ..Default::default()
     };
     sluice_bench::run(w, &options).map(|_| ())
 }

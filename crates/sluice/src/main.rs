@@ -8,6 +8,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static ALLOCATOR: sluice::lwaftr::Allocator = sluice::lwaftr::Allocator;
+
 #[derive(Parser)]
 #[command(name = "sluice", version, about = "A fast programmable software switch for bmv2 (v1model) programs")]
 struct Cli {
@@ -116,12 +119,12 @@ enum Cmd {
         #[arg(long)]
         no_code: bool,
     },
-    /// Run on live interfaces with bmv2 simple_switch's command line (see `sluice simple_switch --help`).
-    /// Snabb's lwAFTR (a lightweight 4over6 AFTR, RFC 7596).
+    /// The lightweight 4over6 AFTR (RFC 7596) with Snabb's `lwaftr` commands.
     Lwaftr {
         #[command(subcommand)]
         cmd: sluice::lwaftr::LwaftrCommand,
     },
+    /// Run on live interfaces with bmv2 simple_switch's command line (see `sluice simple_switch --help`).
     #[command(name = "simple_switch", alias = "simple_switch_grpc", disable_help_flag = true)]
     SimpleSwitch {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

@@ -1,16 +1,101 @@
-//! `sluice lwaftr`: Snabb's lwAFTR commands on Sluice's lwAFTR data plane
-//! (`sluice_lwaftr`).
+//! `sluice lwaftr`: the lightweight 4over6 AFTR (`sluice_lwaftr`) with
+//! Snabb's `snabb lwaftr` command line: `check` runs a configuration over
+//! pcap files as the conformance corpus does, `bench` measures both
+//! directions at once from memory, `generate-configuration` makes large
+//! binding tables and matching traffic; `run` runs it on live interfaces,
+//! `query` and `config` read its counters and change its softwires while it
+//! runs, `loadtest` is the load generator its live benchmark uses.
 
+pub mod bench;
+pub mod check;
+pub mod generate;
 pub mod loadtest;
 pub mod run;
 
-use std::path::PathBuf;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
 
-use clap::Subcommand;
+use sluice_lwaftr::conf::Config;
 
 /// The `sluice lwaftr` subcommands.
-#[derive(Subcommand, Debug)]
+#[derive(clap::Subcommand, Debug)]
 pub enum LwaftrCommand {
+    /// Run CONF over the frames of IN.V4 (internet side) and IN.V6 (B4
+    /// side), write what each side emits to OUT.V4 / OUT.V6, and with
+    /// COUNTERS exit non-zero unless the counters that changed equal that
+    /// file exactly (Snabb's `lwaftr check`).
+    Check {
+        /// One interface carries both sides (frames of both inputs arrive on it).
+        #[arg(long)]
+        on_a_stick: bool,
+        /// Write the counters that changed to COUNTERS instead of comparing with it.
+        #[arg(short = 'r', long, requires = "counters")]
+        regen: bool,
+        /// The configuration (snabb-softwire-v3 text).
+        conf: PathBuf,
+        /// Frames arriving on the IPv4 side (pcap; an empty or header-only file injects nothing).
+        in_v4: PathBuf,
+        /// Frames arriving on the IPv6 side (pcap).
+        in_v6: PathBuf,
+        /// Where the frames out of the IPv4 side go (pcap).
+        out_v4: PathBuf,
+        /// Where the frames out of the IPv6 side go (pcap).
+        out_v6: PathBuf,
+        /// Expected counters (`name value` lines, Snabb's counters.txt).
+        counters: Option<PathBuf>,
+    },
+    /// Replay IN.V4 and IN.V6 from memory through the whole lwAFTR, both
+    /// directions at once, into a sink; print encapsulation and
+    /// decapsulation rates every second, then a summary (Snabb's `lwaftr bench`).
+    Bench {
+        /// The configuration (snabb-softwire-v3 text).
+        conf: PathBuf,
+        /// IPv4 frames replayed into the internet side (pcap).
+        in_v4: PathBuf,
+        /// IPv6 frames replayed into the B4 side (pcap).
+        in_v6: PathBuf,
+        /// Seconds to run.
+        #[arg(short = 'D', long, default_value_t = 5.0)]
+        duration: f64,
+        /// Worker threads; each replays all the traffic through its own replica.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        workers: u32,
+        /// One interface carries both sides.
+        #[arg(long)]
+        on_a_stick: bool,
+    },
+    /// Write a configuration with a large binding table (Snabb's
+    /// `lwaftr generate-configuration`), and optionally traffic spread
+    /// over its softwires.
+    GenerateConfiguration {
+        /// The first public IPv4 address.
+        ipv4: Ipv4Addr,
+        /// How many consecutive IPv4 addresses.
+        num_ipv4s: u32,
+        /// The lwAFTR's tunnel endpoint (br-address of every softwire, and its internal ip).
+        br_address: Ipv6Addr,
+        /// The first B4 address (one more per softwire).
+        b4: Ipv6Addr,
+        /// psid-length of every address (0: one whole-address softwire each).
+        psid_len: u8,
+        /// Port bits under the PSID (default 16 - PSID_LEN).
+        shift: Option<u8>,
+        /// Write the configuration here instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Write IPv4 traffic from the internet to the softwires here (pcap).
+        #[arg(long, requires = "pcap_v6")]
+        pcap_v4: Option<PathBuf>,
+        /// Write the matching IPv6 traffic from the B4s here (pcap).
+        #[arg(long, requires = "pcap_v4")]
+        pcap_v6: Option<PathBuf>,
+        /// Frames per pcap (default: one per softwire, at most 1048576).
+        #[arg(long)]
+        packets: Option<u64>,
+        /// Frame size in bytes (without FCS) of the generated traffic.
+        #[arg(long, default_value_t = 550, value_parser = clap::value_parser!(u32).range(82..=9000))]
+        packet_size: u32,
+    },
     /// Run the lwAFTR on live interfaces until SIGINT or SIGTERM (then print
     /// the non-zero counters); serves `query` and `config` while running.
     Run {
@@ -89,7 +174,38 @@ pub enum LwaftrCommand {
 
 /// Runs one `sluice lwaftr` subcommand.
 pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
+    HUGE_PAGES.store(true, std::sync::atomic::Ordering::Relaxed);
     match cmd {
+        LwaftrCommand::Check { on_a_stick, regen, conf, in_v4, in_v6, out_v4, out_v6, counters } => {
+            check::run(&check::CheckArgs { on_a_stick, regen, conf, in_v4, in_v6, out_v4, out_v6, counters })
+        }
+        LwaftrCommand::Bench { conf, in_v4, in_v6, duration, workers, on_a_stick } => {
+            bench::run(&bench::BenchArgs { conf, in_v4, in_v6, duration, workers: workers as usize, on_a_stick })
+        }
+        LwaftrCommand::GenerateConfiguration {
+            ipv4,
+            num_ipv4s,
+            br_address,
+            b4,
+            psid_len,
+            shift,
+            output,
+            pcap_v4,
+            pcap_v6,
+            packets,
+            packet_size,
+        } => generate::run(&generate::GenerateArgs {
+            ipv4,
+            num_ipv4s,
+            br_address,
+            b4,
+            psid_len,
+            shift,
+            output,
+            pcaps: pcap_v4.zip(pcap_v6),
+            packets,
+            packet_size: packet_size as usize,
+        }),
         LwaftrCommand::Run { conf, v4, v6, on_a_stick, workers, device, queue, name, duration, verbose } => {
             let workers = workers as usize;
             run::run(&run::RunArgs { conf, v4, v6, on_a_stick, workers, device, queue, name, duration, verbose })
@@ -101,5 +217,87 @@ pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
             run::query(instance.as_deref(), filter.as_deref(), list_all)
         }
         LwaftrCommand::Config { verb, instance, text } => run::config(&verb, &instance, text.as_deref()),
+    }
+}
+
+/// Reads a configuration file; errors name the file, line and path in the tree.
+pub fn load_conf(path: &Path) -> Result<Config, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Config::parse(&text, &path.display().to_string()).map_err(|e| e.to_string())
+}
+
+/// The frames of a pcap file; an empty file (no header) holds none.
+pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    if meta.len() == 0 {
+        return Ok(Vec::new());
+    }
+    Ok(sluice_ports::pcapfile::read_pcap(path)?.into_iter().map(|(_, f)| f).collect())
+}
+
+/// Writes `frames` as a pcap file the way Snabb writes one (little endian,
+/// version 2.4, snaplen 65535, Ethernet, every timestamp 0).
+pub fn write_frames(path: &Path, frames: &[Vec<u8>]) -> Result<(), String> {
+    std::fs::write(path, sluice_lwaftr::check::pcap_bytes(frames))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The allocator of the `sluice` binary: the system's, asking the kernel
+/// for transparent huge pages for large blocks once [`HUGE_PAGES`] is set
+/// (by `sluice lwaftr` commands).
+///
+/// Why: a million-softwire binding table is two arrays of tens of MB
+/// (hash slots and records) read at random; on 4 KiB pages nearly every
+/// lookup also misses the TLB. Where transparent huge pages are enabled
+/// only on request (`madvise`, a common default), nothing else asks.
+/// The advice is given before the block is first written, so its pages
+/// are faulted in as huge pages where the kernel has them; it is a hint
+/// and changes nothing else.
+pub struct Allocator;
+
+/// Whether large blocks get huge-page advice (off until a `lwaftr` command runs).
+pub static HUGE_PAGES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Blocks at least this large are advised.
+const HUGE_BLOCK: usize = 4 << 20;
+
+fn advise(ptr: *mut u8, size: usize) {
+    if ptr.is_null() || size < HUGE_BLOCK || !HUGE_PAGES.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    // madvise wants a page-aligned start: advise the whole pages inside the block.
+    let page = 4096usize;
+    let start = (ptr as usize).div_ceil(page) * page;
+    let end = (ptr as usize + size) / page * page;
+    if end > start {
+        // SAFETY: [start, end) lies inside the block just allocated, which
+        // this process owns; MADV_HUGEPAGE changes no contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the
+// advice only concerns pages of blocks it returned.
+unsafe impl std::alloc::GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        advise(p, layout.size());
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc_zeroed(layout) };
+        advise(p, layout.size());
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
+        advise(p, new_size);
+        p
     }
 }
