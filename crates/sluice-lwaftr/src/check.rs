@@ -10,8 +10,7 @@
 //! Returns the frames of each side in emission order (on a stick split by
 //! VLAN tag when the sides' tags differ, else by EtherType: IPv4 and ARP
 //! are the IPv4 side's) and the Snabb counters that changed.
-//! [`check_files`] does the same from and to files, as the command does
-//! (outputs in Snabb's pcap layout, counters compared exactly or written).
+//! `sluice lwaftr check` runs it on pcap files.
 
 use std::collections::BTreeMap;
 
@@ -78,57 +77,6 @@ pub fn check(conf: &Config, in_v4: &[Vec<u8>], in_v6: &[Vec<u8>], on_a_stick: bo
     Ok(r)
 }
 
-/// What `lwaftr check` is given on its command line (Snabb's contract:
-/// `check [--on-a-stick] [-r] CONF IN.V4 IN.V6 OUT.V4 OUT.V6 [COUNTERS]`).
-#[derive(Debug, Clone)]
-pub struct CheckFiles {
-    /// The configuration.
-    pub conf: std::path::PathBuf,
-    /// Frames for the external side (an empty file: none).
-    pub in_v4: std::path::PathBuf,
-    /// Frames for the internal side (an empty file: none).
-    pub in_v6: std::path::PathBuf,
-    /// Where the external side's output is written.
-    pub out_v4: std::path::PathBuf,
-    /// Where the internal side's output is written.
-    pub out_v6: std::path::PathBuf,
-    /// Expected counters, if any.
-    pub counters: Option<std::path::PathBuf>,
-    /// Write the counters file instead of comparing with it.
-    pub regen: bool,
-    /// One interface carries both sides.
-    pub on_a_stick: bool,
-}
-
-/// Runs a check from files: reads the configuration (errors as
-/// `file:line:col: path: message`) and the inputs, writes both outputs in
-/// Snabb's pcap layout, then compares the counters that changed with the
-/// counters file (or writes it with `regen`). The error is the first
-/// difference, or what could not be read or written.
-pub fn check_files(a: &CheckFiles) -> Result<CheckResult, String> {
-    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
-    let text = std::fs::read_to_string(&a.conf).map_err(|e| format!("{}: {e}", a.conf.display()))?;
-    let conf = Config::parse(&text, &a.conf.display().to_string()).map_err(|e| e.to_string())?;
-    let in_v4 = pcap_frames(&read(&a.in_v4)?).map_err(|e| format!("{}: {e}", a.in_v4.display()))?;
-    let in_v6 = pcap_frames(&read(&a.in_v6)?).map_err(|e| format!("{}: {e}", a.in_v6.display()))?;
-    let r = check(&conf, &in_v4, &in_v6, a.on_a_stick)?;
-    for (path, frames) in [(&a.out_v4, &r.out_v4), (&a.out_v6, &r.out_v6)] {
-        std::fs::write(path, pcap_bytes(frames)).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    if let Some(path) = &a.counters {
-        if a.regen {
-            std::fs::write(path, counters_text(&r.counters)).map_err(|e| format!("{}: {e}", path.display()))?;
-        } else {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let want = parse_counters(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-            if let Some(first) = counter_differences(&want, &r.counters).into_iter().next() {
-                return Err(first);
-            }
-        }
-    }
-    Ok(r)
-}
-
 /// `counters` in Snabb's `counters.txt` layout: `name value` lines sorted
 /// by name, each ending with a newline.
 pub fn counters_text(counters: &BTreeMap<String, u64>) -> String {
@@ -165,63 +113,4 @@ pub fn counter_differences(expected: &BTreeMap<String, u64>, got: &BTreeMap<Stri
             (None, None) => None,
         })
         .collect()
-}
-
-/// The frames of a classic pcap file's bytes (either byte order,
-/// microsecond or nanosecond timestamps). An empty file holds no frames.
-pub fn pcap_frames(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    if bytes.is_empty() {
-        return Ok(Vec::new());
-    }
-    if bytes.len() < 24 {
-        return Err("pcap: truncated file header".into());
-    }
-    let magic = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
-    let le = match magic {
-        0xa1b2_c3d4 | 0xa1b2_3c4d => true,
-        0xd4c3_b2a1 | 0x4d3c_b2a1 => false,
-        _ => return Err(format!("pcap: bad magic {magic:#x}")),
-    };
-    let rd = |b: &[u8]| {
-        let a: [u8; 4] = b.try_into().expect("4 bytes");
-        if le {
-            u32::from_le_bytes(a)
-        } else {
-            u32::from_be_bytes(a)
-        }
-    };
-    let mut at = 24;
-    let mut out = Vec::new();
-    while at < bytes.len() {
-        if at + 16 > bytes.len() {
-            return Err("pcap: truncated record header".into());
-        }
-        let incl = rd(&bytes[at + 8..at + 12]) as usize;
-        at += 16;
-        if at + incl > bytes.len() {
-            return Err("pcap: truncated record".into());
-        }
-        out.push(bytes[at..at + incl].to_vec());
-        at += incl;
-    }
-    Ok(out)
-}
-
-/// `frames` as a pcap file in Snabb's layout (little endian, 2.4, snaplen
-/// 65535, Ethernet, all timestamps 0).
-pub fn pcap_bytes(frames: &[Vec<u8>]) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    for w in [0u32, 0, 65535, 1] {
-        b.extend_from_slice(&w.to_le_bytes());
-    }
-    for f in frames {
-        for w in [0u32, 0, f.len() as u32, f.len() as u32] {
-            b.extend_from_slice(&w.to_le_bytes());
-        }
-        b.extend_from_slice(f);
-    }
-    b
 }

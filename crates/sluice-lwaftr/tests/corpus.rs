@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-use sluice_lwaftr::check::{check, counter_differences, counters_text, parse_counters, pcap_frames};
+use sluice_lwaftr::check::{check, counter_differences, counters_text, parse_counters};
 use sluice_lwaftr::conf::Config;
+use sluice_ports::pcapfile::frames_of as pcap_frames;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/lwaftr");
 const KNOWN: &str = include_str!("lwaftr-known-failures.txt");

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sluice_dataplane::DataPlane;
-use sluice_lwaftr::check::pcap_frames;
 use sluice_lwaftr::conf::Config;
 use sluice_lwaftr::{Lwaftr, Options, EXTERNAL, INTERNAL};
+use sluice_ports::pcapfile::frames_of as pcap_frames;
 
 struct Counting;
 

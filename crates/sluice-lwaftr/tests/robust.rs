@@ -6,9 +6,9 @@ use std::fs;
 use std::path::Path;
 
 use sluice_dataplane::DataPlane;
-use sluice_lwaftr::check::pcap_frames;
 use sluice_lwaftr::conf::Config;
 use sluice_lwaftr::{Lwaftr, Options};
+use sluice_ports::pcapfile::frames_of as pcap_frames;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/lwaftr");
 

@@ -5,9 +5,10 @@
 use std::fs;
 use std::path::Path;
 
-use sluice_lwaftr::check::{check, pcap_frames, CheckResult};
+use sluice_lwaftr::check::{check, CheckResult};
 use sluice_lwaftr::conf::{Config, NextHop};
 use sluice_lwaftr::frame::{fold, sum};
+use sluice_ports::pcapfile::frames_of as pcap_frames;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/lwaftr");
 
@@ -345,39 +346,4 @@ fn the_on_a_stick_bench_mix_goes_through() {
     assert_eq!(r.out_v6.len(), v4.len() + 1);
     assert_eq!(r.out_v4.len(), v6.len() + 1);
     assert!(r.counters.keys().all(|k| !k.starts_with("drop")), "{:?}", r.counters);
-}
-
-#[test]
-fn check_from_files_writes_outputs_and_compares_counters() {
-    use sluice_lwaftr::check::{check_files, CheckFiles};
-    let case = Path::new(CORPUS).join("hairpin-ttl1-icmp");
-    let tmp = std::env::temp_dir().join(format!("sluice-lwaftr-check-{}", std::process::id()));
-    fs::create_dir_all(&tmp).unwrap();
-    let empty = tmp.join("empty.pcap");
-    fs::write(&empty, b"").unwrap();
-    let mut a = CheckFiles {
-        conf: case.join("lwaftr.conf"),
-        in_v4: empty.clone(),
-        in_v6: case.join("in-v6.pcap"),
-        out_v4: tmp.join("out-v4.pcap"),
-        out_v6: tmp.join("out-v6.pcap"),
-        counters: Some(case.join("counters.txt")),
-        regen: false,
-        on_a_stick: false,
-    };
-    check_files(&a).unwrap();
-    let got = pcap_frames(&fs::read(&a.out_v6).unwrap()).unwrap();
-    assert_eq!(got, frames("hairpin-ttl1-icmp", "out-v6.pcap"));
-    assert!(pcap_frames(&fs::read(&a.out_v4).unwrap()).unwrap().is_empty());
-    // A wrong expectation names the first difference.
-    let wrong = tmp.join("counters.txt");
-    fs::write(&wrong, "drop-all-ipv6-iface-bytes 1\n").unwrap();
-    a.counters = Some(wrong.clone());
-    let e = check_files(&a).unwrap_err();
-    assert_eq!(e, "counter drop-all-ipv6-iface-bytes: expected 1, got 106");
-    // -r writes the file.
-    a.regen = true;
-    check_files(&a).unwrap();
-    assert_eq!(fs::read_to_string(&wrong).unwrap(), fs::read_to_string(case.join("counters.txt")).unwrap());
-    fs::remove_dir_all(&tmp).unwrap();
 }

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use sluice_dataplane::{DataPlane, BATCH};
-use sluice_lwaftr::check::pcap_frames;
 use sluice_lwaftr::conf::Config;
 use sluice_lwaftr::{Lwaftr, Options, EXTERNAL, INTERNAL};
+use sluice_ports::pcapfile::frames_of as pcap_frames;
 
 const BENCH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/lwaftr/bench");
 

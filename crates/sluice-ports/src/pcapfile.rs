@@ -9,7 +9,8 @@
 //!   packet at once and a switch killed with SIGKILL leaves a readable file
 //!   (at most its last record cut short). bmv2 flushes after every packet
 //!   too.
-//! - [`read_pcap`] / [`write_pcap`]: whole files, for replays and tests.
+//! - [`read_pcap`] / [`read_frames`] / [`write_pcap`]: whole files, for
+//!   replays, `sluice lwaftr check` and tests.
 //!
 //! Reading uses the `pcap-file` crate (a maintained reader of the format,
 //! with its checks of byte order and record lengths).
@@ -27,9 +28,13 @@ use crate::{Port, PortStats, RxBatch, VnetHdr, BATCH};
 /// Largest record a capture holds whole (a 64 KB offloaded segment fits).
 pub const SNAPLEN: u32 = 262_144;
 
-/// Reads every packet of a pcap file as `(timestamp, bytes)`.
+/// Reads every packet of a pcap file as `(timestamp, bytes)`. An empty
+/// file (not even a header) holds no packets.
 pub fn read_pcap(path: &Path) -> Result<Vec<(Duration, Vec<u8>)>, String> {
     let f = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    if f.metadata().map_err(|e| format!("cannot read {}: {e}", path.display()))?.len() == 0 {
+        return Ok(Vec::new());
+    }
     let mut r = PcapReader::new(f).map_err(|e| format!("{}: not a pcap file: {e}", path.display()))?;
     let mut out = Vec::new();
     while let Some(p) = r.next_packet() {
@@ -37,6 +42,25 @@ pub fn read_pcap(path: &Path) -> Result<Vec<(Duration, Vec<u8>)>, String> {
         out.push((p.timestamp, p.data.into_owned()));
     }
     Ok(out)
+}
+
+/// The frames of a pcap file's bytes, without their timestamps; empty
+/// bytes hold no frames.
+pub fn frames_of(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut r = PcapReader::new(bytes).map_err(|e| format!("not a pcap file: {e}"))?;
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        out.push(p.map_err(|e| format!("bad pcap record: {e}"))?.data.into_owned());
+    }
+    Ok(out)
+}
+
+/// The frames of a pcap file, without their timestamps (see [`read_pcap`]).
+pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, String> {
+    Ok(read_pcap(path)?.into_iter().map(|(_, f)| f).collect())
 }
 
 /// Writes packets to a pcap file with synthetic timestamps (packet i at i µs).

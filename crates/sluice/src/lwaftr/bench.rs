@@ -115,8 +115,8 @@ pub fn fill_batch(frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
 /// Runs `lwaftr bench` (see the module documentation).
 pub fn run(a: &BenchArgs) -> Result<(), String> {
     let conf = super::load_conf(&a.conf)?;
-    let in_v4 = fill_batch(super::read_frames(&a.in_v4)?);
-    let in_v6 = fill_batch(super::read_frames(&a.in_v6)?);
+    let in_v4 = fill_batch(sluice_ports::pcapfile::read_frames(&a.in_v4)?);
+    let in_v6 = fill_batch(sluice_ports::pcapfile::read_frames(&a.in_v6)?);
     if in_v4.is_empty() && in_v6.is_empty() {
         return Err(format!("{} and {} hold no frames", a.in_v4.display(), a.in_v6.display()));
     }

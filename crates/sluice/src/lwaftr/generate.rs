@@ -60,8 +60,8 @@ pub fn run(a: &GenerateArgs) -> Result<(), String> {
     if let Some((p4, p6)) = &a.pcaps {
         let n = a.packets.unwrap_or_else(|| (conf.binding_table.softwires.len() as u64).min(DEFAULT_MAX_PACKETS));
         let (v4, v6) = traffic(&conf, n as usize, a.packet_size)?;
-        super::write_frames(p4, &v4)?;
-        super::write_frames(p6, &v6)?;
+        sluice_ports::pcapfile::write_pcap(p4, &v4)?;
+        sluice_ports::pcapfile::write_pcap(p6, &v6)?;
     }
     Ok(())
 }

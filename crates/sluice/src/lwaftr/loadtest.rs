@@ -57,9 +57,8 @@ impl Side {
     }
 }
 
-fn read_pcap(p: &PathBuf) -> Result<Vec<Vec<u8>>, String> {
-    let bytes = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    let frames = sluice_lwaftr::check::pcap_frames(&bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+fn read_pcap(p: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {
+    let frames = sluice_ports::pcapfile::read_frames(p)?;
     if frames.is_empty() {
         return Err(format!("{}: no frames", p.display()));
     }

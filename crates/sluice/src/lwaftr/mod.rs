@@ -226,22 +226,6 @@ pub fn load_conf(path: &Path) -> Result<Config, String> {
     Config::parse(&text, &path.display().to_string()).map_err(|e| e.to_string())
 }
 
-/// The frames of a pcap file; an empty file (no header) holds none.
-pub fn read_frames(path: &Path) -> Result<Vec<Vec<u8>>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    if meta.len() == 0 {
-        return Ok(Vec::new());
-    }
-    Ok(sluice_ports::pcapfile::read_pcap(path)?.into_iter().map(|(_, f)| f).collect())
-}
-
-/// Writes `frames` as a pcap file the way Snabb writes one (little endian,
-/// version 2.4, snaplen 65535, Ethernet, every timestamp 0).
-pub fn write_frames(path: &Path, frames: &[Vec<u8>]) -> Result<(), String> {
-    std::fs::write(path, sluice_lwaftr::check::pcap_bytes(frames))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
 /// The allocator of the `sluice` binary: the system's, asking the kernel
 /// for transparent huge pages for large blocks once [`HUGE_PAGES`] is set
 /// (by `sluice lwaftr` commands).
