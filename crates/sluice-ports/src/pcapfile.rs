@@ -72,6 +72,17 @@ pub fn write_pcap(path: &Path, packets: &[Vec<u8>]) -> Result<(), String> {
     Ok(())
 }
 
+/// Writes frames the way Snabb's `lwaftr check` writes its outputs (snaplen
+/// 65535, every timestamp 0), so that such files compare byte for byte.
+pub fn write_untimed_pcap(path: &Path, frames: &[Vec<u8>]) -> Result<(), String> {
+    let mut log =
+        PcapLog::with_snaplen(path, 65_535).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    for f in frames {
+        log.write(Duration::ZERO, f).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// The time since the Unix epoch, as capture records stamp it.
 pub fn now() -> Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
@@ -81,6 +92,7 @@ pub fn now() -> Duration {
 #[derive(Debug)]
 pub struct PcapLog {
     file: File,
+    snaplen: u32,
     path: PathBuf,
     record: Vec<u8>,
 }
@@ -88,6 +100,11 @@ pub struct PcapLog {
 impl PcapLog {
     /// Creates (or truncates) `path` and writes the file header.
     pub fn create(path: &Path) -> io::Result<PcapLog> {
+        PcapLog::with_snaplen(path, SNAPLEN)
+    }
+
+    /// [`PcapLog::create`] with records cut to `snaplen` bytes.
+    pub fn with_snaplen(path: &Path, snaplen: u32) -> io::Result<PcapLog> {
         let mut file = File::create(path)?;
         let mut h = Vec::with_capacity(24);
         h.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes()); // magic: microseconds, little endian
@@ -95,10 +112,10 @@ impl PcapLog {
         h.extend_from_slice(&4u16.to_le_bytes());
         h.extend_from_slice(&0i32.to_le_bytes()); // GMT offset
         h.extend_from_slice(&0u32.to_le_bytes()); // timestamp accuracy
-        h.extend_from_slice(&SNAPLEN.to_le_bytes());
+        h.extend_from_slice(&snaplen.to_le_bytes());
         h.extend_from_slice(&1u32.to_le_bytes()); // Ethernet
         file.write_all(&h)?;
-        Ok(PcapLog { file, path: path.to_path_buf(), record: Vec::with_capacity(2048) })
+        Ok(PcapLog { file, snaplen, path: path.to_path_buf(), record: Vec::with_capacity(2048) })
     }
 
     /// Where the log is written.
@@ -106,9 +123,10 @@ impl PcapLog {
         &self.path
     }
 
-    /// Appends one frame (cut to [`SNAPLEN`] bytes, its original length kept).
+    /// Appends one frame (cut to the snaplen, [`SNAPLEN`] unless created
+    /// otherwise, its original length kept).
     pub fn write(&mut self, ts: Duration, frame: &[u8]) -> io::Result<()> {
-        let kept = &frame[..frame.len().min(SNAPLEN as usize)];
+        let kept = &frame[..frame.len().min(self.snaplen as usize)];
         self.record.clear();
         self.record.extend_from_slice(&(ts.as_secs() as u32).to_le_bytes());
         self.record.extend_from_slice(&ts.subsec_micros().to_le_bytes());

@@ -6,7 +6,7 @@
 //! IDs, frozen clock, one tick at t = 0, then the IPv4 frames on the
 //! external side and the IPv6 frames on the internal side, each to
 //! completion: quiescent when the last returns), writes each side's
-//! frames to OUT.V4 / OUT.V6 (pcap, Ethernet), and with COUNTERS
+//! frames to OUT.V4 / OUT.V6 in Snabb's pcap layout, and with COUNTERS
 //! fails unless the Snabb counters that changed equal the file's exactly,
 //! naming the first difference in name order; with `--regen` it writes
 //! the counters that changed to COUNTERS instead (Snabb's `-r`). Prints
@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 
 use sluice_lwaftr::check::{check, counter_differences, counters_text, parse_counters};
-use sluice_ports::pcapfile::{read_frames, write_pcap};
+use sluice_ports::pcapfile::{read_frames, write_untimed_pcap};
 
 /// The arguments of `lwaftr check`.
 #[derive(Debug, Clone)]
@@ -37,8 +37,8 @@ pub fn run(a: &CheckArgs) -> Result<(), String> {
     let in_v4 = read_frames(&a.in_v4)?;
     let in_v6 = read_frames(&a.in_v6)?;
     let r = check(&conf, &in_v4, &in_v6, a.on_a_stick)?;
-    write_pcap(&a.out_v4, &r.out_v4)?;
-    write_pcap(&a.out_v6, &r.out_v6)?;
+    write_untimed_pcap(&a.out_v4, &r.out_v4)?;
+    write_untimed_pcap(&a.out_v6, &r.out_v6)?;
     if let (Some(path), true) = (&a.counters, a.regen) {
         std::fs::write(path, counters_text(&r.counters))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
