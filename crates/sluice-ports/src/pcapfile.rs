@@ -75,8 +75,7 @@ pub fn write_pcap(path: &Path, packets: &[Vec<u8>]) -> Result<(), String> {
 /// Writes frames the way Snabb's `lwaftr check` writes its outputs (snaplen
 /// 65535, every timestamp 0), so that such files compare byte for byte.
 pub fn write_untimed_pcap(path: &Path, frames: &[Vec<u8>]) -> Result<(), String> {
-    let mut log =
-        PcapLog::with_snaplen(path, 65_535).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let mut log = PcapLog::with_snaplen(path, 65_535).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     for f in frames {
         log.write(Duration::ZERO, f).map_err(|e| format!("{}: {e}", path.display()))?;
     }
