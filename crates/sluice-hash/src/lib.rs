@@ -109,7 +109,9 @@ mod xxh64;
 
 pub use crc::{crc16, crc32, crc_ccitt, Crc, CrcParams};
 pub use packer::BitPacker;
-pub use simple::{csum16, csum16_ranges, hash_ex, identity, ipv4_header_checksum, xor16, xor32};
+pub use simple::{
+    csum16, csum16_add, csum16_finish, csum16_ranges, hash_ex, identity, ipv4_header_checksum, xor16, xor32,
+};
 pub use toeplitz::ToeplitzKey;
 pub use xxh64::xxh64;
 

@@ -11,18 +11,33 @@
 /// all-zero (or empty) input gives 0xFFFF, a non-zero input whose sum is
 /// 0xFFFF gives 0x0000.
 pub fn csum16(data: &[u8]) -> u16 {
-    let mut sum: u64 = 0;
+    csum16_finish(csum16_add(0, data))
+}
+
+/// The running sum of [`csum16`] (not folded, not complemented): `acc` plus
+/// the big-endian 16-bit words of `data`, an odd last byte padded with a
+/// zero byte. Sums of pieces that each start on an even offset of the
+/// whole add up (a pseudo-header and its payload, for instance).
+#[inline]
+pub fn csum16_add(mut acc: u64, data: &[u8]) -> u64 {
     let mut words = data.chunks_exact(2);
     for w in &mut words {
-        sum += u64::from(u16::from_be_bytes([w[0], w[1]]));
+        acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
     }
     if let [last] = words.remainder() {
-        sum += u64::from(*last) << 8;
+        acc += u64::from(*last) << 8;
     }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
+    acc
+}
+
+/// Folds a running sum of [`csum16_add`] with end-around carry and
+/// complements it: the checksum to store.
+#[inline]
+pub fn csum16_finish(mut acc: u64) -> u16 {
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
     }
-    !(sum as u16)
+    !(acc as u16)
 }
 
 /// Checksum of an IPv4 header with its checksum field (bytes 10..12)

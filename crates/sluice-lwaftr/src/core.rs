@@ -15,6 +15,8 @@
 //! source port; B4→inet (inner source address): source port, echo request
 //! = identifier, echo reply = 0, other ICMP = the quoted source port.
 
+use sluice_hash::csum16;
+
 use crate::frame::*;
 use crate::icmp;
 use crate::plane::{Lwaftr, Side};
@@ -68,7 +70,7 @@ impl Lwaftr {
                 return self.drop_v4_iface(len, hairpinned);
             }
             let icmp = &l3[h.ihl..h.total.clamp(h.ihl, l3.len())];
-            if fold(sum(0, icmp)) != 0 {
+            if csum16(icmp) != 0 {
                 self.c.snabb.drop_bad_checksum_icmpv4_bytes += len;
                 self.c.snabb.drop_bad_checksum_icmpv4_packets += 1;
                 return self.drop_v4_iface(len, hairpinned);

@@ -5,6 +5,8 @@
 //! panicking on a short frame; writers take buffers the caller sized.
 //! Nothing here allocates.
 
+use sluice_hash::{csum16, csum16_add, csum16_finish};
+
 /// Ethernet header length.
 pub const ETH: usize = 14;
 /// IPv6 fixed header length.
@@ -54,43 +56,21 @@ pub fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
-/// One's-complement sum (not folded, not complemented) of `data` added to `acc`.
-#[inline]
-pub fn sum(mut acc: u64, data: &[u8]) -> u64 {
-    let mut words = data.chunks_exact(2);
-    for w in &mut words {
-        acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    if let [last] = words.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-/// Folds a sum and complements it: the checksum to store.
-#[inline]
-pub fn fold(mut acc: u64) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
 /// Sets the checksum of the IPv4 header `h` (its IHL's worth of bytes).
 pub fn set_ipv4_checksum(h: &mut [u8]) {
     put16(h, 10, 0);
-    let c = fold(sum(0, h));
+    let c = csum16(h);
     put16(h, 10, c);
 }
 
 /// ICMPv6 (or any upper layer over IPv6) checksum of `payload` between
 /// `src` and `dst`, with next header `nh`, its checksum field counted as is.
 pub fn ipv6_upper_checksum(src: &[u8], dst: &[u8], nh: u8, payload: &[u8]) -> u16 {
-    let mut acc = sum(0, src);
-    acc = sum(acc, dst);
+    let mut acc = csum16_add(0, src);
+    acc = csum16_add(acc, dst);
     acc += payload.len() as u64;
     acc += u64::from(nh);
-    fold(sum(acc, payload))
+    csum16_finish(csum16_add(acc, payload))
 }
 
 /// Decrements the TTL of the IPv4 header `h` and patches its checksum with

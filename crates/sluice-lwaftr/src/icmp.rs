@@ -8,6 +8,8 @@
 //! Quotes are bounded: an ICMPv4 error's IPv4 packet is at most 576 bytes,
 //! an ICMPv6 error's IPv6 packet at most 1280.
 
+use sluice_hash::csum16;
+
 use crate::frame::*;
 
 /// Largest IPv4 packet of a generated ICMPv4 error.
@@ -37,7 +39,7 @@ pub fn icmpv4_error(out: &mut Vec<u8>, src: u32, dst: u32, ty: u8, code: u8, wor
     icmp[1] = code;
     put32(icmp, 4, word);
     icmp[8..].copy_from_slice(&quote[..q]);
-    let c = fold(sum(0, icmp));
+    let c = csum16(icmp);
     put16(icmp, 2, c);
 }
 
@@ -100,7 +102,7 @@ pub fn echo_reply_v4(f: &mut [u8]) {
     let icmp = &mut l3[ihl..total];
     icmp[0] = 0;
     put16(icmp, 2, 0);
-    let c = fold(sum(0, icmp));
+    let c = csum16(icmp);
     put16(icmp, 2, c);
 }
 
