@@ -58,7 +58,7 @@ impl Dir24 {
         // pages a lookup at random in 64 MiB misses the TLB too. (The
         // helper is only the kernel hint, no lookup logic.)
         let tbl24 = vec![0; 1 << 24];
-        crate::os::advise_huge_pages(&tbl24);
+        sluice_lookup::mem::advise_huge_pages(&tbl24);
         Dir24 { tbl24, tbl8: Vec::new() }
     }
 

@@ -182,7 +182,7 @@ impl Exec<'_> {
                 // Fields of up to 64 bits: one read at a fixed place, no per-bit walk.
                 crate::expr::CExpr::Field(f) if n <= 8 && self.plan.layout.hot[*f as usize].is_some() => {
                     let (src, _) = self.plan.layout.hot[*f as usize].expect("checked");
-                    crate::phv::copy_short(dst, &src.read(self.phv).to_be_bytes()[8 - n..]);
+                    sluice_lookup::mem::copy_short(dst, &src.read(self.phv).to_be_bytes()[8 - n..]);
                 }
                 crate::expr::CExpr::Field(f) => self.phv.get_bytes(&self.plan.layout.fields[*f as usize], dst),
                 e => {
@@ -834,9 +834,10 @@ pub fn selector_input<'b>(
                         let at = at as usize;
                         buf[n..n + 16].copy_from_slice(&phv.wire()[at..at + 16]);
                     }
-                    crate::plan::PieceFrom::Wire(at) => {
-                        crate::phv::copy_short(&mut buf[n..n + len], &phv.wire()[at as usize..at as usize + len])
-                    }
+                    crate::plan::PieceFrom::Wire(at) => sluice_lookup::mem::copy_short(
+                        &mut buf[n..n + len],
+                        &phv.wire()[at as usize..at as usize + len],
+                    ),
                     crate::plan::PieceFrom::Slot(i) => {
                         // Slot pieces are at most 16 bytes (a slot's value).
                         let v = phv.slots[i as usize] << (8 * (16 - len as u32)).min(127);

@@ -644,32 +644,6 @@ impl Phv {
     }
 }
 
-/// Copies `src` into `dst` (same length). Short copies (1 to 64 bytes:
-/// headers, a small frame's payload, a key or hash input field) are done
-/// as two overlapping fixed-size moves, which the compiler turns into a few
-/// instructions; `copy_from_slice` of a length unknown at compile time
-/// calls `memcpy`.
-#[inline(always)]
-pub fn copy_short(dst: &mut [u8], src: &[u8]) {
-    fn two<const K: usize>(dst: &mut [u8], src: &[u8]) {
-        let n = src.len();
-        let head: [u8; K] = src[..K].try_into().expect("K bytes");
-        let tail: [u8; K] = src[n - K..].try_into().expect("K bytes");
-        dst[..K].copy_from_slice(&head);
-        dst[n - K..].copy_from_slice(&tail);
-    }
-    assert_eq!(dst.len(), src.len(), "copy_short needs equal lengths");
-    match src.len() {
-        32..=64 => two::<32>(dst, src),
-        16..=31 => two::<16>(dst, src),
-        8..=15 => two::<8>(dst, src),
-        4..=7 => two::<4>(dst, src),
-        2..=3 => two::<2>(dst, src),
-        1 => dst[0] = src[0],
-        _ => dst.copy_from_slice(src),
-    }
-}
-
 /// Clears the bits above `width` in a right-aligned big-endian byte string.
 pub fn mask_top(b: &mut [u8], width: u32) {
     let total = b.len() as u32 * 8;

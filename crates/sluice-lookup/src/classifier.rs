@@ -506,31 +506,8 @@ pub fn key_words(key: &[u8]) -> [u64; 4] {
 fn cache_words(key: &[u8]) -> [u64; 4] {
     let mut b = [0u8; WORD_KEY_BYTES];
     // Fixed moves, not a `memcpy` call: this runs on every ACL lookup.
-    copy_short(&mut b[..key.len()], key);
+    crate::mem::copy_short(&mut b[..key.len()], key);
     std::array::from_fn(|i| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes")))
-}
-
-/// `dst.copy_from_slice(src)` for short slices of equal length, as two
-/// overlapping fixed-size moves (no `memcpy` call).
-#[inline(always)]
-fn copy_short(dst: &mut [u8], src: &[u8]) {
-    fn two<const K: usize>(dst: &mut [u8], src: &[u8]) {
-        let n = src.len();
-        let head: [u8; K] = src[..K].try_into().expect("K bytes");
-        let tail: [u8; K] = src[n - K..].try_into().expect("K bytes");
-        dst[..K].copy_from_slice(&head);
-        dst[n - K..].copy_from_slice(&tail);
-    }
-    assert_eq!(dst.len(), src.len(), "copy_short needs equal lengths");
-    match src.len() {
-        32..=64 => two::<32>(dst, src),
-        16..=31 => two::<16>(dst, src),
-        8..=15 => two::<8>(dst, src),
-        4..=7 => two::<4>(dst, src),
-        2..=3 => two::<2>(dst, src),
-        1 => dst[0] = src[0],
-        _ => dst.copy_from_slice(src),
-    }
 }
 
 /// The classifier (see the module documentation).

@@ -5,10 +5,12 @@
 //! - [`exact`]: an open-addressing map from keys of up to 64 bits to
 //!   `u32` values, laid out so that generated code can probe it inline;
 //! - [`lpm`]: DIR-24-8 longest-prefix match for keys of up to 32 bits,
-//!   plus the huge-page and prefetch hints the packet path uses;
+//!   plus the prefetch hint the packet path uses;
 //! - [`classifier`]: priority classification of byte keys by value/mask
 //!   and range rules (tuple-space search with a lookup cache);
-//! - [`selector`]: a group's members and the member a hash picks.
+//! - [`selector`]: a group's members and the member a hash picks;
+//! - [`mem`]: short copies without a `memcpy` call and the huge-page hint
+//!   for big tables.
 //!
 //! Common contract: every structure is mutated through `&mut self` only
 //! and looked up through `&self` (the classifier's cached lookup excepted,
@@ -21,6 +23,7 @@
 pub mod classifier;
 pub mod exact;
 pub mod lpm;
+pub mod mem;
 pub mod selector;
 
 /// A deterministic xorshift32 sequence from `seed` (non-zero), for tests

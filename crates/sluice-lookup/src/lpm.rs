@@ -303,26 +303,8 @@ impl SlotPrefetch<'_> {
 /// allocator for zeroed memory: untouched pages cost nothing.
 fn huge_zeroed(len: usize) -> Vec<u32> {
     let v = vec![0; len];
-    advise_huge_pages(&v);
+    crate::mem::advise_huge_pages(&v);
     v
-}
-
-/// Asks the kernel to back a big, not yet touched array with 2 MiB pages
-/// (transparent huge pages in `madvise` mode). Why: a 64 MiB top level read
-/// at random misses the TLB on almost every lookup with 4 KiB pages; with
-/// huge pages its 32 translations stay cached. A hint: where the kernel
-/// declines, nothing changes but speed.
-pub fn advise_huge_pages<T>(v: &[T]) {
-    const HUGE: usize = 2 << 20;
-    let start = v.as_ptr() as usize;
-    let end = start + std::mem::size_of_val(v);
-    let first = start.next_multiple_of(HUGE);
-    if end > first + HUGE {
-        let len = (end - first) / HUGE * HUGE;
-        // SAFETY: the range lies inside `v`'s allocation; MADV_HUGEPAGE only
-        // changes how the kernel backs the pages, never their contents.
-        unsafe { libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
-    }
 }
 
 /// Asks the CPU to start loading the cache line of `p` (a hint; no effect on results).

@@ -5,9 +5,9 @@
 use std::fs;
 use std::path::Path;
 
+use sluice_hash::{csum16, csum16_finish};
 use sluice_lwaftr::check::{check, CheckResult};
 use sluice_lwaftr::conf::{Config, NextHop};
-use sluice_hash::{csum16, csum16_finish};
 use sluice_ports::pcapfile::frames_of as pcap_frames;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/lwaftr");

@@ -167,7 +167,7 @@ pub(super) extern "C" fn h_meter(ctx: *mut JitCtx, arr: u32, i: u64) -> u64 {
 #[inline(always)]
 fn put_data(out: &mut [u8; 64], d: &[u8]) {
     out[..HOT_RECORD].fill(0);
-    crate::phv::copy_short(&mut out[..d.len()], d);
+    sluice_lookup::mem::copy_short(&mut out[..d.len()], d);
 }
 
 /// Table results as the compiled code consumes them (see `h_table`).

@@ -425,7 +425,7 @@ impl Switch {
                 if self.fwd_hdr.len() < n {
                     self.fwd_hdr.resize(n, 0);
                 }
-                crate::phv::copy_short(&mut self.fwd_hdr[hdr..n], payload);
+                sluice_lookup::mem::copy_short(&mut self.fwd_hdr[hdr..n], payload);
                 self.clock.record(super::STAGE_FORWARD, t, 1);
                 self.stats.transmitted += 1;
                 emit(port, &self.fwd_hdr[..n]);

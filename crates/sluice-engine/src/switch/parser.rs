@@ -103,7 +103,7 @@ impl Switch {
                         error = Some(err("PacketTooShort"));
                         break 'states;
                     };
-                    crate::phv::copy_short(&mut phv.wire_mut()[off..off + n], src);
+                    sluice_lookup::mem::copy_short(&mut phv.wire_mut()[off..off + n], src);
                     phv.valid_mut()[h as usize] = true;
                     cursor += n * 8;
                 }
@@ -357,7 +357,7 @@ fn extract_header(layout: &crate::phv::Layout, phv: &mut Phv, h: u32, data: &[u8
     if let Some((off, n)) = hi.wire {
         let (off, n) = (off as usize, n as usize);
         if cursor.is_multiple_of(8) {
-            crate::phv::copy_short(&mut phv.wire_mut()[off..off + n], &data[cursor / 8..cursor / 8 + n]);
+            sluice_lookup::mem::copy_short(&mut phv.wire_mut()[off..off + n], &data[cursor / 8..cursor / 8 + n]);
         } else {
             for i in 0..n {
                 phv.wire_mut()[off + i] = read_bits(data, cursor + 8 * i, 8) as u8;

@@ -1,0 +1,46 @@
+//! Memory helpers the lookup structures and the data planes share: short
+//! copies without a `memcpy` call, and the huge-page hint for big tables.
+
+/// Copies `src` into `dst` (same length). Short copies (1 to 64 bytes:
+/// headers, a small frame's payload, a key or hash input field) are done
+/// as two overlapping fixed-size moves, which the compiler turns into a few
+/// instructions; `copy_from_slice` of a length unknown at compile time
+/// calls `memcpy`.
+#[inline(always)]
+pub fn copy_short(dst: &mut [u8], src: &[u8]) {
+    fn two<const K: usize>(dst: &mut [u8], src: &[u8]) {
+        let n = src.len();
+        let head: [u8; K] = src[..K].try_into().expect("K bytes");
+        let tail: [u8; K] = src[n - K..].try_into().expect("K bytes");
+        dst[..K].copy_from_slice(&head);
+        dst[n - K..].copy_from_slice(&tail);
+    }
+    assert_eq!(dst.len(), src.len(), "copy_short needs equal lengths");
+    match src.len() {
+        32..=64 => two::<32>(dst, src),
+        16..=31 => two::<16>(dst, src),
+        8..=15 => two::<8>(dst, src),
+        4..=7 => two::<4>(dst, src),
+        2..=3 => two::<2>(dst, src),
+        1 => dst[0] = src[0],
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// Asks the kernel to back a big, not yet touched array with 2 MiB pages
+/// (transparent huge pages in `madvise` mode). Why: a 64 MiB top level read
+/// at random misses the TLB on almost every lookup with 4 KiB pages; with
+/// huge pages its 32 translations stay cached. A hint: where the kernel
+/// declines, nothing changes but speed.
+pub fn advise_huge_pages<T>(v: &[T]) {
+    const HUGE: usize = 2 << 20;
+    let start = v.as_ptr() as usize;
+    let end = start + std::mem::size_of_val(v);
+    let first = start.next_multiple_of(HUGE);
+    if end > first + HUGE {
+        let len = (end - first) / HUGE * HUGE;
+        // SAFETY: the range lies inside `v`'s allocation; MADV_HUGEPAGE only
+        // changes how the kernel backs the pages, never their contents.
+        unsafe { libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+    }
+}
