@@ -93,31 +93,13 @@ impl BindingTable {
             self.entries[i as usize] = entry;
             return Ok(());
         }
-        let i = match self.free_entries.pop() {
-            Some(i) => {
-                self.entries[i as usize] = entry;
-                i
-            }
-            None => {
-                self.entries.push(entry);
-                (self.entries.len() - 1) as u32
-            }
-        };
+        let i = store(&mut self.entries, &mut self.free_entries, entry);
         self.softwires.insert(key(ip, s.psid), i);
         match self.addr_index.get(u64::from(ip)) {
             Some(ai) => self.addrs[ai as usize].users += 1,
             None => {
                 let p = AddrParams { k, a, users: 1 };
-                let ai = match self.free_addrs.pop() {
-                    Some(ai) => {
-                        self.addrs[ai as usize] = p;
-                        ai
-                    }
-                    None => {
-                        self.addrs.push(p);
-                        (self.addrs.len() - 1) as u32
-                    }
-                };
+                let ai = store(&mut self.addrs, &mut self.free_addrs, p);
                 self.addr_index.insert(u64::from(ip), ai);
             }
         }
@@ -218,6 +200,21 @@ fn prefetch_home(map: &OpenMap, key: u64) {
     let (slots, _, shift) = map.raw_parts();
     let home = (key.wrapping_mul(HASH_MUL) >> shift) as usize;
     prefetch_ptr(slots.wrapping_add(home).cast());
+}
+
+/// Puts `item` in a slot of `items` freed earlier (listed in `free`), or at
+/// the end; returns its index.
+fn store<T>(items: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            items[i as usize] = item;
+            i
+        }
+        None => {
+            items.push(item);
+            (items.len() - 1) as u32
+        }
+    }
 }
 
 #[cfg(test)]
