@@ -20,7 +20,9 @@
 //!   [`Options::whole_traffic`] every worker replays all of it instead
 //!   (what Snabb's bench does per process; a one-flow capture cannot be
 //!   shared out). A worker with traffic on several ports takes one batch
-//!   of each port in turn.
+//!   of each port in turn. With [`Options::receive_ring`] each port's
+//!   frames reach the data plane through a ring of buffers, as from a NIC
+//!   (the `ring` module says how and why).
 //! - A [`Pool`](sluice_dataplane::workers::Pool) starts one worker per
 //!   share, each with its own replica of the data plane
 //!   ([`DataPlane::replica`]), pinned to CPU `k` when there are no more
@@ -84,6 +86,7 @@ use sluice_dataplane::DataPlane;
 mod os;
 pub mod reference;
 mod replay;
+mod ring;
 
 pub use reference::ReferenceRouter;
 
@@ -312,11 +315,27 @@ pub struct Options {
     /// share of it): for traffic of fewer flows than workers, such as
     /// Snabb's one-flow bench captures.
     pub whole_traffic: bool,
+    /// Hand the data plane the frames through a receive ring of
+    /// [`BATCH`](sluice_dataplane::BATCH) buffers, each frame written into
+    /// its buffer just before its batch runs (only the bytes where it
+    /// differs from the buffer's previous frame), as a NIC writes into its
+    /// ring; otherwise the frames are handed where they are stored. For
+    /// traffic too large for the caches: without a ring, the bench measures
+    /// how fast stored frames come from DRAM.
+    pub receive_ring: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { duration: 5.0, max_packets: None, workers: 1, rounds: 1, profile: false, whole_traffic: false }
+        Options {
+            duration: 5.0,
+            max_packets: None,
+            workers: 1,
+            rounds: 1,
+            profile: false,
+            whole_traffic: false,
+            receive_ring: false,
+        }
     }
 }
 

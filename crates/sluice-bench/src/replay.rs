@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use sluice_dataplane::workers::{Pool, WorkerIo};
 use sluice_dataplane::{DataPlane, BATCH};
 
+use crate::ring::Ring;
 use crate::{os, say, share_out, Classify, Interval, Options, OutputCount, Outputs, ReferenceRun, ReplicaReport, Turn};
 
 /// Frames borrowed from traffic that lives as long as they do.
@@ -44,10 +45,12 @@ struct Stream {
     /// subtraction, not a sum over its packets.
     wire_before: Vec<u64>,
     next: usize,
+    /// With [`Options::receive_ring`]: the ring the frames go through.
+    ring: Option<Ring>,
 }
 
 impl Stream {
-    fn new(port: u32, t: Vec<Vec<u8>>) -> Stream {
+    fn new(port: u32, t: Vec<Vec<u8>>, ring: bool) -> Stream {
         // Wire size: frame + FCS + preamble/IFG (20 bytes) as network benchmarks count it.
         let wire_before = std::iter::once(0)
             .chain(t.iter().scan(0u64, |sum, p| {
@@ -55,7 +58,9 @@ impl Stream {
                 Some(*sum)
             }))
             .collect();
-        Stream { port, traffic: Frames::new(t), wire_before, next: 0 }
+        // Traffic that fits the ring would sit in it unchanged: no ring.
+        let ring = (ring && t.len() > BATCH).then(|| Ring::new(&t));
+        Stream { port, traffic: Frames::new(t), wire_before, next: 0, ring }
     }
 }
 
@@ -125,37 +130,44 @@ impl<D: DataPlane> WorkerIo<D> for BenchIo<D> {
             }
             end = end.min(s.next + left as usize);
         }
-        let batch = &s.traffic.frames[s.next..end];
+        let start = s.next;
         s.next = if end == total { 0 } else { end };
+        let n = end - start;
         // Frames sent are counted by the data plane (every emit is counted
         // in its statistics), so without output classes the callback has
         // nothing to do: a count kept through it is a read-modify-write in
         // memory per packet.
         let before = dp.stats().transmitted;
-        match self.classify {
-            None => dp.process_batch(s.port, batch, &mut |_, _, _| {}),
-            Some((classify, n)) => {
-                let out = &mut self.out;
-                dp.process_batch(s.port, batch, &mut |_, p, f: &[u8]| {
-                    let c = classify(p, f);
-                    if c < n {
-                        out[2 * c] += 1;
-                        out[2 * c + 1] += f.len() as u64;
-                    }
-                });
-                for (k, v) in out.iter_mut().enumerate() {
-                    let c = &self.counts[FIXED_COUNTS + k];
-                    c.store(c.load(Ordering::Relaxed) + *v, Ordering::Relaxed);
-                    *v = 0;
-                }
-            }
+        match &mut s.ring {
+            Some(ring) => ring.batch(start, end, |b| process(dp, s.port, b, self.classify, &mut self.out)),
+            None => process(dp, s.port, &s.traffic.frames[start..end], self.classify, &mut self.out),
+        }
+        for (k, v) in self.out.iter_mut().enumerate() {
+            let c = &self.counts[FIXED_COUNTS + k];
+            c.store(c.load(Ordering::Relaxed) + *v, Ordering::Relaxed);
+            *v = 0;
         }
         let sent = dp.stats().transmitted - before;
-        let bytes = s.wire_before[end] - s.wire_before[end - batch.len()];
-        for (c, n) in self.counts.iter().zip([batch.len() as u64, bytes, sent]) {
+        let bytes = s.wire_before[end] - s.wire_before[start];
+        for (c, n) in self.counts.iter().zip([n as u64, bytes, sent]) {
             c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
         }
         true
+    }
+}
+
+/// Runs one batch through `dp`, counting what it emits per output class
+/// into `out` when there are classes.
+fn process<D: DataPlane>(dp: &mut D, port: u32, batch: &[&[u8]], classify: Option<(Classify, usize)>, out: &mut [u64]) {
+    match classify {
+        None => dp.process_batch(port, batch, &mut |_, _, _| {}),
+        Some((classify, n)) => dp.process_batch(port, batch, &mut |_, p, f: &[u8]| {
+            let c = classify(p, f);
+            if c < n {
+                out[2 * c] += 1;
+                out[2 * c + 1] += f.len() as u64;
+            }
+        }),
     }
 }
 
@@ -205,7 +217,7 @@ impl<D: DataPlane> Replay<'_, D> {
                 // The workers share `--packets` out: each stops after its part.
                 let limit = max_packets.map(|m| m / workers as u64 + u64::from((k as u64) < m % workers as u64));
                 Box::new(BenchIo {
-                    streams: t.into_iter().map(|(port, t)| Stream::new(port, t)).collect(),
+                    streams: t.into_iter().map(|(port, t)| Stream::new(port, t, self.options.receive_ring)).collect(),
                     turn: 0,
                     stop: stop.clone(),
                     counts: c.clone(),

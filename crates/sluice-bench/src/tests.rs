@@ -320,3 +320,27 @@ fn two_ports_whole_traffic_and_output_classes() {
     assert!(n[0].abs_diff(n[2]) <= 2 * 128, "{out}");
     assert_eq!((n[1], n[3], n[4]), (n[0] * 60, n[2] * 60, 2000), "{out}");
 }
+
+/// Through the receive ring, the data plane gets every frame of the
+/// traffic with its own length and bytes: two passes over 300 frames of
+/// different lengths emit exactly twice their bytes.
+#[test]
+fn the_receive_ring_hands_over_every_frame_as_stored() {
+    let traffic: Vec<Vec<u8>> = udp_frames(300)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut f)| {
+            f.resize(60 + i % 200, i as u8);
+            f
+        })
+        .collect();
+    let total: u64 = traffic.iter().map(|f| f.len() as u64).sum();
+    let mut w = Workload::new(NullForward::new(0, 1), traffic, 0, "ring");
+    let line: LineFormat = Arc::new(|iv: &Interval<'_>| format!("out {} {}", iv.out[0].packets, iv.out[0].bytes));
+    w.outputs = Some(Outputs { classes: 1, classify: |_, _| 0, header: "h".into(), line: line.clone(), summary: line });
+    let o = Options { duration: 30.0, max_packets: Some(600), receive_ring: true, ..Options::default() };
+    let (r, text) = bench(w, &o);
+    r.unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let out = text.lines().rev().find(|l| l.starts_with("out ")).expect("a summary of the class");
+    assert_eq!(out, format!("out 600 {}", 2 * total), "{text}");
+}

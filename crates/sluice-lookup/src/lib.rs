@@ -4,6 +4,8 @@
 //!
 //! - [`exact`]: an open-addressing map from keys of up to 64 bits to
 //!   `u32` values, laid out so that generated code can probe it inline;
+//! - [`inline`]: an open-addressing map from `u64` keys to small records
+//!   kept in the slots (one cache line per hit, for very large tables);
 //! - [`lpm`]: DIR-24-8 longest-prefix match for keys of up to 32 bits,
 //!   plus the prefetch hint the packet path uses;
 //! - [`classifier`]: priority classification of byte keys by value/mask
@@ -22,6 +24,7 @@
 
 pub mod classifier;
 pub mod exact;
+pub mod inline;
 pub mod lpm;
 pub mod mem;
 pub mod selector;

@@ -3,18 +3,21 @@
 //! Contract: reads the configured softwires (and later additions and
 //! removals); keeps per-address port-set parameters (psid-length,
 //! reserved-ports-bit-count, how many softwires use the address) and the
-//! softwires keyed by (ipv4, psid) → (b4-ipv6, br-address). Lookups never
-//! allocate; both directions use the same table (encapsulation: the
-//! destination address and port; decapsulation: the inner source address
-//! and port, then the caller compares the B4 and BR addresses).
+//! softwires keyed by (ipv4, psid) → (b4-ipv6, br-address), each record in
+//! its own hash slot (one cache line per lookup). Lookups never allocate;
+//! both directions use the same table (encapsulation: the destination
+//! address and port; decapsulation: the inner source address and port,
+//! then the caller compares the B4 and BR addresses).
 //!
 //! Port-set arithmetic (RFC 7597 §5.1, as Snabb computes it): with k =
 //! psid-length, a = reserved bits and m = 16 - k - a, `psid = (port >> m)
 //! & (2^k - 1)`; when a > 0, ports below 2^a are reserved and match nothing.
 
+use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use sluice_lookup::exact::{OpenMap, HASH_MUL};
+use sluice_lookup::inline::InlineMap;
 use sluice_lookup::lpm::prefetch_ptr;
 
 use crate::conf::{PortSet, Softwire};
@@ -32,25 +35,48 @@ pub struct Entry {
     pub psid: u16,
 }
 
+/// A softwire's record, kept in its slot of the softwire map (so that a
+/// lookup reads one cache line): its B4 and the index of its BR address.
+#[derive(Debug, Clone, Copy, Default)]
+struct Binding {
+    b4: [u8; 16],
+    br: u32,
+}
+
+/// An address's port-set parameters and user count, packed in the `u32`
+/// value of its address-map slot (read with the slot, no second access):
+/// psid-length in bits 0-4, reserved-ports-bit-count in bits 5-9, the
+/// number of softwires using the address above.
 #[derive(Debug, Clone, Copy)]
-struct AddrParams {
-    k: u8,
-    a: u8,
-    /// Softwires using the address.
-    users: u32,
+struct AddrParams(u32);
+
+impl AddrParams {
+    fn new(k: u8, a: u8, users: u32) -> AddrParams {
+        AddrParams(u32::from(k) | (u32::from(a) << 5) | (users << 10))
+    }
+    fn k(self) -> u32 {
+        self.0 & 0x1f
+    }
+    fn a(self) -> u32 {
+        (self.0 >> 5) & 0x1f
+    }
+    fn users(self) -> u32 {
+        self.0 >> 10
+    }
 }
 
 /// The table (see the module documentation).
 #[derive(Debug, Clone, Default)]
 pub struct BindingTable {
-    /// ipv4 → index into `addrs`.
-    addr_index: OpenMap,
-    addrs: Vec<AddrParams>,
-    free_addrs: Vec<u32>,
-    /// `ipv4 << 16 | psid` → index into `entries`.
-    softwires: OpenMap,
-    entries: Vec<Entry>,
-    free_entries: Vec<u32>,
+    /// ipv4 → its [`AddrParams`].
+    addrs: OpenMap,
+    /// `ipv4 << 16 | psid` → the softwire's [`Binding`].
+    softwires: InlineMap<Binding>,
+    /// The BR addresses softwires name (few: usually one), by index. An
+    /// address stays listed once added (bounded by the distinct addresses
+    /// ever configured).
+    brs: Vec<[u8; 16]>,
+    br_index: HashMap<[u8; 16], u32>,
 }
 
 fn key(ipv4: u32, psid: u16) -> u64 {
@@ -79,29 +105,24 @@ impl BindingTable {
             return Err(format!("softwire {} psid {}: psid does not fit psid-length {k}", s.ipv4, s.psid));
         }
         let ip = u32::from(s.ipv4);
-        let entry = Entry { b4: s.b4_ipv6.octets(), br: s.br_address.octets(), ipv4: ip, psid: s.psid };
-        if let Some(ai) = self.addr_index.get(u64::from(ip)) {
-            let p = self.addrs[ai as usize];
-            if p.k != k || p.a != a {
+        let params = self.addrs.get(u64::from(ip)).map(AddrParams);
+        if let Some(p) = params {
+            if p.k() != u32::from(k) || p.a() != u32::from(a) {
                 return Err(format!(
                     "softwire {} psid {}: port set differs from the other softwires of {}",
                     s.ipv4, s.psid, s.ipv4
                 ));
             }
         }
-        if let Some(i) = self.softwires.get(key(ip, s.psid)) {
-            self.entries[i as usize] = entry;
-            return Ok(());
-        }
-        let i = store(&mut self.entries, &mut self.free_entries, entry);
-        self.softwires.insert(key(ip, s.psid), i);
-        match self.addr_index.get(u64::from(ip)) {
-            Some(ai) => self.addrs[ai as usize].users += 1,
-            None => {
-                let p = AddrParams { k, a, users: 1 };
-                let ai = store(&mut self.addrs, &mut self.free_addrs, p);
-                self.addr_index.insert(u64::from(ip), ai);
-            }
+        let br = s.br_address.octets();
+        let br = *self.br_index.entry(br).or_insert_with(|| {
+            self.brs.push(br);
+            (self.brs.len() - 1) as u32
+        });
+        let existed = self.softwires.insert(key(ip, s.psid), Binding { b4: s.b4_ipv6.octets(), br }).is_some();
+        if !existed {
+            let users = params.map_or(0, AddrParams::users) + 1;
+            self.addrs.insert(u64::from(ip), AddrParams::new(k, a, users).0);
         }
         Ok(())
     }
@@ -109,14 +130,14 @@ impl BindingTable {
     /// Removes softwire (ipv4, psid); returns whether it existed.
     pub fn remove(&mut self, ipv4: Ipv4Addr, psid: u16) -> bool {
         let ip = u32::from(ipv4);
-        let Some(i) = self.softwires.remove(key(ip, psid)) else { return false };
-        self.free_entries.push(i);
-        if let Some(ai) = self.addr_index.get(u64::from(ip)) {
-            let p = &mut self.addrs[ai as usize];
-            p.users -= 1;
-            if p.users == 0 {
-                self.addr_index.remove(u64::from(ip));
-                self.free_addrs.push(ai);
+        if self.softwires.remove(key(ip, psid)).is_none() {
+            return false;
+        }
+        if let Some(p) = self.addrs.get(u64::from(ip)).map(AddrParams) {
+            if p.users() <= 1 {
+                self.addrs.remove(u64::from(ip));
+            } else {
+                self.addrs.insert(u64::from(ip), p.0 - (1 << 10));
             }
         }
         true
@@ -136,84 +157,53 @@ impl BindingTable {
     /// a reserved port.
     #[inline]
     pub fn psid(&self, ipv4: u32, port: u16) -> Option<u16> {
-        let ai = self.addr_index.get(u64::from(ipv4))?;
-        let p = self.addrs[ai as usize];
-        let m = 16 - u32::from(p.k) - u32::from(p.a);
-        if p.a > 0 && u32::from(port) < (1u32 << p.a) {
+        let p = AddrParams(self.addrs.get(u64::from(ipv4))?);
+        let (k, a) = (p.k(), p.a());
+        if a > 0 && u32::from(port) < (1u32 << a) {
             return None;
         }
-        let mask = ((1u32 << p.k) - 1) as u16;
+        let m = 16 - k - a;
+        let mask = ((1u32 << k) - 1) as u16;
         Some(((u32::from(port) >> m) as u16) & mask)
     }
 
     /// The softwire serving (`ipv4`, `port`).
     #[inline]
-    pub fn lookup(&self, ipv4: u32, port: u16) -> Option<&Entry> {
+    pub fn lookup(&self, ipv4: u32, port: u16) -> Option<Entry> {
         let psid = self.psid(ipv4, port)?;
-        let i = self.softwires.get(key(ipv4, psid))?;
-        Some(&self.entries[i as usize])
+        let b = self.softwires.get(key(ipv4, psid))?;
+        Some(Entry { b4: b.b4, br: self.brs[b.br as usize], ipv4, psid })
     }
 
     /// The softwire (`ipv4`, `psid`) itself.
     pub fn get(&self, ipv4: Ipv4Addr, psid: u16) -> Option<(Ipv6Addr, Ipv6Addr)> {
-        let i = self.softwires.get(key(u32::from(ipv4), psid))?;
-        let e = &self.entries[i as usize];
-        Some((Ipv6Addr::from(e.b4), Ipv6Addr::from(e.br)))
+        let b = self.softwires.get(key(u32::from(ipv4), psid))?;
+        Some((Ipv6Addr::from(b.b4), Ipv6Addr::from(self.brs[b.br as usize])))
     }
 
     /// Starts loading the slot where `ipv4`'s port-set parameters live
     /// (first step of a batched lookup; a hint, no effect on results).
     #[inline]
     pub fn prefetch_addr(&self, ipv4: u32) {
-        prefetch_home(&self.addr_index, u64::from(ipv4));
+        let (slots, _, shift) = self.addrs.raw_parts();
+        let home = (u64::from(ipv4).wrapping_mul(HASH_MUL) >> shift) as usize;
+        prefetch_ptr(slots.wrapping_add(home).cast());
     }
 
-    /// Starts loading the slot of the softwire serving (`ipv4`, `port`)
-    /// (second step, once the address's parameters are likely cached).
+    /// Starts loading the slot of the softwire serving (`ipv4`, `port`),
+    /// which holds its record (second step, once the address's parameters
+    /// are likely cached).
     #[inline]
     pub fn prefetch_softwire(&self, ipv4: u32, port: u16) {
         if let Some(psid) = self.psid(ipv4, port) {
-            prefetch_home(&self.softwires, key(ipv4, psid));
-        }
-    }
-
-    /// Starts loading the record of the softwire serving (`ipv4`, `port`)
-    /// (third step, once its slot is likely cached).
-    #[inline]
-    pub fn prefetch_entry(&self, ipv4: u32, port: u16) {
-        if let Some(i) = self.psid(ipv4, port).and_then(|psid| self.softwires.get(key(ipv4, psid))) {
-            prefetch_ptr(self.entries.as_ptr().wrapping_add(i as usize).cast());
+            self.softwires.prefetch(key(ipv4, psid));
         }
     }
 
     /// Whether any softwire has address `ipv4` (the hairpin test).
     #[inline]
     pub fn is_managed(&self, ipv4: u32) -> bool {
-        self.addr_index.get(u64::from(ipv4)).is_some()
-    }
-}
-
-/// Prefetches the home slot of `key` in `map` (never dereferenced here:
-/// prefetching an address cannot fault).
-#[inline(always)]
-fn prefetch_home(map: &OpenMap, key: u64) {
-    let (slots, _, shift) = map.raw_parts();
-    let home = (key.wrapping_mul(HASH_MUL) >> shift) as usize;
-    prefetch_ptr(slots.wrapping_add(home).cast());
-}
-
-/// Puts `item` in a slot of `items` freed earlier (listed in `free`), or at
-/// the end; returns its index.
-fn store<T>(items: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
-    match free.pop() {
-        Some(i) => {
-            items[i as usize] = item;
-            i
-        }
-        None => {
-            items.push(item);
-            (items.len() - 1) as u32
-        }
+        self.addrs.get(u64::from(ipv4)).is_some()
     }
 }
 

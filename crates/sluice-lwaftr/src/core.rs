@@ -87,7 +87,7 @@ impl Lwaftr {
             self.c.extra.malformed += 1;
             return self.drop_v4_iface(len, hairpinned);
         };
-        let Some(sw) = self.bt.lookup(h.dst, port).copied() else {
+        let Some(sw) = self.bt.lookup(h.dst, port) else {
             self.c.snabb.drop_no_dest_softwire_ipv4_bytes += len;
             self.c.snabb.drop_no_dest_softwire_ipv4_packets += 1;
             if !self.s.external.common.generate_icmp_errors {
@@ -222,7 +222,7 @@ impl Lwaftr {
             self.c.extra.malformed += 1;
             return self.drop_v6_iface(len);
         };
-        let sw = self.bt.lookup(h.src, port).copied();
+        let sw = self.bt.lookup(h.src, port);
         let valid = sw.is_some_and(|s| s.b4 == l3[8..24] && s.br == l3[24..40]);
         if !valid {
             self.c.snabb.drop_no_source_softwire_ipv6_bytes += len;

@@ -681,10 +681,10 @@ impl Lwaftr {
     }
 
     /// Batched binding-table lookups: guesses every frame's key (as the
-    /// core would compute it for a plain TCP/UDP packet), then prefetches
-    /// the address slots of all, then the softwire slots of all, so that
-    /// the memory accesses of a batch overlap. Hints only: the core does
-    /// its own lookups.
+    /// core would compute it for a plain TCP/UDP packet) and prefetches
+    /// the address slots of all, then the softwire slots (which hold the
+    /// softwires' records) of all, so that the memory accesses of a batch
+    /// overlap. Hints only: the core does its own lookups.
     fn prefetch_batch(&self, port: u32, frames: &[&[u8]]) {
         let mut keys = [(0u32, 0u16); sluice_dataplane::BATCH];
         let n = frames.len().min(keys.len());
@@ -707,9 +707,6 @@ impl Lwaftr {
         }
         for &(ip, p) in &keys[..n] {
             self.bt.prefetch_softwire(ip, p);
-        }
-        for &(ip, p) in &keys[..n] {
-            self.bt.prefetch_entry(ip, p);
         }
     }
 

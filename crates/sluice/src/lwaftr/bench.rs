@@ -7,7 +7,10 @@
 //! batch of each in turn (a capture of fewer frames than a batch is
 //! repeated to fill one); every worker replays all of the traffic through
 //! its own replica (Snabb's bench runs its one-flow captures likewise,
-//! per process). Decapsulation is what leaves on the IPv4 side,
+//! per process). The frames reach the lwAFTR through the harness's
+//! receive ring (128 buffers per side, written just before each batch, as
+//! a NIC writes its ring; `--no-ring`: straight from where they are
+//! stored). Decapsulation is what leaves on the IPv4 side,
 //! encapsulation what leaves on the IPv6 side (on a stick: IPv4 and IPv6
 //! frames). Gbps counts the bytes of the output frames x 8 (no FCS,
 //! preamble or gap), as Snabb's bench does. Lines: the bench harness's
@@ -32,6 +35,8 @@ pub struct BenchArgs {
     pub duration: f64,
     pub workers: usize,
     pub on_a_stick: bool,
+    /// Frames go through the harness's receive ring.
+    pub ring: bool,
 }
 
 /// Output class of decapsulated traffic (out of the IPv4 side).
@@ -132,6 +137,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         duration: a.duration,
         workers: a.workers,
         whole_traffic: true,
+        receive_ring: a.ring,
         ..sluice_bench::Options::default()
     };
     sluice_bench::run(w, &o).map(|_| ())

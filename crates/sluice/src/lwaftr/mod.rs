@@ -63,6 +63,11 @@ pub enum LwaftrCommand {
         /// One interface carries both sides.
         #[arg(long)]
         on_a_stick: bool,
+        /// Hand the lwAFTR the stored frames themselves rather than through
+        /// a receive ring of 128 buffers per side (traffic larger than the
+        /// caches then measures reading it from DRAM as well).
+        #[arg(long)]
+        no_ring: bool,
     },
     /// Write a configuration with a large binding table (Snabb's
     /// `lwaftr generate-configuration`), and optionally traffic spread
@@ -179,8 +184,9 @@ pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
         LwaftrCommand::Check { on_a_stick, regen, conf, in_v4, in_v6, out_v4, out_v6, counters } => {
             check::run(&check::CheckArgs { on_a_stick, regen, conf, in_v4, in_v6, out_v4, out_v6, counters })
         }
-        LwaftrCommand::Bench { conf, in_v4, in_v6, duration, workers, on_a_stick } => {
-            bench::run(&bench::BenchArgs { conf, in_v4, in_v6, duration, workers: workers as usize, on_a_stick })
+        LwaftrCommand::Bench { conf, in_v4, in_v6, duration, workers, on_a_stick, no_ring } => {
+            let workers = workers as usize;
+            bench::run(&bench::BenchArgs { conf, in_v4, in_v6, duration, workers, on_a_stick, ring: !no_ring })
         }
         LwaftrCommand::GenerateConfiguration {
             ipv4,
