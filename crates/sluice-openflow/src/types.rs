@@ -1,0 +1,715 @@
+//! The OpenFlow 1.3 messages and structures as Rust values (OpenFlow
+//! 1.3.5, section 7). Numbers (ports, ids, flags) are host-order integers;
+//! OXM values and masks are the wire's big-endian bytes. Lists keep their
+//! wire order.
+
+/// OpenFlow 1.3's version byte.
+pub const OFP13: u8 = 4;
+/// OpenFlow 1.0's version byte (HELLO and ERROR manners only).
+pub const OFP10: u8 = 1;
+
+/// Reserved port numbers (`ofp_port_no`).
+pub mod port {
+    /// Highest number of a physical or logical port.
+    pub const MAX: u32 = 0xffff_ff00;
+    pub const IN_PORT: u32 = 0xffff_fff8;
+    pub const TABLE: u32 = 0xffff_fff9;
+    pub const NORMAL: u32 = 0xffff_fffa;
+    pub const FLOOD: u32 = 0xffff_fffb;
+    pub const ALL: u32 = 0xffff_fffc;
+    pub const CONTROLLER: u32 = 0xffff_fffd;
+    pub const LOCAL: u32 = 0xffff_fffe;
+    /// "Any port": a wildcard in requests (`OFPP_ANY`).
+    pub const ANY: u32 = 0xffff_ffff;
+}
+
+/// Reserved group numbers.
+pub mod group {
+    pub const MAX: u32 = 0xffff_ff00;
+    pub const ALL: u32 = 0xffff_fffc;
+    pub const ANY: u32 = 0xffff_ffff;
+}
+
+/// Reserved meter numbers.
+pub mod meter {
+    pub const MAX: u32 = 0xffff_0000;
+    pub const SLOWPATH: u32 = 0xffff_fffd;
+    pub const CONTROLLER: u32 = 0xffff_fffe;
+    pub const ALL: u32 = 0xffff_ffff;
+}
+
+/// Table ids: the highest and "all tables".
+pub mod table {
+    pub const MAX: u8 = 0xfe;
+    pub const ALL: u8 = 0xff;
+}
+
+/// `OFP_NO_BUFFER`.
+pub const NO_BUFFER: u32 = 0xffff_ffff;
+/// `OFPCML_NO_BUFFER`: send the whole packet to the controller.
+pub const CONTROLLER_MAX_LEN_NO_BUFFER: u16 = 0xffff;
+
+/// An OXM TLV class.
+pub mod oxm_class {
+    pub const NXM_0: u16 = 0x0000;
+    pub const NXM_1: u16 = 0x0001;
+    pub const OPENFLOW_BASIC: u16 = 0x8000;
+    pub const EXPERIMENTER: u16 = 0xffff;
+}
+
+/// An OXM field: a field of the OpenFlow basic class (`OFPXMT_OFB_*`), or
+/// one of another class kept as its class and field number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OxmField {
+    InPort,
+    InPhyPort,
+    Metadata,
+    EthDst,
+    EthSrc,
+    EthType,
+    VlanVid,
+    VlanPcp,
+    IpDscp,
+    IpEcn,
+    IpProto,
+    Ipv4Src,
+    Ipv4Dst,
+    TcpSrc,
+    TcpDst,
+    UdpSrc,
+    UdpDst,
+    SctpSrc,
+    SctpDst,
+    Icmpv4Type,
+    Icmpv4Code,
+    ArpOp,
+    ArpSpa,
+    ArpTpa,
+    ArpSha,
+    ArpTha,
+    Ipv6Src,
+    Ipv6Dst,
+    Ipv6Flabel,
+    Icmpv6Type,
+    Icmpv6Code,
+    Ipv6NdTarget,
+    Ipv6NdSll,
+    Ipv6NdTll,
+    MplsLabel,
+    MplsTc,
+    MplsBos,
+    PbbIsid,
+    TunnelId,
+    Ipv6Exthdr,
+    /// A field of another class (NXM, or an experimenter's when `class`
+    /// is `0xffff`, whose experimenter id is then the first 4 bytes of
+    /// the value).
+    Other { class: u16, field: u8 },
+}
+
+/// One OXM TLV: a field, its value and, when masked, its mask (both as
+/// big-endian bytes of the field's length).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Oxm {
+    pub field: OxmField,
+    pub value: Vec<u8>,
+    pub mask: Option<Vec<u8>>,
+}
+
+/// A flow match (`ofp_match` of type `OFPMT_OXM`): its OXM TLVs in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Match {
+    pub fields: Vec<Oxm>,
+}
+
+/// An action (`ofp_action_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Output { port: u32, max_len: u16 },
+    CopyTtlOut,
+    CopyTtlIn,
+    SetMplsTtl(u8),
+    DecMplsTtl,
+    PushVlan(u16),
+    PopVlan,
+    PushMpls(u16),
+    PopMpls(u16),
+    SetQueue(u32),
+    Group(u32),
+    SetNwTtl(u8),
+    DecNwTtl,
+    SetField(Oxm),
+    PushPbb(u16),
+    PopPbb,
+    Experimenter { experimenter: u32, data: Vec<u8> },
+}
+
+/// An instruction (`ofp_instruction_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Instruction {
+    GotoTable(u8),
+    WriteMetadata { metadata: u64, mask: u64 },
+    WriteActions(Vec<Action>),
+    ApplyActions(Vec<Action>),
+    ClearActions,
+    Meter(u32),
+    Experimenter { experimenter: u32, data: Vec<u8> },
+}
+
+/// A port's description (`ofp_port`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PortDesc {
+    pub port_no: u32,
+    pub hw_addr: [u8; 6],
+    /// Up to 15 bytes on the wire (NUL-padded to 16).
+    pub name: String,
+    pub config: u32,
+    pub state: u32,
+    pub curr: u32,
+    pub advertised: u32,
+    pub supported: u32,
+    pub peer: u32,
+    pub curr_speed: u32,
+    pub max_speed: u32,
+}
+
+/// `ofp_port_config` bits.
+pub mod port_config {
+    pub const PORT_DOWN: u32 = 1 << 0;
+    pub const NO_RECV: u32 = 1 << 2;
+    pub const NO_FWD: u32 = 1 << 5;
+    pub const NO_PACKET_IN: u32 = 1 << 6;
+}
+
+/// `ofp_port_state` bits.
+pub mod port_state {
+    pub const LINK_DOWN: u32 = 1 << 0;
+    pub const BLOCKED: u32 = 1 << 1;
+    pub const LIVE: u32 = 1 << 2;
+}
+
+/// The switch configuration (`ofp_switch_config`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchConfig {
+    pub flags: u16,
+    pub miss_send_len: u16,
+}
+
+/// `FEATURES_REPLY` (`ofp_switch_features`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    pub datapath_id: u64,
+    pub n_buffers: u32,
+    pub n_tables: u8,
+    pub auxiliary_id: u8,
+    pub capabilities: u32,
+}
+
+/// `ofp_capabilities` bits.
+pub mod capabilities {
+    pub const FLOW_STATS: u32 = 1 << 0;
+    pub const TABLE_STATS: u32 = 1 << 1;
+    pub const PORT_STATS: u32 = 1 << 2;
+    pub const GROUP_STATS: u32 = 1 << 3;
+    pub const IP_REASM: u32 = 1 << 5;
+    pub const QUEUE_STATS: u32 = 1 << 6;
+    pub const PORT_BLOCKED: u32 = 1 << 8;
+}
+
+/// A HELLO element (`ofp_hello_elem_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelloElement {
+    /// The versions the sender supports: bit `v` of word `v / 32`.
+    VersionBitmap(Vec<u32>),
+    /// An element of an unknown type, kept (and ignored).
+    Unknown { typ: u16, data: Vec<u8> },
+}
+
+/// An `ERROR` message's body (`ofp_error_msg`); experimenter errors carry
+/// `typ` 0xffff, their `exp_type` as `code` and the experimenter id as the
+/// first 4 bytes of `data`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorMsg {
+    pub typ: u16,
+    pub code: u16,
+    /// At least the first 64 bytes of the failed request (or text for
+    /// HELLO_FAILED).
+    pub data: Vec<u8>,
+}
+
+/// `PACKET_IN` (`ofp_packet_in`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketIn {
+    pub buffer_id: u32,
+    pub total_len: u16,
+    pub reason: u8,
+    pub table_id: u8,
+    pub cookie: u64,
+    pub matched: Match,
+    pub data: Vec<u8>,
+}
+
+/// `ofp_packet_in_reason`.
+pub mod packet_in_reason {
+    pub const NO_MATCH: u8 = 0;
+    pub const ACTION: u8 = 1;
+    pub const INVALID_TTL: u8 = 2;
+}
+
+/// `FLOW_REMOVED` (`ofp_flow_removed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowRemoved {
+    pub cookie: u64,
+    pub priority: u16,
+    pub reason: u8,
+    pub table_id: u8,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub matched: Match,
+}
+
+/// `ofp_flow_removed_reason`.
+pub mod flow_removed_reason {
+    pub const IDLE_TIMEOUT: u8 = 0;
+    pub const HARD_TIMEOUT: u8 = 1;
+    pub const DELETE: u8 = 2;
+    pub const GROUP_DELETE: u8 = 3;
+    pub const METER_DELETE: u8 = 4;
+}
+
+/// `ofp_port_reason`.
+pub mod port_reason {
+    pub const ADD: u8 = 0;
+    pub const DELETE: u8 = 1;
+    pub const MODIFY: u8 = 2;
+}
+
+/// `PACKET_OUT` (`ofp_packet_out`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketOut {
+    pub buffer_id: u32,
+    pub in_port: u32,
+    pub actions: Vec<Action>,
+    pub data: Vec<u8>,
+}
+
+/// `FLOW_MOD` (`ofp_flow_mod`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowMod {
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    pub table_id: u8,
+    pub command: u8,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub priority: u16,
+    pub buffer_id: u32,
+    pub out_port: u32,
+    pub out_group: u32,
+    pub flags: u16,
+    pub matched: Match,
+    pub instructions: Vec<Instruction>,
+}
+
+/// `ofp_flow_mod_command`.
+pub mod flow_mod_command {
+    pub const ADD: u8 = 0;
+    pub const MODIFY: u8 = 1;
+    pub const MODIFY_STRICT: u8 = 2;
+    pub const DELETE: u8 = 3;
+    pub const DELETE_STRICT: u8 = 4;
+}
+
+/// `ofp_flow_mod_flags`.
+pub mod flow_mod_flags {
+    pub const SEND_FLOW_REM: u16 = 1 << 0;
+    pub const CHECK_OVERLAP: u16 = 1 << 1;
+    pub const RESET_COUNTS: u16 = 1 << 2;
+    pub const NO_PKT_COUNTS: u16 = 1 << 3;
+    pub const NO_BYT_COUNTS: u16 = 1 << 4;
+}
+
+/// A group bucket (`ofp_bucket`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bucket {
+    pub weight: u16,
+    pub watch_port: u32,
+    pub watch_group: u32,
+    pub actions: Vec<Action>,
+}
+
+/// `GROUP_MOD` (`ofp_group_mod`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMod {
+    pub command: u16,
+    pub typ: u8,
+    pub group_id: u32,
+    pub buckets: Vec<Bucket>,
+}
+
+/// `ofp_group_mod_command`.
+pub mod group_mod_command {
+    pub const ADD: u16 = 0;
+    pub const MODIFY: u16 = 1;
+    pub const DELETE: u16 = 2;
+}
+
+/// `ofp_group_type`.
+pub mod group_type {
+    pub const ALL: u8 = 0;
+    pub const SELECT: u8 = 1;
+    pub const INDIRECT: u8 = 2;
+    pub const FF: u8 = 3;
+}
+
+/// `PORT_MOD` (`ofp_port_mod`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortMod {
+    pub port_no: u32,
+    pub hw_addr: [u8; 6],
+    pub config: u32,
+    pub mask: u32,
+    pub advertise: u32,
+}
+
+/// A meter band (`ofp_meter_band_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MeterBand {
+    Drop { rate: u32, burst_size: u32 },
+    DscpRemark { rate: u32, burst_size: u32, prec_level: u8 },
+    Experimenter { rate: u32, burst_size: u32, experimenter: u32, data: Vec<u8> },
+}
+
+/// `METER_MOD` (`ofp_meter_mod`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeterMod {
+    pub command: u16,
+    pub flags: u16,
+    pub meter_id: u32,
+    pub bands: Vec<MeterBand>,
+}
+
+/// `ofp_meter_mod_command`.
+pub mod meter_mod_command {
+    pub const ADD: u16 = 0;
+    pub const MODIFY: u16 = 1;
+    pub const DELETE: u16 = 2;
+}
+
+/// `ofp_meter_flags`.
+pub mod meter_flags {
+    pub const KBPS: u16 = 1 << 0;
+    pub const PKTPS: u16 = 1 << 1;
+    pub const BURST: u16 = 1 << 2;
+    pub const STATS: u16 = 1 << 3;
+}
+
+/// `ROLE_REQUEST` / `ROLE_REPLY` (`ofp_role_request`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Role {
+    pub role: u32,
+    pub generation_id: u64,
+}
+
+/// `ofp_controller_role`.
+pub mod controller_role {
+    pub const NOCHANGE: u32 = 0;
+    pub const EQUAL: u32 = 1;
+    pub const MASTER: u32 = 2;
+    pub const SLAVE: u32 = 3;
+}
+
+/// `GET_ASYNC_REPLY` / `SET_ASYNC` (`ofp_async_config`): index 0 is for
+/// the master or equal role, 1 for slave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AsyncConfig {
+    pub packet_in_mask: [u32; 2],
+    pub port_status_mask: [u32; 2],
+    pub flow_removed_mask: [u32; 2],
+}
+
+/// A queue property (`ofp_queue_prop_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueProp {
+    MinRate(u16),
+    MaxRate(u16),
+    Experimenter { experimenter: u32, data: Vec<u8> },
+}
+
+/// A queue's description (`ofp_packet_queue`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketQueue {
+    pub queue_id: u32,
+    pub port: u32,
+    pub properties: Vec<QueueProp>,
+}
+
+/// Flow and aggregate statistics requests (`ofp_flow_stats_request`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowStatsRequest {
+    pub table_id: u8,
+    pub out_port: u32,
+    pub out_group: u32,
+    pub cookie: u64,
+    pub cookie_mask: u64,
+    pub matched: Match,
+}
+
+/// One flow's statistics (`ofp_flow_stats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowStats {
+    pub table_id: u8,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+    pub priority: u16,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub flags: u16,
+    pub cookie: u64,
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub matched: Match,
+    pub instructions: Vec<Instruction>,
+}
+
+/// `ofp_aggregate_stats_reply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AggregateStats {
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub flow_count: u32,
+}
+
+/// `ofp_table_stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableStats {
+    pub table_id: u8,
+    pub active_count: u32,
+    pub lookup_count: u64,
+    pub matched_count: u64,
+}
+
+/// `ofp_port_stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortStats {
+    pub port_no: u32,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_frame_err: u64,
+    pub rx_over_err: u64,
+    pub rx_crc_err: u64,
+    pub collisions: u64,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+}
+
+/// `ofp_queue_stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStats {
+    pub port_no: u32,
+    pub queue_id: u32,
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_errors: u64,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+}
+
+/// `ofp_group_stats` (with its per-bucket counters: packets, bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStats {
+    pub group_id: u32,
+    pub ref_count: u32,
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+    pub buckets: Vec<(u64, u64)>,
+}
+
+/// `ofp_group_desc`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDesc {
+    pub typ: u8,
+    pub group_id: u32,
+    pub buckets: Vec<Bucket>,
+}
+
+/// `ofp_group_features`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupFeatures {
+    pub types: u32,
+    pub capabilities: u32,
+    pub max_groups: [u32; 4],
+    pub actions: [u32; 4],
+}
+
+/// `ofp_meter_stats` (with its per-band counters: packets, bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeterStats {
+    pub meter_id: u32,
+    pub flow_count: u32,
+    pub packet_in_count: u64,
+    pub byte_in_count: u64,
+    pub duration_sec: u32,
+    pub duration_nsec: u32,
+    pub bands: Vec<(u64, u64)>,
+}
+
+/// `ofp_meter_config`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeterConfig {
+    pub flags: u16,
+    pub meter_id: u32,
+    pub bands: Vec<MeterBand>,
+}
+
+/// `ofp_meter_features`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeterFeatures {
+    pub max_meter: u32,
+    pub band_types: u32,
+    pub capabilities: u32,
+    pub max_bands: u8,
+    pub max_color: u8,
+}
+
+/// A table feature property (`ofp_table_feature_prop_*`). The `*Miss`
+/// variants are the same lists for the table-miss flow entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableFeatureProp {
+    /// Instruction types (only the type of each `ofp_instruction` header;
+    /// experimenter instructions as `(0xffff, experimenter id)`).
+    Instructions(Vec<(u16, u32)>),
+    InstructionsMiss(Vec<(u16, u32)>),
+    NextTables(Vec<u8>),
+    NextTablesMiss(Vec<u8>),
+    /// Action types (experimenter actions as `(0xffff, experimenter id)`).
+    WriteActions(Vec<(u16, u32)>),
+    WriteActionsMiss(Vec<(u16, u32)>),
+    ApplyActions(Vec<(u16, u32)>),
+    ApplyActionsMiss(Vec<(u16, u32)>),
+    /// OXM headers (the 32-bit `class:field:hasmask:length` words; an
+    /// experimenter OXM's header is followed by its experimenter id, kept
+    /// as the next word).
+    Match(Vec<u32>),
+    Wildcards(Vec<u32>),
+    WriteSetfield(Vec<u32>),
+    WriteSetfieldMiss(Vec<u32>),
+    ApplySetfield(Vec<u32>),
+    ApplySetfieldMiss(Vec<u32>),
+    Experimenter { typ: u16, experimenter: u32, exp_type: u32, data: Vec<u8> },
+}
+
+/// `ofp_table_features`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableFeatures {
+    pub table_id: u8,
+    /// Up to 31 bytes on the wire (NUL-padded to 32).
+    pub name: String,
+    pub metadata_match: u64,
+    pub metadata_write: u64,
+    pub config: u32,
+    pub max_entries: u32,
+    pub properties: Vec<TableFeatureProp>,
+}
+
+/// `ofp_desc`: each string is NUL-padded on the wire (256 bytes, 32 for
+/// the serial number).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Desc {
+    pub mfr_desc: String,
+    pub hw_desc: String,
+    pub sw_desc: String,
+    pub serial_num: String,
+    pub dp_desc: String,
+}
+
+/// A multipart request body, by `ofp_multipart_type`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MultipartRequest {
+    Desc,
+    Flow(FlowStatsRequest),
+    Aggregate(FlowStatsRequest),
+    Table,
+    PortStats { port_no: u32 },
+    Queue { port_no: u32, queue_id: u32 },
+    Group { group_id: u32 },
+    GroupDesc,
+    GroupFeatures,
+    Meter { meter_id: u32 },
+    MeterConfig { meter_id: u32 },
+    MeterFeatures,
+    /// Empty to ask for the tables' features; a list to set them.
+    TableFeatures(Vec<TableFeatures>),
+    PortDesc,
+    Experimenter { experimenter: u32, exp_type: u32, data: Vec<u8> },
+}
+
+/// A multipart reply body, by `ofp_multipart_type`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MultipartReply {
+    Desc(Desc),
+    Flow(Vec<FlowStats>),
+    Aggregate(AggregateStats),
+    Table(Vec<TableStats>),
+    PortStats(Vec<PortStats>),
+    Queue(Vec<QueueStats>),
+    Group(Vec<GroupStats>),
+    GroupDesc(Vec<GroupDesc>),
+    GroupFeatures(GroupFeatures),
+    Meter(Vec<MeterStats>),
+    MeterConfig(Vec<MeterConfig>),
+    MeterFeatures(MeterFeatures),
+    TableFeatures(Vec<TableFeatures>),
+    PortDesc(Vec<PortDesc>),
+    Experimenter { experimenter: u32, exp_type: u32, data: Vec<u8> },
+}
+
+/// `ofp_multipart_request_flags` / `ofp_multipart_reply_flags`.
+pub const MULTIPART_MORE: u16 = 1;
+
+/// Every OpenFlow 1.3 message (the header's type says which).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Hello(Vec<HelloElement>),
+    Error(ErrorMsg),
+    EchoRequest(Vec<u8>),
+    EchoReply(Vec<u8>),
+    Experimenter { experimenter: u32, exp_type: u32, data: Vec<u8> },
+    FeaturesRequest,
+    FeaturesReply(Features),
+    GetConfigRequest,
+    GetConfigReply(SwitchConfig),
+    SetConfig(SwitchConfig),
+    PacketIn(PacketIn),
+    FlowRemoved(FlowRemoved),
+    PortStatus { reason: u8, desc: PortDesc },
+    PacketOut(PacketOut),
+    FlowMod(FlowMod),
+    GroupMod(GroupMod),
+    PortMod(PortMod),
+    TableMod { table_id: u8, config: u32 },
+    MultipartRequest { flags: u16, body: MultipartRequest },
+    MultipartReply { flags: u16, body: MultipartReply },
+    BarrierRequest,
+    BarrierReply,
+    QueueGetConfigRequest { port: u32 },
+    QueueGetConfigReply { port: u32, queues: Vec<PacketQueue> },
+    RoleRequest(Role),
+    RoleReply(Role),
+    GetAsyncRequest,
+    GetAsyncReply(AsyncConfig),
+    SetAsync(AsyncConfig),
+    MeterMod(MeterMod),
+}
