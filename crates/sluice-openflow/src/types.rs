@@ -104,7 +104,10 @@ pub enum OxmField {
     /// A field of another class (NXM, or an experimenter's when `class`
     /// is `0xffff`, whose experimenter id is then the first 4 bytes of
     /// the value).
-    Other { class: u16, field: u8 },
+    Other {
+        class: u16,
+        field: u8,
+    },
 }
 
 /// One OXM TLV: a field, its value and, when masked, its mask (both as
@@ -608,7 +611,12 @@ pub enum TableFeatureProp {
     WriteSetfieldMiss(Vec<u32>),
     ApplySetfield(Vec<u32>),
     ApplySetfieldMiss(Vec<u32>),
-    Experimenter { typ: u16, experimenter: u32, exp_type: u32, data: Vec<u8> },
+    Experimenter {
+        typ: u16,
+        experimenter: u32,
+        exp_type: u32,
+        data: Vec<u8>,
+    },
 }
 
 /// `ofp_table_features`.
@@ -642,18 +650,33 @@ pub enum MultipartRequest {
     Flow(FlowStatsRequest),
     Aggregate(FlowStatsRequest),
     Table,
-    PortStats { port_no: u32 },
-    Queue { port_no: u32, queue_id: u32 },
-    Group { group_id: u32 },
+    PortStats {
+        port_no: u32,
+    },
+    Queue {
+        port_no: u32,
+        queue_id: u32,
+    },
+    Group {
+        group_id: u32,
+    },
     GroupDesc,
     GroupFeatures,
-    Meter { meter_id: u32 },
-    MeterConfig { meter_id: u32 },
+    Meter {
+        meter_id: u32,
+    },
+    MeterConfig {
+        meter_id: u32,
+    },
     MeterFeatures,
     /// Empty to ask for the tables' features; a list to set them.
     TableFeatures(Vec<TableFeatures>),
     PortDesc,
-    Experimenter { experimenter: u32, exp_type: u32, data: Vec<u8> },
+    Experimenter {
+        experimenter: u32,
+        exp_type: u32,
+        data: Vec<u8>,
+    },
 }
 
 /// A multipart reply body, by `ofp_multipart_type`.

@@ -1,0 +1,146 @@
+//! Bounds-checked reading and small writing helpers for the OpenFlow
+//! wire format: a [`Reader`] over a byte slice whose every read returns
+//! the caller's chosen [`OfError`] on a short buffer (never a panic), and
+//! big-endian appends, 8-byte padding and length patching on `Vec<u8>`.
+
+use crate::errors::OfError;
+
+/// A cursor over `buf`. Short reads fail with the (type, code) given at
+/// construction, so each structure reports the spec's own length error.
+#[derive(Clone)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    err: (u16, u16),
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8], err: (u16, u16)) -> Reader<'a> {
+        Reader { buf, pos: 0, err }
+    }
+
+    /// The error this reader reports for short or bad lengths.
+    pub(crate) fn len_err(&self, what: &str) -> OfError {
+        OfError::new(self.err.0, self.err.1, what.to_string())
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    pub(crate) fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8], OfError> {
+        if n > self.remaining() {
+            return Err(self.len_err(&format!("{what}: {n} bytes wanted, {} left", self.remaining())));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    /// Everything left.
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        let s = &self.buf[self.pos..];
+        self.pos = self.buf.len();
+        s
+    }
+
+    pub(crate) fn skip(&mut self, n: usize, what: &str) -> Result<(), OfError> {
+        self.bytes(n, what).map(|_| ())
+    }
+
+    pub(crate) fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], OfError> {
+        let s = self.bytes(N, what)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+
+    pub(crate) fn u8(&mut self, what: &str) -> Result<u8, OfError> {
+        Ok(self.array::<1>(what)?[0])
+    }
+
+    pub(crate) fn u16(&mut self, what: &str) -> Result<u16, OfError> {
+        Ok(u16::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn u32(&mut self, what: &str) -> Result<u32, OfError> {
+        Ok(u32::from_be_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn u64(&mut self, what: &str) -> Result<u64, OfError> {
+        Ok(u64::from_be_bytes(self.array(what)?))
+    }
+
+    /// A sub-reader over the next `n` bytes (same error code), advancing
+    /// this one past them.
+    pub(crate) fn sub(&mut self, n: usize, what: &str) -> Result<Reader<'a>, OfError> {
+        let err = self.err;
+        Ok(Reader::new(self.bytes(n, what)?, err))
+    }
+
+    /// A NUL-padded string field of `n` bytes: the bytes up to the first
+    /// NUL, lossily as UTF-8.
+    pub(crate) fn string(&mut self, n: usize, what: &str) -> Result<String, OfError> {
+        let s = self.bytes(n, what)?;
+        let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+        Ok(String::from_utf8_lossy(&s[..end]).into_owned())
+    }
+}
+
+/// `n` rounded up to a multiple of 8.
+pub(crate) fn round8(n: usize) -> usize {
+    n.div_ceil(8) * 8
+}
+
+/// Big-endian appends and padding on an output buffer.
+pub(crate) trait Put {
+    fn u8(&mut self, v: u8);
+    fn u16(&mut self, v: u16);
+    fn u32(&mut self, v: u32);
+    fn u64(&mut self, v: u64);
+    fn zeros(&mut self, n: usize);
+    /// Zeros until `len - start` is a multiple of 8.
+    fn pad8_from(&mut self, start: usize);
+    /// Writes `v` as a big-endian u16 at `at` (a length placeholder).
+    fn patch_u16(&mut self, at: usize, v: usize);
+    /// `s` truncated to `n - 1` bytes, NUL-padded to `n`.
+    fn string(&mut self, s: &str, n: usize);
+}
+
+impl Put for Vec<u8> {
+    fn u8(&mut self, v: u8) {
+        self.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.extend_from_slice(&v.to_be_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.extend_from_slice(&v.to_be_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.extend_from_slice(&v.to_be_bytes());
+    }
+    fn zeros(&mut self, n: usize) {
+        self.resize(self.len() + n, 0);
+    }
+    fn pad8_from(&mut self, start: usize) {
+        let n = round8(self.len() - start) - (self.len() - start);
+        self.zeros(n);
+    }
+    fn patch_u16(&mut self, at: usize, v: usize) {
+        // Lengths past 65535 cannot be expressed; callers keep messages
+        // within the protocol's limit.
+        let v = u16::try_from(v).unwrap_or(u16::MAX);
+        self[at..at + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    fn string(&mut self, s: &str, n: usize) {
+        let b = s.as_bytes();
+        let k = b.len().min(n.saturating_sub(1));
+        self.extend_from_slice(&b[..k]);
+        self.zeros(n - k);
+    }
+}
