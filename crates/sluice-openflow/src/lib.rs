@@ -22,6 +22,7 @@
 pub mod action;
 pub mod codec;
 pub mod errors;
+mod lists;
 pub mod multipart;
 pub mod oxm;
 pub mod types;
@@ -29,5 +30,6 @@ mod wire;
 
 pub use codec::*;
 pub use errors::{error_reply, OfError};
+pub use lists::{decode_actions, encode_actions};
 pub use oxm::{prerequisite_ok, OFPVID_PRESENT};
 pub use types::*;

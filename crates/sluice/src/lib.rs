@@ -5,6 +5,7 @@ pub mod bench;
 pub mod grpc;
 pub mod live;
 pub mod lwaftr;
+pub mod openflow;
 pub mod simple_switch;
 pub mod stf;
 

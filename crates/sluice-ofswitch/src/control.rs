@@ -1,0 +1,358 @@
+//! Changes to the switch's state from the control plane: flow-mods,
+//! group-mods and port-mods, validated as OpenFlow 1.3.5 section 6.4 and
+//! 7.3.4 say and then applied.
+//!
+//! Contract: reads a decoded modification; writes the tables, groups or
+//! ports of one [`OfSwitch`] copy. The agent first applies a change to the
+//! master copy (where validation errors come back as the OpenFlow error to
+//! reply with), then the same change, with the same flow uids, to every
+//! worker's replica between two batches. A change is deterministic given
+//! the copy's state and its arguments, so every copy ends up the same.
+
+use sluice_openflow::errors::{bad_action, bad_instruction, bad_match, error_type, flow_mod_failed, group_mod_failed};
+use sluice_openflow::{
+    flow_mod_command as fmc, flow_mod_flags, group_mod_command as gmc, group_type, port, Action, FlowMod, FlowRemoved,
+    GroupMod, Instruction, Match, OfError, OxmField,
+};
+
+use crate::switch::{Group, OfSwitch, N_TABLES};
+use crate::table::{Flow, Pattern};
+
+/// A flow entry that a change removed, for a FLOW_REMOVED message when its
+/// flags ask for one.
+#[derive(Debug, Clone)]
+pub struct Removed {
+    pub table_id: u8,
+    pub flow: Flow,
+    pub reason: u8,
+}
+
+impl Removed {
+    /// The FLOW_REMOVED body, with the entry's counters and age.
+    pub fn message(&self, packets: u64, bytes: u64, now_ns: u64) -> FlowRemoved {
+        let age = now_ns.saturating_sub(self.flow.added_ns);
+        FlowRemoved {
+            cookie: self.flow.cookie,
+            priority: self.flow.priority,
+            reason: self.reason,
+            table_id: self.table_id,
+            duration_sec: (age / 1_000_000_000) as u32,
+            duration_nsec: (age % 1_000_000_000) as u32,
+            idle_timeout: self.flow.idle_timeout,
+            hard_timeout: self.flow.hard_timeout,
+            packet_count: packets,
+            byte_count: bytes,
+            matched: self.flow.matched.clone(),
+        }
+    }
+}
+
+fn err(typ: u16, code: u16, reason: impl Into<String>) -> OfError {
+    OfError::new(typ, code, reason)
+}
+
+/// Whether `a` may appear in a flow's actions here (ports in range, known
+/// groups, supported types).
+fn check_action(sw: &OfSwitch, a: &Action) -> Result<(), OfError> {
+    match a {
+        Action::Output { port: p, .. } => {
+            let ok = matches!(*p, port::IN_PORT | port::ALL | port::FLOOD | port::CONTROLLER | port::TABLE)
+                || (*p <= port::MAX && *p != 0);
+            if !ok {
+                return Err(err(error_type::BAD_ACTION, bad_action::BAD_OUT_PORT, format!("output to port {p:#x}")));
+            }
+        }
+        Action::Group(g) if !sw.groups.contains_key(g) => {
+            return Err(err(error_type::BAD_ACTION, bad_action::BAD_OUT_GROUP, format!("group {g} does not exist")));
+        }
+        Action::PushVlan(t) if *t != 0x8100 && *t != 0x88a8 => {
+            return Err(err(error_type::BAD_ACTION, bad_action::BAD_ARGUMENT, format!("push_vlan ethertype {t:#06x}")));
+        }
+        Action::PushMpls(t) if *t != 0x8847 && *t != 0x8848 => {
+            return Err(err(error_type::BAD_ACTION, bad_action::BAD_ARGUMENT, format!("push_mpls ethertype {t:#06x}")));
+        }
+        Action::SetField(o) => {
+            if o.mask.is_some() || crate::fields::slot(o.field).is_none() {
+                return Err(err(error_type::BAD_ACTION, bad_action::BAD_SET_TYPE, format!("set_field {:?}", o.field)));
+            }
+            if matches!(o.field, OxmField::InPort | OxmField::InPhyPort | OxmField::Metadata | OxmField::Ipv6Exthdr) {
+                return Err(err(error_type::BAD_ACTION, bad_action::BAD_SET_TYPE, format!("set_field {:?}", o.field)));
+            }
+            if o.field.value_len() != Some(o.value.len()) {
+                return Err(err(error_type::BAD_ACTION, bad_action::BAD_SET_LEN, format!("set_field {:?}", o.field)));
+            }
+        }
+        Action::PushPbb(_) | Action::PopPbb => {
+            return Err(err(error_type::BAD_ACTION, bad_action::BAD_TYPE, "PBB actions are not supported"));
+        }
+        Action::Experimenter { .. } => {
+            return Err(err(error_type::BAD_ACTION, bad_action::BAD_EXPERIMENTER, "no experimenter actions"));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Validates a flow's instructions in table `table`.
+fn check_instructions(sw: &OfSwitch, table: u8, ins: &[Instruction]) -> Result<(), OfError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for i in ins {
+        let t = match i {
+            Instruction::GotoTable(t) => {
+                if usize::from(*t) >= N_TABLES || *t <= table {
+                    return Err(err(
+                        error_type::BAD_INSTRUCTION,
+                        bad_instruction::BAD_TABLE_ID,
+                        format!("goto_table {t} from table {table}"),
+                    ));
+                }
+                1
+            }
+            Instruction::WriteMetadata { .. } => 2,
+            Instruction::WriteActions(a) | Instruction::ApplyActions(a) => {
+                for x in a {
+                    check_action(sw, x)?;
+                }
+                if matches!(i, Instruction::WriteActions(_)) {
+                    3
+                } else {
+                    4
+                }
+            }
+            Instruction::ClearActions => 5,
+            Instruction::Meter(m) => {
+                return Err(err(
+                    error_type::METER_MOD_FAILED,
+                    sluice_openflow::errors::meter_mod_failed::UNKNOWN_METER,
+                    format!("meter {m} does not exist"),
+                ));
+            }
+            Instruction::Experimenter { .. } => {
+                return Err(err(error_type::BAD_INSTRUCTION, bad_instruction::UNSUP_INST, "no experimenter instructions"));
+            }
+        };
+        if !seen.insert(t) {
+            return Err(err(error_type::BAD_INSTRUCTION, bad_instruction::UNSUP_INST, "an instruction type twice"));
+        }
+    }
+    Ok(())
+}
+
+/// Validates a match (fields of the basic class, prerequisites).
+fn check_match(m: &Match) -> Result<(), OfError> {
+    for o in &m.fields {
+        if crate::fields::slot(o.field).is_none() {
+            return Err(err(error_type::BAD_MATCH, bad_match::BAD_FIELD, format!("field {:?}", o.field)));
+        }
+    }
+    sluice_openflow::prerequisite_ok(m)
+}
+
+/// Whether flow `f` sends to `out_port` / `out_group` (the filters of
+/// delete and stats requests; ANY matches every flow).
+pub fn flow_outputs_to(f: &Flow, out_port: u32, out_group: u32) -> bool {
+    let acts = || {
+        f.instructions.iter().flat_map(|i| match i {
+            Instruction::WriteActions(a) | Instruction::ApplyActions(a) => a.as_slice(),
+            _ => &[],
+        })
+    };
+    let port_ok = out_port == port::ANY || acts().any(|a| matches!(a, Action::Output { port: p, .. } if *p == out_port));
+    let group_ok =
+        out_group == sluice_openflow::group::ANY || acts().any(|a| matches!(a, Action::Group(g) if *g == out_group));
+    port_ok && group_ok
+}
+
+impl OfSwitch {
+    /// Applies a flow-mod; `uid` is the new entry's uid for an add (the
+    /// agent's counter, the same on every copy), `now_ns` the agent's
+    /// clock. Returns the entries it removed (deletes, replaced entries are
+    /// not reported).
+    pub fn flow_mod(&mut self, fm: &FlowMod, uid: u64, now_ns: u64) -> Result<Vec<Removed>, OfError> {
+        let all_tables = fm.table_id == sluice_openflow::table::ALL;
+        if !all_tables && usize::from(fm.table_id) >= N_TABLES {
+            return Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::BAD_TABLE_ID, format!("table {}", fm.table_id)));
+        }
+        let pattern = Pattern::of(&fm.matched);
+        match fm.command {
+            fmc::ADD | fmc::MODIFY | fmc::MODIFY_STRICT => {
+                if all_tables {
+                    return Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::BAD_TABLE_ID, "table 255 in an add"));
+                }
+                check_match(&fm.matched)?;
+                check_instructions(self, fm.table_id, &fm.instructions)?;
+                let t = &mut self.tables[usize::from(fm.table_id)];
+                if fm.command == fmc::ADD {
+                    if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
+                        && t.flows.values().any(|f| f.priority == fm.priority && f.pattern != pattern && f.pattern.overlaps(&pattern))
+                    {
+                        return Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP, "overlapping entry"));
+                    }
+                    let mut keep_counts = None;
+                    if let Some(old) = t.find_strict(&pattern, fm.priority) {
+                        t.remove(old);
+                        if fm.flags & flow_mod_flags::RESET_COUNTS == 0 {
+                            keep_counts = self.counters.flows.remove(&old);
+                        }
+                    }
+                    let t = &mut self.tables[usize::from(fm.table_id)];
+                    t.insert(Flow {
+                        uid,
+                        priority: fm.priority,
+                        pattern,
+                        matched: fm.matched.clone(),
+                        cookie: fm.cookie,
+                        flags: fm.flags,
+                        idle_timeout: fm.idle_timeout,
+                        hard_timeout: fm.hard_timeout,
+                        instructions: fm.instructions.clone(),
+                        added_ns: now_ns,
+                    });
+                    if let Some(c) = keep_counts {
+                        self.counters.flows.insert(uid, c);
+                    }
+                    return Ok(vec![]);
+                }
+                let strict = fm.command == fmc::MODIFY_STRICT;
+                let targets: Vec<u64> = t
+                    .flows
+                    .values()
+                    .filter(|f| {
+                        (if strict { f.priority == fm.priority && f.pattern == pattern } else { f.pattern.within(&pattern) })
+                            && (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
+                    })
+                    .map(|f| f.uid)
+                    .collect();
+                for u in targets {
+                    if let Some(f) = self.tables[usize::from(fm.table_id)].flows.get_mut(&u) {
+                        f.instructions = fm.instructions.clone();
+                    }
+                    if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
+                        self.counters.flows.remove(&u);
+                    }
+                }
+                Ok(vec![])
+            }
+            fmc::DELETE | fmc::DELETE_STRICT => {
+                let strict = fm.command == fmc::DELETE_STRICT;
+                let mut removed = Vec::new();
+                for tid in 0..N_TABLES {
+                    if !all_tables && tid != usize::from(fm.table_id) {
+                        continue;
+                    }
+                    let targets: Vec<u64> = self.tables[tid]
+                        .flows
+                        .values()
+                        .filter(|f| {
+                            (if strict {
+                                f.priority == fm.priority && f.pattern == pattern
+                            } else {
+                                f.pattern.within(&pattern)
+                            }) && (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
+                                && flow_outputs_to(f, fm.out_port, fm.out_group)
+                        })
+                        .map(|f| f.uid)
+                        .collect();
+                    for u in targets {
+                        if let Some(flow) = self.tables[tid].remove(u) {
+                            removed.push(Removed {
+                                table_id: tid as u8,
+                                flow,
+                                reason: sluice_openflow::flow_removed_reason::DELETE,
+                            });
+                        }
+                    }
+                }
+                Ok(removed)
+            }
+            c => Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::BAD_COMMAND, format!("command {c}"))),
+        }
+    }
+
+    /// Removes the entries `uids` (expired), with `reason`.
+    pub fn expire(&mut self, uids: &[(u8, u64)], reason: u8) -> Vec<Removed> {
+        let mut out = Vec::new();
+        for &(t, u) in uids {
+            if let Some(flow) = self.tables.get_mut(usize::from(t)).and_then(|tb| tb.remove(u)) {
+                out.push(Removed { table_id: t, flow, reason });
+            }
+        }
+        out
+    }
+
+    /// Applies a group-mod. Deleting a group deletes the flows that use it.
+    pub fn group_mod(&mut self, gm: &GroupMod) -> Result<Vec<Removed>, OfError> {
+        let id = gm.group_id;
+        match gm.command {
+            gmc::ADD | gmc::MODIFY => {
+                if id > sluice_openflow::group::MAX {
+                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::INVALID_GROUP, format!("group {id}")));
+                }
+                if gm.typ > group_type::FF {
+                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::BAD_TYPE, format!("type {}", gm.typ)));
+                }
+                if (gm.typ == group_type::INDIRECT && gm.buckets.len() != 1)
+                    || (gm.typ == group_type::FF && gm.buckets.iter().any(|b| b.watch_port == port::ANY && b.watch_group == sluice_openflow::group::ANY))
+                {
+                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::INVALID_GROUP, "bad buckets for the type"));
+                }
+                for b in &gm.buckets {
+                    for a in &b.actions {
+                        if let Action::Group(g) = a {
+                            if *g == id {
+                                return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::LOOP, "a group naming itself"));
+                            }
+                        }
+                        check_action(self, a).map_err(|e| match e.typ {
+                            error_type::BAD_ACTION if e.code == bad_action::BAD_OUT_GROUP => {
+                                err(error_type::GROUP_MOD_FAILED, group_mod_failed::CHAINING_UNSUPPORTED, e.reason.clone())
+                            }
+                            _ => e,
+                        })?;
+                    }
+                }
+                let exists = self.groups.contains_key(&id);
+                if gm.command == gmc::ADD && exists {
+                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::GROUP_EXISTS, format!("group {id}")));
+                }
+                if gm.command == gmc::MODIFY && !exists {
+                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::UNKNOWN_GROUP, format!("group {id}")));
+                }
+                self.groups.insert(id, Group { typ: gm.typ, buckets: gm.buckets.clone() });
+                if gm.command == gmc::MODIFY {
+                    self.counters.groups.remove(&id);
+                }
+                Ok(vec![])
+            }
+            gmc::DELETE => {
+                let ids: Vec<u32> =
+                    if id == sluice_openflow::group::ALL { self.groups.keys().copied().collect() } else { vec![id] };
+                let mut removed = Vec::new();
+                for g in ids {
+                    if self.groups.remove(&g).is_some() {
+                        self.counters.groups.remove(&g);
+                        for tid in 0..N_TABLES {
+                            let users: Vec<u64> = self.tables[tid]
+                                .flows
+                                .values()
+                                .filter(|f| flow_outputs_to(f, port::ANY, g))
+                                .map(|f| f.uid)
+                                .collect();
+                            for u in users {
+                                if let Some(flow) = self.tables[tid].remove(u) {
+                                    removed.push(Removed {
+                                        table_id: tid as u8,
+                                        flow,
+                                        reason: sluice_openflow::flow_removed_reason::GROUP_DELETE,
+                                    });
+                                }
+                            }
+                        }
+                    }
+                }
+                Ok(removed)
+            }
+            c => Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::BAD_COMMAND, format!("command {c}"))),
+        }
+    }
+}

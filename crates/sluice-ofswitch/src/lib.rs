@@ -1,0 +1,19 @@
+//! An OpenFlow 1.3 switch on Sluice's data-plane parts.
+//!
+//! - [`fields`]: packet fields as OpenFlow matches and sets them;
+//! - [`table`]: one flow table on `sluice-lookup`'s classifier, keyed on
+//!   the fields its entries use;
+//! - [`switch`]: the pipeline of tables, action sets and groups as a
+//!   `DataPlane` ([`OfSwitch`]), run by Sluice's live loop and bench;
+//! - [`control`]: flow-mods, group-mods and port-mods, validated and
+//!   applied to every copy of the switch;
+//! - [`agent`]: the controller connections (OpenFlow 1.3 over TCP).
+
+pub mod agent;
+pub mod control;
+pub mod fields;
+pub mod switch;
+pub mod table;
+
+pub use agent::{Agent, AgentConfig};
+pub use switch::{Note, OfSwitch, PortInfo};

@@ -1,0 +1,742 @@
+//! The OpenFlow 1.3 pipeline as a Sluice data plane ([`OfSwitch`]).
+//!
+//! Contract: reads frames from the live loop (or the bench), each with its
+//! input port; walks the flow tables from table 0 (or runs a packet-out's
+//! actions); writes frames out through `emit`, packet-ins into a bounded
+//! notification queue (what does not fit is dropped and counted), and its
+//! replica's counters (flows, tables, ports, groups). Packets leave by an
+//! output action (apply-actions at once, or the action set when the
+//! pipeline ends), a group, or not at all (no matching entry: dropped, as
+//! OpenFlow 1.3 says when a table has no table-miss entry).
+//!
+//! Per packet, as OpenFlow 1.3.5 section 5 says: a table's best entry runs
+//! its instructions in the specification's order (meter, apply-actions,
+//! clear-actions, write-actions, write-metadata, goto-table); apply-actions
+//! change the packet at once (later tables match the changed fields); the
+//! action set runs when no goto-table follows, in the specification's
+//! order (copy TTL in, pops, pushes, copy TTL out, TTL decrements, sets,
+//! queue, then the group if any, else the output).
+//!
+//! Concurrency: each worker runs its own replica; flow, group and port
+//! changes reach every replica between two batches through the worker
+//! pool (never a lock on the packet path). Counters are per replica and
+//! summed for the control plane.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sluice_dataplane::{DataPlane, Stats};
+use sluice_openflow::{port, Action, Bucket, Instruction, Oxm, OxmField, SwitchConfig};
+
+use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
+use crate::table::FlowTable;
+
+/// Flow tables of the switch (ids 0 to `N_TABLES - 1`).
+pub const N_TABLES: usize = 64;
+
+/// The input port of frames that are packet-outs: the frame starts with
+/// the packet-out's header (see [`encode_packet_out`]).
+pub const PACKET_OUT_PORT: u32 = 0xffff_ff10;
+
+/// Packet-ins a replica holds before the agent drains them; more are
+/// dropped and counted.
+pub const MAX_PENDING_PACKET_INS: usize = 4096;
+
+/// `OFPC_INVALID_TTL_TO_CONTROLLER` in the switch config flags.
+pub const INVALID_TTL_TO_CONTROLLER: u16 = 4;
+
+/// How deep groups may chain (a group's bucket naming a group).
+const MAX_GROUP_DEPTH: usize = 8;
+
+/// A port of the switch.
+#[derive(Debug, Clone, Default)]
+pub struct PortInfo {
+    pub name: String,
+    pub hw_addr: [u8; 6],
+    /// `ofp_port_config` bits (PORT_DOWN, NO_RECV, NO_FWD, NO_PACKET_IN).
+    pub config: u32,
+    /// Link up.
+    pub live: bool,
+}
+
+/// A group entry.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub typ: u8,
+    pub buckets: Vec<Bucket>,
+}
+
+/// What a replica reports to the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    PacketIn { in_port: u32, reason: u8, table_id: u8, cookie: u64, total_len: u16, data: Vec<u8>, metadata: u64 },
+}
+
+/// A group's (packets, bytes, per bucket (packets, bytes)).
+pub type GroupCounts = (u64, u64, Vec<(u64, u64)>);
+
+/// Per-replica counters (summed over replicas for the agent).
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// Flow uid → (packets, bytes).
+    pub flows: HashMap<u64, (u64, u64)>,
+    /// Per table: (lookups, matches).
+    pub tables: Vec<(u64, u64)>,
+    /// Port → (rx packets, rx bytes, tx packets, tx bytes, tx dropped).
+    pub ports: BTreeMap<u32, [u64; 5]>,
+    /// Group → its counts.
+    pub groups: HashMap<u32, GroupCounts>,
+    /// Packet-ins dropped because the agent's queue was full.
+    pub packet_ins_dropped: u64,
+    /// Frames sent to a port the switch does not support (LOCAL, NORMAL).
+    pub unsupported_output: u64,
+}
+
+/// A packet on its way through the pipeline.
+struct Pkt {
+    buf: Vec<u8>,
+    parsed: Parsed,
+    meta: Meta,
+    full: FullKey,
+    /// `full` no longer reflects `buf`.
+    stale: bool,
+}
+
+impl Pkt {
+    fn refresh(&mut self) {
+        if self.stale {
+            self.parsed = fields::parse(&self.buf);
+            fields::extract(&self.buf, &self.parsed, &self.meta, &mut self.full);
+            self.stale = false;
+        }
+    }
+}
+
+/// The OpenFlow switch's data plane (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct OfSwitch {
+    pub tables: Vec<FlowTable>,
+    pub groups: BTreeMap<u32, Group>,
+    pub ports: BTreeMap<u32, PortInfo>,
+    pub config: SwitchConfig,
+    pub counters: Counters,
+    stats: Stats,
+    notes: Vec<Note>,
+    scratch: Vec<u8>,
+}
+
+impl Default for OfSwitch {
+    fn default() -> Self {
+        OfSwitch::new(BTreeMap::new())
+    }
+}
+
+/// Order in which the action set runs (OpenFlow 1.3.5 section 5.10), by
+/// action type number; set-field (25) runs where 25 stands.
+const ACTION_SET_ORDER: [u16; 16] = [12, 18, 20, 27, 19, 26, 17, 11, 16, 24, 15, 23, 25, 21, 22, 0];
+
+/// An action's type number (`OFPAT_*`).
+pub fn action_type(a: &Action) -> u16 {
+    match a {
+        Action::Output { .. } => 0,
+        Action::CopyTtlOut => 11,
+        Action::CopyTtlIn => 12,
+        Action::SetMplsTtl(_) => 15,
+        Action::DecMplsTtl => 16,
+        Action::PushVlan(_) => 17,
+        Action::PopVlan => 18,
+        Action::PushMpls(_) => 19,
+        Action::PopMpls(_) => 20,
+        Action::SetQueue(_) => 21,
+        Action::Group(_) => 22,
+        Action::SetNwTtl(_) => 23,
+        Action::DecNwTtl => 24,
+        Action::SetField(_) => 25,
+        Action::PushPbb(_) => 26,
+        Action::PopPbb => 27,
+        Action::Experimenter { .. } => 0xffff,
+    }
+}
+
+/// The action set of a packet: at most one action per type, one set-field
+/// per field.
+#[derive(Default)]
+struct ActionSet {
+    by_type: BTreeMap<u16, Action>,
+    set_fields: BTreeMap<OxmField, Oxm>,
+}
+
+impl ActionSet {
+    fn write(&mut self, actions: &[Action]) {
+        for a in actions {
+            match a {
+                Action::SetField(o) => {
+                    self.set_fields.insert(o.field, o.clone());
+                }
+                a => {
+                    self.by_type.insert(action_type(a), a.clone());
+                }
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.by_type.clear();
+        self.set_fields.clear();
+    }
+
+    /// The set as an action list in execution order (the output only when
+    /// no group is set).
+    fn in_order(&self) -> Vec<Action> {
+        let mut out = Vec::new();
+        for t in ACTION_SET_ORDER {
+            if t == 25 {
+                out.extend(self.set_fields.values().cloned().map(Action::SetField));
+                continue;
+            }
+            if t == 0 && self.by_type.contains_key(&22) {
+                continue;
+            }
+            if let Some(a) = self.by_type.get(&t) {
+                out.push(a.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Why an action list stopped early.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    /// The packet was dropped (invalid TTL, a frame too short to change).
+    Dropped,
+}
+
+/// A packet-out's header before its frame: in_port (u32), actions length
+/// (u16), the actions in OpenFlow encoding, then the frame.
+pub fn encode_packet_out(in_port: u32, actions: &[u8], frame: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(6 + actions.len() + frame.len());
+    v.extend_from_slice(&in_port.to_be_bytes());
+    v.extend_from_slice(&(actions.len() as u16).to_be_bytes());
+    v.extend_from_slice(actions);
+    v.extend_from_slice(frame);
+    v
+}
+
+impl OfSwitch {
+    /// A switch with these ports and empty tables.
+    pub fn new(ports: BTreeMap<u32, PortInfo>) -> OfSwitch {
+        OfSwitch {
+            tables: vec![FlowTable::default(); N_TABLES],
+            groups: BTreeMap::new(),
+            ports,
+            config: SwitchConfig { flags: 0, miss_send_len: 128 },
+            counters: Counters { tables: vec![(0, 0); N_TABLES], ..Counters::default() },
+            stats: Stats::default(),
+            notes: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn note(&mut self, n: Note) {
+        if self.notes.len() >= MAX_PENDING_PACKET_INS {
+            self.counters.packet_ins_dropped += 1;
+        } else {
+            self.notes.push(n);
+        }
+    }
+
+    fn port_live(&self, p: u32) -> bool {
+        self.ports.get(&p).is_some_and(|i| i.live && i.config & sluice_openflow::port_config::PORT_DOWN == 0)
+    }
+
+    fn send<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, to: u32, f: &[u8], emit: &mut E) {
+        let ok = self.ports.get(&to).is_some_and(|i| i.config & sluice_openflow::port_config::PORT_DOWN == 0);
+        let c = self.counters.ports.entry(to).or_default();
+        if ok {
+            c[2] += 1;
+            c[3] += f.len() as u64;
+            self.stats.transmitted += 1;
+            emit(idx, to, f);
+        } else {
+            c[4] += 1;
+        }
+    }
+
+    /// Sends `pkt` to `out` (a port number or a reserved port).
+    #[allow(clippy::too_many_arguments)]
+    fn output<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        out: u32,
+        max_len: u16,
+        reason: u8,
+        table_id: u8,
+        cookie: u64,
+        emit: &mut E,
+    ) {
+        let in_port = pkt.meta.in_port;
+        match out {
+            port::IN_PORT => self.send(idx, in_port, &pkt.buf, emit),
+            port::ALL | port::FLOOD => {
+                let targets: Vec<u32> = self
+                    .ports
+                    .iter()
+                    .filter(|(n, i)| {
+                        **n != in_port
+                            && (out == port::ALL || i.config & sluice_openflow::port_config::NO_FWD == 0)
+                    })
+                    .map(|(n, _)| *n)
+                    .collect();
+                for t in targets {
+                    self.send(idx, t, &pkt.buf, emit);
+                }
+            }
+            port::CONTROLLER => {
+                let len = if max_len == sluice_openflow::CONTROLLER_MAX_LEN_NO_BUFFER {
+                    pkt.buf.len()
+                } else {
+                    pkt.buf.len().min(usize::from(max_len))
+                };
+                let n = Note::PacketIn {
+                    in_port,
+                    reason,
+                    table_id,
+                    cookie,
+                    total_len: pkt.buf.len().min(usize::from(u16::MAX)) as u16,
+                    data: pkt.buf[..len].to_vec(),
+                    metadata: pkt.meta.metadata,
+                };
+                self.note(n);
+            }
+            port::TABLE => {
+                // Only meaningful in a packet-out: run the tables.
+                let frame = std::mem::take(&mut pkt.buf);
+                self.pipeline(idx, in_port, frame, emit);
+            }
+            p if p <= port::MAX && p != in_port => self.send(idx, p, &pkt.buf, emit),
+            _ => self.counters.unsupported_output += 1,
+        }
+    }
+
+    /// Runs `actions` in order on `pkt`.
+    #[allow(clippy::too_many_arguments)]
+    fn run_actions<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        actions: &[Action],
+        reason: u8,
+        table_id: u8,
+        cookie: u64,
+        depth: usize,
+        emit: &mut E,
+    ) -> Result<(), Stop> {
+        for a in actions {
+            match a {
+                Action::Output { port, max_len } => {
+                    self.output(idx, pkt, *port, *max_len, reason, table_id, cookie, emit)
+                }
+                Action::Group(g) => self.group(idx, pkt, *g, depth, emit),
+                Action::SetField(o) => {
+                    pkt.refresh();
+                    match o.field {
+                        OxmField::TunnelId if o.value.len() == 8 => {
+                            pkt.meta.tunnel_id = u64::from_be_bytes(o.value[..].try_into().expect("8 bytes"))
+                        }
+                        f => {
+                            if fields::write_field(&mut pkt.buf, &pkt.parsed, f, &o.value) {
+                                fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                            }
+                        }
+                    }
+                    pkt.stale = true;
+                }
+                Action::PushVlan(tpid) => {
+                    pkt.refresh();
+                    let tci = pkt.parsed.vlan.and_then(|v| pkt.buf.get(v + 2..v + 4)).map_or([0, 0], |t| [t[0], t[1]]);
+                    if pkt.buf.len() < 12 {
+                        return Err(Stop::Dropped);
+                    }
+                    let tag = [(tpid >> 8) as u8, *tpid as u8, tci[0], tci[1]];
+                    pkt.buf.splice(12..12, tag);
+                    pkt.stale = true;
+                }
+                Action::PopVlan => {
+                    pkt.refresh();
+                    if let Some(v) = pkt.parsed.vlan {
+                        pkt.buf.drain(v..v + 4);
+                        pkt.stale = true;
+                    }
+                }
+                Action::PushMpls(et) => {
+                    pkt.refresh();
+                    let at = pkt.parsed.eth_type_at;
+                    if pkt.buf.len() < at + 2 {
+                        return Err(Stop::Dropped);
+                    }
+                    let (bos, ttl) = match pkt.parsed.kind {
+                        fields::L3::Mpls => (0u32, pkt.buf[pkt.parsed.l3 + 3]),
+                        fields::L3::Ipv4 => (1, pkt.buf[pkt.parsed.l3 + 8]),
+                        fields::L3::Ipv6 => (1, pkt.buf[pkt.parsed.l3 + 7]),
+                        _ => (1, 0),
+                    };
+                    let label = match pkt.parsed.kind {
+                        fields::L3::Mpls => {
+                            let l3 = pkt.parsed.l3;
+                            u32::from_be_bytes(pkt.buf[l3..l3 + 4].try_into().expect("4 bytes")) & 0xffff_fe00
+                        }
+                        _ => 0,
+                    };
+                    let entry = label | (bos << 8) | u32::from(ttl);
+                    pkt.buf[at..at + 2].copy_from_slice(&et.to_be_bytes());
+                    pkt.buf.splice(at + 2..at + 2, entry.to_be_bytes());
+                    pkt.stale = true;
+                }
+                Action::PopMpls(et) => {
+                    pkt.refresh();
+                    if pkt.parsed.kind == fields::L3::Mpls {
+                        let (at, l3) = (pkt.parsed.eth_type_at, pkt.parsed.l3);
+                        pkt.buf[at..at + 2].copy_from_slice(&et.to_be_bytes());
+                        pkt.buf.drain(l3..l3 + 4);
+                        pkt.stale = true;
+                    }
+                }
+                Action::SetMplsTtl(t) => {
+                    pkt.refresh();
+                    if pkt.parsed.kind == fields::L3::Mpls {
+                        pkt.buf[pkt.parsed.l3 + 3] = *t;
+                    }
+                }
+                Action::DecMplsTtl => {
+                    pkt.refresh();
+                    if pkt.parsed.kind == fields::L3::Mpls {
+                        let at = pkt.parsed.l3 + 3;
+                        if pkt.buf[at] <= 1 {
+                            return self.invalid_ttl(pkt, table_id, cookie);
+                        }
+                        pkt.buf[at] -= 1;
+                    }
+                }
+                Action::SetNwTtl(t) => {
+                    pkt.refresh();
+                    match pkt.parsed.kind {
+                        fields::L3::Ipv4 => {
+                            pkt.buf[pkt.parsed.l3 + 8] = *t;
+                            fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                        }
+                        fields::L3::Ipv6 => pkt.buf[pkt.parsed.l3 + 7] = *t,
+                        _ => {}
+                    }
+                }
+                Action::DecNwTtl => {
+                    pkt.refresh();
+                    let at = match pkt.parsed.kind {
+                        fields::L3::Ipv4 => pkt.parsed.l3 + 8,
+                        fields::L3::Ipv6 => pkt.parsed.l3 + 7,
+                        _ => continue,
+                    };
+                    if pkt.buf[at] <= 1 {
+                        return self.invalid_ttl(pkt, table_id, cookie);
+                    }
+                    pkt.buf[at] -= 1;
+                    if pkt.parsed.kind == fields::L3::Ipv4 {
+                        fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                    }
+                }
+                Action::CopyTtlOut | Action::CopyTtlIn => {
+                    pkt.refresh();
+                    if pkt.parsed.kind == fields::L3::Mpls {
+                        let l3 = pkt.parsed.l3;
+                        let inner = l3 + 4;
+                        let bos = pkt.buf[l3 + 2] & 1 == 1;
+                        let ip_ttl_at = match pkt.buf.get(inner).map(|b| b >> 4) {
+                            Some(4) if bos => Some(inner + 8),
+                            Some(6) if bos => Some(inner + 7),
+                            _ if !bos => Some(inner + 3),
+                            _ => None,
+                        };
+                        if let Some(t) = ip_ttl_at.filter(|t| *t < pkt.buf.len()) {
+                            if matches!(a, Action::CopyTtlOut) {
+                                pkt.buf[l3 + 3] = pkt.buf[t];
+                            } else {
+                                pkt.buf[t] = pkt.buf[l3 + 3];
+                            }
+                        }
+                    }
+                }
+                Action::SetQueue(_) => {}
+                Action::PushPbb(_) | Action::PopPbb | Action::Experimenter { .. } => {
+                    self.counters.unsupported_output += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn invalid_ttl(&mut self, pkt: &mut Pkt, table_id: u8, cookie: u64) -> Result<(), Stop> {
+        if self.config.flags & INVALID_TTL_TO_CONTROLLER != 0 {
+            let n = Note::PacketIn {
+                in_port: pkt.meta.in_port,
+                reason: sluice_openflow::packet_in_reason::INVALID_TTL,
+                table_id,
+                cookie,
+                total_len: pkt.buf.len().min(usize::from(u16::MAX)) as u16,
+                data: pkt.buf.clone(),
+                metadata: pkt.meta.metadata,
+            };
+            self.note(n);
+        }
+        Err(Stop::Dropped)
+    }
+
+    fn group<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        id: u32,
+        depth: usize,
+        emit: &mut E,
+    ) {
+        if depth >= MAX_GROUP_DEPTH {
+            return;
+        }
+        let Some(g) = self.groups.get(&id).cloned() else { return };
+        let chosen: Vec<usize> = match g.typ {
+            sluice_openflow::group_type::ALL => (0..g.buckets.len()).collect(),
+            sluice_openflow::group_type::INDIRECT => (0..g.buckets.len().min(1)).collect(),
+            sluice_openflow::group_type::FF => {
+                g.buckets.iter().position(|b| self.bucket_live(b, depth)).into_iter().collect()
+            }
+            _ => {
+                pkt.refresh();
+                let live: Vec<usize> =
+                    (0..g.buckets.len()).filter(|&i| g.buckets[i].weight > 0 && self.bucket_live(&g.buckets[i], depth)).collect();
+                let total: u64 = live.iter().map(|&i| u64::from(g.buckets[i].weight)).sum();
+                if total == 0 {
+                    vec![]
+                } else {
+                    // The flow's addresses and ports pick the bucket (one flow, one bucket).
+                    let h = sluice_hash::xxh64(&pkt.full[16..50], 0) % total;
+                    let mut acc = 0;
+                    live.into_iter()
+                        .find(|&i| {
+                            acc += u64::from(g.buckets[i].weight);
+                            h < acc
+                        })
+                        .into_iter()
+                        .collect()
+                }
+            }
+        };
+        let len = pkt.buf.len() as u64;
+        {
+            let c = self.counters.groups.entry(id).or_insert_with(|| (0, 0, Vec::new()));
+            c.0 += 1;
+            c.1 += len;
+            if c.2.len() < g.buckets.len() {
+                c.2.resize(g.buckets.len(), (0, 0));
+            }
+            for &i in &chosen {
+                c.2[i].0 += 1;
+                c.2[i].1 += len;
+            }
+        }
+        for i in chosen {
+            let mut copy = Pkt { buf: pkt.buf.clone(), parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale };
+            let _ = self.run_actions(
+                idx,
+                &mut copy,
+                &g.buckets[i].actions,
+                sluice_openflow::packet_in_reason::ACTION,
+                0,
+                0,
+                depth + 1,
+                emit,
+            );
+        }
+    }
+
+    fn bucket_live(&self, b: &Bucket, depth: usize) -> bool {
+        let port_ok = b.watch_port == port::ANY || self.port_live(b.watch_port);
+        let group_ok = b.watch_group == sluice_openflow::group::ANY
+            || (depth < MAX_GROUP_DEPTH
+                && self.groups.get(&b.watch_group).is_some_and(|g| g.buckets.iter().any(|x| self.bucket_live(x, depth + 1))));
+        port_ok && group_ok
+    }
+
+    /// Runs one frame through the tables from table 0.
+    fn pipeline<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, in_port: u32, frame: Vec<u8>, emit: &mut E) {
+        let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
+        let mut pkt = Pkt { buf: frame, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true };
+        let mut set = ActionSet::default();
+        let mut table = 0usize;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        loop {
+            pkt.refresh();
+            self.counters.tables[table].0 += 1;
+            let Some(uid) = self.tables[table].lookup(&pkt.full, &mut scratch) else {
+                self.stats.dropped += 1;
+                break;
+            };
+            self.counters.tables[table].1 += 1;
+            let flow = &self.tables[table].flows[&uid];
+            let (cookie, instructions) = (flow.cookie, flow.instructions.clone());
+            let miss_entry = flow.priority == 0 && flow.matched.fields.is_empty();
+            let c = self.counters.flows.entry(uid).or_insert((0, 0));
+            c.0 += 1;
+            c.1 += pkt.buf.len() as u64;
+            let reason = if miss_entry {
+                sluice_openflow::packet_in_reason::NO_MATCH
+            } else {
+                sluice_openflow::packet_in_reason::ACTION
+            };
+            let mut next = None;
+            let mut dropped = false;
+            for ins in &instructions {
+                if let Instruction::ApplyActions(a) = ins {
+                    if self.run_actions(idx, &mut pkt, a, reason, table as u8, cookie, 0, emit).is_err() {
+                        dropped = true;
+                        break;
+                    }
+                }
+            }
+            if dropped {
+                self.stats.dropped += 1;
+                break;
+            }
+            for ins in &instructions {
+                match ins {
+                    Instruction::ClearActions => set.clear(),
+                    _ => continue,
+                }
+            }
+            for ins in &instructions {
+                match ins {
+                    Instruction::WriteActions(a) => set.write(a),
+                    Instruction::WriteMetadata { metadata, mask } => {
+                        pkt.meta.metadata = (pkt.meta.metadata & !mask) | (metadata & mask);
+                        pkt.stale = true;
+                    }
+                    Instruction::GotoTable(t) => next = Some(usize::from(*t)),
+                    _ => {}
+                }
+            }
+            match next {
+                Some(t) if t > table && t < N_TABLES => table = t,
+                _ => {
+                    let actions = set.in_order();
+                    if !actions.is_empty() {
+                        let _ = self.run_actions(idx, &mut pkt, &actions, reason, table as u8, cookie, 0, emit);
+                    }
+                    break;
+                }
+            }
+        }
+        self.scratch = scratch;
+    }
+
+    /// Runs a packet-out frame (see [`encode_packet_out`]).
+    fn packet_out<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, raw: &[u8], emit: &mut E) {
+        if raw.len() < 6 {
+            self.stats.dropped += 1;
+            return;
+        }
+        let in_port = u32::from_be_bytes(raw[0..4].try_into().expect("4 bytes"));
+        let alen = usize::from(u16::from_be_bytes([raw[4], raw[5]]));
+        let Some(enc) = raw.get(6..6 + alen) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        let Ok(actions) = sluice_openflow::decode_actions(enc) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        let frame = raw[6 + alen..].to_vec();
+        let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
+        let mut pkt = Pkt { buf: frame, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true };
+        let _ =
+            self.run_actions(idx, &mut pkt, &actions, sluice_openflow::packet_in_reason::ACTION, 0, 0, 0, emit);
+    }
+}
+
+impl DataPlane for OfSwitch {
+    type Notification = Note;
+    type Counters = Counters;
+
+    fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
+        for (i, f) in frames.iter().enumerate() {
+            self.stats.received += 1;
+            if port == PACKET_OUT_PORT {
+                self.packet_out(i, f, emit);
+                continue;
+            }
+            let c = self.counters.ports.entry(port).or_default();
+            c[0] += 1;
+            c[1] += f.len() as u64;
+            if self.ports.get(&port).is_some_and(|p| p.config & sluice_openflow::port_config::NO_RECV != 0) {
+                self.stats.dropped += 1;
+                continue;
+            }
+            self.pipeline(i, port, f.to_vec(), emit);
+        }
+    }
+
+    fn replica(&self, _workers: usize) -> Result<Self, String> {
+        let mut r = self.clone();
+        r.counters = Counters { tables: vec![(0, 0); N_TABLES], ..Counters::default() };
+        r.stats = Stats::default();
+        r.notes.clear();
+        Ok(r)
+    }
+
+    fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    fn drain_notifications(&mut self, to: &mut dyn FnMut(Note)) {
+        for n in self.notes.drain(..) {
+            to(n);
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        self.counters.clone()
+    }
+
+    fn merge_counters(&mut self, replicas: &[Counters]) {
+        let mut sum = Counters { tables: vec![(0, 0); N_TABLES], ..Counters::default() };
+        for r in replicas {
+            for (k, v) in &r.flows {
+                let e = sum.flows.entry(*k).or_insert((0, 0));
+                e.0 += v.0;
+                e.1 += v.1;
+            }
+            for (i, v) in r.tables.iter().enumerate() {
+                sum.tables[i].0 += v.0;
+                sum.tables[i].1 += v.1;
+            }
+            for (k, v) in &r.ports {
+                let e = sum.ports.entry(*k).or_default();
+                for i in 0..5 {
+                    e[i] += v[i];
+                }
+            }
+            for (k, v) in &r.groups {
+                let e = sum.groups.entry(*k).or_insert_with(|| (0, 0, Vec::new()));
+                e.0 += v.0;
+                e.1 += v.1;
+                if e.2.len() < v.2.len() {
+                    e.2.resize(v.2.len(), (0, 0));
+                }
+                for (i, b) in v.2.iter().enumerate() {
+                    e.2[i].0 += b.0;
+                    e.2[i].1 += b.1;
+                }
+            }
+            sum.packet_ins_dropped += r.packet_ins_dropped;
+            sum.unsupported_output += r.unsupported_output;
+        }
+        self.counters = sum;
+    }
+}

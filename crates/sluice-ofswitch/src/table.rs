@@ -1,0 +1,322 @@
+//! One OpenFlow flow table: its flow entries and the classifier that finds
+//! the best one for a packet.
+//!
+//! Contract: reads flow-mods (already validated) and packets' full keys
+//! ([`crate::fields::FullKey`]); writes its entries and classifier. The
+//! classifier is keyed on this table's *layout*: only the key bytes of
+//! the fields some entry of the table matches on, concatenated, so a table
+//! matching on `in_port` and `eth_dst` looks up a 10-byte key, not the
+//! whole packet. The layout grows when an entry brings a new field (the
+//! classifier is then rebuilt from the entries) and never shrinks while
+//! entries remain. Highest priority wins; entries of equal priority that
+//! overlap are not ordered (the specification leaves them undefined).
+
+use std::collections::BTreeMap;
+
+use sluice_lookup::classifier::{Classifier, Rule};
+use sluice_openflow::{Instruction, Match};
+
+use crate::fields::{slot, FullKey, FULL_LEN};
+
+/// A match as value and mask over the full key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Pattern {
+    pub value: Box<FullKey>,
+    pub mask: Box<FullKey>,
+}
+
+impl Pattern {
+    /// The pattern of an OXM match (validated: basic fields of the right
+    /// lengths). VLAN_VID's mask covers the present bit and the 12-bit id.
+    pub fn of(m: &Match) -> Pattern {
+        let mut value = Box::new([0u8; FULL_LEN]);
+        let mut mask = Box::new([0u8; FULL_LEN]);
+        for o in &m.fields {
+            let Some((off, len)) = slot(o.field) else { continue };
+            if o.value.len() != len {
+                continue;
+            }
+            for i in 0..len {
+                let mk = o.mask.as_ref().map_or(0xff, |mm| mm.get(i).copied().unwrap_or(0));
+                let mk = if o.field == sluice_openflow::OxmField::VlanVid && i == 0 { mk & 0x1f } else { mk };
+                mask[off + i] |= mk;
+                value[off + i] |= o.value[i] & mk;
+            }
+        }
+        Pattern { value, mask }
+    }
+
+    /// Whether every packet this pattern matches, `filter` matches too
+    /// (a non-strict modify or delete selects such entries).
+    pub fn within(&self, filter: &Pattern) -> bool {
+        (0..FULL_LEN)
+            .all(|i| self.mask[i] & filter.mask[i] == filter.mask[i] && self.value[i] & filter.mask[i] == filter.value[i])
+    }
+
+    /// Whether some packet matches both.
+    pub fn overlaps(&self, other: &Pattern) -> bool {
+        (0..FULL_LEN).all(|i| {
+            let m = self.mask[i] & other.mask[i];
+            self.value[i] & m == other.value[i] & m
+        })
+    }
+}
+
+/// A flow entry.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    /// Unique over the switch's life: keys its counters in every replica.
+    pub uid: u64,
+    pub priority: u16,
+    pub pattern: Pattern,
+    pub matched: Match,
+    pub cookie: u64,
+    pub flags: u16,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub instructions: Vec<Instruction>,
+    /// When it was added (the agent's clock, nanoseconds).
+    pub added_ns: u64,
+}
+
+/// The table (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct FlowTable {
+    /// Entries by uid.
+    pub flows: BTreeMap<u64, Flow>,
+    /// `(offset, length)` runs of the full key this table looks up.
+    layout: Vec<(usize, usize)>,
+    key_len: usize,
+    classifier: Classifier,
+    /// Classifier id → flow uid.
+    ids: Vec<u64>,
+    free_ids: Vec<u32>,
+    by_uid: BTreeMap<u64, u32>,
+}
+
+impl Default for FlowTable {
+    fn default() -> Self {
+        FlowTable {
+            flows: BTreeMap::new(),
+            layout: Vec::new(),
+            key_len: 0,
+            classifier: Classifier::new(0),
+            ids: Vec::new(),
+            free_ids: Vec::new(),
+            by_uid: BTreeMap::new(),
+        }
+    }
+}
+
+/// The fields' runs a pattern needs: every full-key byte its mask covers,
+/// grouped by field slot.
+fn runs_of(p: &Pattern) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < FULL_LEN {
+        if p.mask[i] == 0 {
+            i += 1;
+            continue;
+        }
+        let from = i;
+        while i < FULL_LEN && p.mask[i] != 0 {
+            i += 1;
+        }
+        runs.push((from, i - from));
+    }
+    runs
+}
+
+impl FlowTable {
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    fn project(&self, full: &FullKey, out: &mut Vec<u8>) {
+        out.clear();
+        for &(o, l) in &self.layout {
+            out.extend_from_slice(&full[o..o + l]);
+        }
+    }
+
+    fn rule_of(&self, p: &Pattern) -> Rule {
+        let (mut v, mut m) = (Vec::with_capacity(self.key_len), Vec::with_capacity(self.key_len));
+        for &(o, l) in &self.layout {
+            v.extend_from_slice(&p.value[o..o + l]);
+            m.extend_from_slice(&p.mask[o..o + l]);
+        }
+        Rule::new(v, m)
+    }
+
+    /// Grows the layout to cover `p`'s fields; true when it changed.
+    fn widen(&mut self, p: &Pattern) -> bool {
+        let mut covered = [false; FULL_LEN];
+        for &(o, l) in &self.layout {
+            covered[o..o + l].iter_mut().for_each(|c| *c = true);
+        }
+        let mut changed = false;
+        for (o, l) in runs_of(p) {
+            for c in &mut covered[o..o + l] {
+                if !*c {
+                    *c = true;
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            let mut layout = Vec::new();
+            let mut i = 0;
+            while i < FULL_LEN {
+                if !covered[i] {
+                    i += 1;
+                    continue;
+                }
+                let from = i;
+                while i < FULL_LEN && covered[i] {
+                    i += 1;
+                }
+                layout.push((from, i - from));
+            }
+            self.layout = layout;
+            self.key_len = self.layout.iter().map(|r| r.1).sum();
+        }
+        changed
+    }
+
+    fn rebuild(&mut self) {
+        self.classifier = Classifier::new(self.key_len);
+        let entries: Vec<(u32, i32, Rule)> = self
+            .by_uid
+            .iter()
+            .map(|(uid, id)| {
+                let f = &self.flows[uid];
+                (*id, -i32::from(f.priority), self.rule_of(&f.pattern))
+            })
+            .collect();
+        for (id, prio, rule) in entries {
+            self.classifier.insert(id, prio, rule);
+        }
+    }
+
+    /// Adds `flow` (its uid must be new).
+    pub fn insert(&mut self, flow: Flow) {
+        if self.widen(&flow.pattern) {
+            self.rebuild();
+        }
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.ids[id as usize] = flow.uid;
+                id
+            }
+            None => {
+                self.ids.push(flow.uid);
+                (self.ids.len() - 1) as u32
+            }
+        };
+        let rule = self.rule_of(&flow.pattern);
+        self.classifier.insert(id, -i32::from(flow.priority), rule);
+        self.by_uid.insert(flow.uid, id);
+        self.flows.insert(flow.uid, flow);
+    }
+
+    /// Removes the entry `uid`.
+    pub fn remove(&mut self, uid: u64) -> Option<Flow> {
+        let id = self.by_uid.remove(&uid)?;
+        self.classifier.remove(id);
+        self.free_ids.push(id);
+        let f = self.flows.remove(&uid);
+        if self.flows.is_empty() {
+            *self = FlowTable::default();
+        }
+        f
+    }
+
+    /// The entry with exactly this pattern and priority.
+    pub fn find_strict(&self, pattern: &Pattern, priority: u16) -> Option<u64> {
+        self.flows.values().find(|f| f.priority == priority && f.pattern == *pattern).map(|f| f.uid)
+    }
+
+    /// The best entry for a packet whose fields are `full` (`scratch`
+    /// holds the projected key).
+    #[inline]
+    pub fn lookup(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<u64> {
+        if self.flows.is_empty() {
+            return None;
+        }
+        self.project(full, scratch);
+        let id = self.classifier.lookup_cached(scratch, None)?;
+        Some(self.ids[id as usize])
+    }
+
+    /// Bytes of key this table looks up.
+    pub fn key_len(&self) -> usize {
+        self.key_len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_openflow::{Oxm, OxmField};
+
+    fn flow(uid: u64, priority: u16, fields: Vec<Oxm>) -> Flow {
+        let matched = Match { fields };
+        Flow {
+            uid,
+            priority,
+            pattern: Pattern::of(&matched),
+            matched,
+            cookie: 0,
+            flags: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            instructions: vec![],
+            added_ns: 0,
+        }
+    }
+
+    fn key(in_port: u32, ip: [u8; 4]) -> FullKey {
+        let mut k = [0u8; FULL_LEN];
+        k[0..4].copy_from_slice(&in_port.to_be_bytes());
+        k[28..30].copy_from_slice(&[8, 0]);
+        k[40..44].copy_from_slice(&ip);
+        k
+    }
+
+    #[test]
+    fn priorities_masks_and_layout_growth() {
+        let mut t = FlowTable::default();
+        let mut s = Vec::new();
+        t.insert(flow(1, 10, vec![Oxm { field: OxmField::InPort, value: vec![0, 0, 0, 1], mask: None }]));
+        assert_eq!(t.key_len(), 4);
+        assert_eq!(t.lookup(&key(1, [10, 0, 0, 1]), &mut s), Some(1));
+        assert_eq!(t.lookup(&key(2, [10, 0, 0, 1]), &mut s), None);
+        t.insert(flow(
+            2,
+            20,
+            vec![
+                Oxm { field: OxmField::EthType, value: vec![8, 0], mask: None },
+                Oxm { field: OxmField::Ipv4Dst, value: vec![10, 0, 0, 0], mask: Some(vec![255, 255, 255, 0]) },
+            ],
+        ));
+        // in_port, eth_type and the three bytes the /24 mask covers.
+        assert_eq!(t.key_len(), 9);
+        assert_eq!(t.lookup(&key(1, [10, 0, 0, 1]), &mut s), Some(2), "higher priority");
+        assert_eq!(t.lookup(&key(1, [10, 0, 1, 1]), &mut s), Some(1));
+        t.insert(flow(3, 0, vec![]));
+        assert_eq!(t.lookup(&key(9, [1, 1, 1, 1]), &mut s), Some(3), "table-miss entry");
+        assert!(t.remove(2).is_some());
+        assert_eq!(t.lookup(&key(1, [10, 0, 0, 1]), &mut s), Some(1));
+        let p = Pattern::of(&Match { fields: vec![Oxm { field: OxmField::InPort, value: vec![0, 0, 0, 1], mask: None }] });
+        assert_eq!(t.find_strict(&p, 10), Some(1));
+        assert_eq!(t.find_strict(&p, 11), None);
+        assert!(t.flows[&1].pattern.within(&Pattern::of(&Match::default())));
+        assert!(!Pattern::of(&Match::default()).within(&p));
+    }
+}

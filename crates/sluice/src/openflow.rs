@@ -1,0 +1,155 @@
+//! `sluice openflow -i 1@veth1 -i 2@veth2 ... [--datapath-id ID]
+//! [--controller tcp:IP:PORT]... [--listen ptcp:PORT[:IP]]... [--workers N]`:
+//! the OpenFlow 1.3 switch on live interfaces, until SIGINT or SIGTERM.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_live::{LiveConfig, PortSpec, Up, UpSink};
+use sluice_ofswitch::{Agent, AgentConfig, Note, OfSwitch, PortInfo};
+
+/// The arguments of `sluice openflow`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OpenflowArgs {
+    /// A port: `PORT@IFACE` (AF_PACKET), `PORT@af_xdp:IFACE` or `PORT@tap:NAME`; PORT is the OpenFlow port number (1-510).
+    #[arg(short = 'i', long = "interface", required = true)]
+    pub interfaces: Vec<String>,
+    /// Datapath id (decimal, or hex with 0x); default: from the first port's MAC address.
+    #[arg(long)]
+    pub datapath_id: Option<String>,
+    /// A controller to connect to, `tcp:IP:PORT` (reconnects with back-off).
+    #[arg(long = "controller")]
+    pub controllers: Vec<String>,
+    /// Accept controller connections, `ptcp:PORT[:IP]` (default ptcp:6653:127.0.0.1 when no controller is given).
+    #[arg(long = "listen")]
+    pub listen: Vec<String>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Carry virtio-net offload headers on AF_PACKET ports.
+    #[arg(long)]
+    pub offload: bool,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn parse_controller(s: &str) -> Result<SocketAddr, String> {
+    let rest = s.strip_prefix("tcp:").ok_or_else(|| format!("--controller {s}: expected tcp:IP:PORT"))?;
+    let (ip, port) = rest.rsplit_once(':').ok_or_else(|| format!("--controller {s}: expected tcp:IP:PORT"))?;
+    let ip: IpAddr = ip.trim_matches(['[', ']']).parse().map_err(|_| format!("--controller {s}: bad IP {ip}"))?;
+    let port: u16 = port.parse().map_err(|_| format!("--controller {s}: bad port {port}"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let rest = s.strip_prefix("ptcp:").ok_or_else(|| format!("--listen {s}: expected ptcp:PORT[:IP]"))?;
+    let (port, ip) = match rest.split_once(':') {
+        Some((p, ip)) => (p, ip.trim_matches(['[', ']'])),
+        None => (rest, "0.0.0.0"),
+    };
+    let port: u16 = port.parse().map_err(|_| format!("--listen {s}: bad port {port}"))?;
+    let ip: IpAddr = ip.parse().map_err(|_| format!("--listen {s}: bad IP {ip}"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+fn parse_dpid(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("--datapath-id {s}: not a number"))
+}
+
+/// The MAC address of `iface` (zero when it cannot be read).
+fn mac_of(iface: &str) -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    if let Ok(s) = std::fs::read_to_string(format!("/sys/class/net/{iface}/address")) {
+        for (i, b) in s.trim().split(':').take(6).enumerate() {
+            mac[i] = u8::from_str_radix(b, 16).unwrap_or(0);
+        }
+    }
+    mac
+}
+
+/// Runs the switch (see the module documentation).
+pub fn run(a: &OpenflowArgs) -> Result<(), String> {
+    let ports: Vec<PortSpec> = a.interfaces.iter().map(|s| PortSpec::parse(s)).collect::<Result<_, _>>()?;
+    if let Some(p) = ports.iter().find(|p| p.port == 0) {
+        return Err(format!("-i {}@{}: OpenFlow port numbers start at 1", p.port, p.iface));
+    }
+    let mut infos = BTreeMap::new();
+    for p in &ports {
+        infos.insert(p.port, PortInfo { name: p.iface.clone(), hw_addr: mac_of(&p.iface), config: 0, live: true });
+    }
+    let datapath_id = match &a.datapath_id {
+        Some(s) => parse_dpid(s)?,
+        None => infos.values().next().map_or(1, |p| p.hw_addr.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))),
+    };
+    let controllers = a.controllers.iter().map(|s| parse_controller(s)).collect::<Result<Vec<_>, _>>()?;
+    let mut listen = a.listen.iter().map(|s| parse_listen(s)).collect::<Result<Vec<_>, _>>()?;
+    if listen.is_empty() && controllers.is_empty() {
+        listen.push(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 6653));
+    }
+    let sw = OfSwitch::new(infos);
+    // Packet-ins wait here for the agent; when it is full the workers drop them and count it.
+    let (tx, rx) = sync_channel::<Note>(8192);
+    let sink: UpSink<Note> = Arc::new(move |u: Up<Note>| match u {
+        Up::Notification(n) => tx.try_send(n).is_ok(),
+        Up::PacketIn(_) => true,
+    });
+    let cfg = LiveConfig { ports, offload: a.offload, workers: a.workers.max(1), ..LiveConfig::default() };
+    STOP.store(false, Ordering::Relaxed);
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let (pool, live) = sluice_live::start(sw, &cfg, Some(sink), stop.clone())?;
+    let agent_cfg = AgentConfig { datapath_id, listen, controllers, dp_desc: format!("sluice openflow {datapath_id:016x}") };
+    let mut agent = match Agent::new(pool, rx, agent_cfg) {
+        Ok(ag) => ag,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+    };
+    let addrs: Vec<String> = agent.local_addrs().iter().map(|a| format!("ptcp:{}:{}", a.port(), a.ip())).collect();
+    eprintln!(
+        "openflow: datapath {datapath_id:016x}, {} port(s), {} worker(s); listening on {}; controllers: {}",
+        cfg.ports.len(),
+        cfg.workers,
+        if addrs.is_empty() { "-".to_string() } else { addrs.join(" ") },
+        if a.controllers.is_empty() { "-".to_string() } else { a.controllers.join(" ") },
+    );
+    let started = Instant::now();
+    while !STOP.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+        if a.duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d) {
+            break;
+        }
+        if !agent.poll() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let s = agent.stats.clone();
+    let mut pool = agent.into_pool();
+    pool.stop_workers();
+    eprintln!(
+        "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent, {} connections closed for not reading",
+        s.messages_in, s.messages_out, s.errors_sent, s.packet_ins_sent, s.connections_closed_stuck
+    );
+    eprint!("{}", live.summary());
+    Ok(())
+}
