@@ -206,7 +206,7 @@ fn get_queues(r: &mut Reader<'_>) -> Result<Vec<PacketQueue>, OfError> {
         while !b.is_empty() {
             let typ = b.u16("queue property type")?;
             let plen = usize::from(b.u16("queue property length")?);
-            if plen < 8 {
+            if plen < 8 || !plen.is_multiple_of(8) {
                 return Err(b.len_err(&format!("queue property length {plen}")));
             }
             let mut pb = b.sub(plen - 4, "queue property")?;

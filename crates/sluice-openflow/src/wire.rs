@@ -83,12 +83,19 @@ impl<'a> Reader<'a> {
     }
 
     /// A NUL-padded string field of `n` bytes: the bytes up to the first
-    /// NUL, lossily as UTF-8.
+    /// NUL, lossily as UTF-8, cut to at most `n - 1` bytes (on a character
+    /// boundary) so that writing it back gives the same string.
     pub(crate) fn string(&mut self, n: usize, what: &str) -> Result<String, OfError> {
         let s = self.bytes(n, what)?;
         let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-        Ok(String::from_utf8_lossy(&s[..end]).into_owned())
+        let text = String::from_utf8_lossy(&s[..end]);
+        Ok(text[..floor_char(&text, n.saturating_sub(1))].to_string())
     }
+}
+
+/// The largest index `<= max` that is a character boundary of `s`.
+pub(crate) fn floor_char(s: &str, max: usize) -> usize {
+    (0..=max.min(s.len())).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
 }
 
 /// `n` rounded up to a multiple of 8.
@@ -107,7 +114,8 @@ pub(crate) trait Put {
     fn pad8_from(&mut self, start: usize);
     /// Writes `v` as a big-endian u16 at `at` (a length placeholder).
     fn patch_u16(&mut self, at: usize, v: usize);
-    /// `s` truncated to `n - 1` bytes, NUL-padded to `n`.
+    /// `s` truncated to `n - 1` bytes (on a character boundary),
+    /// NUL-padded to `n`.
     fn string(&mut self, s: &str, n: usize);
 }
 
@@ -138,9 +146,8 @@ impl Put for Vec<u8> {
         self[at..at + 2].copy_from_slice(&v.to_be_bytes());
     }
     fn string(&mut self, s: &str, n: usize) {
-        let b = s.as_bytes();
-        let k = b.len().min(n.saturating_sub(1));
-        self.extend_from_slice(&b[..k]);
+        let k = floor_char(s, n.saturating_sub(1));
+        self.extend_from_slice(&s.as_bytes()[..k]);
         self.zeros(n - k);
     }
 }
