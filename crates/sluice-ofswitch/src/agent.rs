@@ -32,8 +32,8 @@ use sluice_openflow::errors::{bad_request, error_type, hello_failed, role_reques
 use sluice_openflow::{
     capabilities, controller_role, decode, encode, error_reply, flow_mod_flags, negotiate, peek_header, port,
     AggregateStats, AsyncConfig, Desc, ErrorMsg, Features, FlowStats, GroupDesc, GroupFeatures, GroupStats,
-    HelloElement, Match, Message, MeterFeatures, MultipartReply, MultipartRequest, OfError, Oxm, OxmField,
-    PacketIn, PortDesc, PortStats, Role, TableFeatureProp, TableFeatures, TableStats, OFP13,
+    HelloElement, Match, Message, MeterFeatures, MultipartReply, MultipartRequest, OfError, Oxm, OxmField, PacketIn,
+    PortDesc, PortStats, Role, TableFeatureProp, TableFeatures, TableStats, OFP13,
 };
 
 use crate::control::{flow_outputs_to, Removed};
@@ -325,7 +325,8 @@ impl Agent {
                             hello_failed::INCOMPATIBLE,
                             format!("version {} not supported: this switch speaks OpenFlow 1.3 (0x04)", h.version),
                         );
-                        let m = Message::Error(ErrorMsg { typ: e.typ, code: e.code, data: e.reason.clone().into_bytes() });
+                        let m =
+                            Message::Error(ErrorMsg { typ: e.typ, code: e.code, data: e.reason.clone().into_bytes() });
                         let c = &mut self.conns[ci];
                         queue(c, &m, h.version.min(OFP13), xid, &mut self.stats);
                         c.closed = true;
@@ -393,7 +394,11 @@ impl Agent {
                     return slave_refused(self);
                 }
                 if fm.buffer_id != sluice_openflow::NO_BUFFER {
-                    let e = OfError::new(error_type::BAD_REQUEST, bad_request::BUFFER_UNKNOWN, "this switch keeps no buffers");
+                    let e = OfError::new(
+                        error_type::BAD_REQUEST,
+                        bad_request::BUFFER_UNKNOWN,
+                        "this switch keeps no buffers",
+                    );
                     return self.error(ci, raw, &e, xid);
                 }
                 let uid = self.next_uid;
@@ -446,12 +451,21 @@ impl Agent {
                     return slave_refused(self);
                 }
                 if po.buffer_id != sluice_openflow::NO_BUFFER {
-                    let e = OfError::new(error_type::BAD_REQUEST, bad_request::BUFFER_UNKNOWN, "this switch keeps no buffers");
+                    let e = OfError::new(
+                        error_type::BAD_REQUEST,
+                        bad_request::BUFFER_UNKNOWN,
+                        "this switch keeps no buffers",
+                    );
                     return self.error(ci, raw, &e, xid);
                 }
-                let in_port_ok = po.in_port <= port::MAX || matches!(po.in_port, port::CONTROLLER | port::LOCAL | port::ANY);
+                let in_port_ok =
+                    po.in_port <= port::MAX || matches!(po.in_port, port::CONTROLLER | port::LOCAL | port::ANY);
                 if !in_port_ok {
-                    let e = OfError::new(error_type::BAD_REQUEST, bad_request::BAD_PORT, format!("in_port {:#x}", po.in_port));
+                    let e = OfError::new(
+                        error_type::BAD_REQUEST,
+                        bad_request::BAD_PORT,
+                        format!("in_port {:#x}", po.in_port),
+                    );
                     return self.error(ci, raw, &e, xid);
                 }
                 let actions = sluice_openflow::encode_actions(&po.actions);
@@ -464,7 +478,8 @@ impl Agent {
                 self.reply(ci, &Message::QueueGetConfigReply { port, queues: vec![] }, xid)
             }
             Message::Experimenter { .. } => {
-                let e = OfError::new(error_type::BAD_REQUEST, bad_request::BAD_EXPERIMENTER, "no experimenter messages");
+                let e =
+                    OfError::new(error_type::BAD_REQUEST, bad_request::BAD_EXPERIMENTER, "no experimenter messages");
                 self.error(ci, raw, &e, xid);
             }
             // Messages only a switch sends.
@@ -490,7 +505,11 @@ impl Agent {
             controller_role::MASTER | controller_role::SLAVE => {
                 if let Some(g) = self.generation {
                     if (r.generation_id.wrapping_sub(g) as i64) < 0 {
-                        let e = OfError::new(error_type::ROLE_REQUEST_FAILED, role_request_failed::STALE, "stale generation id");
+                        let e = OfError::new(
+                            error_type::ROLE_REQUEST_FAILED,
+                            role_request_failed::STALE,
+                            "stale generation id",
+                        );
                         return self.error(ci, raw, &e, xid);
                     }
                 }
@@ -700,7 +719,8 @@ impl Agent {
                 return self.error(ci, raw, &e, xid);
             }
             MultipartRequest::Experimenter { .. } => {
-                let e = OfError::new(error_type::BAD_REQUEST, bad_request::BAD_EXPERIMENTER, "no experimenter multiparts");
+                let e =
+                    OfError::new(error_type::BAD_REQUEST, bad_request::BAD_EXPERIMENTER, "no experimenter multiparts");
                 return self.error(ci, raw, &e, xid);
             }
         };
@@ -910,7 +930,7 @@ fn chunk<T>(v: Vec<T>, n: usize) -> Vec<Vec<T>> {
 }
 
 fn queue(c: &mut Conn, m: &Message, version: u8, xid: u32, stats: &mut AgentStats) {
-    if c.closed {
+    if c.closed && !matches!(m, Message::Error(_)) {
         return;
     }
     if c.outbuf.len() > MAX_OUTPUT_BYTES {
@@ -923,16 +943,24 @@ fn queue(c: &mut Conn, m: &Message, version: u8, xid: u32, stats: &mut AgentStat
     c.outbuf.extend_from_slice(&encode(m, version, xid));
 }
 
+/// Writes what the peer will take now (also the last words, such as an
+/// ERROR, of a connection about to close).
 fn flush(c: &mut Conn) {
-    while !c.outbuf.is_empty() && !c.closed {
+    while !c.outbuf.is_empty() {
         match c.stream.write(&c.outbuf) {
-            Ok(0) => c.closed = true,
+            Ok(0) => {
+                c.closed = true;
+                break;
+            }
             Ok(n) => {
                 c.outbuf.drain(..n);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => c.closed = true,
+            Err(_) => {
+                c.closed = true;
+                break;
+            }
         }
     }
 }

@@ -128,7 +128,11 @@ fn check_instructions(sw: &OfSwitch, table: u8, ins: &[Instruction]) -> Result<(
                 ));
             }
             Instruction::Experimenter { .. } => {
-                return Err(err(error_type::BAD_INSTRUCTION, bad_instruction::UNSUP_INST, "no experimenter instructions"));
+                return Err(err(
+                    error_type::BAD_INSTRUCTION,
+                    bad_instruction::UNSUP_INST,
+                    "no experimenter instructions",
+                ));
             }
         };
         if !seen.insert(t) {
@@ -157,7 +161,8 @@ pub fn flow_outputs_to(f: &Flow, out_port: u32, out_group: u32) -> bool {
             _ => &[],
         })
     };
-    let port_ok = out_port == port::ANY || acts().any(|a| matches!(a, Action::Output { port: p, .. } if *p == out_port));
+    let port_ok =
+        out_port == port::ANY || acts().any(|a| matches!(a, Action::Output { port: p, .. } if *p == out_port));
     let group_ok =
         out_group == sluice_openflow::group::ANY || acts().any(|a| matches!(a, Action::Group(g) if *g == out_group));
     port_ok && group_ok
@@ -171,7 +176,11 @@ impl OfSwitch {
     pub fn flow_mod(&mut self, fm: &FlowMod, uid: u64, now_ns: u64) -> Result<Vec<Removed>, OfError> {
         let all_tables = fm.table_id == sluice_openflow::table::ALL;
         if !all_tables && usize::from(fm.table_id) >= N_TABLES {
-            return Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::BAD_TABLE_ID, format!("table {}", fm.table_id)));
+            return Err(err(
+                error_type::FLOW_MOD_FAILED,
+                flow_mod_failed::BAD_TABLE_ID,
+                format!("table {}", fm.table_id),
+            ));
         }
         let pattern = Pattern::of(&fm.matched);
         match fm.command {
@@ -184,7 +193,9 @@ impl OfSwitch {
                 let t = &mut self.tables[usize::from(fm.table_id)];
                 if fm.command == fmc::ADD {
                     if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
-                        && t.flows.values().any(|f| f.priority == fm.priority && f.pattern != pattern && f.pattern.overlaps(&pattern))
+                        && t.flows
+                            .values()
+                            .any(|f| f.priority == fm.priority && f.pattern != pattern && f.pattern.overlaps(&pattern))
                     {
                         return Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP, "overlapping entry"));
                     }
@@ -218,8 +229,11 @@ impl OfSwitch {
                     .flows
                     .values()
                     .filter(|f| {
-                        (if strict { f.priority == fm.priority && f.pattern == pattern } else { f.pattern.within(&pattern) })
-                            && (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
+                        (if strict {
+                            f.priority == fm.priority && f.pattern == pattern
+                        } else {
+                            f.pattern.within(&pattern)
+                        }) && (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
                     })
                     .map(|f| f.uid)
                     .collect();
@@ -286,37 +300,67 @@ impl OfSwitch {
         match gm.command {
             gmc::ADD | gmc::MODIFY => {
                 if id > sluice_openflow::group::MAX {
-                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::INVALID_GROUP, format!("group {id}")));
+                    return Err(err(
+                        error_type::GROUP_MOD_FAILED,
+                        group_mod_failed::INVALID_GROUP,
+                        format!("group {id}"),
+                    ));
                 }
                 if gm.typ > group_type::FF {
-                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::BAD_TYPE, format!("type {}", gm.typ)));
+                    return Err(err(
+                        error_type::GROUP_MOD_FAILED,
+                        group_mod_failed::BAD_TYPE,
+                        format!("type {}", gm.typ),
+                    ));
                 }
                 if (gm.typ == group_type::INDIRECT && gm.buckets.len() != 1)
-                    || (gm.typ == group_type::FF && gm.buckets.iter().any(|b| b.watch_port == port::ANY && b.watch_group == sluice_openflow::group::ANY))
+                    || (gm.typ == group_type::FF
+                        && gm
+                            .buckets
+                            .iter()
+                            .any(|b| b.watch_port == port::ANY && b.watch_group == sluice_openflow::group::ANY))
                 {
-                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::INVALID_GROUP, "bad buckets for the type"));
+                    return Err(err(
+                        error_type::GROUP_MOD_FAILED,
+                        group_mod_failed::INVALID_GROUP,
+                        "bad buckets for the type",
+                    ));
                 }
                 for b in &gm.buckets {
                     for a in &b.actions {
                         if let Action::Group(g) = a {
                             if *g == id {
-                                return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::LOOP, "a group naming itself"));
+                                return Err(err(
+                                    error_type::GROUP_MOD_FAILED,
+                                    group_mod_failed::LOOP,
+                                    "a group naming itself",
+                                ));
                             }
                         }
                         check_action(self, a).map_err(|e| match e.typ {
-                            error_type::BAD_ACTION if e.code == bad_action::BAD_OUT_GROUP => {
-                                err(error_type::GROUP_MOD_FAILED, group_mod_failed::CHAINING_UNSUPPORTED, e.reason.clone())
-                            }
+                            error_type::BAD_ACTION if e.code == bad_action::BAD_OUT_GROUP => err(
+                                error_type::GROUP_MOD_FAILED,
+                                group_mod_failed::CHAINING_UNSUPPORTED,
+                                e.reason.clone(),
+                            ),
                             _ => e,
                         })?;
                     }
                 }
                 let exists = self.groups.contains_key(&id);
                 if gm.command == gmc::ADD && exists {
-                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::GROUP_EXISTS, format!("group {id}")));
+                    return Err(err(
+                        error_type::GROUP_MOD_FAILED,
+                        group_mod_failed::GROUP_EXISTS,
+                        format!("group {id}"),
+                    ));
                 }
                 if gm.command == gmc::MODIFY && !exists {
-                    return Err(err(error_type::GROUP_MOD_FAILED, group_mod_failed::UNKNOWN_GROUP, format!("group {id}")));
+                    return Err(err(
+                        error_type::GROUP_MOD_FAILED,
+                        group_mod_failed::UNKNOWN_GROUP,
+                        format!("group {id}"),
+                    ));
                 }
                 self.groups.insert(id, Group { typ: gm.typ, buckets: gm.buckets.clone() });
                 if gm.command == gmc::MODIFY {

@@ -283,8 +283,7 @@ impl OfSwitch {
                     .ports
                     .iter()
                     .filter(|(n, i)| {
-                        **n != in_port
-                            && (out == port::ALL || i.config & sluice_openflow::port_config::NO_FWD == 0)
+                        **n != in_port && (out == port::ALL || i.config & sluice_openflow::port_config::NO_FWD == 0)
                     })
                     .map(|(n, _)| *n)
                     .collect();
@@ -510,8 +509,9 @@ impl OfSwitch {
             }
             _ => {
                 pkt.refresh();
-                let live: Vec<usize> =
-                    (0..g.buckets.len()).filter(|&i| g.buckets[i].weight > 0 && self.bucket_live(&g.buckets[i], depth)).collect();
+                let live: Vec<usize> = (0..g.buckets.len())
+                    .filter(|&i| g.buckets[i].weight > 0 && self.bucket_live(&g.buckets[i], depth))
+                    .collect();
                 let total: u64 = live.iter().map(|&i| u64::from(g.buckets[i].weight)).sum();
                 if total == 0 {
                     vec![]
@@ -543,7 +543,8 @@ impl OfSwitch {
             }
         }
         for i in chosen {
-            let mut copy = Pkt { buf: pkt.buf.clone(), parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale };
+            let mut copy =
+                Pkt { buf: pkt.buf.clone(), parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale };
             let _ = self.run_actions(
                 idx,
                 &mut copy,
@@ -561,12 +562,21 @@ impl OfSwitch {
         let port_ok = b.watch_port == port::ANY || self.port_live(b.watch_port);
         let group_ok = b.watch_group == sluice_openflow::group::ANY
             || (depth < MAX_GROUP_DEPTH
-                && self.groups.get(&b.watch_group).is_some_and(|g| g.buckets.iter().any(|x| self.bucket_live(x, depth + 1))));
+                && self
+                    .groups
+                    .get(&b.watch_group)
+                    .is_some_and(|g| g.buckets.iter().any(|x| self.bucket_live(x, depth + 1))));
         port_ok && group_ok
     }
 
     /// Runs one frame through the tables from table 0.
-    fn pipeline<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, in_port: u32, frame: Vec<u8>, emit: &mut E) {
+    fn pipeline<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        in_port: u32,
+        frame: Vec<u8>,
+        emit: &mut E,
+    ) {
         let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
         let mut pkt = Pkt { buf: frame, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true };
         let mut set = ActionSet::default();
@@ -655,8 +665,7 @@ impl OfSwitch {
         let frame = raw[6 + alen..].to_vec();
         let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
         let mut pkt = Pkt { buf: frame, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true };
-        let _ =
-            self.run_actions(idx, &mut pkt, &actions, sluice_openflow::packet_in_reason::ACTION, 0, 0, 0, emit);
+        let _ = self.run_actions(idx, &mut pkt, &actions, sluice_openflow::packet_in_reason::ACTION, 0, 0, 0, emit);
     }
 }
 

@@ -49,8 +49,9 @@ impl Pattern {
     /// Whether every packet this pattern matches, `filter` matches too
     /// (a non-strict modify or delete selects such entries).
     pub fn within(&self, filter: &Pattern) -> bool {
-        (0..FULL_LEN)
-            .all(|i| self.mask[i] & filter.mask[i] == filter.mask[i] && self.value[i] & filter.mask[i] == filter.value[i])
+        (0..FULL_LEN).all(|i| {
+            self.mask[i] & filter.mask[i] == filter.mask[i] && self.value[i] & filter.mask[i] == filter.value[i]
+        })
     }
 
     /// Whether some packet matches both.
@@ -313,7 +314,8 @@ mod tests {
         assert_eq!(t.lookup(&key(9, [1, 1, 1, 1]), &mut s), Some(3), "table-miss entry");
         assert!(t.remove(2).is_some());
         assert_eq!(t.lookup(&key(1, [10, 0, 0, 1]), &mut s), Some(1));
-        let p = Pattern::of(&Match { fields: vec![Oxm { field: OxmField::InPort, value: vec![0, 0, 0, 1], mask: None }] });
+        let p =
+            Pattern::of(&Match { fields: vec![Oxm { field: OxmField::InPort, value: vec![0, 0, 0, 1], mask: None }] });
         assert_eq!(t.find_strict(&p, 10), Some(1));
         assert_eq!(t.find_strict(&p, 11), None);
         assert!(t.flows[&1].pattern.within(&Pattern::of(&Match::default())));

@@ -117,7 +117,8 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let (pool, live) = sluice_live::start(sw, &cfg, Some(sink), stop.clone())?;
-    let agent_cfg = AgentConfig { datapath_id, listen, controllers, dp_desc: format!("sluice openflow {datapath_id:016x}") };
+    let agent_cfg =
+        AgentConfig { datapath_id, listen, controllers, dp_desc: format!("sluice openflow {datapath_id:016x}") };
     let mut agent = match Agent::new(pool, rx, agent_cfg) {
         Ok(ag) => ag,
         Err(e) => {

@@ -1,0 +1,227 @@
+//! `sluice openflow` driven by Open vSwitch's stock `ovs-ofctl -O
+//! OpenFlow13` through its passive listener, with two hosts in network
+//! namespaces: a two-table router (goto-table, set-field, dec_ttl) that
+//! carries ping and TCP, flow, port and table statistics, groups, a
+//! packet-out, deletion; and hostile messages on the control connection.
+//!
+//! Needs root, iproute2, iperf3, ethtool, ping, python3 and ovs-ofctl
+//! (Debian's openvswitch-common; `scripts/test.sh` installs them all, a
+//! missing one fails with its name).
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::lab::{Lab, MAC_H1, MAC_H2, MAC_SW1, MAC_SW2, SLUICE};
+
+const PORT: &str = "16653";
+
+fn require_ovs_ofctl() {
+    let ok = Command::new("sh").args(["-c", "command -v ovs-ofctl"]).stdout(Stdio::null()).status();
+    assert!(
+        ok.is_ok_and(|s| s.success()),
+        "ovs-ofctl is not installed: run scripts/test.sh (it installs Debian's openvswitch-common) or apt-get install openvswitch-common"
+    );
+}
+
+/// Starts `sluice openflow` in the lab's switch namespace and waits for its listener.
+fn start(lab: &mut Lab, extra: &[&str]) {
+    let log = std::fs::File::create(lab.dir.join("sluice.log")).unwrap();
+    let listen = format!("ptcp:{PORT}:127.0.0.1");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, SLUICE, "openflow", "-i", "1@s1-eth1", "-i", "2@s1-eth2"])
+        .args(["--listen", &listen, "--datapath-id", "0x1"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start sluice openflow");
+    lab.sluice = Some(child);
+    let t0 = Instant::now();
+    while !lab.log().contains("listening on") {
+        if let Some(Ok(Some(st))) = lab.sluice.as_mut().map(|c| c.try_wait()) {
+            panic!("sluice openflow exited ({st}) at start:\n{}", lab.log());
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "sluice openflow did not start:\n{}", lab.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `ovs-ofctl -O OpenFlow13 ARGS...` against the switch; (success, stdout + stderr).
+fn ofctl(lab: &Lab, args: &[&str]) -> (bool, String) {
+    let target = format!("tcp:127.0.0.1:{PORT}");
+    let mut a: Vec<&str> = vec!["netns", "exec", &lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "--timeout=10"];
+    a.push(args[0]);
+    a.push(&target);
+    a.extend_from_slice(&args[1..]);
+    let out = Command::new("ip").args(&a).output().expect("run ovs-ofctl");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn ofctl_ok(lab: &Lab, args: &[&str]) -> String {
+    let (ok, out) = ofctl(lab, args);
+    assert!(ok, "ovs-ofctl {args:?} failed:\n{out}\nswitch log:\n{}", lab.log());
+    out
+}
+
+/// The `n_packets=N` of the dump-flows line containing `needle`.
+fn packets_of(dump: &str, needle: &str) -> u64 {
+    let line = dump.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("no flow with {needle} in:\n{dump}"));
+    line.split("n_packets=").nth(1).and_then(|s| s.split(',').next()).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn ovs_ofctl_programs_a_two_table_router_that_carries_ping_and_tcp() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &[]);
+
+    let show = ofctl_ok(&lab, &["show"]);
+    assert!(show.contains("dpid:0000000000000001") && show.contains("n_tables:64"), "{show}");
+    assert!(show.contains("1(s1-eth1)") && show.contains("2(s1-eth2)"), "{show}");
+
+    // Table 0 sends IPv4 on to table 1 with a metadata mark; table 1 routes.
+    let flows = lab.dir.join("flows.txt");
+    std::fs::write(
+        &flows,
+        format!(
+            "table=0,priority=10,ip,actions=write_metadata:0x7/0xff,goto_table:1\n\
+             table=1,priority=20,ip,metadata=0x7/0xff,nw_dst=10.0.2.0/24,actions=set_field:{MAC_SW2}->eth_src,set_field:{MAC_H2}->eth_dst,dec_ttl,output:2\n\
+             table=1,priority=20,ip,nw_dst=10.0.1.0/24,actions=write_actions(set_field:{MAC_SW1}->eth_src,set_field:{MAC_H1}->eth_dst,dec_ttl,output:1)\n"
+        ),
+    )
+    .unwrap();
+    ofctl_ok(&lab, &["add-flows", flows.to_str().unwrap()]);
+    let dump = ofctl_ok(&lab, &["dump-flows"]);
+    assert_eq!(dump.lines().filter(|l| l.contains("priority=")).count(), 3, "{dump}");
+
+    assert_eq!(lab.ping(5), 5, "ping through the flows\n{}", lab.log());
+    let bytes = lab.iperf();
+    assert!(bytes > 1_000_000, "TCP through the flows moved {bytes} bytes\n{}", lab.log());
+
+    let dump = ofctl_ok(&lab, &["dump-flows"]);
+    assert!(packets_of(&dump, "table=0") >= 10, "{dump}");
+    assert!(packets_of(&dump, "nw_dst=10.0.2.0/24") >= 5, "{dump}");
+    assert!(packets_of(&dump, "nw_dst=10.0.1.0/24") >= 5, "{dump}");
+    let tables = ofctl_ok(&lab, &["dump-tables"]);
+    assert!(tables.contains("table 1") || tables.contains("  1:"), "{tables}");
+    let ports = ofctl_ok(&lab, &["dump-ports"]);
+    assert!(ports.contains("port  1") && ports.contains("port  2"), "{ports}");
+
+    // A group of type all: table 0's ARP goes to both ports through it.
+    ofctl_ok(&lab, &["add-group", "group_id=1,type=all,bucket=output:1,bucket=output:2"]);
+    ofctl_ok(&lab, &["add-flow", "table=0,priority=30,arp,actions=group:1"]);
+    let groups = ofctl_ok(&lab, &["dump-groups"]);
+    assert!(groups.contains("group_id=1,type=all"), "{groups}");
+    // An unknown group in a flow is refused with the specification's error.
+    let (ok, out) = ofctl(&lab, &["add-flow", "table=0,priority=31,udp,actions=group:9"]);
+    assert!(!ok && out.contains("OFPBAC_BAD_OUT_GROUP"), "{out}");
+
+    // A packet-out to port 2 leaves through it.
+    let before = tx_packets(&ofctl_ok(&lab, &["dump-ports", "2"]));
+    let frame =
+        format!("{}{}0800{}", MAC_H2.replace(':', ""), MAC_SW2.replace(':', ""), "45".to_string() + &"00".repeat(45));
+    ofctl_ok(&lab, &["packet-out", &format!("in_port=controller packet={frame} actions=output:2")]);
+    let t0 = Instant::now();
+    while tx_packets(&ofctl_ok(&lab, &["dump-ports", "2"])) <= before {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the packet-out did not leave port 2\n{}", lab.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Deleting the routes stops the traffic.
+    ofctl_ok(&lab, &["del-flows", "table=1"]);
+    let dump = ofctl_ok(&lab, &["dump-flows"]);
+    assert!(!dump.contains("table=1"), "{dump}");
+    assert_eq!(lab.ping(2), 0, "ping after the routes were deleted");
+    let log = lab.stop();
+    assert!(log.contains("messages in"), "{log}");
+}
+
+fn tx_packets(ports: &str) -> u64 {
+    ports.split("tx pkts=").nth(1).and_then(|s| s.split(',').next()).and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+}
+
+/// A raw OpenFlow client (python3, in the switch namespace): each step
+/// sends a message and prints the type (and, for an ERROR, the error type
+/// and code) of what comes back, or "closed".
+const CLIENT: &str = r#"
+import socket, struct, sys
+def conn():
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+    s.sendall(bytes.fromhex("04000010000000010001000800000010"))
+    read(s)  # the switch's HELLO
+    return s
+def read(s):
+    b = b""
+    while len(b) < 8 or len(b) < struct.unpack("!H", b[2:4])[0]:
+        need = 8 - len(b) if len(b) < 8 else struct.unpack("!H", b[2:4])[0] - len(b)
+        c = s.recv(need)
+        if not c: return None
+        b += c
+    return b
+def msg(typ, xid, body):
+    return struct.pack("!BBHI", 4, typ, 8 + len(body), xid) + body
+def flow_mod(xid, table, match, instructions):
+    head = struct.pack("!QQBBHHHIIIH2x", 0, 0, table, 0, 0, 0, 0x8000, 0xffffffff, 0xffffffff, 0xffffffff, 0)
+    return msg(14, xid, head + match + instructions)
+EMPTY_MATCH = struct.pack("!HH4x", 1, 4)
+def step(s, name, m):
+    s.sendall(m)
+    r = read(s)
+    print(name, "closed" if r is None else "type=%d error=%s" % (r[1], r[8:12].hex() if r[1] == 1 else "-"), flush=True)
+a = conn()
+step(a, "unknown-type", msg(200, 2, b""))
+step(a, "backward-goto", flow_mod(3, 0, EMPTY_MATCH, struct.pack("!HHB3x", 1, 8, 0)))
+step(a, "unknown-multipart", msg(18, 4, struct.pack("!HH4x", 99, 0)))
+step(a, "bad-match-length", flow_mod(5, 0, struct.pack("!HH4x", 1, 0xff00), b""))
+step(a, "echo", msg(2, 6, b""))
+b = conn()
+step(b, "short-length", struct.pack("!BBHI", 4, 2, 4, 7))
+step(a, "echo-after", msg(2, 8, b""))
+"#;
+
+#[test]
+fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &[]);
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "python3", "-c", CLIENT, PORT])
+        .output()
+        .expect("run python3");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} line:\n{text}\n{}", lab.log()))
+            .to_string()
+    };
+    // ERROR (type 1) with OFPET_BAD_REQUEST / OFPBRC_BAD_TYPE (1, 1).
+    assert_eq!(line("unknown-type"), "unknown-type type=1 error=00010001", "{text}");
+    // OFPET_BAD_INSTRUCTION / OFPBIC_BAD_TABLE_ID (3, 2).
+    assert_eq!(line("backward-goto"), "backward-goto type=1 error=00030002", "{text}");
+    // OFPET_BAD_REQUEST / OFPBRC_BAD_MULTIPART (1, 2).
+    assert_eq!(line("unknown-multipart"), "unknown-multipart type=1 error=00010002", "{text}");
+    // OFPET_BAD_MATCH / OFPBMC_BAD_LEN (4, 1).
+    assert_eq!(line("bad-match-length"), "bad-match-length type=1 error=00040001", "{text}");
+    assert_eq!(line("echo"), "echo type=3 error=-", "{text}");
+    assert_eq!(line("short-length"), "short-length type=1 error=00010006", "{text}");
+    assert_eq!(line("echo-after"), "echo-after type=3 error=-", "{text}");
+    // And it still forwards: a flow from ovs-ofctl carries a ping.
+    ofctl_ok(
+        &lab,
+        &[
+            "add-flow",
+            &format!("priority=5,ip,nw_dst=10.0.2.0/24,actions=mod_dl_src:{MAC_SW2},mod_dl_dst:{MAC_H2},output:2"),
+        ],
+    );
+    ofctl_ok(
+        &lab,
+        &[
+            "add-flow",
+            &format!("priority=5,ip,nw_dst=10.0.1.0/24,actions=mod_dl_src:{MAC_SW1},mod_dl_dst:{MAC_H1},output:1"),
+        ],
+    );
+    assert_eq!(lab.ping(3), 3, "{}", lab.log());
+}
