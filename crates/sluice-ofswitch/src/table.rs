@@ -97,11 +97,13 @@ pub struct FlowTable {
 
 impl Default for FlowTable {
     fn default() -> Self {
+        // The layout always holds in_port: a table whose only entry matches
+        // everything (a table-miss entry) still looks up a non-empty key.
         FlowTable {
             flows: BTreeMap::new(),
-            layout: Vec::new(),
-            key_len: 0,
-            classifier: Classifier::new(0),
+            layout: vec![(0, 4)],
+            key_len: 4,
+            classifier: Classifier::new(4),
             ids: Vec::new(),
             free_ids: Vec::new(),
             by_uid: BTreeMap::new(),
@@ -294,6 +296,9 @@ mod tests {
     fn priorities_masks_and_layout_growth() {
         let mut t = FlowTable::default();
         let mut s = Vec::new();
+        t.insert(flow(9, 0, vec![]));
+        assert_eq!(t.lookup(&key(5, [1, 2, 3, 4]), &mut s), Some(9), "a lone table-miss entry matches all");
+        t.remove(9);
         t.insert(flow(1, 10, vec![Oxm { field: OxmField::InPort, value: vec![0, 0, 0, 1], mask: None }]));
         assert_eq!(t.key_len(), 4);
         assert_eq!(t.lookup(&key(1, [10, 0, 0, 1]), &mut s), Some(1));

@@ -28,6 +28,7 @@ fn require_ovs_ofctl() {
 /// Starts `sluice openflow` in the lab's switch namespace and waits for its listener.
 fn start(lab: &mut Lab, extra: &[&str]) {
     let log = std::fs::File::create(lab.dir.join("sluice.log")).unwrap();
+    // ovs-ofctl reaches it here (besides any --controller it connects to).
     let listen = format!("ptcp:{PORT}:127.0.0.1");
     let child = Command::new("ip")
         .args(["netns", "exec", &lab.sw, SLUICE, "openflow", "-i", "1@s1-eth1", "-i", "2@s1-eth2"])
@@ -224,4 +225,70 @@ fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
         ],
     );
     assert_eq!(lab.ping(3), 3, "{}", lab.log());
+}
+
+/// osken-manager from the test command's venv (`SLUICE_OSKEN_MANAGER`, set
+/// by scripts/ensure-python.sh), else `.venv/osken` beside the repository.
+fn osken_manager() -> String {
+    let p = std::env::var("SLUICE_OSKEN_MANAGER").unwrap_or_else(|_| {
+        format!("{}/../../.venv/osken/bin/osken-manager", env!("CARGO_MANIFEST_DIR"))
+    });
+    assert!(
+        std::path::Path::new(&p).exists(),
+        "osken-manager not found at {p}: run scripts/test.sh (it installs os-ken into .venv/osken)"
+    );
+    p
+}
+
+#[test]
+fn os_ken_learning_switch_drives_sluice_through_packet_ins() {
+    require_ovs_ofctl();
+    let manager = osken_manager();
+    let app = format!("{}/../../tests/openflow/l2_learning_13.py", env!("CARGO_MANIFEST_DIR"));
+    let mut lab = Lab::new();
+    // Two hosts on one subnet: the controller learns where their MACs are.
+    lab.veth(&lab.h1, "h1-eth0", "s1-eth1");
+    lab.veth(&lab.h2, "h2-eth0", "s1-eth2");
+    for (ns, ifc, ip, mac) in [(&lab.h1, "h1-eth0", "10.0.9.1/24", MAC_H1), (&lab.h2, "h2-eth0", "10.0.9.2/24", MAC_H2)] {
+        common::lab::sh(&["ip", "-n", ns, "link", "set", ifc, "address", mac]);
+        common::lab::sh(&["ip", "-n", ns, "addr", "add", ip, "dev", ifc]);
+        common::lab::sh(&["ip", "-n", ns, "link", "set", ifc, "up"]);
+        for o in ["tx", "tso", "gso", "sg"] {
+            let _ = Command::new("ip").args(["netns", "exec", ns, "ethtool", "-K", ifc, o, "off"]).output();
+        }
+    }
+    let ctl_log = std::fs::File::create(lab.dir.join("osken.log")).unwrap();
+    let mut controller = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, &manager, "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", "16633", &app])
+        .stdout(ctl_log.try_clone().unwrap())
+        .stderr(ctl_log)
+        .spawn()
+        .expect("start osken-manager");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = controller.try_wait().map(|s| assert!(s.is_none(), "osken-manager exited at start"));
+    let controller = Kill(controller);
+    start(&mut lab, &["--controller", "tcp:127.0.0.1:16633"]);
+    let osken_log = || std::fs::read_to_string(lab.dir.join("osken.log")).unwrap_or_default();
+    let t0 = Instant::now();
+    while !osken_log().contains("table-miss entry installed") {
+        assert!(t0.elapsed() < Duration::from_secs(20), "os-ken never saw the switch:\n{}\n{}", osken_log(), lab.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // ARP floods through packet-outs, then the learned flows carry the rest.
+    let got = common::lab::ping_from(&lab.h1, "10.0.9.2", 5, "0.2");
+    assert!(got >= 4, "ping through the learning switch: {got} of 5\n{}\n{}", osken_log(), lab.log());
+    assert!(osken_log().contains("packet-in"), "{}", osken_log());
+    let dump = ofctl_ok(&lab, &["dump-flows"]);
+    let learned: Vec<&str> = dump.lines().filter(|l| l.contains("priority=1,")).collect();
+    assert!(learned.len() >= 2, "flows the controller installed:\n{dump}");
+    assert!(learned.iter().any(|l| !l.contains("n_packets=0")), "no learned flow carried traffic:\n{dump}");
+    drop(controller);
+    lab.stop();
 }
