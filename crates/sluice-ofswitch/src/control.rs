@@ -52,11 +52,13 @@ fn err(typ: u16, code: u16, reason: impl Into<String>) -> OfError {
 }
 
 /// Whether `a` may appear in a flow's actions here (ports in range, known
-/// groups, supported types).
+/// groups, supported types). TABLE is for packet-outs only (OpenFlow
+/// 1.3.5 section 7.2.1): in a flow or a bucket it would send the packet
+/// through the tables again and again.
 fn check_action(sw: &OfSwitch, a: &Action) -> Result<(), OfError> {
     match a {
         Action::Output { port: p, .. } => {
-            let ok = matches!(*p, port::IN_PORT | port::ALL | port::FLOOD | port::CONTROLLER | port::TABLE)
+            let ok = matches!(*p, port::IN_PORT | port::ALL | port::FLOOD | port::CONTROLLER)
                 || (*p <= port::MAX && *p != 0);
             if !ok {
                 return Err(err(error_type::BAD_ACTION, bad_action::BAD_OUT_PORT, format!("output to port {p:#x}")));
