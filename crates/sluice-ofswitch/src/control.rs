@@ -194,10 +194,10 @@ impl OfSwitch {
                 check_instructions(self, fm.table_id, &fm.instructions)?;
                 let t = &mut self.tables[usize::from(fm.table_id)];
                 if fm.command == fmc::ADD {
+                    // An identical entry overlaps too (a packet may match
+                    // both): with CHECK_OVERLAP it is refused, not replaced.
                     if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
-                        && t.flows
-                            .values()
-                            .any(|f| f.priority == fm.priority && f.pattern != pattern && f.pattern.overlaps(&pattern))
+                        && t.flows.values().any(|f| f.priority == fm.priority && f.pattern.overlaps(&pattern))
                     {
                         return Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP, "overlapping entry"));
                     }

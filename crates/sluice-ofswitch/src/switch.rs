@@ -237,7 +237,13 @@ impl OfSwitch {
         }
     }
 
+    /// Queues a packet-in, unless its input port is configured
+    /// NO_PACKET_IN.
     fn note(&mut self, n: Note) {
+        let Note::PacketIn { in_port, .. } = &n;
+        if self.ports.get(in_port).is_some_and(|p| p.config & sluice_openflow::port_config::NO_PACKET_IN != 0) {
+            return;
+        }
         if self.notes.len() >= MAX_PENDING_PACKET_INS {
             self.counters.packet_ins_dropped += 1;
         } else {
@@ -250,7 +256,9 @@ impl OfSwitch {
     }
 
     fn send<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, to: u32, f: &[u8], emit: &mut E) {
-        let ok = self.ports.get(&to).is_some_and(|i| i.config & sluice_openflow::port_config::PORT_DOWN == 0);
+        // A port configured down or NO_FWD drops what is sent to it.
+        let closed = sluice_openflow::port_config::PORT_DOWN | sluice_openflow::port_config::NO_FWD;
+        let ok = self.ports.get(&to).is_some_and(|i| i.config & closed == 0);
         let c = self.counters.ports.entry(to).or_default();
         if ok {
             c[2] += 1;

@@ -577,6 +577,25 @@ fn no_matching_entry_drops_and_counts() {
     assert_eq!(sw.counters.tables[0], (1, 0));
 }
 
+#[test]
+fn port_config_no_recv_no_fwd_no_packet_in() {
+    use sluice_openflow::port_config::{NO_FWD, NO_PACKET_IN, NO_RECV};
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::ALL), out(4), to_controller(0xffff)])]));
+    sw.ports.get_mut(&4).unwrap().config |= NO_FWD;
+    let f = arp_req();
+    // NO_FWD drops what any output sends to the port (ALL included).
+    assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2, 3]);
+    assert_eq!(sw.counters.ports[&4][4], 2, "counted as tx dropped");
+    assert_eq!(notes(&mut sw).len(), 1);
+    sw.ports.get_mut(&2).unwrap().config |= NO_PACKET_IN;
+    assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![1, 3]);
+    assert!(notes(&mut sw).is_empty(), "no packet-ins for packets from a NO_PACKET_IN port");
+    sw.ports.get_mut(&3).unwrap().config |= NO_RECV;
+    assert!(run(&mut sw, 3, &f).is_empty());
+    assert_eq!(sw.counters.tables[0].0, 2, "NO_RECV drops before the tables");
+}
+
 // ---------------------------------------------------------------- 4. actions
 
 #[test]
@@ -830,6 +849,11 @@ fn check_overlap_refuses_an_overlapping_entry_of_equal_priority() {
     assert_err(sw.flow_mod(&fm, 2, 0), error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP);
     fm.priority = 11;
     sw.flow_mod(&fm, 2, 0).unwrap();
+    // An identical entry overlaps as well (OpenFlow 1.3.5 section 6.4: a
+    // packet may match both; Open vSwitch refuses it too).
+    let mut same = flow(0, 10, vec![ipv4_type(), oxm_m(OxmField::Ipv4Dst, &[10, 0, 0, 0], &[255, 0, 0, 0])], vec![]);
+    same.flags = flow_mod_flags::CHECK_OVERLAP;
+    assert_err(sw.flow_mod(&same, 4, 0), error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP);
     let mut disjoint = flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[11, 0, 0, 1])], vec![]);
     disjoint.flags = flow_mod_flags::CHECK_OVERLAP;
     sw.flow_mod(&disjoint, 3, 0).unwrap();
