@@ -204,8 +204,11 @@ impl OfSwitch {
                     let mut keep_counts = None;
                     if let Some(old) = t.find_strict(&pattern, fm.priority) {
                         t.remove(old);
+                        // The old uid's counters move to the new entry, or
+                        // go with RESET_COUNTS.
+                        let counts = self.counters.flows.remove(&old);
                         if fm.flags & flow_mod_flags::RESET_COUNTS == 0 {
-                            keep_counts = self.counters.flows.remove(&old);
+                            keep_counts = counts;
                         }
                     }
                     let t = &mut self.tables[usize::from(fm.table_id)];

@@ -453,6 +453,43 @@ fn action_set_keeps_one_action_per_type_and_runs_in_spec_order() {
 }
 
 #[test]
+fn action_set_pops_before_pushes_and_decrements_before_sets() {
+    let mut sw = switch(4);
+    // Written push first, pop second: the set pops, then pushes (the new
+    // tag has no outer tag to copy: VID 0), then decrements the TTL, then
+    // sets the TTL-independent field, then outputs.
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            1,
+            vec![],
+            vec![write(vec![
+                out(2),
+                set(OxmField::VlanPcp, &[3]),
+                Action::DecNwTtl,
+                Action::PushVlan(0x8100),
+                Action::PopVlan,
+            ])],
+        ),
+    );
+    let plain = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let o = run(&mut sw, 1, &tag(plain.clone(), 5, 42));
+    let mut want = plain;
+    want[22] -= 1;
+    let c = csum(&{
+        let mut h = want[14..34].to_vec();
+        h[10] = 0;
+        h[11] = 0;
+        h
+    });
+    want[24..26].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(o[0].1, tag(want.clone(), 3, 0));
+    assert!(checksums_ok(&o[0].1));
+}
+
+#[test]
 fn clear_actions_empties_the_set() {
     let mut sw = switch(4);
     add(&mut sw, 1, flow(0, 1, vec![], vec![write(vec![out(2)]), Instruction::GotoTable(1)]));
@@ -835,6 +872,7 @@ fn add_replaces_an_identical_entry_and_keeps_counters_unless_reset() {
     add(&mut sw, 3, fm);
     run(&mut sw, 1, &f);
     assert_eq!(sw.counters.flows[&3], (1, f.len() as u64));
+    assert!(!sw.counters.flows.contains_key(&1) && !sw.counters.flows.contains_key(&2), "replaced uids forgotten");
     // Another priority is another entry.
     add(&mut sw, 4, flow(0, 11, m, vec![apply(vec![out(1)])]));
     assert_eq!(sw.tables[0].len(), 2);
@@ -922,9 +960,17 @@ fn delete_non_strict_out_port_all_tables_and_strict() {
     assert!(sw.flow_mod(&s, 0, 0).unwrap().is_empty());
     let s = cmd(flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 1])], vec![]), fmc::DELETE_STRICT);
     assert_eq!(sw.flow_mod(&s, 0, 0).unwrap()[0].flow.uid, 1);
+    // The out_group filter.
+    sw.group_mod(&group(5, group_type::INDIRECT, vec![bucket(vec![out(3)])])).unwrap();
+    add(&mut sw, 5, flow(2, 1, vec![], vec![write(vec![Action::Group(5)])]));
+    add(&mut sw, 6, flow(2, 2, vec![], vec![write(vec![out(3)])]));
+    let mut d = cmd(flow(sluice_openflow::table::ALL, 0, vec![], vec![]), fmc::DELETE);
+    d.out_group = 5;
+    let r = sw.flow_mod(&d, 0, 0).unwrap();
+    assert_eq!(r.iter().map(|r| r.flow.uid).collect::<Vec<_>>(), vec![5]);
     // Empty match, all tables: everything.
     let all = sw.flow_mod(&cmd(flow(sluice_openflow::table::ALL, 0, vec![], vec![]), fmc::DELETE), 0, 0).unwrap();
-    assert_eq!(all.len(), 1);
+    assert_eq!(all.len(), 2);
     assert!(sw.tables.iter().all(|t| t.is_empty()));
     assert!(run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 1], 1, 2)).is_empty());
 }
