@@ -52,11 +52,13 @@ fn err(typ: u16, code: u16, reason: impl Into<String>) -> OfError {
 }
 
 /// Whether `a` may appear in a flow's actions here (ports in range, known
-/// groups, supported types).
+/// groups, supported types). TABLE is for packet-outs only (OpenFlow
+/// 1.3.5 section 7.2.1): in a flow or a bucket it would send the packet
+/// through the tables again and again.
 fn check_action(sw: &OfSwitch, a: &Action) -> Result<(), OfError> {
     match a {
         Action::Output { port: p, .. } => {
-            let ok = matches!(*p, port::IN_PORT | port::ALL | port::FLOOD | port::CONTROLLER | port::TABLE)
+            let ok = matches!(*p, port::IN_PORT | port::ALL | port::FLOOD | port::CONTROLLER)
                 || (*p <= port::MAX && *p != 0);
             if !ok {
                 return Err(err(error_type::BAD_ACTION, bad_action::BAD_OUT_PORT, format!("output to port {p:#x}")));
@@ -192,18 +194,21 @@ impl OfSwitch {
                 check_instructions(self, fm.table_id, &fm.instructions)?;
                 let t = &mut self.tables[usize::from(fm.table_id)];
                 if fm.command == fmc::ADD {
+                    // An identical entry overlaps too (a packet may match
+                    // both): with CHECK_OVERLAP it is refused, not replaced.
                     if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
-                        && t.flows
-                            .values()
-                            .any(|f| f.priority == fm.priority && f.pattern != pattern && f.pattern.overlaps(&pattern))
+                        && t.flows.values().any(|f| f.priority == fm.priority && f.pattern.overlaps(&pattern))
                     {
                         return Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP, "overlapping entry"));
                     }
                     let mut keep_counts = None;
                     if let Some(old) = t.find_strict(&pattern, fm.priority) {
                         t.remove(old);
+                        // The old uid's counters move to the new entry, or
+                        // go with RESET_COUNTS.
+                        let counts = self.counters.flows.remove(&old);
                         if fm.flags & flow_mod_flags::RESET_COUNTS == 0 {
-                            keep_counts = self.counters.flows.remove(&old);
+                            keep_counts = counts;
                         }
                     }
                     let t = &mut self.tables[usize::from(fm.table_id)];

@@ -5,7 +5,8 @@
 //!
 //! Contract: reads a frame and the pipeline's metadata (in_port,
 //! metadata, tunnel id); writes nothing but the key, except
-//! [`write_field`], which rewrites the frame's bytes of one field and the
+//! [`write_field`], which rewrites the frame's bytes of one field, and
+//! [`fix_checksums`] / [`fix_ipv4_header_checksum`], which rewrite the
 //! checksums that cover them. Fields a frame does not have read as zero;
 //! the prerequisites a flow's match must carry (an `eth_type` for IP
 //! fields, an `ip_proto` for ports...) keep such zeros from matching
@@ -283,9 +284,7 @@ pub fn fix_checksums(f: &mut [u8], p: &Parsed) {
             if ihl < 20 || f.len() < l3 + ihl {
                 return;
             }
-            f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
-            let c = sluice_hash::csum16(&f[l3..l3 + ihl]);
-            f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            fix_ipv4_header_checksum(f, l3);
             let total = usize::from(be16(f, l3 + 2).unwrap_or(0));
             if let Some((l4, proto)) = p.l4 {
                 let end = (l3 + total).min(f.len());
@@ -313,6 +312,19 @@ pub fn fix_checksums(f: &mut [u8], p: &Parsed) {
         }
         _ => {}
     }
+}
+
+/// Recomputes the checksum of the IPv4 header at `l3` of frame `f` (one
+/// under an MPLS label stack too).
+pub fn fix_ipv4_header_checksum(f: &mut [u8], l3: usize) {
+    let Some(&b) = f.get(l3) else { return };
+    let ihl = usize::from(b & 0x0f) * 4;
+    if ihl < 20 || f.len() < l3 + ihl {
+        return;
+    }
+    f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+    let c = sluice_hash::csum16(&f[l3..l3 + ihl]);
+    f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
 }
 
 fn l4_checksum(f: &mut [u8], l4: usize, end: usize, proto: u8, pseudo: &[u8]) {

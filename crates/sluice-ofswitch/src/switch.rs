@@ -237,7 +237,13 @@ impl OfSwitch {
         }
     }
 
+    /// Queues a packet-in, unless its input port is configured
+    /// NO_PACKET_IN.
     fn note(&mut self, n: Note) {
+        let Note::PacketIn { in_port, .. } = &n;
+        if self.ports.get(in_port).is_some_and(|p| p.config & sluice_openflow::port_config::NO_PACKET_IN != 0) {
+            return;
+        }
         if self.notes.len() >= MAX_PENDING_PACKET_INS {
             self.counters.packet_ins_dropped += 1;
         } else {
@@ -250,7 +256,9 @@ impl OfSwitch {
     }
 
     fn send<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, to: u32, f: &[u8], emit: &mut E) {
-        let ok = self.ports.get(&to).is_some_and(|i| i.config & sluice_openflow::port_config::PORT_DOWN == 0);
+        // A port configured down or NO_FWD drops what is sent to it.
+        let closed = sluice_openflow::port_config::PORT_DOWN | sluice_openflow::port_config::NO_FWD;
+        let ok = self.ports.get(&to).is_some_and(|i| i.config & closed == 0);
         let c = self.counters.ports.entry(to).or_default();
         if ok {
             c[2] += 1;
@@ -309,11 +317,18 @@ impl OfSwitch {
                 self.note(n);
             }
             port::TABLE => {
-                // Only meaningful in a packet-out: run the tables.
-                let frame = std::mem::take(&mut pkt.buf);
-                self.pipeline(idx, in_port, frame, emit);
+                // Only meaningful in a packet-out (flows and buckets may not
+                // name it): run the tables on a copy, later actions still
+                // see the frame.
+                self.pipeline(idx, in_port, pkt.buf.clone(), emit);
             }
-            p if p <= port::MAX && p != in_port => self.send(idx, p, &pkt.buf, emit),
+            // Output to the input port's own number sends nothing (the
+            // specification asks for IN_PORT to send a packet back).
+            p if p <= port::MAX => {
+                if p != in_port {
+                    self.send(idx, p, &pkt.buf, emit)
+                }
+            }
             _ => self.counters.unsupported_output += 1,
         }
     }
@@ -336,7 +351,7 @@ impl OfSwitch {
                 Action::Output { port, max_len } => {
                     self.output(idx, pkt, *port, *max_len, reason, table_id, cookie, emit)
                 }
-                Action::Group(g) => self.group(idx, pkt, *g, depth, emit),
+                Action::Group(g) => self.group(idx, pkt, *g, (table_id, cookie), depth, emit),
                 Action::SetField(o) => {
                     pkt.refresh();
                     match o.field {
@@ -460,6 +475,9 @@ impl OfSwitch {
                                 pkt.buf[l3 + 3] = pkt.buf[t];
                             } else {
                                 pkt.buf[t] = pkt.buf[l3 + 3];
+                                if t == inner + 8 {
+                                    fields::fix_ipv4_header_checksum(&mut pkt.buf, inner);
+                                }
                             }
                         }
                     }
@@ -489,11 +507,14 @@ impl OfSwitch {
         Err(Stop::Dropped)
     }
 
+    /// Runs group `id` on `pkt`; `(table_id, cookie)` are the flow entry's
+    /// that sent the packet there (for packet-ins from its buckets).
     fn group<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
         idx: usize,
         pkt: &mut Pkt,
         id: u32,
+        (table_id, cookie): (u8, u64),
         depth: usize,
         emit: &mut E,
     ) {
@@ -516,8 +537,16 @@ impl OfSwitch {
                 if total == 0 {
                     vec![]
                 } else {
-                    // The flow's addresses and ports pick the bucket (one flow, one bucket).
-                    let h = sluice_hash::xxh64(&pkt.full[16..50], 0) % total;
+                    // The flow's addresses and ports pick the bucket (one flow,
+                    // one bucket): MACs, ethertype, VLAN; IP protocol, IPv4
+                    // addresses, ports, ICMP type; IPv6 addresses. Not DSCP
+                    // and ECN, which may change within a flow.
+                    let f = &pkt.full;
+                    let mut k = [0u8; 64];
+                    k[..17].copy_from_slice(&f[16..33]);
+                    k[17..32].copy_from_slice(&f[35..50]);
+                    k[32..].copy_from_slice(&f[64..96]);
+                    let h = sluice_hash::xxh64(&k, 0) % total;
                     let mut acc = 0;
                     live.into_iter()
                         .find(|&i| {
@@ -550,8 +579,8 @@ impl OfSwitch {
                 &mut copy,
                 &g.buckets[i].actions,
                 sluice_openflow::packet_in_reason::ACTION,
-                0,
-                0,
+                table_id,
+                cookie,
                 depth + 1,
                 emit,
             );

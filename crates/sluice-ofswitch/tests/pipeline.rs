@@ -1,0 +1,1222 @@
+//! The OpenFlow 1.3 pipeline of `OfSwitch`, driven in memory: flow-mods
+//! and group-mods through the control API, hand-built frames through
+//! `process_batch`, and what comes out (frames, packet-ins, counters)
+//! checked against OpenFlow 1.3.5.
+
+use std::collections::BTreeMap;
+
+use sluice_dataplane::DataPlane;
+use sluice_ofswitch::switch::{encode_packet_out, INVALID_TTL_TO_CONTROLLER, PACKET_OUT_PORT};
+use sluice_ofswitch::{Note, OfSwitch, PortInfo};
+use sluice_openflow::errors::{bad_action, bad_instruction, bad_match, error_type, flow_mod_failed, group_mod_failed};
+use sluice_openflow::{
+    flow_mod_command as fmc, flow_mod_flags, group_mod_command as gmc, group_type, packet_in_reason, port, Action,
+    Bucket, FlowMod, GroupMod, Instruction, Match, OfError, Oxm, OxmField,
+};
+
+// ---------------------------------------------------------------- frames
+
+const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+
+fn csum(data: &[u8]) -> u16 {
+    sluice_hash::csum16(data)
+}
+
+fn eth(dst: [u8; 6], src: [u8; 6], et: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&et.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Inserts an 802.1Q tag (TPID 0x8100) after the MAC addresses.
+fn tag(mut f: Vec<u8>, pcp: u8, vid: u16) -> Vec<u8> {
+    let tci = (u16::from(pcp) << 13) | vid;
+    let t = [0x81, 0x00, (tci >> 8) as u8, tci as u8];
+    f.splice(12..12, t);
+    f
+}
+
+fn l4_with_checksum(proto: u8, mut seg: Vec<u8>, pseudo: &[u8]) -> Vec<u8> {
+    let at = match proto {
+        6 => 16,
+        17 => 6,
+        _ => 2,
+    };
+    seg[at] = 0;
+    seg[at + 1] = 0;
+    let mut all = if proto == 1 { vec![] } else { pseudo.to_vec() };
+    all.extend_from_slice(&seg);
+    let mut c = csum(&all);
+    if proto == 17 && c == 0 {
+        c = 0xffff;
+    }
+    seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    seg
+}
+
+fn udp_seg(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut s = Vec::new();
+    s.extend_from_slice(&sport.to_be_bytes());
+    s.extend_from_slice(&dport.to_be_bytes());
+    s.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    s.extend_from_slice(&[0, 0]);
+    s.extend_from_slice(payload);
+    s
+}
+
+fn tcp_seg(sport: u16, dport: u16) -> Vec<u8> {
+    let mut s = Vec::new();
+    s.extend_from_slice(&sport.to_be_bytes());
+    s.extend_from_slice(&dport.to_be_bytes());
+    s.extend_from_slice(&1000u32.to_be_bytes());
+    s.extend_from_slice(&0u32.to_be_bytes());
+    s.extend_from_slice(&[0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+    s.extend_from_slice(b"hello tcp");
+    s
+}
+
+fn icmp_echo() -> Vec<u8> {
+    let mut s = vec![8, 0, 0, 0, 0x12, 0x34, 0, 1];
+    s.extend_from_slice(b"ping payload");
+    s
+}
+
+/// An IPv4 packet (no options) carrying `seg` (whose checksum is filled).
+fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, ttl: u8, seg: Vec<u8>) -> Vec<u8> {
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, proto]);
+    pseudo.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+    let seg = l4_with_checksum(proto, seg, &pseudo);
+    let mut h = vec![0x45, 0];
+    h.extend_from_slice(&((20 + seg.len()) as u16).to_be_bytes());
+    h.extend_from_slice(&[0, 1, 0x40, 0, ttl, proto, 0, 0]);
+    h.extend_from_slice(&src);
+    h.extend_from_slice(&dst);
+    let c = csum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h.extend_from_slice(&seg);
+    h
+}
+
+fn ipv6(src: [u8; 16], dst: [u8; 16], next: u8, hop: u8, seg: Vec<u8>) -> Vec<u8> {
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&(seg.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, next]);
+    let seg = l4_with_checksum(next, seg, &pseudo);
+    let mut h = vec![0x60, 0, 0, 0];
+    h.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+    h.extend_from_slice(&[next, hop]);
+    h.extend_from_slice(&src);
+    h.extend_from_slice(&dst);
+    h.extend_from_slice(&seg);
+    h
+}
+
+fn v6(last: u16) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[0] = 0x20;
+    a[1] = 0x01;
+    a[2] = 0x0d;
+    a[3] = 0xb8;
+    a[14..16].copy_from_slice(&last.to_be_bytes());
+    a
+}
+
+fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    eth(MAC_B, MAC_A, 0x0800, &ipv4(src, dst, 17, 64, udp_seg(sport, dport, b"some udp payload")))
+}
+
+fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    eth(MAC_B, MAC_A, 0x0800, &ipv4(src, dst, 6, 64, tcp_seg(sport, dport)))
+}
+
+fn udp6(src: [u8; 16], dst: [u8; 16]) -> Vec<u8> {
+    eth(MAC_B, MAC_A, 0x86dd, &ipv6(src, dst, 17, 64, udp_seg(1000, 2000, b"v6 payload")))
+}
+
+fn arp_req() -> Vec<u8> {
+    let mut a = vec![0, 1, 8, 0, 6, 4, 0, 1];
+    a.extend_from_slice(&MAC_A);
+    a.extend_from_slice(&[10, 0, 0, 1]);
+    a.extend_from_slice(&[0; 6]);
+    a.extend_from_slice(&[10, 0, 0, 2]);
+    eth([0xff; 6], MAC_A, 0x0806, &a)
+}
+
+/// Offset of the layer-3 header and the ethertype, after any VLAN tags.
+fn l3_of(f: &[u8]) -> (usize, u16) {
+    let mut at = 12;
+    let mut et = u16::from_be_bytes([f[12], f[13]]);
+    while et == 0x8100 || et == 0x88a8 {
+        at += 4;
+        et = u16::from_be_bytes([f[at], f[at + 1]]);
+    }
+    (at + 2, et)
+}
+
+/// Whether the IPv4 header checksum and the TCP/UDP/ICMP checksum (or
+/// the IPv6 one's transport checksum) of `f` are right.
+fn checksums_ok(f: &[u8]) -> bool {
+    let (l3, et) = l3_of(f);
+    match et {
+        0x0800 => {
+            let ihl = usize::from(f[l3] & 0xf) * 4;
+            if csum(&f[l3..l3 + ihl]) != 0 {
+                return false;
+            }
+            let total = usize::from(u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]));
+            let proto = f[l3 + 9];
+            let seg = &f[l3 + ihl..l3 + total];
+            let mut all = Vec::new();
+            if proto != 1 {
+                all.extend_from_slice(&f[l3 + 12..l3 + 20]);
+                all.extend_from_slice(&[0, proto]);
+                all.extend_from_slice(&(seg.len() as u16).to_be_bytes());
+            }
+            all.extend_from_slice(seg);
+            csum(&all) == 0
+        }
+        0x86dd => {
+            let plen = usize::from(u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]));
+            let seg = &f[l3 + 40..l3 + 40 + plen];
+            let mut all = f[l3 + 8..l3 + 40].to_vec();
+            all.extend_from_slice(&(plen as u32).to_be_bytes());
+            all.extend_from_slice(&[0, 0, 0, f[l3 + 6]]);
+            all.extend_from_slice(seg);
+            csum(&all) == 0
+        }
+        _ => true,
+    }
+}
+
+#[test]
+fn frame_helpers_make_valid_checksums() {
+    assert!(checksums_ok(&udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2)));
+    assert!(checksums_ok(&tcp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2)));
+    assert!(checksums_ok(&eth(MAC_B, MAC_A, 0x0800, &ipv4([1, 1, 1, 1], [2, 2, 2, 2], 1, 64, icmp_echo()))));
+    assert!(checksums_ok(&udp6(v6(1), v6(2))));
+    let mut bad = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    bad[30] ^= 1;
+    assert!(!checksums_ok(&bad));
+}
+
+// ---------------------------------------------------------------- switch
+
+fn switch(n: u32) -> OfSwitch {
+    let ports: BTreeMap<u32, PortInfo> = (1..=n)
+        .map(|p| (p, PortInfo { name: format!("p{p}"), hw_addr: [2, 0, 0, 0, 1, p as u8], config: 0, live: true }))
+        .collect();
+    OfSwitch::new(ports)
+}
+
+fn oxm(field: OxmField, value: &[u8]) -> Oxm {
+    Oxm { field, value: value.to_vec(), mask: None }
+}
+
+fn oxm_m(field: OxmField, value: &[u8], mask: &[u8]) -> Oxm {
+    Oxm { field, value: value.to_vec(), mask: Some(mask.to_vec()) }
+}
+
+fn ipv4_type() -> Oxm {
+    oxm(OxmField::EthType, &[8, 0])
+}
+
+fn out(p: u32) -> Action {
+    Action::Output { port: p, max_len: 0 }
+}
+
+fn to_controller(max_len: u16) -> Action {
+    Action::Output { port: port::CONTROLLER, max_len }
+}
+
+fn set(field: OxmField, value: &[u8]) -> Action {
+    Action::SetField(oxm(field, value))
+}
+
+fn apply(a: Vec<Action>) -> Instruction {
+    Instruction::ApplyActions(a)
+}
+
+fn write(a: Vec<Action>) -> Instruction {
+    Instruction::WriteActions(a)
+}
+
+fn flow(table: u8, priority: u16, fields: Vec<Oxm>, instructions: Vec<Instruction>) -> FlowMod {
+    FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: table,
+        command: fmc::ADD,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority,
+        buffer_id: sluice_openflow::NO_BUFFER,
+        out_port: port::ANY,
+        out_group: sluice_openflow::group::ANY,
+        flags: 0,
+        matched: Match { fields },
+        instructions,
+    }
+}
+
+/// Adds `fm` with uid `uid`, panicking on an error.
+fn add(sw: &mut OfSwitch, uid: u64, fm: FlowMod) {
+    sw.flow_mod(&fm, uid, 0).unwrap_or_else(|e| panic!("flow-mod {uid} refused: {e:?}"));
+}
+
+fn group(id: u32, typ: u8, buckets: Vec<Bucket>) -> GroupMod {
+    GroupMod { command: gmc::ADD, typ, group_id: id, buckets }
+}
+
+fn bucket(actions: Vec<Action>) -> Bucket {
+    Bucket { weight: 0, watch_port: port::ANY, watch_group: sluice_openflow::group::ANY, actions }
+}
+
+/// Runs one frame in on `in_port`; returns what went out, in order.
+fn run(sw: &mut OfSwitch, in_port: u32, frame: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    let mut outs = Vec::new();
+    sw.process_batch(in_port, &[frame], &mut |_, p, b: &[u8]| outs.push((p, b.to_vec())));
+    outs
+}
+
+fn ports_of(outs: &[(u32, Vec<u8>)]) -> Vec<u32> {
+    outs.iter().map(|o| o.0).collect()
+}
+
+fn notes(sw: &mut OfSwitch) -> Vec<Note> {
+    let mut v = Vec::new();
+    sw.drain_notifications(&mut |n| v.push(n));
+    v
+}
+
+fn assert_err(r: Result<Vec<sluice_ofswitch::control::Removed>, OfError>, typ: u16, code: u16) {
+    match r {
+        Err(e) => assert_eq!((e.typ, e.code), (typ, code), "{e:?}"),
+        Ok(_) => panic!("accepted, expected error {typ}/{code}"),
+    }
+}
+
+// ---------------------------------------------------------------- 1. matching
+
+#[test]
+fn highest_priority_wins_and_masked_ipv4_matches() {
+    let mut sw = switch(4);
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            10,
+            vec![ipv4_type(), oxm_m(OxmField::Ipv4Dst, &[10, 0, 0, 0], &[255, 0, 0, 0])],
+            vec![apply(vec![out(2)])],
+        ),
+    );
+    add(
+        &mut sw,
+        2,
+        flow(
+            0,
+            20,
+            vec![ipv4_type(), oxm_m(OxmField::Ipv4Dst, &[10, 1, 0, 0], &[255, 255, 0, 0])],
+            vec![apply(vec![out(3)])],
+        ),
+    );
+    add(&mut sw, 3, flow(0, 30, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 1, 2, 3])], vec![apply(vec![out(4)])]));
+    // A non-contiguous mask: only the last byte's low bit.
+    add(
+        &mut sw,
+        4,
+        flow(
+            0,
+            5,
+            vec![ipv4_type(), oxm_m(OxmField::Ipv4Src, &[0, 0, 0, 1], &[0, 0, 0, 1])],
+            vec![apply(vec![out(1)])],
+        ),
+    );
+    let f = |dst| udp4([192, 168, 0, 2], dst, 1, 2);
+    assert_eq!(ports_of(&run(&mut sw, 1, &f([10, 1, 2, 3]))), vec![4]);
+    assert_eq!(ports_of(&run(&mut sw, 1, &f([10, 1, 9, 9]))), vec![3]);
+    assert_eq!(ports_of(&run(&mut sw, 1, &f([10, 9, 9, 9]))), vec![2]);
+    assert_eq!(ports_of(&run(&mut sw, 1, &f([11, 0, 0, 1]))), Vec::<u32>::new(), "no entry: dropped");
+    assert_eq!(ports_of(&run(&mut sw, 2, &udp4([192, 168, 0, 3], [11, 0, 0, 1], 1, 2))), vec![1], "odd source");
+    // An ARP frame has no IPv4 fields: an IPv4-only entry never matches it.
+    assert!(run(&mut sw, 1, &arp_req()).is_empty());
+}
+
+#[test]
+fn masked_ipv6_mac_and_in_port_matches() {
+    let mut sw = switch(4);
+    let mut prefix = [0u8; 16];
+    prefix[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    let mut mask = [0u8; 16];
+    mask[..4].copy_from_slice(&[0xff; 4]);
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            10,
+            vec![oxm(OxmField::EthType, &[0x86, 0xdd]), oxm_m(OxmField::Ipv6Dst, &prefix, &mask)],
+            vec![apply(vec![out(2)])],
+        ),
+    );
+    // Multicast destination MACs (the group bit), from port 3 only.
+    add(
+        &mut sw,
+        2,
+        flow(
+            0,
+            20,
+            vec![
+                oxm(OxmField::InPort, &[0, 0, 0, 3]),
+                oxm_m(OxmField::EthDst, &[1, 0, 0, 0, 0, 0], &[1, 0, 0, 0, 0, 0]),
+            ],
+            vec![apply(vec![out(4)])],
+        ),
+    );
+    assert_eq!(ports_of(&run(&mut sw, 1, &udp6(v6(1), v6(2)))), vec![2]);
+    let mut other = v6(2);
+    other[3] = 0xb9;
+    assert!(run(&mut sw, 1, &udp6(v6(1), other)).is_empty());
+    assert_eq!(ports_of(&run(&mut sw, 3, &arp_req())), vec![4], "broadcast has the group bit");
+    assert!(run(&mut sw, 2, &arp_req()).is_empty(), "in_port differs");
+}
+
+#[test]
+fn vlan_vid_present_matches_tagged_only_and_none_untagged_only() {
+    let mut sw = switch(4);
+    add(
+        &mut sw,
+        1,
+        flow(0, 10, vec![oxm_m(OxmField::VlanVid, &[0x10, 0x00], &[0x10, 0x00])], vec![apply(vec![out(2)])]),
+    );
+    add(&mut sw, 2, flow(0, 10, vec![oxm(OxmField::VlanVid, &[0x00, 0x00])], vec![apply(vec![out(3)])]));
+    add(&mut sw, 3, flow(0, 20, vec![oxm(OxmField::VlanVid, &[0x10, 0x07])], vec![apply(vec![out(4)])]));
+    let plain = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    assert_eq!(ports_of(&run(&mut sw, 1, &plain)), vec![3]);
+    assert_eq!(ports_of(&run(&mut sw, 1, &tag(plain.clone(), 0, 5))), vec![2]);
+    assert_eq!(ports_of(&run(&mut sw, 1, &tag(plain.clone(), 3, 7))), vec![4]);
+    // A priority tag (VID 0) is a tag: OFPVID_PRESENT, not OFPVID_NONE.
+    assert_eq!(ports_of(&run(&mut sw, 1, &tag(plain, 5, 0))), vec![2]);
+}
+
+// ---------------------------------------------------------------- 2. instructions
+
+#[test]
+fn apply_actions_change_the_packet_for_later_tables() {
+    let mut sw = switch(4);
+    add(
+        &mut sw,
+        1,
+        flow(0, 1, vec![], vec![apply(vec![set(OxmField::EthDst, &[2, 2, 2, 2, 2, 2])]), Instruction::GotoTable(1)]),
+    );
+    add(&mut sw, 2, flow(1, 10, vec![oxm(OxmField::EthDst, &[2, 2, 2, 2, 2, 2])], vec![apply(vec![out(2)])]));
+    add(&mut sw, 3, flow(1, 5, vec![], vec![apply(vec![out(3)])]));
+    let outs = run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2));
+    assert_eq!(ports_of(&outs), vec![2]);
+    assert_eq!(&outs[0].1[0..6], &[2; 6]);
+}
+
+#[test]
+fn action_set_keeps_one_action_per_type_and_runs_in_spec_order() {
+    let mut sw = switch(4);
+    // Table 0 writes output 2 and a set-field; table 1 replaces the output
+    // with 3 and the set-field's value; the set-field still runs before
+    // the output although the output was written first.
+    add(
+        &mut sw,
+        1,
+        flow(0, 1, vec![], vec![write(vec![out(2), set(OxmField::Ipv4Dst, &[1, 1, 1, 1])]), Instruction::GotoTable(1)]),
+    );
+    add(
+        &mut sw,
+        2,
+        flow(
+            1,
+            1,
+            vec![],
+            vec![write(vec![out(3), set(OxmField::Ipv4Dst, &[9, 9, 9, 9]), set(OxmField::Ipv4Src, &[8, 8, 8, 8])])],
+        ),
+    );
+    let outs = run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2));
+    assert_eq!(ports_of(&outs), vec![3], "one output: the later write replaced the first");
+    assert_eq!(&outs[0].1[26..34], &[8, 8, 8, 8, 9, 9, 9, 9]);
+    assert!(checksums_ok(&outs[0].1));
+}
+
+#[test]
+fn action_set_pops_before_pushes_and_decrements_before_sets() {
+    let mut sw = switch(4);
+    // Written push first, pop second: the set pops, then pushes (the new
+    // tag has no outer tag to copy: VID 0), then decrements the TTL, then
+    // sets the TTL-independent field, then outputs.
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            1,
+            vec![],
+            vec![write(vec![
+                out(2),
+                set(OxmField::VlanPcp, &[3]),
+                Action::DecNwTtl,
+                Action::PushVlan(0x8100),
+                Action::PopVlan,
+            ])],
+        ),
+    );
+    let plain = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let o = run(&mut sw, 1, &tag(plain.clone(), 5, 42));
+    let mut want = plain;
+    want[22] -= 1;
+    let c = csum(&{
+        let mut h = want[14..34].to_vec();
+        h[10] = 0;
+        h[11] = 0;
+        h
+    });
+    want[24..26].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(o[0].1, tag(want.clone(), 3, 0));
+    assert!(checksums_ok(&o[0].1));
+}
+
+#[test]
+fn clear_actions_empties_the_set() {
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![write(vec![out(2)]), Instruction::GotoTable(1)]));
+    add(&mut sw, 2, flow(1, 1, vec![], vec![Instruction::ClearActions, Instruction::GotoTable(2)]));
+    add(&mut sw, 3, flow(2, 1, vec![], vec![]));
+    assert!(run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2)).is_empty());
+    // Clear runs before write in the same entry.
+    add(&mut sw, 4, flow(1, 1, vec![], vec![Instruction::ClearActions, write(vec![out(4)])]));
+    assert_eq!(ports_of(&run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2))), vec![4]);
+}
+
+#[test]
+fn group_in_the_action_set_beats_output() {
+    let mut sw = switch(4);
+    sw.group_mod(&group(7, group_type::INDIRECT, vec![bucket(vec![out(4)])])).unwrap();
+    add(&mut sw, 1, flow(0, 1, vec![], vec![write(vec![out(2), Action::Group(7)])]));
+    assert_eq!(ports_of(&run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2))), vec![4]);
+}
+
+#[test]
+fn write_metadata_with_mask_and_a_later_table_matches_it() {
+    let mut sw = switch(4);
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            1,
+            vec![],
+            vec![Instruction::WriteMetadata { metadata: 0xffff_0000_0000_00ab, mask: 0xff }, Instruction::GotoTable(1)],
+        ),
+    );
+    add(
+        &mut sw,
+        2,
+        flow(
+            1,
+            1,
+            vec![],
+            vec![Instruction::WriteMetadata { metadata: 0x1200, mask: 0xff00 }, Instruction::GotoTable(3)],
+        ),
+    );
+    add(&mut sw, 3, flow(3, 10, vec![oxm(OxmField::Metadata, &0x12abu64.to_be_bytes())], vec![apply(vec![out(2)])]));
+    add(
+        &mut sw,
+        4,
+        flow(
+            3,
+            20,
+            vec![oxm_m(OxmField::Metadata, &0xffu64.to_be_bytes(), &0xff00_0000_0000_00ffu64.to_be_bytes())],
+            vec![apply(vec![out(3)])],
+        ),
+    );
+    add(&mut sw, 5, flow(3, 5, vec![], vec![apply(vec![to_controller(0xffff)])]));
+    assert_eq!(
+        ports_of(&run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2))),
+        vec![2],
+        "the mask kept the high bits 0"
+    );
+    assert_eq!(sw.counters.tables[2], (0, 0), "goto skipped table 2");
+    assert_eq!(sw.counters.tables[3], (1, 1));
+}
+
+// ---------------------------------------------------------------- 3. outputs
+
+#[test]
+fn outputs_in_port_all_flood_and_the_input_port_itself() {
+    let mut sw = switch(4);
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::IN_PORT)])]));
+    assert_eq!(ports_of(&run(&mut sw, 3, &f)), vec![3]);
+    // The spec: to send a packet back where it came from, use IN_PORT;
+    // output to the input port's own number sends nothing.
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(3)])]));
+    assert!(run(&mut sw, 3, &f).is_empty());
+    assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![3]);
+    assert_eq!(sw.counters.unsupported_output, 0, "not sending back is no unsupported port");
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::ALL)])]));
+    assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![1, 3, 4]);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::FLOOD)])]));
+    assert_eq!(ports_of(&run(&mut sw, 4, &f)), vec![1, 2, 3]);
+    let outs = run(&mut sw, 1, &f);
+    assert!(outs.iter().all(|o| o.1 == f), "copies are the frame");
+}
+
+#[test]
+fn controller_output_packet_in_reason_table_cookie_and_truncation() {
+    let mut sw = switch(4);
+    let mut fm = flow(0, 100, vec![ipv4_type()], vec![apply(vec![to_controller(20)]), Instruction::GotoTable(2)]);
+    fm.cookie = 0xc0ffee;
+    add(&mut sw, 1, fm);
+    // Table-miss entry of table 2: priority 0, empty match.
+    let mut miss = flow(2, 0, vec![], vec![apply(vec![to_controller(0xffff)])]);
+    miss.cookie = 0xabc;
+    add(&mut sw, 2, miss);
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    assert!(run(&mut sw, 3, &f).is_empty());
+    let n = notes(&mut sw);
+    assert_eq!(n.len(), 2);
+    let Note::PacketIn { in_port, reason, table_id, cookie, total_len, data, .. } = &n[0];
+    assert_eq!((*in_port, *reason, *table_id, *cookie), (3, packet_in_reason::ACTION, 0, 0xc0ffee));
+    assert_eq!((*total_len as usize, data.as_slice()), (f.len(), &f[..20]));
+    let Note::PacketIn { reason, table_id, cookie, data, .. } = &n[1];
+    assert_eq!((*reason, *table_id, *cookie), (packet_in_reason::NO_MATCH, 2, 0xabc));
+    assert_eq!(data, &f, "0xffff: the whole packet");
+    // A priority-0 entry with a match is no table-miss entry.
+    let miss = cmd(flow(2, 0, vec![], vec![]), fmc::DELETE_STRICT);
+    assert_eq!(sw.flow_mod(&miss, 0, 0).unwrap().len(), 1);
+    add(&mut sw, 3, flow(2, 0, vec![ipv4_type()], vec![apply(vec![to_controller(0xffff)])]));
+    run(&mut sw, 3, &f);
+    let n = notes(&mut sw);
+    let Note::PacketIn { reason, .. } = &n[1];
+    assert_eq!(*reason, packet_in_reason::ACTION);
+}
+
+#[test]
+fn no_matching_entry_drops_and_counts() {
+    let mut sw = switch(2);
+    assert!(run(&mut sw, 1, &arp_req()).is_empty());
+    assert!(notes(&mut sw).is_empty(), "no table-miss entry: no packet-in");
+    assert_eq!(sw.stats().dropped, 1);
+    assert_eq!(sw.counters.tables[0], (1, 0));
+}
+
+#[test]
+fn port_config_no_recv_no_fwd_no_packet_in() {
+    use sluice_openflow::port_config::{NO_FWD, NO_PACKET_IN, NO_RECV};
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::ALL), out(4), to_controller(0xffff)])]));
+    sw.ports.get_mut(&4).unwrap().config |= NO_FWD;
+    let f = arp_req();
+    // NO_FWD drops what any output sends to the port (ALL included).
+    assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2, 3]);
+    assert_eq!(sw.counters.ports[&4][4], 2, "counted as tx dropped");
+    assert_eq!(notes(&mut sw).len(), 1);
+    sw.ports.get_mut(&2).unwrap().config |= NO_PACKET_IN;
+    assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![1, 3]);
+    assert!(notes(&mut sw).is_empty(), "no packet-ins for packets from a NO_PACKET_IN port");
+    sw.ports.get_mut(&3).unwrap().config |= NO_RECV;
+    assert!(run(&mut sw, 3, &f).is_empty());
+    assert_eq!(sw.counters.tables[0].0, 2, "NO_RECV drops before the tables");
+}
+
+// ---------------------------------------------------------------- 4. actions
+
+#[test]
+fn push_and_pop_vlan_bytes() {
+    let mut sw = switch(4);
+    let plain = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    add(
+        &mut sw,
+        1,
+        flow(0, 1, vec![oxm(OxmField::InPort, &[0, 0, 0, 1])], vec![apply(vec![Action::PushVlan(0x8100), out(2)])]),
+    );
+    let outs = run(&mut sw, 1, &plain);
+    assert_eq!(outs[0].1, tag(plain.clone(), 0, 0), "no outer tag: VID 0, PCP 0");
+    // Pushing onto a tagged frame copies the outer tag's TCI.
+    add(
+        &mut sw,
+        2,
+        flow(0, 1, vec![oxm(OxmField::InPort, &[0, 0, 0, 2])], vec![apply(vec![Action::PushVlan(0x88a8), out(3)])]),
+    );
+    let tagged = tag(plain.clone(), 5, 42);
+    let outs = run(&mut sw, 2, &tagged);
+    let mut want = tagged.clone();
+    want.splice(12..12, [0x88, 0xa8, 0xa0, 42]);
+    assert_eq!(outs[0].1, want);
+    // Set VID and PCP, then match them in the next table, then pop.
+    add(
+        &mut sw,
+        3,
+        flow(
+            0,
+            1,
+            vec![oxm(OxmField::InPort, &[0, 0, 0, 3])],
+            vec![
+                apply(vec![set(OxmField::VlanVid, &[0x10, 0x09]), set(OxmField::VlanPcp, &[6])]),
+                Instruction::GotoTable(1),
+            ],
+        ),
+    );
+    add(
+        &mut sw,
+        4,
+        flow(
+            1,
+            1,
+            vec![oxm(OxmField::VlanVid, &[0x10, 0x09]), oxm(OxmField::VlanPcp, &[6])],
+            vec![apply(vec![out(1), Action::PopVlan, out(4)])],
+        ),
+    );
+    let outs = run(&mut sw, 3, &tagged);
+    assert_eq!(outs[0], (1, tag(plain.clone(), 6, 9)));
+    assert_eq!(outs[1], (4, plain));
+}
+
+#[test]
+fn push_and_pop_mpls_copy_ttl_and_set_bos() {
+    let mut sw = switch(4);
+    let ip = ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 33, udp_seg(1, 2, b"x"));
+    let f = eth(MAC_B, MAC_A, 0x0800, &ip);
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            1,
+            vec![oxm(OxmField::InPort, &[0, 0, 0, 1])],
+            vec![apply(vec![
+                Action::PushMpls(0x8847),
+                set(OxmField::MplsLabel, &[0, 0, 0x12, 0x34]),
+                Action::PushMpls(0x8847),
+                out(2),
+            ])],
+        ),
+    );
+    let outs = run(&mut sw, 1, &f);
+    let o = &outs[0].1;
+    assert_eq!(&o[12..14], &[0x88, 0x47]);
+    // Outer: label 0x1234 copied, bos 0, TTL 33; inner: label 0x1234, bos 1, TTL 33.
+    assert_eq!(&o[14..18], &[0x01, 0x23, 0x40, 33]);
+    assert_eq!(&o[18..22], &[0x01, 0x23, 0x41, 33]);
+    assert_eq!(&o[22..], &ip[..]);
+    add(
+        &mut sw,
+        2,
+        flow(
+            0,
+            1,
+            vec![
+                oxm(OxmField::InPort, &[0, 0, 0, 2]),
+                oxm(OxmField::EthType, &[0x88, 0x47]),
+                oxm(OxmField::MplsBos, &[0]),
+            ],
+            vec![apply(vec![Action::PopMpls(0x8847), Action::PopMpls(0x0800), out(3)])],
+        ),
+    );
+    let outs = run(&mut sw, 2, o);
+    assert_eq!(outs[0], (3, f));
+}
+
+#[test]
+fn copy_ttl_in_keeps_the_inner_ipv4_checksum_valid() {
+    let mut sw = switch(4);
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            1,
+            vec![],
+            vec![apply(vec![
+                Action::PushMpls(0x8847),
+                Action::SetMplsTtl(9),
+                Action::CopyTtlIn,
+                Action::PopMpls(0x0800),
+                out(2),
+            ])],
+        ),
+    );
+    let outs = run(&mut sw, 1, &f);
+    assert_eq!(outs[0].1[22], 9, "IP TTL from the MPLS TTL");
+    assert!(checksums_ok(&outs[0].1));
+}
+
+#[test]
+fn dec_ttl_ipv4_and_ipv6_and_invalid_ttl() {
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![Action::DecNwTtl, out(2)])]));
+    let f4 = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let o = run(&mut sw, 1, &f4);
+    assert_eq!(o[0].1[22], 63);
+    assert!(checksums_ok(&o[0].1));
+    let f6 = udp6(v6(1), v6(2));
+    let o = run(&mut sw, 1, &f6);
+    assert_eq!(o[0].1[21], 63);
+    assert!(checksums_ok(&o[0].1));
+    let ttl1 = eth(MAC_B, MAC_A, 0x0800, &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 1, udp_seg(1, 2, b"x")));
+    assert!(run(&mut sw, 1, &ttl1).is_empty());
+    assert!(notes(&mut sw).is_empty(), "flag off: dropped silently");
+    sw.config.flags |= INVALID_TTL_TO_CONTROLLER;
+    assert!(run(&mut sw, 1, &ttl1).is_empty());
+    let n = notes(&mut sw);
+    assert_eq!(n.len(), 1);
+    let Note::PacketIn { reason, data, in_port, .. } = &n[0];
+    assert_eq!((*reason, *in_port), (packet_in_reason::INVALID_TTL, 1));
+    assert_eq!(data, &ttl1);
+    // In the action set too: the TTL decrement comes before the output.
+    add(&mut sw, 1, flow(0, 1, vec![], vec![write(vec![out(2), Action::DecNwTtl])]));
+    assert!(run(&mut sw, 1, &ttl1).is_empty());
+    assert_eq!(run(&mut sw, 1, &f4)[0].1[22], 63);
+}
+
+#[test]
+fn set_field_addresses_and_ports_keep_checksums_valid() {
+    let mut sw = switch(4);
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            10,
+            vec![ipv4_type(), oxm(OxmField::IpProto, &[6])],
+            vec![apply(vec![
+                set(OxmField::Ipv4Src, &[172, 16, 0, 1]),
+                set(OxmField::TcpDst, &[0x1f, 0x90]),
+                set(OxmField::TcpSrc, &[0, 7]),
+                out(2),
+            ])],
+        ),
+    );
+    add(
+        &mut sw,
+        2,
+        flow(
+            0,
+            10,
+            vec![ipv4_type(), oxm(OxmField::IpProto, &[17])],
+            vec![apply(vec![set(OxmField::Ipv4Dst, &[192, 168, 7, 7]), set(OxmField::UdpSrc, &[0x30, 0x39]), out(2)])],
+        ),
+    );
+    add(
+        &mut sw,
+        3,
+        flow(
+            0,
+            10,
+            vec![ipv4_type(), oxm(OxmField::IpProto, &[1])],
+            vec![apply(vec![set(OxmField::Ipv4Dst, &[192, 168, 7, 8]), out(2)])],
+        ),
+    );
+    add(
+        &mut sw,
+        4,
+        flow(
+            0,
+            10,
+            vec![oxm(OxmField::EthType, &[0x86, 0xdd])],
+            vec![apply(vec![set(OxmField::Ipv6Src, &v6(77)), set(OxmField::UdpDst, &[0, 53]), out(2)])],
+        ),
+    );
+    let o = run(&mut sw, 1, &tcp4([10, 0, 0, 1], [10, 0, 0, 2], 1234, 80));
+    assert_eq!(&o[0].1[26..30], &[172, 16, 0, 1]);
+    assert_eq!(&o[0].1[34..38], &[0, 7, 0x1f, 0x90]);
+    assert!(checksums_ok(&o[0].1));
+    let o = run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 2], 1234, 80));
+    assert_eq!(&o[0].1[30..38], &[192, 168, 7, 7, 0x30, 0x39, 0, 80]);
+    assert!(checksums_ok(&o[0].1));
+    let icmp = eth(MAC_B, MAC_A, 0x0800, &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 1, 64, icmp_echo()));
+    let o = run(&mut sw, 1, &icmp);
+    assert_eq!(&o[0].1[30..34], &[192, 168, 7, 8]);
+    assert!(checksums_ok(&o[0].1));
+    let o = run(&mut sw, 1, &udp6(v6(1), v6(2)));
+    assert_eq!(&o[0].1[22..38], &v6(77));
+    assert!(checksums_ok(&o[0].1));
+}
+
+// ---------------------------------------------------------------- 5. flow-mods
+
+fn cmd(mut fm: FlowMod, command: u8) -> FlowMod {
+    fm.command = command;
+    fm
+}
+
+#[test]
+fn add_replaces_an_identical_entry_and_keeps_counters_unless_reset() {
+    let mut sw = switch(4);
+    let m = vec![ipv4_type()];
+    add(&mut sw, 1, flow(0, 10, m.clone(), vec![apply(vec![out(2)])]));
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    run(&mut sw, 1, &f);
+    run(&mut sw, 1, &f);
+    add(&mut sw, 2, flow(0, 10, m.clone(), vec![apply(vec![out(3)])]));
+    assert_eq!(sw.tables[0].len(), 1);
+    assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![3]);
+    assert_eq!(sw.counters.flows[&2], (3, 3 * f.len() as u64), "counters carried over");
+    let mut fm = flow(0, 10, m.clone(), vec![apply(vec![out(4)])]);
+    fm.flags = flow_mod_flags::RESET_COUNTS;
+    add(&mut sw, 3, fm);
+    run(&mut sw, 1, &f);
+    assert_eq!(sw.counters.flows[&3], (1, f.len() as u64));
+    assert!(!sw.counters.flows.contains_key(&1) && !sw.counters.flows.contains_key(&2), "replaced uids forgotten");
+    // Another priority is another entry.
+    add(&mut sw, 4, flow(0, 11, m, vec![apply(vec![out(1)])]));
+    assert_eq!(sw.tables[0].len(), 2);
+}
+
+#[test]
+fn check_overlap_refuses_an_overlapping_entry_of_equal_priority() {
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 10, vec![ipv4_type(), oxm_m(OxmField::Ipv4Dst, &[10, 0, 0, 0], &[255, 0, 0, 0])], vec![]));
+    let mut fm = flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Src, &[1, 2, 3, 4])], vec![]);
+    fm.flags = flow_mod_flags::CHECK_OVERLAP;
+    assert_err(sw.flow_mod(&fm, 2, 0), error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP);
+    fm.priority = 11;
+    sw.flow_mod(&fm, 2, 0).unwrap();
+    // An identical entry overlaps as well (OpenFlow 1.3.5 section 6.4: a
+    // packet may match both; Open vSwitch refuses it too).
+    let mut same = flow(0, 10, vec![ipv4_type(), oxm_m(OxmField::Ipv4Dst, &[10, 0, 0, 0], &[255, 0, 0, 0])], vec![]);
+    same.flags = flow_mod_flags::CHECK_OVERLAP;
+    assert_err(sw.flow_mod(&same, 4, 0), error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP);
+    let mut disjoint = flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[11, 0, 0, 1])], vec![]);
+    disjoint.flags = flow_mod_flags::CHECK_OVERLAP;
+    sw.flow_mod(&disjoint, 3, 0).unwrap();
+    assert_eq!(sw.tables[0].len(), 3);
+}
+
+#[test]
+fn modify_non_strict_strict_and_cookie_filter() {
+    let mut sw = switch(4);
+    let mut a = flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 1])], vec![apply(vec![out(1)])]);
+    a.cookie = 0x100;
+    add(&mut sw, 1, a);
+    let mut b = flow(0, 20, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 2])], vec![apply(vec![out(1)])]);
+    b.cookie = 0x200;
+    add(&mut sw, 2, b);
+    add(&mut sw, 3, flow(0, 5, vec![], vec![apply(vec![out(1)])]));
+    let to = |d| udp4([10, 0, 0, 9], [10, 0, 0, d], 1, 2);
+    // Non-strict on eth_type=IPv4 with a cookie filter: only entry 2.
+    let mut m = cmd(flow(0, 0, vec![ipv4_type()], vec![apply(vec![out(2)])]), fmc::MODIFY);
+    m.cookie = 0x200;
+    m.cookie_mask = 0xf00;
+    sw.flow_mod(&m, 99, 0).unwrap();
+    assert_eq!(ports_of(&run(&mut sw, 4, &to(1))), vec![1]);
+    assert_eq!(ports_of(&run(&mut sw, 4, &to(2))), vec![2]);
+    // Non-strict without a cookie filter: both IPv4 entries, not the catch-all.
+    sw.flow_mod(&cmd(flow(0, 0, vec![ipv4_type()], vec![apply(vec![out(3)])]), fmc::MODIFY), 99, 0).unwrap();
+    assert_eq!(ports_of(&run(&mut sw, 4, &to(1))), vec![3]);
+    assert_eq!(ports_of(&run(&mut sw, 4, &to(2))), vec![3]);
+    assert_eq!(ports_of(&run(&mut sw, 4, &arp_req())), vec![1]);
+    // Strict: same match, other priority: nothing; right priority: one.
+    let s = cmd(
+        flow(0, 11, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 1])], vec![apply(vec![out(4)])]),
+        fmc::MODIFY_STRICT,
+    );
+    sw.flow_mod(&s, 99, 0).unwrap();
+    assert_eq!(ports_of(&run(&mut sw, 1, &to(1))), vec![3]);
+    let s = cmd(
+        flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 1])], vec![apply(vec![out(4)])]),
+        fmc::MODIFY_STRICT,
+    );
+    sw.flow_mod(&s, 99, 0).unwrap();
+    assert_eq!(ports_of(&run(&mut sw, 1, &to(1))), vec![4]);
+    assert_eq!(ports_of(&run(&mut sw, 1, &to(2))), vec![3]);
+    assert_eq!(sw.tables[0].len(), 3, "modify adds nothing");
+    assert_eq!(sw.tables[0].flows[&1].cookie, 0x100, "modify keeps the cookie");
+}
+
+#[test]
+fn delete_non_strict_out_port_all_tables_and_strict() {
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 1])], vec![apply(vec![out(1)])]));
+    add(&mut sw, 2, flow(0, 20, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 2])], vec![write(vec![out(2)])]));
+    add(&mut sw, 3, flow(1, 10, vec![ipv4_type()], vec![apply(vec![out(2)])]));
+    add(&mut sw, 4, flow(1, 0, vec![], vec![apply(vec![out(2)])]));
+    // All tables, IPv4 entries sending to port 2.
+    let mut d = cmd(flow(sluice_openflow::table::ALL, 0, vec![ipv4_type()], vec![]), fmc::DELETE);
+    d.out_port = 2;
+    let removed = sw.flow_mod(&d, 0, 0).unwrap();
+    let mut ids: Vec<(u8, u64)> = removed.iter().map(|r| (r.table_id, r.flow.uid)).collect();
+    ids.sort();
+    assert_eq!(ids, vec![(0, 2), (1, 3)]);
+    assert!(removed.iter().all(|r| r.reason == sluice_openflow::flow_removed_reason::DELETE));
+    assert_eq!((sw.tables[0].len(), sw.tables[1].len()), (1, 1));
+    // Strict: priority must match too.
+    let s = cmd(flow(0, 11, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 1])], vec![]), fmc::DELETE_STRICT);
+    assert!(sw.flow_mod(&s, 0, 0).unwrap().is_empty());
+    let s = cmd(flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 1])], vec![]), fmc::DELETE_STRICT);
+    assert_eq!(sw.flow_mod(&s, 0, 0).unwrap()[0].flow.uid, 1);
+    // The out_group filter.
+    sw.group_mod(&group(5, group_type::INDIRECT, vec![bucket(vec![out(3)])])).unwrap();
+    add(&mut sw, 5, flow(2, 1, vec![], vec![write(vec![Action::Group(5)])]));
+    add(&mut sw, 6, flow(2, 2, vec![], vec![write(vec![out(3)])]));
+    let mut d = cmd(flow(sluice_openflow::table::ALL, 0, vec![], vec![]), fmc::DELETE);
+    d.out_group = 5;
+    let r = sw.flow_mod(&d, 0, 0).unwrap();
+    assert_eq!(r.iter().map(|r| r.flow.uid).collect::<Vec<_>>(), vec![5]);
+    // Empty match, all tables: everything.
+    let all = sw.flow_mod(&cmd(flow(sluice_openflow::table::ALL, 0, vec![], vec![]), fmc::DELETE), 0, 0).unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(sw.tables.iter().all(|t| t.is_empty()));
+    assert!(run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 1], 1, 2)).is_empty());
+}
+
+#[test]
+fn flow_mod_errors() {
+    let mut sw = switch(4);
+    assert_err(
+        sw.flow_mod(&flow(3, 1, vec![], vec![Instruction::GotoTable(3)]), 1, 0),
+        error_type::BAD_INSTRUCTION,
+        bad_instruction::BAD_TABLE_ID,
+    );
+    assert_err(
+        sw.flow_mod(&flow(3, 1, vec![], vec![Instruction::GotoTable(2)]), 1, 0),
+        error_type::BAD_INSTRUCTION,
+        bad_instruction::BAD_TABLE_ID,
+    );
+    assert_err(
+        sw.flow_mod(&flow(0, 1, vec![], vec![apply(vec![out(0)])]), 1, 0),
+        error_type::BAD_ACTION,
+        bad_action::BAD_OUT_PORT,
+    );
+    assert_err(
+        sw.flow_mod(&flow(0, 1, vec![], vec![write(vec![Action::Group(5)])]), 1, 0),
+        error_type::BAD_ACTION,
+        bad_action::BAD_OUT_GROUP,
+    );
+    assert_err(
+        sw.flow_mod(&flow(0, 1, vec![oxm(OxmField::Ipv4Dst, &[1, 2, 3, 4])], vec![]), 1, 0),
+        error_type::BAD_MATCH,
+        bad_match::BAD_PREREQ,
+    );
+    assert_err(
+        sw.flow_mod(&flow(0, 1, vec![ipv4_type(), oxm(OxmField::TcpDst, &[0, 80])], vec![]), 1, 0),
+        error_type::BAD_MATCH,
+        bad_match::BAD_PREREQ,
+    );
+    // OFPP_TABLE is for packet-outs only (OpenFlow 1.3.5, 7.2.1); in a
+    // flow or a bucket it would loop the packet through the tables.
+    assert_err(
+        sw.flow_mod(&flow(0, 1, vec![], vec![apply(vec![out(port::TABLE)])]), 1, 0),
+        error_type::BAD_ACTION,
+        bad_action::BAD_OUT_PORT,
+    );
+    assert_err(
+        sw.group_mod(&group(1, group_type::ALL, vec![bucket(vec![out(port::TABLE)])])),
+        error_type::BAD_ACTION,
+        bad_action::BAD_OUT_PORT,
+    );
+    assert!(sw.tables.iter().all(|t| t.is_empty()), "nothing added");
+}
+
+// ---------------------------------------------------------------- 6. groups
+
+#[test]
+fn group_all_indirect_and_counters() {
+    let mut sw = switch(4);
+    sw.group_mod(&group(
+        1,
+        group_type::ALL,
+        vec![
+            bucket(vec![out(2)]),
+            bucket(vec![set(OxmField::Ipv4Dst, &[1, 1, 1, 1]), out(3)]),
+            bucket(vec![out(port::IN_PORT)]),
+        ],
+    ))
+    .unwrap();
+    sw.group_mod(&group(2, group_type::INDIRECT, vec![bucket(vec![Action::Group(1)])])).unwrap();
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![Action::Group(2), out(4)])]));
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let o = run(&mut sw, 1, &f);
+    assert_eq!(ports_of(&o), vec![2, 3, 1, 4]);
+    assert_eq!(o[0].1, f);
+    assert_eq!(&o[1].1[30..34], &[1, 1, 1, 1]);
+    assert_eq!(o[2].1, f, "a bucket's change stays in its copy");
+    assert_eq!(o[3].1, f, "and does not reach the actions after the group");
+    let len = f.len() as u64;
+    assert_eq!(sw.counters.groups[&1], (1, len, vec![(1, len), (1, len), (1, len)]));
+    assert_eq!(sw.counters.groups[&2], (1, len, vec![(1, len)]));
+}
+
+#[test]
+fn controller_output_from_a_group_reports_the_flow_table_and_cookie() {
+    let mut sw = switch(4);
+    sw.group_mod(&group(1, group_type::INDIRECT, vec![bucket(vec![to_controller(0xffff)])])).unwrap();
+    add(&mut sw, 1, flow(0, 1, vec![], vec![Instruction::GotoTable(2)]));
+    let mut fm = flow(2, 1, vec![], vec![write(vec![Action::Group(1)])]);
+    fm.cookie = 0x77;
+    add(&mut sw, 2, fm);
+    run(&mut sw, 1, &arp_req());
+    let n = notes(&mut sw);
+    let Note::PacketIn { reason, table_id, cookie, .. } = &n[0];
+    assert_eq!((*reason, *table_id, *cookie), (packet_in_reason::ACTION, 2, 0x77));
+}
+
+fn select_bucket(weight: u16, p: u32) -> Bucket {
+    Bucket { weight, ..bucket(vec![out(p)]) }
+}
+
+#[test]
+fn group_select_one_flow_one_bucket_spread_by_weight() {
+    let mut sw = switch(4);
+    sw.group_mod(&group(1, group_type::SELECT, vec![select_bucket(3, 2), select_bucket(1, 3), select_bucket(0, 4)]))
+        .unwrap();
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![Action::Group(1)])]));
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 5555, 53);
+    let first = ports_of(&run(&mut sw, 1, &f));
+    assert_eq!(first.len(), 1);
+    for _ in 0..20 {
+        assert_eq!(ports_of(&run(&mut sw, 1, &f)), first, "one flow, one bucket");
+    }
+    let mut per = BTreeMap::new();
+    for sport in 0..400u16 {
+        for p in ports_of(&run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 2], 10000 + sport, 53))) {
+            *per.entry(p).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(per.get(&4), None, "a weight-0 bucket is never chosen");
+    let (a, b) = (per[&2], per[&3]);
+    assert_eq!(a + b, 400);
+    assert!((240..=360).contains(&a), "3:1 by weight, got {a}:{b}");
+}
+
+#[test]
+fn group_select_spreads_ipv6_flows_by_address() {
+    let mut sw = switch(4);
+    sw.group_mod(&group(1, group_type::SELECT, vec![select_bucket(1, 2), select_bucket(1, 3)])).unwrap();
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![Action::Group(1)])]));
+    let mut per = BTreeMap::new();
+    for host in 0..100u16 {
+        for p in ports_of(&run(&mut sw, 1, &udp6(v6(host), v6(9999)))) {
+            *per.entry(p).or_insert(0) += 1;
+        }
+    }
+    assert!(per.get(&2).copied().unwrap_or(0) >= 25 && per.get(&3).copied().unwrap_or(0) >= 25, "{per:?}");
+}
+
+#[test]
+fn group_fast_failover_takes_the_first_live_bucket() {
+    let mut sw = switch(4);
+    let ff = |w: u32, p: u32| Bucket { watch_port: w, ..bucket(vec![out(p)]) };
+    sw.group_mod(&group(1, group_type::FF, vec![ff(2, 2), ff(3, 3), ff(4, 4)])).unwrap();
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![Action::Group(1)])]));
+    let f = arp_req();
+    assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2]);
+    sw.ports.get_mut(&2).unwrap().live = false;
+    assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![3]);
+    sw.ports.get_mut(&3).unwrap().config |= sluice_openflow::port_config::PORT_DOWN;
+    assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![4]);
+    sw.ports.get_mut(&4).unwrap().live = false;
+    assert!(run(&mut sw, 1, &f).is_empty(), "no live bucket: dropped");
+    sw.ports.get_mut(&2).unwrap().live = true;
+    assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2]);
+}
+
+#[test]
+fn group_mod_errors_and_delete_removes_users() {
+    let mut sw = switch(4);
+    sw.group_mod(&group(1, group_type::ALL, vec![bucket(vec![out(2)])])).unwrap();
+    assert_err(
+        sw.group_mod(&group(1, group_type::ALL, vec![])),
+        error_type::GROUP_MOD_FAILED,
+        group_mod_failed::GROUP_EXISTS,
+    );
+    let mut m = group(9, group_type::ALL, vec![]);
+    m.command = gmc::MODIFY;
+    assert_err(sw.group_mod(&m), error_type::GROUP_MOD_FAILED, group_mod_failed::UNKNOWN_GROUP);
+    assert_err(
+        sw.group_mod(&group(3, group_type::ALL, vec![bucket(vec![Action::Group(3)])])),
+        error_type::GROUP_MOD_FAILED,
+        group_mod_failed::LOOP,
+    );
+    add(&mut sw, 1, flow(0, 10, vec![ipv4_type()], vec![write(vec![Action::Group(1)])]));
+    add(&mut sw, 2, flow(1, 10, vec![], vec![apply(vec![Action::Group(1)])]));
+    add(&mut sw, 3, flow(0, 5, vec![], vec![apply(vec![out(3)])]));
+    let mut d = group(1, group_type::ALL, vec![]);
+    d.command = gmc::DELETE;
+    let removed = sw.group_mod(&d).unwrap();
+    let mut ids: Vec<u64> = removed.iter().map(|r| r.flow.uid).collect();
+    ids.sort();
+    assert_eq!(ids, vec![1, 2]);
+    assert!(removed.iter().all(|r| r.reason == sluice_openflow::flow_removed_reason::GROUP_DELETE));
+    assert!(sw.groups.is_empty());
+    assert_eq!(sw.tables[0].len(), 1);
+}
+
+// ---------------------------------------------------------------- 7. packet-out
+
+fn packet_out(sw: &mut OfSwitch, in_port: u32, actions: &[Action], frame: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    let raw = encode_packet_out(in_port, &sluice_openflow::encode_actions(actions), frame);
+    run(sw, PACKET_OUT_PORT, &raw)
+}
+
+#[test]
+fn packet_out_runs_its_actions() {
+    let mut sw = switch(4);
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let o = packet_out(&mut sw, port::CONTROLLER, &[out(1), set(OxmField::Ipv4Dst, &[5, 5, 5, 5]), out(2)], &f);
+    assert_eq!(ports_of(&o), vec![1, 2]);
+    assert_eq!(o[0].1, f);
+    assert_eq!(&o[1].1[30..34], &[5, 5, 5, 5]);
+    assert!(checksums_ok(&o[1].1));
+    let o = packet_out(&mut sw, 3, &[out(port::IN_PORT), out(port::ALL)], &f);
+    assert_eq!(ports_of(&o), vec![3, 1, 2, 4]);
+}
+
+#[test]
+fn packet_out_to_table_runs_the_pipeline_then_later_actions_see_the_frame() {
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 1, vec![oxm(OxmField::InPort, &[0, 0, 0, 3])], vec![apply(vec![out(4)])]));
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let o = packet_out(&mut sw, 3, &[out(port::TABLE), out(2)], &f);
+    assert_eq!(o, vec![(4, f.clone()), (2, f)]);
+    assert_eq!(sw.counters.tables[0], (1, 1));
+}
+
+// ---------------------------------------------------------------- 8. counters
+
+#[test]
+fn counters_of_flows_tables_ports_and_replicas() {
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 10, vec![ipv4_type()], vec![Instruction::GotoTable(1)]));
+    add(&mut sw, 2, flow(1, 10, vec![], vec![apply(vec![out(2), out(3)])]));
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let len = f.len() as u64;
+    let mut r1 = sw.replica(2).unwrap();
+    let mut r2 = sw.replica(2).unwrap();
+    for _ in 0..3 {
+        run(&mut r1, 1, &f);
+    }
+    run(&mut r1, 1, &arp_req());
+    run(&mut r2, 4, &f);
+    let c1 = r1.counters();
+    assert_eq!(c1.flows[&1], (3, 3 * len));
+    assert_eq!(c1.flows[&2], (3, 3 * len));
+    assert_eq!(c1.tables[0], (4, 3));
+    assert_eq!(c1.tables[1], (3, 3));
+    assert_eq!(c1.ports[&1], [4, 3 * len + arp_req().len() as u64, 0, 0, 0]);
+    assert_eq!(c1.ports[&2], [0, 0, 3, 3 * len, 0]);
+    // A replica of a used switch starts from zero.
+    let r3 = r1.replica(2).unwrap();
+    assert!(r3.counters().flows.is_empty() && r3.counters().ports.is_empty());
+    assert!(r3.counters().tables.iter().all(|t| *t == (0, 0)));
+    sw.merge_counters(&[c1, r2.counters(), r3.counters()]);
+    assert_eq!(sw.counters.flows[&1], (4, 4 * len));
+    assert_eq!(sw.counters.tables[0], (5, 4));
+    assert_eq!(sw.counters.ports[&3], [0, 0, 4, 4 * len, 0]);
+    assert_eq!(sw.counters.ports[&4], [1, len, 0, 0, 0]);
+}
