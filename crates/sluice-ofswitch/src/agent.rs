@@ -12,7 +12,8 @@
 //!   succeeded there goes to the workers (`Pool::try_change`), between two
 //!   of their batches, so no packet sees half of one;
 //! - a BARRIER_REPLY is sent only once every change before the barrier
-//!   has landed on every worker (`Pool::flush`);
+//!   has landed on every worker (`Pool::flush`); without a barrier, the
+//!   changes a round of reading brought land before the next round;
 //! - every queue toward a slow peer is bounded: a connection whose output
 //!   buffer passes [`MAX_OUTPUT_BYTES`] is closed (counted); the
 //!   packet-ins the workers produce wait in a bounded channel whose
@@ -192,6 +193,11 @@ impl Agent {
         }
         for ci in 0..self.conns.len() {
             busy |= self.read_conn(ci);
+        }
+        // What this round's messages changed reaches the workers now, not
+        // at the next barrier (a controller need not send one).
+        if self.pool.pending() > 0 {
+            self.pool.flush();
         }
         busy |= self.forward_packet_ins();
         if self.last_expiry.elapsed() >= Duration::from_millis(500) {

@@ -230,9 +230,8 @@ fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
 /// osken-manager from the test command's venv (`SLUICE_OSKEN_MANAGER`, set
 /// by scripts/ensure-python.sh), else `.venv/osken` beside the repository.
 fn osken_manager() -> String {
-    let p = std::env::var("SLUICE_OSKEN_MANAGER").unwrap_or_else(|_| {
-        format!("{}/../../.venv/osken/bin/osken-manager", env!("CARGO_MANIFEST_DIR"))
-    });
+    let p = std::env::var("SLUICE_OSKEN_MANAGER")
+        .unwrap_or_else(|_| format!("{}/../../.venv/osken/bin/osken-manager", env!("CARGO_MANIFEST_DIR")));
     assert!(
         std::path::Path::new(&p).exists(),
         "osken-manager not found at {p}: run scripts/test.sh (it installs os-ken into .venv/osken)"
@@ -249,7 +248,8 @@ fn os_ken_learning_switch_drives_sluice_through_packet_ins() {
     // Two hosts on one subnet: the controller learns where their MACs are.
     lab.veth(&lab.h1, "h1-eth0", "s1-eth1");
     lab.veth(&lab.h2, "h2-eth0", "s1-eth2");
-    for (ns, ifc, ip, mac) in [(&lab.h1, "h1-eth0", "10.0.9.1/24", MAC_H1), (&lab.h2, "h2-eth0", "10.0.9.2/24", MAC_H2)] {
+    for (ns, ifc, ip, mac) in [(&lab.h1, "h1-eth0", "10.0.9.1/24", MAC_H1), (&lab.h2, "h2-eth0", "10.0.9.2/24", MAC_H2)]
+    {
         common::lab::sh(&["ip", "-n", ns, "link", "set", ifc, "address", mac]);
         common::lab::sh(&["ip", "-n", ns, "addr", "add", ip, "dev", ifc]);
         common::lab::sh(&["ip", "-n", ns, "link", "set", ifc, "up"]);
@@ -259,7 +259,17 @@ fn os_ken_learning_switch_drives_sluice_through_packet_ins() {
     }
     let ctl_log = std::fs::File::create(lab.dir.join("osken.log")).unwrap();
     let mut controller = Command::new("ip")
-        .args(["netns", "exec", &lab.sw, &manager, "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", "16633", &app])
+        .args([
+            "netns",
+            "exec",
+            &lab.sw,
+            &manager,
+            "--ofp-listen-host",
+            "127.0.0.1",
+            "--ofp-tcp-listen-port",
+            "16633",
+            &app,
+        ])
         .stdout(ctl_log.try_clone().unwrap())
         .stderr(ctl_log)
         .spawn()
