@@ -327,3 +327,46 @@ mod tests {
         assert!(!Pattern::of(&Match::default()).within(&p));
     }
 }
+
+#[cfg(test)]
+mod vlan_tests {
+    use super::*;
+    use sluice_openflow::{Oxm, OxmField};
+
+    #[test]
+    fn untagged_match_on_vlan_none_with_mask() {
+        let mut t = FlowTable::default();
+        let mut s = Vec::new();
+        let mk = |uid: u64, prio: u16, fields: Vec<Oxm>| {
+            let matched = Match { fields };
+            Flow {
+                uid,
+                priority: prio,
+                pattern: Pattern::of(&matched),
+                matched,
+                cookie: 0,
+                flags: 0,
+                idle_timeout: 0,
+                hard_timeout: 0,
+                instructions: vec![],
+                added_ns: 0,
+            }
+        };
+        t.insert(mk(4, 0, vec![]));
+        for p in 1..=3u32 {
+            t.insert(mk(
+                u64::from(p),
+                4096,
+                vec![
+                    Oxm { field: OxmField::InPort, value: p.to_be_bytes().to_vec(), mask: None },
+                    Oxm { field: OxmField::VlanVid, value: vec![0, 0], mask: Some(vec![0x1f, 0xff]) },
+                ],
+            ));
+        }
+        let mut k = [0u8; FULL_LEN];
+        k[0..4].copy_from_slice(&1u32.to_be_bytes());
+        assert_eq!(t.lookup(&k, &mut s), Some(1));
+        k[3] = 9;
+        assert_eq!(t.lookup(&k, &mut s), Some(4));
+    }
+}
