@@ -87,7 +87,12 @@ stop_switch() {
 }
 teardown() {
     stop_switch
-    for n in $H1 $H2 $SW; do ip netns del $n 2>/dev/null || true; done
+    # Whatever still runs in our namespaces is ours (an iperf3 cut short by Ctrl-C, say).
+    local n p
+    for n in $H1 $H2 $SW; do
+        for p in $(ip netns pids $n 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+        ip netns del $n 2>/dev/null || true
+    done
 }
 trap 'teardown; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
@@ -201,7 +206,7 @@ measure() {
     udp=$(json '"%.3f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9)')
     loss=$(json '"%.1f" % j["end"]["sum_received"]["lost_percent"]')
     [ -n "$PIDS" ] && rss=$(python3 -c "print('%.1f' % ($RSS_MAX / 1024))")
-    ping=$(h1 ping -c 50 -i 0.02 -q 10.0.0.2 2>/dev/null | sed -n 's|^rtt [^=]*= [0-9.]*/\([0-9.]*\)/[0-9.]*/\([0-9.]*\) ms|\1 \2|p')
+    ping=$(h1 ping -c 50 -i 0.02 -q 10.0.0.2 2>/dev/null | sed -n 's|^rtt [^=]*= [0-9.]*/\([0-9.]*\)/[0-9.]*/\([0-9.]*\) ms.*|\1 \2|p')
     [ -n "$ping" ] || ping="n/a n/a"
     echo "$tcp $udp $loss $ping $rss $cpu"
 }
@@ -242,8 +247,11 @@ teardown
 summary() { printf '%s' "${RES[$1]}" | python3 -c '
 import sys, statistics
 rows = [l.split() for l in sys.stdin if l.strip()]
+def num(x):
+    try: return float(x)
+    except ValueError: return None
 def med(i, fmt):
-    v = [float(r[i]) for r in rows if r[i] != "n/a"]
+    v = [num(r[i]) for r in rows if num(r[i]) is not None]
     return fmt % statistics.median(v) if v else "n/a"
 print(med(0, "%.3f"), med(1, "%.3f"), med(2, "%.1f"), med(3, "%.3f"), med(4, "%.3f"), med(5, "%.1f"), med(6, "%.0f"))'; }
 echo
