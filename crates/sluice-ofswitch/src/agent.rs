@@ -33,8 +33,8 @@ use sluice_openflow::errors::{bad_request, error_type, hello_failed, role_reques
 use sluice_openflow::{
     capabilities, controller_role, decode, encode, error_reply, flow_mod_flags, negotiate, peek_header, port,
     AggregateStats, AsyncConfig, Desc, ErrorMsg, Features, FlowStats, GroupDesc, GroupFeatures, GroupStats,
-    HelloElement, Match, Message, MeterFeatures, MultipartReply, MultipartRequest, OfError, Oxm, OxmField, PacketIn,
-    PortDesc, PortStats, Role, TableFeatureProp, TableFeatures, TableStats, OFP13,
+    HelloElement, Match, Message, MeterConfig, MeterFeatures, MeterStats, MultipartReply, MultipartRequest, OfError,
+    Oxm, OxmField, PacketIn, PortDesc, PortStats, Role, TableFeatureProp, TableFeatures, TableStats, OFP13,
 };
 
 use crate::control::{flow_outputs_to, Removed};
@@ -444,13 +444,15 @@ impl Agent {
                 });
             }
             Message::TableMod { .. } => {}
-            Message::MeterMod(_) => {
-                let e = OfError::new(
-                    error_type::METER_MOD_FAILED,
-                    sluice_openflow::errors::meter_mod_failed::OUT_OF_METERS,
-                    "meters are not supported yet",
-                );
-                self.error(ci, raw, &e, xid);
+            Message::MeterMod(mm) => {
+                if self.is_slave(ci) {
+                    return slave_refused(self);
+                }
+                let now = self.now_ns();
+                match self.pool.try_change(move |d: &mut OfSwitch, _| d.meter_mod(&mm, now)) {
+                    Ok(removed) => self.report_removed(removed),
+                    Err(e) => self.error(ci, raw, &e, xid),
+                }
             }
             Message::PacketOut(po) => {
                 if self.is_slave(ci) {
@@ -703,13 +705,64 @@ impl Agent {
                 // Every action type this switch runs in buckets.
                 actions: [0x01fb_9801, 0, 0, 0],
             })],
-            MultipartRequest::Meter { .. } => vec![MultipartReply::Meter(vec![])],
-            MultipartRequest::MeterConfig { .. } => vec![MultipartReply::MeterConfig(vec![])],
+            MultipartRequest::Meter { meter_id } => {
+                self.pool.merge_counters();
+                let sw = self.pool.master();
+                let s = sw
+                    .meters
+                    .meters
+                    .iter()
+                    .filter(|(id, _)| meter_id == sluice_openflow::meter::ALL || **id == meter_id)
+                    .map(|(id, m)| {
+                        let c = sw.counters.meters.get(id).cloned().unwrap_or_default();
+                        let mut bands = c.2.clone();
+                        bands.resize(m.bands.len(), (0, 0));
+                        let age = now.saturating_sub(m.added_ns);
+                        let flows = sw
+                            .tables
+                            .iter()
+                            .flat_map(|t| t.flows.values())
+                            .filter(|f| {
+                                f.instructions
+                                    .iter()
+                                    .any(|i| matches!(i, sluice_openflow::Instruction::Meter(x) if x == id))
+                            })
+                            .count();
+                        MeterStats {
+                            meter_id: *id,
+                            flow_count: flows as u32,
+                            packet_in_count: c.0,
+                            byte_in_count: c.1,
+                            duration_sec: (age / 1_000_000_000) as u32,
+                            duration_nsec: (age % 1_000_000_000) as u32,
+                            bands,
+                        }
+                    })
+                    .collect();
+                vec![MultipartReply::Meter(s)]
+            }
+            MultipartRequest::MeterConfig { meter_id } => {
+                let sw = self.pool.master();
+                let s = sw
+                    .meters
+                    .meters
+                    .iter()
+                    .filter(|(id, _)| meter_id == sluice_openflow::meter::ALL || **id == meter_id)
+                    .map(|(id, m)| MeterConfig { flags: m.flags, meter_id: *id, bands: m.bands.clone() })
+                    .collect();
+                vec![MultipartReply::MeterConfig(s)]
+            }
             MultipartRequest::MeterFeatures => vec![MultipartReply::MeterFeatures(MeterFeatures {
-                max_meter: 0,
-                band_types: 0,
-                capabilities: 0,
-                max_bands: 0,
+                max_meter: crate::meter::MAX_METERS,
+                // OFPMBT_DROP (1) and OFPMBT_DSCP_REMARK (2), as bits.
+                band_types: (1 << 1) | (1 << 2),
+                capabilities: u32::from(
+                    sluice_openflow::meter_flags::KBPS
+                        | sluice_openflow::meter_flags::PKTPS
+                        | sluice_openflow::meter_flags::BURST
+                        | sluice_openflow::meter_flags::STATS,
+                ),
+                max_bands: crate::meter::MAX_BANDS as u8,
                 max_color: 0,
             })],
             MultipartRequest::TableFeatures(set) if set.is_empty() => {

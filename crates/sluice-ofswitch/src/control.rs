@@ -12,7 +12,7 @@
 use sluice_openflow::errors::{bad_action, bad_instruction, bad_match, error_type, flow_mod_failed, group_mod_failed};
 use sluice_openflow::{
     flow_mod_command as fmc, flow_mod_flags, group_mod_command as gmc, group_type, port, Action, FlowMod, FlowRemoved,
-    GroupMod, Instruction, Match, OfError, OxmField,
+    GroupMod, Instruction, Match, MeterMod, OfError, OxmField,
 };
 
 use crate::switch::{Group, OfSwitch, N_TABLES};
@@ -123,11 +123,14 @@ fn check_instructions(sw: &OfSwitch, table: u8, ins: &[Instruction]) -> Result<(
             }
             Instruction::ClearActions => 5,
             Instruction::Meter(m) => {
-                return Err(err(
-                    error_type::METER_MOD_FAILED,
-                    sluice_openflow::errors::meter_mod_failed::UNKNOWN_METER,
-                    format!("meter {m} does not exist"),
-                ));
+                if !sw.meters.meters.contains_key(m) {
+                    return Err(err(
+                        error_type::METER_MOD_FAILED,
+                        sluice_openflow::errors::meter_mod_failed::UNKNOWN_METER,
+                        format!("meter {m} does not exist"),
+                    ));
+                }
+                6
             }
             Instruction::Experimenter { .. } => {
                 return Err(err(
@@ -297,6 +300,33 @@ impl OfSwitch {
             }
         }
         out
+    }
+
+    /// Applies a meter-mod. Deleting a meter deletes the flows that use it.
+    pub fn meter_mod(&mut self, mm: &MeterMod, now_ns: u64) -> Result<Vec<Removed>, OfError> {
+        self.meters.check(mm)?;
+        let deleted = self.meters.apply(mm, now_ns);
+        let mut removed = Vec::new();
+        for id in deleted {
+            for tid in 0..N_TABLES {
+                let users: Vec<u64> = self.tables[tid]
+                    .flows
+                    .values()
+                    .filter(|f| f.instructions.iter().any(|i| matches!(i, Instruction::Meter(m) if *m == id)))
+                    .map(|f| f.uid)
+                    .collect();
+                for u in users {
+                    if let Some(flow) = self.tables[tid].remove(u) {
+                        removed.push(Removed {
+                            table_id: tid as u8,
+                            flow,
+                            reason: sluice_openflow::flow_removed_reason::METER_DELETE,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(removed)
     }
 
     /// Applies a group-mod. Deleting a group deletes the flows that use it.

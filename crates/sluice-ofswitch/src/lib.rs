@@ -5,6 +5,7 @@
 //!   the fields its entries use;
 //! - [`switch`]: the pipeline of tables, action sets and groups as a
 //!   `DataPlane` ([`OfSwitch`]), run by Sluice's live loop and bench;
+//! - [`meter`]: meters, their bands' token buckets and statistics;
 //! - [`control`]: flow-mods, group-mods and port-mods, validated and
 //!   applied to every copy of the switch;
 //! - [`agent`]: the controller connections (OpenFlow 1.3 over TCP).
@@ -12,6 +13,7 @@
 pub mod agent;
 pub mod control;
 pub mod fields;
+pub mod meter;
 pub mod switch;
 pub mod table;
 

@@ -89,6 +89,8 @@ pub struct Counters {
     pub packet_ins_dropped: u64,
     /// Frames sent to a port the switch does not support (LOCAL, NORMAL).
     pub unsupported_output: u64,
+    /// Meter → (packets, bytes, per band (packets, bytes)).
+    pub meters: BTreeMap<u32, GroupCounts>,
 }
 
 /// A packet on its way through the pipeline.
@@ -116,12 +118,15 @@ impl Pkt {
 pub struct OfSwitch {
     pub tables: Vec<FlowTable>,
     pub groups: BTreeMap<u32, Group>,
+    pub meters: crate::meter::Meters,
     pub ports: BTreeMap<u32, PortInfo>,
     pub config: SwitchConfig,
     pub counters: Counters,
     stats: Stats,
     notes: Vec<Note>,
     scratch: Vec<u8>,
+    /// The meters' clock.
+    clock: std::time::Instant,
 }
 
 impl Default for OfSwitch {
@@ -228,12 +233,14 @@ impl OfSwitch {
         OfSwitch {
             tables: vec![FlowTable::default(); N_TABLES],
             groups: BTreeMap::new(),
+            meters: crate::meter::Meters { share: 1, ..Default::default() },
             ports,
             config: SwitchConfig { flags: 0, miss_send_len: 128 },
             counters: Counters { tables: vec![(0, 0); N_TABLES], ..Counters::default() },
             stats: Stats::default(),
             notes: Vec::new(),
             scratch: Vec::new(),
+            clock: std::time::Instant::now(),
         }
     }
 
@@ -632,6 +639,15 @@ impl OfSwitch {
             };
             let mut next = None;
             let mut dropped = false;
+            if let Some(m) = instructions.iter().find_map(|i| match i {
+                Instruction::Meter(m) => Some(*m),
+                _ => None,
+            }) {
+                if !self.run_meter(m, &mut pkt) {
+                    self.stats.dropped += 1;
+                    break;
+                }
+            }
             for ins in &instructions {
                 if let Instruction::ApplyActions(a) = ins {
                     if self.run_actions(idx, &mut pkt, a, reason, table as u8, cookie, 0, emit).is_err() {
@@ -673,6 +689,26 @@ impl OfSwitch {
             }
         }
         self.scratch = scratch;
+    }
+
+    /// Sends `pkt` through meter `id`; false when the meter drops it (a
+    /// DSCP-remark band rewrites the packet's DSCP instead).
+    fn run_meter(&mut self, id: u32, pkt: &mut Pkt) -> bool {
+        let now = self.clock.elapsed().as_nanos() as u64;
+        match self.meters.meter(id, pkt.buf.len(), now) {
+            crate::meter::Verdict::Pass => true,
+            crate::meter::Verdict::Drop => false,
+            crate::meter::Verdict::Remark(levels) => {
+                pkt.refresh();
+                let dscp = pkt.full[33];
+                let v = [crate::meter::remark_dscp(dscp, levels)];
+                if fields::write_field(&mut pkt.buf, &pkt.parsed, OxmField::IpDscp, &v) {
+                    fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                    pkt.stale = true;
+                }
+                true
+            }
+        }
     }
 
     /// Runs a packet-out frame (see [`encode_packet_out`]).
@@ -720,8 +756,9 @@ impl DataPlane for OfSwitch {
         }
     }
 
-    fn replica(&self, _workers: usize) -> Result<Self, String> {
+    fn replica(&self, workers: usize) -> Result<Self, String> {
         let mut r = self.clone();
+        r.meters.share = workers.max(1) as u64;
         r.counters = Counters { tables: vec![(0, 0); N_TABLES], ..Counters::default() };
         r.stats = Stats::default();
         r.notes.clear();
@@ -739,7 +776,10 @@ impl DataPlane for OfSwitch {
     }
 
     fn counters(&self) -> Counters {
-        self.counters.clone()
+        let mut c = self.counters.clone();
+        c.meters =
+            self.meters.meters.iter().map(|(id, m)| (*id, (m.packets, m.bytes, m.band_counts.clone()))).collect();
+        c
     }
 
     fn merge_counters(&mut self, replicas: &[Counters]) {
@@ -774,6 +814,18 @@ impl DataPlane for OfSwitch {
             }
             sum.packet_ins_dropped += r.packet_ins_dropped;
             sum.unsupported_output += r.unsupported_output;
+            for (k, v) in &r.meters {
+                let e = sum.meters.entry(*k).or_insert_with(|| (0, 0, Vec::new()));
+                e.0 += v.0;
+                e.1 += v.1;
+                if e.2.len() < v.2.len() {
+                    e.2.resize(v.2.len(), (0, 0));
+                }
+                for (i, b) in v.2.iter().enumerate() {
+                    e.2[i].0 += b.0;
+                    e.2[i].1 += b.1;
+                }
+            }
         }
         self.counters = sum;
     }

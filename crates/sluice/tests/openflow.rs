@@ -119,6 +119,23 @@ fn ovs_ofctl_programs_a_two_table_router_that_carries_ping_and_tcp() {
     let (ok, out) = ofctl(&lab, &["add-flow", "table=0,priority=31,udp,actions=group:9"]);
     assert!(!ok && out.contains("OFPBAC_BAD_OUT_GROUP"), "{out}");
 
+    // A meter of 1 packet per second (burst 2) on a flow for ICMP to h2:
+    // a burst of pings mostly dropped, and counted.
+    ofctl_ok(&lab, &["add-meter", "meter=1,pktps,burst,stats,band=type=drop,rate=1,burst_size=2"]);
+    ofctl_ok(
+        &lab,
+        &["add-flow", &format!("table=1,priority=30,icmp,nw_dst=10.0.2.0/24,actions=meter:1,set_field:{MAC_SW2}->eth_src,set_field:{MAC_H2}->eth_dst,output:2")],
+    );
+    let got = common::lab::ping_from(&lab.h1, "10.0.2.1", 10, "0.05");
+    assert!(got <= 4, "{got} of 10 pings passed a 1 pkt/s meter with a burst of 2\n{}", lab.log());
+    let meters = ofctl_ok(&lab, &["meter-stats"]);
+    assert!(meters.contains("meter:1") && meters.contains("flow_count:1"), "{meters}");
+    let config = ofctl_ok(&lab, &["dump-meters"]);
+    assert!(config.contains("meter=1") && config.contains("type=drop rate=1"), "{config}");
+    ofctl_ok(&lab, &["del-meter", "meter=1"]);
+    let dump = ofctl_ok(&lab, &["dump-flows"]);
+    assert!(!dump.contains("meter:1"), "deleting the meter deletes its flow:\n{dump}");
+
     // A packet-out to port 2 leaves through it.
     let before = tx_packets(&ofctl_ok(&lab, &["dump-ports", "2"]));
     let frame =
