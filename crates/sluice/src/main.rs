@@ -126,6 +126,9 @@ enum Cmd {
     },
     /// An OpenFlow 1.3 switch on live interfaces, driven by controllers or ovs-ofctl.
     Openflow(sluice::openflow::OpenflowArgs),
+    /// Measure how fast an OpenFlow 1.3 switch takes flow-mods (adds, then deletes, with barriers).
+    #[command(name = "openflow-flow-rate")]
+    OpenflowFlowRate(sluice::openflow_flow_rate::FlowRateArgs),
     /// Run on live interfaces with bmv2 simple_switch's command line (see `sluice simple_switch --help`).
     #[command(name = "simple_switch", alias = "simple_switch_grpc", disable_help_flag = true)]
     SimpleSwitch {
@@ -256,6 +259,7 @@ fn main() -> ExitCode {
         }),
         Cmd::Lwaftr { cmd } => sluice::lwaftr::main(cmd),
         Cmd::Openflow(a) => sluice::openflow::run(&a),
+        Cmd::OpenflowFlowRate(a) => sluice::openflow_flow_rate::run(&a),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),
         Cmd::Inspect { program, commands, no_code } => (|| {
             let mut sw = load(&program)?;
