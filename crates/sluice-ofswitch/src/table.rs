@@ -241,8 +241,21 @@ impl FlowTable {
     }
 
     /// The entry with exactly this pattern and priority.
+    ///
+    /// Through the classifier (no scan of the entries): a pattern with a
+    /// byte outside the layout equals no entry (every entry's mask lies
+    /// within it); one within it is told apart by its projection, since
+    /// patterns are zero outside their masks.
     pub fn find_strict(&self, pattern: &Pattern, priority: u16) -> Option<u64> {
-        self.flows.values().find(|f| f.priority == priority && f.pattern == *pattern).map(|f| f.uid)
+        let mut covered = [false; FULL_LEN];
+        for &(o, l) in &self.layout {
+            covered[o..o + l].iter_mut().for_each(|c| *c = true);
+        }
+        if (0..FULL_LEN).any(|i| pattern.mask[i] != 0 && !covered[i]) || self.flows.is_empty() {
+            return None;
+        }
+        let id = self.classifier.find(-i32::from(priority), &self.rule_of(pattern))?;
+        Some(self.ids[id as usize])
     }
 
     /// The best entry for a packet whose fields are `full` (`scratch`
