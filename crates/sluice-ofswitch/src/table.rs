@@ -12,6 +12,7 @@
 //! overlap are not ordered (the specification leaves them undefined).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use sluice_lookup::classifier::{Classifier, Rule};
 use sluice_openflow::{Instruction, Match};
@@ -75,7 +76,8 @@ pub struct Flow {
     pub flags: u16,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
-    pub instructions: Vec<Instruction>,
+    /// Shared: the pipeline runs them without copying them.
+    pub instructions: Arc<[Instruction]>,
     /// When it was added (the agent's clock, nanoseconds).
     pub added_ns: u64,
 }
@@ -270,6 +272,12 @@ impl FlowTable {
         Some(self.ids[id as usize])
     }
 
+    /// The entry `uid` (one the table holds).
+    #[inline]
+    pub fn flow(&self, uid: u64) -> &Flow {
+        &self.flows[&uid]
+    }
+
     /// Bytes of key this table looks up.
     pub fn key_len(&self) -> usize {
         self.key_len
@@ -292,7 +300,7 @@ mod tests {
             flags: 0,
             idle_timeout: 0,
             hard_timeout: 0,
-            instructions: vec![],
+            instructions: Arc::from(vec![]),
             added_ns: 0,
         }
     }
