@@ -243,9 +243,7 @@ impl OfSwitch {
                     .map(|f| f.uid)
                     .collect();
                 for u in targets {
-                    if let Some(f) = self.tables[usize::from(fm.table_id)].flows.get_mut(&u) {
-                        f.instructions = fm.instructions.clone().into();
-                    }
+                    self.tables[usize::from(fm.table_id)].set_instructions(u, fm.instructions.clone().into());
                     if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
                         self.counters.flows.remove(&u);
                     }

@@ -756,14 +756,13 @@ impl OfSwitch {
         loop {
             pkt.refresh();
             self.counters.tables[table].0 += 1;
-            let Some(uid) = self.tables[table].lookup(&pkt.full, &mut scratch) else {
+            let Some(hot) = self.tables[table].lookup_hot(&pkt.full, &mut scratch) else {
                 self.stats.dropped += 1;
                 break;
             };
+            let (uid, cookie, miss_entry, instructions) =
+                (hot.uid, hot.cookie, hot.miss_entry, Arc::clone(&hot.instructions));
             self.counters.tables[table].1 += 1;
-            let flow = self.tables[table].flow(uid);
-            let (cookie, instructions) = (flow.cookie, Arc::clone(&flow.instructions));
-            let miss_entry = flow.priority == 0 && flow.matched.fields.is_empty();
             let c = self.counters.flows.entry(uid).or_insert((0, 0));
             c.0 += 1;
             c.1 += pkt.buf.len() as u64;

@@ -82,6 +82,18 @@ pub struct Flow {
     pub added_ns: u64,
 }
 
+/// What the pipeline reads of the entry a lookup found, by classifier id
+/// (next to each other, so one lookup does not walk the entries' map).
+#[derive(Debug, Clone)]
+pub struct Hot {
+    pub uid: u64,
+    pub cookie: u64,
+    /// A table-miss entry (priority 0, no match field): its packet-ins
+    /// give the reason NO_MATCH.
+    pub miss_entry: bool,
+    pub instructions: Arc<[Instruction]>,
+}
+
 /// The table (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct FlowTable {
@@ -91,8 +103,8 @@ pub struct FlowTable {
     layout: Vec<(usize, usize)>,
     key_len: usize,
     classifier: Classifier,
-    /// Classifier id → flow uid.
-    ids: Vec<u64>,
+    /// Classifier id → the entry's [`Hot`] part (a free id's is stale).
+    ids: Vec<Hot>,
     free_ids: Vec<u32>,
     by_uid: BTreeMap<u64, u32>,
 }
@@ -214,13 +226,19 @@ impl FlowTable {
         if self.widen(&flow.pattern) {
             self.rebuild();
         }
+        let hot = Hot {
+            uid: flow.uid,
+            cookie: flow.cookie,
+            miss_entry: flow.priority == 0 && flow.matched.fields.is_empty(),
+            instructions: Arc::clone(&flow.instructions),
+        };
         let id = match self.free_ids.pop() {
             Some(id) => {
-                self.ids[id as usize] = flow.uid;
+                self.ids[id as usize] = hot;
                 id
             }
             None => {
-                self.ids.push(flow.uid);
+                self.ids.push(hot);
                 (self.ids.len() - 1) as u32
             }
         };
@@ -257,25 +275,34 @@ impl FlowTable {
             return None;
         }
         let id = self.classifier.find(-i32::from(priority), &self.rule_of(pattern))?;
-        Some(self.ids[id as usize])
+        Some(self.ids[id as usize].uid)
     }
 
     /// The best entry for a packet whose fields are `full` (`scratch`
     /// holds the projected key).
     #[inline]
     pub fn lookup(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<u64> {
+        self.lookup_hot(full, scratch).map(|h| h.uid)
+    }
+
+    /// [`FlowTable::lookup`], giving what the pipeline reads of the entry.
+    #[inline]
+    pub fn lookup_hot(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<&Hot> {
         if self.flows.is_empty() {
             return None;
         }
         self.project(full, scratch);
         let id = self.classifier.lookup_cached(scratch, None)?;
-        Some(self.ids[id as usize])
+        Some(&self.ids[id as usize])
     }
 
-    /// The entry `uid` (one the table holds).
-    #[inline]
-    pub fn flow(&self, uid: u64) -> &Flow {
-        &self.flows[&uid]
+    /// Replaces the instructions of entry `uid` (a modify); false when
+    /// there is no such entry.
+    pub fn set_instructions(&mut self, uid: u64, instructions: Arc<[Instruction]>) -> bool {
+        let (Some(f), Some(&id)) = (self.flows.get_mut(&uid), self.by_uid.get(&uid)) else { return false };
+        f.instructions = Arc::clone(&instructions);
+        self.ids[id as usize].instructions = instructions;
+        true
     }
 
     /// Bytes of key this table looks up.
