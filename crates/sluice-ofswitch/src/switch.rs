@@ -756,12 +756,19 @@ impl OfSwitch {
         loop {
             pkt.refresh();
             self.counters.tables[table].0 += 1;
-            let Some(hot) = self.tables[table].lookup_hot(&pkt.full, &mut scratch) else {
+            let Some(id) = self.tables[table].lookup_id(&pkt.full, &mut scratch) else {
                 self.stats.dropped += 1;
                 break;
             };
-            let (uid, cookie, miss_entry, instructions) =
-                (hot.uid, hot.cookie, hot.miss_entry, Arc::clone(&hot.instructions));
+            let hot = self.tables[table].hot(id);
+            // Taken out while they run (nothing else reads this entry's
+            // list meanwhile: tables change only between batches), put
+            // back below.
+            let (uid, cookie, miss_entry, taken) = (hot.uid, hot.cookie, hot.miss_entry, hot.instructions.take());
+            let Some(instructions) = taken else {
+                self.stats.dropped += 1;
+                break;
+            };
             self.counters.tables[table].1 += 1;
             let c = self.counters.flows.entry(uid).or_insert((0, 0));
             c.0 += 1;
@@ -781,23 +788,26 @@ impl OfSwitch {
                     }
                 }
             }
+            if !dropped {
+                if instructions.iter().any(|i| matches!(i, Instruction::ClearActions)) {
+                    set.clear();
+                }
+                for ins in instructions.iter() {
+                    match ins {
+                        Instruction::WriteActions(a) => set.write(a),
+                        Instruction::WriteMetadata { metadata, mask } => {
+                            pkt.meta.metadata = (pkt.meta.metadata & !mask) | (metadata & mask);
+                            pkt.stale = true;
+                        }
+                        Instruction::GotoTable(t) => next = Some(usize::from(*t)),
+                        _ => {}
+                    }
+                }
+            }
+            self.tables[table].hot(id).instructions = Some(instructions);
             if dropped {
                 self.stats.dropped += 1;
                 break;
-            }
-            if instructions.iter().any(|i| matches!(i, Instruction::ClearActions)) {
-                set.clear();
-            }
-            for ins in instructions.iter() {
-                match ins {
-                    Instruction::WriteActions(a) => set.write(a),
-                    Instruction::WriteMetadata { metadata, mask } => {
-                        pkt.meta.metadata = (pkt.meta.metadata & !mask) | (metadata & mask);
-                        pkt.stale = true;
-                    }
-                    Instruction::GotoTable(t) => next = Some(usize::from(*t)),
-                    _ => {}
-                }
             }
             match next {
                 Some(t) if t > table && t < N_TABLES => table = t,
@@ -927,5 +937,59 @@ impl DataPlane for OfSwitch {
             sum.unsupported_output += r.unsupported_output;
         }
         self.counters = sum;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_openflow::Oxm;
+
+    fn set(field: OxmField, value: &[u8]) -> Action {
+        Action::SetField(Oxm { field, value: value.to_vec(), mask: None })
+    }
+
+    fn order(s: &ActionSet) -> Vec<Action> {
+        let mut out = Vec::new();
+        let mut n = 0;
+        while let Some(a) = s.nth(n) {
+            n += 1;
+            out.extend(a.cloned());
+        }
+        out
+    }
+
+    /// The fixed-slot action set runs in the specification's order, keeps
+    /// one action per type and one set-field per field (the last written),
+    /// leaves the output out when a group is set, and empties on clear.
+    #[test]
+    fn action_set_order_and_replacement() {
+        let mut s = ActionSet::default();
+        s.write(&[
+            Action::Output { port: 1, max_len: 0 },
+            set(OxmField::Ipv4Dst, &[1, 2, 3, 4]),
+            Action::DecNwTtl,
+            set(OxmField::EthDst, &[1; 6]),
+            Action::PushVlan(0x8100),
+            Action::PopVlan,
+        ]);
+        s.write(&[set(OxmField::EthDst, &[2; 6]), Action::Output { port: 2, max_len: 0 }]);
+        assert_eq!(
+            order(&s),
+            vec![
+                Action::PopVlan,
+                Action::PushVlan(0x8100),
+                Action::DecNwTtl,
+                set(OxmField::EthDst, &[2; 6]),
+                set(OxmField::Ipv4Dst, &[1, 2, 3, 4]),
+                Action::Output { port: 2, max_len: 0 },
+            ]
+        );
+        s.write(&[Action::Group(7)]);
+        assert_eq!(order(&s).last(), Some(&Action::Group(7)), "a group replaces the output");
+        s.clear();
+        assert!(order(&s).is_empty());
+        s.write(&[Action::SetQueue(3)]);
+        assert_eq!(order(&s), vec![Action::SetQueue(3)]);
     }
 }

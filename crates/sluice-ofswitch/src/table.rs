@@ -91,8 +91,13 @@ pub struct Hot {
     /// A table-miss entry (priority 0, no match field): its packet-ins
     /// give the reason NO_MATCH.
     pub miss_entry: bool,
-    pub instructions: Arc<[Instruction]>,
+    /// `None` only while the pipeline runs them (taken out and put back,
+    /// so that running them touches no reference count).
+    pub instructions: Option<Arc<[Instruction]>>,
 }
+
+/// Distinct instruction lists a table remembers to share between entries.
+const INTERNED: usize = 64;
 
 /// The table (see the module documentation).
 #[derive(Debug, Clone)]
@@ -107,6 +112,10 @@ pub struct FlowTable {
     ids: Vec<Hot>,
     free_ids: Vec<u32>,
     by_uid: BTreeMap<u64, u32>,
+    /// Recent distinct instruction lists: an entry whose list equals one
+    /// shares it (many entries, few distinct lists: a route table's), so
+    /// lookups read a few lists that stay in cache.
+    interned: std::collections::VecDeque<Arc<[Instruction]>>,
 }
 
 impl Default for FlowTable {
@@ -121,6 +130,7 @@ impl Default for FlowTable {
             ids: Vec::new(),
             free_ids: Vec::new(),
             by_uid: BTreeMap::new(),
+            interned: std::collections::VecDeque::new(),
         }
     }
 }
@@ -222,7 +232,8 @@ impl FlowTable {
     }
 
     /// Adds `flow` (its uid must be new).
-    pub fn insert(&mut self, flow: Flow) {
+    pub fn insert(&mut self, mut flow: Flow) {
+        flow.instructions = self.intern(flow.instructions);
         if self.widen(&flow.pattern) {
             self.rebuild();
         }
@@ -230,7 +241,7 @@ impl FlowTable {
             uid: flow.uid,
             cookie: flow.cookie,
             miss_entry: flow.priority == 0 && flow.matched.fields.is_empty(),
-            instructions: Arc::clone(&flow.instructions),
+            instructions: Some(Arc::clone(&flow.instructions)),
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -246,6 +257,18 @@ impl FlowTable {
         self.classifier.insert(id, -i32::from(flow.priority), rule);
         self.by_uid.insert(flow.uid, id);
         self.flows.insert(flow.uid, flow);
+    }
+
+    /// The shared list equal to `ins`, or `ins` (then remembered).
+    fn intern(&mut self, ins: Arc<[Instruction]>) -> Arc<[Instruction]> {
+        if let Some(i) = self.interned.iter().find(|i| **i == ins) {
+            return Arc::clone(i);
+        }
+        if self.interned.len() >= INTERNED {
+            self.interned.pop_front();
+        }
+        self.interned.push_back(Arc::clone(&ins));
+        ins
     }
 
     /// Removes the entry `uid`.
@@ -282,26 +305,34 @@ impl FlowTable {
     /// holds the projected key).
     #[inline]
     pub fn lookup(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<u64> {
-        self.lookup_hot(full, scratch).map(|h| h.uid)
+        let id = self.lookup_id(full, scratch)?;
+        Some(self.ids[id as usize].uid)
     }
 
-    /// [`FlowTable::lookup`], giving what the pipeline reads of the entry.
+    /// [`FlowTable::lookup`], giving the entry's classifier id (see
+    /// [`FlowTable::hot`]).
     #[inline]
-    pub fn lookup_hot(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<&Hot> {
+    pub fn lookup_id(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<u32> {
         if self.flows.is_empty() {
             return None;
         }
         self.project(full, scratch);
-        let id = self.classifier.lookup_cached(scratch, None)?;
-        Some(&self.ids[id as usize])
+        self.classifier.lookup_cached(scratch, None)
+    }
+
+    /// What the pipeline reads of the entry of classifier id `id`.
+    #[inline]
+    pub fn hot(&mut self, id: u32) -> &mut Hot {
+        &mut self.ids[id as usize]
     }
 
     /// Replaces the instructions of entry `uid` (a modify); false when
     /// there is no such entry.
     pub fn set_instructions(&mut self, uid: u64, instructions: Arc<[Instruction]>) -> bool {
+        let instructions = self.intern(instructions);
         let (Some(f), Some(&id)) = (self.flows.get_mut(&uid), self.by_uid.get(&uid)) else { return false };
         f.instructions = Arc::clone(&instructions);
-        self.ids[id as usize].instructions = instructions;
+        self.ids[id as usize].instructions = Some(instructions);
         true
     }
 
@@ -373,5 +404,40 @@ mod tests {
         assert_eq!(t.find_strict(&p, 11), None);
         assert!(t.flows[&1].pattern.within(&Pattern::of(&Match::default())));
         assert!(!Pattern::of(&Match::default()).within(&p));
+    }
+
+    /// Exact-entry lookups go through the classifier: same pattern and
+    /// priority only; a pattern with a field the table does not key on
+    /// equals no entry; a modify's instructions reach what lookups return.
+    #[test]
+    fn find_strict_and_instructions_through_the_classifier() {
+        let mut t = FlowTable::default();
+        let route = |net: [u8; 4]| {
+            vec![
+                Oxm { field: OxmField::EthType, value: vec![8, 0], mask: None },
+                Oxm { field: OxmField::Ipv4Dst, value: net.to_vec(), mask: Some(vec![255, 255, 255, 0]) },
+            ]
+        };
+        for i in 0..100u8 {
+            t.insert(flow(u64::from(i) + 1, 10, route([10, 0, i, 0])));
+        }
+        let p = |fields| Pattern::of(&Match { fields });
+        assert_eq!(t.find_strict(&p(route([10, 0, 42, 0])), 10), Some(43));
+        assert_eq!(t.find_strict(&p(route([10, 0, 42, 0])), 11), None, "another priority");
+        assert_eq!(t.find_strict(&p(route([10, 0, 200, 0])), 10), None);
+        let mut wider = route([10, 0, 42, 0]);
+        wider.push(Oxm { field: OxmField::IpProto, value: vec![17], mask: None });
+        assert_eq!(t.find_strict(&p(wider), 10), None, "a field outside the layout");
+        let ins: Arc<[Instruction]> = Arc::from(vec![Instruction::GotoTable(3)]);
+        assert!(t.set_instructions(43, Arc::clone(&ins)));
+        assert!(!t.set_instructions(1000, Arc::clone(&ins)));
+        let mut s = Vec::new();
+        let id = t.lookup_id(&key(1, [10, 0, 42, 9]), &mut s).unwrap();
+        let hot = t.hot(id);
+        assert_eq!((hot.uid, hot.instructions.as_deref()), (43, Some(&*ins)));
+        assert!(!hot.miss_entry);
+        assert_eq!(&*t.flows[&43].instructions, &*ins);
+        // Equal lists are shared.
+        assert!(Arc::ptr_eq(&t.flows[&1].instructions, &t.flows[&2].instructions));
     }
 }
