@@ -541,7 +541,7 @@ impl Agent {
         self.reply(ci, &Message::RoleReply(reply), xid);
     }
 
-    fn flow_counts(&mut self) -> HashMap<u64, (u64, u64)> {
+    fn flow_counts(&mut self) -> crate::switch::IdMap<u64, (u64, u64)> {
         self.pool.merge_counters();
         self.pool.master().counters.flows.clone()
     }
@@ -587,7 +587,7 @@ impl Agent {
                             packet_count: p,
                             byte_count: b,
                             matched: f.matched.clone(),
-                            instructions: f.instructions.clone(),
+                            instructions: f.instructions.to_vec(),
                         });
                     }
                 }
@@ -694,7 +694,7 @@ impl Agent {
                 let d = sw
                     .groups
                     .iter()
-                    .map(|(id, g)| GroupDesc { typ: g.typ, group_id: *id, buckets: g.buckets.clone() })
+                    .map(|(id, g)| GroupDesc { typ: g.typ, group_id: *id, buckets: g.buckets.to_vec() })
                     .collect();
                 vec![MultipartReply::GroupDesc(d)]
             }

@@ -224,7 +224,7 @@ impl OfSwitch {
                         flags: fm.flags,
                         idle_timeout: fm.idle_timeout,
                         hard_timeout: fm.hard_timeout,
-                        instructions: fm.instructions.clone(),
+                        instructions: fm.instructions.clone().into(),
                         added_ns: now_ns,
                     });
                     if let Some(c) = keep_counts {
@@ -246,9 +246,7 @@ impl OfSwitch {
                     .map(|f| f.uid)
                     .collect();
                 for u in targets {
-                    if let Some(f) = self.tables[usize::from(fm.table_id)].flows.get_mut(&u) {
-                        f.instructions = fm.instructions.clone();
-                    }
+                    self.tables[usize::from(fm.table_id)].set_instructions(u, fm.instructions.clone().into());
                     if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
                         self.counters.flows.remove(&u);
                     }
@@ -397,7 +395,7 @@ impl OfSwitch {
                         format!("group {id}"),
                     ));
                 }
-                self.groups.insert(id, Group { typ: gm.typ, buckets: gm.buckets.clone() });
+                self.groups.insert(id, Group { typ: gm.typ, buckets: gm.buckets.clone().into() });
                 if gm.command == gmc::MODIFY {
                     self.counters.groups.remove(&id);
                 }

@@ -23,9 +23,11 @@
 //! summed for the control plane.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use sluice_dataplane::{DataPlane, Stats};
-use sluice_openflow::{port, Action, Bucket, Instruction, Oxm, OxmField, SwitchConfig};
+use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig};
 
 use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
 use crate::table::FlowTable;
@@ -58,12 +60,41 @@ pub struct PortInfo {
     pub live: bool,
 }
 
-/// A group entry.
+/// A group entry (its buckets shared, so that running it copies nothing).
 #[derive(Debug, Clone)]
 pub struct Group {
     pub typ: u8,
-    pub buckets: Vec<Bucket>,
+    pub buckets: Arc<[Bucket]>,
 }
+
+/// Hashes the integer keys of the per-packet counters: one multiply
+/// (flow uids and group ids are not chosen by an adversary who could
+/// flood a bucket: the switch picks uids, the controller group ids).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+/// A map keyed by flow uid or group id (see [`IdHasher`]).
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// What a replica reports to the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,13 +109,13 @@ pub type GroupCounts = (u64, u64, Vec<(u64, u64)>);
 #[derive(Debug, Clone, Default)]
 pub struct Counters {
     /// Flow uid → (packets, bytes).
-    pub flows: HashMap<u64, (u64, u64)>,
+    pub flows: IdMap<u64, (u64, u64)>,
     /// Per table: (lookups, matches).
     pub tables: Vec<(u64, u64)>,
     /// Port → (rx packets, rx bytes, tx packets, tx bytes, tx dropped).
     pub ports: BTreeMap<u32, [u64; 5]>,
     /// Group → its counts.
-    pub groups: HashMap<u32, GroupCounts>,
+    pub groups: IdMap<u32, GroupCounts>,
     /// Packet-ins dropped because the agent's queue was full.
     pub packet_ins_dropped: u64,
     /// Frames sent to a port the switch does not support (LOCAL, NORMAL).
@@ -99,18 +130,67 @@ struct Pkt {
     parsed: Parsed,
     meta: Meta,
     full: FullKey,
-    /// `full` no longer reflects `buf`.
+    /// `full` no longer reflects `buf` or `meta` (a field or the metadata
+    /// changed).
     stale: bool,
+    /// `parsed` no longer reflects `buf` (headers were pushed, popped or
+    /// changed in a way that moves the ones after them); implies `stale`.
+    reparse: bool,
 }
 
 impl Pkt {
-    fn refresh(&mut self) {
-        if self.stale {
+    fn new(buf: Vec<u8>, meta: Meta) -> Pkt {
+        Pkt { buf, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true, reparse: true }
+    }
+
+    /// Brings `parsed` up to date (what actions that change the frame need).
+    #[inline]
+    fn parsed(&mut self) {
+        if self.reparse {
             self.parsed = fields::parse(&self.buf);
+            self.reparse = false;
+        }
+    }
+
+    /// Brings `parsed` and `full` up to date (what lookups need).
+    #[inline]
+    fn refresh(&mut self) {
+        self.parsed();
+        if self.stale {
             fields::extract(&self.buf, &self.parsed, &self.meta, &mut self.full);
             self.stale = false;
         }
     }
+
+    /// The frame's headers changed place.
+    fn moved(&mut self) {
+        self.stale = true;
+        self.reparse = true;
+    }
+}
+
+/// Whether writing `f` may change how the frame parses: the ethertype,
+/// the IP protocol (the transport header read) and the ICMP type (the
+/// ND options read).
+fn set_field_moves_headers(f: OxmField) -> bool {
+    matches!(f, OxmField::EthType | OxmField::IpProto | OxmField::Icmpv4Type | OxmField::Icmpv6Type)
+}
+
+/// Whether `f` lies under a checksum (IPv4 header, TCP/UDP/ICMP with
+/// their pseudo-headers): the layer-2 fields, VLAN, MPLS and PBB do not.
+fn set_field_under_checksum(f: OxmField) -> bool {
+    !matches!(
+        f,
+        OxmField::EthDst
+            | OxmField::EthSrc
+            | OxmField::EthType
+            | OxmField::VlanVid
+            | OxmField::VlanPcp
+            | OxmField::MplsLabel
+            | OxmField::MplsTc
+            | OxmField::MplsBos
+            | OxmField::PbbIsid
+    )
 }
 
 /// The OpenFlow switch's data plane (see the module documentation).
@@ -125,6 +205,10 @@ pub struct OfSwitch {
     stats: Stats,
     notes: Vec<Note>,
     scratch: Vec<u8>,
+    /// Buffers of frames and group copies, reused from packet to packet.
+    spare: Vec<Vec<u8>>,
+    /// The action set, emptied and reused from packet to packet.
+    set: ActionSet,
     /// The meters' clock.
     clock: std::time::Instant,
 }
@@ -162,50 +246,91 @@ pub fn action_type(a: &Action) -> u16 {
     }
 }
 
+/// Where each action type (`OFPAT_*` below 28) stands in
+/// [`ACTION_SET_ORDER`]; `u8::MAX` for types the set does not hold.
+const ACTION_SET_SLOT: [u8; 28] = {
+    let mut slots = [u8::MAX; 28];
+    let mut i = 0;
+    while i < ACTION_SET_ORDER.len() {
+        slots[ACTION_SET_ORDER[i] as usize] = i as u8;
+        i += 1;
+    }
+    slots
+};
+
+/// The field a set-field action writes.
+fn set_field_of(a: &Action) -> OxmField {
+    match a {
+        Action::SetField(o) => o.field,
+        _ => unreachable!("only set-fields are in the set-field list"),
+    }
+}
+
+/// Slot of set-field (25) and of the group (22) in the set.
+const SET_FIELD_SLOT: usize = 12;
+const GROUP_SLOT: usize = 14;
+
 /// The action set of a packet: at most one action per type, one set-field
-/// per field.
-#[derive(Default)]
+/// per field. Fixed slots in execution order (no map, no allocation once
+/// the set-field list has grown to its size).
+#[derive(Debug, Clone, Default)]
 struct ActionSet {
-    by_type: BTreeMap<u16, Action>,
-    set_fields: BTreeMap<OxmField, Oxm>,
+    /// One action per slot of [`ACTION_SET_ORDER`] (the set-field slot unused).
+    by_slot: [Option<Action>; 16],
+    /// Set-fields (`Action::SetField`), sorted by field.
+    set_fields: Vec<Action>,
+    /// Nothing written since the last clear.
+    empty: bool,
 }
 
 impl ActionSet {
     fn write(&mut self, actions: &[Action]) {
         for a in actions {
             match a {
-                Action::SetField(o) => {
-                    self.set_fields.insert(o.field, o.clone());
-                }
+                Action::SetField(o) => match self.set_fields.binary_search_by_key(&o.field, set_field_of) {
+                    Ok(i) => self.set_fields[i].clone_from(a),
+                    Err(i) => self.set_fields.insert(i, a.clone()),
+                },
                 a => {
-                    self.by_type.insert(action_type(a), a.clone());
+                    let t = usize::from(action_type(a));
+                    // Experimenter actions are refused when flows are added.
+                    let Some(&slot) = ACTION_SET_SLOT.get(t) else { continue };
+                    if slot != u8::MAX {
+                        self.by_slot[usize::from(slot)] = Some(a.clone());
+                    }
                 }
             }
+            self.empty = false;
         }
     }
 
     fn clear(&mut self) {
-        self.by_type.clear();
-        self.set_fields.clear();
+        if !self.empty {
+            self.by_slot.iter_mut().for_each(|a| *a = None);
+            self.set_fields.clear();
+            self.empty = true;
+        }
     }
 
-    /// The set as an action list in execution order (the output only when
-    /// no group is set).
-    fn in_order(&self) -> Vec<Action> {
-        let mut out = Vec::new();
-        for t in ACTION_SET_ORDER {
-            if t == 25 {
-                out.extend(self.set_fields.values().cloned().map(Action::SetField));
-                continue;
-            }
-            if t == 0 && self.by_type.contains_key(&22) {
-                continue;
-            }
-            if let Some(a) = self.by_type.get(&t) {
-                out.push(a.clone());
-            }
+    /// The `n`th action of the set in execution order (the output only
+    /// when no group is set), `None` past the last; `n` counts slots and
+    /// set-fields, so callers walk `n` from 0 until `None`.
+    fn nth(&self, n: usize) -> Option<Option<&Action>> {
+        let fields = self.set_fields.len();
+        let slot = if n < SET_FIELD_SLOT {
+            n
+        } else if n < SET_FIELD_SLOT + fields {
+            return Some(Some(&self.set_fields[n - SET_FIELD_SLOT]));
+        } else {
+            n - fields + 1
+        };
+        if slot >= ACTION_SET_ORDER.len() {
+            return None;
         }
-        out
+        if slot == ACTION_SET_ORDER.len() - 1 && self.by_slot[GROUP_SLOT].is_some() {
+            return Some(None);
+        }
+        Some(self.by_slot[slot].as_ref())
     }
 }
 
@@ -240,6 +365,8 @@ impl OfSwitch {
             stats: Stats::default(),
             notes: Vec::new(),
             scratch: Vec::new(),
+            spare: Vec::new(),
+            set: ActionSet::default(),
             clock: std::time::Instant::now(),
         }
     }
@@ -327,7 +454,7 @@ impl OfSwitch {
                 // Only meaningful in a packet-out (flows and buckets may not
                 // name it): run the tables on a copy, later actions still
                 // see the frame.
-                self.pipeline(idx, in_port, pkt.buf.clone(), emit);
+                let _ = self.pipeline(idx, in_port, pkt.buf.clone(), emit);
             }
             // Output to the input port's own number sends nothing (the
             // specification asks for IN_PORT to send a packet back).
@@ -360,38 +487,43 @@ impl OfSwitch {
                 }
                 Action::Group(g) => self.group(idx, pkt, *g, (table_id, cookie), depth, emit),
                 Action::SetField(o) => {
-                    pkt.refresh();
+                    pkt.parsed();
                     match o.field {
                         OxmField::TunnelId if o.value.len() == 8 => {
                             pkt.meta.tunnel_id = u64::from_be_bytes(o.value[..].try_into().expect("8 bytes"))
                         }
                         f => {
-                            if fields::write_field(&mut pkt.buf, &pkt.parsed, f, &o.value) {
+                            if fields::write_field(&mut pkt.buf, &pkt.parsed, f, &o.value)
+                                && set_field_under_checksum(f)
+                            {
                                 fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                            }
+                            if set_field_moves_headers(f) {
+                                pkt.moved();
                             }
                         }
                     }
                     pkt.stale = true;
                 }
                 Action::PushVlan(tpid) => {
-                    pkt.refresh();
+                    pkt.parsed();
                     let tci = pkt.parsed.vlan.and_then(|v| pkt.buf.get(v + 2..v + 4)).map_or([0, 0], |t| [t[0], t[1]]);
                     if pkt.buf.len() < 12 {
                         return Err(Stop::Dropped);
                     }
                     let tag = [(tpid >> 8) as u8, *tpid as u8, tci[0], tci[1]];
                     pkt.buf.splice(12..12, tag);
-                    pkt.stale = true;
+                    pkt.moved();
                 }
                 Action::PopVlan => {
-                    pkt.refresh();
+                    pkt.parsed();
                     if let Some(v) = pkt.parsed.vlan {
                         pkt.buf.drain(v..v + 4);
-                        pkt.stale = true;
+                        pkt.moved();
                     }
                 }
                 Action::PushMpls(et) => {
-                    pkt.refresh();
+                    pkt.parsed();
                     let at = pkt.parsed.eth_type_at;
                     if pkt.buf.len() < at + 2 {
                         return Err(Stop::Dropped);
@@ -412,25 +544,25 @@ impl OfSwitch {
                     let entry = label | (bos << 8) | u32::from(ttl);
                     pkt.buf[at..at + 2].copy_from_slice(&et.to_be_bytes());
                     pkt.buf.splice(at + 2..at + 2, entry.to_be_bytes());
-                    pkt.stale = true;
+                    pkt.moved();
                 }
                 Action::PopMpls(et) => {
-                    pkt.refresh();
+                    pkt.parsed();
                     if pkt.parsed.kind == fields::L3::Mpls {
                         let (at, l3) = (pkt.parsed.eth_type_at, pkt.parsed.l3);
                         pkt.buf[at..at + 2].copy_from_slice(&et.to_be_bytes());
                         pkt.buf.drain(l3..l3 + 4);
-                        pkt.stale = true;
+                        pkt.moved();
                     }
                 }
                 Action::SetMplsTtl(t) => {
-                    pkt.refresh();
+                    pkt.parsed();
                     if pkt.parsed.kind == fields::L3::Mpls {
                         pkt.buf[pkt.parsed.l3 + 3] = *t;
                     }
                 }
                 Action::DecMplsTtl => {
-                    pkt.refresh();
+                    pkt.parsed();
                     if pkt.parsed.kind == fields::L3::Mpls {
                         let at = pkt.parsed.l3 + 3;
                         if pkt.buf[at] <= 1 {
@@ -440,18 +572,19 @@ impl OfSwitch {
                     }
                 }
                 Action::SetNwTtl(t) => {
-                    pkt.refresh();
+                    pkt.parsed();
                     match pkt.parsed.kind {
                         fields::L3::Ipv4 => {
+                            // The TTL is under the IPv4 header checksum only.
                             pkt.buf[pkt.parsed.l3 + 8] = *t;
-                            fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                            fields::fix_ipv4_header_checksum(&mut pkt.buf, pkt.parsed.l3);
                         }
                         fields::L3::Ipv6 => pkt.buf[pkt.parsed.l3 + 7] = *t,
                         _ => {}
                     }
                 }
                 Action::DecNwTtl => {
-                    pkt.refresh();
+                    pkt.parsed();
                     let at = match pkt.parsed.kind {
                         fields::L3::Ipv4 => pkt.parsed.l3 + 8,
                         fields::L3::Ipv6 => pkt.parsed.l3 + 7,
@@ -462,11 +595,12 @@ impl OfSwitch {
                     }
                     pkt.buf[at] -= 1;
                     if pkt.parsed.kind == fields::L3::Ipv4 {
-                        fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                        // The TTL is under the IPv4 header checksum only.
+                        fields::fix_ipv4_header_checksum(&mut pkt.buf, pkt.parsed.l3);
                     }
                 }
                 Action::CopyTtlOut | Action::CopyTtlIn => {
-                    pkt.refresh();
+                    pkt.parsed();
                     if pkt.parsed.kind == fields::L3::Mpls {
                         let l3 = pkt.parsed.l3;
                         let inner = l3 + 4;
@@ -529,20 +663,21 @@ impl OfSwitch {
             return;
         }
         let Some(g) = self.groups.get(&id).cloned() else { return };
-        let chosen: Vec<usize> = match g.typ {
-            sluice_openflow::group_type::ALL => (0..g.buckets.len()).collect(),
-            sluice_openflow::group_type::INDIRECT => (0..g.buckets.len().min(1)).collect(),
-            sluice_openflow::group_type::FF => {
-                g.buckets.iter().position(|b| self.bucket_live(b, depth)).into_iter().collect()
-            }
+        let n = g.buckets.len();
+        // The buckets that run: always a range of them.
+        let chosen = match g.typ {
+            sluice_openflow::group_type::ALL => 0..n,
+            sluice_openflow::group_type::INDIRECT => 0..n.min(1),
+            sluice_openflow::group_type::FF => match g.buckets.iter().position(|b| self.bucket_live(b, depth)) {
+                Some(i) => i..i + 1,
+                None => 0..0,
+            },
             _ => {
                 pkt.refresh();
-                let live: Vec<usize> = (0..g.buckets.len())
-                    .filter(|&i| g.buckets[i].weight > 0 && self.bucket_live(&g.buckets[i], depth))
-                    .collect();
-                let total: u64 = live.iter().map(|&i| u64::from(g.buckets[i].weight)).sum();
+                let live = |i: usize| g.buckets[i].weight > 0 && self.bucket_live(&g.buckets[i], depth);
+                let total: u64 = (0..n).filter(|&i| live(i)).map(|i| u64::from(g.buckets[i].weight)).sum();
                 if total == 0 {
-                    vec![]
+                    0..0
                 } else {
                     // The flow's addresses and ports pick the bucket (one flow,
                     // one bucket): MACs, ethertype, VLAN; IP protocol, IPv4
@@ -555,13 +690,13 @@ impl OfSwitch {
                     k[32..].copy_from_slice(&f[64..96]);
                     let h = sluice_hash::xxh64(&k, 0) % total;
                     let mut acc = 0;
-                    live.into_iter()
-                        .find(|&i| {
-                            acc += u64::from(g.buckets[i].weight);
-                            h < acc
-                        })
-                        .into_iter()
-                        .collect()
+                    match (0..n).filter(|&i| live(i)).find(|&i| {
+                        acc += u64::from(g.buckets[i].weight);
+                        h < acc
+                    }) {
+                        Some(i) => i..i + 1,
+                        None => 0..0,
+                    }
                 }
             }
         };
@@ -570,17 +705,21 @@ impl OfSwitch {
             let c = self.counters.groups.entry(id).or_insert_with(|| (0, 0, Vec::new()));
             c.0 += 1;
             c.1 += len;
-            if c.2.len() < g.buckets.len() {
-                c.2.resize(g.buckets.len(), (0, 0));
+            if c.2.len() < n {
+                c.2.resize(n, (0, 0));
             }
-            for &i in &chosen {
+            for i in chosen.clone() {
                 c.2[i].0 += 1;
                 c.2[i].1 += len;
             }
         }
         for i in chosen {
+            // Each bucket runs on its own copy of the packet, in a reused buffer.
+            let mut buf = self.spare.pop().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(&pkt.buf);
             let mut copy =
-                Pkt { buf: pkt.buf.clone(), parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale };
+                Pkt { buf, parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale, reparse: pkt.reparse };
             let _ = self.run_actions(
                 idx,
                 &mut copy,
@@ -591,6 +730,7 @@ impl OfSwitch {
                 depth + 1,
                 emit,
             );
+            self.spare.push(copy.buf);
         }
     }
 
@@ -605,30 +745,38 @@ impl OfSwitch {
         port_ok && group_ok
     }
 
-    /// Runs one frame through the tables from table 0.
+    /// Runs one frame through the tables from table 0; gives its buffer
+    /// back for reuse.
     fn pipeline<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
         idx: usize,
         in_port: u32,
         frame: Vec<u8>,
         emit: &mut E,
-    ) {
+    ) -> Vec<u8> {
         let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
-        let mut pkt = Pkt { buf: frame, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true };
-        let mut set = ActionSet::default();
+        let mut pkt = Pkt::new(frame, meta);
+        let mut set = std::mem::take(&mut self.set);
+        set.clear();
         let mut table = 0usize;
         let mut scratch = std::mem::take(&mut self.scratch);
         loop {
             pkt.refresh();
             self.counters.tables[table].0 += 1;
-            let Some(uid) = self.tables[table].lookup(&pkt.full, &mut scratch) else {
+            let Some(id) = self.tables[table].lookup_id(&pkt.full, &mut scratch) else {
+                self.stats.dropped += 1;
+                break;
+            };
+            let hot = self.tables[table].hot(id);
+            // Taken out while they run (nothing else reads this entry's
+            // list meanwhile: tables change only between batches), put
+            // back below.
+            let (uid, cookie, miss_entry, taken) = (hot.uid, hot.cookie, hot.miss_entry, hot.instructions.take());
+            let Some(instructions) = taken else {
                 self.stats.dropped += 1;
                 break;
             };
             self.counters.tables[table].1 += 1;
-            let flow = &self.tables[table].flows[&uid];
-            let (cookie, instructions) = (flow.cookie, flow.instructions.clone());
-            let miss_entry = flow.priority == 0 && flow.matched.fields.is_empty();
             let c = self.counters.flows.entry(uid).or_insert((0, 0));
             c.0 += 1;
             c.1 += pkt.buf.len() as u64;
@@ -639,56 +787,66 @@ impl OfSwitch {
             };
             let mut next = None;
             let mut dropped = false;
+            // A meter runs first; a packet it drops runs nothing else (the
+            // entry's instructions still go back to it below).
             if let Some(m) = instructions.iter().find_map(|i| match i {
                 Instruction::Meter(m) => Some(*m),
                 _ => None,
             }) {
-                if !self.run_meter(m, &mut pkt) {
-                    self.stats.dropped += 1;
-                    break;
-                }
+                dropped = !self.run_meter(m, &mut pkt);
             }
-            for ins in &instructions {
-                if let Instruction::ApplyActions(a) = ins {
-                    if self.run_actions(idx, &mut pkt, a, reason, table as u8, cookie, 0, emit).is_err() {
-                        dropped = true;
-                        break;
+            if !dropped {
+                for ins in instructions.iter() {
+                    if let Instruction::ApplyActions(a) = ins {
+                        if self.run_actions(idx, &mut pkt, a, reason, table as u8, cookie, 0, emit).is_err() {
+                            dropped = true;
+                            break;
+                        }
                     }
                 }
             }
+            if !dropped {
+                if instructions.iter().any(|i| matches!(i, Instruction::ClearActions)) {
+                    set.clear();
+                }
+                for ins in instructions.iter() {
+                    match ins {
+                        Instruction::WriteActions(a) => set.write(a),
+                        Instruction::WriteMetadata { metadata, mask } => {
+                            pkt.meta.metadata = (pkt.meta.metadata & !mask) | (metadata & mask);
+                            pkt.stale = true;
+                        }
+                        Instruction::GotoTable(t) => next = Some(usize::from(*t)),
+                        _ => {}
+                    }
+                }
+            }
+            self.tables[table].hot(id).instructions = Some(instructions);
             if dropped {
                 self.stats.dropped += 1;
                 break;
             }
-            for ins in &instructions {
-                match ins {
-                    Instruction::ClearActions => set.clear(),
-                    _ => continue,
-                }
-            }
-            for ins in &instructions {
-                match ins {
-                    Instruction::WriteActions(a) => set.write(a),
-                    Instruction::WriteMetadata { metadata, mask } => {
-                        pkt.meta.metadata = (pkt.meta.metadata & !mask) | (metadata & mask);
-                        pkt.stale = true;
-                    }
-                    Instruction::GotoTable(t) => next = Some(usize::from(*t)),
-                    _ => {}
-                }
-            }
             match next {
                 Some(t) if t > table && t < N_TABLES => table = t,
                 _ => {
-                    let actions = set.in_order();
-                    if !actions.is_empty() {
-                        let _ = self.run_actions(idx, &mut pkt, &actions, reason, table as u8, cookie, 0, emit);
+                    // The action set, in its order; an action that drops
+                    // the packet ends it.
+                    let mut n = 0;
+                    while let Some(a) = set.nth(n) {
+                        n += 1;
+                        let Some(a) = a else { continue };
+                        let one = std::slice::from_ref(a);
+                        if self.run_actions(idx, &mut pkt, one, reason, table as u8, cookie, 0, emit).is_err() {
+                            break;
+                        }
                     }
                     break;
                 }
             }
         }
         self.scratch = scratch;
+        self.set = set;
+        pkt.buf
     }
 
     /// Sends `pkt` through meter `id`; false when the meter drops it (a
@@ -729,7 +887,7 @@ impl OfSwitch {
         };
         let frame = raw[6 + alen..].to_vec();
         let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
-        let mut pkt = Pkt { buf: frame, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true };
+        let mut pkt = Pkt::new(frame, meta);
         let _ = self.run_actions(idx, &mut pkt, &actions, sluice_openflow::packet_in_reason::ACTION, 0, 0, 0, emit);
     }
 }
@@ -752,7 +910,11 @@ impl DataPlane for OfSwitch {
                 self.stats.dropped += 1;
                 continue;
             }
-            self.pipeline(i, port, f.to_vec(), emit);
+            let mut buf = self.spare.pop().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(f);
+            let buf = self.pipeline(i, port, buf, emit);
+            self.spare.push(buf);
         }
     }
 
@@ -828,5 +990,59 @@ impl DataPlane for OfSwitch {
             }
         }
         self.counters = sum;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_openflow::Oxm;
+
+    fn set(field: OxmField, value: &[u8]) -> Action {
+        Action::SetField(Oxm { field, value: value.to_vec(), mask: None })
+    }
+
+    fn order(s: &ActionSet) -> Vec<Action> {
+        let mut out = Vec::new();
+        let mut n = 0;
+        while let Some(a) = s.nth(n) {
+            n += 1;
+            out.extend(a.cloned());
+        }
+        out
+    }
+
+    /// The fixed-slot action set runs in the specification's order, keeps
+    /// one action per type and one set-field per field (the last written),
+    /// leaves the output out when a group is set, and empties on clear.
+    #[test]
+    fn action_set_order_and_replacement() {
+        let mut s = ActionSet::default();
+        s.write(&[
+            Action::Output { port: 1, max_len: 0 },
+            set(OxmField::Ipv4Dst, &[1, 2, 3, 4]),
+            Action::DecNwTtl,
+            set(OxmField::EthDst, &[1; 6]),
+            Action::PushVlan(0x8100),
+            Action::PopVlan,
+        ]);
+        s.write(&[set(OxmField::EthDst, &[2; 6]), Action::Output { port: 2, max_len: 0 }]);
+        assert_eq!(
+            order(&s),
+            vec![
+                Action::PopVlan,
+                Action::PushVlan(0x8100),
+                Action::DecNwTtl,
+                set(OxmField::EthDst, &[2; 6]),
+                set(OxmField::Ipv4Dst, &[1, 2, 3, 4]),
+                Action::Output { port: 2, max_len: 0 },
+            ]
+        );
+        s.write(&[Action::Group(7)]);
+        assert_eq!(order(&s).last(), Some(&Action::Group(7)), "a group replaces the output");
+        s.clear();
+        assert!(order(&s).is_empty());
+        s.write(&[Action::SetQueue(3)]);
+        assert_eq!(order(&s), vec![Action::SetQueue(3)]);
     }
 }

@@ -12,6 +12,7 @@
 //! overlap are not ordered (the specification leaves them undefined).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use sluice_lookup::classifier::{Classifier, Rule};
 use sluice_openflow::{Instruction, Match};
@@ -75,10 +76,28 @@ pub struct Flow {
     pub flags: u16,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
-    pub instructions: Vec<Instruction>,
+    /// Shared: the pipeline runs them without copying them.
+    pub instructions: Arc<[Instruction]>,
     /// When it was added (the agent's clock, nanoseconds).
     pub added_ns: u64,
 }
+
+/// What the pipeline reads of the entry a lookup found, by classifier id
+/// (next to each other, so one lookup does not walk the entries' map).
+#[derive(Debug, Clone)]
+pub struct Hot {
+    pub uid: u64,
+    pub cookie: u64,
+    /// A table-miss entry (priority 0, no match field): its packet-ins
+    /// give the reason NO_MATCH.
+    pub miss_entry: bool,
+    /// `None` only while the pipeline runs them (taken out and put back,
+    /// so that running them touches no reference count).
+    pub instructions: Option<Arc<[Instruction]>>,
+}
+
+/// Distinct instruction lists a table remembers to share between entries.
+const INTERNED: usize = 64;
 
 /// The table (see the module documentation).
 #[derive(Debug, Clone)]
@@ -89,10 +108,14 @@ pub struct FlowTable {
     layout: Vec<(usize, usize)>,
     key_len: usize,
     classifier: Classifier,
-    /// Classifier id → flow uid.
-    ids: Vec<u64>,
+    /// Classifier id → the entry's [`Hot`] part (a free id's is stale).
+    ids: Vec<Hot>,
     free_ids: Vec<u32>,
     by_uid: BTreeMap<u64, u32>,
+    /// Recent distinct instruction lists: an entry whose list equals one
+    /// shares it (many entries, few distinct lists: a route table's), so
+    /// lookups read a few lists that stay in cache.
+    interned: std::collections::VecDeque<Arc<[Instruction]>>,
 }
 
 impl Default for FlowTable {
@@ -107,6 +130,7 @@ impl Default for FlowTable {
             ids: Vec::new(),
             free_ids: Vec::new(),
             by_uid: BTreeMap::new(),
+            interned: std::collections::VecDeque::new(),
         }
     }
 }
@@ -208,17 +232,24 @@ impl FlowTable {
     }
 
     /// Adds `flow` (its uid must be new).
-    pub fn insert(&mut self, flow: Flow) {
+    pub fn insert(&mut self, mut flow: Flow) {
+        flow.instructions = self.intern(flow.instructions);
         if self.widen(&flow.pattern) {
             self.rebuild();
         }
+        let hot = Hot {
+            uid: flow.uid,
+            cookie: flow.cookie,
+            miss_entry: flow.priority == 0 && flow.matched.fields.is_empty(),
+            instructions: Some(Arc::clone(&flow.instructions)),
+        };
         let id = match self.free_ids.pop() {
             Some(id) => {
-                self.ids[id as usize] = flow.uid;
+                self.ids[id as usize] = hot;
                 id
             }
             None => {
-                self.ids.push(flow.uid);
+                self.ids.push(hot);
                 (self.ids.len() - 1) as u32
             }
         };
@@ -226,6 +257,18 @@ impl FlowTable {
         self.classifier.insert(id, -i32::from(flow.priority), rule);
         self.by_uid.insert(flow.uid, id);
         self.flows.insert(flow.uid, flow);
+    }
+
+    /// The shared list equal to `ins`, or `ins` (then remembered).
+    fn intern(&mut self, ins: Arc<[Instruction]>) -> Arc<[Instruction]> {
+        if let Some(i) = self.interned.iter().find(|i| **i == ins) {
+            return Arc::clone(i);
+        }
+        if self.interned.len() >= INTERNED {
+            self.interned.pop_front();
+        }
+        self.interned.push_back(Arc::clone(&ins));
+        ins
     }
 
     /// Removes the entry `uid`.
@@ -241,20 +284,56 @@ impl FlowTable {
     }
 
     /// The entry with exactly this pattern and priority.
+    ///
+    /// Through the classifier (no scan of the entries): a pattern with a
+    /// byte outside the layout equals no entry (every entry's mask lies
+    /// within it); one within it is told apart by its projection, since
+    /// patterns are zero outside their masks.
     pub fn find_strict(&self, pattern: &Pattern, priority: u16) -> Option<u64> {
-        self.flows.values().find(|f| f.priority == priority && f.pattern == *pattern).map(|f| f.uid)
+        let mut covered = [false; FULL_LEN];
+        for &(o, l) in &self.layout {
+            covered[o..o + l].iter_mut().for_each(|c| *c = true);
+        }
+        if (0..FULL_LEN).any(|i| pattern.mask[i] != 0 && !covered[i]) || self.flows.is_empty() {
+            return None;
+        }
+        let id = self.classifier.find(-i32::from(priority), &self.rule_of(pattern))?;
+        Some(self.ids[id as usize].uid)
     }
 
     /// The best entry for a packet whose fields are `full` (`scratch`
     /// holds the projected key).
     #[inline]
     pub fn lookup(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<u64> {
+        let id = self.lookup_id(full, scratch)?;
+        Some(self.ids[id as usize].uid)
+    }
+
+    /// [`FlowTable::lookup`], giving the entry's classifier id (see
+    /// [`FlowTable::hot`]).
+    #[inline]
+    pub fn lookup_id(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<u32> {
         if self.flows.is_empty() {
             return None;
         }
         self.project(full, scratch);
-        let id = self.classifier.lookup_cached(scratch, None)?;
-        Some(self.ids[id as usize])
+        self.classifier.lookup_cached(scratch, None)
+    }
+
+    /// What the pipeline reads of the entry of classifier id `id`.
+    #[inline]
+    pub fn hot(&mut self, id: u32) -> &mut Hot {
+        &mut self.ids[id as usize]
+    }
+
+    /// Replaces the instructions of entry `uid` (a modify); false when
+    /// there is no such entry.
+    pub fn set_instructions(&mut self, uid: u64, instructions: Arc<[Instruction]>) -> bool {
+        let instructions = self.intern(instructions);
+        let (Some(f), Some(&id)) = (self.flows.get_mut(&uid), self.by_uid.get(&uid)) else { return false };
+        f.instructions = Arc::clone(&instructions);
+        self.ids[id as usize].instructions = Some(instructions);
+        true
     }
 
     /// Bytes of key this table looks up.
@@ -279,7 +358,7 @@ mod tests {
             flags: 0,
             idle_timeout: 0,
             hard_timeout: 0,
-            instructions: vec![],
+            instructions: Arc::from(vec![]),
             added_ns: 0,
         }
     }
@@ -326,6 +405,41 @@ mod tests {
         assert!(t.flows[&1].pattern.within(&Pattern::of(&Match::default())));
         assert!(!Pattern::of(&Match::default()).within(&p));
     }
+
+    /// Exact-entry lookups go through the classifier: same pattern and
+    /// priority only; a pattern with a field the table does not key on
+    /// equals no entry; a modify's instructions reach what lookups return.
+    #[test]
+    fn find_strict_and_instructions_through_the_classifier() {
+        let mut t = FlowTable::default();
+        let route = |net: [u8; 4]| {
+            vec![
+                Oxm { field: OxmField::EthType, value: vec![8, 0], mask: None },
+                Oxm { field: OxmField::Ipv4Dst, value: net.to_vec(), mask: Some(vec![255, 255, 255, 0]) },
+            ]
+        };
+        for i in 0..100u8 {
+            t.insert(flow(u64::from(i) + 1, 10, route([10, 0, i, 0])));
+        }
+        let p = |fields| Pattern::of(&Match { fields });
+        assert_eq!(t.find_strict(&p(route([10, 0, 42, 0])), 10), Some(43));
+        assert_eq!(t.find_strict(&p(route([10, 0, 42, 0])), 11), None, "another priority");
+        assert_eq!(t.find_strict(&p(route([10, 0, 200, 0])), 10), None);
+        let mut wider = route([10, 0, 42, 0]);
+        wider.push(Oxm { field: OxmField::IpProto, value: vec![17], mask: None });
+        assert_eq!(t.find_strict(&p(wider), 10), None, "a field outside the layout");
+        let ins: Arc<[Instruction]> = Arc::from(vec![Instruction::GotoTable(3)]);
+        assert!(t.set_instructions(43, Arc::clone(&ins)));
+        assert!(!t.set_instructions(1000, Arc::clone(&ins)));
+        let mut s = Vec::new();
+        let id = t.lookup_id(&key(1, [10, 0, 42, 9]), &mut s).unwrap();
+        let hot = t.hot(id);
+        assert_eq!((hot.uid, hot.instructions.as_deref()), (43, Some(&*ins)));
+        assert!(!hot.miss_entry);
+        assert_eq!(&*t.flows[&43].instructions, &*ins);
+        // Equal lists are shared.
+        assert!(Arc::ptr_eq(&t.flows[&1].instructions, &t.flows[&2].instructions));
+    }
 }
 
 #[cfg(test)]
@@ -348,7 +462,7 @@ mod vlan_tests {
                 flags: 0,
                 idle_timeout: 0,
                 hard_timeout: 0,
-                instructions: vec![],
+                instructions: vec![].into(),
                 added_ns: 0,
             }
         };

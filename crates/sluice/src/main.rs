@@ -124,6 +124,31 @@ enum Cmd {
         #[command(subcommand)]
         cmd: sluice::lwaftr::LwaftrCommand,
     },
+    /// The OpenFlow switch in memory doing the built-in router's work (two
+    /// tables and a group per next hop), measured against the P4 router on
+    /// the same routes and traffic.
+    #[command(name = "openflow-bench")]
+    OpenflowBench {
+        /// /24 routes (flows of table 1), over 16 next hops (groups).
+        #[arg(long, alias = "routes", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
+        entries: u32,
+        /// Seconds each turn of each switch runs.
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+        /// Worker threads, each with its share of the traffic by flow hash.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        workers: u32,
+        /// Where the routes lie (see `sluice bench --help`).
+        #[arg(long, value_enum, default_value = "spread")]
+        route_layout: sluice::bench::RouteLayout,
+        /// Turns the P4 router and the OpenFlow switch take, alternating;
+        /// the result gives the medians.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
+        /// Packets of the traffic compared between the two before measuring.
+        #[arg(long, default_value_t = 4096)]
+        check: usize,
+    },
     /// An OpenFlow 1.3 switch on live interfaces, driven by controllers or ovs-ofctl.
     Openflow(sluice::openflow::OpenflowArgs),
     /// Measure how fast an OpenFlow 1.3 switch takes flow-mods (adds, then deletes, with barriers).
@@ -258,6 +283,16 @@ fn main() -> ExitCode {
             )
         }),
         Cmd::Lwaftr { cmd } => sluice::lwaftr::main(cmd),
+        Cmd::OpenflowBench { entries, duration, workers, route_layout, rounds, check } => {
+            sluice::openflow_bench::run(&sluice::openflow_bench::OpenflowBenchArgs {
+                entries,
+                layout: route_layout,
+                duration,
+                workers: workers as usize,
+                rounds: rounds as usize,
+                check,
+            })
+        }
         Cmd::Openflow(a) => sluice::openflow::run(&a),
         Cmd::OpenflowFlowRate(a) => sluice::openflow_flow_rate::run(&a),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),
