@@ -13,6 +13,10 @@ group (action, match, group, meter) against the number of cases the JSON files
 hold: a case that never ran (the run was cut short) counts as failed.
 
   osken_switch_report.py summary SUITE_DIR LOG LABEL [--failing OUT] [--counts OUT]
+                         [--reference OTHER_LOG --reference-label NAME] [--quiet]
+
+With --reference, a failing case that also failed (or did not run) in the other
+log is tagged "[NAME fails too]".
   osken_switch_report.py rate-cases SUITE_DIR
 """
 import argparse
@@ -98,9 +102,10 @@ def summary(args):
     files = load_suite(args.suite)
     results = parse_log(args.log, files)
     rate_cases = {(rel, c) for rel, cases in files.values() for c, rate in cases if rate}
-    ran = {}
-    for rel, case, verdict, reason in results:
-        ran[(rel, case)] = (verdict, reason)
+    ran = {(rel, case): (verdict, reason) for rel, case, verdict, reason in results}
+    ref_ok = None
+    if args.reference:
+        ref_ok = {(rel, case) for rel, case, verdict, _ in parse_log(args.reference, files) if verdict == "OK"}
 
     total = {g: 0 for g in GROUPS}
     ok = {g: 0 for g in GROUPS}
@@ -116,17 +121,24 @@ def summary(args):
                 ok[g] += 1
             else:
                 tag = " [rate]" if (rel, case) in rate_cases else ""
+                if ref_ok is not None and (rel, case) not in ref_ok:
+                    tag += f" [{args.reference_label} fails too]"
                 failing.append(f"{rel}: {case}: {one_line(reason or verdict)}{tag}")
 
-    print(f"{args.label}:")
+    t_ok, t_all = sum(ok.values()), sum(total.values())
+    out = [f"{args.label}:"]
     for g in total:
         if total[g]:
-            print(f"  {g:<7} {ok[g]:>4} OK {total[g] - ok[g]:>4} failed  of {total[g]:>4}")
-    t_ok, t_all = sum(ok.values()), sum(total.values())
-    print(f"  {'total':<7} {t_ok:>4} OK {t_all - t_ok:>4} failed  of {t_all:>4}")
-    rate_failed = sum(1 for line in failing if line.endswith("[rate]"))
+            out.append(f"  {g:<7} {ok[g]:>4} OK {total[g] - ok[g]:>4} failed  of {total[g]:>4}")
+    out.append(f"  {'total':<7} {t_ok:>4} OK {t_all - t_ok:>4} failed  of {t_all:>4}")
+    rate_failed = sum(1 for line in failing if "[rate]" in line)
     if rate_cases:
-        print(f"  ({rate_failed} of the {len(rate_cases)} rate-measuring cases failed; they are noisy on 2 cores)")
+        out.append(f"  ({rate_failed} of the {len(rate_cases)} rate-measuring cases failed; they are noisy on 2 cores)")
+    if ref_ok is not None:
+        both = sum(1 for line in failing if line.endswith("fails too]"))
+        out.append(f"  ({both} of the {len(failing)} failing cases fail on {args.reference_label} too)")
+    if not args.quiet:
+        print("\n".join(out))
     if args.failing:
         with open(args.failing, "w") as f:
             f.write(f"# os-ken 3.1.1 switch test suite (of13): cases {args.label} failed, with tester.py's reason.\n")
@@ -154,6 +166,9 @@ def main():
     s.add_argument("label")
     s.add_argument("--failing")
     s.add_argument("--counts")
+    s.add_argument("--reference")
+    s.add_argument("--reference-label", default="reference")
+    s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=summary)
     r = sub.add_parser("rate-cases")
     r.add_argument("suite")
