@@ -233,18 +233,16 @@ impl OfSwitch {
                     return Ok(vec![]);
                 }
                 let strict = fm.command == fmc::MODIFY_STRICT;
-                let targets: Vec<u64> = t
-                    .flows
-                    .values()
-                    .filter(|f| {
-                        (if strict {
-                            f.priority == fm.priority && f.pattern == pattern
-                        } else {
-                            f.pattern.within(&pattern)
-                        }) && (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
-                    })
-                    .map(|f| f.uid)
-                    .collect();
+                let cookie_ok = |f: &Flow| (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask);
+                // A strict modify finds its entry through the classifier, not a scan.
+                let targets: Vec<u64> = if strict {
+                    t.find_strict(&pattern, fm.priority)
+                        .filter(|u| t.flows.get(u).is_some_and(cookie_ok))
+                        .into_iter()
+                        .collect()
+                } else {
+                    t.flows.values().filter(|f| f.pattern.within(&pattern) && cookie_ok(f)).map(|f| f.uid).collect()
+                };
                 for u in targets {
                     self.tables[usize::from(fm.table_id)].set_instructions(u, fm.instructions.clone().into());
                     if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
@@ -260,19 +258,20 @@ impl OfSwitch {
                     if !all_tables && tid != usize::from(fm.table_id) {
                         continue;
                     }
-                    let targets: Vec<u64> = self.tables[tid]
-                        .flows
-                        .values()
-                        .filter(|f| {
-                            (if strict {
-                                f.priority == fm.priority && f.pattern == pattern
-                            } else {
-                                f.pattern.within(&pattern)
-                            }) && (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
-                                && flow_outputs_to(f, fm.out_port, fm.out_group)
-                        })
-                        .map(|f| f.uid)
-                        .collect();
+                    let t = &self.tables[tid];
+                    let selected = |f: &Flow| {
+                        (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
+                            && flow_outputs_to(f, fm.out_port, fm.out_group)
+                    };
+                    // A strict delete finds its entry through the classifier, not a scan.
+                    let targets: Vec<u64> = if strict {
+                        t.find_strict(&pattern, fm.priority)
+                            .filter(|u| t.flows.get(u).is_some_and(selected))
+                            .into_iter()
+                            .collect()
+                    } else {
+                        t.flows.values().filter(|f| f.pattern.within(&pattern) && selected(f)).map(|f| f.uid).collect()
+                    };
                     for u in targets {
                         if let Some(flow) = self.tables[tid].remove(u) {
                             removed.push(Removed {
