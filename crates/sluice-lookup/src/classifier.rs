@@ -20,14 +20,17 @@
 //!   (a few per bucket) instead of making a new group. [`Classifier::lookup_cached`]
 //!   puts a bounded two-way cache of recent keys in front (for flow
 //!   locality), which sets itself aside while it does not hit;
-//! - insert and remove cost: linear in the number of rules (a sorted
-//!   vector of them all) plus the groups' bookkeeping; [`Classifier::find`]
+//! - insert and remove cost: a logarithm of the number of rules (they are
+//!   kept by (priority, id), with a copy in order while there are at most
+//!   [`SCAN_MAX`]) plus the tuples' bookkeeping; [`Classifier::find`]
 //!   (is this rule present?) costs a lookup;
 //! - concurrency: inserts, removes and cached lookups take `&mut self`
 //!   (the cache lives in the classifier), plain lookups `&self`. Nothing is
 //!   shared between copies: each thread that looks up through the cache
 //!   keeps its own copy. Any change invalidates the cache at once (a
 //!   generation number), so cached lookups always see the latest rules.
+
+use std::collections::BTreeMap;
 
 use hashbrown::HashMap;
 
@@ -230,10 +233,17 @@ impl Flat {
 #[derive(Debug, Clone)]
 struct Tuple {
     mask: Vec<u8>,
-    /// The best (priority, id) in the tuple.
+    /// A bound on the best (priority, id) in the tuple: never worse than
+    /// its best rule (lookups skip a tuple whose bound cannot win, so a
+    /// bound that is too good costs a probe, never a wrong answer). Exact
+    /// after inserts; after removing the best rule it is recomputed only
+    /// once such removals reach the tuple's size (amortized constant cost,
+    /// where recomputing on every removal scans the tuple each time).
     best: (i32, u32),
     map: TupleKeys,
     count: usize,
+    /// Removals of the best rule since `best` was last exact.
+    stale: usize,
 }
 
 /// A tuple's rules by masked key.
@@ -514,9 +524,14 @@ fn cache_words(key: &[u8]) -> [u64; 4] {
 #[derive(Debug, Clone)]
 pub struct Classifier {
     key_len: usize,
-    /// Every rule as given, in (priority, id) order: what small sets scan,
-    /// and where a remove finds a rule by id.
-    rules: Vec<Flat>,
+    /// Every rule as given, by (priority, id): inserts and removes cost a
+    /// logarithm of the rule count, whatever the order of ids.
+    rules: BTreeMap<(i32, u32), Flat>,
+    /// Each rule's priority by id (where a remove finds a rule).
+    priority_of: HashMap<u32, i32>,
+    /// While there are at most [`SCAN_MAX`] rules: a copy of them in
+    /// (priority, id) order, what lookups scan (empty above).
+    scan: Vec<Flat>,
     /// Tuple-space search: rules (their pieces) grouped by mask, the groups
     /// sorted by their best (priority, id), so a lookup stops at the first
     /// group that cannot beat the best match so far.
@@ -533,7 +548,16 @@ pub struct Classifier {
 impl Classifier {
     /// An empty classifier of `key_len`-byte keys.
     pub fn new(key_len: usize) -> Classifier {
-        Classifier { key_len, rules: Vec::new(), tuples: Vec::new(), generation: 1, cache: None, caching: true }
+        Classifier {
+            key_len,
+            rules: BTreeMap::new(),
+            priority_of: HashMap::new(),
+            scan: Vec::new(),
+            tuples: Vec::new(),
+            generation: 1,
+            cache: None,
+            caching: true,
+        }
     }
 
     /// Length of the keys.
@@ -564,7 +588,17 @@ impl Classifier {
 
     /// The rules in (priority, id) order, as `(id, priority, rule)`.
     pub fn rules(&self) -> impl Iterator<Item = (u32, i32, &Rule)> + '_ {
-        self.rules.iter().map(|f| (f.id, f.priority, &f.rule))
+        self.rules.values().map(|f| (f.id, f.priority, &f.rule))
+    }
+
+    /// Keeps [`Classifier::scan`] in step with the rules: their copy in
+    /// order while there are at most [`SCAN_MAX`], nothing above.
+    fn rescan(&mut self) {
+        if self.rules.len() <= SCAN_MAX {
+            self.scan = self.rules.values().cloned().collect();
+        } else if !self.scan.is_empty() {
+            self.scan = Vec::new();
+        }
     }
 
     /// Adds `rule` as rule `id` of priority `priority`. The caller keeps
@@ -574,8 +608,9 @@ impl Classifier {
         assert_eq!(rule.key_len(), self.key_len, "a rule of another key length");
         let mut piece = Flat { id, priority, rule: rule.piece(), check_mask: false };
         let key = (priority, id);
-        let at = self.rules.partition_point(|x| (x.priority, x.id) < key);
-        self.rules.insert(at, Flat { id, priority, rule, check_mask: false });
+        self.rules.insert(key, Flat { id, priority, rule, check_mask: false });
+        self.priority_of.insert(id, priority);
+        self.rescan();
         let pos = match tuple_for(&self.tuples, &piece.rule) {
             Some(p) => p,
             None => {
@@ -584,6 +619,7 @@ impl Classifier {
                     best: (i32::MAX, u32::MAX),
                     map: TupleKeys::new(&piece.rule.mask),
                     count: 0,
+                    stale: 0,
                 });
                 self.tuples.len() - 1
             }
@@ -602,8 +638,9 @@ impl Classifier {
     /// Removes rule `id`; returns its priority and rule, `None` when there
     /// is no such rule.
     pub fn remove(&mut self, id: u32) -> Option<(i32, Rule)> {
-        let at = self.rules.iter().position(|x| x.id == id)?;
-        let f = self.rules.remove(at);
+        let priority = self.priority_of.remove(&id)?;
+        let f = self.rules.remove(&(priority, id)).expect("every indexed rule is stored");
+        self.rescan();
         let piece = f.rule.piece();
         if let Some(pos) = tuple_holding(&self.tuples, &piece, id) {
             let t = &mut self.tuples[pos];
@@ -611,8 +648,14 @@ impl Classifier {
             t.count -= 1;
             if t.count == 0 {
                 self.tuples.remove(pos);
-            } else {
-                t.recompute_best();
+            } else if t.best == (priority, id) {
+                // Only the best rule's removal changes the tuple's best;
+                // the old bound stays valid (too good) until recomputed.
+                t.stale += 1;
+                if t.stale >= t.count {
+                    t.recompute_best();
+                    t.stale = 0;
+                }
             }
         }
         self.tuples.sort_by_key(|t| t.best);
@@ -641,7 +684,7 @@ impl Classifier {
     #[inline]
     pub fn lookup_words(&self, key: &[u8], known_words: Option<&[u64; 4]>) -> Option<u32> {
         if self.rules.len() <= SCAN_MAX {
-            for f in &self.rules {
+            for f in &self.scan {
                 if f.rule.matches(key) {
                     return Some(f.id);
                 }
