@@ -410,20 +410,13 @@ impl Agent {
                 let uid = self.next_uid;
                 self.next_uid += 1;
                 let now = self.now_ns();
-                let fm2 = fm.clone();
-                match self.pool.try_change(move |d: &mut OfSwitch, _| d.flow_mod(&fm2, uid, now)) {
-                    Ok(removed) => self.report_removed(removed),
-                    Err(e) => self.error(ci, raw, &e, xid),
-                }
+                self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.flow_mod(&fm, uid, now));
             }
             Message::GroupMod(gm) => {
                 if self.is_slave(ci) {
                     return slave_refused(self);
                 }
-                match self.pool.try_change(move |d: &mut OfSwitch, _| d.group_mod(&gm)) {
-                    Ok(removed) => self.report_removed(removed),
-                    Err(e) => self.error(ci, raw, &e, xid),
-                }
+                self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.group_mod(&gm));
             }
             Message::PortMod(pm) => {
                 if self.is_slave(ci) {
@@ -449,10 +442,7 @@ impl Agent {
                     return slave_refused(self);
                 }
                 let now = self.now_ns();
-                match self.pool.try_change(move |d: &mut OfSwitch, _| d.meter_mod(&mm, now)) {
-                    Ok(removed) => self.report_removed(removed),
-                    Err(e) => self.error(ci, raw, &e, xid),
-                }
+                self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.meter_mod(&mm, now));
             }
             Message::PacketOut(po) => {
                 if self.is_slave(ci) {
@@ -504,6 +494,22 @@ impl Agent {
                 let e = OfError::new(error_type::BAD_REQUEST, bad_request::BAD_TYPE, "a message only switches send");
                 self.error(ci, raw, &e, xid);
             }
+        }
+    }
+
+    /// Applies a flow, group or meter change to the master and, when it
+    /// succeeded there, to the workers; reports the entries it removed, or
+    /// answers the request with the change's error.
+    fn modify(
+        &mut self,
+        ci: usize,
+        raw: &[u8],
+        xid: u32,
+        change: impl Fn(&mut OfSwitch) -> Result<Vec<Removed>, OfError> + Send + Sync + 'static,
+    ) {
+        match self.pool.try_change(move |d: &mut OfSwitch, _| change(d)) {
+            Ok(removed) => self.report_removed(removed),
+            Err(e) => self.error(ci, raw, &e, xid),
         }
     }
 

@@ -272,15 +272,7 @@ impl OfSwitch {
                     } else {
                         t.flows.values().filter(|f| f.pattern.within(&pattern) && selected(f)).map(|f| f.uid).collect()
                     };
-                    for u in targets {
-                        if let Some(flow) = self.tables[tid].remove(u) {
-                            removed.push(Removed {
-                                table_id: tid as u8,
-                                flow,
-                                reason: sluice_openflow::flow_removed_reason::DELETE,
-                            });
-                        }
-                    }
+                    self.remove_entries(tid, &targets, sluice_openflow::flow_removed_reason::DELETE, &mut removed);
                 }
                 Ok(removed)
             }
@@ -292,11 +284,30 @@ impl OfSwitch {
     pub fn expire(&mut self, uids: &[(u8, u64)], reason: u8) -> Vec<Removed> {
         let mut out = Vec::new();
         for &(t, u) in uids {
-            if let Some(flow) = self.tables.get_mut(usize::from(t)).and_then(|tb| tb.remove(u)) {
-                out.push(Removed { table_id: t, flow, reason });
+            if usize::from(t) < N_TABLES {
+                self.remove_entries(usize::from(t), &[u], reason, &mut out);
             }
         }
         out
+    }
+
+    /// Removes entries `uids` of table `tid` (those still there) into
+    /// `out`, with `reason`.
+    fn remove_entries(&mut self, tid: usize, uids: &[u64], reason: u8, out: &mut Vec<Removed>) {
+        for &u in uids {
+            if let Some(flow) = self.tables[tid].remove(u) {
+                out.push(Removed { table_id: tid as u8, flow, reason });
+            }
+        }
+    }
+
+    /// Removes, from every table, the entries `uses` picks (those of a
+    /// deleted group or meter) into `out`, with `reason`.
+    fn remove_users(&mut self, uses: impl Fn(&Flow) -> bool, reason: u8, out: &mut Vec<Removed>) {
+        for tid in 0..N_TABLES {
+            let users: Vec<u64> = self.tables[tid].flows.values().filter(|f| uses(f)).map(|f| f.uid).collect();
+            self.remove_entries(tid, &users, reason, out);
+        }
     }
 
     /// Applies a meter-mod. Deleting a meter deletes the flows that use it.
@@ -305,23 +316,8 @@ impl OfSwitch {
         let deleted = self.meters.apply(mm, now_ns);
         let mut removed = Vec::new();
         for id in deleted {
-            for tid in 0..N_TABLES {
-                let users: Vec<u64> = self.tables[tid]
-                    .flows
-                    .values()
-                    .filter(|f| f.instructions.iter().any(|i| matches!(i, Instruction::Meter(m) if *m == id)))
-                    .map(|f| f.uid)
-                    .collect();
-                for u in users {
-                    if let Some(flow) = self.tables[tid].remove(u) {
-                        removed.push(Removed {
-                            table_id: tid as u8,
-                            flow,
-                            reason: sluice_openflow::flow_removed_reason::METER_DELETE,
-                        });
-                    }
-                }
-            }
+            let uses = |f: &Flow| f.instructions.iter().any(|i| matches!(i, Instruction::Meter(m) if *m == id));
+            self.remove_users(uses, sluice_openflow::flow_removed_reason::METER_DELETE, &mut removed);
         }
         Ok(removed)
     }
@@ -407,23 +403,8 @@ impl OfSwitch {
                 for g in ids {
                     if self.groups.remove(&g).is_some() {
                         self.counters.groups.remove(&g);
-                        for tid in 0..N_TABLES {
-                            let users: Vec<u64> = self.tables[tid]
-                                .flows
-                                .values()
-                                .filter(|f| flow_outputs_to(f, port::ANY, g))
-                                .map(|f| f.uid)
-                                .collect();
-                            for u in users {
-                                if let Some(flow) = self.tables[tid].remove(u) {
-                                    removed.push(Removed {
-                                        table_id: tid as u8,
-                                        flow,
-                                        reason: sluice_openflow::flow_removed_reason::GROUP_DELETE,
-                                    });
-                                }
-                            }
-                        }
+                        let uses = |f: &Flow| flow_outputs_to(f, port::ANY, g);
+                        self.remove_users(uses, sluice_openflow::flow_removed_reason::GROUP_DELETE, &mut removed);
                     }
                 }
                 Ok(removed)

@@ -105,6 +105,20 @@ pub enum Note {
 /// A group's (packets, bytes, per bucket (packets, bytes)).
 pub type GroupCounts = (u64, u64, Vec<(u64, u64)>);
 
+/// Adds one replica's counts of a group or meter (totals, and per bucket
+/// or band) to `into`.
+fn add_counts(into: &mut GroupCounts, from: &GroupCounts) {
+    into.0 += from.0;
+    into.1 += from.1;
+    if into.2.len() < from.2.len() {
+        into.2.resize(from.2.len(), (0, 0));
+    }
+    for (i, b) in from.2.iter().enumerate() {
+        into.2[i].0 += b.0;
+        into.2[i].1 += b.1;
+    }
+}
+
 /// Per-replica counters (summed over replicas for the agent).
 #[derive(Debug, Clone, Default)]
 pub struct Counters {
@@ -963,30 +977,12 @@ impl DataPlane for OfSwitch {
                 }
             }
             for (k, v) in &r.groups {
-                let e = sum.groups.entry(*k).or_insert_with(|| (0, 0, Vec::new()));
-                e.0 += v.0;
-                e.1 += v.1;
-                if e.2.len() < v.2.len() {
-                    e.2.resize(v.2.len(), (0, 0));
-                }
-                for (i, b) in v.2.iter().enumerate() {
-                    e.2[i].0 += b.0;
-                    e.2[i].1 += b.1;
-                }
+                add_counts(sum.groups.entry(*k).or_default(), v);
             }
             sum.packet_ins_dropped += r.packet_ins_dropped;
             sum.unsupported_output += r.unsupported_output;
             for (k, v) in &r.meters {
-                let e = sum.meters.entry(*k).or_insert_with(|| (0, 0, Vec::new()));
-                e.0 += v.0;
-                e.1 += v.1;
-                if e.2.len() < v.2.len() {
-                    e.2.resize(v.2.len(), (0, 0));
-                }
-                for (i, b) in v.2.iter().enumerate() {
-                    e.2[i].0 += b.0;
-                    e.2[i].1 += b.1;
-                }
+                add_counts(sum.meters.entry(*k).or_default(), v);
             }
         }
         self.counters = sum;
