@@ -234,15 +234,7 @@ impl OfSwitch {
                 }
                 let strict = fm.command == fmc::MODIFY_STRICT;
                 let cookie_ok = |f: &Flow| (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask);
-                // A strict modify finds its entry through the classifier, not a scan.
-                let targets: Vec<u64> = if strict {
-                    t.find_strict(&pattern, fm.priority)
-                        .filter(|u| t.flows.get(u).is_some_and(cookie_ok))
-                        .into_iter()
-                        .collect()
-                } else {
-                    t.flows.values().filter(|f| f.pattern.within(&pattern) && cookie_ok(f)).map(|f| f.uid).collect()
-                };
+                let targets = t.select(&pattern, fm.priority, strict, cookie_ok);
                 for u in targets {
                     self.tables[usize::from(fm.table_id)].set_instructions(u, fm.instructions.clone().into());
                     if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
@@ -263,15 +255,7 @@ impl OfSwitch {
                         (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
                             && flow_outputs_to(f, fm.out_port, fm.out_group)
                     };
-                    // A strict delete finds its entry through the classifier, not a scan.
-                    let targets: Vec<u64> = if strict {
-                        t.find_strict(&pattern, fm.priority)
-                            .filter(|u| t.flows.get(u).is_some_and(selected))
-                            .into_iter()
-                            .collect()
-                    } else {
-                        t.flows.values().filter(|f| f.pattern.within(&pattern) && selected(f)).map(|f| f.uid).collect()
-                    };
+                    let targets = t.select(&pattern, fm.priority, strict, selected);
                     self.remove_entries(tid, &targets, sluice_openflow::flow_removed_reason::DELETE, &mut removed);
                 }
                 Ok(removed)

@@ -283,6 +283,18 @@ impl FlowTable {
         f
     }
 
+    /// The entries a modify or delete selects that `keep` accepts: with
+    /// `strict`, the one of exactly this pattern and priority (found
+    /// through the classifier, not a scan); else every entry within the
+    /// pattern.
+    pub fn select(&self, pattern: &Pattern, priority: u16, strict: bool, keep: impl Fn(&Flow) -> bool) -> Vec<u64> {
+        if strict {
+            self.find_strict(pattern, priority).filter(|u| self.flows.get(u).is_some_and(&keep)).into_iter().collect()
+        } else {
+            self.flows.values().filter(|f| f.pattern.within(pattern) && keep(f)).map(|f| f.uid).collect()
+        }
+    }
+
     /// The entry with exactly this pattern and priority.
     ///
     /// Through the classifier (no scan of the entries): a pattern with a
