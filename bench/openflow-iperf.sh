@@ -2,7 +2,7 @@
 # Sluice's OpenFlow 1.3 switch (`sluice openflow`) next to Open vSwitch's user-space (netdev)
 # datapath, forwarding iperf3 TCP and UDP and ping between two hosts in network namespaces.
 #
-#   bench/openflow-iperf.sh [-t SECS] [--rounds R] [--workers N]
+#   bench/openflow-iperf.sh [-t SECS] [--rounds R] [--workers N] [--flow-mods N]
 #
 # Topology, the same for every switch: hosts ofb-h1 (10.0.0.1/24, interface ofb-h1e) and ofb-h2
 # (10.0.0.2/24, ofb-h2e), each joined by a veth pair to a switch that runs in its own namespace
@@ -24,8 +24,14 @@
 # (Gbit/s and loss % at the receiver); ping h1 -> h2 (50 x 20 ms, avg and mdev); the switch
 # processes' resident memory (largest sum of VmRSS seen while TCP and UDP ran; OVS counts
 # ovs-vswitchd + ovsdb-server) and their CPU use during the TCP run (utime+stime from
-# /proc/PID/stat, in % of one core). With several rounds the table shows medians.
-# Prints one Markdown table and a last line `result: tcp_ratio=<sluice/ovs> udp_ratio=<...>`.
+# /proc/PID/stat, in % of one core). For the two OpenFlow switches, flow-mods while forwarding:
+# a second UDP run, during which `sluice openflow-flow-rate` (from 1 s in) adds N flows (default
+# 100000; /32 IPv4 destinations into table 1, which the traffic never reaches) in batches of
+# 1000, each batch followed by a barrier whose reply it waits for, then deletes them (strict
+# deletes): flows/s added and deleted, and the UDP Gbit/s meanwhile. Open vSwitch takes them on
+# a passive controller port (set-controller ptcp:). With several rounds the table shows medians.
+# Prints one Markdown table and a last line
+# `result: tcp_ratio=<sluice/ovs> udp_ratio=<...> flowmod_add_ratio=<...>`.
 #
 # Needs root. Installs iperf3, ethtool, ping and openvswitch-switch with apt when missing.
 # Uses target/release/sluice (or $SLUICE); it does not build it. Everything it creates
@@ -33,13 +39,14 @@
 # is removed on exit, also on failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=5; ROUNDS=1; WORKERS=1
+SECS=5; ROUNDS=1; WORKERS=1; FLOWS=100000
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
         -t|--time) SECS="$2"; shift ;;
         --rounds) ROUNDS="$2"; shift ;;
         --workers) WORKERS="$2"; shift ;;
+        --flow-mods) FLOWS="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -152,6 +159,8 @@ setup_ovs() {
         -- add-port $BR ofb-s2 -- set interface ofb-s2 ofport_request=2
     add_flows $BR
     OF_TARGET=$BR
+    ovs-vsctl --timeout=10 set-controller $BR "ptcp:$OF_PORT:127.0.0.1"
+    FLOW_TARGET="tcp:127.0.0.1:$OF_PORT"
     PIDS="$(cat "$OVS_RUNDIR/ovs-vswitchd.pid") $(cat "$OVS_RUNDIR/ovsdb-server.pid")"
 }
 setup_sluice() {
@@ -162,6 +171,7 @@ setup_sluice() {
     wait_log "$TMP/sluice.log" "listening on"
     add_flows "tcp:127.0.0.1:$OF_PORT"
     OF_TARGET="tcp:127.0.0.1:$OF_PORT"
+    FLOW_TARGET=$OF_TARGET
     PIDS=$SLUICE_PID
 }
 
@@ -188,12 +198,27 @@ json() { # $1: python expression over the iperf3 JSON `j`; prints n/a when it ha
 try: j=json.load(open('$TMP/iperf.json')); print($1)
 except Exception: print('n/a')"
 }
-# Prints: tcp_gbps udp_gbps udp_loss_pct ping_avg_ms ping_mdev_ms rss_mb cpu_pct
+# Flow-mods while forwarding (see the header); prints: add_flows_per_s delete_flows_per_s udp_gbps
+flowmods_under_load() {
+    [ -n "$FLOW_TARGET" ] || { echo "n/a n/a n/a"; return; }
+    # Until the switch answers on its controller port (OVS opens it shortly after set-controller).
+    for _ in $(seq 50); do sw bash -c "exec 3<>/dev/tcp/${FLOW_TARGET#tcp:}" 2>/dev/null && break; sleep 0.1; done
+    { sleep 1; sw "$SLUICE" openflow-flow-rate --switch "$FLOW_TARGET" --flows "$FLOWS" --table 1 >"$TMP/flowrate.txt" 2>&1; } &
+    local fr=$! add del udp
+    iperf -u -b 0 -l 1400
+    wait $fr || true
+    add=$(sed -n 's/^add: *\([0-9]*\) flows.*/\1/p' "$TMP/flowrate.txt")
+    del=$(sed -n 's/^delete: *\([0-9]*\) flows.*/\1/p' "$TMP/flowrate.txt")
+    [ -n "$add" ] || { echo "flow-rate against $FLOW_TARGET failed:" >&2; cat "$TMP/flowrate.txt" >&2; }
+    udp=$(json '"%.3f" % (j["end"]["sum_received"]["bits_per_second"] / 1e9)')
+    echo "${add:-n/a} ${del:-n/a} $udp"
+}
+# Prints: tcp_gbps udp_gbps udp_loss_pct ping_avg_ms ping_mdev_ms rss_mb cpu_pct fm_add fm_del fm_udp_gbps
 measure() {
     RSS_MAX=0
     if ! h1 ping -c 3 -i 0.2 -W 1 -q 10.0.0.2 >/dev/null 2>&1; then
         echo "warning: h1 cannot reach h2 through $1" >&2
-        echo "n/a n/a n/a n/a n/a n/a n/a"; return
+        echo "n/a n/a n/a n/a n/a n/a n/a n/a n/a n/a"; return
     fi
     local hz c0 c1 t0 t1 tcp udp loss ping cpu="n/a" rss="n/a"
     hz=$(getconf CLK_TCK)
@@ -208,7 +233,7 @@ measure() {
     [ -n "$PIDS" ] && rss=$(python3 -c "print('%.1f' % ($RSS_MAX / 1024))")
     ping=$(h1 ping -c 50 -i 0.02 -q 10.0.0.2 2>/dev/null | sed -n 's|^rtt [^=]*= [0-9.]*/\([0-9.]*\)/[0-9.]*/\([0-9.]*\) ms.*|\1 \2|p')
     [ -n "$ping" ] || ping="n/a n/a"
-    echo "$tcp $udp $loss $ping $rss $cpu"
+    echo "$tcp $udp $loss $ping $rss $cpu $(flowmods_under_load)"
 }
 
 # --- the run -----------------------------------------------------------------------------------
@@ -223,7 +248,7 @@ declare -A RES
 echo "# $SECS s per test, $ROUNDS round(s); $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq "$ROUNDS"); do
     for s in $SWITCHES; do
-        PIDS=""; OF_TARGET=""
+        PIDS=""; OF_TARGET=""; FLOW_TARGET=""
         case $s in
             veth) setup_veth ;;
             null) setup_null ;;
@@ -235,7 +260,7 @@ for r in $(seq "$ROUNDS"); do
         [ -n "$OF_TARGET" ] && flows=$(sw ovs-ofctl -O OpenFlow13 dump-flows "$OF_TARGET" 2>&1 |
             grep -o 'n_packets=[0-9]*.*in_port=[0-9]*' | sed 's/ n_bytes=[0-9]*,.*in_port=/ in_port=/' | tr '\n' ' ' || true)
         stop_switch
-        echo "round $r  ${LABEL[$s]}: tcp_gbps udp_gbps loss% ping_ms mdev_ms rss_mb cpu% = $m" >&2
+        echo "round $r  ${LABEL[$s]}: tcp_gbps udp_gbps loss% ping_ms mdev_ms rss_mb cpu% flowmods_add/s del/s udp_gbps_meanwhile = $m" >&2
         # The two flows' packet counts: the traffic went through them.
         [ -z "$flows" ] || echo "round $r  ${LABEL[$s]}: flows $flows" >&2
         RES[$s]="${RES[$s]:-}$m"$'\n'
@@ -253,22 +278,25 @@ def num(x):
 def med(i, fmt):
     v = [num(r[i]) for r in rows if num(r[i]) is not None]
     return fmt % statistics.median(v) if v else "n/a"
-print(med(0, "%.3f"), med(1, "%.3f"), med(2, "%.1f"), med(3, "%.3f"), med(4, "%.3f"), med(5, "%.1f"), med(6, "%.0f"))'; }
+print(med(0, "%.3f"), med(1, "%.3f"), med(2, "%.1f"), med(3, "%.3f"), med(4, "%.3f"), med(5, "%.1f"), med(6, "%.0f"),
+      med(7, "%.0f"), med(8, "%.0f"), med(9, "%.3f"))'; }
 echo
-echo "| switch | TCP Gbit/s | UDP Gbit/s | UDP loss % | ping avg ms (mdev) | RSS MB | CPU % (TCP) |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| switch | TCP Gbit/s | UDP Gbit/s | UDP loss % | ping avg ms (mdev) | RSS MB | CPU % (TCP) | flow-mods/s while forwarding (add / delete) | UDP Gbit/s meanwhile |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 declare -A SUM
 for s in $SWITCHES; do
     SUM[$s]=$(summary "$s")
-    read -r tcp udp loss pavg pmdev rss cpu <<<"${SUM[$s]}"
+    read -r tcp udp loss pavg pmdev rss cpu fadd fdel fudp <<<"${SUM[$s]}"
     [ "$s" = veth ] && { rss="-"; cpu="-"; }
-    echo "| ${LABEL[$s]} | $tcp | $udp | $loss | $pavg ($pmdev) | $rss | $cpu |"
+    fm="-"; [ "$fadd" = n/a ] || fm="$fadd / $fdel"
+    [ "$fudp" = n/a ] && fudp="-"
+    echo "| ${LABEL[$s]} | $tcp | $udp | $loss | $pavg ($pmdev) | $rss | $cpu | $fm | $fudp |"
 done
 echo
 echo "iperf3 $SECS s per test, UDP 1400 B at -b 0, $ROUNDS round(s) (medians); host offloads tx/tso/gso/sg off;" \
      "$(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
-read -r ot ou _ <<<"${SUM[ovs]}"; read -r st su _ <<<"${SUM[sluice]}"
+read -r ot ou _ _ _ _ _ ofa _ <<<"${SUM[ovs]}"; read -r st su _ _ _ _ _ sfa _ <<<"${SUM[sluice]}"
 ratio() { python3 -c 'import sys
 a, b = sys.argv[1:]
 print("n/a" if "n/a" in (a, b) or float(b) == 0 else "%.2f" % (float(a) / float(b)))' "$1" "$2"; }
-echo "result: tcp_ratio=$(ratio "$st" "$ot") udp_ratio=$(ratio "$su" "$ou")"
+echo "result: tcp_ratio=$(ratio "$st" "$ot") udp_ratio=$(ratio "$su" "$ou") flowmod_add_ratio=$(ratio "$sfa" "$ofa")"

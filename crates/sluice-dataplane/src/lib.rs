@@ -93,6 +93,12 @@ pub trait DataPlane: Send + Sized + 'static {
 
     /// Adds the time spent in each of its stages since profiling started.
     fn add_profile(&self, _to: &mut Profile) {}
+
+    /// The control plane changed this copy's state (the worker pool calls
+    /// it after each batch of changes it applies): a data plane that keeps
+    /// state derived from its tables (a cache) drops it here. The default
+    /// does nothing.
+    fn changed(&mut self) {}
 }
 
 /// A data plane with no pipeline: every frame arriving on one of two ports

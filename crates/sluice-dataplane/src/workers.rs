@@ -12,6 +12,9 @@
 //!   packet sees half a change: a worker moves from the old state to the
 //!   new one between batches. Replicas apply the same changes in the same
 //!   order from the same state, so they agree (entry handles included).
+//!   After a batch of changes the worker calls [`DataPlane::changed`]
+//!   before its next packet, so state derived from the tables (a cache)
+//!   never outlives the tables it came from.
 //! - A worker's I/O returns from [`WorkerIo::run_batch`] within about a
 //!   millisecond when idle (or is woken by its [`Waker`]), which bounds how
 //!   long a change waits.
@@ -125,6 +128,7 @@ fn worker_loop<D: DataPlane>(mut dp: D, mut io: Box<dyn WorkerIo<D>>, rx: mpsc::
                     for c in &changes {
                         c(&mut dp, first);
                     }
+                    dp.changed();
                     let _ = ack.send(());
                 }
                 Ok(Msg::Replace(new, ack)) => {
@@ -247,6 +251,7 @@ impl<D: DataPlane> Pool<D> {
     /// the master should not be queued: use [`Pool::try_change`].
     pub fn change<R>(&mut self, f: impl Fn(&mut D, bool) -> R + Send + Sync + 'static) -> R {
         let out = f(&mut self.master, true);
+        self.master.changed();
         if !self.workers.is_empty() {
             self.pending.push(Arc::new(move |dp: &mut D, first: bool| {
                 f(dp, first);
@@ -261,7 +266,9 @@ impl<D: DataPlane> Pool<D> {
         &mut self,
         f: impl Fn(&mut D, bool) -> Result<T, E> + Send + Sync + 'static,
     ) -> Result<T, E> {
-        let out = f(&mut self.master, true)?;
+        let out = f(&mut self.master, true);
+        self.master.changed();
+        let out = out?;
         if !self.workers.is_empty() {
             self.pending.push(Arc::new(move |dp: &mut D, first: bool| {
                 let _ = f(dp, first);
@@ -275,7 +282,9 @@ impl<D: DataPlane> Pool<D> {
     /// this one sets, and must come first).
     pub fn change_shared<R>(&mut self, f: impl FnOnce(&mut D) -> R) -> R {
         self.flush();
-        f(&mut self.master)
+        let out = f(&mut self.master);
+        self.master.changed();
+        out
     }
 
     /// Sends the queued changes to every worker without waiting: they apply

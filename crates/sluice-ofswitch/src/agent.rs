@@ -549,7 +549,7 @@ impl Agent {
 
     fn flow_counts(&mut self) -> crate::switch::IdMap<u64, (u64, u64)> {
         self.pool.merge_counters();
-        self.pool.master().counters.flows.clone()
+        self.pool.master().flow_counts()
     }
 
     fn multipart(&mut self, ci: usize, raw: &[u8], xid: u32, body: MultipartRequest) {

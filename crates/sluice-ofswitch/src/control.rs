@@ -179,6 +179,7 @@ impl OfSwitch {
     /// clock. Returns the entries it removed (deletes, replaced entries are
     /// not reported).
     pub fn flow_mod(&mut self, fm: &FlowMod, uid: u64, now_ns: u64) -> Result<Vec<Removed>, OfError> {
+        self.forget_walks();
         let all_tables = fm.table_id == sluice_openflow::table::ALL;
         if !all_tables && usize::from(fm.table_id) >= N_TABLES {
             return Err(err(
@@ -206,12 +207,12 @@ impl OfSwitch {
                     }
                     let mut keep_counts = None;
                     if let Some(old) = t.find_strict(&pattern, fm.priority) {
-                        t.remove(old);
+                        let matched = t.remove(old).map_or((0, 0), |r| r.1);
                         // The old uid's counters move to the new entry, or
                         // go with RESET_COUNTS.
-                        let counts = self.counters.flows.remove(&old);
+                        let settled = self.counters.flows.remove(&old).unwrap_or((0, 0));
                         if fm.flags & flow_mod_flags::RESET_COUNTS == 0 {
-                            keep_counts = counts;
+                            keep_counts = Some((settled.0 + matched.0, settled.1 + matched.1));
                         }
                     }
                     let t = &mut self.tables[usize::from(fm.table_id)];
@@ -239,6 +240,7 @@ impl OfSwitch {
                     self.tables[usize::from(fm.table_id)].set_instructions(u, fm.instructions.clone().into());
                     if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
                         self.counters.flows.remove(&u);
+                        self.tables[usize::from(fm.table_id)].take_counts(u);
                     }
                 }
                 Ok(vec![])
@@ -266,6 +268,7 @@ impl OfSwitch {
 
     /// Removes the entries `uids` (expired), with `reason`.
     pub fn expire(&mut self, uids: &[(u8, u64)], reason: u8) -> Vec<Removed> {
+        self.forget_walks();
         let mut out = Vec::new();
         for &(t, u) in uids {
             if usize::from(t) < N_TABLES {
@@ -279,7 +282,13 @@ impl OfSwitch {
     /// `out`, with `reason`.
     fn remove_entries(&mut self, tid: usize, uids: &[u64], reason: u8, out: &mut Vec<Removed>) {
         for &u in uids {
-            if let Some(flow) = self.tables[tid].remove(u) {
+            if let Some((flow, matched)) = self.tables[tid].remove(u) {
+                // Settled, so that the removal's report still finds them.
+                if matched != (0, 0) {
+                    let c = self.counters.flows.entry(u).or_insert((0, 0));
+                    c.0 += matched.0;
+                    c.1 += matched.1;
+                }
                 out.push(Removed { table_id: tid as u8, flow, reason });
             }
         }
@@ -296,6 +305,7 @@ impl OfSwitch {
 
     /// Applies a meter-mod. Deleting a meter deletes the flows that use it.
     pub fn meter_mod(&mut self, mm: &MeterMod, now_ns: u64) -> Result<Vec<Removed>, OfError> {
+        self.forget_walks();
         self.meters.check(mm)?;
         let deleted = self.meters.apply(mm, now_ns);
         let mut removed = Vec::new();
@@ -308,6 +318,7 @@ impl OfSwitch {
 
     /// Applies a group-mod. Deleting a group deletes the flows that use it.
     pub fn group_mod(&mut self, gm: &GroupMod) -> Result<Vec<Removed>, OfError> {
+        self.forget_walks();
         let id = gm.group_id;
         match gm.command {
             gmc::ADD | gmc::MODIFY => {

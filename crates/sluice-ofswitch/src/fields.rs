@@ -110,7 +110,15 @@ fn be16(f: &[u8], at: usize) -> Option<u16> {
 /// parsing where it ends (the fields beyond read as zero).
 pub fn parse(f: &[u8]) -> Parsed {
     let mut p = Parsed::default();
-    let Some(mut et) = be16(f, 12) else { return p };
+    parse_into(f, &mut p);
+    p
+}
+
+/// [`parse`] into `p` (in place: a caller's copy of a returned [`Parsed`]
+/// would read back what the parser just wrote, a costly stall).
+pub fn parse_into(f: &[u8], p: &mut Parsed) {
+    *p = Parsed::default();
+    let Some(mut et) = be16(f, 12) else { return };
     let mut at = 12;
     while et == ET_VLAN || et == ET_QINQ {
         if p.vlan.is_none() {
@@ -121,7 +129,7 @@ pub fn parse(f: &[u8]) -> Parsed {
             Some(e) => et = e,
             None => {
                 p.eth_type_at = at;
-                return p;
+                return;
             }
         }
     }
@@ -189,7 +197,6 @@ pub fn parse(f: &[u8]) -> Parsed {
         ET_MPLS | ET_MPLS_MC if f.len() >= l3 + 4 => p.kind = L3::Mpls,
         _ => {}
     }
-    p
 }
 
 /// The pipeline's own fields (not in the frame).
@@ -202,6 +209,7 @@ pub struct Meta {
 }
 
 /// Fills `k` with every field of frame `f` (parsed as `p`) and `m`.
+#[inline]
 pub fn extract(f: &[u8], p: &Parsed, m: &Meta, k: &mut FullKey) {
     *k = [0; FULL_LEN];
     k[0..4].copy_from_slice(&m.in_port.to_be_bytes());
@@ -325,6 +333,19 @@ pub fn fix_ipv4_header_checksum(f: &mut [u8], l3: usize) {
     f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
     let c = sluice_hash::csum16(&f[l3..l3 + ihl]);
     f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Decrements the TTL (at least 2) of the IPv4 header at `l3` of frame
+/// `f` and updates its checksum incrementally (RFC 1624, equation 3).
+pub fn dec_ipv4_ttl(f: &mut [u8], l3: usize) {
+    let old = u16::from_be_bytes([f[l3 + 8], f[l3 + 9]]);
+    let new = old - 0x100;
+    f[l3 + 8] -= 1;
+    let hc = u16::from_be_bytes([f[l3 + 10], f[l3 + 11]]);
+    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(new);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    f[l3 + 10..l3 + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
 }
 
 fn l4_checksum(f: &mut [u8], l4: usize, end: usize, proto: u8, pseudo: &[u8]) {

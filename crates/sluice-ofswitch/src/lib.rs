@@ -5,12 +5,15 @@
 //!   the fields its entries use;
 //! - [`switch`]: the pipeline of tables, action sets and groups as a
 //!   `DataPlane` ([`OfSwitch`]), run by Sluice's live loop and bench;
+//! - [`cache`]: the flow cache: walks through the tables recorded once
+//!   and replayed for packets that look the same to every table;
 //! - [`meter`]: meters, their bands' token buckets and statistics;
 //! - [`control`]: flow-mods, group-mods and port-mods, validated and
 //!   applied to every copy of the switch;
 //! - [`agent`]: the controller connections (OpenFlow 1.3 over TCP).
 
 pub mod agent;
+pub mod cache;
 pub mod control;
 pub mod fields;
 pub mod meter;

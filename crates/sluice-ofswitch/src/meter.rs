@@ -80,7 +80,9 @@ impl Meters {
     /// Validates a meter-mod against the current meters.
     pub fn check(&self, mm: &MeterMod) -> Result<(), OfError> {
         let id = mm.meter_id;
-        if id == 0 || id > MAX_METERS {
+        // A delete may name every meter (OFPM_ALL).
+        let all = mm.command == mmc::DELETE && id == sluice_openflow::meter::ALL;
+        if (id == 0 || id > MAX_METERS) && !all {
             return Err(err(meter_mod_failed::INVALID_METER, format!("meter {id}")));
         }
         match mm.command {
@@ -246,6 +248,17 @@ mod tests {
         let zero = mm(mmc::ADD, 3, meter_flags::KBPS, vec![MeterBand::Drop { rate: 0, burst_size: 0 }]);
         assert_eq!(m.check(&zero).unwrap_err().code, meter_mod_failed::BAD_RATE);
         assert_eq!(m.apply(&mm(mmc::DELETE, 2, 0, vec![]), 0), vec![2]);
+        // Delete of every meter (OFPM_ALL), as controllers clear a switch.
+        m.apply(&mm(mmc::ADD, 4, meter_flags::PKTPS, vec![MeterBand::Drop { rate: 10, burst_size: 0 }]), 0);
+        m.apply(&mm(mmc::ADD, 5, meter_flags::PKTPS, vec![MeterBand::Drop { rate: 10, burst_size: 0 }]), 0);
+        let all = mm(mmc::DELETE, sluice_openflow::meter::ALL, 0, vec![]);
+        assert!(m.check(&all).is_ok());
+        assert_eq!(m.apply(&all, 0), vec![4, 5]);
+        assert!(m.meters.is_empty());
+        assert_eq!(
+            m.check(&mm(mmc::ADD, sluice_openflow::meter::ALL, 0, vec![])).unwrap_err().code,
+            meter_mod_failed::INVALID_METER
+        );
         assert_eq!(remark_dscp(10, 1), 12, "AF11 -> AF12");
         assert_eq!(remark_dscp(14, 2), 14, "AF13 stays");
     }

@@ -17,6 +17,11 @@
 //! order (copy TTL in, pops, pushes, copy TTL out, TTL decrements, sets,
 //! queue, then the group if any, else the output).
 //!
+//! A packet whose fields look, to every table, like those of a packet
+//! seen before replays that packet's recorded walk instead (the flow
+//! cache, see [`crate::cache`]): same entries hit and counted, same
+//! actions run on its own bytes.
+//!
 //! Concurrency: each worker runs its own replica; flow, group and port
 //! changes reach every replica between two batches through the worker
 //! pool (never a lock on the packet path). Counters are per replica and
@@ -29,6 +34,7 @@ use std::sync::Arc;
 use sluice_dataplane::{DataPlane, Stats};
 use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig};
 
+use crate::cache::{Count, FlowCache, Key, Op};
 use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
 use crate::table::FlowTable;
 
@@ -45,6 +51,23 @@ pub const MAX_PENDING_PACKET_INS: usize = 4096;
 
 /// `OFPC_INVALID_TTL_TO_CONTROLLER` in the switch config flags.
 pub const INVALID_TTL_TO_CONTROLLER: u16 = 4;
+
+/// Ports numbered below this keep their state and counters in arrays
+/// indexed by number (others in maps).
+const DENSE_PORTS: usize = 1024;
+/// Bits of a port's state in [`OfSwitch::port_state`].
+const PORT_EXISTS: u8 = 1;
+/// PORT_DOWN or NO_FWD: what is sent there is dropped.
+const PORT_CLOSED: u8 = 2;
+const PORT_NO_RECV: u8 = 4;
+
+/// The `PORT_*` bits of a port that exists.
+fn port_bits_of(p: &PortInfo) -> u8 {
+    use sluice_openflow::port_config::{NO_FWD, NO_RECV, PORT_DOWN};
+    PORT_EXISTS
+        | if p.config & (PORT_DOWN | NO_FWD) != 0 { PORT_CLOSED } else { 0 }
+        | if p.config & NO_RECV != 0 { PORT_NO_RECV } else { 0 }
+}
 
 /// How deep groups may chain (a group's bucket naming a group).
 const MAX_GROUP_DEPTH: usize = 8;
@@ -127,7 +150,7 @@ pub struct Counters {
     /// Per table: (lookups, matches).
     pub tables: Vec<(u64, u64)>,
     /// Port → (rx packets, rx bytes, tx packets, tx bytes, tx dropped).
-    pub ports: BTreeMap<u32, [u64; 5]>,
+    pub ports: IdMap<u32, [u64; 5]>,
     /// Group → its counts.
     pub groups: IdMap<u32, GroupCounts>,
     /// Packet-ins dropped because the agent's queue was full.
@@ -136,9 +159,53 @@ pub struct Counters {
     pub unsupported_output: u64,
     /// Meter → (packets, bytes, per band (packets, bytes)).
     pub meters: BTreeMap<u32, GroupCounts>,
+    /// Packets the flow cache served, and those that walked the tables.
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+}
+
+/// Adds `p` packets and `b` bytes of what a recorded walk counts to the
+/// table and group counters in `to` (not the flow entries').
+fn add_counts_of(to: &mut Counters, counts: &[Count], p: u64, b: u64) {
+    for c in counts {
+        match c {
+            Count::Hit { table, .. } => {
+                let t = &mut to.tables[usize::from(*table)];
+                t.0 += p;
+                t.1 += p;
+            }
+            Count::Miss { table } => to.tables[usize::from(*table)].0 += p,
+            Count::Group { id, n, buckets } => {
+                let g = to.groups.entry(*id).or_insert_with(|| (0, 0, Vec::new()));
+                g.0 += p;
+                g.1 += b;
+                if g.2.len() < *n {
+                    g.2.resize(*n, (0, 0));
+                }
+                for &i in buckets {
+                    g.2[i].0 += p;
+                    g.2[i].1 += b;
+                }
+            }
+        }
+    }
+}
+
+/// Folds `p` packets and `b` bytes of what a recorded walk counts into the
+/// counters and the flow entries it hit.
+fn fold_counts(tables: &mut [FlowTable], to: &mut Counters, counts: &[Count], p: u64, b: u64) {
+    add_counts_of(to, counts, p, b);
+    for c in counts {
+        if let Count::Hit { table, id } = c {
+            let h = tables[usize::from(*table)].hot(*id);
+            h.packets += p;
+            h.bytes += b;
+        }
+    }
 }
 
 /// A packet on its way through the pipeline.
+#[derive(Debug, Clone)]
 struct Pkt {
     buf: Vec<u8>,
     parsed: Parsed,
@@ -161,7 +228,7 @@ impl Pkt {
     #[inline]
     fn parsed(&mut self) {
         if self.reparse {
-            self.parsed = fields::parse(&self.buf);
+            fields::parse_into(&self.buf, &mut self.parsed);
             self.reparse = false;
         }
     }
@@ -208,6 +275,11 @@ fn set_field_under_checksum(f: OxmField) -> bool {
 }
 
 /// The OpenFlow switch's data plane (see the module documentation).
+///
+/// Code that changes its public fields directly (`ports`, `config`)
+/// calls `DataPlane::changed` before the next packet, as the worker pool
+/// does after every change; its own methods (flow, group and meter mods,
+/// expiry) do it themselves.
 #[derive(Debug, Clone)]
 pub struct OfSwitch {
     pub tables: Vec<FlowTable>,
@@ -216,6 +288,15 @@ pub struct OfSwitch {
     pub ports: BTreeMap<u32, PortInfo>,
     pub config: SwitchConfig,
     pub counters: Counters,
+    /// Whether packets go through the flow cache (on by default; off, every
+    /// packet walks the tables).
+    pub flow_cache: bool,
+    /// `PORT_*` bits of ports numbered below [`DENSE_PORTS`], from `ports`
+    /// (rebuilt by `DataPlane::changed`).
+    port_state: Vec<u8>,
+    /// Counters of ports numbered below [`DENSE_PORTS`] (others in
+    /// `counters.ports`), in the order of `Counters::ports`.
+    port_counts: Vec<[u64; 5]>,
     stats: Stats,
     notes: Vec<Note>,
     scratch: Vec<u8>,
@@ -225,6 +306,32 @@ pub struct OfSwitch {
     set: ActionSet,
     /// The meters' clock.
     clock: std::time::Instant,
+    cache: FlowCache,
+    /// The walk being recorded for the cache, if any.
+    rec: Option<Recording>,
+    /// The packets of a batch and their cache keys, reused from batch to batch.
+    batch: Vec<(Pkt, Option<Key>)>,
+}
+
+/// A walk being recorded (see [`crate::cache`]).
+#[derive(Debug, Clone)]
+struct Recording {
+    /// Steps of the walk, and of the group buckets being run (innermost last).
+    stack: Vec<Vec<Op>>,
+    /// What the walk counts.
+    counts: Vec<Count>,
+    /// Nothing happened that a replay could not repeat.
+    cacheable: bool,
+    /// The actions being run are apply-actions (a drop by one counts).
+    apply: bool,
+}
+
+impl Recording {
+    fn push(&mut self, op: Op) {
+        if let Some(top) = self.stack.last_mut() {
+            top.push(op);
+        }
+    }
 }
 
 impl Default for OfSwitch {
@@ -369,7 +476,7 @@ pub fn encode_packet_out(in_port: u32, actions: &[u8], frame: &[u8]) -> Vec<u8> 
 impl OfSwitch {
     /// A switch with these ports and empty tables.
     pub fn new(ports: BTreeMap<u32, PortInfo>) -> OfSwitch {
-        OfSwitch {
+        let mut sw = OfSwitch {
             tables: vec![FlowTable::default(); N_TABLES],
             groups: BTreeMap::new(),
             meters: crate::meter::Meters { share: 1, ..Default::default() },
@@ -382,7 +489,94 @@ impl OfSwitch {
             spare: Vec::new(),
             set: ActionSet::default(),
             clock: std::time::Instant::now(),
+            cache: FlowCache::new(),
+            rec: None,
+            batch: Vec::new(),
+            flow_cache: true,
+            port_state: Vec::new(),
+            port_counts: vec![[0; 5]; DENSE_PORTS],
+        };
+        sw.index_ports();
+        sw
+    }
+
+    /// Rebuilds `port_state` from `ports`.
+    fn index_ports(&mut self) {
+        self.port_state.clear();
+        self.port_state.resize(DENSE_PORTS, 0);
+        for (&n, p) in &self.ports {
+            if let Some(s) = self.port_state.get_mut(n as usize) {
+                *s = port_bits_of(p);
+            }
         }
+    }
+
+    /// Port `p`'s `PORT_*` bits.
+    #[inline]
+    fn port_bits(&self, p: u32) -> u8 {
+        match self.port_state.get(p as usize) {
+            Some(&s) => s,
+            None => self.ports.get(&p).map_or(0, port_bits_of),
+        }
+    }
+
+    /// Port `p`'s counters.
+    #[inline]
+    fn port_count(&mut self, p: u32) -> &mut [u64; 5] {
+        match self.port_counts.get_mut(p as usize) {
+            Some(c) => c,
+            None => self.counters.ports.entry(p).or_default(),
+        }
+    }
+
+    /// Records a step of the walk being recorded, if any.
+    #[inline]
+    fn rec(&mut self, op: impl FnOnce() -> Op) {
+        if let Some(r) = &mut self.rec {
+            r.push(op());
+        }
+    }
+
+    /// Makes the walk being recorded, if any, one the cache must not keep.
+    #[inline]
+    fn uncacheable(&mut self) {
+        if let Some(r) = &mut self.rec {
+            r.cacheable = false;
+        }
+    }
+
+    /// Empties the flow cache, its pending counts folded into the
+    /// counters first: call it before the tables, groups or meters change
+    /// (while the entries the counts name still exist).
+    pub fn forget_walks(&mut self) {
+        let (tables, counters) = (&mut self.tables, &mut self.counters);
+        self.cache.drain(|c, p, b| fold_counts(tables, counters, c, p, b));
+    }
+
+    /// Every flow entry's packets and bytes (settled counts of replaced
+    /// entries, what this copy's tables matched, and what its flow cache
+    /// replayed).
+    pub fn flow_counts(&self) -> IdMap<u64, (u64, u64)> {
+        let mut all = self.counters.flows.clone();
+        for t in &self.tables {
+            for (uid, (p, b)) in t.counts() {
+                if p != 0 || b != 0 {
+                    let c = all.entry(uid).or_insert((0, 0));
+                    c.0 += p;
+                    c.1 += b;
+                }
+            }
+        }
+        self.cache.pending(|counts, p, b| {
+            for c in counts {
+                if let Count::Hit { table, id } = c {
+                    let e = all.entry(self.tables[usize::from(*table)].hot_ref(*id).uid).or_insert((0, 0));
+                    e.0 += p;
+                    e.1 += b;
+                }
+            }
+        });
+        all
     }
 
     /// Queues a packet-in, unless its input port is configured
@@ -405,9 +599,8 @@ impl OfSwitch {
 
     fn send<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, to: u32, f: &[u8], emit: &mut E) {
         // A port configured down or NO_FWD drops what is sent to it.
-        let closed = sluice_openflow::port_config::PORT_DOWN | sluice_openflow::port_config::NO_FWD;
-        let ok = self.ports.get(&to).is_some_and(|i| i.config & closed == 0);
-        let c = self.counters.ports.entry(to).or_default();
+        let ok = self.port_bits(to) & (PORT_EXISTS | PORT_CLOSED) == PORT_EXISTS;
+        let c = self.port_count(to);
         if ok {
             c[2] += 1;
             c[3] += f.len() as u64;
@@ -495,6 +688,38 @@ impl OfSwitch {
         emit: &mut E,
     ) -> Result<(), Stop> {
         for a in actions {
+            if let Some(r) = &mut self.rec {
+                match a {
+                    Action::Group(_) => {}
+                    Action::SetField(o) if !set_field_moves_headers(o.field) => {}
+                    Action::Output { port, .. } if *port != port::TABLE => {}
+                    Action::PushVlan(_)
+                    | Action::PopVlan
+                    | Action::PushMpls(_)
+                    | Action::PopMpls(_)
+                    | Action::PushPbb(_)
+                    | Action::PopPbb
+                    | Action::SetField(_)
+                    | Action::Output { .. }
+                    | Action::Experimenter { .. } => r.cacheable = false,
+                    _ => {}
+                }
+                let counted = r.apply;
+                match a {
+                    Action::Group(_) => {}
+                    Action::SetField(o)
+                        if matches!(o.field, OxmField::EthDst | OxmField::EthSrc) && o.value.len() == 6 =>
+                    {
+                        let at = if o.field == OxmField::EthDst { 0 } else { 6 };
+                        let mut mac = [0; 6];
+                        mac.copy_from_slice(&o.value);
+                        r.push(Op::SetEth { at, mac });
+                    }
+                    Action::Output { port, .. } if *port <= port::MAX => r.push(Op::Output { port: *port }),
+                    Action::DecNwTtl => r.push(Op::DecTtl { table: table_id, cookie, counted }),
+                    _ => r.push(Op::Act { action: a.clone(), reason, table: table_id, cookie, counted }),
+                }
+            }
             match a {
                 Action::Output { port, max_len } => {
                     self.output(idx, pkt, *port, *max_len, reason, table_id, cookie, emit)
@@ -597,22 +822,7 @@ impl OfSwitch {
                         _ => {}
                     }
                 }
-                Action::DecNwTtl => {
-                    pkt.parsed();
-                    let at = match pkt.parsed.kind {
-                        fields::L3::Ipv4 => pkt.parsed.l3 + 8,
-                        fields::L3::Ipv6 => pkt.parsed.l3 + 7,
-                        _ => continue,
-                    };
-                    if pkt.buf[at] <= 1 {
-                        return self.invalid_ttl(pkt, table_id, cookie);
-                    }
-                    pkt.buf[at] -= 1;
-                    if pkt.parsed.kind == fields::L3::Ipv4 {
-                        // The TTL is under the IPv4 header checksum only.
-                        fields::fix_ipv4_header_checksum(&mut pkt.buf, pkt.parsed.l3);
-                    }
-                }
+                Action::DecNwTtl => self.dec_nw_ttl(pkt, table_id, cookie)?,
                 Action::CopyTtlOut | Action::CopyTtlIn => {
                     pkt.parsed();
                     if pkt.parsed.kind == fields::L3::Mpls {
@@ -642,6 +852,29 @@ impl OfSwitch {
                     self.counters.unsupported_output += 1;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Decrements the IPv4 TTL or IPv6 hop limit; one that would reach
+    /// zero drops the packet (and sends it to the controller if the
+    /// switch's configuration asks).
+    #[inline]
+    fn dec_nw_ttl(&mut self, pkt: &mut Pkt, table_id: u8, cookie: u64) -> Result<(), Stop> {
+        pkt.parsed();
+        let at = match pkt.parsed.kind {
+            fields::L3::Ipv4 => pkt.parsed.l3 + 8,
+            fields::L3::Ipv6 => pkt.parsed.l3 + 7,
+            _ => return Ok(()),
+        };
+        if pkt.buf[at] <= 1 {
+            return self.invalid_ttl(pkt, table_id, cookie);
+        }
+        if pkt.parsed.kind == fields::L3::Ipv4 {
+            // The TTL is under the IPv4 header checksum only.
+            fields::dec_ipv4_ttl(&mut pkt.buf, pkt.parsed.l3);
+        } else {
+            pkt.buf[at] -= 1;
         }
         Ok(())
     }
@@ -687,6 +920,8 @@ impl OfSwitch {
                 None => 0..0,
             },
             _ => {
+                // The bucket depends on fields outside the cache's key.
+                self.uncacheable();
                 pkt.refresh();
                 let live = |i: usize| g.buckets[i].weight > 0 && self.bucket_live(&g.buckets[i], depth);
                 let total: u64 = (0..n).filter(|&i| live(i)).map(|i| u64::from(g.buckets[i].weight)).sum();
@@ -715,26 +950,19 @@ impl OfSwitch {
             }
         };
         let len = pkt.buf.len() as u64;
-        {
-            let c = self.counters.groups.entry(id).or_insert_with(|| (0, 0, Vec::new()));
-            c.0 += 1;
-            c.1 += len;
-            if c.2.len() < n {
-                c.2.resize(n, (0, 0));
-            }
-            for i in chosen.clone() {
-                c.2[i].0 += 1;
-                c.2[i].1 += len;
-            }
+        self.count_group(id, n, len, chosen.clone());
+        if let Some(r) = &mut self.rec {
+            r.counts.push(Count::Group { id, n, buckets: chosen.clone().collect() });
         }
+        let mut runs = Vec::new();
         for i in chosen {
-            // Each bucket runs on its own copy of the packet, in a reused buffer.
-            let mut buf = self.spare.pop().unwrap_or_default();
-            buf.clear();
-            buf.extend_from_slice(&pkt.buf);
-            let mut copy =
-                Pkt { buf, parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale, reparse: pkt.reparse };
-            let _ = self.run_actions(
+            let saved = self.rec.as_mut().map(|r| {
+                r.stack.push(Vec::new());
+                std::mem::replace(&mut r.apply, false)
+            });
+            // Each bucket runs on its own copy of the packet.
+            let mut copy = self.copy_of(pkt);
+            let ran = self.run_actions(
                 idx,
                 &mut copy,
                 &g.buckets[i].actions,
@@ -745,6 +973,38 @@ impl OfSwitch {
                 emit,
             );
             self.spare.push(copy.buf);
+            if let (Some(r), Some(apply)) = (&mut self.rec, saved) {
+                let body = r.stack.pop().unwrap_or_default();
+                r.apply = apply;
+                r.cacheable &= ran.is_ok();
+                runs.push(body);
+            }
+        }
+        if self.rec.is_some() {
+            self.rec(|| Op::Group { runs });
+        }
+    }
+
+    /// A copy of `pkt` in a reused buffer.
+    fn copy_of(&mut self, pkt: &Pkt) -> Pkt {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(&pkt.buf);
+        Pkt { buf, parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale, reparse: pkt.reparse }
+    }
+
+    /// Counts a packet of `len` bytes through group `id` (of `n` buckets)
+    /// and its `buckets`.
+    fn count_group(&mut self, id: u32, n: usize, len: u64, buckets: impl Iterator<Item = usize>) {
+        let c = self.counters.groups.entry(id).or_insert_with(|| (0, 0, Vec::new()));
+        c.0 += 1;
+        c.1 += len;
+        if c.2.len() < n {
+            c.2.resize(n, (0, 0));
+        }
+        for i in buckets {
+            c.2[i].0 += 1;
+            c.2[i].1 += len;
         }
     }
 
@@ -759,8 +1019,9 @@ impl OfSwitch {
         port_ok && group_ok
     }
 
-    /// Runs one frame through the tables from table 0; gives its buffer
-    /// back for reuse.
+    /// Runs one frame through the tables from table 0, or replays the walk
+    /// the flow cache holds for frames like it; gives its buffer back for
+    /// reuse.
     fn pipeline<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
         idx: usize,
@@ -770,6 +1031,177 @@ impl OfSwitch {
     ) -> Vec<u8> {
         let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
         let mut pkt = Pkt::new(frame, meta);
+        if self.rec.is_some() {
+            // A walk started within a recorded one (an output to TABLE):
+            // neither cached nor recorded into the outer walk.
+            self.uncacheable();
+            let outer = self.rec.take();
+            self.walk(idx, &mut pkt, emit);
+            self.rec = outer;
+            return pkt.buf;
+        }
+        if !self.flow_cache {
+            self.walk(idx, &mut pkt, emit);
+            return pkt.buf;
+        }
+        pkt.refresh();
+        self.cache_layout();
+        let key = self.cache.key(&pkt.full);
+        self.run_cached(idx, &mut pkt, key, emit);
+        pkt.buf
+    }
+
+    /// Brings the flow cache's key layout up to date with the tables.
+    #[inline]
+    fn cache_layout(&mut self) {
+        if self.cache.needs_layout() {
+            let mut union = [0u8; FULL_LEN];
+            for t in &self.tables {
+                union.iter_mut().zip(t.union_mask()).for_each(|(u, m)| *u |= m);
+            }
+            self.cache.set_layout(&union);
+        }
+    }
+
+    /// Replays the cached walk of `pkt` (of cache key `key`), or walks the
+    /// tables and records the walk.
+    fn run_cached<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        key: Option<Key>,
+        emit: &mut E,
+    ) {
+        if let Some(i) = key.as_ref().and_then(|k| self.cache.lookup(k, pkt.buf.len())) {
+            self.counters.cache_hits += 1;
+            if let Some(f) = self.cache.forward(i) {
+                if self.forward(idx, pkt, &f, emit) {
+                    return;
+                }
+            }
+            let ops = self.cache.take_list(i);
+            self.replay(idx, pkt, &ops, emit);
+            self.cache.put_list(i, ops);
+            return;
+        }
+        self.counters.cache_misses += 1;
+        let Some(key) = key.filter(|_| self.cache.should_record()) else {
+            self.walk(idx, pkt, emit);
+            return;
+        };
+        self.rec = Some(Recording { stack: vec![Vec::new()], counts: Vec::new(), cacheable: true, apply: false });
+        self.walk(idx, pkt, emit);
+        if let Some(mut r) = self.rec.take() {
+            if let Some(ops) = r.stack.pop().filter(|_| r.cacheable) {
+                let (tables, counters) = (&mut self.tables, &mut self.counters);
+                self.cache.insert(&key, ops, r.counts, |c, p, b| fold_counts(tables, counters, c, p, b));
+            }
+        }
+    }
+
+    /// Runs a forwarding step (see [`crate::cache::Forward`]) on `pkt`;
+    /// false, having done nothing, when the TTL would run out (the step
+    /// list then runs instead).
+    #[inline]
+    fn forward<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        f: &crate::cache::Forward,
+        emit: &mut E,
+    ) -> bool {
+        let ttl_at = match (f.dec_ttl, pkt.parsed.kind) {
+            (true, fields::L3::Ipv4) => Some(pkt.parsed.l3 + 8),
+            (true, fields::L3::Ipv6) => Some(pkt.parsed.l3 + 7),
+            _ => None,
+        };
+        if let Some(at) = ttl_at {
+            if pkt.buf[at] <= 1 {
+                return false;
+            }
+            if pkt.parsed.kind == fields::L3::Ipv4 {
+                fields::dec_ipv4_ttl(&mut pkt.buf, pkt.parsed.l3);
+            } else {
+                pkt.buf[at] -= 1;
+            }
+        }
+        if let (Some(m), Some(b)) = (&f.dst, pkt.buf.get_mut(0..6)) {
+            b.copy_from_slice(m);
+        }
+        if let (Some(m), Some(b)) = (&f.src, pkt.buf.get_mut(6..12)) {
+            b.copy_from_slice(m);
+        }
+        if f.port != pkt.meta.in_port {
+            self.send(idx, f.port, &pkt.buf, emit);
+        }
+        true
+    }
+
+    /// Replays a recorded walk (see [`crate::cache`]) on `pkt`; false when
+    /// an action dropped it.
+    fn replay<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        ops: &[Op],
+        emit: &mut E,
+    ) -> bool {
+        for op in ops {
+            match op {
+                Op::Drop => self.stats.dropped += 1,
+                Op::Metadata { value, mask } => {
+                    pkt.meta.metadata = (pkt.meta.metadata & !mask) | (value & mask);
+                    pkt.stale = true;
+                }
+                Op::SetEth { at, mac } => {
+                    if let Some(b) = pkt.buf.get_mut(usize::from(*at)..usize::from(*at) + 6) {
+                        b.copy_from_slice(mac);
+                    }
+                    pkt.stale = true;
+                }
+                Op::Output { port } => {
+                    if *port != pkt.meta.in_port {
+                        self.send(idx, *port, &pkt.buf, emit);
+                    }
+                }
+                Op::DecTtl { table, cookie, counted } => {
+                    if self.dec_nw_ttl(pkt, *table, *cookie).is_err() {
+                        if *counted {
+                            self.stats.dropped += 1;
+                        }
+                        return false;
+                    }
+                }
+                Op::Act { action, reason, table, cookie, counted } => {
+                    let one = std::slice::from_ref(action);
+                    if self.run_actions(idx, pkt, one, *reason, *table, *cookie, 0, emit).is_err() {
+                        if *counted {
+                            self.stats.dropped += 1;
+                        }
+                        return false;
+                    }
+                }
+                Op::Group { runs } => {
+                    if let ([steps], true) = (runs.as_slice(), std::ptr::eq(op, ops.last().expect("in ops"))) {
+                        // The walk's last step and one bucket: nothing reads
+                        // the packet after it, no copy needed.
+                        self.replay(idx, pkt, steps, emit);
+                        return true;
+                    }
+                    for steps in runs {
+                        let mut copy = self.copy_of(pkt);
+                        self.replay(idx, &mut copy, steps, emit);
+                        self.spare.push(copy.buf);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Walks `pkt` through the tables from table 0 (recording the walk
+    /// when a recording is on).
+    fn walk<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, pkt: &mut Pkt, emit: &mut E) {
         let mut set = std::mem::take(&mut self.set);
         set.clear();
         let mut table = 0usize;
@@ -778,22 +1210,31 @@ impl OfSwitch {
             pkt.refresh();
             self.counters.tables[table].0 += 1;
             let Some(id) = self.tables[table].lookup_id(&pkt.full, &mut scratch) else {
+                if let Some(r) = &mut self.rec {
+                    r.counts.push(Count::Miss { table: table as u8 });
+                    r.push(Op::Drop);
+                }
                 self.stats.dropped += 1;
                 break;
             };
+            if let Some(r) = &mut self.rec {
+                r.counts.push(Count::Hit { table: table as u8, id });
+            }
             let hot = self.tables[table].hot(id);
             // Taken out while they run (nothing else reads this entry's
             // list meanwhile: tables change only between batches), put
             // back below.
-            let (uid, cookie, miss_entry, taken) = (hot.uid, hot.cookie, hot.miss_entry, hot.instructions.take());
+            let (cookie, miss_entry, taken) = (hot.cookie, hot.miss_entry, hot.instructions.take());
             let Some(instructions) = taken else {
+                self.uncacheable();
                 self.stats.dropped += 1;
                 break;
             };
             self.counters.tables[table].1 += 1;
-            let c = self.counters.flows.entry(uid).or_insert((0, 0));
-            c.0 += 1;
-            c.1 += pkt.buf.len() as u64;
+            let len = pkt.buf.len() as u64;
+            let hot = self.tables[table].hot(id);
+            hot.packets += 1;
+            hot.bytes += len;
             let reason = if miss_entry {
                 sluice_openflow::packet_in_reason::NO_MATCH
             } else {
@@ -807,16 +1248,26 @@ impl OfSwitch {
                 Instruction::Meter(m) => Some(*m),
                 _ => None,
             }) {
-                dropped = !self.run_meter(m, &mut pkt);
+                // Its verdict depends on time: not replayed.
+                self.uncacheable();
+                dropped = !self.run_meter(m, pkt);
             }
             if !dropped {
+                if let Some(r) = &mut self.rec {
+                    r.apply = true;
+                }
                 for ins in instructions.iter() {
                     if let Instruction::ApplyActions(a) = ins {
-                        if self.run_actions(idx, &mut pkt, a, reason, table as u8, cookie, 0, emit).is_err() {
+                        if self.run_actions(idx, pkt, a, reason, table as u8, cookie, 0, emit).is_err() {
+                            // Cut short: a later packet may go further.
+                            self.uncacheable();
                             dropped = true;
                             break;
                         }
                     }
+                }
+                if let Some(r) = &mut self.rec {
+                    r.apply = false;
                 }
             }
             if !dropped {
@@ -829,6 +1280,7 @@ impl OfSwitch {
                         Instruction::WriteMetadata { metadata, mask } => {
                             pkt.meta.metadata = (pkt.meta.metadata & !mask) | (metadata & mask);
                             pkt.stale = true;
+                            self.rec(|| Op::Metadata { value: *metadata, mask: *mask });
                         }
                         Instruction::GotoTable(t) => next = Some(usize::from(*t)),
                         _ => {}
@@ -850,7 +1302,8 @@ impl OfSwitch {
                         n += 1;
                         let Some(a) = a else { continue };
                         let one = std::slice::from_ref(a);
-                        if self.run_actions(idx, &mut pkt, one, reason, table as u8, cookie, 0, emit).is_err() {
+                        if self.run_actions(idx, pkt, one, reason, table as u8, cookie, 0, emit).is_err() {
+                            self.uncacheable();
                             break;
                         }
                     }
@@ -860,7 +1313,6 @@ impl OfSwitch {
         }
         self.scratch = scratch;
         self.set = set;
-        pkt.buf
     }
 
     /// Sends `pkt` through meter `id`; false when the meter drops it (a
@@ -911,19 +1363,51 @@ impl DataPlane for OfSwitch {
     type Counters = Counters;
 
     fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
-        for (i, f) in frames.iter().enumerate() {
-            self.stats.received += 1;
-            if port == PACKET_OUT_PORT {
+        self.stats.received += frames.len() as u64;
+        if port == PACKET_OUT_PORT {
+            for (i, f) in frames.iter().enumerate() {
                 self.packet_out(i, f, emit);
-                continue;
             }
-            let c = self.counters.ports.entry(port).or_default();
-            c[0] += 1;
-            c[1] += f.len() as u64;
-            if self.ports.get(&port).is_some_and(|p| p.config & sluice_openflow::port_config::NO_RECV != 0) {
-                self.stats.dropped += 1;
-                continue;
+            return;
+        }
+        let c = self.port_count(port);
+        c[0] += frames.len() as u64;
+        c[1] += frames.iter().map(|f| f.len() as u64).sum::<u64>();
+        if self.port_bits(port) & PORT_NO_RECV != 0 {
+            self.stats.dropped += frames.len() as u64;
+            return;
+        }
+        if self.flow_cache && frames.len() > 1 {
+            // In three passes over the batch: parse every frame, compute
+            // every cache key and start loading its slots, then run each
+            // (the slots arrive while the others are worked on). The
+            // packets stay in place, reused from batch to batch.
+            let mut batch = std::mem::take(&mut self.batch);
+            while batch.len() < frames.len() {
+                batch.push((Pkt::new(Vec::new(), Meta::default()), None));
             }
+            let meta = Meta { in_port: port, in_phy_port: port, ..Meta::default() };
+            for ((pkt, _), f) in batch.iter_mut().zip(frames) {
+                pkt.buf.clear();
+                pkt.buf.extend_from_slice(f);
+                pkt.meta = meta;
+                pkt.moved();
+                pkt.refresh();
+            }
+            self.cache_layout();
+            for (pkt, key) in &mut batch[..frames.len()] {
+                *key = self.cache.key(&pkt.full);
+                if let Some(k) = key {
+                    self.cache.prefetch(k);
+                }
+            }
+            for (i, (pkt, key)) in batch[..frames.len()].iter_mut().enumerate() {
+                self.run_cached(i, pkt, *key, emit);
+            }
+            self.batch = batch;
+            return;
+        }
+        for (i, f) in frames.iter().enumerate() {
             let mut buf = self.spare.pop().unwrap_or_default();
             buf.clear();
             buf.extend_from_slice(f);
@@ -934,6 +1418,8 @@ impl DataPlane for OfSwitch {
 
     fn replica(&self, workers: usize) -> Result<Self, String> {
         let mut r = self.clone();
+        r.tables.iter_mut().for_each(FlowTable::reset_counts);
+        r.port_counts.iter_mut().for_each(|c| *c = [0; 5]);
         r.meters.share = workers.max(1) as u64;
         r.counters = Counters { tables: vec![(0, 0); N_TABLES], ..Counters::default() };
         r.stats = Stats::default();
@@ -945,6 +1431,11 @@ impl DataPlane for OfSwitch {
         self.stats
     }
 
+    fn changed(&mut self) {
+        self.forget_walks();
+        self.index_ports();
+    }
+
     fn drain_notifications(&mut self, to: &mut dyn FnMut(Note)) {
         for n in self.notes.drain(..) {
             to(n);
@@ -953,6 +1444,15 @@ impl DataPlane for OfSwitch {
 
     fn counters(&self) -> Counters {
         let mut c = self.counters.clone();
+        c.flows = self.flow_counts();
+        // What the flow cache replayed and has not folded yet (flows above).
+        self.cache.pending(|counts, p, b| add_counts_of(&mut c, counts, p, b));
+        for (n, pc) in self.port_counts.iter().enumerate().filter(|(_, pc)| **pc != [0; 5]) {
+            let e = c.ports.entry(n as u32).or_default();
+            for i in 0..5 {
+                e[i] += pc[i];
+            }
+        }
         c.meters =
             self.meters.meters.iter().map(|(id, m)| (*id, (m.packets, m.bytes, m.band_counts.clone()))).collect();
         c
@@ -980,6 +1480,8 @@ impl DataPlane for OfSwitch {
                 add_counts(sum.groups.entry(*k).or_default(), v);
             }
             sum.packet_ins_dropped += r.packet_ins_dropped;
+            sum.cache_hits += r.cache_hits;
+            sum.cache_misses += r.cache_misses;
             sum.unsupported_output += r.unsupported_output;
             for (k, v) in &r.meters {
                 add_counts(sum.meters.entry(*k).or_default(), v);

@@ -94,6 +94,10 @@ pub struct Hot {
     /// `None` only while the pipeline runs them (taken out and put back,
     /// so that running them touches no reference count).
     pub instructions: Option<Arc<[Instruction]>>,
+    /// Packets and bytes this replica matched to the entry (the switch's
+    /// settled counts, of replaced entries, live in its counters).
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 /// Distinct instruction lists a table remembers to share between entries.
@@ -106,6 +110,9 @@ pub struct FlowTable {
     pub flows: BTreeMap<u64, Flow>,
     /// `(offset, length)` runs of the full key this table looks up.
     layout: Vec<(usize, usize)>,
+    /// Every bit some entry's mask covers (OR of the masks since the table
+    /// was last empty): bits outside it cannot change a lookup's result.
+    union_mask: Box<FullKey>,
     key_len: usize,
     classifier: Classifier,
     /// Classifier id → the entry's [`Hot`] part (a free id's is stale).
@@ -125,6 +132,7 @@ impl Default for FlowTable {
         FlowTable {
             flows: BTreeMap::new(),
             layout: vec![(0, 4)],
+            union_mask: Box::new([0; FULL_LEN]),
             key_len: 4,
             classifier: Classifier::new(4),
             ids: Vec::new(),
@@ -242,7 +250,12 @@ impl FlowTable {
             cookie: flow.cookie,
             miss_entry: flow.priority == 0 && flow.matched.fields.is_empty(),
             instructions: Some(Arc::clone(&flow.instructions)),
+            packets: 0,
+            bytes: 0,
         };
+        for (u, m) in self.union_mask.iter_mut().zip(flow.pattern.mask.iter()) {
+            *u |= m;
+        }
         let id = match self.free_ids.pop() {
             Some(id) => {
                 self.ids[id as usize] = hot;
@@ -271,16 +284,52 @@ impl FlowTable {
         ins
     }
 
-    /// Removes the entry `uid`.
-    pub fn remove(&mut self, uid: u64) -> Option<Flow> {
+    /// Removes the entry `uid`, with the packets and bytes this replica
+    /// matched to it.
+    pub fn remove(&mut self, uid: u64) -> Option<(Flow, (u64, u64))> {
         let id = self.by_uid.remove(&uid)?;
+        let hot = &self.ids[id as usize];
+        let counts = (hot.packets, hot.bytes);
         self.classifier.remove(id);
         self.free_ids.push(id);
         let f = self.flows.remove(&uid);
         if self.flows.is_empty() {
             *self = FlowTable::default();
         }
-        f
+        f.map(|f| (f, counts))
+    }
+
+    /// Takes the packets and bytes this replica matched to entry `uid`
+    /// (zero afterwards).
+    pub fn take_counts(&mut self, uid: u64) -> (u64, u64) {
+        match self.by_uid.get(&uid) {
+            Some(&id) => {
+                let h = &mut self.ids[id as usize];
+                (std::mem::take(&mut h.packets), std::mem::take(&mut h.bytes))
+            }
+            None => (0, 0),
+        }
+    }
+
+    /// Every entry's uid with the packets and bytes this replica matched to it.
+    pub fn counts(&self) -> impl Iterator<Item = (u64, (u64, u64))> + '_ {
+        self.by_uid.iter().map(|(uid, id)| {
+            let h = &self.ids[*id as usize];
+            (*uid, (h.packets, h.bytes))
+        })
+    }
+
+    /// Zeroes the packets and bytes of every entry (a new replica's).
+    pub fn reset_counts(&mut self) {
+        for h in &mut self.ids {
+            h.packets = 0;
+            h.bytes = 0;
+        }
+    }
+
+    /// See the field `union_mask`.
+    pub fn union_mask(&self) -> &FullKey {
+        &self.union_mask
     }
 
     /// The entries a modify or delete selects that `keep` accepts: with
@@ -336,6 +385,12 @@ impl FlowTable {
     #[inline]
     pub fn hot(&mut self, id: u32) -> &mut Hot {
         &mut self.ids[id as usize]
+    }
+
+    /// [`FlowTable::hot`], to read.
+    #[inline]
+    pub fn hot_ref(&self, id: u32) -> &Hot {
+        &self.ids[id as usize]
     }
 
     /// Replaces the instructions of entry `uid` (a modify); false when

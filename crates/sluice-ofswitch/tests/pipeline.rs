@@ -620,17 +620,20 @@ fn port_config_no_recv_no_fwd_no_packet_in() {
     let mut sw = switch(4);
     add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::ALL), out(4), to_controller(0xffff)])]));
     sw.ports.get_mut(&4).unwrap().config |= NO_FWD;
+    sw.changed(); // what the worker pool does after a change
     let f = arp_req();
     // NO_FWD drops what any output sends to the port (ALL included).
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2, 3]);
-    assert_eq!(sw.counters.ports[&4][4], 2, "counted as tx dropped");
+    assert_eq!(DataPlane::counters(&sw).ports[&4][4], 2, "counted as tx dropped");
     assert_eq!(notes(&mut sw).len(), 1);
     sw.ports.get_mut(&2).unwrap().config |= NO_PACKET_IN;
+    sw.changed();
     assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![1, 3]);
     assert!(notes(&mut sw).is_empty(), "no packet-ins for packets from a NO_PACKET_IN port");
     sw.ports.get_mut(&3).unwrap().config |= NO_RECV;
+    sw.changed();
     assert!(run(&mut sw, 3, &f).is_empty());
-    assert_eq!(sw.counters.tables[0].0, 2, "NO_RECV drops before the tables");
+    assert_eq!(DataPlane::counters(&sw).tables[0].0, 2, "NO_RECV drops before the tables");
 }
 
 // ---------------------------------------------------------------- 4. actions
@@ -866,13 +869,13 @@ fn add_replaces_an_identical_entry_and_keeps_counters_unless_reset() {
     add(&mut sw, 2, flow(0, 10, m.clone(), vec![apply(vec![out(3)])]));
     assert_eq!(sw.tables[0].len(), 1);
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![3]);
-    assert_eq!(sw.counters.flows[&2], (3, 3 * f.len() as u64), "counters carried over");
+    assert_eq!(sw.flow_counts()[&2], (3, 3 * f.len() as u64), "counters carried over");
     let mut fm = flow(0, 10, m.clone(), vec![apply(vec![out(4)])]);
     fm.flags = flow_mod_flags::RESET_COUNTS;
     add(&mut sw, 3, fm);
     run(&mut sw, 1, &f);
-    assert_eq!(sw.counters.flows[&3], (1, f.len() as u64));
-    assert!(!sw.counters.flows.contains_key(&1) && !sw.counters.flows.contains_key(&2), "replaced uids forgotten");
+    assert_eq!(sw.flow_counts()[&3], (1, f.len() as u64));
+    assert!(!sw.flow_counts().contains_key(&1) && !sw.flow_counts().contains_key(&2), "replaced uids forgotten");
     // Another priority is another entry.
     add(&mut sw, 4, flow(0, 11, m, vec![apply(vec![out(1)])]));
     assert_eq!(sw.tables[0].len(), 2);
@@ -1117,12 +1120,16 @@ fn group_fast_failover_takes_the_first_live_bucket() {
     let f = arp_req();
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2]);
     sw.ports.get_mut(&2).unwrap().live = false;
+    sw.changed(); // what the worker pool does after a change
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![3]);
     sw.ports.get_mut(&3).unwrap().config |= sluice_openflow::port_config::PORT_DOWN;
+    sw.changed(); // what the worker pool does after a change
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![4]);
     sw.ports.get_mut(&4).unwrap().live = false;
+    sw.changed(); // what the worker pool does after a change
     assert!(run(&mut sw, 1, &f).is_empty(), "no live bucket: dropped");
     sw.ports.get_mut(&2).unwrap().live = true;
+    sw.changed(); // what the worker pool does after a change
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2]);
 }
 
@@ -1215,8 +1222,196 @@ fn counters_of_flows_tables_ports_and_replicas() {
     assert!(r3.counters().flows.is_empty() && r3.counters().ports.is_empty());
     assert!(r3.counters().tables.iter().all(|t| *t == (0, 0)));
     sw.merge_counters(&[c1, r2.counters(), r3.counters()]);
-    assert_eq!(sw.counters.flows[&1], (4, 4 * len));
-    assert_eq!(sw.counters.tables[0], (5, 4));
-    assert_eq!(sw.counters.ports[&3], [0, 0, 4, 4 * len, 0]);
-    assert_eq!(sw.counters.ports[&4], [1, len, 0, 0, 0]);
+    assert_eq!(sw.flow_counts()[&1], (4, 4 * len));
+    let c = DataPlane::counters(&sw);
+    assert_eq!(c.tables[0], (5, 4));
+    assert_eq!(c.ports[&3], [0, 0, 4, 4 * len, 0]);
+    assert_eq!(c.ports[&4], [1, len, 0, 0, 0]);
+}
+
+// ---------------------------------------------------------------- flow cache
+
+/// The flow cache changes nothing a packet or a counter shows: the same
+/// traffic (every packet several times, so that most are replays) through
+/// a switch with the cache and one without gives the same frames, the same
+/// packet-ins and the same flow, table, group and port counts, across a
+/// flow-mod, a group-mod and a port going down between packets.
+#[test]
+fn the_flow_cache_changes_nothing_but_speed() {
+    let build = |cache: bool| {
+        let mut sw = switch(4);
+        sw.flow_cache = cache;
+        sw.group_mod(&group(
+            1,
+            group_type::ALL,
+            vec![bucket(vec![out(3)]), bucket(vec![set(OxmField::Ipv4Dst, &[9, 9, 9, 9]), out(4)])],
+        ))
+        .unwrap();
+        let ff = |w: u32, p: u32| Bucket { watch_port: w, ..bucket(vec![Action::DecNwTtl, out(p)]) };
+        sw.group_mod(&group(2, group_type::FF, vec![ff(3, 3), ff(4, 4)])).unwrap();
+        let next_hop = bucket(vec![set(OxmField::EthSrc, &[2, 0, 0, 0, 0, 7]), Action::DecNwTtl, out(2)]);
+        sw.group_mod(&group(3, group_type::INDIRECT, vec![next_hop])).unwrap();
+        let ip_net = oxm_m(OxmField::Ipv4Dst, &[10, 0, 0, 0], &[255, 0, 0, 0]);
+        let in1 = oxm(OxmField::InPort, &1u32.to_be_bytes());
+        let in2 = oxm(OxmField::InPort, &2u32.to_be_bytes());
+        let meta = Instruction::WriteMetadata { metadata: 5, mask: 0xf };
+        let in3 = oxm(OxmField::InPort, &3u32.to_be_bytes());
+        let route = vec![
+            set(OxmField::EthDst, &[2, 0, 0, 0, 0, 8]),
+            set(OxmField::EthSrc, &[2, 0, 0, 0, 0, 9]),
+            Action::DecNwTtl,
+            out(1),
+        ];
+        let t0 = vec![
+            // Forwarding as routers do, inline and through a next-hop group.
+            flow(0, 40, vec![in3.clone(), ipv4_type()], vec![apply(route)]),
+            flow(0, 40, vec![in3, oxm(OxmField::EthType, &[0x86, 0xdd])], vec![apply(vec![Action::Group(3)])]),
+            flow(
+                0,
+                30,
+                vec![in1.clone(), ipv4_type(), ip_net],
+                vec![apply(vec![set(OxmField::EthSrc, &[2, 0, 0, 0, 0, 9])]), meta, Instruction::GotoTable(1)],
+            ),
+            flow(0, 20, vec![in2, ipv4_type()], vec![apply(vec![Action::Group(1)])]),
+            flow(
+                0,
+                20,
+                vec![oxm(OxmField::EthType, &[0x86, 0xdd])],
+                vec![apply(vec![Action::DecNwTtl]), Instruction::GotoTable(2)],
+            ),
+            flow(0, 20, vec![oxm(OxmField::EthType, &[8, 6])], vec![apply(vec![out(port::FLOOD)])]),
+            flow(0, 10, vec![in1, ipv4_type()], vec![write(vec![out(2)]), Instruction::GotoTable(1)]),
+            flow(0, 0, vec![], vec![apply(vec![to_controller(64)])]),
+        ];
+        let t1 = vec![
+            flow(
+                1,
+                20,
+                vec![
+                    oxm_m(OxmField::Metadata, &5u64.to_be_bytes(), &0xfu64.to_be_bytes()),
+                    ipv4_type(),
+                    oxm(OxmField::IpProto, &[17]),
+                    oxm(OxmField::UdpDst, &53u16.to_be_bytes()),
+                ],
+                vec![write(vec![Action::DecNwTtl, out(2)])],
+            ),
+            flow(
+                1,
+                10,
+                vec![ipv4_type(), oxm_m(OxmField::Ipv4Src, &[192, 168, 0, 0], &[255, 255, 0, 0])],
+                vec![apply(vec![Action::Group(2)])],
+            ),
+        ];
+        let t2 = vec![flow(
+            2,
+            5,
+            vec![oxm(OxmField::EthType, &[0x86, 0xdd])],
+            vec![apply(vec![to_controller(0xffff), out(4)])],
+        )];
+        for (uid, fm) in t0.into_iter().chain(t1).chain(t2).enumerate() {
+            add(&mut sw, uid as u64 + 1, fm);
+        }
+        sw
+    };
+    let mut frames = Vec::new();
+    for i in 0..24u8 {
+        frames.push(udp4(
+            [192, 168, i % 3, 1],
+            [10, 0, i % 4, 2],
+            1000 + u16::from(i % 5),
+            if i % 2 == 0 { 53 } else { 80 },
+        ));
+        frames.push(tcp4([172, 16, 0, i % 2], [11, 0, 0, i % 3], 40000, 443));
+        frames.push(ipv4([192, 168, 1, 1], [10, 1, 1, 1], 17, 1 + i % 3, udp_seg(7, 53, b"ttl")));
+        frames.push(udp6(v6(u16::from(i % 3)), v6(9)));
+        frames.push(tag(udp4([192, 168, 0, 1], [10, 0, 0, 2], 5, 53), 0, 10));
+    }
+    frames.push(arp_req());
+    let (mut cached, mut plain) = (build(true), build(false));
+    // One frame at a time, then in batches (the switch parses a batch and
+    // looks its cache keys up before running its packets).
+    let run_all = |sw: &mut OfSwitch, outs: &mut Vec<(u32, u32, Vec<u8>)>| {
+        for _ in 0..2 {
+            for (i, f) in frames.iter().enumerate() {
+                let in_port = 1 + (i as u32 % 3);
+                for (p, b) in run(sw, in_port, f) {
+                    outs.push((in_port, p, b));
+                }
+            }
+        }
+        for in_port in 1..=3u32 {
+            let mine: Vec<&[u8]> = frames
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| 1 + (*i as u32 % 3) == in_port)
+                .map(|(_, f)| f.as_slice())
+                .collect();
+            for batch in mine.chunks(7) {
+                sw.process_batch(in_port, batch, &mut |_, p, b: &[u8]| outs.push((in_port, p, b.to_vec())));
+            }
+        }
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for step in 0..4 {
+        for (sw, outs) in [(&mut cached, &mut a), (&mut plain, &mut b)] {
+            match step {
+                1 => add(
+                    sw,
+                    100,
+                    flow(1, 30, vec![ipv4_type(), oxm(OxmField::IpProto, &[6])], vec![apply(vec![out(1)])]),
+                ),
+                2 => {
+                    sw.group_mod(&GroupMod {
+                        command: gmc::MODIFY,
+                        ..group(1, group_type::ALL, vec![bucket(vec![out(4)])])
+                    })
+                    .unwrap();
+                }
+                3 => {
+                    sw.ports.get_mut(&3).unwrap().live = false;
+                    sw.changed(); // what the worker pool does after a change
+                }
+                _ => {}
+            }
+            run_all(sw, outs);
+        }
+        if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
+            panic!("frames out after step {step} differ at {i}: cached {:?}, plain {:?}", a.get(i), b.get(i));
+        }
+        assert_eq!(notes(&mut cached), notes(&mut plain), "packet-ins after step {step}");
+    }
+    assert!(
+        cached.counters.cache_hits > 4 * cached.counters.cache_misses,
+        "mostly replays: {:?}",
+        (cached.counters.cache_hits, cached.counters.cache_misses)
+    );
+    assert_eq!(plain.counters.cache_hits, 0);
+    let mut fc: Vec<_> = cached.flow_counts().into_iter().collect();
+    let mut fp: Vec<_> = plain.flow_counts().into_iter().collect();
+    fc.sort();
+    fp.sort();
+    assert_eq!(fc, fp, "flow counts");
+    // Counter reads include what the cache replayed and has not folded yet.
+    let (cc, pc) = (DataPlane::counters(&cached), DataPlane::counters(&plain));
+    assert_eq!(cc.tables, pc.tables, "table counts");
+    let groups = |c: &sluice_ofswitch::switch::Counters| {
+        let mut g: Vec<_> = c.groups.iter().map(|(k, v)| (*k, v.clone())).collect();
+        g.sort();
+        g
+    };
+    assert_eq!(groups(&cc), groups(&pc), "group counts");
+    // Folded into the counters before a change, they stay the same.
+    cached.changed();
+    let folded = DataPlane::counters(&cached);
+    assert_eq!((folded.tables.clone(), groups(&folded)), (pc.tables.clone(), groups(&pc)), "after folding");
+    let mut ff: Vec<_> = cached.flow_counts().into_iter().collect();
+    ff.sort();
+    assert_eq!(ff, fp, "flow counts after folding");
+    let ports = |c: &sluice_ofswitch::switch::Counters| {
+        let mut p: Vec<_> = c.ports.iter().map(|(k, v)| (*k, *v)).collect();
+        p.sort();
+        p
+    };
+    assert_eq!(ports(&cc), ports(&pc), "port counts");
+    assert_eq!(cached.stats(), plain.stats(), "received, sent, dropped");
 }

@@ -126,7 +126,7 @@ pub struct Match {
 }
 
 /// An action (`ofp_action_*`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     Output { port: u32, max_len: u16 },
     CopyTtlOut,

@@ -148,6 +148,9 @@ enum Cmd {
         /// Packets of the traffic compared between the two before measuring.
         #[arg(long, default_value_t = 4096)]
         check: usize,
+        /// The OpenFlow switch walks its tables for every packet (no flow cache).
+        #[arg(long)]
+        no_flow_cache: bool,
     },
     /// An OpenFlow 1.3 switch on live interfaces, driven by controllers or ovs-ofctl.
     Openflow(sluice::openflow::OpenflowArgs),
@@ -283,7 +286,7 @@ fn main() -> ExitCode {
             )
         }),
         Cmd::Lwaftr { cmd } => sluice::lwaftr::main(cmd),
-        Cmd::OpenflowBench { entries, duration, workers, route_layout, rounds, check } => {
+        Cmd::OpenflowBench { entries, duration, workers, route_layout, rounds, check, no_flow_cache } => {
             sluice::openflow_bench::run(&sluice::openflow_bench::OpenflowBenchArgs {
                 entries,
                 layout: route_layout,
@@ -291,6 +294,7 @@ fn main() -> ExitCode {
                 workers: workers as usize,
                 rounds: rounds as usize,
                 check,
+                flow_cache: !no_flow_cache,
             })
         }
         Cmd::Openflow(a) => sluice::openflow::run(&a),

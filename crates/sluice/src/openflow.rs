@@ -36,6 +36,9 @@ pub struct OpenflowArgs {
     /// Stop after this many seconds.
     #[arg(long)]
     pub duration: Option<f64>,
+    /// Walk the tables for every packet (no flow cache: slower, for comparison and debugging).
+    #[arg(long)]
+    pub no_flow_cache: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -101,7 +104,8 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     if listen.is_empty() && controllers.is_empty() {
         listen.push(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 6653));
     }
-    let sw = OfSwitch::new(infos);
+    let mut sw = OfSwitch::new(infos);
+    sw.flow_cache = !a.no_flow_cache;
     // Packet-ins wait here for the agent; when it is full the workers drop them and count it.
     let (tx, rx) = sync_channel::<Note>(8192);
     let sink: UpSink<Note> = Arc::new(move |u: Up<Note>| match u {
@@ -146,11 +150,15 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     stop.store(true, Ordering::Relaxed);
     let s = agent.stats.clone();
     let mut pool = agent.into_pool();
+    pool.merge_counters();
+    let c = &pool.master().counters;
+    let (hits, misses) = (c.cache_hits, c.cache_misses);
     pool.stop_workers();
     eprintln!(
         "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent, {} connections closed for not reading",
         s.messages_in, s.messages_out, s.errors_sent, s.packet_ins_sent, s.connections_closed_stuck
     );
+    eprintln!("openflow: flow cache: {hits} packets replayed a cached walk, {misses} walked the tables");
     eprint!("{}", live.summary());
     Ok(())
 }

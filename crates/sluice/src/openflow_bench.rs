@@ -6,7 +6,8 @@
 //! router's routes as flows and its next hops as groups, and the v1model
 //! router of `sluice bench` (same `router_commands`, same
 //! `router_traffic`); checks that the two emit the same frames on the
-//! same ports for a sample of the traffic (an error otherwise); then runs
+//! same ports for a sample of the traffic, twice (the second time through
+//! the OpenFlow switch's flow cache; an error otherwise); then runs
 //! each through `sluice_bench` for `--rounds` alternating turns and
 //! prints their lines (prefixed `p4:` and `openflow:`) and a final
 //! `result:` line with both rates and the ratio OpenFlow / P4 (medians of
@@ -56,6 +57,8 @@ pub struct OpenflowBenchArgs {
     pub rounds: usize,
     /// Packets of the traffic compared between the two before measuring.
     pub check: usize,
+    /// Whether the OpenFlow switch uses its flow cache.
+    pub flow_cache: bool,
 }
 
 fn oxm(field: OxmField, value: &[u8], mask: Option<&[u8]>) -> Oxm {
@@ -191,6 +194,7 @@ pub fn run(a: &OpenflowBenchArgs) -> Result<(), String> {
     let mut p4 = p4_router(a.entries, a.layout)?;
     let traffic = std::mem::take(&mut p4.traffic);
     let mut of = openflow_router(a.entries, a.layout)?;
+    of.flow_cache = a.flow_cache;
     println!(
         "openflow-bench: {} routes, {} packets of 64 B, set up in {:.1} s",
         a.entries,
@@ -198,6 +202,8 @@ pub fn run(a: &OpenflowBenchArgs) -> Result<(), String> {
         t0.elapsed().as_secs_f64()
     );
     let sample = &traffic[..traffic.len().min(a.check)];
+    check_same_output(&mut of, &mut p4.data_plane, sample)?;
+    // Twice: the second pass replays what the first recorded in the flow cache.
     check_same_output(&mut of, &mut p4.data_plane, sample)?;
     println!("check: the OpenFlow switch and the P4 router emit the same {} frames on the same ports", sample.len());
     let options = Options { duration: a.duration, workers: a.workers, rounds: 1, ..Default::default() };
@@ -255,6 +261,9 @@ mod tests {
             let mut of = openflow_router(300, layout).unwrap();
             let mut p4 = p4_router(300, layout).unwrap();
             check_same_output(&mut of, &mut p4.data_plane, &traffic).unwrap();
+            // Again, now through the flow cache's replays.
+            check_same_output(&mut of, &mut p4.data_plane, &traffic).unwrap();
+            assert!(DataPlane::counters(&of).cache_hits >= traffic.len() as u64 / 2);
         }
     }
 }

@@ -424,3 +424,39 @@ fn faucet_keeps_two_vlans_apart() {
     drop(controller);
     lab.stop();
 }
+
+/// os-ken's switch test suite (`os_ken/tests/switch/tester.py`), one case
+/// file of each group (action/00_OUTPUT, match/00_IN_PORT, group/00_ALL,
+/// meter/01_DROP_01_PKTPS_00_100, the slowest rate of the meter cases)
+/// through `scripts/osken-switch-tests.sh --quick`: Sluice as the target
+/// switch, Open vSwitch's user-space datapath as the tester. Every case
+/// passes. The full suite, with Open vSwitch as a second target for
+/// comparison, is the same script without `--quick`.
+#[test]
+fn osken_switch_test_suite_one_case_file_per_group_passes() {
+    let manager = osken_manager();
+    let venv = std::path::Path::new(&manager).parent().and_then(|p| p.parent()).expect("venv of osken-manager");
+    let results = std::env::temp_dir().join(format!("sluice-osken-suite-{}", std::process::id()));
+    let repo = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("timeout")
+        .args(["-k", "10", "900", "bash", &format!("{repo}/scripts/osken-switch-tests.sh")])
+        .args(["--quick", "--targets", "sluice", "--timeout", "600", "--results"])
+        .arg(&results)
+        .env("SLUICE", SLUICE)
+        .env("OSKEN_VENV", venv)
+        .env("STS_NETNS", format!("sts-t{}", std::process::id()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run scripts/osken-switch-tests.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let failing = std::fs::read_to_string(results.join("sluice-failing.txt")).unwrap_or_default();
+    let result = stdout.lines().rev().find_map(|l| l.strip_prefix("result: sluice=")).map(str::to_string);
+    let _ = std::fs::remove_dir_all(&results);
+    let Some((ok, total)) = result.as_deref().and_then(|r| r.split_once('/')) else {
+        panic!("no result line (exit {:?})\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status.code());
+    };
+    let (ok, total): (u32, u32) = (ok.parse().expect("count"), total.parse().expect("count"));
+    assert!(total >= 4, "at least one case per group ran: {ok}/{total}\n{stdout}");
+    assert_eq!(ok, total, "failing cases:\n{failing}\nstdout:\n{stdout}");
+}
