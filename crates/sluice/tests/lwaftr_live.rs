@@ -417,9 +417,25 @@ fn check_iperf(net: &Net, j: &serde_json::Value, what: &str) {
         let counters: Vec<(String, u64)> = net.query().into_iter().filter(|(_, v)| *v != 0).collect();
         // The relay's raw socket: its drops column counts what did not fit its buffer.
         let raw6 = Command::new("ip").args(["netns", "exec", &net.b4, "cat", "/proc/net/raw6"]).output().unwrap();
+        // Where else a packet may go missing on the B4: its links' drop
+        // counts (the relay's TUN device included) and the kernel's
+        // nonzero drop, discard and error counters.
+        let links = Command::new("ip").args(["-n", &net.b4, "-s", "link"]).output().unwrap();
+        let kernel = Command::new("ip").args(["netns", "exec", &net.b4, "nstat", "-asz"]).output().unwrap();
+        let kernel: Vec<String> = String::from_utf8_lossy(&kernel.stdout)
+            .lines()
+            .filter(|l| {
+                let lower = l.to_lowercase();
+                ["drop", "discard", "err", "fail", "invalid", "retrans"].iter().any(|w| lower.contains(w))
+                    && l.split_whitespace().nth(1).is_some_and(|v| v != "0")
+            })
+            .map(str::to_string)
+            .collect();
         format!(
-            "intervals {intervals:?}\ncounters {counters:?}\nB4's raw IPv6 sockets:\n{}\nlwaftr: {}",
+            "intervals {intervals:?}\ncounters {counters:?}\nB4's raw IPv6 sockets:\n{}\nB4's links:\n{}\nB4's kernel counters:\n{}\nlwaftr: {}",
             String::from_utf8_lossy(&raw6.stdout),
+            String::from_utf8_lossy(&links.stdout),
+            kernel.join("\n"),
             net.stderr()
         )
     };
