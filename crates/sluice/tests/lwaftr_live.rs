@@ -420,9 +420,10 @@ fn check_iperf(net: &Net, j: &serde_json::Value, what: &str) {
         // Where else a packet may go missing on the B4: its links' drop
         // counts (the relay's TUN device included) and the kernel's
         // nonzero drop, discard and error counters.
-        let links = Command::new("ip").args(["-n", &net.b4, "-s", "link"]).output().unwrap();
-        let kernel = Command::new("ip").args(["netns", "exec", &net.b4, "nstat", "-asz"]).output().unwrap();
-        let kernel: Vec<String> = String::from_utf8_lossy(&kernel.stdout)
+        let run = |args: &[&str]| Command::new("ip").args(args).output().map(|o| o.stdout).unwrap_or_default();
+        let links = run(&["-n", &net.b4, "-s", "link"]);
+        let kernel = run(&["netns", "exec", &net.b4, "nstat", "-asz"]);
+        let kernel: Vec<String> = String::from_utf8_lossy(&kernel)
             .lines()
             .filter(|l| {
                 let lower = l.to_lowercase();
@@ -434,7 +435,7 @@ fn check_iperf(net: &Net, j: &serde_json::Value, what: &str) {
         format!(
             "intervals {intervals:?}\ncounters {counters:?}\nB4's raw IPv6 sockets:\n{}\nB4's links:\n{}\nB4's kernel counters:\n{}\nlwaftr: {}",
             String::from_utf8_lossy(&raw6.stdout),
-            String::from_utf8_lossy(&links.stdout),
+            String::from_utf8_lossy(&links),
             kernel.join("\n"),
             net.stderr()
         )
