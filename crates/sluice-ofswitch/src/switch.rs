@@ -175,19 +175,23 @@ fn add_counts_of(to: &mut Counters, counts: &[Count], p: u64, b: u64) {
                 t.1 += p;
             }
             Count::Miss { table } => to.tables[usize::from(*table)].0 += p,
-            Count::Group { id, n, buckets } => {
-                let g = to.groups.entry(*id).or_insert_with(|| (0, 0, Vec::new()));
-                g.0 += p;
-                g.1 += b;
-                if g.2.len() < *n {
-                    g.2.resize(*n, (0, 0));
-                }
-                for &i in buckets {
-                    g.2[i].0 += p;
-                    g.2[i].1 += b;
-                }
-            }
+            Count::Group { id, n, buckets } => count_group(to, *id, *n, p, b, buckets.iter().copied()),
         }
+    }
+}
+
+/// Counts `p` packets of `b` bytes through group `id` (of `n` buckets) and
+/// its `buckets`.
+fn count_group(to: &mut Counters, id: u32, n: usize, p: u64, b: u64, buckets: impl Iterator<Item = usize>) {
+    let c = to.groups.entry(id).or_insert_with(|| (0, 0, Vec::new()));
+    c.0 += p;
+    c.1 += b;
+    if c.2.len() < n {
+        c.2.resize(n, (0, 0));
+    }
+    for i in buckets {
+        c.2[i].0 += p;
+        c.2[i].1 += b;
     }
 }
 
@@ -241,6 +245,28 @@ impl Pkt {
             fields::extract(&self.buf, &self.parsed, &self.meta, &mut self.full);
             self.stale = false;
         }
+    }
+
+    /// Decrements the IPv4 TTL or IPv6 hop limit (`parsed` up to date):
+    /// `Some(false)`, changing nothing, when it would reach zero; `None`
+    /// for a frame with neither.
+    #[inline]
+    fn dec_ttl(&mut self) -> Option<bool> {
+        let at = match self.parsed.kind {
+            fields::L3::Ipv4 => self.parsed.l3 + 8,
+            fields::L3::Ipv6 => self.parsed.l3 + 7,
+            _ => return None,
+        };
+        if self.buf[at] <= 1 {
+            return Some(false);
+        }
+        if self.parsed.kind == fields::L3::Ipv4 {
+            // The TTL is under the IPv4 header checksum only.
+            fields::dec_ipv4_ttl(&mut self.buf, self.parsed.l3);
+        } else {
+            self.buf[at] -= 1;
+        }
+        Some(true)
     }
 
     /// The frame's headers changed place.
@@ -689,24 +715,20 @@ impl OfSwitch {
     ) -> Result<(), Stop> {
         for a in actions {
             if let Some(r) = &mut self.rec {
+                let counted = r.apply;
                 match a {
+                    // Recorded by `group` itself.
                     Action::Group(_) => {}
-                    Action::SetField(o) if !set_field_moves_headers(o.field) => {}
-                    Action::Output { port, .. } if *port != port::TABLE => {}
+                    // What a replay could not repeat (see `crate::cache`).
                     Action::PushVlan(_)
                     | Action::PopVlan
                     | Action::PushMpls(_)
                     | Action::PopMpls(_)
                     | Action::PushPbb(_)
                     | Action::PopPbb
-                    | Action::SetField(_)
-                    | Action::Output { .. }
-                    | Action::Experimenter { .. } => r.cacheable = false,
-                    _ => {}
-                }
-                let counted = r.apply;
-                match a {
-                    Action::Group(_) => {}
+                    | Action::Experimenter { .. }
+                    | Action::Output { port: port::TABLE, .. } => r.cacheable = false,
+                    Action::SetField(o) if set_field_moves_headers(o.field) => r.cacheable = false,
                     Action::SetField(o)
                         if matches!(o.field, OxmField::EthDst | OxmField::EthSrc) && o.value.len() == 6 =>
                     {
@@ -862,19 +884,8 @@ impl OfSwitch {
     #[inline]
     fn dec_nw_ttl(&mut self, pkt: &mut Pkt, table_id: u8, cookie: u64) -> Result<(), Stop> {
         pkt.parsed();
-        let at = match pkt.parsed.kind {
-            fields::L3::Ipv4 => pkt.parsed.l3 + 8,
-            fields::L3::Ipv6 => pkt.parsed.l3 + 7,
-            _ => return Ok(()),
-        };
-        if pkt.buf[at] <= 1 {
+        if pkt.dec_ttl() == Some(false) {
             return self.invalid_ttl(pkt, table_id, cookie);
-        }
-        if pkt.parsed.kind == fields::L3::Ipv4 {
-            // The TTL is under the IPv4 header checksum only.
-            fields::dec_ipv4_ttl(&mut pkt.buf, pkt.parsed.l3);
-        } else {
-            pkt.buf[at] -= 1;
         }
         Ok(())
     }
@@ -950,7 +961,7 @@ impl OfSwitch {
             }
         };
         let len = pkt.buf.len() as u64;
-        self.count_group(id, n, len, chosen.clone());
+        count_group(&mut self.counters, id, n, 1, len, chosen.clone());
         if let Some(r) = &mut self.rec {
             r.counts.push(Count::Group { id, n, buckets: chosen.clone().collect() });
         }
@@ -991,21 +1002,6 @@ impl OfSwitch {
         buf.clear();
         buf.extend_from_slice(&pkt.buf);
         Pkt { buf, parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale, reparse: pkt.reparse }
-    }
-
-    /// Counts a packet of `len` bytes through group `id` (of `n` buckets)
-    /// and its `buckets`.
-    fn count_group(&mut self, id: u32, n: usize, len: u64, buckets: impl Iterator<Item = usize>) {
-        let c = self.counters.groups.entry(id).or_insert_with(|| (0, 0, Vec::new()));
-        c.0 += 1;
-        c.1 += len;
-        if c.2.len() < n {
-            c.2.resize(n, (0, 0));
-        }
-        for i in buckets {
-            c.2[i].0 += 1;
-            c.2[i].1 += len;
-        }
     }
 
     fn bucket_live(&self, b: &Bucket, depth: usize) -> bool {
@@ -1110,20 +1106,8 @@ impl OfSwitch {
         f: &crate::cache::Forward,
         emit: &mut E,
     ) -> bool {
-        let ttl_at = match (f.dec_ttl, pkt.parsed.kind) {
-            (true, fields::L3::Ipv4) => Some(pkt.parsed.l3 + 8),
-            (true, fields::L3::Ipv6) => Some(pkt.parsed.l3 + 7),
-            _ => None,
-        };
-        if let Some(at) = ttl_at {
-            if pkt.buf[at] <= 1 {
-                return false;
-            }
-            if pkt.parsed.kind == fields::L3::Ipv4 {
-                fields::dec_ipv4_ttl(&mut pkt.buf, pkt.parsed.l3);
-            } else {
-                pkt.buf[at] -= 1;
-            }
+        if f.dec_ttl && pkt.dec_ttl() == Some(false) {
+            return false;
         }
         if let (Some(m), Some(b)) = (&f.dst, pkt.buf.get_mut(0..6)) {
             b.copy_from_slice(m);

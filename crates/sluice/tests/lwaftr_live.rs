@@ -415,12 +415,12 @@ fn check_iperf(net: &Net, j: &serde_json::Value, what: &str) {
             .map(|a| a.iter().map(|i| format!("{}B/{}rtx", i["sum"]["bytes"], i["sum"]["retransmits"])).collect())
             .unwrap_or_default();
         let counters: Vec<(String, u64)> = net.query().into_iter().filter(|(_, v)| *v != 0).collect();
+        let run = |args: &[&str]| Command::new("ip").args(args).output().map(|o| o.stdout).unwrap_or_default();
         // The relay's raw socket: its drops column counts what did not fit its buffer.
-        let raw6 = Command::new("ip").args(["netns", "exec", &net.b4, "cat", "/proc/net/raw6"]).output().unwrap();
+        let raw6 = run(&["netns", "exec", &net.b4, "cat", "/proc/net/raw6"]);
         // Where else a packet may go missing on the B4: its links' drop
         // counts (the relay's TUN device included) and the kernel's
         // nonzero drop, discard and error counters.
-        let run = |args: &[&str]| Command::new("ip").args(args).output().map(|o| o.stdout).unwrap_or_default();
         let links = run(&["-n", &net.b4, "-s", "link"]);
         let kernel = run(&["netns", "exec", &net.b4, "nstat", "-asz"]);
         let kernel: Vec<String> = String::from_utf8_lossy(&kernel)
@@ -434,7 +434,7 @@ fn check_iperf(net: &Net, j: &serde_json::Value, what: &str) {
             .collect();
         format!(
             "intervals {intervals:?}\ncounters {counters:?}\nB4's raw IPv6 sockets:\n{}\nB4's links:\n{}\nB4's kernel counters:\n{}\nlwaftr: {}",
-            String::from_utf8_lossy(&raw6.stdout),
+            String::from_utf8_lossy(&raw6),
             String::from_utf8_lossy(&links),
             kernel.join("\n"),
             net.stderr()
