@@ -103,6 +103,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 nsx() { ip netns exec "$NS" "$@"; }
+# Background processes start with `ip netns exec` itself, not through nsx: then $! is the
+# process (ip execs it), not a subshell whose kill would leave the process running.
 
 # --- The test cases: the whole of13 suite, or the files that match --cases.
 SUITE=$SWITCH_TESTS/of13
@@ -152,7 +154,7 @@ add_bridge sts-tester 0000000000000002 sts-b
 # run_suite NAME: tester.py against whichever target (dpid 1) is connected; log in $RESULTS/NAME.log.
 run_suite() {
     local log=$RESULTS/$1.log start=$SECONDS
-    nsx "$OSKEN_VENV/bin/osken-manager" --ofp-tcp-listen-port "$PORT" \
+    ip netns exec "$NS" "$OSKEN_VENV/bin/osken-manager" --ofp-tcp-listen-port "$PORT" \
         --test-switch-dir "$SUITE" --test-switch-target 0000000000000001 --test-switch-tester 0000000000000002 \
         --test-switch-target-version openflow13 --test-switch-tester-version openflow13 \
         "$SWITCH_TESTS/tester.py" > "$log" 2>&1 &
@@ -173,7 +175,7 @@ declare -A SCORE
 for target in ${TARGETS//,/ }; do
     case "$target" in
         sluice)
-            nsx "$SLUICE" openflow -i 1@sts-a1 -i 2@sts-a2 -i 3@sts-a3 \
+            ip netns exec "$NS" "$SLUICE" openflow -i 1@sts-a1 -i 2@sts-a2 -i 3@sts-a3 \
                 --controller "tcp:127.0.0.1:$PORT" --datapath-id 1 > "$RESULTS/sluice-switch.log" 2>&1 &
             SLUICE_PID=$!
             run_suite sluice

@@ -453,6 +453,16 @@ fn osken_switch_test_suite_one_case_file_per_group_passes() {
     let failing = std::fs::read_to_string(results.join("sluice-failing.txt")).unwrap_or_default();
     let result = stdout.lines().rev().find_map(|l| l.strip_prefix("result: sluice=")).map(str::to_string);
     let _ = std::fs::remove_dir_all(&results);
+    // The script stops the switch it started (no process of it left behind).
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| c.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>())
+        .filter(|argv| argv.first().is_some_and(|a| a == SLUICE) && argv.iter().any(|a| a == "1@sts-a1"))
+        .map(|argv| argv.join(" "))
+        .collect();
+    assert!(left.is_empty(), "the suite script left its switch running: {left:?}");
     let Some((ok, total)) = result.as_deref().and_then(|r| r.split_once('/')) else {
         panic!("no result line (exit {:?})\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status.code());
     };
