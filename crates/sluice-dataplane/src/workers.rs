@@ -15,6 +15,10 @@
 //!   After a batch of changes the worker calls [`DataPlane::changed`]
 //!   before its next packet, so state derived from the tables (a cache)
 //!   never outlives the tables it came from.
+//! - Changes sent without waiting ([`Pool::send_pending`]) are bounded: at
+//!   most [`MAX_IN_FLIGHT`] batches per worker travel unacknowledged; the
+//!   next one first waits for the oldest, so a worker that falls behind
+//!   slows the control plane instead of growing its queue.
 //! - A worker's I/O returns from [`WorkerIo::run_batch`] within about a
 //!   millisecond when idle (or is woken by its [`Waker`]), which bounds how
 //!   long a change waits.
@@ -106,6 +110,10 @@ impl<D: DataPlane> Worker<D> {
         ok
     }
 }
+
+/// Batches of changes per worker sent and not yet acknowledged, at most
+/// (see [`Pool::send_pending`]).
+pub const MAX_IN_FLIGHT: usize = 16;
 
 /// N workers and the master copy that answers control-plane requests.
 pub struct Pool<D: DataPlane> {
@@ -297,6 +305,14 @@ impl<D: DataPlane> Pool<D> {
             return;
         }
         let changes = std::mem::take(&mut self.pending);
+        // Bounded: the oldest batches are waited for first.
+        let bound = MAX_IN_FLIGHT * self.workers.len();
+        if self.in_flight.len() + self.workers.len() > bound {
+            let over = self.in_flight.len() + self.workers.len() - bound;
+            for rx in self.in_flight.drain(..over.min(self.in_flight.len())) {
+                let _ = rx.recv();
+            }
+        }
         for w in &self.workers {
             let (tx, rx) = mpsc::channel();
             if w.send(Msg::Apply(changes.clone(), tx)) {
@@ -534,5 +550,23 @@ mod tests {
         let m = pool.finish();
         assert_eq!(m.stats().transmitted, 0);
         let _ = Stats::default();
+    }
+
+    /// Changes sent without waiting never pile up past the bound, however
+    /// slow the worker; a flush then finds them all applied.
+    #[test]
+    fn changes_sent_early_stay_bounded() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ios: Vec<Box<dyn WorkerIo<NullForward>>> = vec![Box::new(Ticker(stop.clone()))];
+        let mut pool = Pool::start(NullForward::new(1, 2), ios).unwrap();
+        for i in 0..200u32 {
+            pool.change(move |dp, _| *dp = NullForward::new(i, 2));
+            pool.send_pending();
+            assert!(pool.in_flight.len() <= MAX_IN_FLIGHT, "{} batches in flight", pool.in_flight.len());
+        }
+        pool.flush();
+        assert!(pool.in_flight.is_empty());
+        stop.store(true, Ordering::Relaxed);
+        pool.finish();
     }
 }

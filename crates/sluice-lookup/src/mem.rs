@@ -44,3 +44,32 @@ pub fn advise_huge_pages<T>(v: &[T]) {
         unsafe { libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
     }
 }
+
+/// Elements from which [`push_advised`] and [`clone_advised`] ask for
+/// huge pages (below, a vector fits a few 4 KiB pages anyway).
+const ADVISED_FROM: usize = 1 << 14;
+
+/// Pushes `x` onto `v`; when `v` is full and big, it moves into a new
+/// allocation twice the size advised into huge pages before any of it is
+/// touched (growing in place would keep the 4 KiB pages it already has).
+/// For big arrays read at random on the packet path, one slot per entry.
+pub fn push_advised<T>(v: &mut Vec<T>, x: T) {
+    if v.len() == v.capacity() && v.len() >= ADVISED_FROM {
+        let mut bigger = Vec::with_capacity(v.capacity() * 2);
+        advise_huge_pages(bigger.spare_capacity_mut());
+        bigger.append(v);
+        *v = bigger;
+    }
+    v.push(x);
+}
+
+/// A copy of `v` whose allocation is advised into huge pages before the
+/// copy touches it, when `v` is big (see [`push_advised`]).
+pub fn clone_advised<T: Clone>(v: &[T]) -> Vec<T> {
+    let mut out = Vec::with_capacity(v.len());
+    if v.len() >= ADVISED_FROM {
+        advise_huge_pages(out.spare_capacity_mut());
+    }
+    out.extend_from_slice(v);
+    out
+}

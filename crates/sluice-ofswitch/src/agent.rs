@@ -13,7 +13,9 @@
 //!   of their batches, so no packet sees half of one;
 //! - a BARRIER_REPLY is sent only once every change before the barrier
 //!   has landed on every worker (`Pool::flush`); without a barrier, the
-//!   changes a round of reading brought land before the next round;
+//!   changes a round of reading brought are sent to the workers at the
+//!   end of that round, without waiting for them (`Pool::send_pending`,
+//!   bounded), and land in order between their batches;
 //! - every queue toward a slow peer is bounded: a connection whose output
 //!   buffer passes [`MAX_OUTPUT_BYTES`] is closed (counted); the
 //!   packet-ins the workers produce wait in a bounded channel whose
@@ -194,11 +196,11 @@ impl Agent {
         for ci in 0..self.conns.len() {
             busy |= self.read_conn(ci);
         }
-        // What this round's messages changed reaches the workers now, not
-        // at the next barrier (a controller need not send one).
-        if self.pool.pending() > 0 {
-            self.pool.flush();
-        }
+        // What this round's messages changed leaves for the workers now,
+        // not at the next barrier (a controller need not send one); they
+        // apply it while this thread reads on (a barrier, a read or a
+        // packet-out waits for them).
+        self.pool.send_pending();
         busy |= self.forward_packet_ins();
         if self.last_expiry.elapsed() >= Duration::from_millis(500) {
             self.last_expiry = Instant::now();
@@ -410,7 +412,8 @@ impl Agent {
                 let uid = self.next_uid;
                 self.next_uid += 1;
                 let now = self.now_ns();
-                self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.flow_mod(&fm, uid, now));
+                let prepared = crate::control::PreparedFlowMod::new(fm);
+                self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.prepared_flow_mod(&prepared, uid, now));
             }
             Message::GroupMod(gm) => {
                 if self.is_slave(ci) {
@@ -592,7 +595,7 @@ impl Agent {
                             cookie: f.cookie,
                             packet_count: p,
                             byte_count: b,
-                            matched: f.matched.clone(),
+                            matched: (*f.matched).clone(),
                             instructions: f.instructions.to_vec(),
                         });
                     }

@@ -60,13 +60,20 @@ pub const KEY_WORDS: usize = 6;
 /// the next change.
 const MAX_LISTS: usize = 1 << 16;
 
-/// When the last [`WINDOW`] lookups hit less than one time in
-/// [`SPARSE_HIT_RATIO`], only one miss in [`SPARSE_RECORD`] records its
-/// walk (traffic that does not repeat within the cache's reach would
-/// otherwise pay for recording every packet).
+/// How the cache adapts to the traffic, by windows of [`WINDOW`]
+/// lookups: when one ends with fewer than [`KEEP_HITS`] in 8 hits, the
+/// next [`BYPASS`] packets skip the cache (no lookup, no recording: they
+/// walk the tables), then one window samples it again, recording only one
+/// miss in [`SPARSE_RECORD`]. Why: a miss costs a slot that is not in
+/// the processor's caches plus recording and evicting a walk, several
+/// times a walk of a route table's fast steps, so the cache pays only
+/// when nearly every packet hits (a few thousand flows); traffic spread
+/// over more flows than it holds (a hundred thousand routes hit at
+/// random) runs faster without it.
 const WINDOW: u32 = 1 << 14;
-const SPARSE_HIT_RATIO: u32 = 4;
+const KEEP_HITS: u32 = 7;
 const SPARSE_RECORD: u32 = 16;
+const BYPASS: u32 = 15 * WINDOW;
 
 /// One step of a recorded walk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -105,6 +112,33 @@ pub struct Forward {
 }
 
 impl Forward {
+    /// The forwarding step a list of actions amounts to, if it does: MAC
+    /// sets, at most one `dec_nw_ttl`, then an output to a port (a
+    /// group's single bucket, say).
+    pub fn of_actions(actions: &[Action]) -> Option<Forward> {
+        let (last, init) = actions.split_last()?;
+        let Action::Output { port, .. } = last else { return None };
+        if *port > sluice_openflow::port::MAX {
+            return None;
+        }
+        let mut f = Forward { dst: None, src: None, dec_ttl: false, port: *port };
+        for a in init {
+            match a {
+                Action::SetField(o) if o.value.len() == 6 && o.mask.is_none() => {
+                    let mac: [u8; 6] = o.value[..].try_into().ok()?;
+                    match o.field {
+                        sluice_openflow::OxmField::EthDst => f.dst = Some(mac),
+                        sluice_openflow::OxmField::EthSrc => f.src = Some(mac),
+                        _ => return None,
+                    }
+                }
+                Action::DecNwTtl if !f.dec_ttl => f.dec_ttl = true,
+                _ => return None,
+            }
+        }
+        Some(f)
+    }
+
     /// The forwarding step `ops` amount to, if they do.
     fn of(ops: &[Op]) -> Option<Forward> {
         let mut f = Forward { dst: None, src: None, dec_ttl: false, port: 0 };
@@ -188,6 +222,8 @@ pub struct FlowCache {
     window_hits: u32,
     sparse: bool,
     skipped: u32,
+    /// Packets left to skip the cache (see [`BYPASS`]).
+    bypass: u32,
 }
 
 impl Clone for FlowCache {
@@ -248,6 +284,7 @@ impl FlowCache {
             window_hits: 0,
             sparse: false,
             skipped: 0,
+            bypass: 0,
         }
     }
 
@@ -315,11 +352,25 @@ impl FlowCache {
         Some(Key { words, hash: hash(&words, self.seed) })
     }
 
+    /// Whether packets skip the cache for now (see [`BYPASS`]).
+    #[inline]
+    pub fn bypassing(&self) -> bool {
+        self.bypass != 0
+    }
+
     /// Starts loading the slots where `key` would be.
     #[inline]
     pub fn prefetch(&self, key: &Key) {
-        if let Some(s) = self.slots.get((key.hash as usize) & (SLOTS - 2)) {
-            sluice_lookup::lpm::prefetch(s);
+        if self.bypass != 0 {
+            return;
+        }
+        // Every cache line of the pair (a slot spans two).
+        let pair = (key.hash as usize) & (SLOTS - 2);
+        if let Some(s) = self.slots.get(pair..pair + 2) {
+            let (at, bytes) = (s.as_ptr() as *const u8, std::mem::size_of_val(s));
+            for off in (0..bytes).step_by(64) {
+                sluice_lookup::lpm::prefetch_ptr(at.wrapping_add(off));
+            }
         }
     }
 
@@ -328,9 +379,16 @@ impl FlowCache {
     /// [`FlowCache::take_list`]).
     #[inline]
     pub fn lookup(&mut self, key: &Key, len: usize) -> Option<u32> {
+        if self.bypass != 0 {
+            self.bypass -= 1;
+            return None;
+        }
         self.window_lookups += 1;
         if self.window_lookups == WINDOW {
-            self.sparse = self.window_hits * SPARSE_HIT_RATIO < WINDOW;
+            self.sparse = self.window_hits * 8 < WINDOW * KEEP_HITS;
+            if self.sparse {
+                self.bypass = BYPASS;
+            }
             self.window_lookups = 0;
             self.window_hits = 0;
         }
@@ -369,7 +427,7 @@ impl FlowCache {
     /// Whether the walk of the packet that just missed should be recorded.
     #[inline]
     pub fn should_record(&mut self) -> bool {
-        if self.words.is_none() {
+        if self.words.is_none() || self.bypass != 0 {
             return false;
         }
         if !self.sparse {

@@ -9,6 +9,8 @@
 //! worker's replica between two batches. A change is deterministic given
 //! the copy's state and its arguments, so every copy ends up the same.
 
+use std::sync::Arc;
+
 use sluice_openflow::errors::{bad_action, bad_instruction, bad_match, error_type, flow_mod_failed, group_mod_failed};
 use sluice_openflow::{
     flow_mod_command as fmc, flow_mod_flags, group_mod_command as gmc, group_type, port, Action, FlowMod, FlowRemoved,
@@ -42,7 +44,29 @@ impl Removed {
             hard_timeout: self.flow.hard_timeout,
             packet_count: packets,
             byte_count: bytes,
-            matched: self.flow.matched.clone(),
+            matched: (*self.flow.matched).clone(),
+        }
+    }
+}
+
+/// A flow-mod with what every replica reads of it built once: its match
+/// as a pattern, and the shared match and instructions a new entry keeps.
+#[derive(Debug)]
+pub struct PreparedFlowMod {
+    pub fm: FlowMod,
+    pattern: Arc<Pattern>,
+    matched: Arc<Match>,
+    instructions: Arc<[Instruction]>,
+}
+
+impl PreparedFlowMod {
+    /// Prepares `fm`.
+    pub fn new(fm: FlowMod) -> PreparedFlowMod {
+        PreparedFlowMod {
+            pattern: Arc::new(Pattern::of(&fm.matched)),
+            matched: Arc::new(fm.matched.clone()),
+            instructions: fm.instructions.clone().into(),
+            fm,
         }
     }
 }
@@ -179,6 +203,18 @@ impl OfSwitch {
     /// clock. Returns the entries it removed (deletes, replaced entries are
     /// not reported).
     pub fn flow_mod(&mut self, fm: &FlowMod, uid: u64, now_ns: u64) -> Result<Vec<Removed>, OfError> {
+        self.prepared_flow_mod(&PreparedFlowMod::new(fm.clone()), uid, now_ns)
+    }
+
+    /// [`OfSwitch::flow_mod`] of a flow-mod prepared once for every
+    /// replica (what each would otherwise build again).
+    pub fn prepared_flow_mod(
+        &mut self,
+        prepared: &PreparedFlowMod,
+        uid: u64,
+        now_ns: u64,
+    ) -> Result<Vec<Removed>, OfError> {
+        let fm = &prepared.fm;
         self.forget_walks();
         let all_tables = fm.table_id == sluice_openflow::table::ALL;
         if !all_tables && usize::from(fm.table_id) >= N_TABLES {
@@ -188,7 +224,7 @@ impl OfSwitch {
                 format!("table {}", fm.table_id),
             ));
         }
-        let pattern = Pattern::of(&fm.matched);
+        let pattern = &*prepared.pattern;
         match fm.command {
             fmc::ADD | fmc::MODIFY | fmc::MODIFY_STRICT => {
                 if all_tables {
@@ -201,12 +237,12 @@ impl OfSwitch {
                     // An identical entry overlaps too (a packet may match
                     // both): with CHECK_OVERLAP it is refused, not replaced.
                     if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
-                        && t.flows.values().any(|f| f.priority == fm.priority && f.pattern.overlaps(&pattern))
+                        && t.flows.values().any(|f| f.priority == fm.priority && f.pattern.overlaps(pattern))
                     {
                         return Err(err(error_type::FLOW_MOD_FAILED, flow_mod_failed::OVERLAP, "overlapping entry"));
                     }
                     let mut keep_counts = None;
-                    if let Some(old) = t.find_strict(&pattern, fm.priority) {
+                    if let Some(old) = t.find_strict(pattern, fm.priority) {
                         let matched = t.remove(old).map_or((0, 0), |r| r.1);
                         // The old uid's counters move to the new entry, or
                         // go with RESET_COUNTS.
@@ -219,13 +255,13 @@ impl OfSwitch {
                     t.insert(Flow {
                         uid,
                         priority: fm.priority,
-                        pattern,
-                        matched: fm.matched.clone(),
+                        pattern: Arc::clone(&prepared.pattern),
+                        matched: Arc::clone(&prepared.matched),
                         cookie: fm.cookie,
                         flags: fm.flags,
                         idle_timeout: fm.idle_timeout,
                         hard_timeout: fm.hard_timeout,
-                        instructions: fm.instructions.clone().into(),
+                        instructions: Arc::clone(&prepared.instructions),
                         added_ns: now_ns,
                     });
                     if let Some(c) = keep_counts {
@@ -235,9 +271,9 @@ impl OfSwitch {
                 }
                 let strict = fm.command == fmc::MODIFY_STRICT;
                 let cookie_ok = |f: &Flow| (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask);
-                let targets = t.select(&pattern, fm.priority, strict, cookie_ok);
+                let targets = t.select(pattern, fm.priority, strict, cookie_ok);
                 for u in targets {
-                    self.tables[usize::from(fm.table_id)].set_instructions(u, fm.instructions.clone().into());
+                    self.tables[usize::from(fm.table_id)].set_instructions(u, Arc::clone(&prepared.instructions));
                     if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
                         self.counters.flows.remove(&u);
                         self.tables[usize::from(fm.table_id)].take_counts(u);
@@ -257,7 +293,7 @@ impl OfSwitch {
                         (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
                             && flow_outputs_to(f, fm.out_port, fm.out_group)
                     };
-                    let targets = t.select(&pattern, fm.priority, strict, selected);
+                    let targets = t.select(pattern, fm.priority, strict, selected);
                     self.remove_entries(tid, &targets, sluice_openflow::flow_removed_reason::DELETE, &mut removed);
                 }
                 Ok(removed)
@@ -385,7 +421,7 @@ impl OfSwitch {
                         format!("group {id}"),
                     ));
                 }
-                self.groups.insert(id, Group { typ: gm.typ, buckets: gm.buckets.clone().into() });
+                self.groups.insert(id, Group::new(gm.typ, gm.buckets.clone()));
                 if gm.command == gmc::MODIFY {
                     self.counters.groups.remove(&id);
                 }

@@ -24,6 +24,26 @@ pub const FULL_LEN: usize = 136;
 /// Every basic field's value at a fixed place.
 pub type FullKey = [u8; FULL_LEN];
 
+/// The names of the basic fields whose key bytes lie in `off..off + len`
+/// (for users reading what a table looks up; fields sharing bytes are
+/// named together, as `Ipv4Dst|ArpTpa`).
+pub fn names_in(off: usize, len: usize) -> Vec<String> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    for n in 0..40u8 {
+        let f = OxmField::from_wire(sluice_openflow::oxm_class::OPENFLOW_BASIC, n);
+        let Some((o, l)) = slot(f) else { continue };
+        if o + l <= off || o >= off + len {
+            continue;
+        }
+        match out.iter_mut().find(|(oo, _)| *oo == o) {
+            Some((_, name)) => *name = format!("{name}|{f:?}"),
+            None => out.push((o, format!("{f:?}"))),
+        }
+    }
+    out.sort();
+    out.into_iter().map(|(_, n)| n).collect()
+}
+
 /// Where a field lives in the [`FullKey`]: `(offset, length)`; `None` for
 /// fields of other classes.
 pub fn slot(f: OxmField) -> Option<(usize, usize)> {
@@ -211,46 +231,63 @@ pub struct Meta {
 /// Fills `k` with every field of frame `f` (parsed as `p`) and `m`.
 #[inline]
 pub fn extract(f: &[u8], p: &Parsed, m: &Meta, k: &mut FullKey) {
+    // The first six words (ports, metadata, Ethernet, VLAN, IP and
+    // transport fields: what lookups and the flow cache read most) are
+    // put together in registers and stored whole: a word read back from
+    // stores of its single bytes would wait for them (store forwarding
+    // fails), on every packet.
     *k = [0; FULL_LEN];
-    k[0..4].copy_from_slice(&m.in_port.to_be_bytes());
-    k[4..8].copy_from_slice(&m.in_phy_port.to_be_bytes());
-    k[8..16].copy_from_slice(&m.metadata.to_be_bytes());
+    let mut w = [[0u8; 8]; 6];
+    w[0][0..4].copy_from_slice(&m.in_port.to_be_bytes());
+    w[0][4..8].copy_from_slice(&m.in_phy_port.to_be_bytes());
+    w[1] = m.metadata.to_be_bytes();
     k[128..136].copy_from_slice(&m.tunnel_id.to_be_bytes());
-    if f.len() < 14 {
-        return;
+    if f.len() >= 14 {
+        extract_frame(f, p, k, &mut w);
     }
-    k[16..28].copy_from_slice(&f[0..12]);
-    k[28..30].copy_from_slice(&p.eth_type.to_be_bytes());
+    for (i, word) in w.iter().enumerate() {
+        k[i * 8..i * 8 + 8].copy_from_slice(word);
+    }
+}
+
+/// [`extract`]'s frame fields: the first six words into `w`, the others
+/// into `k`.
+#[inline(always)]
+fn extract_frame(f: &[u8], p: &Parsed, k: &mut FullKey, w: &mut [[u8; 8]; 6]) {
+    w[2].copy_from_slice(&f[0..8]);
+    w[3][0..4].copy_from_slice(&f[8..12]);
+    w[3][4..6].copy_from_slice(&p.eth_type.to_be_bytes());
     if let Some(v) = p.vlan {
         if let Some(tci) = be16(f, v + 2) {
-            k[30..32].copy_from_slice(&(0x1000 | (tci & 0x0fff)).to_be_bytes());
-            k[32] = (tci >> 13) as u8;
+            w[3][6..8].copy_from_slice(&(0x1000 | (tci & 0x0fff)).to_be_bytes());
+            w[4][0] = (tci >> 13) as u8;
         }
     }
     let l3 = p.l3;
     match p.kind {
         L3::Ipv4 => {
-            k[33] = f[l3 + 1] >> 2;
-            k[34] = f[l3 + 1] & 3;
-            k[35] = f[l3 + 9];
-            k[36..44].copy_from_slice(&f[l3 + 12..l3 + 20]);
+            w[4][1] = f[l3 + 1] >> 2;
+            w[4][2] = f[l3 + 1] & 3;
+            w[4][3] = f[l3 + 9];
+            w[4][4..8].copy_from_slice(&f[l3 + 12..l3 + 16]);
+            w[5][0..4].copy_from_slice(&f[l3 + 16..l3 + 20]);
         }
         L3::Ipv6 => {
             let tc = ((f[l3] & 0x0f) << 4) | (f[l3 + 1] >> 4);
-            k[33] = tc >> 2;
-            k[34] = tc & 3;
+            w[4][1] = tc >> 2;
+            w[4][2] = tc & 3;
             k[96] = 0;
             k[97] = f[l3 + 1] & 0x0f;
             k[98..100].copy_from_slice(&f[l3 + 2..l3 + 4]);
             k[64..96].copy_from_slice(&f[l3 + 8..l3 + 40]);
-            k[35] = p.l4.map_or(0, |(_, proto)| proto);
+            w[4][3] = p.l4.map_or(0, |(_, proto)| proto);
         }
         L3::Arp => {
             k[50..52].copy_from_slice(&f[l3 + 6..l3 + 8]);
             k[52..58].copy_from_slice(&f[l3 + 8..l3 + 14]);
-            k[36..40].copy_from_slice(&f[l3 + 14..l3 + 18]);
+            w[4][4..8].copy_from_slice(&f[l3 + 14..l3 + 18]);
             k[58..64].copy_from_slice(&f[l3 + 18..l3 + 24]);
-            k[40..44].copy_from_slice(&f[l3 + 24..l3 + 28]);
+            w[5][0..4].copy_from_slice(&f[l3 + 24..l3 + 28]);
         }
         L3::Mpls => {
             let e = u32::from_be_bytes(f[l3..l3 + 4].try_into().expect("4 bytes"));
@@ -266,7 +303,7 @@ pub fn extract(f: &[u8], p: &Parsed, m: &Meta, k: &mut FullKey) {
     }
     if let Some((l4, proto)) = p.l4 {
         match proto {
-            6 | 17 | 132 if f.len() >= l4 + 4 => k[44..48].copy_from_slice(&f[l4..l4 + 4]),
+            6 | 17 | 132 if f.len() >= l4 + 4 => w[5][4..8].copy_from_slice(&f[l4..l4 + 4]),
             1 | 58 if f.len() >= l4 + 2 => k[48..50].copy_from_slice(&f[l4..l4 + 2]),
             _ => {}
         }

@@ -3,6 +3,8 @@
 //! - [`fields`]: packet fields as OpenFlow matches and sets them;
 //! - [`table`]: one flow table on `sluice-lookup`'s classifier, keyed on
 //!   the fields its entries use;
+//! - [`prefix`]: the route-table template a table switches to: one
+//!   longest-prefix match instead of the classifier;
 //! - [`switch`]: the pipeline of tables, action sets and groups as a
 //!   `DataPlane` ([`OfSwitch`]), run by Sluice's live loop and bench;
 //! - [`cache`]: the flow cache: walks through the tables recorded once
@@ -17,6 +19,7 @@ pub mod cache;
 pub mod control;
 pub mod fields;
 pub mod meter;
+pub mod prefix;
 pub mod switch;
 pub mod table;
 

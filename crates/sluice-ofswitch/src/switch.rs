@@ -29,14 +29,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
 
 use sluice_dataplane::{DataPlane, Stats};
 use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig};
 
 use crate::cache::{Count, FlowCache, Key, Op};
 use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
-use crate::table::FlowTable;
+use crate::table::{Fast, FlowTable};
 
 /// Flow tables of the switch (ids 0 to `N_TABLES - 1`).
 pub const N_TABLES: usize = 64;
@@ -83,11 +82,27 @@ pub struct PortInfo {
     pub live: bool,
 }
 
-/// A group entry (its buckets shared, so that running it copies nothing).
+/// A group entry. While a packet runs its buckets they are taken out of
+/// it and put back after (no copy, no reference count per packet).
 #[derive(Debug, Clone)]
 pub struct Group {
     pub typ: u8,
-    pub buckets: Arc<[Bucket]>,
+    pub buckets: Vec<Bucket>,
+    /// What its one bucket amounts to when that is a forwarding step
+    /// (an indirect group or an all group of one bucket that sets MACs,
+    /// decrements the TTL and outputs: a next hop), run without the
+    /// bucket's action list at the end of a walk.
+    pub forward: Option<crate::cache::Forward>,
+}
+
+impl Group {
+    /// A group of type `typ` with these buckets.
+    pub fn new(typ: u8, buckets: Vec<Bucket>) -> Group {
+        let one = matches!(typ, sluice_openflow::group_type::INDIRECT | sluice_openflow::group_type::ALL)
+            && buckets.len() == 1;
+        let forward = buckets.first().filter(|_| one).and_then(|b| crate::cache::Forward::of_actions(&b.actions));
+        Group { typ, buckets, forward }
+    }
 }
 
 /// Hashes the integer keys of the per-packet counters: one multiply
@@ -228,6 +243,21 @@ impl Pkt {
         Pkt { buf, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true, reparse: true }
     }
 
+    /// Becomes a copy of `frame` with `meta`, parsed and its key
+    /// extracted from `frame` itself: reading the copy just written would
+    /// wait for the copy's wide overlapping stores (store forwarding
+    /// fails for reads that span two of them).
+    #[inline]
+    fn load(&mut self, frame: &[u8], meta: Meta) {
+        self.buf.clear();
+        self.buf.extend_from_slice(frame);
+        self.meta = meta;
+        fields::parse_into(frame, &mut self.parsed);
+        fields::extract(frame, &self.parsed, &self.meta, &mut self.full);
+        self.reparse = false;
+        self.stale = false;
+    }
+
     /// Brings `parsed` up to date (what actions that change the frame need).
     #[inline]
     fn parsed(&mut self) {
@@ -328,8 +358,12 @@ pub struct OfSwitch {
     scratch: Vec<u8>,
     /// Buffers of frames and group copies, reused from packet to packet.
     spare: Vec<Vec<u8>>,
-    /// The action set, emptied and reused from packet to packet.
-    set: ActionSet,
+    /// Tables that run on the route-table template, whose slots a batch
+    /// prefetches (kept with the flow cache's layout).
+    prefix_tables: Vec<u8>,
+    /// The action set, emptied and reused from packet to packet (taken
+    /// out while a walk runs).
+    set: Option<Box<ActionSet>>,
     /// The meters' clock.
     clock: std::time::Instant,
     cache: FlowCache,
@@ -513,7 +547,8 @@ impl OfSwitch {
             notes: Vec::new(),
             scratch: Vec::new(),
             spare: Vec::new(),
-            set: ActionSet::default(),
+            prefix_tables: Vec::new(),
+            set: Some(Box::default()),
             clock: std::time::Instant::now(),
             cache: FlowCache::new(),
             rec: None,
@@ -920,13 +955,16 @@ impl OfSwitch {
         if depth >= MAX_GROUP_DEPTH {
             return;
         }
-        let Some(g) = self.groups.get(&id).cloned() else { return };
-        let n = g.buckets.len();
+        let Some(g) = self.groups.get_mut(&id) else { return };
+        // Taken out while they run (groups change only between batches;
+        // a group's buckets never lead back to it: refused as a loop).
+        let (typ, buckets) = (g.typ, std::mem::take(&mut g.buckets));
+        let n = buckets.len();
         // The buckets that run: always a range of them.
-        let chosen = match g.typ {
+        let chosen = match typ {
             sluice_openflow::group_type::ALL => 0..n,
             sluice_openflow::group_type::INDIRECT => 0..n.min(1),
-            sluice_openflow::group_type::FF => match g.buckets.iter().position(|b| self.bucket_live(b, depth)) {
+            sluice_openflow::group_type::FF => match buckets.iter().position(|b| self.bucket_live(b, depth)) {
                 Some(i) => i..i + 1,
                 None => 0..0,
             },
@@ -934,8 +972,8 @@ impl OfSwitch {
                 // The bucket depends on fields outside the cache's key.
                 self.uncacheable();
                 pkt.refresh();
-                let live = |i: usize| g.buckets[i].weight > 0 && self.bucket_live(&g.buckets[i], depth);
-                let total: u64 = (0..n).filter(|&i| live(i)).map(|i| u64::from(g.buckets[i].weight)).sum();
+                let live = |i: usize| buckets[i].weight > 0 && self.bucket_live(&buckets[i], depth);
+                let total: u64 = (0..n).filter(|&i| live(i)).map(|i| u64::from(buckets[i].weight)).sum();
                 if total == 0 {
                     0..0
                 } else {
@@ -951,7 +989,7 @@ impl OfSwitch {
                     let h = sluice_hash::xxh64(&k, 0) % total;
                     let mut acc = 0;
                     match (0..n).filter(|&i| live(i)).find(|&i| {
-                        acc += u64::from(g.buckets[i].weight);
+                        acc += u64::from(buckets[i].weight);
                         h < acc
                     }) {
                         Some(i) => i..i + 1,
@@ -976,7 +1014,7 @@ impl OfSwitch {
             let ran = self.run_actions(
                 idx,
                 &mut copy,
-                &g.buckets[i].actions,
+                &buckets[i].actions,
                 sluice_openflow::packet_in_reason::ACTION,
                 table_id,
                 cookie,
@@ -990,6 +1028,9 @@ impl OfSwitch {
                 r.cacheable &= ran.is_ok();
                 runs.push(body);
             }
+        }
+        if let Some(g) = self.groups.get_mut(&id) {
+            g.buckets = buckets;
         }
         if self.rec.is_some() {
             self.rec(|| Op::Group { runs });
@@ -1047,7 +1088,9 @@ impl OfSwitch {
         pkt.buf
     }
 
-    /// Brings the flow cache's key layout up to date with the tables.
+    /// Brings the flow cache's key layout, and the list of tables that
+    /// run on the route-table template, up to date with the tables (both
+    /// are recomputed after any change: every change empties the cache).
     #[inline]
     fn cache_layout(&mut self) {
         if self.cache.needs_layout() {
@@ -1056,6 +1099,8 @@ impl OfSwitch {
                 union.iter_mut().zip(t.union_mask()).for_each(|(u, m)| *u |= m);
             }
             self.cache.set_layout(&union);
+            self.prefix_tables =
+                self.tables.iter().enumerate().filter(|(_, t)| t.runs_prefix()).map(|(i, _)| i as u8).collect();
         }
     }
 
@@ -1186,7 +1231,8 @@ impl OfSwitch {
     /// Walks `pkt` through the tables from table 0 (recording the walk
     /// when a recording is on).
     fn walk<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, pkt: &mut Pkt, emit: &mut E) {
-        let mut set = std::mem::take(&mut self.set);
+        // Boxed: taking it out and back moves a pointer, not the set.
+        let mut set = self.set.take().unwrap_or_default();
         set.clear();
         let mut table = 0usize;
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1203,6 +1249,14 @@ impl OfSwitch {
             };
             if let Some(r) = &mut self.rec {
                 r.counts.push(Count::Hit { table: table as u8, id });
+            } else if self.fast_step(idx, pkt, table, id, set.empty, emit) {
+                match self.tables[table].hot_ref(id).fast {
+                    Fast::Goto(t) => {
+                        table = usize::from(t);
+                        continue;
+                    }
+                    _ => break,
+                }
             }
             let hot = self.tables[table].hot(id);
             // Taken out while they run (nothing else reads this entry's
@@ -1282,7 +1336,7 @@ impl OfSwitch {
                     // The action set, in its order; an action that drops
                     // the packet ends it.
                     let mut n = 0;
-                    while let Some(a) = set.nth(n) {
+                    while let Some(a) = (!set.empty).then(|| set.nth(n)).flatten() {
                         n += 1;
                         let Some(a) = a else { continue };
                         let one = std::slice::from_ref(a);
@@ -1296,7 +1350,42 @@ impl OfSwitch {
             }
         }
         self.scratch = scratch;
-        self.set = set;
+        self.set = Some(set);
+    }
+
+    /// Runs entry `id` of `table` when its instructions are a fast step
+    /// (see [`Fast`]) that applies here: a goto to a later table, or a
+    /// next-hop group (see [`Group::forward`]) with an empty action set
+    /// behind it and a TTL that does not run out. Counts what the generic
+    /// path counts and returns true; false, having done nothing, when the
+    /// generic path must run the entry.
+    #[inline]
+    fn fast_step<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        table: usize,
+        id: u32,
+        set_empty: bool,
+        emit: &mut E,
+    ) -> bool {
+        let len = pkt.buf.len() as u64;
+        match self.tables[table].hot_ref(id).fast {
+            Fast::Goto(t) if usize::from(t) > table && usize::from(t) < N_TABLES => {}
+            Fast::Group(g) if set_empty => {
+                let Some(f) = self.groups.get(&g).and_then(|g| g.forward) else { return false };
+                if !self.forward(idx, pkt, &f, emit) {
+                    return false;
+                }
+                count_group(&mut self.counters, g, 1, 1, len, 0..1);
+            }
+            _ => return false,
+        }
+        let hot = self.tables[table].hot(id);
+        hot.packets += 1;
+        hot.bytes += len;
+        self.counters.tables[table].1 += 1;
+        true
     }
 
     /// Sends `pkt` through meter `id`; false when the meter drops it (a
@@ -1361,32 +1450,54 @@ impl DataPlane for OfSwitch {
             self.stats.dropped += frames.len() as u64;
             return;
         }
-        if self.flow_cache && frames.len() > 1 {
-            // In three passes over the batch: parse every frame, compute
-            // every cache key and start loading its slots, then run each
-            // (the slots arrive while the others are worked on). The
-            // packets stay in place, reused from batch to batch.
+        if frames.len() > 1 {
+            // In passes over the batch: parse every frame; compute every
+            // cache key and start loading its slot and the route-table
+            // slots a walk would read; find the route-table entries and
+            // start loading them; then run each (what was loaded arrives
+            // while the others are worked on). The packets stay in place,
+            // reused from batch to batch.
             let mut batch = std::mem::take(&mut self.batch);
             while batch.len() < frames.len() {
                 batch.push((Pkt::new(Vec::new(), Meta::default()), None));
             }
             let meta = Meta { in_port: port, in_phy_port: port, ..Meta::default() };
             for ((pkt, _), f) in batch.iter_mut().zip(frames) {
-                pkt.buf.clear();
-                pkt.buf.extend_from_slice(f);
-                pkt.meta = meta;
-                pkt.moved();
-                pkt.refresh();
+                pkt.load(f, meta);
             }
             self.cache_layout();
+            // Route-table slots are worth loading ahead only for packets
+            // that will walk the tables.
+            let walks = !self.flow_cache || self.cache.bypassing();
+            let prefix_tables = if walks { std::mem::take(&mut self.prefix_tables) } else { Vec::new() };
             for (pkt, key) in &mut batch[..frames.len()] {
-                *key = self.cache.key(&pkt.full);
-                if let Some(k) = key {
-                    self.cache.prefetch(k);
+                *key = None;
+                if self.flow_cache {
+                    *key = self.cache.key(&pkt.full);
+                    if let Some(k) = key {
+                        self.cache.prefetch(k);
+                    }
+                }
+                for &t in &prefix_tables {
+                    self.tables[usize::from(t)].prefetch(&pkt.full);
                 }
             }
+            if !prefix_tables.is_empty() {
+                for (pkt, _) in &batch[..frames.len()] {
+                    for &t in &prefix_tables {
+                        self.tables[usize::from(t)].prefetch_entry(&pkt.full);
+                    }
+                }
+            }
+            if walks {
+                self.prefix_tables = prefix_tables;
+            }
             for (i, (pkt, key)) in batch[..frames.len()].iter_mut().enumerate() {
-                self.run_cached(i, pkt, *key, emit);
+                if self.flow_cache {
+                    self.run_cached(i, pkt, *key, emit);
+                } else {
+                    self.walk(i, pkt, emit);
+                }
             }
             self.batch = batch;
             return;

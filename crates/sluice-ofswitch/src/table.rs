@@ -10,6 +10,12 @@
 //! classifier is then rebuilt from the entries) and never shrinks while
 //! entries remain. Highest priority wins; entries of equal priority that
 //! overlap are not ordered (the specification leaves them undefined).
+//!
+//! A table shaped like a route table (see [`crate::prefix`]) with at
+//! least [`PREFIX_MIN`] prefix entries runs on a longest-prefix-match
+//! template instead: its classifier is then emptied (it is rebuilt from
+//! the entries if an added entry breaks the shape). [`FlowTable::describe`]
+//! says which one a table runs on.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,6 +24,13 @@ use sluice_lookup::classifier::{Classifier, Rule};
 use sluice_openflow::{Instruction, Match};
 
 use crate::fields::{slot, FullKey, FULL_LEN};
+use crate::prefix::PrefixShape;
+
+/// Prefix entries from which a table of the route-table shape runs on
+/// its longest-prefix-match template. Below, the classifier (one hash
+/// probe for a table of one mask) costs little and the template's
+/// 2 × 64 MiB of address space per replica is not worth it.
+pub const PREFIX_MIN: usize = 1024;
 
 /// A match as value and mask over the full key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -70,8 +83,9 @@ pub struct Flow {
     /// Unique over the switch's life: keys its counters in every replica.
     pub uid: u64,
     pub priority: u16,
-    pub pattern: Pattern,
-    pub matched: Match,
+    /// Shared with the other replicas' copies (built once per flow-mod).
+    pub pattern: Arc<Pattern>,
+    pub matched: Arc<Match>,
     pub cookie: u64,
     pub flags: u16,
     pub idle_timeout: u16,
@@ -98,6 +112,60 @@ pub struct Hot {
     /// settled counts, of replaced entries, live in its counters).
     pub packets: u64,
     pub bytes: u64,
+    /// What the instructions amount to when they are one of the common
+    /// single steps (the pipeline's fast path), from the instructions.
+    pub fast: Fast,
+}
+
+/// An entry's instructions when they are a single common step the
+/// pipeline runs without interpreting them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fast {
+    /// Anything else.
+    None,
+    /// `goto_table` alone.
+    Goto(u8),
+    /// `apply_actions(group)` alone.
+    Group(u32),
+}
+
+impl Fast {
+    /// The fast step of an instruction list.
+    pub fn of(instructions: &[Instruction]) -> Fast {
+        match instructions {
+            [Instruction::GotoTable(t)] => Fast::Goto(*t),
+            [Instruction::ApplyActions(a)] => match a.as_slice() {
+                [sluice_openflow::Action::Group(g)] => Fast::Group(*g),
+                _ => Fast::None,
+            },
+            _ => Fast::None,
+        }
+    }
+}
+
+/// The [`Hot`] parts by classifier id. Read at random on the packet path
+/// (a million routes: 64 MiB), so big ones live in huge pages, copies
+/// included (a replica's).
+#[derive(Debug, Default)]
+struct HotArray(Vec<Hot>);
+
+impl Clone for HotArray {
+    fn clone(&self) -> Self {
+        HotArray(sluice_lookup::mem::clone_advised(&self.0))
+    }
+}
+
+impl std::ops::Deref for HotArray {
+    type Target = Vec<Hot>;
+    fn deref(&self) -> &Vec<Hot> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for HotArray {
+    fn deref_mut(&mut self) -> &mut Vec<Hot> {
+        &mut self.0
+    }
 }
 
 /// Distinct instruction lists a table remembers to share between entries.
@@ -113,16 +181,22 @@ pub struct FlowTable {
     /// Every bit some entry's mask covers (OR of the masks since the table
     /// was last empty): bits outside it cannot change a lookup's result.
     union_mask: Box<FullKey>,
+    /// The layout as a byte mask (0xff on every byte it covers), read by
+    /// word to tell whether a pattern fits it.
+    covered: Box<FullKey>,
     key_len: usize,
     classifier: Classifier,
     /// Classifier id → the entry's [`Hot`] part (a free id's is stale).
-    ids: Vec<Hot>,
+    ids: HotArray,
     free_ids: Vec<u32>,
     by_uid: BTreeMap<u64, u32>,
     /// Recent distinct instruction lists: an entry whose list equals one
     /// shares it (many entries, few distinct lists: a route table's), so
     /// lookups read a few lists that stay in cache.
     interned: std::collections::VecDeque<Arc<[Instruction]>>,
+    /// The entries as the route-table template sees them; while it runs,
+    /// lookups go through it and `classifier` stays empty.
+    prefix: PrefixShape,
 }
 
 impl Default for FlowTable {
@@ -133,12 +207,14 @@ impl Default for FlowTable {
             flows: BTreeMap::new(),
             layout: vec![(0, 4)],
             union_mask: Box::new([0; FULL_LEN]),
+            covered: Box::new(std::array::from_fn(|i| if i < 4 { 0xff } else { 0 })),
             key_len: 4,
             classifier: Classifier::new(4),
-            ids: Vec::new(),
+            ids: HotArray::default(),
             free_ids: Vec::new(),
             by_uid: BTreeMap::new(),
             interned: std::collections::VecDeque::new(),
+            prefix: PrefixShape::default(),
         }
     }
 }
@@ -189,8 +265,20 @@ impl FlowTable {
         Rule::new(v, m)
     }
 
+    /// Whether every byte `p`'s mask covers is in the layout (the input
+    /// port and every byte some entry's mask covers: the layout grows with
+    /// the union mask, and both start over when the table empties).
+    #[inline]
+    fn fits(&self, p: &Pattern) -> bool {
+        let word = |k: &FullKey, w: usize| u64::from_le_bytes(k[w * 8..w * 8 + 8].try_into().expect("8 bytes"));
+        (0..FULL_LEN / 8).all(|w| word(&p.mask, w) & !word(&self.covered, w) == 0)
+    }
+
     /// Grows the layout to cover `p`'s fields; true when it changed.
     fn widen(&mut self, p: &Pattern) -> bool {
+        if self.fits(p) {
+            return false;
+        }
         let mut covered = [false; FULL_LEN];
         for &(o, l) in &self.layout {
             covered[o..o + l].iter_mut().for_each(|c| *c = true);
@@ -242,7 +330,7 @@ impl FlowTable {
     /// Adds `flow` (its uid must be new).
     pub fn insert(&mut self, mut flow: Flow) {
         flow.instructions = self.intern(flow.instructions);
-        if self.widen(&flow.pattern) {
+        if self.widen(&flow.pattern) && !self.prefix.running() {
             self.rebuild();
         }
         let hot = Hot {
@@ -252,9 +340,13 @@ impl FlowTable {
             instructions: Some(Arc::clone(&flow.instructions)),
             packets: 0,
             bytes: 0,
+            fast: Fast::of(&flow.instructions),
         };
-        for (u, m) in self.union_mask.iter_mut().zip(flow.pattern.mask.iter()) {
+        for ((u, c), m) in self.union_mask.iter_mut().zip(self.covered.iter_mut()).zip(flow.pattern.mask.iter()) {
             *u |= m;
+            if *m != 0 {
+                *c = 0xff;
+            }
         }
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -262,14 +354,25 @@ impl FlowTable {
                 id
             }
             None => {
-                self.ids.push(hot);
+                sluice_lookup::mem::push_advised(&mut self.ids.0, hot);
                 (self.ids.len() - 1) as u32
             }
         };
-        let rule = self.rule_of(&flow.pattern);
-        self.classifier.insert(id, -i32::from(flow.priority), rule);
+        let running = self.prefix.running();
+        let shaped = self.prefix.add(id, flow.priority, &flow.pattern);
+        if !running {
+            let rule = self.rule_of(&flow.pattern);
+            self.classifier.insert(id, -i32::from(flow.priority), rule);
+        }
         self.by_uid.insert(flow.uid, id);
         self.flows.insert(flow.uid, flow);
+        if running && !shaped {
+            // The template stopped (the shape broke): back to the classifier.
+            self.rebuild();
+        } else if !running && shaped && self.prefix.prefixes() >= PREFIX_MIN {
+            self.prefix.start();
+            self.classifier = Classifier::new(self.key_len);
+        }
     }
 
     /// The shared list equal to `ins`, or `ins` (then remembered).
@@ -290,9 +393,14 @@ impl FlowTable {
         let id = self.by_uid.remove(&uid)?;
         let hot = &self.ids[id as usize];
         let counts = (hot.packets, hot.bytes);
-        self.classifier.remove(id);
+        if !self.prefix.running() {
+            self.classifier.remove(id);
+        }
         self.free_ids.push(id);
         let f = self.flows.remove(&uid);
+        if let Some(f) = &f {
+            self.prefix.remove(id, &f.pattern);
+        }
         if self.flows.is_empty() {
             *self = FlowTable::default();
         }
@@ -321,7 +429,7 @@ impl FlowTable {
 
     /// Zeroes the packets and bytes of every entry (a new replica's).
     pub fn reset_counts(&mut self) {
-        for h in &mut self.ids {
+        for h in self.ids.iter_mut() {
             h.packets = 0;
             h.bytes = 0;
         }
@@ -351,12 +459,12 @@ impl FlowTable {
     /// within it); one within it is told apart by its projection, since
     /// patterns are zero outside their masks.
     pub fn find_strict(&self, pattern: &Pattern, priority: u16) -> Option<u64> {
-        let mut covered = [false; FULL_LEN];
-        for &(o, l) in &self.layout {
-            covered[o..o + l].iter_mut().for_each(|c| *c = true);
-        }
-        if (0..FULL_LEN).any(|i| pattern.mask[i] != 0 && !covered[i]) || self.flows.is_empty() {
+        if !self.fits(pattern) || self.flows.is_empty() {
             return None;
+        }
+        if self.prefix.running() {
+            let id = self.prefix.find(pattern, priority)?;
+            return Some(self.ids[id as usize].uid);
         }
         let id = self.classifier.find(-i32::from(priority), &self.rule_of(pattern))?;
         Some(self.ids[id as usize].uid)
@@ -377,8 +485,54 @@ impl FlowTable {
         if self.flows.is_empty() {
             return None;
         }
+        if self.prefix.running() {
+            return self.prefix.lookup(full);
+        }
         self.project(full, scratch);
         self.classifier.lookup_cached(scratch, None)
+    }
+
+    /// Whether lookups run on the route-table template (see
+    /// [`FlowTable::prefetch`]).
+    #[inline]
+    pub fn runs_prefix(&self) -> bool {
+        self.prefix.running()
+    }
+
+    /// Starts loading what a lookup of `full` reads, when the table runs
+    /// on the route-table template (a hint: no effect on results).
+    #[inline]
+    pub fn prefetch(&self, full: &FullKey) {
+        self.prefix.prefetch(full);
+    }
+
+    /// Starts loading the entry a lookup of `full` finds, when the table
+    /// runs on the route-table template (after [`FlowTable::prefetch`]
+    /// of the same key had time to land: a hint, no effect on results).
+    #[inline]
+    pub fn prefetch_entry(&self, full: &FullKey) {
+        if let Some(h) = self.prefix.lookup(full).and_then(|id| self.ids.get(id as usize)) {
+            sluice_lookup::lpm::prefetch(h);
+        }
+    }
+
+    /// What lookups run on, for users: the route-table template or the
+    /// classifier, with its key and number of masks.
+    pub fn describe(&self) -> String {
+        if self.prefix.running() {
+            return self.prefix.describe();
+        }
+        let fields: Vec<String> = self.layout.iter().flat_map(|(o, l)| crate::fields::names_in(*o, *l)).collect();
+        format!(
+            "classifier on a {}-byte key ({}), {}",
+            self.key_len,
+            fields.join(" "),
+            if self.classifier.scans() {
+                format!("{} entries scanned in priority order", self.classifier.len())
+            } else {
+                format!("{} masks searched (tuple-space search)", self.classifier.tuple_count())
+            }
+        )
     }
 
     /// What the pipeline reads of the entry of classifier id `id`.
@@ -399,6 +553,7 @@ impl FlowTable {
         let instructions = self.intern(instructions);
         let (Some(f), Some(&id)) = (self.flows.get_mut(&uid), self.by_uid.get(&uid)) else { return false };
         f.instructions = Arc::clone(&instructions);
+        self.ids[id as usize].fast = Fast::of(&instructions);
         self.ids[id as usize].instructions = Some(instructions);
         true
     }
@@ -419,8 +574,8 @@ mod tests {
         Flow {
             uid,
             priority,
-            pattern: Pattern::of(&matched),
-            matched,
+            pattern: Arc::new(Pattern::of(&matched)),
+            matched: Arc::new(matched),
             cookie: 0,
             flags: 0,
             idle_timeout: 0,
@@ -510,6 +665,125 @@ mod tests {
 }
 
 #[cfg(test)]
+mod prefix_template_tests {
+    use super::*;
+    use sluice_openflow::{Oxm, OxmField};
+
+    fn flow(uid: u64, priority: u16, fields: Vec<Oxm>) -> Flow {
+        let matched = Match { fields };
+        Flow {
+            uid,
+            priority,
+            pattern: Arc::new(Pattern::of(&matched)),
+            matched: Arc::new(matched),
+            cookie: 0,
+            flags: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            instructions: Arc::from(vec![]),
+            added_ns: 0,
+        }
+    }
+
+    fn route(addr: u32, len: u32) -> Vec<Oxm> {
+        let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+        vec![
+            Oxm { field: OxmField::EthType, value: vec![8, 0], mask: None },
+            Oxm {
+                field: OxmField::Ipv4Dst,
+                value: addr.to_be_bytes().to_vec(),
+                mask: Some(mask.to_be_bytes().to_vec()),
+            },
+        ]
+    }
+
+    /// The entry the specification picks: the highest priority among
+    /// those whose pattern matches (the generated tables have no two
+    /// overlapping entries of one priority).
+    fn best(t: &FlowTable, k: &FullKey) -> Option<u64> {
+        t.flows
+            .values()
+            .filter(|f| (0..FULL_LEN).all(|i| k[i] & f.pattern.mask[i] == f.pattern.value[i]))
+            .max_by_key(|f| f.priority)
+            .map(|f| f.uid)
+    }
+
+    fn check(t: &mut FlowTable, keys: &[FullKey]) {
+        let mut s = Vec::new();
+        for k in keys {
+            assert_eq!(t.lookup(k, &mut s), best(t, k), "key {:?}", &k[28..44]);
+        }
+    }
+
+    /// A route table of mixed prefix lengths and a table-miss entry runs
+    /// on the longest-prefix template once it is big enough and finds
+    /// what a search by priority finds, across removals and after an
+    /// entry of another shape sends it back to the classifier.
+    #[test]
+    fn the_route_table_template_finds_what_priorities_say() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut t = FlowTable::default();
+        t.insert(flow(1, 0, vec![]));
+        let mut routes = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        while routes.len() < PREFIX_MIN + 500 {
+            let len = [0, 8, 16, 20, 24, 28, 32][(rnd() % 7) as usize];
+            // Addresses from a few /8s, so that prefixes nest.
+            let addr = ((rnd() as u32) & 0x03ff_ffff | 0x0a00_0000) & u32::MAX.checked_shl(32 - len).unwrap_or(0);
+            if seen.insert((addr, len)) {
+                let uid = routes.len() as u64 + 2;
+                t.insert(flow(uid, len as u16 * 10 + 5, route(addr, len)));
+                routes.push((uid, addr, len));
+            }
+            if routes.len() == PREFIX_MIN / 2 {
+                assert!(!t.runs_prefix(), "small tables keep the classifier");
+            }
+        }
+        assert!(t.runs_prefix() && t.describe().contains("longest-prefix"), "{}", t.describe());
+        let mut keys: Vec<FullKey> = Vec::new();
+        for i in 0..20_000 {
+            let (_, addr, _) = routes[(rnd() as usize) % routes.len()];
+            let mut k = [0u8; FULL_LEN];
+            k[28..30].copy_from_slice(&(if i % 10 == 0 { 0x0806u16 } else { 0x0800 }).to_be_bytes());
+            let host = if i % 3 == 0 { rnd() as u32 } else { addr | (rnd() as u32 & 0xff) };
+            k[40..44].copy_from_slice(&host.to_be_bytes());
+            keys.push(k);
+        }
+        check(&mut t, &keys);
+        // A strict find goes through the template.
+        let (uid, addr, len) = routes[7];
+        let p = Pattern::of(&Match { fields: route(addr, len) });
+        assert_eq!(t.find_strict(&p, len as u16 * 10 + 5), Some(uid));
+        assert_eq!(t.find_strict(&p, len as u16 * 10 + 6), None);
+        // Removals hand slots to the next shorter covering route.
+        for (uid, _, _) in routes.iter().step_by(3) {
+            assert!(t.remove(*uid).is_some());
+        }
+        assert!(t.runs_prefix());
+        check(&mut t, &keys);
+        assert_eq!(t.find_strict(&Pattern::of(&Match { fields: route(routes[0].1, routes[0].2) }), 5), None);
+        // A copy (a worker's replica) answers the same.
+        let mut copy = t.clone();
+        check(&mut copy, &keys);
+        // Another shape: back to the classifier, same answers.
+        let udp = vec![
+            Oxm { field: OxmField::EthType, value: vec![8, 0], mask: None },
+            Oxm { field: OxmField::IpProto, value: vec![17], mask: None },
+        ];
+        t.insert(flow(100_000, 3, udp));
+        assert!(!t.runs_prefix() && t.describe().starts_with("classifier"), "{}", t.describe());
+        check(&mut t, &keys);
+        assert_eq!(t.find_strict(&p, len as u16 * 10 + 5), Some(uid), "route 7 was kept (every third removed from 0)");
+    }
+}
+
+#[cfg(test)]
 mod vlan_tests {
     use super::*;
     use sluice_openflow::{Oxm, OxmField};
@@ -523,8 +797,8 @@ mod vlan_tests {
             Flow {
                 uid,
                 priority: prio,
-                pattern: Pattern::of(&matched),
-                matched,
+                pattern: Arc::new(Pattern::of(&matched)),
+                matched: Arc::new(matched),
                 cookie: 0,
                 flags: 0,
                 idle_timeout: 0,

@@ -145,17 +145,38 @@ fn p4_router(routes: u32, layout: RouteLayout) -> Result<crate::bench::Workload,
 }
 
 /// Checks that `of` emits, for every frame of `traffic`, what `p4` emits
-/// (same bytes, OpenFlow port = P4 port + 1).
+/// (same bytes, OpenFlow port = P4 port + 1): one frame at a time, then
+/// in batches of 32 as the bench and live ports run it.
 pub fn check_same_output(of: &mut OfSwitch, p4: &mut sluice_engine::Switch, traffic: &[Vec<u8>]) -> Result<(), String> {
+    let mut want = Vec::with_capacity(traffic.len());
+    for p in traffic {
+        let mut b = Vec::new();
+        p4.process(0, p, &mut |o, d| b.push((o + 1, d.to_vec())));
+        want.push(b);
+    }
+    let differ = |i: usize, a: &[(u32, Vec<u8>)], how: &str| {
+        (a != want[i].as_slice() || a.is_empty()).then(|| {
+            format!(
+                "packet {i} ({how}): the OpenFlow switch emitted {a:?} but the P4 router {:?} (P4 ports shown + 1)",
+                want[i]
+            )
+        })
+    };
     for (i, p) in traffic.iter().enumerate() {
         let mut a = Vec::new();
         of.process_batch(IN_PORT, &[p.as_slice()], &mut |_, o, d| a.push((o, d.to_vec())));
-        let mut b = Vec::new();
-        p4.process(0, p, &mut |o, d| b.push((o + 1, d.to_vec())));
-        if a != b || a.is_empty() {
-            return Err(format!(
-                "packet {i}: the OpenFlow switch emitted {a:?} but the P4 router {b:?} (P4 ports shown + 1)"
-            ));
+        if let Some(e) = differ(i, &a, "alone") {
+            return Err(e);
+        }
+    }
+    for (c, chunk) in traffic.chunks(32).enumerate() {
+        let frames: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+        let mut a = vec![Vec::new(); chunk.len()];
+        of.process_batch(IN_PORT, &frames, &mut |j, o, d| a[j].push((o, d.to_vec())));
+        for (j, a) in a.iter().enumerate() {
+            if let Some(e) = differ(c * 32 + j, a, "in a batch") {
+                return Err(e);
+            }
         }
     }
     Ok(())
@@ -253,13 +274,16 @@ mod tests {
     use super::*;
 
     /// The OpenFlow router and the P4 router agree on generated traffic,
-    /// with both route layouts.
+    /// with both route layouts, on a route table small enough for the
+    /// classifier and one that runs on the longest-prefix template.
     #[test]
     fn openflow_router_matches_the_p4_router() {
-        for layout in [RouteLayout::Spread, RouteLayout::Consecutive] {
-            let traffic = router_traffic(500, 300, layout);
-            let mut of = openflow_router(300, layout).unwrap();
-            let mut p4 = p4_router(300, layout).unwrap();
+        let cases = [(RouteLayout::Spread, 300), (RouteLayout::Consecutive, 300), (RouteLayout::Spread, 3000)];
+        for (layout, routes) in cases {
+            let traffic = router_traffic(500, routes, layout);
+            let mut of = openflow_router(routes, layout).unwrap();
+            assert_eq!(of.tables[1].runs_prefix(), routes as usize >= sluice_ofswitch::table::PREFIX_MIN);
+            let mut p4 = p4_router(routes, layout).unwrap();
             check_same_output(&mut of, &mut p4.data_plane, &traffic).unwrap();
             // Again, now through the flow cache's replays.
             check_same_output(&mut of, &mut p4.data_plane, &traffic).unwrap();
