@@ -73,7 +73,7 @@ const MAX_LISTS: usize = 1 << 16;
 const WINDOW: u32 = 1 << 14;
 const KEEP_HITS: u32 = 7;
 const SPARSE_RECORD: u32 = 16;
-const BYPASS: u32 = 15 * WINDOW;
+const BYPASS: u32 = 63 * WINDOW;
 
 /// One step of a recorded walk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -218,9 +218,13 @@ pub struct FlowCache {
     /// they amount to, and their index by hash.
     lists: Vec<(Vec<Op>, Option<Forward>)>,
     list_index: HashMap<u64, Vec<u32>>,
+    /// Lookups and hits in the current window (see [`WINDOW`]).
     window_lookups: u32,
     window_hits: u32,
+    /// Whether only one miss in [`SPARSE_RECORD`] records its walk (the
+    /// window after one that hit too rarely).
     sparse: bool,
+    /// Misses not recorded since the last recorded one.
     skipped: u32,
     /// Packets left to skip the cache (see [`BYPASS`]).
     bypass: u32,
@@ -350,6 +354,13 @@ impl FlowCache {
             *k = u64::from_le_bytes(full[w * 8..w * 8 + 8].try_into().expect("8 bytes")) & m;
         }
         Some(Key { words, hash: hash(&words, self.seed) })
+    }
+
+    /// Counts a packet that skipped the cache (no key, or the cache
+    /// stepped aside: see [`BYPASS`]).
+    #[inline]
+    pub fn pass(&mut self) {
+        self.bypass = self.bypass.saturating_sub(1);
     }
 
     /// Whether packets skip the cache for now (see [`BYPASS`]).

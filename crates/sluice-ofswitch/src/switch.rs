@@ -614,6 +614,18 @@ impl OfSwitch {
         self.cache.drain(|c, p, b| fold_counts(tables, counters, c, p, b));
     }
 
+    /// How each non-empty table is looked up, one line per table (what
+    /// the entries made of it: the route-table template or the
+    /// classifier, see [`FlowTable::describe`]).
+    pub fn describe_tables(&self) -> Vec<String> {
+        self.tables
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(i, t)| format!("table {i}: {} entries, {}", t.len(), t.describe()))
+            .collect()
+    }
+
     /// Every flow entry's packets and bytes (settled counts of replaced
     /// entries, what this copy's tables matched, and what its flow cache
     /// replayed).
@@ -1113,7 +1125,14 @@ impl OfSwitch {
         key: Option<Key>,
         emit: &mut E,
     ) {
-        if let Some(i) = key.as_ref().and_then(|k| self.cache.lookup(k, pkt.buf.len())) {
+        let Some(key) = key.filter(|_| !self.cache.bypassing()) else {
+            // No key (too wide a layout), or the cache is stepped aside.
+            self.cache.pass();
+            self.counters.cache_misses += 1;
+            self.walk(idx, pkt, emit);
+            return;
+        };
+        if let Some(i) = self.cache.lookup(&key, pkt.buf.len()) {
             self.counters.cache_hits += 1;
             if let Some(f) = self.cache.forward(i) {
                 if self.forward(idx, pkt, &f, emit) {
@@ -1126,10 +1145,10 @@ impl OfSwitch {
             return;
         }
         self.counters.cache_misses += 1;
-        let Some(key) = key.filter(|_| self.cache.should_record()) else {
+        if !self.cache.should_record() {
             self.walk(idx, pkt, emit);
             return;
-        };
+        }
         self.rec = Some(Recording { stack: vec![Vec::new()], counts: Vec::new(), cacheable: true, apply: false });
         self.walk(idx, pkt, emit);
         if let Some(mut r) = self.rec.take() {
@@ -1470,9 +1489,10 @@ impl DataPlane for OfSwitch {
             // that will walk the tables.
             let walks = !self.flow_cache || self.cache.bypassing();
             let prefix_tables = if walks { std::mem::take(&mut self.prefix_tables) } else { Vec::new() };
+            let cached = self.flow_cache && !self.cache.bypassing();
             for (pkt, key) in &mut batch[..frames.len()] {
                 *key = None;
-                if self.flow_cache {
+                if cached {
                     *key = self.cache.key(&pkt.full);
                     if let Some(k) = key {
                         self.cache.prefetch(k);

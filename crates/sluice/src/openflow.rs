@@ -153,12 +153,16 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     pool.merge_counters();
     let c = &pool.master().counters;
     let (hits, misses) = (c.cache_hits, c.cache_misses);
+    let tables = pool.master().describe_tables();
     pool.stop_workers();
     eprintln!(
         "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent, {} connections closed for not reading",
         s.messages_in, s.messages_out, s.errors_sent, s.packet_ins_sent, s.connections_closed_stuck
     );
     eprintln!("openflow: flow cache: {hits} packets replayed a cached walk, {misses} walked the tables");
+    for t in tables {
+        eprintln!("openflow: {t}");
+    }
     eprint!("{}", live.summary());
     Ok(())
 }

@@ -222,6 +222,9 @@ pub fn run(a: &OpenflowBenchArgs) -> Result<(), String> {
         traffic.len(),
         t0.elapsed().as_secs_f64()
     );
+    for t in of.describe_tables() {
+        println!("openflow-bench: {t}");
+    }
     let sample = &traffic[..traffic.len().min(a.check)];
     check_same_output(&mut of, &mut p4.data_plane, sample)?;
     // Twice: the second pass replays what the first recorded in the flow cache.

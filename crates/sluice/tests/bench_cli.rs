@@ -242,3 +242,21 @@ fn bench_profile_reports_where_the_time_went_per_stage() {
         assert!(text.lines().any(|l| l.starts_with(stage)), "no {stage} stage:\n{text}");
     }
 }
+
+/// `sluice openflow-bench` checks the OpenFlow router against the P4
+/// router before measuring, says how each table is looked up (a route
+/// table this big runs on the longest-prefix template), and reports both
+/// rates and their ratio, with and without the flow cache.
+#[test]
+fn openflow_bench_checks_against_the_p4_router_and_shows_the_table_lookups() {
+    for cache in [None, Some("--no-flow-cache")] {
+        let mut args = vec!["openflow-bench", "--entries", "3000", "--duration", "0.3", "--rounds", "1"];
+        args.extend(cache);
+        let text = sluice(&args);
+        assert!(text.contains("check: the OpenFlow switch and the P4 router emit the same"), "{text}");
+        assert!(text.contains("table 0: 1 entries, classifier"), "{text}");
+        assert!(text.contains("table 1: 3000 entries, longest-prefix match"), "{text}");
+        assert!(result_field(&text, "openflow_mpps").parse::<f64>().unwrap() > 0.0, "{text}");
+        assert!(result_field(&text, "ratio").parse::<f64>().unwrap() > 0.0, "{text}");
+    }
+}
