@@ -73,9 +73,12 @@ pub fn ipv6_upper_checksum(src: &[u8], dst: &[u8], nh: u8, payload: &[u8]) -> u1
     csum16_finish(csum16_add(acc, payload))
 }
 
-/// Decrements the TTL of the IPv4 header `h` and patches its checksum with
-/// Snabb's arithmetic (bit for bit, borrow case included); a TTL of 0
-/// stays 0. Returns the new TTL.
+/// Decrements the TTL of the IPv4 header `h` and patches its checksum
+/// incrementally (RFC 1624), as Snabb does: the complement is taken on 32
+/// bits, so a sum that goes below zero borrows from the ones above it (an
+/// end-around borrow; with the complement on 16 bits, a header checksum
+/// of 0xff00 or more came out one too high). A TTL of 0 stays 0. Returns
+/// the new TTL.
 pub fn decrement_ttl(h: &mut [u8]) -> u8 {
     let old = h[8];
     if old == 0 {
@@ -83,7 +86,7 @@ pub fn decrement_ttl(h: &mut [u8]) -> u8 {
     }
     let new = old - 1;
     h[8] = new;
-    let mut c = u32::from(!u16::from_be_bytes([h[10], h[11]]));
+    let mut c = !u32::from(u16::from_be_bytes([h[10], h[11]]));
     c = c.wrapping_add(((i32::from(new) - i32::from(old)) << 8) as u32);
     c = (c & 0xffff).wrapping_add(c >> 16);
     c = (c & 0xffff).wrapping_add(c >> 16);
@@ -161,5 +164,27 @@ mod tests {
         assert_eq!((h[10], h[11]), (0xb6, 0x08));
         assert!(be16(&h, 19).is_none());
         assert!(Ipv4::parse(&h[..10]).is_none());
+    }
+
+    /// The patched checksum is the header's checksum for every TTL and
+    /// every checksum value, the ones from 0xff00 up included (where a
+    /// decrement borrows past zero).
+    #[test]
+    fn ttl_decrement_keeps_the_header_checksum_valid() {
+        let mut seed: u32 = 0x9e37_79b9;
+        for i in 0..200_000u32 {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            let mut h = [0u8; 20];
+            h[0] = 0x45;
+            h[4..8].copy_from_slice(&seed.to_be_bytes());
+            h[8] = (i % 255) as u8 + 1;
+            h[12..16].copy_from_slice(&i.to_be_bytes());
+            h[16..20].copy_from_slice(&seed.rotate_left(7).to_be_bytes());
+            set_ipv4_checksum(&mut h);
+            decrement_ttl(&mut h);
+            assert_eq!(csum16(&h), 0, "header {h:02x?}");
+        }
     }
 }

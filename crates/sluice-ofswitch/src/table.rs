@@ -572,7 +572,8 @@ mod tests {
     use super::*;
     use sluice_openflow::{Oxm, OxmField};
 
-    fn flow(uid: u64, priority: u16, fields: Vec<Oxm>) -> Flow {
+    /// An entry of these match fields, no instructions.
+    pub(super) fn flow(uid: u64, priority: u16, fields: Vec<Oxm>) -> Flow {
         let matched = Match { fields };
         Flow {
             uid,
@@ -677,24 +678,9 @@ mod hot_tests {
 
 #[cfg(test)]
 mod prefix_template_tests {
+    use super::tests::flow;
     use super::*;
     use sluice_openflow::{Oxm, OxmField};
-
-    fn flow(uid: u64, priority: u16, fields: Vec<Oxm>) -> Flow {
-        let matched = Match { fields };
-        Flow {
-            uid,
-            priority,
-            pattern: Arc::new(Pattern::of(&matched)),
-            matched: Arc::new(matched),
-            cookie: 0,
-            flags: 0,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            instructions: Arc::from(vec![]),
-            added_ns: 0,
-        }
-    }
 
     fn route(addr: u32, len: u32) -> Vec<Oxm> {
         let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);

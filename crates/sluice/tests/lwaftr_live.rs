@@ -547,6 +547,18 @@ fn b4_and_internet_through(mut net: Net) {
     assert!(net.config_refused("add", "softwire { ipv4 1.2.3; }").contains("1.2.3"));
     check_iperf(&net, &net.iperf(false, false, "5205"), "TCP B4 -> internet after the softwire came back");
 
+    // Every IPv4 header the lwAFTR passed on (its TTL decremented, the
+    // checksum patched) reached the hosts with a valid checksum.
+    for ns in [&net.b4, &net.inet] {
+        let out = Command::new("ip").args(["netns", "exec", ns, "nstat", "-asz", "IpExtInCsumErrors"]).output();
+        let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let errors = text
+            .lines()
+            .find_map(|l| l.strip_prefix("IpExtInCsumErrors"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok());
+        assert_eq!(errors, Some(0), "IPv4 checksum errors in {ns}: {text}");
+    }
+
     // SIGTERM prints the counters.
     let out = net.stop();
     eprintln!("counters on SIGTERM:\n{out}\n{}", net.stderr());
