@@ -336,10 +336,8 @@ impl FlowCache {
     pub fn set_layout(&mut self, union: &FullKey) {
         let mut mask = *union;
         mask[0..4].fill(0xff);
-        let words: Vec<(usize, u64)> = (0..FULL_LEN / 8)
-            .map(|w| (w, u64::from_le_bytes(mask[w * 8..w * 8 + 8].try_into().expect("8 bytes"))))
-            .filter(|&(_, m)| m != 0)
-            .collect();
+        let words: Vec<(usize, u64)> =
+            (0..FULL_LEN / 8).map(|w| (w, crate::fields::word(&mask, w))).filter(|&(_, m)| m != 0).collect();
         self.words = (words.len() <= KEY_WORDS).then_some(words);
         self.layout_generation = Some(self.generation);
     }
@@ -351,7 +349,7 @@ impl FlowCache {
         let layout = self.words.as_ref()?;
         let mut words = [0; KEY_WORDS];
         for (k, &(w, m)) in words.iter_mut().zip(layout) {
-            *k = u64::from_le_bytes(full[w * 8..w * 8 + 8].try_into().expect("8 bytes")) & m;
+            *k = crate::fields::word(full, w) & m;
         }
         Some(Key { words, hash: hash(&words, self.seed) })
     }
@@ -372,9 +370,6 @@ impl FlowCache {
     /// Starts loading the slots where `key` would be.
     #[inline]
     pub fn prefetch(&self, key: &Key) {
-        if self.bypass != 0 {
-            return;
-        }
         // Every cache line of the pair (a slot spans two).
         let pair = (key.hash as usize) & (SLOTS - 2);
         if let Some(s) = self.slots.get(pair..pair + 2) {
@@ -387,13 +382,10 @@ impl FlowCache {
 
     /// Looks up the packet of key `key` and length `len`; on a hit, counts
     /// it and gives the index of its step list (see
-    /// [`FlowCache::take_list`]).
+    /// [`FlowCache::take_list`]). Not while [`FlowCache::bypassing`]: the
+    /// packets that skip the cache then count with [`FlowCache::pass`].
     #[inline]
     pub fn lookup(&mut self, key: &Key, len: usize) -> Option<u32> {
-        if self.bypass != 0 {
-            self.bypass -= 1;
-            return None;
-        }
         self.window_lookups += 1;
         if self.window_lookups == WINDOW {
             self.sparse = self.window_hits * 8 < WINDOW * KEEP_HITS;
@@ -438,7 +430,7 @@ impl FlowCache {
     /// Whether the walk of the packet that just missed should be recorded.
     #[inline]
     pub fn should_record(&mut self) -> bool {
-        if self.words.is_none() || self.bypass != 0 {
+        if self.words.is_none() {
             return false;
         }
         if !self.sparse {

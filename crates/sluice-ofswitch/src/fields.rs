@@ -24,6 +24,14 @@ pub const FULL_LEN: usize = 136;
 /// Every basic field's value at a fixed place.
 pub type FullKey = [u8; FULL_LEN];
 
+/// Word `w` (bytes `8w..8w + 8`, little-endian) of a full key: how the
+/// flow cache, the route-table template and the tables' layout read keys
+/// and masks a word at a time.
+#[inline(always)]
+pub fn word(k: &FullKey, w: usize) -> u64 {
+    u64::from_le_bytes(k[w * 8..w * 8 + 8].try_into().expect("8 bytes"))
+}
+
 /// The names of the basic fields whose key bytes lie in `off..off + len`
 /// (for users reading what a table looks up; fields sharing bytes are
 /// named together, as `Ipv4Dst|ArpTpa`).

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use sluice_lookup::lpm::DirLpm;
 
-use crate::fields::{FullKey, FULL_LEN};
+use crate::fields::{word, FullKey, FULL_LEN};
 use crate::table::Pattern;
 
 /// Full-key offset of the address the prefixes are on (`ipv4_dst` and `arp_tpa`).
@@ -89,7 +89,6 @@ pub struct PrefixShape {
     by_len: Vec<HashMap<u32, (u32, u16)>>,
     /// Priorities of the prefix entries by length, with how many have each.
     priorities: Vec<BTreeMap<u16, u32>>,
-    prefixes: usize,
     /// The match-everything entry: (classifier id, priority).
     all: Option<(u32, u16)>,
     /// Present while the table runs on the template.
@@ -115,10 +114,6 @@ fn shared_words(shared: Option<&Pattern>) -> Vec<(usize, u64, u64)> {
     (0..FULL_LEN / 8).map(|w| (w, word(&m, w), word(&v, w))).filter(|x| x.1 != 0).collect()
 }
 
-fn word(full: &FullKey, w: usize) -> u64 {
-    u64::from_le_bytes(full[w * 8..w * 8 + 8].try_into().expect("8 bytes"))
-}
-
 impl PrefixShape {
     /// Whether the entries have the shape.
     pub fn holds(&self) -> bool {
@@ -132,7 +127,7 @@ impl PrefixShape {
 
     /// Number of prefix entries.
     pub fn prefixes(&self) -> usize {
-        self.prefixes
+        self.by_len.iter().map(HashMap::len).sum()
     }
 
     /// The lowest priority of a prefix entry and the highest.
@@ -191,7 +186,6 @@ impl PrefixShape {
         }
         self.by_len[l].insert(addr, (id, priority));
         *self.priorities[l].entry(priority).or_insert(0) += 1;
-        self.prefixes += 1;
         if let Some(lpm) = &mut self.lpm {
             lpm.dir.insert(addr, len, id, id + 1);
         }
@@ -218,7 +212,6 @@ impl PrefixShape {
                         self.priorities[l].remove(&priority);
                     }
                 }
-                self.prefixes -= 1;
                 if let Some(lpm) = &mut self.lpm {
                     // Only the lengths some entry has (a route table has few).
                     let cover = (0..l).rev().filter(|s| !self.by_len[*s].is_empty()).find_map(|s| {
@@ -227,7 +220,7 @@ impl PrefixShape {
                     });
                     lpm.dir.remove(addr, len, id, cover);
                 }
-                if self.prefixes == 0 {
+                if self.prefixes() == 0 {
                     self.shared = None;
                 }
             }
@@ -298,7 +291,7 @@ impl PrefixShape {
             .collect();
         format!(
             "longest-prefix match on the IPv4 address slot ({} prefixes: {}){}",
-            self.prefixes,
+            self.prefixes(),
             lens.join(", "),
             if self.all.is_some() { ", then the match-everything entry" } else { "" }
         )

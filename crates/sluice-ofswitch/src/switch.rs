@@ -1268,13 +1268,14 @@ impl OfSwitch {
             };
             if let Some(r) = &mut self.rec {
                 r.counts.push(Count::Hit { table: table as u8, id });
-            } else if self.fast_step(idx, pkt, table, id, set.empty, emit) {
-                match self.tables[table].hot_ref(id).fast {
-                    Fast::Goto(t) => {
+            } else {
+                match self.fast_step(idx, pkt, table, id, set.empty, emit) {
+                    Some(Fast::Goto(t)) => {
                         table = usize::from(t);
                         continue;
                     }
-                    _ => break,
+                    Some(_) => break,
+                    None => {}
                 }
             }
             let hot = self.tables[table].hot(id);
@@ -1376,8 +1377,8 @@ impl OfSwitch {
     /// (see [`Fast`]) that applies here: a goto to a later table, or a
     /// next-hop group (see [`Group::forward`]) with an empty action set
     /// behind it and a TTL that does not run out. Counts what the generic
-    /// path counts and returns true; false, having done nothing, when the
-    /// generic path must run the entry.
+    /// path counts and returns the step it ran; `None`, having done
+    /// nothing, when the generic path must run the entry.
     #[inline]
     fn fast_step<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
@@ -1387,24 +1388,25 @@ impl OfSwitch {
         id: u32,
         set_empty: bool,
         emit: &mut E,
-    ) -> bool {
+    ) -> Option<Fast> {
         let len = pkt.buf.len() as u64;
-        match self.tables[table].hot_ref(id).fast {
+        let step = self.tables[table].hot_ref(id).fast;
+        match step {
             Fast::Goto(t) if usize::from(t) > table && usize::from(t) < N_TABLES => {}
             Fast::Group(g) if set_empty => {
-                let Some(f) = self.groups.get(&g).and_then(|g| g.forward) else { return false };
+                let f = self.groups.get(&g).and_then(|g| g.forward)?;
                 if !self.forward(idx, pkt, &f, emit) {
-                    return false;
+                    return None;
                 }
                 count_group(&mut self.counters, g, 1, 1, len, 0..1);
             }
-            _ => return false,
+            _ => return None,
         }
         let hot = self.tables[table].hot(id);
         hot.packets += 1;
         hot.bytes += len;
         self.counters.tables[table].1 += 1;
-        true
+        Some(step)
     }
 
     /// Sends `pkt` through meter `id`; false when the meter drops it (a
@@ -1485,11 +1487,11 @@ impl DataPlane for OfSwitch {
                 pkt.load(f, meta);
             }
             self.cache_layout();
-            // Route-table slots are worth loading ahead only for packets
-            // that will walk the tables.
-            let walks = !self.flow_cache || self.cache.bypassing();
-            let prefix_tables = if walks { std::mem::take(&mut self.prefix_tables) } else { Vec::new() };
+            // Packets either go through the cache or walk the tables; only
+            // those that walk are worth loading route-table slots for.
             let cached = self.flow_cache && !self.cache.bypassing();
+            let prefix_tables = std::mem::take(&mut self.prefix_tables);
+            let ahead: &[u8] = if cached { &[] } else { &prefix_tables };
             for (pkt, key) in &mut batch[..frames.len()] {
                 *key = None;
                 if cached {
@@ -1498,20 +1500,18 @@ impl DataPlane for OfSwitch {
                         self.cache.prefetch(k);
                     }
                 }
-                for &t in &prefix_tables {
+                for &t in ahead {
                     self.tables[usize::from(t)].prefetch(&pkt.full);
                 }
             }
-            if !prefix_tables.is_empty() {
+            if !ahead.is_empty() {
                 for (pkt, _) in &batch[..frames.len()] {
-                    for &t in &prefix_tables {
+                    for &t in ahead {
                         self.tables[usize::from(t)].prefetch_entry(&pkt.full);
                     }
                 }
             }
-            if walks {
-                self.prefix_tables = prefix_tables;
-            }
+            self.prefix_tables = prefix_tables;
             for (i, (pkt, key)) in batch[..frames.len()].iter_mut().enumerate() {
                 if self.flow_cache {
                     self.run_cached(i, pkt, *key, emit);

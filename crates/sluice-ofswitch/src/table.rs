@@ -184,8 +184,9 @@ pub struct FlowTable {
     /// Every bit some entry's mask covers (OR of the masks since the table
     /// was last empty): bits outside it cannot change a lookup's result.
     union_mask: Box<FullKey>,
-    /// The layout as a byte mask (0xff on every byte it covers), read by
-    /// word to tell whether a pattern fits it.
+    /// The layout as a byte mask (0xff on every byte it covers): what
+    /// `layout` is made from, read by word to tell whether a pattern
+    /// fits it.
     covered: Box<FullKey>,
     key_len: usize,
     classifier: Classifier,
@@ -222,18 +223,17 @@ impl Default for FlowTable {
     }
 }
 
-/// The fields' runs a pattern needs: every full-key byte its mask covers,
-/// grouped by field slot.
-fn runs_of(p: &Pattern) -> Vec<(usize, usize)> {
+/// The runs of nonzero bytes of `bytes`, as `(offset, length)`.
+fn runs(bytes: &FullKey) -> Vec<(usize, usize)> {
     let mut runs = Vec::new();
     let mut i = 0;
     while i < FULL_LEN {
-        if p.mask[i] == 0 {
+        if bytes[i] == 0 {
             i += 1;
             continue;
         }
         let from = i;
-        while i < FULL_LEN && p.mask[i] != 0 {
+        while i < FULL_LEN && bytes[i] != 0 {
             i += 1;
         }
         runs.push((from, i - from));
@@ -273,7 +273,7 @@ impl FlowTable {
     /// the union mask, and both start over when the table empties).
     #[inline]
     fn fits(&self, p: &Pattern) -> bool {
-        let word = |k: &FullKey, w: usize| u64::from_le_bytes(k[w * 8..w * 8 + 8].try_into().expect("8 bytes"));
+        use crate::fields::word;
         (0..FULL_LEN / 8).all(|w| word(&p.mask, w) & !word(&self.covered, w) == 0)
     }
 
@@ -282,37 +282,14 @@ impl FlowTable {
         if self.fits(p) {
             return false;
         }
-        let mut covered = [false; FULL_LEN];
-        for &(o, l) in &self.layout {
-            covered[o..o + l].iter_mut().for_each(|c| *c = true);
-        }
-        let mut changed = false;
-        for (o, l) in runs_of(p) {
-            for c in &mut covered[o..o + l] {
-                if !*c {
-                    *c = true;
-                    changed = true;
-                }
+        for (c, m) in self.covered.iter_mut().zip(p.mask.iter()) {
+            if *m != 0 {
+                *c = 0xff;
             }
         }
-        if changed {
-            let mut layout = Vec::new();
-            let mut i = 0;
-            while i < FULL_LEN {
-                if !covered[i] {
-                    i += 1;
-                    continue;
-                }
-                let from = i;
-                while i < FULL_LEN && covered[i] {
-                    i += 1;
-                }
-                layout.push((from, i - from));
-            }
-            self.layout = layout;
-            self.key_len = self.layout.iter().map(|r| r.1).sum();
-        }
-        changed
+        self.layout = runs(&self.covered);
+        self.key_len = self.layout.iter().map(|r| r.1).sum();
+        true
     }
 
     fn rebuild(&mut self) {
@@ -345,11 +322,8 @@ impl FlowTable {
             bytes: 0,
             fast: Fast::of(&flow.instructions),
         };
-        for ((u, c), m) in self.union_mask.iter_mut().zip(self.covered.iter_mut()).zip(flow.pattern.mask.iter()) {
+        for (u, m) in self.union_mask.iter_mut().zip(flow.pattern.mask.iter()) {
             *u |= m;
-            if *m != 0 {
-                *c = 0xff;
-            }
         }
         let id = match self.free_ids.pop() {
             Some(id) => {
