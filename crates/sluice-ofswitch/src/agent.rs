@@ -674,19 +674,19 @@ impl Agent {
                 let s = sw
                     .groups
                     .iter()
-                    .filter(|(id, _)| group_id == sluice_openflow::group::ALL || **id == group_id)
+                    .filter(|(id, _)| group_id == sluice_openflow::group::ALL || *id == group_id)
                     .map(|(id, g)| {
-                        let c = sw.counters.groups.get(id).cloned().unwrap_or_default();
+                        let c = sw.counters.groups.get(&id).cloned().unwrap_or_default();
                         let refs = sw
                             .tables
                             .iter()
                             .flat_map(|t| t.flows.values())
-                            .filter(|f| flow_outputs_to(f, port::ANY, *id))
+                            .filter(|f| flow_outputs_to(f, port::ANY, id))
                             .count();
                         let mut buckets = c.2.clone();
                         buckets.resize(g.buckets.len(), (0, 0));
                         GroupStats {
-                            group_id: *id,
+                            group_id: id,
                             ref_count: refs as u32,
                             packet_count: c.0,
                             byte_count: c.1,
@@ -703,7 +703,7 @@ impl Agent {
                 let d = sw
                     .groups
                     .iter()
-                    .map(|(id, g)| GroupDesc { typ: g.typ, group_id: *id, buckets: g.buckets.to_vec() })
+                    .map(|(id, g)| GroupDesc { typ: g.typ, group_id: id, buckets: g.buckets.to_vec() })
                     .collect();
                 vec![MultipartReply::GroupDesc(d)]
             }

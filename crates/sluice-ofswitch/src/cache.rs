@@ -60,20 +60,114 @@ pub const KEY_WORDS: usize = 6;
 /// the next change.
 const MAX_LISTS: usize = 1 << 16;
 
-/// How the cache adapts to the traffic, by windows of [`WINDOW`]
-/// lookups: when one ends with fewer than [`KEEP_HITS`] in 8 hits, the
-/// next [`BYPASS`] packets skip the cache (no lookup, no recording: they
-/// walk the tables), then one window samples it again, recording only one
-/// miss in [`SPARSE_RECORD`]. Why: a miss costs a slot that is not in
-/// the processor's caches plus recording and evicting a walk, several
-/// times a walk of a route table's fast steps, so the cache pays only
-/// when nearly every packet hits (a few thousand flows); traffic spread
-/// over more flows than it holds (a hundred thousand routes hit at
-/// random) runs faster without it.
+/// How the cache adapts to the traffic: whether packets go through it
+/// is decided by what they cost, measured. The switch times its batches
+/// ([`FlowCache::account`]); by windows of [`WINDOW`] packets the cache
+/// keeps the cost of the last window run with it and of the last run
+/// without it (every packet walking the tables), runs [`STAY`] windows
+/// or more in the cheaper way (as many more as the other way costs more,
+/// up to [`MAX_STAY`]), then one in the other way to measure it again
+/// (after a window that refills the cache, not measured, when that way
+/// is the cache). Why: whether a cache pays depends on how many flows
+/// the traffic spreads over, how far apart their slots are in memory
+/// and how cheap a walk is (a route table's fast steps cost less than a
+/// miss and its recording); a hit rate says little of that, the clock
+/// says all of it.
 const WINDOW: u32 = 1 << 14;
-const KEEP_HITS: u32 = 7;
-const SPARSE_RECORD: u32 = 16;
-const BYPASS: u32 = 63 * WINDOW;
+const STAY: u32 = 63;
+const MAX_STAY: u32 = 1 << 12;
+
+/// A reading of the processor's clock for timing batches: its time-stamp
+/// counter where it has one (a few cycles to read), else nanoseconds.
+#[inline]
+pub fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: reading the time-stamp counter has no effect beyond its value.
+    unsafe {
+        std::arch::x86_64::_rdtsc()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use std::sync::OnceLock;
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// Chooses between running packets through the cache and walking them
+/// (see [`WINDOW`]).
+#[derive(Debug, Clone, Copy)]
+struct Chooser {
+    /// The way packets run now: through the cache or not.
+    cached: bool,
+    /// Packets and ticks of the current window.
+    packets: u32,
+    ticks: u64,
+    /// Ticks per window of each way, last measured (index: `cached`);
+    /// `None` before the first measure.
+    cost: [Option<u64>; 2],
+    /// Windows left before the other way is measured again.
+    stay: u32,
+    /// The current window refills the cache: not measured.
+    warming: bool,
+    /// The current window measures the way not chosen.
+    probing: bool,
+}
+
+impl Default for Chooser {
+    fn default() -> Self {
+        Chooser { cached: true, packets: 0, ticks: 0, cost: [None; 2], stay: 0, warming: true, probing: false }
+    }
+}
+
+impl Chooser {
+    #[inline]
+    fn account(&mut self, packets: u32, ticks: u64) {
+        self.packets += packets;
+        self.ticks += ticks;
+        if self.packets >= WINDOW {
+            self.end_window();
+        }
+    }
+
+    fn end_window(&mut self) {
+        // Per WINDOW packets (a window ends on a batch boundary).
+        let cost = self.ticks.saturating_mul(u64::from(WINDOW)) / u64::from(self.packets.max(1));
+        self.packets = 0;
+        self.ticks = 0;
+        if std::mem::take(&mut self.warming) {
+            return;
+        }
+        self.cost[usize::from(self.cached)] = Some(cost);
+        if self.probing {
+            // Both ways measured: the cheaper one runs for a while.
+            let (choice, stay) = match self.cost {
+                [Some(walk), Some(cache)] => {
+                    let (better, worse) = (walk.min(cache).max(1), walk.max(cache));
+                    // The worse the other way, the rarer its measures (each
+                    // costs what it costs): at most about 1/128 of the time.
+                    let stay = (2 * u64::from(STAY)).saturating_mul(worse) / better;
+                    (cache <= walk, stay.clamp(u64::from(STAY), u64::from(MAX_STAY)) as u32)
+                }
+                _ => (self.cached, STAY),
+            };
+            self.probing = false;
+            self.stay = stay;
+            self.switch_to(choice);
+        } else if self.stay == 0 {
+            self.probing = true;
+            self.switch_to(!self.cached);
+        } else {
+            self.stay -= 1;
+        }
+    }
+
+    fn switch_to(&mut self, cached: bool) {
+        // A cache left aside holds older walks: one window refills it.
+        self.warming = cached && !self.cached;
+        self.cached = cached;
+    }
+}
 
 /// One step of a recorded walk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -218,16 +312,8 @@ pub struct FlowCache {
     /// they amount to, and their index by hash.
     lists: Vec<(Vec<Op>, Option<Forward>)>,
     list_index: HashMap<u64, Vec<u32>>,
-    /// Lookups and hits in the current window (see [`WINDOW`]).
-    window_lookups: u32,
-    window_hits: u32,
-    /// Whether only one miss in [`SPARSE_RECORD`] records its walk (the
-    /// window after one that hit too rarely).
-    sparse: bool,
-    /// Misses not recorded since the last recorded one.
-    skipped: u32,
-    /// Packets left to skip the cache (see [`BYPASS`]).
-    bypass: u32,
+    /// Whether packets go through the cache or walk (see [`WINDOW`]).
+    chooser: Chooser,
 }
 
 impl Clone for FlowCache {
@@ -284,11 +370,7 @@ impl FlowCache {
             filled: Vec::new(),
             lists: Vec::new(),
             list_index: HashMap::new(),
-            window_lookups: 0,
-            window_hits: 0,
-            sparse: false,
-            skipped: 0,
-            bypass: 0,
+            chooser: Chooser::default(),
         }
     }
 
@@ -354,17 +436,17 @@ impl FlowCache {
         Some(Key { words, hash: hash(&words, self.seed) })
     }
 
-    /// Counts a packet that skipped the cache (no key, or the cache
-    /// stepped aside: see [`BYPASS`]).
+    /// Whether packets go through the cache for now (see [`WINDOW`]).
     #[inline]
-    pub fn pass(&mut self) {
-        self.bypass = self.bypass.saturating_sub(1);
+    pub fn in_use(&self) -> bool {
+        self.chooser.cached
     }
 
-    /// Whether packets skip the cache for now (see [`BYPASS`]).
+    /// Counts a batch of `packets` that took `ticks` (see [`ticks`]) run
+    /// the way [`FlowCache::in_use`] said.
     #[inline]
-    pub fn bypassing(&self) -> bool {
-        self.bypass != 0
+    pub fn account(&mut self, packets: usize, ticks: u64) {
+        self.chooser.account(packets as u32, ticks);
     }
 
     /// Starts loading the slots where `key` would be.
@@ -382,19 +464,9 @@ impl FlowCache {
 
     /// Looks up the packet of key `key` and length `len`; on a hit, counts
     /// it and gives the index of its step list (see
-    /// [`FlowCache::take_list`]). Not while [`FlowCache::bypassing`]: the
-    /// packets that skip the cache then count with [`FlowCache::pass`].
+    /// [`FlowCache::take_list`]). Only while [`FlowCache::in_use`].
     #[inline]
     pub fn lookup(&mut self, key: &Key, len: usize) -> Option<u32> {
-        self.window_lookups += 1;
-        if self.window_lookups == WINDOW {
-            self.sparse = self.window_hits * 8 < WINDOW * KEEP_HITS;
-            if self.sparse {
-                self.bypass = BYPASS;
-            }
-            self.window_lookups = 0;
-            self.window_hits = 0;
-        }
         let pair = (key.hash as usize) & (SLOTS - 2);
         let generation = self.generation;
         let s = self.slots.get_mut(pair..pair + 2)?.iter_mut().flatten().find(|s| {
@@ -404,7 +476,6 @@ impl FlowCache {
         })?;
         s.packets += 1;
         s.bytes += len as u64;
-        self.window_hits += 1;
         Some(s.list)
     }
 
@@ -429,19 +500,8 @@ impl FlowCache {
 
     /// Whether the walk of the packet that just missed should be recorded.
     #[inline]
-    pub fn should_record(&mut self) -> bool {
-        if self.words.is_none() {
-            return false;
-        }
-        if !self.sparse {
-            return true;
-        }
-        self.skipped += 1;
-        if self.skipped >= SPARSE_RECORD {
-            self.skipped = 0;
-            return true;
-        }
-        false
+    pub fn should_record(&self) -> bool {
+        self.words.is_some()
     }
 
     /// Stores the walk recorded for the packet that just missed (the walk
@@ -499,6 +559,36 @@ impl FlowCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cheaper_way_runs_and_the_other_is_measured_again() {
+        let mut c = Chooser::default();
+        let window = |c: &mut Chooser, ticks: u64| {
+            // Two batches of half a window: a window ends on the second.
+            c.account(WINDOW / 2, ticks / 2);
+            c.account(WINDOW / 2, ticks / 2);
+        };
+        assert!(c.cached, "the cache is tried first");
+        window(&mut c, 1_000_000);
+        assert!(c.cached && c.cost == [None, None], "its first window fills it, unmeasured");
+        window(&mut c, 10_000);
+        assert!(!c.cached, "then the walk is measured");
+        window(&mut c, 1_000);
+        assert!(!c.cached, "the walk, ten times cheaper, is chosen");
+        let stay = 2 * STAY * 10;
+        assert_eq!(c.stay, stay, "and kept the longer as the cache costs more");
+        for _ in 0..stay {
+            window(&mut c, 1_000);
+        }
+        assert!(!c.cached);
+        window(&mut c, 1_000);
+        assert!(c.cached && c.warming, "then the cache is measured again, refilled first");
+        window(&mut c, 1_000_000);
+        assert!(c.cached, "the refill is not measured");
+        window(&mut c, 500);
+        assert!(c.cached && c.stay == 2 * STAY * 2, "the cache, cheaper now, is chosen");
+        assert_eq!(c.cost, [Some(1_000), Some(500)]);
+    }
 
     #[test]
     fn forwarding_steps_fold_into_one_and_others_do_not() {

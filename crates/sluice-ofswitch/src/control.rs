@@ -429,7 +429,7 @@ impl OfSwitch {
             }
             gmc::DELETE => {
                 let ids: Vec<u32> =
-                    if id == sluice_openflow::group::ALL { self.groups.keys().copied().collect() } else { vec![id] };
+                    if id == sluice_openflow::group::ALL { self.groups.keys().collect() } else { vec![id] };
                 let mut removed = Vec::new();
                 for g in ids {
                     if self.groups.remove(&g).is_some() {

@@ -68,6 +68,9 @@ fn port_bits_of(p: &PortInfo) -> u8 {
         | if p.config & NO_RECV != 0 { PORT_NO_RECV } else { 0 }
 }
 
+/// How many frames ahead of the one being parsed a batch starts loading.
+const LOAD_AHEAD: usize = 4;
+
 /// How deep groups may chain (a group's bucket naming a group).
 const MAX_GROUP_DEPTH: usize = 8;
 
@@ -93,6 +96,11 @@ pub struct Group {
     /// decrements the TTL and outputs: a next hop), run without the
     /// bucket's action list at the end of a walk.
     pub forward: Option<crate::cache::Forward>,
+    /// Packets and bytes `forward` ran for (this replica's; folded into
+    /// the group's counters and its one bucket's by `DataPlane::counters`):
+    /// counted here, the entry the walk already reads, rather than in
+    /// `Counters::groups`.
+    pub forwarded: (u64, u64),
 }
 
 impl Group {
@@ -101,7 +109,91 @@ impl Group {
         let one = matches!(typ, sluice_openflow::group_type::INDIRECT | sluice_openflow::group_type::ALL)
             && buckets.len() == 1;
         let forward = buckets.first().filter(|_| one).and_then(|b| crate::cache::Forward::of_actions(&b.actions));
-        Group { typ, buckets, forward }
+        Group { typ, buckets, forward, forwarded: (0, 0) }
+    }
+}
+
+/// Group ids below this are kept in a vector indexed by id (what
+/// controllers pick: small numbers), read with one load per packet;
+/// others in a map.
+const DENSE_GROUPS: u32 = 4096;
+
+/// The group table, iterated in id order.
+#[derive(Debug, Clone, Default)]
+pub struct Groups {
+    dense: Vec<Option<Group>>,
+    sparse: BTreeMap<u32, Group>,
+    len: usize,
+}
+
+impl Groups {
+    #[inline]
+    pub fn get(&self, id: &u32) -> Option<&Group> {
+        match self.dense.get(*id as usize) {
+            Some(g) => g.as_ref(),
+            None if *id < DENSE_GROUPS => None,
+            None => self.sparse.get(id),
+        }
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, id: &u32) -> Option<&mut Group> {
+        match self.dense.get_mut(*id as usize) {
+            Some(g) => g.as_mut(),
+            None if *id < DENSE_GROUPS => None,
+            None => self.sparse.get_mut(id),
+        }
+    }
+
+    pub fn contains_key(&self, id: &u32) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Adds or replaces group `id`, giving back the one it replaces.
+    pub fn insert(&mut self, id: u32, g: Group) -> Option<Group> {
+        let old = if id < DENSE_GROUPS {
+            let at = id as usize;
+            if self.dense.len() <= at {
+                self.dense.resize_with(at + 1, || None);
+            }
+            self.dense[at].replace(g)
+        } else {
+            self.sparse.insert(id, g)
+        };
+        self.len += usize::from(old.is_none());
+        old
+    }
+
+    pub fn remove(&mut self, id: &u32) -> Option<Group> {
+        let old = match self.dense.get_mut(*id as usize) {
+            Some(g) => g.take(),
+            None => self.sparse.remove(id),
+        };
+        self.len -= usize::from(old.is_some());
+        old
+    }
+
+    /// The groups in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Group)> + '_ {
+        let dense = self.dense.iter().enumerate().filter_map(|(i, g)| Some((i as u32, g.as_ref()?)));
+        dense.chain(self.sparse.iter().map(|(id, g)| (*id, g)))
+    }
+
+    /// The group ids in order.
+    pub fn keys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.iter().map(|(id, _)| id)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Group> + '_ {
+        self.dense.iter_mut().flatten().chain(self.sparse.values_mut())
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -339,7 +431,7 @@ fn set_field_under_checksum(f: OxmField) -> bool {
 #[derive(Debug, Clone)]
 pub struct OfSwitch {
     pub tables: Vec<FlowTable>,
-    pub groups: BTreeMap<u32, Group>,
+    pub groups: Groups,
     pub meters: crate::meter::Meters,
     pub ports: BTreeMap<u32, PortInfo>,
     pub config: SwitchConfig,
@@ -538,7 +630,7 @@ impl OfSwitch {
     pub fn new(ports: BTreeMap<u32, PortInfo>) -> OfSwitch {
         let mut sw = OfSwitch {
             tables: vec![FlowTable::default(); N_TABLES],
-            groups: BTreeMap::new(),
+            groups: Groups::default(),
             meters: crate::meter::Meters { share: 1, ..Default::default() },
             ports,
             config: SwitchConfig { flags: 0, miss_send_len: 128 },
@@ -1125,9 +1217,8 @@ impl OfSwitch {
         key: Option<Key>,
         emit: &mut E,
     ) {
-        let Some(key) = key.filter(|_| !self.cache.bypassing()) else {
+        let Some(key) = key.filter(|_| self.cache.in_use()) else {
             // No key (too wide a layout), or the cache is stepped aside.
-            self.cache.pass();
             self.counters.cache_misses += 1;
             self.walk(idx, pkt, emit);
             return;
@@ -1394,11 +1485,19 @@ impl OfSwitch {
         match step {
             Fast::Goto(t) if usize::from(t) > table && usize::from(t) < N_TABLES => {}
             Fast::Group(g) if set_empty => {
-                let f = self.groups.get(&g).and_then(|g| g.forward)?;
+                // Counted before it runs (one lookup of the group), taken
+                // back in the rare case the generic path must run it.
+                let group = self.groups.get_mut(&g)?;
+                let f = group.forward?;
+                group.forwarded.0 += 1;
+                group.forwarded.1 += len;
                 if !self.forward(idx, pkt, &f, emit) {
+                    if let Some(group) = self.groups.get_mut(&g) {
+                        group.forwarded.0 -= 1;
+                        group.forwarded.1 -= len;
+                    }
                     return None;
                 }
-                count_group(&mut self.counters, g, 1, 1, len, 0..1);
             }
             _ => return None,
         }
@@ -1483,13 +1582,19 @@ impl DataPlane for OfSwitch {
                 batch.push((Pkt::new(Vec::new(), Meta::default()), None));
             }
             let meta = Meta { in_port: port, in_phy_port: port, ..Meta::default() };
-            for ((pkt, _), f) in batch.iter_mut().zip(frames) {
+            for (i, ((pkt, _), f)) in batch.iter_mut().zip(frames).enumerate() {
+                // The frame a few ahead starts loading (its headers' first
+                // line) while this one is parsed.
+                if let Some(ahead) = frames.get(i + LOAD_AHEAD) {
+                    sluice_lookup::lpm::prefetch_ptr(ahead.as_ptr());
+                }
                 pkt.load(f, meta);
             }
             self.cache_layout();
             // Packets either go through the cache or walk the tables; only
             // those that walk are worth loading route-table slots for.
-            let cached = self.flow_cache && !self.cache.bypassing();
+            let start = crate::cache::ticks();
+            let cached = self.flow_cache && self.cache.in_use();
             let prefix_tables = std::mem::take(&mut self.prefix_tables);
             let ahead: &[u8] = if cached { &[] } else { &prefix_tables };
             for (pkt, key) in &mut batch[..frames.len()] {
@@ -1519,6 +1624,9 @@ impl DataPlane for OfSwitch {
                     self.walk(i, pkt, emit);
                 }
             }
+            if self.flow_cache {
+                self.cache.account(frames.len(), crate::cache::ticks().wrapping_sub(start));
+            }
             self.batch = batch;
             return;
         }
@@ -1536,6 +1644,7 @@ impl DataPlane for OfSwitch {
         r.tables.iter_mut().for_each(FlowTable::reset_counts);
         r.port_counts.iter_mut().for_each(|c| *c = [0; 5]);
         r.meters.share = workers.max(1) as u64;
+        r.groups.values_mut().for_each(|g| g.forwarded = (0, 0));
         r.counters = Counters { tables: vec![(0, 0); N_TABLES], ..Counters::default() };
         r.stats = Stats::default();
         r.notes.clear();
@@ -1567,6 +1676,10 @@ impl DataPlane for OfSwitch {
             for i in 0..5 {
                 e[i] += pc[i];
             }
+        }
+        for (id, g) in self.groups.iter().filter(|(_, g)| g.forwarded != (0, 0)) {
+            let (p, b) = g.forwarded;
+            count_group(&mut c, id, 1, p, b, 0..1);
         }
         c.meters =
             self.meters.meters.iter().map(|(id, m)| (*id, (m.packets, m.bytes, m.band_counts.clone()))).collect();

@@ -201,6 +201,27 @@ pub struct FlowTable {
     /// The entries as the route-table template sees them; while it runs,
     /// lookups go through it and `classifier` stays empty.
     prefix: PrefixShape,
+    /// While the classifier scans its few entries (and the template does
+    /// not run): the same entries in the same order, each as the words of
+    /// the full key its mask covers, which lookups compare in place
+    /// instead of projecting the key first.
+    scan: Option<Box<[ScanEntry]>>,
+}
+
+/// An entry of a small table as [`FlowTable::lookup_id`] scans it:
+/// `(word, mask, value)` for each word of the full key its mask covers
+/// (the value masked).
+#[derive(Debug, Clone)]
+struct ScanEntry {
+    id: u32,
+    words: Box<[(u8, u64, u64)]>,
+}
+
+impl ScanEntry {
+    #[inline]
+    fn matches(&self, full: &FullKey) -> bool {
+        self.words.iter().all(|&(w, m, v)| crate::fields::word(full, usize::from(w)) & m == v)
+    }
 }
 
 impl Default for FlowTable {
@@ -219,6 +240,7 @@ impl Default for FlowTable {
             by_uid: BTreeMap::new(),
             interned: std::collections::VecDeque::new(),
             prefix: PrefixShape::default(),
+            scan: None,
         }
     }
 }
@@ -292,6 +314,24 @@ impl FlowTable {
         true
     }
 
+    /// Keeps `scan` in step with the entries (see the field).
+    fn rescan(&mut self) {
+        use crate::fields::word;
+        if self.prefix.running() || !self.classifier.scans() || self.flows.is_empty() {
+            self.scan = None;
+            return;
+        }
+        let entries = self.classifier.rules().map(|(id, _, _)| {
+            let p = &self.flows[&self.ids[id as usize].uid].pattern;
+            let words = (0..FULL_LEN / 8)
+                .filter(|&w| word(&p.mask, w) != 0)
+                .map(|w| (w as u8, word(&p.mask, w), word(&p.value, w) & word(&p.mask, w)))
+                .collect();
+            ScanEntry { id, words }
+        });
+        self.scan = Some(entries.collect());
+    }
+
     fn rebuild(&mut self) {
         self.classifier = Classifier::new(self.key_len);
         let entries: Vec<(u32, i32, Rule)> = self
@@ -350,6 +390,7 @@ impl FlowTable {
             self.prefix.start();
             self.classifier = Classifier::new(self.key_len);
         }
+        self.rescan();
     }
 
     /// The shared list equal to `ins`, or `ins` (then remembered).
@@ -381,6 +422,7 @@ impl FlowTable {
         if self.flows.is_empty() {
             *self = FlowTable::default();
         }
+        self.rescan();
         f.map(|f| (f, counts))
     }
 
@@ -464,6 +506,9 @@ impl FlowTable {
         }
         if self.prefix.running() {
             return self.prefix.lookup(full);
+        }
+        if let Some(scan) = &self.scan {
+            return scan.iter().find(|e| e.matches(full)).map(|e| e.id);
         }
         self.project(full, scratch);
         self.classifier.lookup_cached(scratch, None)
