@@ -69,7 +69,16 @@ fn port_bits_of(p: &PortInfo) -> u8 {
 }
 
 /// How many frames ahead of the one being parsed a batch starts loading.
-const LOAD_AHEAD: usize = 4;
+const LOAD_AHEAD: usize = 12;
+
+/// Starts loading the lines of a frame's first 64 bytes, where its
+/// headers are (two when it straddles a line).
+#[inline(always)]
+fn load_headers(f: &[u8]) {
+    let at = f.as_ptr();
+    sluice_lookup::lpm::prefetch_ptr(at);
+    sluice_lookup::lpm::prefetch_ptr(at.wrapping_add(f.len().clamp(1, 64) - 1));
+}
 
 /// How deep groups may chain (a group's bucket naming a group).
 const MAX_GROUP_DEPTH: usize = 8;
@@ -328,11 +337,14 @@ struct Pkt {
     /// `parsed` no longer reflects `buf` (headers were pushed, popped or
     /// changed in a way that moves the ones after them); implies `stale`.
     reparse: bool,
+    /// What table `.0`'s lookup of `full` found, looked up ahead while
+    /// the batch was prefetched; void once `full` is extracted again.
+    found: Option<(u8, Option<u32>)>,
 }
 
 impl Pkt {
     fn new(buf: Vec<u8>, meta: Meta) -> Pkt {
-        Pkt { buf, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true, reparse: true }
+        Pkt { buf, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true, reparse: true, found: None }
     }
 
     /// Becomes a copy of `frame` with `meta`, parsed and its key
@@ -348,6 +360,7 @@ impl Pkt {
         fields::extract(frame, &self.parsed, &self.meta, &mut self.full);
         self.reparse = false;
         self.stale = false;
+        self.found = None;
     }
 
     /// Brings `parsed` up to date (what actions that change the frame need).
@@ -366,6 +379,7 @@ impl Pkt {
         if self.stale {
             fields::extract(&self.buf, &self.parsed, &self.meta, &mut self.full);
             self.stale = false;
+            self.found = None;
         }
     }
 
@@ -1146,7 +1160,15 @@ impl OfSwitch {
         let mut buf = self.spare.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(&pkt.buf);
-        Pkt { buf, parsed: pkt.parsed, meta: pkt.meta, full: pkt.full, stale: pkt.stale, reparse: pkt.reparse }
+        Pkt {
+            buf,
+            parsed: pkt.parsed,
+            meta: pkt.meta,
+            full: pkt.full,
+            stale: pkt.stale,
+            reparse: pkt.reparse,
+            found: pkt.found,
+        }
     }
 
     fn bucket_live(&self, b: &Bucket, depth: usize) -> bool {
@@ -1349,7 +1371,11 @@ impl OfSwitch {
         loop {
             pkt.refresh();
             self.counters.tables[table].0 += 1;
-            let Some(id) = self.tables[table].lookup_id(&pkt.full, &mut scratch) else {
+            let found = match pkt.found {
+                Some((t, found)) if usize::from(t) == table => found,
+                _ => self.tables[table].lookup_id(&pkt.full, &mut scratch),
+            };
+            let Some(id) = found else {
                 if let Some(r) = &mut self.rec {
                     r.counts.push(Count::Miss { table: table as u8 });
                     r.push(Op::Drop);
@@ -1582,11 +1608,11 @@ impl DataPlane for OfSwitch {
                 batch.push((Pkt::new(Vec::new(), Meta::default()), None));
             }
             let meta = Meta { in_port: port, in_phy_port: port, ..Meta::default() };
+            // Frames start loading a few ahead of the one being parsed.
+            frames.iter().take(LOAD_AHEAD).for_each(|f| load_headers(f));
             for (i, ((pkt, _), f)) in batch.iter_mut().zip(frames).enumerate() {
-                // The frame a few ahead starts loading (its headers' first
-                // line) while this one is parsed.
                 if let Some(ahead) = frames.get(i + LOAD_AHEAD) {
-                    sluice_lookup::lpm::prefetch_ptr(ahead.as_ptr());
+                    load_headers(ahead);
                 }
                 pkt.load(f, meta);
             }
@@ -1610,9 +1636,15 @@ impl DataPlane for OfSwitch {
                 }
             }
             if !ahead.is_empty() {
-                for (pkt, _) in &batch[..frames.len()] {
+                // Each route-table lookup is made here (its slot loaded
+                // by now) and kept for the walk, and the entry it finds
+                // starts loading.
+                for (pkt, _) in &mut batch[..frames.len()] {
                     for &t in ahead {
-                        self.tables[usize::from(t)].prefetch_entry(&pkt.full);
+                        let found = self.tables[usize::from(t)].lookup_ahead(&pkt.full);
+                        if pkt.found.is_none() {
+                            pkt.found = Some((t, found));
+                        }
                     }
                 }
             }

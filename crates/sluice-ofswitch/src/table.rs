@@ -528,14 +528,18 @@ impl FlowTable {
         self.prefix.prefetch(full);
     }
 
-    /// Starts loading the entry a lookup of `full` finds, when the table
-    /// runs on the route-table template (after [`FlowTable::prefetch`]
-    /// of the same key had time to land: a hint, no effect on results).
+    /// [`FlowTable::lookup_id`] of a table that runs on the route-table
+    /// template (see [`FlowTable::runs_prefix`]), best after
+    /// [`FlowTable::prefetch`] of the same key had time to land; starts
+    /// loading the entry it finds.
     #[inline]
-    pub fn prefetch_entry(&self, full: &FullKey) {
-        if let Some(h) = self.prefix.lookup(full).and_then(|id| self.ids.get(id as usize)) {
+    pub fn lookup_ahead(&self, full: &FullKey) -> Option<u32> {
+        debug_assert!(self.prefix.running());
+        let id = self.prefix.lookup(full);
+        if let Some(h) = id.and_then(|id| self.ids.get(id as usize)) {
             sluice_lookup::lpm::prefetch(h);
         }
+        id
     }
 
     /// What lookups run on, for users: the route-table template or the
