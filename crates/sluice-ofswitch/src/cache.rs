@@ -64,18 +64,20 @@ const MAX_LISTS: usize = 1 << 16;
 /// is decided by what they cost, measured. The switch times its batches
 /// ([`FlowCache::account`]); by windows of [`WINDOW`] packets the cache
 /// keeps the cost of the last window run with it and of the last run
-/// without it (every packet walking the tables), runs [`STAY`] windows
-/// or more in the cheaper way (as many more as the other way costs more,
-/// up to [`MAX_STAY`]), then one in the other way to measure it again
-/// (after a window that refills the cache, not measured, when that way
-/// is the cache). Why: whether a cache pays depends on how many flows
-/// the traffic spreads over, how far apart their slots are in memory
-/// and how cheap a walk is (a route table's fast steps cost less than a
-/// miss and its recording); a hit rate says little of that, the clock
-/// says all of it.
+/// without it (every packet walking the tables), runs the cheaper way,
+/// then one window the other way to measure it again (after a window
+/// that refills the cache, when that way is the cache). It stays in the
+/// cheaper way at least [`STAY`] windows, and as many more (up to
+/// [`MAX_STAY`]) as keep what the measures cost beyond it to
+/// 1/[`MEASURE_SHARE`] of the time. Why: whether a cache pays depends
+/// on how many flows the traffic spreads over, how far apart their
+/// slots are in memory and how cheap a walk is (a route table's fast
+/// steps cost less than a miss and its recording); a hit rate says
+/// little of that, the clock says all of it.
 const WINDOW: u32 = 1 << 14;
 const STAY: u32 = 63;
 const MAX_STAY: u32 = 1 << 12;
+const MEASURE_SHARE: u64 = 128;
 
 /// A reading of the processor's clock for timing batches: its time-stamp
 /// counter where it has one (a few cycles to read), else nanoseconds.
@@ -112,11 +114,24 @@ struct Chooser {
     warming: bool,
     /// The current window measures the way not chosen.
     probing: bool,
+    /// Ticks (per window) and windows of the current measure.
+    probe_ticks: u64,
+    probe_windows: u64,
 }
 
 impl Default for Chooser {
     fn default() -> Self {
-        Chooser { cached: true, packets: 0, ticks: 0, cost: [None; 2], stay: 0, warming: true, probing: false }
+        Chooser {
+            cached: true,
+            packets: 0,
+            ticks: 0,
+            cost: [None; 2],
+            stay: 0,
+            warming: true,
+            probing: false,
+            probe_ticks: 0,
+            probe_windows: 0,
+        }
     }
 }
 
@@ -135,37 +150,43 @@ impl Chooser {
         let cost = self.ticks.saturating_mul(u64::from(WINDOW)) / u64::from(self.packets.max(1));
         self.packets = 0;
         self.ticks = 0;
+        if self.probing {
+            self.probe_ticks = self.probe_ticks.saturating_add(cost);
+            self.probe_windows += 1;
+        }
         if std::mem::take(&mut self.warming) {
             return;
         }
         self.cost[usize::from(self.cached)] = Some(cost);
         if self.probing {
-            // Both ways measured: the cheaper one runs for a while.
+            // Both ways measured: the cheaper one runs, for as many windows
+            // as make what the measure cost beyond it (a refill, a
+            // costlier way) 1/MEASURE_SHARE of the time.
             let (choice, stay) = match self.cost {
                 [Some(walk), Some(cache)] => {
-                    let (better, worse) = (walk.min(cache).max(1), walk.max(cache));
-                    // The worse the other way, the rarer its measures (each
-                    // costs what it costs): at most about 1/128 of the time.
-                    let stay = (2 * u64::from(STAY)).saturating_mul(worse) / better;
-                    (cache <= walk, stay.clamp(u64::from(STAY), u64::from(MAX_STAY)) as u32)
+                    let better = walk.min(cache).max(1);
+                    let extra = self.probe_ticks.saturating_sub(self.probe_windows * better);
+                    let stay = (MEASURE_SHARE * extra / better).clamp(u64::from(STAY), u64::from(MAX_STAY));
+                    (cache <= walk, stay as u32)
                 }
                 _ => (self.cached, STAY),
             };
             self.probing = false;
+            self.probe_ticks = 0;
+            self.probe_windows = 0;
             self.stay = stay;
-            self.switch_to(choice);
+            // Back to the cache after one window without it: it is as warm
+            // as it was.
+            self.cached = choice;
         } else if self.stay == 0 {
             self.probing = true;
-            self.switch_to(!self.cached);
+            // The cache, left aside for a while, holds older walks: a
+            // window refills it first.
+            self.warming = !self.cached;
+            self.cached = !self.cached;
         } else {
             self.stay -= 1;
         }
-    }
-
-    fn switch_to(&mut self, cached: bool) {
-        // A cache left aside holds older walks: one window refills it.
-        self.warming = cached && !self.cached;
-        self.cached = cached;
     }
 }
 
@@ -575,19 +596,25 @@ mod tests {
         assert!(!c.cached, "then the walk is measured");
         window(&mut c, 1_000);
         assert!(!c.cached, "the walk, ten times cheaper, is chosen");
-        let stay = 2 * STAY * 10;
-        assert_eq!(c.stay, stay, "and kept the longer as the cache costs more");
-        for _ in 0..stay {
+        assert_eq!(c.stay, STAY, "its own measure cost nothing extra");
+        for _ in 0..STAY {
             window(&mut c, 1_000);
         }
         assert!(!c.cached);
         window(&mut c, 1_000);
         assert!(c.cached && c.warming, "then the cache is measured again, refilled first");
         window(&mut c, 1_000_000);
-        assert!(c.cached, "the refill is not measured");
+        assert!(c.cached && c.cost[1] == Some(10_000), "the refill is not measured");
         window(&mut c, 500);
-        assert!(c.cached && c.stay == 2 * STAY * 2, "the cache, cheaper now, is chosen");
         assert_eq!(c.cost, [Some(1_000), Some(500)]);
+        assert!(c.cached && c.stay == MAX_STAY, "the cache, cheaper now, is chosen, and its costly refill made rare");
+        for _ in 0..=MAX_STAY {
+            window(&mut c, 500);
+        }
+        assert!(!c.cached && !c.warming, "the walk is measured again");
+        window(&mut c, 1_000);
+        assert!(c.cached && !c.warming, "back to the cache, still warm");
+        assert_eq!(c.stay, 128, "the walk's measure cost one extra window's worth");
     }
 
     #[test]

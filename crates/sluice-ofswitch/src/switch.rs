@@ -317,9 +317,7 @@ fn fold_counts(tables: &mut [FlowTable], to: &mut Counters, counts: &[Count], p:
     add_counts_of(to, counts, p, b);
     for c in counts {
         if let Count::Hit { table, id } = c {
-            let h = tables[usize::from(*table)].hot(*id);
-            h.packets += p;
-            h.bytes += b;
+            tables[usize::from(*table)].count(*id, p, b);
         }
     }
 }
@@ -1362,11 +1360,64 @@ impl OfSwitch {
 
     /// Walks `pkt` through the tables from table 0 (recording the walk
     /// when a recording is on).
+    #[inline]
     fn walk<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, pkt: &mut Pkt, emit: &mut E) {
+        let from = if self.rec.is_none() {
+            match self.walk_fast(idx, pkt, emit) {
+                Some(table) => table,
+                None => return,
+            }
+        } else {
+            0
+        };
+        self.walk_from(idx, pkt, from, emit);
+    }
+
+    /// The start of a walk while it takes fast steps only (see [`Fast`]):
+    /// `None` when the packet's walk ended with one; else the table where
+    /// the walk goes on in full (its lookup not counted: the walk makes
+    /// it again), having changed nothing but what the steps it took count.
+    #[inline(always)]
+    fn walk_fast<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        emit: &mut E,
+    ) -> Option<usize> {
+        pkt.refresh();
+        let mut table = 0usize;
+        loop {
+            let found = match pkt.found {
+                Some((t, found)) if usize::from(t) == table => found,
+                _ => self.tables[table].lookup_id(&pkt.full, &mut self.scratch),
+            };
+            let step = found.and_then(|id| self.fast_step(idx, pkt, table, id, true, emit));
+            match step {
+                Some(Fast::Goto(t)) => {
+                    self.counters.tables[table].0 += 1;
+                    table = usize::from(t);
+                }
+                Some(_) => {
+                    self.counters.tables[table].0 += 1;
+                    return None;
+                }
+                None => return Some(table),
+            }
+        }
+    }
+
+    /// Walks `pkt` through the tables from `table` on, with an empty
+    /// action set (recording the walk when a recording is on).
+    fn walk_from<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        mut table: usize,
+        emit: &mut E,
+    ) {
         // Boxed: taking it out and back moves a pointer, not the set.
         let mut set = self.set.take().unwrap_or_default();
         set.clear();
-        let mut table = 0usize;
         let mut scratch = std::mem::take(&mut self.scratch);
         loop {
             pkt.refresh();
@@ -1407,9 +1458,7 @@ impl OfSwitch {
             };
             self.counters.tables[table].1 += 1;
             let len = pkt.buf.len() as u64;
-            let hot = self.tables[table].hot(id);
-            hot.packets += 1;
-            hot.bytes += len;
+            self.tables[table].count(id, 1, len);
             let reason = if miss_entry {
                 sluice_openflow::packet_in_reason::NO_MATCH
             } else {
@@ -1496,7 +1545,7 @@ impl OfSwitch {
     /// behind it and a TTL that does not run out. Counts what the generic
     /// path counts and returns the step it ran; `None`, having done
     /// nothing, when the generic path must run the entry.
-    #[inline]
+    #[inline(always)]
     fn fast_step<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
         idx: usize,
@@ -1507,7 +1556,7 @@ impl OfSwitch {
         emit: &mut E,
     ) -> Option<Fast> {
         let len = pkt.buf.len() as u64;
-        let step = self.tables[table].hot_ref(id).fast;
+        let step = self.tables[table].fast(id);
         match step {
             Fast::Goto(t) if usize::from(t) > table && usize::from(t) < N_TABLES => {}
             Fast::Group(g) if set_empty => {
@@ -1527,9 +1576,7 @@ impl OfSwitch {
             }
             _ => return None,
         }
-        let hot = self.tables[table].hot(id);
-        hot.packets += 1;
-        hot.bytes += len;
+        self.tables[table].count(id, 1, len);
         self.counters.tables[table].1 += 1;
         Some(step)
     }
@@ -1648,7 +1695,6 @@ impl DataPlane for OfSwitch {
                     }
                 }
             }
-            self.prefix_tables = prefix_tables;
             for (i, (pkt, key)) in batch[..frames.len()].iter_mut().enumerate() {
                 if self.flow_cache {
                     self.run_cached(i, pkt, *key, emit);
@@ -1656,6 +1702,7 @@ impl DataPlane for OfSwitch {
                     self.walk(i, pkt, emit);
                 }
             }
+            self.prefix_tables = prefix_tables;
             if self.flow_cache {
                 self.cache.account(frames.len(), crate::cache::ticks().wrapping_sub(start));
             }

@@ -96,12 +96,13 @@ pub struct Flow {
     pub added_ns: u64,
 }
 
-/// What the pipeline reads of the entry a lookup found, by classifier id
-/// (next to each other, so one lookup does not walk the entries' map).
-/// One cache line each, aligned: a big table's entry is one miss (and
-/// one prefetch), not two.
+/// What the generic walk reads of the entry a lookup found, by
+/// classifier id (next to each other, so one lookup does not walk the
+/// entries' map). What every packet reads and writes (its fast step and
+/// counts) lives apart, in arrays of their own (see [`FlowTable::fast`]):
+/// a million routes' steps take 8 MiB, which stay in the processor's
+/// caches, rather than a cache line each.
 #[derive(Debug, Clone)]
-#[repr(align(64))]
 pub struct Hot {
     pub uid: u64,
     pub cookie: u64,
@@ -111,13 +112,6 @@ pub struct Hot {
     /// `None` only while the pipeline runs them (taken out and put back,
     /// so that running them touches no reference count).
     pub instructions: Option<Arc<[Instruction]>>,
-    /// Packets and bytes this replica matched to the entry (the switch's
-    /// settled counts, of replaced entries, live in its counters).
-    pub packets: u64,
-    pub bytes: u64,
-    /// What the instructions amount to when they are one of the common
-    /// single steps (the pipeline's fast path), from the instructions.
-    pub fast: Fast,
 }
 
 /// An entry's instructions when they are a single common step the
@@ -146,27 +140,42 @@ impl Fast {
     }
 }
 
-/// The [`Hot`] parts by classifier id. Read at random on the packet path
-/// (a million routes: 64 MiB), so big ones live in huge pages, copies
-/// included (a replica's).
-#[derive(Debug, Default)]
-struct HotArray(Vec<Hot>);
+/// Entries' parts by classifier id. Read at random on the packet path,
+/// so big ones live in huge pages, copies included (a replica's).
+#[derive(Debug)]
+struct ById<T>(Vec<T>);
 
-impl Clone for HotArray {
-    fn clone(&self) -> Self {
-        HotArray(sluice_lookup::mem::clone_advised(&self.0))
+impl<T> Default for ById<T> {
+    fn default() -> Self {
+        ById(Vec::new())
     }
 }
 
-impl std::ops::Deref for HotArray {
-    type Target = Vec<Hot>;
-    fn deref(&self) -> &Vec<Hot> {
+impl<T: Clone> Clone for ById<T> {
+    fn clone(&self) -> Self {
+        ById(sluice_lookup::mem::clone_advised(&self.0))
+    }
+}
+
+impl<T> ById<T> {
+    /// Puts `x` at `id`, a free id or the next one.
+    fn put(&mut self, id: u32, x: T) {
+        match self.0.get_mut(id as usize) {
+            Some(at) => *at = x,
+            None => sluice_lookup::mem::push_advised(&mut self.0, x),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for ById<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
         &self.0
     }
 }
 
-impl std::ops::DerefMut for HotArray {
-    fn deref_mut(&mut self) -> &mut Vec<Hot> {
+impl<T> std::ops::DerefMut for ById<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
         &mut self.0
     }
 }
@@ -191,7 +200,14 @@ pub struct FlowTable {
     key_len: usize,
     classifier: Classifier,
     /// Classifier id → the entry's [`Hot`] part (a free id's is stale).
-    ids: HotArray,
+    ids: ById<Hot>,
+    /// Classifier id → the entry's fast step (what its instructions
+    /// amount to when they are one of the common single steps).
+    steps: ById<Fast>,
+    /// Classifier id → packets and bytes this replica matched to the
+    /// entry (the switch's settled counts, of replaced entries, live in
+    /// its counters).
+    counts: ById<[u64; 2]>,
     free_ids: Vec<u32>,
     by_uid: BTreeMap<u64, u32>,
     /// Recent distinct instruction lists: an entry whose list equals one
@@ -204,24 +220,27 @@ pub struct FlowTable {
     /// While the classifier scans its few entries (and the template does
     /// not run): the same entries in the same order, each as the words of
     /// the full key its mask covers, which lookups compare in place
-    /// instead of projecting the key first.
-    scan: Option<Box<[ScanEntry]>>,
+    /// instead of projecting the key first. One run of words, read in
+    /// order (see [`scan_find`]).
+    scan: Option<Box<[u64]>>,
 }
 
-/// An entry of a small table as [`FlowTable::lookup_id`] scans it:
-/// `(word, mask, value)` for each word of the full key its mask covers
-/// (the value masked).
-#[derive(Debug, Clone)]
-struct ScanEntry {
-    id: u32,
-    words: Box<[(u8, u64, u64)]>,
-}
-
-impl ScanEntry {
-    #[inline]
-    fn matches(&self, full: &FullKey) -> bool {
-        self.words.iter().all(|&(w, m, v)| crate::fields::word(full, usize::from(w)) & m == v)
+/// The first entry of a table's `scan` that `full` matches. Each entry
+/// is a head word (its classifier id in the high half, its number of
+/// words `n` in the low byte) followed by `n` triples (word index into
+/// the full key, mask, masked value).
+#[inline]
+fn scan_find(scan: &[u64], full: &FullKey) -> Option<u32> {
+    let mut at = 0;
+    while let Some(&head) = scan.get(at) {
+        let n = (head & 0xff) as usize;
+        let words = scan.get(at + 1..at + 1 + 3 * n)?;
+        if words.chunks_exact(3).all(|t| crate::fields::word(full, t[0] as usize) & t[1] == t[2]) {
+            return Some((head >> 32) as u32);
+        }
+        at += 1 + 3 * n;
     }
+    None
 }
 
 impl Default for FlowTable {
@@ -235,7 +254,9 @@ impl Default for FlowTable {
             covered: Box::new(std::array::from_fn(|i| if i < 4 { 0xff } else { 0 })),
             key_len: 4,
             classifier: Classifier::new(4),
-            ids: HotArray::default(),
+            ids: ById::default(),
+            steps: ById::default(),
+            counts: ById::default(),
             free_ids: Vec::new(),
             by_uid: BTreeMap::new(),
             interned: std::collections::VecDeque::new(),
@@ -321,15 +342,16 @@ impl FlowTable {
             self.scan = None;
             return;
         }
-        let entries = self.classifier.rules().map(|(id, _, _)| {
+        let mut scan = Vec::new();
+        for (id, _, _) in self.classifier.rules() {
             let p = &self.flows[&self.ids[id as usize].uid].pattern;
-            let words = (0..FULL_LEN / 8)
-                .filter(|&w| word(&p.mask, w) != 0)
-                .map(|w| (w as u8, word(&p.mask, w), word(&p.value, w) & word(&p.mask, w)))
-                .collect();
-            ScanEntry { id, words }
-        });
-        self.scan = Some(entries.collect());
+            let words: Vec<usize> = (0..FULL_LEN / 8).filter(|&w| word(&p.mask, w) != 0).collect();
+            scan.push((u64::from(id) << 32) | words.len() as u64);
+            for w in words {
+                scan.extend([w as u64, word(&p.mask, w), word(&p.value, w) & word(&p.mask, w)]);
+            }
+        }
+        self.scan = Some(scan.into());
     }
 
     fn rebuild(&mut self) {
@@ -358,23 +380,14 @@ impl FlowTable {
             cookie: flow.cookie,
             miss_entry: flow.priority == 0 && flow.matched.fields.is_empty(),
             instructions: Some(Arc::clone(&flow.instructions)),
-            packets: 0,
-            bytes: 0,
-            fast: Fast::of(&flow.instructions),
         };
         for (u, m) in self.union_mask.iter_mut().zip(flow.pattern.mask.iter()) {
             *u |= m;
         }
-        let id = match self.free_ids.pop() {
-            Some(id) => {
-                self.ids[id as usize] = hot;
-                id
-            }
-            None => {
-                sluice_lookup::mem::push_advised(&mut self.ids.0, hot);
-                (self.ids.len() - 1) as u32
-            }
-        };
+        let id = self.free_ids.pop().unwrap_or(self.ids.len() as u32);
+        self.ids.put(id, hot);
+        self.steps.put(id, Fast::of(&flow.instructions));
+        self.counts.put(id, [0; 2]);
         let running = self.prefix.running();
         let shaped = self.prefix.add(id, flow.priority, &flow.pattern);
         if !running {
@@ -409,8 +422,8 @@ impl FlowTable {
     /// matched to it.
     pub fn remove(&mut self, uid: u64) -> Option<(Flow, (u64, u64))> {
         let id = self.by_uid.remove(&uid)?;
-        let hot = &self.ids[id as usize];
-        let counts = (hot.packets, hot.bytes);
+        let [p, b] = self.counts[id as usize];
+        let counts = (p, b);
         if !self.prefix.running() {
             self.classifier.remove(id);
         }
@@ -431,8 +444,8 @@ impl FlowTable {
     pub fn take_counts(&mut self, uid: u64) -> (u64, u64) {
         match self.by_uid.get(&uid) {
             Some(&id) => {
-                let h = &mut self.ids[id as usize];
-                (std::mem::take(&mut h.packets), std::mem::take(&mut h.bytes))
+                let [p, b] = std::mem::take(&mut self.counts[id as usize]);
+                (p, b)
             }
             None => (0, 0),
         }
@@ -441,17 +454,14 @@ impl FlowTable {
     /// Every entry's uid with the packets and bytes this replica matched to it.
     pub fn counts(&self) -> impl Iterator<Item = (u64, (u64, u64))> + '_ {
         self.by_uid.iter().map(|(uid, id)| {
-            let h = &self.ids[*id as usize];
-            (*uid, (h.packets, h.bytes))
+            let [p, b] = self.counts[*id as usize];
+            (*uid, (p, b))
         })
     }
 
     /// Zeroes the packets and bytes of every entry (a new replica's).
     pub fn reset_counts(&mut self) {
-        for h in self.ids.iter_mut() {
-            h.packets = 0;
-            h.bytes = 0;
-        }
+        self.counts.iter_mut().for_each(|c| *c = [0; 2]);
     }
 
     /// See the field `union_mask`.
@@ -508,7 +518,7 @@ impl FlowTable {
             return self.prefix.lookup(full);
         }
         if let Some(scan) = &self.scan {
-            return scan.iter().find(|e| e.matches(full)).map(|e| e.id);
+            return scan_find(scan, full);
         }
         self.project(full, scratch);
         self.classifier.lookup_cached(scratch, None)
@@ -536,8 +546,11 @@ impl FlowTable {
     pub fn lookup_ahead(&self, full: &FullKey) -> Option<u32> {
         debug_assert!(self.prefix.running());
         let id = self.prefix.lookup(full);
-        if let Some(h) = id.and_then(|id| self.ids.get(id as usize)) {
-            sluice_lookup::lpm::prefetch(h);
+        if let Some(id) = id {
+            if let (Some(step), Some(count)) = (self.steps.get(id as usize), self.counts.get(id as usize)) {
+                sluice_lookup::lpm::prefetch(step);
+                sluice_lookup::lpm::prefetch(count);
+            }
         }
         id
     }
@@ -573,13 +586,28 @@ impl FlowTable {
         &self.ids[id as usize]
     }
 
+    /// The fast step of the entry of classifier id `id` (see [`Fast`]).
+    #[inline]
+    pub fn fast(&self, id: u32) -> Fast {
+        self.steps[id as usize]
+    }
+
+    /// Counts `packets` packets of `bytes` bytes matched to the entry of
+    /// classifier id `id`.
+    #[inline]
+    pub fn count(&mut self, id: u32, packets: u64, bytes: u64) {
+        let c = &mut self.counts[id as usize];
+        c[0] += packets;
+        c[1] += bytes;
+    }
+
     /// Replaces the instructions of entry `uid` (a modify); false when
     /// there is no such entry.
     pub fn set_instructions(&mut self, uid: u64, instructions: Arc<[Instruction]>) -> bool {
         let instructions = self.intern(instructions);
         let (Some(f), Some(&id)) = (self.flows.get_mut(&uid), self.by_uid.get(&uid)) else { return false };
         f.instructions = Arc::clone(&instructions);
-        self.ids[id as usize].fast = Fast::of(&instructions);
+        self.steps[id as usize] = Fast::of(&instructions);
         self.ids[id as usize].instructions = Some(instructions);
         true
     }
@@ -694,8 +722,9 @@ mod tests {
 #[cfg(test)]
 mod hot_tests {
     #[test]
-    fn an_entry_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<super::Hot>(), 64);
+    fn what_every_packet_reads_of_an_entry_is_small() {
+        assert_eq!(std::mem::size_of::<super::Fast>(), 8);
+        assert!(std::mem::size_of::<super::Hot>() <= 40);
     }
 }
 
