@@ -77,6 +77,18 @@ fn mask_of(len: u32) -> u32 {
     u32::MAX.checked_shl(32 - len).unwrap_or(0)
 }
 
+/// Tags an entry can have: a record holds the classifier id plus one in
+/// its low [`ID_BITS`] bits and the tag above (below `DirLpm`'s group bit).
+pub const TAGS: u8 = 128;
+const ID_BITS: u32 = 24;
+const ID_MASK: u32 = (1 << ID_BITS) - 1;
+
+/// The `DirLpm` record of entry `id` with `tag`.
+fn record(id: u32, tag: u8) -> u32 {
+    debug_assert!(id < ID_MASK && tag < TAGS);
+    (id + 1) | (u32::from(tag) << ID_BITS)
+}
+
 /// A table's entries as the template sees them (see the module documentation).
 #[derive(Debug, Clone, Default)]
 pub struct PrefixShape {
@@ -85,12 +97,13 @@ pub struct PrefixShape {
     /// The pattern of a prefix entry, for the part they all share (none
     /// while there is none).
     shared: Option<Pattern>,
-    /// Prefix entries by length: masked address → (classifier id, priority).
-    by_len: Vec<HashMap<u32, (u32, u16)>>,
+    /// Prefix entries by length: masked address → (classifier id,
+    /// priority, tag).
+    by_len: Vec<HashMap<u32, (u32, u16, u8)>>,
     /// Priorities of the prefix entries by length, with how many have each.
     priorities: Vec<BTreeMap<u16, u32>>,
-    /// The match-everything entry: (classifier id, priority).
-    all: Option<(u32, u16)>,
+    /// The match-everything entry: (classifier id, priority, tag).
+    all: Option<(u32, u16, u8)>,
     /// Present while the table runs on the template.
     lpm: Option<Lpm>,
 }
@@ -137,10 +150,12 @@ impl PrefixShape {
         Some((*lo, *hi))
     }
 
-    /// Notes entry `id` (classifier id) of `priority` and `pattern`; false
-    /// when it breaks the shape (then the template stops: the caller
-    /// moves the table to its classifier).
-    pub fn add(&mut self, id: u32, priority: u16, pattern: &Pattern) -> bool {
+    /// Notes entry `id` (classifier id) of `priority` and `pattern`, with
+    /// `tag` (below [`TAGS`]: what lookups give with the id, see
+    /// [`PrefixShape::lookup_tagged`]); false when it breaks the shape
+    /// (then the template stops: the caller moves the table to its
+    /// classifier).
+    pub fn add(&mut self, id: u32, priority: u16, pattern: &Pattern, tag: u8) -> bool {
         if self.broken {
             return false;
         }
@@ -148,11 +163,11 @@ impl PrefixShape {
             Kind::All => {
                 let ok = self.all.is_none() && self.priority_range().is_none_or(|(lo, _)| priority <= lo);
                 if ok {
-                    self.all = Some((id, priority));
+                    self.all = Some((id, priority, tag));
                 }
                 ok
             }
-            Kind::Prefix { addr, len } => self.add_prefix(id, priority, pattern, addr, len),
+            Kind::Prefix { addr, len } => self.add_prefix(id, priority, pattern, addr, len, tag),
             Kind::Other => false,
         };
         if !ok {
@@ -161,7 +176,7 @@ impl PrefixShape {
         ok
     }
 
-    fn add_prefix(&mut self, id: u32, priority: u16, pattern: &Pattern, addr: u32, len: u32) -> bool {
+    fn add_prefix(&mut self, id: u32, priority: u16, pattern: &Pattern, addr: u32, len: u32, tag: u8) -> bool {
         if self.by_len.is_empty() {
             self.by_len = vec![HashMap::new(); 33];
             self.priorities = vec![BTreeMap::new(); 33];
@@ -180,16 +195,41 @@ impl PrefixShape {
         let l = len as usize;
         let shorter_ok = self.priorities[..l].iter().all(|m| m.keys().next_back().is_none_or(|p| *p <= priority));
         let longer_ok = self.priorities[l + 1..].iter().all(|m| m.keys().next().is_none_or(|p| *p >= priority));
-        let below_all = self.all.is_none_or(|(_, p)| p <= priority);
+        let below_all = self.all.is_none_or(|(_, p, _)| p <= priority);
         if !(shorter_ok && longer_ok && below_all) || self.by_len[l].contains_key(&addr) {
             return false;
         }
-        self.by_len[l].insert(addr, (id, priority));
+        self.by_len[l].insert(addr, (id, priority, tag));
         *self.priorities[l].entry(priority).or_insert(0) += 1;
         if let Some(lpm) = &mut self.lpm {
-            lpm.dir.insert(addr, len, id, id + 1);
+            lpm.dir.insert(addr, len, id, record(id, tag));
         }
         true
+    }
+
+    /// Gives entry `id` of `pattern` (one [`PrefixShape::add`] accepted)
+    /// a new tag.
+    pub fn retag(&mut self, id: u32, pattern: &Pattern, tag: u8) {
+        if self.broken {
+            return;
+        }
+        match kind(pattern) {
+            Kind::All => {
+                if let Some(a) = self.all.as_mut().filter(|a| a.0 == id) {
+                    a.2 = tag;
+                }
+            }
+            Kind::Prefix { addr, len } => {
+                let Some(e) = self.by_len.get_mut(len as usize).and_then(|m| m.get_mut(&addr)) else { return };
+                if e.0 == id {
+                    e.2 = tag;
+                    if let Some(lpm) = &mut self.lpm {
+                        lpm.dir.insert(addr, len, id, record(id, tag));
+                    }
+                }
+            }
+            Kind::Other => {}
+        }
     }
 
     /// Forgets entry `id` of `priority` and `pattern` (one [`PrefixShape::add`] accepted).
@@ -199,13 +239,13 @@ impl PrefixShape {
         }
         match kind(pattern) {
             Kind::All => {
-                if self.all.is_some_and(|(a, _)| a == id) {
+                if self.all.is_some_and(|(a, _, _)| a == id) {
                     self.all = None;
                 }
             }
             Kind::Prefix { addr, len } => {
                 let l = len as usize;
-                let Some((_, priority)) = self.by_len.get_mut(l).and_then(|m| m.remove(&addr)) else { return };
+                let Some((_, priority, _)) = self.by_len.get_mut(l).and_then(|m| m.remove(&addr)) else { return };
                 if let Some(n) = self.priorities[l].get_mut(&priority) {
                     *n -= 1;
                     if *n == 0 {
@@ -216,7 +256,7 @@ impl PrefixShape {
                     // Only the lengths some entry has (a route table has few).
                     let cover = (0..l).rev().filter(|s| !self.by_len[*s].is_empty()).find_map(|s| {
                         let a = addr & mask_of(s as u32);
-                        self.by_len[s].get(&a).map(|(cid, _)| (*cid, s as u32, cid + 1))
+                        self.by_len[s].get(&a).map(|(cid, _, tag)| (*cid, s as u32, record(*cid, *tag)))
                     });
                     lpm.dir.remove(addr, len, id, cover);
                 }
@@ -235,8 +275,8 @@ impl PrefixShape {
         }
         let mut dir = DirLpm::new(32);
         for (len, m) in self.by_len.iter().enumerate() {
-            for (addr, (id, _)) in m {
-                dir.insert(*addr, len as u32, *id, id + 1);
+            for (addr, (id, _, tag)) in m {
+                dir.insert(*addr, len as u32, *id, record(*id, *tag));
             }
         }
         self.lpm = Some(Lpm { dir, words: shared_words(self.shared.as_ref()) });
@@ -245,15 +285,22 @@ impl PrefixShape {
     /// The classifier id of the best entry for the packet of `full` (running only).
     #[inline]
     pub fn lookup(&self, full: &FullKey) -> Option<u32> {
+        self.lookup_tagged(full).map(|(id, _)| id)
+    }
+
+    /// [`PrefixShape::lookup`], with the entry's tag (read with the id,
+    /// from the same slot).
+    #[inline]
+    pub fn lookup_tagged(&self, full: &FullKey) -> Option<(u32, u8)> {
         let lpm = self.lpm.as_ref()?;
         if lpm.words.iter().all(|&(w, m, v)| word(full, w) & m == v) {
             let addr = u32::from_be_bytes(full[PREFIX_AT..PREFIX_AT + 4].try_into().expect("4 bytes"));
             let r = lpm.dir.record(addr);
             if r != 0 {
-                return Some(r - 1);
+                return Some(((r & ID_MASK) - 1, (r >> ID_BITS) as u8));
             }
         }
-        self.all.map(|a| a.0)
+        self.all.map(|a| (a.0, a.2))
     }
 
     /// Starts loading what a lookup of `full` reads (running only; a hint).
@@ -323,21 +370,24 @@ mod tests {
     #[test]
     fn longest_prefix_then_the_match_everything_entry() {
         let mut s = PrefixShape::default();
-        assert!(s.add(0, 0, &Pattern::of(&Match::default())));
-        assert!(s.add(1, 8, &route([10, 0, 0, 0], 8)));
-        assert!(s.add(2, 24, &route([10, 1, 2, 0], 24)));
-        assert!(s.add(3, 32, &route([10, 1, 2, 3], 32)));
+        assert!(s.add(0, 0, &Pattern::of(&Match::default()), 0));
+        assert!(s.add(1, 8, &route([10, 0, 0, 0], 8), 0));
+        assert!(s.add(2, 24, &route([10, 1, 2, 0], 24), 5));
+        assert!(s.add(3, 32, &route([10, 1, 2, 3], 32), 0));
         s.start();
+        assert_eq!(s.lookup_tagged(&key([10, 1, 2, 4], 0x800)), Some((2, 5)), "the tag comes with the id");
         assert_eq!(s.lookup(&key([10, 1, 2, 3], 0x800)), Some(3));
         assert_eq!(s.lookup(&key([10, 1, 2, 4], 0x800)), Some(2));
         assert_eq!(s.lookup(&key([10, 9, 2, 4], 0x800)), Some(1));
         assert_eq!(s.lookup(&key([11, 1, 2, 3], 0x800)), Some(0));
         assert_eq!(s.lookup(&key([10, 1, 2, 3], 0x806)), Some(0), "the shared eth_type is checked");
         // Added while running; removed with the next shorter route taking over.
-        assert!(s.add(4, 16, &route([10, 1, 0, 0], 16)));
+        assert!(s.add(4, 16, &route([10, 1, 0, 0], 16), 0));
         assert_eq!(s.lookup(&key([10, 1, 9, 9], 0x800)), Some(4));
+        s.retag(4, &route([10, 1, 0, 0], 16), 9);
+        assert_eq!(s.lookup_tagged(&key([10, 1, 9, 9], 0x800)), Some((4, 9)), "a new tag reaches the slots");
         s.remove(2, &route([10, 1, 2, 0], 24));
-        assert_eq!(s.lookup(&key([10, 1, 2, 4], 0x800)), Some(4));
+        assert_eq!(s.lookup_tagged(&key([10, 1, 2, 4], 0x800)), Some((4, 9)), "the covering entry with its tag");
         assert_eq!(s.lookup(&key([10, 1, 2, 3], 0x800)), Some(3));
         assert_eq!(s.find(&route([10, 1, 0, 0], 16), 16), Some(4));
         assert_eq!(s.find(&route([10, 1, 0, 0], 16), 17), None);
@@ -351,7 +401,7 @@ mod tests {
         assert_eq!(s.prefixes(), 0);
         let mut arp = route([10, 0, 0, 0], 8);
         arp.value[29] = 6;
-        assert!(s.add(5, 8, &arp));
+        assert!(s.add(5, 8, &arp, 0));
         assert_eq!(s.lookup(&key([10, 1, 2, 3], 0x806)), Some(5));
         assert_eq!(s.lookup(&key([10, 1, 2, 3], 0x800)), Some(0));
     }
@@ -360,37 +410,37 @@ mod tests {
     fn what_breaks_the_shape() {
         let fresh = || {
             let mut s = PrefixShape::default();
-            assert!(s.add(1, 24, &route([10, 1, 2, 0], 24)));
+            assert!(s.add(1, 24, &route([10, 1, 2, 0], 24), 0));
             s
         };
-        assert!(!fresh().add(2, 23, &route([10, 1, 2, 128], 25)), "a longer prefix of lower priority");
-        assert!(!fresh().add(2, 25, &route([10, 1, 0, 0], 16)), "a shorter prefix of higher priority");
-        assert!(!fresh().add(2, 30, &route([10, 1, 2, 0], 24)), "the same prefix twice");
-        assert!(!fresh().add(2, 30, &Pattern::of(&Match::default())), "a match-everything entry above a prefix");
+        assert!(!fresh().add(2, 23, &route([10, 1, 2, 128], 25), 0), "a longer prefix of lower priority");
+        assert!(!fresh().add(2, 25, &route([10, 1, 0, 0], 16), 0), "a shorter prefix of higher priority");
+        assert!(!fresh().add(2, 30, &route([10, 1, 2, 0], 24), 0), "the same prefix twice");
+        assert!(!fresh().add(2, 30, &Pattern::of(&Match::default()), 0), "a match-everything entry above a prefix");
         let udp = Pattern::of(&Match {
             fields: vec![
                 Oxm { field: OxmField::EthType, value: vec![8, 0], mask: None },
                 Oxm { field: OxmField::IpProto, value: vec![17], mask: None },
             ],
         });
-        assert!(!fresh().add(2, 1, &udp), "another field");
+        assert!(!fresh().add(2, 1, &udp, 0), "another field");
         let arp = Pattern::of(&Match {
             fields: vec![
                 Oxm { field: OxmField::EthType, value: vec![8, 6], mask: None },
                 Oxm { field: OxmField::ArpTpa, value: vec![10, 1, 2, 0], mask: Some(vec![255, 255, 255, 0]) },
             ],
         });
-        assert!(!fresh().add(2, 24, &arp), "another shared value");
+        assert!(!fresh().add(2, 24, &arp, 0), "another shared value");
         let holes = route([10, 0, 0, 0], 8);
         let mut holes = holes.clone();
         holes.mask[PREFIX_AT + 2] = 0xff;
         holes.value[PREFIX_AT + 2] = 5;
-        assert!(!fresh().add(2, 24, &holes), "a mask that is not a prefix");
+        assert!(!fresh().add(2, 24, &holes, 0), "a mask that is not a prefix");
         let mut s = fresh();
-        assert!(s.add(2, 24, &route([10, 1, 3, 0], 24)), "same length and priority");
-        assert!(s.add(3, 16, &route([10, 2, 0, 0], 16)), "shorter and lower");
+        assert!(s.add(2, 24, &route([10, 1, 3, 0], 24), 0), "same length and priority");
+        assert!(s.add(3, 16, &route([10, 2, 0, 0], 16), 0), "shorter and lower");
         assert!(s.holds());
-        assert!(!s.add(4, 3, &udp));
-        assert!(!s.holds() && !s.add(5, 24, &route([10, 1, 4, 0], 24)), "broken until emptied");
+        assert!(!s.add(4, 3, &udp, 0));
+        assert!(!s.holds() && !s.add(5, 24, &route([10, 1, 4, 0], 24), 0), "broken until emptied");
     }
 }

@@ -335,10 +335,16 @@ struct Pkt {
     /// `parsed` no longer reflects `buf` (headers were pushed, popped or
     /// changed in a way that moves the ones after them); implies `stale`.
     reparse: bool,
-    /// What table `.0`'s lookup of `full` found, looked up ahead while
-    /// the batch was prefetched; void once `full` is extracted again.
-    found: Option<(u8, Option<u32>)>,
+    /// What table `.0`'s lookup of `full` found (the entry's classifier
+    /// id, with its fast step when the lookup gave it), looked up ahead
+    /// while the batch was prefetched; void once `full` is extracted
+    /// again.
+    found: Option<(u8, Option<Hit>)>,
 }
+
+/// An entry a lookup found: its classifier id, with its fast step when
+/// the lookup gave it.
+type Hit = (u32, Option<Fast>);
 
 impl Pkt {
     fn new(buf: Vec<u8>, meta: Meta) -> Pkt {
@@ -1389,9 +1395,9 @@ impl OfSwitch {
         loop {
             let found = match pkt.found {
                 Some((t, found)) if usize::from(t) == table => found,
-                _ => self.tables[table].lookup_id(&pkt.full, &mut self.scratch),
+                _ => self.tables[table].lookup_id(&pkt.full, &mut self.scratch).map(|id| (id, None)),
             };
-            let step = found.and_then(|id| self.fast_step(idx, pkt, table, id, true, emit));
+            let step = found.and_then(|hit| self.fast_step(idx, pkt, table, hit, true, emit));
             match step {
                 Some(Fast::Goto(t)) => {
                     self.counters.tables[table].0 += 1;
@@ -1423,7 +1429,7 @@ impl OfSwitch {
             pkt.refresh();
             self.counters.tables[table].0 += 1;
             let found = match pkt.found {
-                Some((t, found)) if usize::from(t) == table => found,
+                Some((t, found)) if usize::from(t) == table => found.map(|(id, _)| id),
                 _ => self.tables[table].lookup_id(&pkt.full, &mut scratch),
             };
             let Some(id) = found else {
@@ -1437,7 +1443,7 @@ impl OfSwitch {
             if let Some(r) = &mut self.rec {
                 r.counts.push(Count::Hit { table: table as u8, id });
             } else {
-                match self.fast_step(idx, pkt, table, id, set.empty, emit) {
+                match self.fast_step(idx, pkt, table, (id, None), set.empty, emit) {
                     Some(Fast::Goto(t)) => {
                         table = usize::from(t);
                         continue;
@@ -1539,7 +1545,8 @@ impl OfSwitch {
         self.set = Some(set);
     }
 
-    /// Runs entry `id` of `table` when its instructions are a fast step
+    /// Runs the entry `id` of `table` (whose fast step is `step`, when
+    /// the lookup gave it) when its instructions are a fast step
     /// (see [`Fast`]) that applies here: a goto to a later table, or a
     /// next-hop group (see [`Group::forward`]) with an empty action set
     /// behind it and a TTL that does not run out. Counts what the generic
@@ -1551,12 +1558,12 @@ impl OfSwitch {
         idx: usize,
         pkt: &mut Pkt,
         table: usize,
-        id: u32,
+        (id, step): Hit,
         set_empty: bool,
         emit: &mut E,
     ) -> Option<Fast> {
         let len = pkt.buf.len() as u64;
-        let step = self.tables[table].fast(id);
+        let step = step.unwrap_or_else(|| self.tables[table].fast(id));
         match step {
             Fast::Goto(t) if usize::from(t) > table && usize::from(t) < N_TABLES => {}
             Fast::Group(g) if set_empty => {

@@ -208,6 +208,11 @@ pub struct FlowTable {
     /// entry (the switch's settled counts, of replaced entries, live in
     /// its counters).
     counts: ById<[u64; 2]>,
+    /// Distinct fast steps of the entries, by tag (tag 0: none here, the
+    /// entry's step is in `steps`): the route-table template keeps each
+    /// entry's tag with its id, so that a lookup gives the step without
+    /// reading `steps` (a route table has a few dozen next hops).
+    tagged: Vec<Fast>,
     free_ids: Vec<u32>,
     by_uid: BTreeMap<u64, u32>,
     /// Recent distinct instruction lists: an entry whose list equals one
@@ -257,6 +262,7 @@ impl Default for FlowTable {
             ids: ById::default(),
             steps: ById::default(),
             counts: ById::default(),
+            tagged: vec![Fast::None],
             free_ids: Vec::new(),
             by_uid: BTreeMap::new(),
             interned: std::collections::VecDeque::new(),
@@ -389,7 +395,8 @@ impl FlowTable {
         self.steps.put(id, Fast::of(&flow.instructions));
         self.counts.put(id, [0; 2]);
         let running = self.prefix.running();
-        let shaped = self.prefix.add(id, flow.priority, &flow.pattern);
+        let tag = self.tag_of(self.steps[id as usize]);
+        let shaped = self.prefix.add(id, flow.priority, &flow.pattern, tag);
         if !running {
             let rule = self.rule_of(&flow.pattern);
             self.classifier.insert(id, -i32::from(flow.priority), rule);
@@ -543,16 +550,19 @@ impl FlowTable {
     /// [`FlowTable::prefetch`] of the same key had time to land; starts
     /// loading the entry it finds.
     #[inline]
-    pub fn lookup_ahead(&self, full: &FullKey) -> Option<u32> {
+    pub fn lookup_ahead(&self, full: &FullKey) -> Option<(u32, Option<Fast>)> {
         debug_assert!(self.prefix.running());
-        let id = self.prefix.lookup(full);
-        if let Some(id) = id {
-            if let (Some(step), Some(count)) = (self.steps.get(id as usize), self.counts.get(id as usize)) {
+        let (id, tag) = self.prefix.lookup_tagged(full)?;
+        if let Some(count) = self.counts.get(id as usize) {
+            sluice_lookup::lpm::prefetch(count);
+        }
+        let step = self.tagged.get(usize::from(tag)).copied().filter(|_| tag != 0);
+        if step.is_none() {
+            if let Some(step) = self.steps.get(id as usize) {
                 sluice_lookup::lpm::prefetch(step);
-                sluice_lookup::lpm::prefetch(count);
             }
         }
-        id
+        Some((id, step))
     }
 
     /// What lookups run on, for users: the route-table template or the
@@ -586,6 +596,22 @@ impl FlowTable {
         &self.ids[id as usize]
     }
 
+    /// The tag of fast step `step` (see the field `tagged`): 0 when it is
+    /// none, or when there are too many distinct ones.
+    fn tag_of(&mut self, step: Fast) -> u8 {
+        if step == Fast::None {
+            return 0;
+        }
+        if let Some(t) = self.tagged.iter().position(|s| *s == step) {
+            return t as u8;
+        }
+        if self.tagged.len() < usize::from(crate::prefix::TAGS) {
+            self.tagged.push(step);
+            return (self.tagged.len() - 1) as u8;
+        }
+        0
+    }
+
     /// The fast step of the entry of classifier id `id` (see [`Fast`]).
     #[inline]
     pub fn fast(&self, id: u32) -> Fast {
@@ -607,7 +633,11 @@ impl FlowTable {
         let instructions = self.intern(instructions);
         let (Some(f), Some(&id)) = (self.flows.get_mut(&uid), self.by_uid.get(&uid)) else { return false };
         f.instructions = Arc::clone(&instructions);
-        self.steps[id as usize] = Fast::of(&instructions);
+        let step = Fast::of(&instructions);
+        self.steps[id as usize] = step;
+        let tag = self.tag_of(step);
+        let f = &self.flows[&uid];
+        self.prefix.retag(id, &f.pattern, tag);
         self.ids[id as usize].instructions = Some(instructions);
         true
     }
@@ -762,6 +792,39 @@ mod prefix_template_tests {
         for k in keys {
             assert_eq!(t.lookup(k, &mut s), best(t, k), "key {:?}", &k[28..44]);
         }
+    }
+
+    /// A route-table lookup gives each entry's fast step with its id, and
+    /// the new step once the entry's instructions change.
+    #[test]
+    fn route_lookups_give_the_entries_next_hop() {
+        use sluice_openflow::Action;
+        let group =
+            |g: u32| -> Arc<[Instruction]> { Arc::from(vec![Instruction::ApplyActions(vec![Action::Group(g)])]) };
+        let mut t = FlowTable::default();
+        for r in 0..PREFIX_MIN as u32 + 8 {
+            let mut f = flow(u64::from(r), 24, route((10 << 24) | (r << 8), 24));
+            f.instructions = group(r % 4);
+            t.insert(f);
+        }
+        assert!(t.runs_prefix());
+        let key = |r: u32| {
+            let mut k = [0u8; FULL_LEN];
+            k[28..30].copy_from_slice(&[8, 0]);
+            k[crate::prefix::PREFIX_AT..crate::prefix::PREFIX_AT + 4]
+                .copy_from_slice(&((10 << 24) | (r << 8) | 1).to_be_bytes());
+            k
+        };
+        for r in [0, 5, 1030] {
+            let (id, step) = t.lookup_ahead(&key(r)).expect("a route");
+            assert_eq!(t.hot_ref(id).uid, u64::from(r));
+            assert_eq!(step, Some(Fast::Group(r % 4)));
+        }
+        assert!(t.set_instructions(5, group(7)));
+        assert_eq!(t.lookup_ahead(&key(5)).map(|(_, step)| step), Some(Some(Fast::Group(7))));
+        assert!(t.set_instructions(5, Arc::from(vec![Instruction::GotoTable(3), Instruction::ClearActions])));
+        let (id, step) = t.lookup_ahead(&key(5)).expect("a route");
+        assert_eq!((step, t.fast(id)), (None, Fast::None), "not a fast step: the walk interprets it");
     }
 
     /// A route table of mixed prefix lengths and a table-miss entry runs
