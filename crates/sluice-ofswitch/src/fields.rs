@@ -382,6 +382,7 @@ pub fn fix_ipv4_header_checksum(f: &mut [u8], l3: usize) {
 
 /// Decrements the TTL (at least 2) of the IPv4 header at `l3` of frame
 /// `f` and updates its checksum incrementally (RFC 1624, equation 3).
+#[inline]
 pub fn dec_ipv4_ttl(f: &mut [u8], l3: usize) {
     let old = u16::from_be_bytes([f[l3 + 8], f[l3 + 9]]);
     let new = old - 0x100;

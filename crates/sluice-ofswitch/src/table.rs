@@ -527,6 +527,13 @@ impl FlowTable {
         if let Some(scan) = &self.scan {
             return scan_find(scan, full);
         }
+        self.lookup_classifier(full, scratch)
+    }
+
+    /// [`FlowTable::lookup_id`] on the classifier (apart, so that the
+    /// other lookups, inlined, do not carry its frame).
+    #[inline(never)]
+    fn lookup_classifier(&mut self, full: &FullKey, scratch: &mut Vec<u8>) -> Option<u32> {
         self.project(full, scratch);
         self.classifier.lookup_cached(scratch, None)
     }
