@@ -17,10 +17,17 @@
 //! order (copy TTL in, pops, pushes, copy TTL out, TTL decrements, sets,
 //! queue, then the group if any, else the output).
 //!
+//! A walk starts in a tight loop over the entries' fast steps (goto, a
+//! next-hop group: [`Fast`]) and goes on in full from the first entry
+//! that is not one. A batch is parsed first; route-table slots are loaded
+//! and read ahead of the walks (the entry id and its fast step, kept in
+//! the packet).
+//!
 //! A packet whose fields look, to every table, like those of a packet
 //! seen before replays that packet's recorded walk instead (the flow
-//! cache, see [`crate::cache`]): same entries hit and counted, same
-//! actions run on its own bytes.
+//! cache, see [`crate::cache`], used when the batches' timing says it is
+//! the cheaper way): same entries hit and counted, same actions run on
+//! its own bytes.
 //!
 //! Concurrency: each worker runs its own replica; flow, group and port
 //! changes reach every replica between two batches through the worker

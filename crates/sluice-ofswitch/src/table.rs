@@ -14,8 +14,15 @@
 //! A table shaped like a route table (see [`crate::prefix`]) with at
 //! least [`PREFIX_MIN`] prefix entries runs on a longest-prefix-match
 //! template instead: its classifier is then emptied (it is rebuilt from
-//! the entries if an added entry breaks the shape). [`FlowTable::describe`]
-//! says which one a table runs on.
+//! the entries if an added entry breaks the shape). A table of up to
+//! 32 entries is scanned in the classifier's order on the words of the
+//! full key the entries' masks cover, without projecting the key.
+//! [`FlowTable::describe`] says which one a table runs on.
+//!
+//! What every packet reads and writes of an entry (its fast step, its
+//! packet and byte counts) lives in arrays by classifier id apart from
+//! the rest; the route-table template gives an entry's fast step with its
+//! id (a tag among the table's distinct steps).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
