@@ -308,6 +308,9 @@ struct Slot {
     counts: Box<[Count]>,
     /// Index of its step list.
     list: u32,
+    /// The forwarding step the list amounts to, if it does (a copy of the
+    /// list's: a hit reads it with the key, from the same lines).
+    forward: Option<Forward>,
 }
 
 /// A replica's flow cache (see the module documentation).
@@ -487,7 +490,7 @@ impl FlowCache {
     /// it and gives the index of its step list (see
     /// [`FlowCache::take_list`]). Only while [`FlowCache::in_use`].
     #[inline]
-    pub fn lookup(&mut self, key: &Key, len: usize) -> Option<u32> {
+    pub fn lookup(&mut self, key: &Key, len: usize) -> Option<(u32, Option<Forward>)> {
         let pair = (key.hash as usize) & (SLOTS - 2);
         let generation = self.generation;
         let s = self.slots.get_mut(pair..pair + 2)?.iter_mut().flatten().find(|s| {
@@ -497,7 +500,7 @@ impl FlowCache {
         })?;
         s.packets += 1;
         s.bytes += len as u64;
-        Some(s.list)
+        Some((s.list, s.forward))
     }
 
     /// Takes step list `i` out to run it (give it back with
@@ -511,12 +514,6 @@ impl FlowCache {
     #[inline]
     pub fn put_list(&mut self, i: u32, ops: Vec<Op>) {
         self.lists[i as usize].0 = ops;
-    }
-
-    /// The forwarding step that step list `i` amounts to, if it does.
-    #[inline]
-    pub fn forward(&self, i: u32) -> Option<Forward> {
-        self.lists[i as usize].1
     }
 
     /// Whether the walk of the packet that just missed should be recorded.
@@ -573,6 +570,7 @@ impl FlowCache {
             bytes: 0,
             counts: counts.into_boxed_slice(),
             list,
+            forward: self.lists[list as usize].1,
         });
     }
 }

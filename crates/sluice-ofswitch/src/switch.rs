@@ -1256,9 +1256,9 @@ impl OfSwitch {
             self.walk(idx, pkt, emit);
             return;
         };
-        if let Some(i) = self.cache.lookup(&key, pkt.buf.len()) {
+        if let Some((i, forward)) = self.cache.lookup(&key, pkt.buf.len()) {
             self.counters.cache_hits += 1;
-            if let Some(f) = self.cache.forward(i) {
+            if let Some(f) = forward {
                 if self.forward(idx, pkt, &f, emit) {
                     return;
                 }
