@@ -66,7 +66,9 @@ const MAX_LISTS: usize = 1 << 16;
 /// keeps the cost of the last window run with it and of the last run
 /// without it (every packet walking the tables), runs the cheaper way,
 /// then one window the other way to measure it again (after a window
-/// that refills the cache, when that way is the cache). It stays in the
+/// that refills the cache, when that way is the cache; a measure or a
+/// refill that has cost twice a whole window of the chosen way ends
+/// there). It stays in the
 /// cheaper way at least [`STAY`] windows, and as many more (up to
 /// [`MAX_STAY`]) as keep what the measures cost beyond it to
 /// 1/[`MEASURE_SHARE`] of the time. Why: whether a cache pays depends
@@ -140,7 +142,11 @@ impl Chooser {
     fn account(&mut self, packets: u32, ticks: u64) {
         self.packets += packets;
         self.ticks += ticks;
-        if self.packets >= WINDOW {
+        // A measure of the way not chosen (or its refill) ends early once
+        // it has cost twice a whole window of the chosen way: it lost.
+        let lost = (self.probing || self.warming)
+            && self.cost[usize::from(!self.cached)].is_some_and(|other| self.ticks > 2 * other);
+        if self.packets >= WINDOW || lost {
             self.end_window();
         }
     }
@@ -587,32 +593,44 @@ mod tests {
             c.account(WINDOW / 2, ticks / 2);
             c.account(WINDOW / 2, ticks / 2);
         };
-        assert!(c.cached, "the cache is tried first");
+        assert!(c.cached && c.warming, "the cache is tried first, filled first");
         window(&mut c, 1_000_000);
-        assert!(c.cached && c.cost == [None, None], "its first window fills it, unmeasured");
-        window(&mut c, 10_000);
-        assert!(!c.cached, "then the walk is measured");
+        assert!(c.cached && c.cost == [None, None], "the fill is not measured (nor cut short: nothing to compare)");
+        window(&mut c, 2_000);
+        assert!(!c.cached && c.probing, "then the walk is measured");
         window(&mut c, 1_000);
-        assert!(!c.cached, "the walk, ten times cheaper, is chosen");
+        assert!(!c.cached, "the walk, cheaper, is chosen");
+        assert_eq!(c.cost, [Some(1_000), Some(2_000)]);
         assert_eq!(c.stay, STAY, "its own measure cost nothing extra");
-        for _ in 0..STAY {
+        for _ in 0..c.stay {
             window(&mut c, 1_000);
         }
         assert!(!c.cached);
         window(&mut c, 1_000);
         assert!(c.cached && c.warming, "then the cache is measured again, refilled first");
-        window(&mut c, 1_000_000);
-        assert!(c.cached && c.cost[1] == Some(10_000), "the refill is not measured");
+        // A refill that costs too much ends early: after one batch of
+        // half a window costing 2 500 (more than twice the walk's 1 000).
+        c.account(WINDOW / 2, 2_500);
+        assert!(c.cached && !c.warming && c.packets == 0, "the refill was cut short");
         window(&mut c, 500);
         assert_eq!(c.cost, [Some(1_000), Some(500)]);
-        assert!(c.cached && c.stay == MAX_STAY, "the cache, cheaper now, is chosen, and its costly refill made rare");
-        for _ in 0..=MAX_STAY {
+        // The refill counts at its rate over a whole window (5 000): 4 500
+        // beyond the cache's two windows, nine windows' worth.
+        assert!(c.cached && c.stay == 9 * 128, "the cache, cheaper now, is chosen, and its costly refill made rare");
+        for _ in 0..=9 * 128 {
             window(&mut c, 500);
         }
         assert!(!c.cached && !c.warming, "the walk is measured again");
         window(&mut c, 1_000);
         assert!(c.cached && !c.warming, "back to the cache, still warm");
         assert_eq!(c.stay, 128, "the walk's measure cost one extra window's worth");
+        // A measure that loses badly ends early too.
+        for _ in 0..=128 {
+            window(&mut c, 500);
+        }
+        assert!(!c.cached && c.probing);
+        c.account(64, 1_001);
+        assert!(c.cached && !c.probing && c.cost[0] == Some(1_001 * u64::from(WINDOW) / 64));
     }
 
     #[test]
