@@ -1,7 +1,8 @@
 //! Direct-indexed longest-prefix match for keys of up to 32 bits, in the
 //! DIR-24-8 style (Gupta, Lin and McKeown, "Routing lookups in hardware at
 //! memory access speeds", 1998), with the memory hints the packet path
-//! uses around it ([`advise_huge_pages`], [`prefetch`], [`prefetch_ptr`]).
+//! uses around it ([`advise_huge_pages`], [`prefetch`], [`prefetch_ptr`],
+//! [`prefetch_headers`]).
 //!
 //! Contract:
 //! - stores: routes `key/plen` of a fixed key width (1 to 32 bits), each
@@ -330,6 +331,16 @@ pub fn prefetch_ptr(p: *const u8) {
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Starts loading the cache lines of a packet's first 64 bytes (where its
+/// headers are): the first byte's line and the one holding byte 63 (or the
+/// last); a prefetch never faults, so no branch for an empty packet.
+#[inline(always)]
+pub fn prefetch_headers(data: &[u8]) {
+    let p = data.as_ptr();
+    prefetch_ptr(p);
+    prefetch_ptr(p.wrapping_add(data.len().min(64).saturating_sub(1)));
 }
 
 #[cfg(test)]

@@ -68,10 +68,9 @@ const MAX_LISTS: usize = 1 << 16;
 /// then one window the other way to measure it again (after a window
 /// that refills the cache, when that way is the cache; a measure or a
 /// refill that has cost twice a whole window of the chosen way ends
-/// there). It stays in the
-/// cheaper way at least [`STAY`] windows, and as many more (up to
-/// [`MAX_STAY`]) as keep what the measures cost beyond it to
-/// 1/[`MEASURE_SHARE`] of the time. Why: whether a cache pays depends
+/// there). It stays in the cheaper way at least [`STAY`] windows, and as
+/// many more (up to [`MAX_STAY`]) as keep what the measures cost beyond
+/// it to 1/[`MEASURE_SHARE`] of the time. Why: whether a cache pays depends
 /// on how many flows the traffic spreads over, how far apart their
 /// slots are in memory and how cheap a walk is (a route table's fast
 /// steps cost less than a miss and its recording); a hit rate says
@@ -80,23 +79,6 @@ const WINDOW: u32 = 1 << 14;
 const STAY: u32 = 63;
 const MAX_STAY: u32 = 1 << 12;
 const MEASURE_SHARE: u64 = 128;
-
-/// A reading of the processor's clock for timing batches: its time-stamp
-/// counter where it has one (a few cycles to read), else nanoseconds.
-#[inline]
-pub fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: reading the time-stamp counter has no effect beyond its value.
-    unsafe {
-        std::arch::x86_64::_rdtsc()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        use std::sync::OnceLock;
-        static START: OnceLock<std::time::Instant> = OnceLock::new();
-        START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
-    }
-}
 
 /// Chooses between running packets through the cache and walking them
 /// (see [`WINDOW`]).
@@ -472,7 +454,8 @@ impl FlowCache {
         self.chooser.cached
     }
 
-    /// Counts a batch of `packets` that took `ticks` (see [`ticks`]) run
+    /// Counts a batch of `packets` that took `ticks` (time stamps of
+    /// `sluice_dataplane::profile::stamp`) run
     /// the way [`FlowCache::in_use`] said.
     #[inline]
     pub fn account(&mut self, packets: usize, ticks: u64) {

@@ -37,12 +37,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
+use sluice_dataplane::profile::stamp;
 use sluice_dataplane::{DataPlane, Stats};
+use sluice_lookup::lpm::prefetch_headers;
 use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig};
 
 use crate::cache::{Count, FlowCache, Key, Op};
 use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
-use crate::table::{Fast, FlowTable};
+use crate::table::{Fast, FlowTable, Hit};
 
 /// Flow tables of the switch (ids 0 to `N_TABLES - 1`).
 pub const N_TABLES: usize = 64;
@@ -77,15 +79,6 @@ fn port_bits_of(p: &PortInfo) -> u8 {
 
 /// How many frames ahead of the one being parsed a batch starts loading.
 const LOAD_AHEAD: usize = 12;
-
-/// Starts loading the lines of a frame's first 64 bytes, where its
-/// headers are (two when it straddles a line).
-#[inline(always)]
-fn load_headers(f: &[u8]) {
-    let at = f.as_ptr();
-    sluice_lookup::lpm::prefetch_ptr(at);
-    sluice_lookup::lpm::prefetch_ptr(at.wrapping_add(f.len().clamp(1, 64) - 1));
-}
 
 /// How deep groups may chain (a group's bucket naming a group).
 const MAX_GROUP_DEPTH: usize = 8;
@@ -139,7 +132,6 @@ const DENSE_GROUPS: u32 = 4096;
 pub struct Groups {
     dense: Vec<Option<Group>>,
     sparse: BTreeMap<u32, Group>,
-    len: usize,
 }
 
 impl Groups {
@@ -167,7 +159,7 @@ impl Groups {
 
     /// Adds or replaces group `id`, giving back the one it replaces.
     pub fn insert(&mut self, id: u32, g: Group) -> Option<Group> {
-        let old = if id < DENSE_GROUPS {
+        if id < DENSE_GROUPS {
             let at = id as usize;
             if self.dense.len() <= at {
                 self.dense.resize_with(at + 1, || None);
@@ -175,18 +167,14 @@ impl Groups {
             self.dense[at].replace(g)
         } else {
             self.sparse.insert(id, g)
-        };
-        self.len += usize::from(old.is_none());
-        old
+        }
     }
 
     pub fn remove(&mut self, id: &u32) -> Option<Group> {
-        let old = match self.dense.get_mut(*id as usize) {
+        match self.dense.get_mut(*id as usize) {
             Some(g) => g.take(),
             None => self.sparse.remove(id),
-        };
-        self.len -= usize::from(old.is_some());
-        old
+        }
     }
 
     /// The groups in id order.
@@ -204,12 +192,8 @@ impl Groups {
         self.dense.iter_mut().flatten().chain(self.sparse.values_mut())
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.iter().next().is_none()
     }
 }
 
@@ -349,11 +333,14 @@ struct Pkt {
     found: Option<(u8, Option<Hit>)>,
 }
 
-/// An entry a lookup found: its classifier id, with its fast step when
-/// the lookup gave it.
-type Hit = (u32, Option<Fast>);
-
 impl Pkt {
+    /// What table `table`'s lookup found, when it was made ahead (see
+    /// the field `found`).
+    #[inline]
+    fn found_in(&self, table: usize) -> Option<Option<Hit>> {
+        self.found.filter(|(t, _)| usize::from(*t) == table).map(|(_, hit)| hit)
+    }
+
     fn new(buf: Vec<u8>, meta: Meta) -> Pkt {
         Pkt { buf, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true, reparse: true, found: None }
     }
@@ -1400,10 +1387,9 @@ impl OfSwitch {
         pkt.refresh();
         let mut table = 0usize;
         loop {
-            let found = match pkt.found {
-                Some((t, found)) if usize::from(t) == table => found,
-                _ => self.tables[table].lookup_id(&pkt.full, &mut self.scratch).map(|id| (id, None)),
-            };
+            let found = pkt
+                .found_in(table)
+                .unwrap_or_else(|| self.tables[table].lookup_id(&pkt.full, &mut self.scratch).map(|id| (id, None)));
             let step = found.and_then(|hit| self.fast_step(idx, pkt, table, hit, true, emit));
             match step {
                 Some(Fast::Goto(t)) => {
@@ -1435,9 +1421,9 @@ impl OfSwitch {
         loop {
             pkt.refresh();
             self.counters.tables[table].0 += 1;
-            let found = match pkt.found {
-                Some((t, found)) if usize::from(t) == table => found.map(|(id, _)| id),
-                _ => self.tables[table].lookup_id(&pkt.full, &mut scratch),
+            let found = match pkt.found_in(table) {
+                Some(hit) => hit.map(|(id, _)| id),
+                None => self.tables[table].lookup_id(&pkt.full, &mut scratch),
             };
             let Some(id) = found else {
                 if let Some(r) = &mut self.rec {
@@ -1670,17 +1656,17 @@ impl DataPlane for OfSwitch {
             }
             let meta = Meta { in_port: port, in_phy_port: port, ..Meta::default() };
             // Frames start loading a few ahead of the one being parsed.
-            frames.iter().take(LOAD_AHEAD).for_each(|f| load_headers(f));
+            frames.iter().take(LOAD_AHEAD).for_each(|f| prefetch_headers(f));
             for (i, ((pkt, _), f)) in batch.iter_mut().zip(frames).enumerate() {
                 if let Some(ahead) = frames.get(i + LOAD_AHEAD) {
-                    load_headers(ahead);
+                    prefetch_headers(ahead);
                 }
                 pkt.load(f, meta);
             }
             self.cache_layout();
             // Packets either go through the cache or walk the tables; only
             // those that walk are worth loading route-table slots for.
-            let start = crate::cache::ticks();
+            let start = stamp();
             let cached = self.flow_cache && self.cache.in_use();
             let prefix_tables = std::mem::take(&mut self.prefix_tables);
             let ahead: &[u8] = if cached { &[] } else { &prefix_tables };
@@ -1718,7 +1704,7 @@ impl DataPlane for OfSwitch {
             }
             self.prefix_tables = prefix_tables;
             if self.flow_cache {
-                self.cache.account(frames.len(), crate::cache::ticks().wrapping_sub(start));
+                self.cache.account(frames.len(), stamp().wrapping_sub(start));
             }
             self.batch = batch;
             return;

@@ -121,6 +121,10 @@ pub struct Hot {
     pub instructions: Option<Arc<[Instruction]>>,
 }
 
+/// An entry a lookup found: its classifier id, with its fast step when
+/// the lookup gave it.
+pub type Hit = (u32, Option<Fast>);
+
 /// An entry's instructions when they are a single common step the
 /// pipeline runs without interpreting them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -564,7 +568,7 @@ impl FlowTable {
     /// [`FlowTable::prefetch`] of the same key had time to land; starts
     /// loading the entry it finds.
     #[inline]
-    pub fn lookup_ahead(&self, full: &FullKey) -> Option<(u32, Option<Fast>)> {
+    pub fn lookup_ahead(&self, full: &FullKey) -> Option<Hit> {
         debug_assert!(self.prefix.running());
         let (id, tag) = self.prefix.lookup_tagged(full)?;
         if let Some(count) = self.counts.get(id as usize) {

@@ -89,7 +89,7 @@ fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>) -> usize {
     // Written in place rather than pushed: a push stores the length back
     // per packet (about 2% of the router's time at 64 B).
     for (r, data) in refs.spare_capacity_mut().iter_mut().zip(chunk) {
-        load_headers(data);
+        crate::lpm::prefetch_headers(data);
         r.write(crate::jit::PktRef::of(data));
         longest = longest.max(data.len());
     }
@@ -97,16 +97,6 @@ fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>) -> usize {
     // (`reserve` made room for them).
     unsafe { refs.set_len(chunk.len()) };
     longest
-}
-
-/// Starts loading the cache lines of a packet's first 64 bytes (where its
-/// headers are): the first byte's line and the one holding byte 63 (or the
-/// last); a prefetch never faults, so no branch for an empty packet.
-#[inline(always)]
-fn load_headers(data: &[u8]) {
-    let p = data.as_ptr();
-    crate::lpm::prefetch_ptr(p);
-    crate::lpm::prefetch_ptr(p.wrapping_add(data.len().min(64).saturating_sub(1)));
 }
 
 impl Switch {
@@ -207,7 +197,7 @@ impl Switch {
         parsed.clear();
         let t = self.clock.start();
         for data in chunk {
-            load_headers(data);
+            crate::lpm::prefetch_headers(data);
         }
         for data in chunk {
             let arrival = Arrival { port, arrived: true, instance_type: instance::NORMAL, preserved: &[] };
