@@ -22,7 +22,11 @@
 //!   overflow the workers count as dropped;
 //! - a message that does not decode gets an OpenFlow ERROR with the type
 //!   and code the specification gives, and the connection stays up; a
-//!   stream that cannot be framed (a length below 8) is closed.
+//!   stream that cannot be framed (a length below 8) is closed;
+//! - a port's link state is asked every [`LINK_WATCH`] (when the agent is
+//!   given a way to ask); a change goes to the workers like any other
+//!   (fast-failover groups read it) and to the controllers as a
+//!   PORT_STATUS, as does a port-mod that changes a port's configuration.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -51,6 +55,9 @@ pub const MAX_OUTPUT_BYTES: usize = 16 << 20;
 /// three of them is disconnected.
 const ECHO_INTERVAL: Duration = Duration::from_secs(5);
 
+/// How often the agent asks whether each port's link is up.
+pub const LINK_WATCH: Duration = Duration::from_millis(200);
+
 /// How the agent is set up.
 #[derive(Debug, Clone, Default)]
 pub struct AgentConfig {
@@ -61,6 +68,9 @@ pub struct AgentConfig {
     pub controllers: Vec<SocketAddr>,
     /// Text for the description reply.
     pub dp_desc: String,
+    /// Whether the interface of this name is up with a carrier; `None`:
+    /// links are not watched (ports keep the state they were given).
+    pub link_up: Option<fn(&str) -> bool>,
 }
 
 struct Conn {
@@ -116,6 +126,7 @@ pub struct Agent {
     /// Flow uid → (packets last seen, when they last changed).
     idle: HashMap<u64, (u64, u64)>,
     last_expiry: Instant,
+    last_link_check: Instant,
     pub stats: AgentStats,
 }
 
@@ -146,6 +157,7 @@ impl Agent {
             generation: None,
             idle: HashMap::new(),
             last_expiry: now,
+            last_link_check: now,
             stats: AgentStats::default(),
         })
     }
@@ -202,6 +214,10 @@ impl Agent {
         // packet-out waits for them).
         self.pool.send_pending();
         busy |= self.forward_packet_ins();
+        if self.last_link_check.elapsed() >= LINK_WATCH {
+            self.last_link_check = Instant::now();
+            busy |= self.watch_links();
+        }
         if self.last_expiry.elapsed() >= Duration::from_millis(500) {
             self.last_expiry = Instant::now();
             self.expire_flows();
@@ -433,11 +449,17 @@ impl Agent {
                     );
                     return self.error(ci, raw, &e, xid);
                 }
+                let before = self.pool.master().ports.get(&pm.port_no).map(|p| p.config);
                 self.pool.change(move |d: &mut OfSwitch, _| {
                     if let Some(p) = d.ports.get_mut(&pm.port_no) {
                         p.config = (p.config & !pm.mask) | (pm.config & pm.mask);
                     }
                 });
+                // Every controller hears of the new configuration, as
+                // Open vSwitch tells them.
+                if self.pool.master().ports.get(&pm.port_no).map(|p| p.config) != before {
+                    self.port_status(pm.port_no, sluice_openflow::port_reason::MODIFY);
+                }
             }
             Message::TableMod { .. } => {}
             Message::MeterMod(mm) => {
@@ -800,24 +822,49 @@ impl Agent {
     }
 
     fn port_descs(&self) -> Vec<PortDesc> {
-        self.pool
+        self.pool.master().ports.iter().map(|(n, p)| port_desc(*n, p)).collect()
+    }
+
+    /// Asks each port's link state; a change goes to the workers and, as
+    /// a PORT_STATUS, to the controllers. Whether any changed.
+    fn watch_links(&mut self) -> bool {
+        let Some(link_up) = self.cfg.link_up else { return false };
+        let changed: Vec<(u32, bool)> = self
+            .pool
             .master()
             .ports
             .iter()
-            .map(|(n, p)| PortDesc {
-                port_no: *n,
-                hw_addr: p.hw_addr,
-                name: p.name.chars().take(15).collect(),
-                config: p.config,
-                state: if p.live { sluice_openflow::port_state::LIVE } else { sluice_openflow::port_state::LINK_DOWN },
-                curr: 0x2820,
-                advertised: 0,
-                supported: 0,
-                peer: 0,
-                curr_speed: 10_000_000,
-                max_speed: 10_000_000,
+            .filter_map(|(n, p)| {
+                let up = link_up(&p.name);
+                (up != p.live).then_some((*n, up))
             })
-            .collect()
+            .collect();
+        for &(n, up) in &changed {
+            self.pool.change(move |d: &mut OfSwitch, _| {
+                if let Some(p) = d.ports.get_mut(&n) {
+                    p.live = up;
+                }
+            });
+            let name = self.pool.master().ports.get(&n).map_or("", |p| p.name.as_str());
+            eprintln!("openflow: port {n} ({name}): link {}", if up { "up" } else { "down" });
+            self.port_status(n, sluice_openflow::port_reason::MODIFY);
+        }
+        !changed.is_empty()
+    }
+
+    /// Sends a PORT_STATUS of port `n` to every controller whose
+    /// asynchronous configuration asks for `reason`.
+    fn port_status(&mut self, n: u32, reason: u8) {
+        let Some(p) = self.pool.master().ports.get(&n) else { return };
+        let m = Message::PortStatus { reason, desc: port_desc(n, p) };
+        for ci in 0..self.conns.len() {
+            let c = &self.conns[ci];
+            let idx = usize::from(c.role == controller_role::SLAVE);
+            if c.version.is_none() || c.async_cfg.port_status_mask[idx] & (1 << reason) == 0 {
+                continue;
+            }
+            self.reply(ci, &m, 0);
+        }
     }
 
     fn forward_packet_ins(&mut self) -> bool {
@@ -935,6 +982,23 @@ impl Agent {
                 queue(c, &Message::EchoRequest(vec![]), v, 0, &mut self.stats);
             }
         }
+    }
+}
+
+/// How port `n` is described to controllers.
+fn port_desc(n: u32, p: &crate::switch::PortInfo) -> PortDesc {
+    PortDesc {
+        port_no: n,
+        hw_addr: p.hw_addr,
+        name: p.name.chars().take(15).collect(),
+        config: p.config,
+        state: if p.live { sluice_openflow::port_state::LIVE } else { sluice_openflow::port_state::LINK_DOWN },
+        curr: 0x2820,
+        advertised: 0,
+        supported: 0,
+        peer: 0,
+        curr_speed: 10_000_000,
+        max_speed: 10_000_000,
     }
 }
 

@@ -67,6 +67,7 @@ const DENSE_PORTS: usize = 1024;
 const PORT_EXISTS: u8 = 1;
 /// PORT_DOWN or NO_FWD: what is sent there is dropped.
 const PORT_CLOSED: u8 = 2;
+/// PORT_DOWN or NO_RECV: what arrives there is dropped.
 const PORT_NO_RECV: u8 = 4;
 
 /// The `PORT_*` bits of a port that exists.
@@ -74,7 +75,7 @@ fn port_bits_of(p: &PortInfo) -> u8 {
     use sluice_openflow::port_config::{NO_FWD, NO_RECV, PORT_DOWN};
     PORT_EXISTS
         | if p.config & (PORT_DOWN | NO_FWD) != 0 { PORT_CLOSED } else { 0 }
-        | if p.config & NO_RECV != 0 { PORT_NO_RECV } else { 0 }
+        | if p.config & (PORT_DOWN | NO_RECV) != 0 { PORT_NO_RECV } else { 0 }
 }
 
 /// How many frames ahead of the one being parsed a batch starts loading.

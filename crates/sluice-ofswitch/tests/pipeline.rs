@@ -615,8 +615,8 @@ fn no_matching_entry_drops_and_counts() {
 }
 
 #[test]
-fn port_config_no_recv_no_fwd_no_packet_in() {
-    use sluice_openflow::port_config::{NO_FWD, NO_PACKET_IN, NO_RECV};
+fn port_config_no_recv_no_fwd_no_packet_in_port_down() {
+    use sluice_openflow::port_config::{NO_FWD, NO_PACKET_IN, NO_RECV, PORT_DOWN};
     let mut sw = switch(4);
     add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::ALL), out(4), to_controller(0xffff)])]));
     sw.ports.get_mut(&4).unwrap().config |= NO_FWD;
@@ -634,6 +634,12 @@ fn port_config_no_recv_no_fwd_no_packet_in() {
     sw.changed();
     assert!(run(&mut sw, 3, &f).is_empty());
     assert_eq!(DataPlane::counters(&sw).tables[0].0, 2, "NO_RECV drops before the tables");
+    // PORT_DOWN: neither received nor sent to.
+    sw.ports.get_mut(&3).unwrap().config = PORT_DOWN;
+    sw.changed();
+    assert!(run(&mut sw, 3, &f).is_empty(), "a port configured down receives nothing");
+    assert_eq!(DataPlane::counters(&sw).tables[0].0, 2, "PORT_DOWN drops before the tables");
+    assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![1], "a port configured down is sent nothing");
 }
 
 // ---------------------------------------------------------------- 4. actions

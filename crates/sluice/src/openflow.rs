@@ -93,7 +93,15 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     }
     let mut infos = BTreeMap::new();
     for p in &ports {
-        infos.insert(p.port, PortInfo { name: p.iface.clone(), hw_addr: mac_of(&p.iface), config: 0, live: true });
+        infos.insert(
+            p.port,
+            PortInfo {
+                name: p.iface.clone(),
+                hw_addr: mac_of(&p.iface),
+                config: 0,
+                live: sluice_ports::link_is_up(&p.iface),
+            },
+        );
     }
     let datapath_id = match &a.datapath_id {
         Some(s) => parse_dpid(s)?,
@@ -121,8 +129,13 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let (pool, live) = sluice_live::start(sw, &cfg, Some(sink), stop.clone())?;
-    let agent_cfg =
-        AgentConfig { datapath_id, listen, controllers, dp_desc: format!("sluice openflow {datapath_id:016x}") };
+    let agent_cfg = AgentConfig {
+        datapath_id,
+        listen,
+        controllers,
+        dp_desc: format!("sluice openflow {datapath_id:016x}"),
+        link_up: Some(sluice_ports::link_is_up),
+    };
     let mut agent = match Agent::new(pool, rx, agent_cfg) {
         Ok(ag) => ag,
         Err(e) => {

@@ -2,7 +2,9 @@
 //! OpenFlow13` through its passive listener, with two hosts in network
 //! namespaces: a two-table router (goto-table, set-field, dec_ttl) that
 //! carries ping and TCP, flow, port and table statistics, groups, a
-//! packet-out, deletion; and hostile messages on the control connection.
+//! packet-out, deletion; link changes reported as PORT_STATUS and
+//! followed by fast-failover groups; and hostile messages on the control
+//! connection.
 //!
 //! Needs root, iproute2, iperf3, ethtool, ping, python3 and ovs-ofctl
 //! (Debian's openvswitch-common; `scripts/test.sh` installs them all, a
@@ -242,6 +244,105 @@ fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
         ],
     );
     assert_eq!(lab.ping(3), 3, "{}", lab.log());
+}
+
+/// Waits until `ovs-ofctl dump-ports-desc` shows port `n`'s state as `state`.
+fn wait_port_state(lab: &Lab, n: u32, state: &str) {
+    let t0 = Instant::now();
+    loop {
+        let desc = ofctl_ok(lab, &["dump-ports-desc"]);
+        let port = desc.split(&format!(" {n}(")).nth(1).unwrap_or("");
+        let shown = port.lines().find_map(|l| l.trim().strip_prefix("state:")).map(str::trim);
+        if shown == Some(state) {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "port {n} never became {state}:\n{desc}\n{}", lab.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn link_changes_reach_controllers_and_steer_fast_failover_groups() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    // A backup path: port 3, a veth pair inside the switch namespace.
+    common::lab::sh(&["ip", "-n", &lab.sw, "link", "add", "s1-eth3", "type", "veth", "peer", "name", "s1-x3"]);
+    common::lab::sh(&["ip", "-n", &lab.sw, "link", "set", "s1-eth3", "up"]);
+    common::lab::sh(&["ip", "-n", &lab.sw, "link", "set", "s1-x3", "up"]);
+    start(&mut lab, &["-i", "3@s1-eth3"]);
+    // A controller connection that prints what the switch sends on its own.
+    std::fs::create_dir_all("/var/run/openvswitch").unwrap();
+    let monitor_out = std::fs::File::create(lab.dir.join("monitor.txt")).unwrap();
+    let mut monitor = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "monitor"])
+        .arg(format!("tcp:127.0.0.1:{PORT}"))
+        .stdout(monitor_out.try_clone().unwrap())
+        .stderr(monitor_out)
+        .spawn()
+        .expect("start ovs-ofctl monitor");
+    let monitored = || std::fs::read_to_string(lab.dir.join("monitor.txt")).unwrap_or_default();
+
+    // h1 -> h2 through a fast-failover group: port 2 while it is live, else port 3.
+    ofctl_ok(
+        &lab,
+        &["add-group", "group_id=1,type=ff,bucket=watch_port:2,actions=output:2,bucket=watch_port:3,actions=output:3"],
+    );
+    ofctl_ok(
+        &lab,
+        &["add-flow", &format!("priority=5,in_port=1,ip,actions=mod_dl_src:{MAC_SW2},mod_dl_dst:{MAC_H2},group:1")],
+    );
+    ofctl_ok(
+        &lab,
+        &["add-flow", &format!("priority=5,in_port=2,ip,actions=mod_dl_src:{MAC_SW1},mod_dl_dst:{MAC_H1},output:1")],
+    );
+    let tx = |n: &str| tx_packets(&ofctl_ok(&lab, &["dump-ports", n]));
+    wait_port_state(&lab, 2, "LIVE");
+    assert_eq!(lab.ping(3), 3, "ping through the live bucket\n{}", lab.log());
+    let backup = tx("3");
+
+    // h2's end goes down: port 2 loses its carrier, the controller hears
+    // of it, and the group sends on port 3.
+    common::lab::sh(&["ip", "-n", &lab.h2, "link", "set", "h2-eth0", "down"]);
+    wait_port_state(&lab, 2, "LINK_DOWN");
+    let before = tx("2");
+    assert_eq!(lab.ping(3), 0, "h2 is down");
+    assert!(tx("3") >= backup + 3, "the fast-failover group did not move to port 3\n{}", lab.log());
+    assert_eq!(tx("2"), before, "frames went out of the port whose link is down");
+
+    // Back up: port 2 again.
+    // (Taking the link down removed h2's route and gateway entry.)
+    common::lab::sh(&["ip", "-n", &lab.h2, "link", "set", "h2-eth0", "up"]);
+    common::lab::sh(&["ip", "-n", &lab.h2, "route", "replace", "10.0.1.0/24", "via", "10.0.2.254"]);
+    common::lab::sh(&["ip", "-n", &lab.h2, "neigh", "replace", "10.0.2.254", "lladdr", MAC_SW2, "dev", "h2-eth0"]);
+    wait_port_state(&lab, 2, "LIVE");
+    let backup = tx("3");
+    let t0 = Instant::now();
+    while lab.ping(1) != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no ping after the link came back\n{}", lab.log());
+    }
+    assert_eq!(tx("3"), backup, "the group kept the backup port after port 2 came back");
+
+    // A port-mod that takes port 2 down is reported too, and the group
+    // leaves the port.
+    ofctl_ok(&lab, &["mod-port", "s1-eth2", "down"]);
+    assert_eq!(lab.ping(2), 0, "port 2 is configured down");
+    assert!(tx("3") >= backup + 2, "the fast-failover group did not leave port 2 when it was configured down");
+
+    // ovs-ofctl writes what it saw once stopped (its output is buffered).
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill on our own child's pid (`ip netns exec` runs ovs-ofctl in its place).
+    unsafe { libc::kill(monitor.id() as i32, libc::SIGTERM) };
+    let _ = monitor.wait();
+    let m = monitored();
+    let statuses: Vec<&str> = m.split("OFPT_PORT_STATUS").skip(1).collect();
+    let seen = |what: &str| statuses.iter().any(|s| s.contains("MOD: 2(s1-eth2)") && s.contains(what));
+    assert!(
+        seen("state:      LINK_DOWN") && seen("state:      LIVE") && seen("config:     PORT_DOWN"),
+        "port status messages missing:\n{m}\n{}",
+        lab.log()
+    );
+    let log = lab.stop();
+    assert!(log.contains("port 2 (s1-eth2): link down") && log.contains("port 2 (s1-eth2): link up"), "{log}");
 }
 
 /// osken-manager from the test command's venv (`SLUICE_OSKEN_MANAGER`, set
