@@ -26,7 +26,12 @@
 //! - a port's link state is asked every [`LINK_WATCH`] (when the agent is
 //!   given a way to ask); a change goes to the workers like any other
 //!   (fast-failover groups read it) and to the controllers as a
-//!   PORT_STATUS, as does a port-mod that changes a port's configuration.
+//!   PORT_STATUS, as does a port-mod that changes a port's configuration;
+//! - small tables are compiled to native code here, once no flow has
+//!   changed for [`COMPILE_AFTER`] (a storm of flow-mods is not slowed by
+//!   compiling), and the code goes to the workers as a change: each copy
+//!   installs it only if its entries are still the ones compiled, so
+//!   lookups never run stale code, and until then the scan answers.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -57,6 +62,10 @@ const ECHO_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How often the agent asks whether each port's link is up.
 pub const LINK_WATCH: Duration = Duration::from_millis(200);
+
+/// How long the tables must stay unchanged before the agent compiles
+/// the small ones to native code.
+pub const COMPILE_AFTER: Duration = Duration::from_millis(100);
 
 /// How the agent is set up.
 #[derive(Debug, Clone, Default)]
@@ -127,6 +136,10 @@ pub struct Agent {
     idle: HashMap<u64, (u64, u64)>,
     last_expiry: Instant,
     last_link_check: Instant,
+    /// When the flow tables last changed (see [`COMPILE_AFTER`]).
+    last_table_change: Instant,
+    /// Whether a table may want native code (set by changes).
+    compile_due: bool,
     pub stats: AgentStats,
 }
 
@@ -158,6 +171,8 @@ impl Agent {
             idle: HashMap::new(),
             last_expiry: now,
             last_link_check: now,
+            last_table_change: now,
+            compile_due: false,
             stats: AgentStats::default(),
         })
     }
@@ -217,6 +232,10 @@ impl Agent {
         if self.last_link_check.elapsed() >= LINK_WATCH {
             self.last_link_check = Instant::now();
             busy |= self.watch_links();
+        }
+        if self.compile_due && self.last_table_change.elapsed() >= COMPILE_AFTER {
+            self.compile_due = false;
+            self.compile_tables();
         }
         if self.last_expiry.elapsed() >= Duration::from_millis(500) {
             self.last_expiry = Instant::now();
@@ -532,6 +551,8 @@ impl Agent {
         xid: u32,
         change: impl Fn(&mut OfSwitch) -> Result<Vec<Removed>, OfError> + Send + Sync + 'static,
     ) {
+        self.last_table_change = Instant::now();
+        self.compile_due = true;
         match self.pool.try_change(move |d: &mut OfSwitch, _| change(d)) {
             Ok(removed) => self.report_removed(removed),
             Err(e) => self.error(ci, raw, &e, xid),
@@ -821,6 +842,20 @@ impl Agent {
         }
     }
 
+    /// Compiles the tables that want native code and sends the code to
+    /// every copy (see the module documentation).
+    fn compile_tables(&mut self) {
+        let codes = self.pool.master().compile_tables();
+        if codes.is_empty() {
+            return;
+        }
+        self.pool.change(move |d: &mut OfSwitch, _| {
+            for (t, c) in &codes {
+                d.install_code(*t, c.clone());
+            }
+        });
+    }
+
     fn port_descs(&self) -> Vec<PortDesc> {
         self.pool.master().ports.iter().map(|(n, p)| port_desc(*n, p)).collect()
     }
@@ -962,6 +997,8 @@ impl Agent {
                 self.idle.remove(u);
             }
             let l2 = list.clone();
+            self.last_table_change = Instant::now();
+            self.compile_due = true;
             let removed = self.pool.change(move |d: &mut OfSwitch, _| d.expire(&l2, reason));
             self.report_removed(removed);
         }

@@ -7,6 +7,7 @@
 //!   longest-prefix match instead of the classifier;
 //! - [`switch`]: the pipeline of tables, action sets and groups as a
 //!   `DataPlane` ([`OfSwitch`]), run by Sluice's live loop and bench;
+//! - [`code`]: small tables compiled to native code;
 //! - [`cache`]: the flow cache: walks through the tables recorded once
 //!   and replayed for packets that look the same to every table;
 //! - [`meter`]: meters, their bands' token buckets and statistics;
@@ -16,6 +17,7 @@
 
 pub mod agent;
 pub mod cache;
+pub mod code;
 pub mod control;
 pub mod fields;
 pub mod meter;

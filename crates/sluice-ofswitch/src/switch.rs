@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use sluice_dataplane::profile::stamp;
 use sluice_dataplane::{DataPlane, Stats};
@@ -43,6 +44,7 @@ use sluice_lookup::lpm::prefetch_headers;
 use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig};
 
 use crate::cache::{Count, FlowCache, Key, Op};
+use crate::code::TableCode;
 use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
 use crate::table::{Fast, FlowTable, Hit};
 
@@ -729,6 +731,40 @@ impl OfSwitch {
             .filter(|(_, t)| !t.is_empty())
             .map(|(i, t)| format!("table {i}: {} entries, {}", t.len(), t.describe()))
             .collect()
+    }
+
+    /// Compiles every table that is scanned and has no native code for
+    /// its current entries (see [`crate::code`]); gives each table's
+    /// code, to install on every copy with [`OfSwitch::install_code`].
+    /// Off the packet path: the agent calls it on the master copy.
+    pub fn compile_tables(&self) -> Vec<(usize, Arc<TableCode>)> {
+        let mut out = Vec::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            let Some(scan) = t.wants_code() else { continue };
+            match TableCode::compile(scan) {
+                Ok(c) => out.push((i, Arc::new(c))),
+                // The scan keeps answering; say why once per change.
+                Err(e) => eprintln!("openflow: table {i} not compiled: {e}"),
+            }
+        }
+        out
+    }
+
+    /// Installs `code` on table `table` if it was compiled from the
+    /// table's current entries (see [`FlowTable::set_code`]); whether it was.
+    pub fn install_code(&mut self, table: usize, code: Arc<TableCode>) -> bool {
+        self.tables.get_mut(table).is_some_and(|t| t.set_code(code))
+    }
+
+    /// The native code of every compiled table, as Cranelift IR, for users.
+    pub fn code_listing(&self) -> String {
+        let mut out = String::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            if let Some(c) = t.code() {
+                out.push_str(&format!("; table {i}: {} bytes of machine code\n{}\n", c.code_bytes, c.listing));
+            }
+        }
+        out
     }
 
     /// Every flow entry's packets and bytes (settled counts of replaced
@@ -1696,10 +1732,17 @@ impl DataPlane for OfSwitch {
                     }
                 }
             }
-            for (i, (pkt, key)) in batch[..frames.len()].iter_mut().enumerate() {
-                if self.flow_cache {
+            if cached {
+                for (i, (pkt, key)) in batch[..frames.len()].iter_mut().enumerate() {
                     self.run_cached(i, pkt, *key, emit);
-                } else {
+                }
+            } else {
+                // Walking every packet (no cache, or the cache stepped
+                // aside): counted as cache misses when the cache is on.
+                if self.flow_cache {
+                    self.counters.cache_misses += frames.len() as u64;
+                }
+                for (i, (pkt, _)) in batch[..frames.len()].iter_mut().enumerate() {
                     self.walk(i, pkt, emit);
                 }
             }

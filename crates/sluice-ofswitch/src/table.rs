@@ -16,8 +16,11 @@
 //! template instead: its classifier is then emptied (it is rebuilt from
 //! the entries if an added entry breaks the shape). A table of up to
 //! 32 entries is scanned in the classifier's order on the words of the
-//! full key the entries' masks cover, without projecting the key.
-//! [`FlowTable::describe`] says which one a table runs on.
+//! full key the entries' masks cover, without projecting the key, and,
+//! once the agent has compiled it ([`crate::code`]), by native code
+//! comparing the key with the entries' constants; the code is dropped
+//! when the entries change, and the scan answers until the new code is
+//! in. [`FlowTable::describe`] says which one a table runs on.
 //!
 //! What every packet reads and writes of an entry (its fast step, its
 //! packet and byte counts) lives in arrays by classifier id apart from
@@ -30,6 +33,7 @@ use std::sync::Arc;
 use sluice_lookup::classifier::{Classifier, Rule};
 use sluice_openflow::{Instruction, Match};
 
+use crate::code::TableCode;
 use crate::fields::{slot, FullKey, FULL_LEN};
 use crate::prefix::PrefixShape;
 
@@ -239,6 +243,9 @@ pub struct FlowTable {
     /// instead of projecting the key first. One run of words, read in
     /// order (see [`scan_find`]).
     scan: Option<Box<[u64]>>,
+    /// `scan` compiled to native code, when the agent has compiled it
+    /// (always for the current `scan`: a change that alters it drops it).
+    code: Option<Arc<TableCode>>,
 }
 
 /// The first entry of a table's `scan` that `full` matches. Each entry
@@ -246,7 +253,7 @@ pub struct FlowTable {
 /// words `n` in the low byte) followed by `n` triples (word index into
 /// the full key, mask, masked value).
 #[inline]
-fn scan_find(scan: &[u64], full: &FullKey) -> Option<u32> {
+pub(crate) fn scan_find(scan: &[u64], full: &FullKey) -> Option<u32> {
     let mut at = 0;
     while let Some(&head) = scan.get(at) {
         let n = (head & 0xff) as usize;
@@ -279,6 +286,7 @@ impl Default for FlowTable {
             interned: std::collections::VecDeque::new(),
             prefix: PrefixShape::default(),
             scan: None,
+            code: None,
         }
     }
 }
@@ -357,6 +365,7 @@ impl FlowTable {
         use crate::fields::word;
         if self.prefix.running() || !self.classifier.scans() || self.flows.is_empty() {
             self.scan = None;
+            self.code = None;
             return;
         }
         let mut scan = Vec::new();
@@ -368,7 +377,31 @@ impl FlowTable {
                 scan.extend([w as u64, word(&p.mask, w), word(&p.value, w) & word(&p.mask, w)]);
             }
         }
+        // Code compiled from the same entries in the same order stays.
+        self.code = self.code.take().filter(|c| c.is_for(&scan));
         self.scan = Some(scan.into());
+    }
+
+    /// The scan to compile, when the table is scanned and has no code
+    /// for it yet (see [`FlowTable::set_code`]).
+    pub fn wants_code(&self) -> Option<&[u64]> {
+        self.scan.as_deref().filter(|_| self.code.is_none())
+    }
+
+    /// Runs lookups on `code` from now on, if it was compiled from the
+    /// table's current scan (the entries may have changed since); whether
+    /// it did.
+    pub fn set_code(&mut self, code: Arc<TableCode>) -> bool {
+        let fits = self.scan.as_deref().is_some_and(|s| code.is_for(s));
+        if fits {
+            self.code = Some(code);
+        }
+        fits
+    }
+
+    /// The table's native code, if it runs on some.
+    pub fn code(&self) -> Option<&TableCode> {
+        self.code.as_deref()
     }
 
     fn rebuild(&mut self) {
@@ -535,6 +568,9 @@ impl FlowTable {
         if self.prefix.running() {
             return self.prefix.lookup(full);
         }
+        if let Some(code) = &self.code {
+            return code.find(full);
+        }
         if let Some(scan) = &self.scan {
             return scan_find(scan, full);
         }
@@ -594,7 +630,13 @@ impl FlowTable {
             "classifier on a {}-byte key ({}), {}",
             self.key_len,
             fields.join(" "),
-            if self.classifier.scans() {
+            if let Some(c) = &self.code {
+                format!(
+                    "{} entries compiled to native code ({} bytes) in priority order",
+                    self.classifier.len(),
+                    c.code_bytes
+                )
+            } else if self.classifier.scans() {
                 format!("{} entries scanned in priority order", self.classifier.len())
             } else {
                 format!("{} masks searched (tuple-space search)", self.classifier.tuple_count())

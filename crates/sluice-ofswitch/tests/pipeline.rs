@@ -1451,3 +1451,92 @@ fn next_hop_groups_count_on_the_fast_path() {
         assert!(sw.counters().groups.get(&7).is_none_or(|g| g.0 == 0), "cache {cache}");
     }
 }
+
+// ------------------------------------------------------- native table code
+
+/// A switch's table 0 holds entries on IPv4 and IPv6 addresses with masks,
+/// the input port and the transport ports; the same switch with its small
+/// tables compiled to native code sends every frame where the scan sends
+/// it, drops the code when an entry changes, and takes new code only for
+/// its current entries.
+#[test]
+fn small_tables_on_native_code_find_what_the_scan_finds() {
+    let mut scanned = switch(4);
+    let flows = [
+        flow(0, 40, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 1, 2, 3])], vec![apply(vec![out(4)])]),
+        flow(
+            0,
+            30,
+            vec![ipv4_type(), oxm_m(OxmField::Ipv4Dst, &[10, 1, 0, 0], &[255, 255, 0, 0])],
+            vec![apply(vec![out(3)])],
+        ),
+        flow(
+            0,
+            25,
+            vec![ipv4_type(), oxm(OxmField::IpProto, &[17]), oxm(OxmField::UdpDst, &[0, 53])],
+            vec![apply(vec![out(2)])],
+        ),
+        flow(0, 20, vec![oxm(OxmField::InPort, &[0, 0, 0, 2])], vec![apply(vec![out(1)])]),
+        flow(
+            0,
+            15,
+            vec![
+                oxm(OxmField::EthType, &[0x86, 0xdd]),
+                oxm_m(OxmField::Ipv6Dst, &v6(0x0100), &[0xff; 15].iter().copied().chain([0]).collect::<Vec<u8>>()),
+            ],
+            vec![apply(vec![out(3)])],
+        ),
+        flow(
+            0,
+            10,
+            vec![ipv4_type(), oxm_m(OxmField::Ipv4Src, &[0, 0, 0, 1], &[0, 0, 0, 1])],
+            vec![apply(vec![out(4)])],
+        ),
+        flow(0, 0, vec![], vec![apply(vec![out(2)])]),
+    ];
+    for (uid, fm) in flows.iter().enumerate() {
+        add(&mut scanned, uid as u64 + 1, fm.clone());
+    }
+    let mut native = scanned.clone();
+    let codes = native.compile_tables();
+    assert_eq!(codes.iter().map(|c| c.0).collect::<Vec<_>>(), vec![0], "table 0 is compiled");
+    for (t, c) in codes {
+        assert!(native.install_code(t, c));
+    }
+    assert!(native.describe_tables()[0].contains("native code"), "{:?}", native.describe_tables());
+    assert!(native.code_listing().contains("; table 0:"), "{}", native.code_listing());
+    assert!(native.compile_tables().is_empty(), "nothing more to compile");
+
+    let mut frames = Vec::new();
+    for i in 0..200u32 {
+        let b = i.to_be_bytes();
+        let dst = [10, (b[3] % 3), b[3] % 5, 3];
+        frames.push((1 + i % 3, udp4([192, 168, 0, b[3]], dst, 1000 + i as u16, if i % 7 == 0 { 53 } else { 80 })));
+        frames.push((1 + i % 4, tcp4([172, 16, 0, b[3]], dst, 1, 2)));
+        frames.push((1, udp6(v6(7), v6(0x0100 + (i as u16 % 3)))));
+    }
+    frames.push((1, arp_req()));
+    let same = |a: &mut OfSwitch, b: &mut OfSwitch, frames: &[(u32, Vec<u8>)]| {
+        for (port, f) in frames {
+            assert_eq!(run(a, *port, f), run(b, *port, f), "frame from port {port}: {f:02x?}");
+        }
+    };
+    same(&mut scanned, &mut native, &frames);
+
+    // A new entry: the code is dropped (the scan answers), then the
+    // code compiled before the change is refused and new code taken.
+    let older = scanned.compile_tables();
+    let extra = flow(0, 35, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 2, 1, 3])], vec![apply(vec![out(1)])]);
+    add(&mut scanned, 100, extra.clone());
+    add(&mut native, 100, extra);
+    assert!(native.describe_tables()[0].contains("scanned"), "{:?}", native.describe_tables());
+    for (t, c) in older {
+        assert!(!native.install_code(t, c), "code for the entries before the change is refused");
+    }
+    same(&mut scanned, &mut native, &frames);
+    for (t, c) in native.compile_tables() {
+        assert!(native.install_code(t, c));
+    }
+    assert!(native.describe_tables()[0].contains("native code"));
+    same(&mut scanned, &mut native, &frames);
+}

@@ -151,6 +151,12 @@ enum Cmd {
         /// The OpenFlow switch walks its tables for every packet (no flow cache).
         #[arg(long)]
         no_flow_cache: bool,
+        /// Small tables are scanned instead of compiled to native code.
+        #[arg(long)]
+        no_table_code: bool,
+        /// Print the native code of the compiled tables (Cranelift IR).
+        #[arg(long)]
+        show_code: bool,
     },
     /// An OpenFlow 1.3 switch on live interfaces, driven by controllers or ovs-ofctl.
     Openflow(sluice::openflow::OpenflowArgs),
@@ -286,17 +292,27 @@ fn main() -> ExitCode {
             )
         }),
         Cmd::Lwaftr { cmd } => sluice::lwaftr::main(cmd),
-        Cmd::OpenflowBench { entries, duration, workers, route_layout, rounds, check, no_flow_cache } => {
-            sluice::openflow_bench::run(&sluice::openflow_bench::OpenflowBenchArgs {
-                entries,
-                layout: route_layout,
-                duration,
-                workers: workers as usize,
-                rounds: rounds as usize,
-                check,
-                flow_cache: !no_flow_cache,
-            })
-        }
+        Cmd::OpenflowBench {
+            entries,
+            duration,
+            workers,
+            route_layout,
+            rounds,
+            check,
+            no_flow_cache,
+            no_table_code,
+            show_code,
+        } => sluice::openflow_bench::run(&sluice::openflow_bench::OpenflowBenchArgs {
+            entries,
+            layout: route_layout,
+            duration,
+            workers: workers as usize,
+            rounds: rounds as usize,
+            check,
+            flow_cache: !no_flow_cache,
+            table_code: !no_table_code,
+            show_code,
+        }),
         Cmd::Openflow(a) => sluice::openflow::run(&a),
         Cmd::OpenflowFlowRate(a) => sluice::openflow_flow_rate::run(&a),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),

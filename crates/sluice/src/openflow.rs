@@ -39,6 +39,9 @@ pub struct OpenflowArgs {
     /// Walk the tables for every packet (no flow cache: slower, for comparison and debugging).
     #[arg(long)]
     pub no_flow_cache: bool,
+    /// At exit, print the native code of the tables compiled to it (Cranelift IR).
+    #[arg(long)]
+    pub show_code: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -167,6 +170,7 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     let c = &pool.master().counters;
     let (hits, misses) = (c.cache_hits, c.cache_misses);
     let tables = pool.master().describe_tables();
+    let code = if a.show_code { pool.master().code_listing() } else { String::new() };
     pool.stop_workers();
     eprintln!(
         "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent, {} connections closed for not reading",
@@ -176,6 +180,7 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     for t in tables {
         eprintln!("openflow: {t}");
     }
+    eprint!("{code}");
     eprint!("{}", live.summary());
     Ok(())
 }

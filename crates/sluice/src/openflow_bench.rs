@@ -59,6 +59,11 @@ pub struct OpenflowBenchArgs {
     pub check: usize,
     /// Whether the OpenFlow switch uses its flow cache.
     pub flow_cache: bool,
+    /// Whether small tables are compiled to native code (as the agent
+    /// compiles them once the flows settle).
+    pub table_code: bool,
+    /// Print the compiled tables' code.
+    pub show_code: bool,
 }
 
 fn oxm(field: OxmField, value: &[u8], mask: Option<&[u8]>) -> Oxm {
@@ -216,6 +221,11 @@ pub fn run(a: &OpenflowBenchArgs) -> Result<(), String> {
     let traffic = std::mem::take(&mut p4.traffic);
     let mut of = openflow_router(a.entries, a.layout)?;
     of.flow_cache = a.flow_cache;
+    if a.table_code {
+        for (t, code) in of.compile_tables() {
+            of.install_code(t, code);
+        }
+    }
     println!(
         "openflow-bench: {} routes, {} packets of 64 B, set up in {:.1} s",
         a.entries,
@@ -224,6 +234,9 @@ pub fn run(a: &OpenflowBenchArgs) -> Result<(), String> {
     );
     for t in of.describe_tables() {
         println!("openflow-bench: {t}");
+    }
+    if a.show_code {
+        print!("{}", of.code_listing());
     }
     let sample = &traffic[..traffic.len().min(a.check)];
     check_same_output(&mut of, &mut p4.data_plane, sample)?;

@@ -78,7 +78,7 @@ fn packets_of(dump: &str, needle: &str) -> u64 {
 fn ovs_ofctl_programs_a_two_table_router_that_carries_ping_and_tcp() {
     require_ovs_ofctl();
     let mut lab = Lab::with_veth_hosts(false);
-    start(&mut lab, &[]);
+    start(&mut lab, &["--show-code"]);
 
     let show = ofctl_ok(&lab, &["show"]);
     assert!(show.contains("dpid:0000000000000001") && show.contains("n_tables:64"), "{show}");
@@ -156,6 +156,9 @@ fn ovs_ofctl_programs_a_two_table_router_that_carries_ping_and_tcp() {
     assert_eq!(lab.ping(2), 0, "ping after the routes were deleted");
     let log = lab.stop();
     assert!(log.contains("messages in"), "{log}");
+    // Table 0's few entries ran on native code, which the user sees.
+    assert!(log.contains("table 0:") && log.contains("compiled to native code"), "{log}");
+    assert!(log.contains("; table 0:") && log.contains("function "), "{log}");
 }
 
 fn tx_packets(ports: &str) -> u64 {
