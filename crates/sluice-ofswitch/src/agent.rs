@@ -551,8 +551,7 @@ impl Agent {
         xid: u32,
         change: impl Fn(&mut OfSwitch) -> Result<Vec<Removed>, OfError> + Send + Sync + 'static,
     ) {
-        self.last_table_change = Instant::now();
-        self.compile_due = true;
+        self.tables_changed();
         match self.pool.try_change(move |d: &mut OfSwitch, _| change(d)) {
             Ok(removed) => self.report_removed(removed),
             Err(e) => self.error(ci, raw, &e, xid),
@@ -842,6 +841,13 @@ impl Agent {
         }
     }
 
+    /// Notes that the flow tables change now: their small tables are
+    /// compiled again once they settle (see [`COMPILE_AFTER`]).
+    fn tables_changed(&mut self) {
+        self.last_table_change = Instant::now();
+        self.compile_due = true;
+    }
+
     /// Compiles the tables that want native code and sends the code to
     /// every copy (see the module documentation).
     fn compile_tables(&mut self) {
@@ -874,17 +880,25 @@ impl Agent {
                 (up != p.live).then_some((*n, up))
             })
             .collect();
-        for &(n, up) in &changed {
-            self.pool.change(move |d: &mut OfSwitch, _| {
+        if changed.is_empty() {
+            return false;
+        }
+        // One change for every port that moved (the workers' flow caches
+        // are emptied once).
+        let moved = changed.clone();
+        self.pool.change(move |d: &mut OfSwitch, _| {
+            for &(n, up) in &moved {
                 if let Some(p) = d.ports.get_mut(&n) {
                     p.live = up;
                 }
-            });
+            }
+        });
+        for &(n, up) in &changed {
             let name = self.pool.master().ports.get(&n).map_or("", |p| p.name.as_str());
             eprintln!("openflow: port {n} ({name}): link {}", if up { "up" } else { "down" });
             self.port_status(n, sluice_openflow::port_reason::MODIFY);
         }
-        !changed.is_empty()
+        true
     }
 
     /// Sends a PORT_STATUS of port `n` to every controller whose
@@ -997,8 +1011,7 @@ impl Agent {
                 self.idle.remove(u);
             }
             let l2 = list.clone();
-            self.last_table_change = Instant::now();
-            self.compile_due = true;
+            self.tables_changed();
             let removed = self.pool.change(move |d: &mut OfSwitch, _| d.expire(&l2, reason));
             self.report_removed(removed);
         }

@@ -70,21 +70,15 @@ impl fmt::Debug for TableCode {
     }
 }
 
-/// The entries of a scan: `(id, [(word, mask, value)])`, in order; `None`
-/// if the scan is not well formed.
+/// The entries of a scan (see `table::scan_entries`); `None` if the scan
+/// is not well formed: an entry cut short, a word index past the key, an
+/// id the function's answer (id + 1) cannot carry.
 fn entries(scan: &[u64]) -> Option<Vec<(u32, &[u64])>> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while let Some(&head) = scan.get(at) {
-        let n = (head & 0xff) as usize;
-        let words = scan.get(at + 1..at + 1 + 3 * n)?;
-        if words.chunks_exact(3).any(|t| t[0] as usize >= FULL_LEN / 8) || head >> 32 == u64::from(u32::MAX) {
-            return None;
-        }
-        out.push(((head >> 32) as u32, words));
-        at += 1 + 3 * n;
-    }
-    Some(out)
+    let out: Vec<(u32, &[u64])> = crate::table::scan_entries(scan).collect();
+    let whole = out.iter().map(|(_, words)| 1 + words.len()).sum::<usize>() == scan.len();
+    let valid =
+        |(id, words): &(u32, &[u64])| *id != u32::MAX && words.chunks_exact(3).all(|t| (t[0] as usize) < FULL_LEN / 8);
+    (whole && out.iter().all(valid)).then_some(out)
 }
 
 impl TableCode {

@@ -248,22 +248,30 @@ pub struct FlowTable {
     code: Option<Arc<TableCode>>,
 }
 
-/// The first entry of a table's `scan` that `full` matches. Each entry
-/// is a head word (its classifier id in the high half, its number of
-/// words `n` in the low byte) followed by `n` triples (word index into
-/// the full key, mask, masked value).
+/// The entries of a table's `scan`, in order: each entry's classifier id
+/// and its `(word index into the full key, mask, masked value)` triples.
+/// An entry is a head word (its classifier id in the high half, its
+/// number of triples `n` in the low byte) followed by its `n` triples;
+/// the entries end at the first one cut short.
 #[inline]
-pub(crate) fn scan_find(scan: &[u64], full: &FullKey) -> Option<u32> {
+pub(crate) fn scan_entries(scan: &[u64]) -> impl Iterator<Item = (u32, &[u64])> {
     let mut at = 0;
-    while let Some(&head) = scan.get(at) {
+    std::iter::from_fn(move || {
+        let head = *scan.get(at)?;
         let n = (head & 0xff) as usize;
         let words = scan.get(at + 1..at + 1 + 3 * n)?;
-        if words.chunks_exact(3).all(|t| crate::fields::word(full, t[0] as usize) & t[1] == t[2]) {
-            return Some((head >> 32) as u32);
-        }
         at += 1 + 3 * n;
-    }
-    None
+        Some(((head >> 32) as u32, words))
+    })
+}
+
+/// The first entry of a table's `scan` that `full` matches (see
+/// [`scan_entries`]).
+#[inline]
+pub(crate) fn scan_find(scan: &[u64], full: &FullKey) -> Option<u32> {
+    scan_entries(scan)
+        .find(|(_, words)| words.chunks_exact(3).all(|t| crate::fields::word(full, t[0] as usize) & t[1] == t[2]))
+        .map(|(id, _)| id)
 }
 
 impl Default for FlowTable {
