@@ -7,6 +7,13 @@
 //! interface can form a PACKET_FANOUT group that the kernel balances by flow
 //! hash, one socket per worker.
 //!
+//! VLAN tags: the kernel takes an 802.1Q/802.1ad tag out of every frame
+//! it receives (into the packet's metadata) before a packet socket sees
+//! it, whatever the interface's offload settings. The socket asks for it
+//! back (PACKET_AUXDATA) and the tag is put back into the frame after the
+//! MAC addresses, so a data plane sees the frame as it was on the wire
+//! (the offload header's offsets move with it).
+//!
 //! Link state: the socket stays bound to the interface's index. While the
 //! interface is down the kernel refuses sends with ENETDOWN and reports
 //! ENETDOWN once on receive; the same socket works again once it is up. When
@@ -32,6 +39,14 @@ const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_FANOUT_HASH: u32 = 0;
 const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 const PACKET_OUTGOING: u8 = 4;
+const PACKET_AUXDATA: libc::c_int = 8;
+/// `tpacket_auxdata.tp_status` bits: a tag was taken out; its TPID is given.
+const TP_STATUS_VLAN_VALID: u32 = 0x10;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
+/// Bytes of a VLAN tag (TPID and TCI).
+const VLAN_TAG_LEN: usize = 4;
+/// Room for one control message carrying a `tpacket_auxdata` (20 bytes).
+const AUX_SPACE: usize = 64;
 /// Socket buffers: room for a few dozen 64 KB segments.
 const SOCKET_BUFFER: libc::c_int = 8 << 20;
 
@@ -50,6 +65,7 @@ pub struct AfPacketPort {
     tx_vnet: Vec<[u8; VNET_HDR_LEN]>,
     rx_vnet: [[u8; VNET_HDR_LEN]; BATCH],
     rx_addr: [libc::sockaddr_ll; BATCH],
+    rx_aux: Box<[[u64; AUX_SPACE / 8]; BATCH]>,
 }
 
 // SAFETY: the raw pointers only live inside one `recv`/`flush` call.
@@ -61,6 +77,36 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: &T, what: &
         libc::setsockopt(fd, level, opt, v as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32)
     };
     check(r, what).map(|_| ())
+}
+
+/// The VLAN tag the kernel took out of a received frame (TPID and TCI,
+/// in network order), from the message's PACKET_AUXDATA.
+fn vlan_tag(hdr: &libc::msghdr) -> Option<[u8; VLAN_TAG_LEN]> {
+    // SAFETY: the kernel filled `msg_control` with well-formed control
+    // messages of `msg_controllen` bytes; the CMSG macros stay inside it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            let data_len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+            if (*c).cmsg_level == SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA && data_len >= 20 {
+                let mut aux = [0u8; 20];
+                std::ptr::copy_nonoverlapping(libc::CMSG_DATA(c), aux.as_mut_ptr(), 20);
+                let word = |i: usize| u32::from_ne_bytes([aux[i], aux[i + 1], aux[i + 2], aux[i + 3]]);
+                let half = |i: usize| u16::from_ne_bytes([aux[i], aux[i + 1]]);
+                let (status, tci, tpid) = (word(0), half(16), half(18));
+                if status & TP_STATUS_VLAN_VALID == 0 {
+                    return None;
+                }
+                let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 };
+                let mut tag = [0u8; VLAN_TAG_LEN];
+                tag[..2].copy_from_slice(&tpid.to_be_bytes());
+                tag[2..].copy_from_slice(&tci.to_be_bytes());
+                return Some(tag);
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    None
 }
 
 impl AfPacketPort {
@@ -88,6 +134,7 @@ impl AfPacketPort {
         if offload {
             setsockopt(raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, &format!("{name}: PACKET_VNET_HDR"))?;
         }
+        setsockopt(raw, SOL_PACKET, PACKET_AUXDATA, &1i32, &format!("{name}: PACKET_AUXDATA"))?;
         // Frames we send must not come back to us (kernel >= 4.20).
         setsockopt(raw, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32, &format!("{name}: PACKET_IGNORE_OUTGOING"))?;
         // Larger buffers (the forced variant needs CAP_NET_ADMIN; fall back quietly to the plain one).
@@ -133,6 +180,7 @@ impl AfPacketPort {
             rx_vnet: [[0; VNET_HDR_LEN]; BATCH],
             // SAFETY: zeroed sockaddr_ll values are valid.
             rx_addr: unsafe { std::mem::zeroed() },
+            rx_aux: Box::new([[0; AUX_SPACE / 8]; BATCH]),
         })
     }
 }
@@ -209,12 +257,15 @@ impl Port for AfPacketPort {
                 parts[0] = libc::iovec { iov_base: self.rx_vnet[i].as_mut_ptr() as *mut _, iov_len: VNET_HDR_LEN };
                 n = 1;
             }
-            // SAFETY: slot `i` lies inside `batch.data`.
-            parts[n] = libc::iovec { iov_base: unsafe { base.add(i * slot) } as *mut _, iov_len: slot };
+            // SAFETY: slot `i` lies inside `batch.data`. Its last bytes
+            // stay free for a VLAN tag put back.
+            parts[n] = libc::iovec { iov_base: unsafe { base.add(i * slot) } as *mut _, iov_len: slot - VLAN_TAG_LEN };
             msgs[i].msg_hdr.msg_iov = parts.as_mut_ptr();
             msgs[i].msg_hdr.msg_iovlen = n + 1;
             msgs[i].msg_hdr.msg_name = &mut self.rx_addr[i] as *mut libc::sockaddr_ll as *mut _;
             msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            msgs[i].msg_hdr.msg_control = self.rx_aux[i].as_mut_ptr() as *mut _;
+            msgs[i].msg_hdr.msg_controllen = AUX_SPACE;
         }
         // SAFETY: `msgs` describes BATCH live buffers (see above).
         let r = unsafe {
@@ -246,9 +297,18 @@ impl Port for AfPacketPort {
             if self.rx_addr[i].sll_pkttype == PACKET_OUTGOING || msg.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
                 continue;
             }
-            let vnet = if self.offload { VnetHdr::from_bytes(&self.rx_vnet[i]) } else { VnetHdr::default() };
+            let mut vnet = if self.offload { VnetHdr::from_bytes(&self.rx_vnet[i]) } else { VnetHdr::default() };
             if kept != i {
                 batch.data.copy_within(i * slot..i * slot + len, kept * slot);
+            }
+            if let Some(tag) = vlan_tag(&msg.msg_hdr) {
+                if len >= 12 {
+                    let frame = &mut batch.data[kept * slot..kept * slot + len + VLAN_TAG_LEN];
+                    frame.copy_within(12..len, 12 + VLAN_TAG_LEN);
+                    frame[12..16].copy_from_slice(&tag);
+                    len += VLAN_TAG_LEN;
+                    vnet = vnet.shifted(VLAN_TAG_LEN as isize);
+                }
             }
             batch.lens[kept] = len;
             batch.vnet[kept] = vnet;

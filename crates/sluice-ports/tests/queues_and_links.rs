@@ -2,7 +2,8 @@
 //! removes, also on failure): AF_XDP and TAP with two queues (frames of many
 //! flows spread over both queues, none lost, each flow on one queue), and
 //! what each backend reports when its interface goes down, comes back, is
-//! deleted and is created again (the table in the crate's documentation).
+//! deleted and is created again (the table in the crate's documentation),
+//! and VLAN-tagged frames received by an AF_PACKET port with their tags.
 //!
 //! Needs root and iproute2 (`ip`); fails with a clear message without them.
 
@@ -663,4 +664,80 @@ fn queue_counts_and_link_state_of_interfaces() {
     ns.enter(|| assert!(!link_is_up("qc0"), "qc0 is up but its peer is down: no carrier"));
     ns.ip("link set qc1 up");
     ns.enter(|| wait_until("qc0 has a carrier", || link_is_up("qc0")));
+}
+
+/// VLAN-tagged test frames: 802.1Q, 802.1ad over 802.1Q, priority-tagged
+/// (VID 0), untagged.
+fn vlan_frames() -> Vec<Vec<u8>> {
+    let tagged = |tags: &[(u16, u16)]| {
+        let mut f = frame(Mark { seq: 1, flow: 1, tag: 0 });
+        for &(tpid, tci) in tags.iter().rev() {
+            let mut tag = tpid.to_be_bytes().to_vec();
+            tag.extend(tci.to_be_bytes());
+            f.splice(12..12, tag);
+        }
+        f
+    };
+    vec![
+        tagged(&[(0x8100, (3 << 13) | 100)]),
+        tagged(&[(0x88a8, 200), (0x8100, 100)]),
+        tagged(&[(0x8100, 5 << 13)]),
+        tagged(&[]),
+    ]
+}
+
+/// `peer` sends the VLAN test frames; `port` must receive them as sent.
+fn receives_vlan_frames_as_sent(port: &mut dyn Port, peer: &Raw, what: &str) {
+    let frames = vlan_frames();
+    for f in &frames {
+        peer.send(f);
+    }
+    let mut got = Vec::new();
+    let mut batch = RxBatch::new(4096);
+    let t0 = Instant::now();
+    while got.len() < frames.len() && t0.elapsed() < Duration::from_secs(3) {
+        let n = port.recv(&mut batch).expect("recv");
+        got.extend((0..n).map(|i| batch.frame(i).0.to_vec()));
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert_eq!(got, frames, "{what}: frames received with their tags where they were sent");
+}
+
+/// The kernel takes VLAN tags out of received frames before a packet
+/// socket sees them; an AF_PACKET port puts them back. Every backend hands
+/// the data plane frames as they were sent, with or without offload
+/// headers.
+#[test]
+fn ports_receive_vlan_tagged_frames_as_sent() {
+    let ns = Netns::new("vl");
+    ns.ip("link add vl0 type veth peer name vl1");
+    ns.ip("link set vl0 up");
+    ns.ip("link set vl1 up");
+    for offload in [false, true] {
+        let (mut port, peer) = ns.enter(|| {
+            wait_until("vl0 is up", || link_is_up("vl0"));
+            (AfPacketPort::open("vl0", offload, None).expect("open vl0"), Raw::open("vl1"))
+        });
+        receives_vlan_frames_as_sent(&mut port, &peer, &format!("AF_PACKET, offload {offload}"));
+    }
+
+    let sw = Netns::new("vx");
+    let host = Netns::new("vy");
+    veth_pair(&sw, "vx0", &host, "vx1", 1);
+    let (_iface, mut port) = sw.enter(|| {
+        let iface = AfXdpInterface::attach("vx0", 1).expect("attach");
+        let port = AfXdpPort::open_queue(&iface, 0).expect("open");
+        (iface, port)
+    });
+    let peer = host.enter(|| Raw::open("vx1"));
+    receives_vlan_frames_as_sent(&mut port, &peer, "AF_XDP");
+
+    let (mut port, peer) = ns.enter(|| {
+        let port = TapPort::open("vt0", false).expect("tap");
+        wait_until("vt0 is up", || link_is_up("vt0"));
+        (port, Raw::open("vt0"))
+    });
+    receives_vlan_frames_as_sent(&mut port, &peer, "TAP");
 }
