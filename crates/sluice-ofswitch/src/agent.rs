@@ -1056,15 +1056,15 @@ fn port_desc(n: u32, p: &crate::switch::PortInfo) -> PortDesc {
 fn table_features(id: usize) -> TableFeatures {
     let instructions: Vec<(u16, u32)> = vec![(1, 0), (2, 0), (3, 0), (4, 0), (5, 0)];
     let actions: Vec<(u16, u32)> =
-        [0u16, 11, 12, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25].iter().map(|t| (*t, 0)).collect();
+        [0u16, 11, 12, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27].iter().map(|t| (*t, 0)).collect();
     let header = |f: u8| {
         let field = OxmField::from_wire(sluice_openflow::oxm_class::OPENFLOW_BASIC, f);
         let len = field.value_len().unwrap_or(0) as u32;
         (u32::from(sluice_openflow::oxm_class::OPENFLOW_BASIC) << 16) | (u32::from(f) << 9) | len
     };
-    // Every basic field but PBB_ISID matches; set-field covers the packet's fields.
-    let fields: Vec<u32> = (0u8..=39).filter(|f| *f != 37).map(header).collect();
-    let settable: Vec<u32> = (3u8..=38).filter(|f| *f != 37).map(header).collect();
+    // Every basic field matches; set-field covers the packet's fields.
+    let fields: Vec<u32> = (0u8..=39).map(header).collect();
+    let settable: Vec<u32> = (3u8..=38).map(header).collect();
     let next: Vec<u8> = ((id + 1)..N_TABLES).map(|t| t as u8).collect();
     TableFeatures {
         table_id: id as u8,

@@ -108,8 +108,8 @@ fn check_action(sw: &OfSwitch, a: &Action) -> Result<(), OfError> {
                 return Err(err(error_type::BAD_ACTION, bad_action::BAD_SET_LEN, format!("set_field {:?}", o.field)));
             }
         }
-        Action::PushPbb(_) | Action::PopPbb => {
-            return Err(err(error_type::BAD_ACTION, bad_action::BAD_TYPE, "PBB actions are not supported"));
+        Action::PushPbb(t) if *t != 0x88e7 => {
+            return Err(err(error_type::BAD_ACTION, bad_action::BAD_ARGUMENT, format!("push_pbb ethertype {t:#06x}")));
         }
         Action::Experimenter { .. } => {
             return Err(err(error_type::BAD_ACTION, bad_action::BAD_EXPERIMENTER, "no experimenter actions"));

@@ -1057,8 +1057,43 @@ impl OfSwitch {
                         }
                     }
                 }
+                Action::PushPbb(et) => {
+                    // A backbone header in front of the frame as it is:
+                    // the same MAC addresses, then the I-TAG (its I-SID
+                    // from an I-TAG the frame has, its priority from the
+                    // outer VLAN tag's, else zero), then the customer's
+                    // addresses and the rest of the frame unchanged.
+                    pkt.parsed();
+                    if pkt.buf.len() < 12 {
+                        return Err(Stop::Dropped);
+                    }
+                    let p = pkt.parsed;
+                    let mut hdr = [0u8; 18];
+                    hdr[0..2].copy_from_slice(&et.to_be_bytes());
+                    if let Some(t) = p.vlan.and_then(|v| pkt.buf.get(v + 2)) {
+                        hdr[2] = t & 0xe0;
+                    }
+                    if p.eth_type == fields::ET_PBB {
+                        if let Some(sid) = pkt.buf.get(p.l3 + 1..p.l3 + 4) {
+                            hdr[3..6].copy_from_slice(sid);
+                        }
+                    }
+                    hdr[6..18].copy_from_slice(&pkt.buf[0..12]);
+                    pkt.buf.splice(12..12, hdr);
+                    pkt.moved();
+                }
+                Action::PopPbb => {
+                    // The customer frame behind the outermost I-TAG is
+                    // what remains.
+                    pkt.parsed();
+                    let l3 = pkt.parsed.l3;
+                    if pkt.parsed.eth_type == fields::ET_PBB && pkt.buf.len() >= l3 + 4 + 14 {
+                        pkt.buf.drain(0..l3 + 4);
+                        pkt.moved();
+                    }
+                }
                 Action::SetQueue(_) => {}
-                Action::PushPbb(_) | Action::PopPbb | Action::Experimenter { .. } => {
+                Action::Experimenter { .. } => {
                     self.counters.unsupported_output += 1;
                 }
             }

@@ -740,6 +740,75 @@ fn push_and_pop_mpls_copy_ttl_and_set_bos() {
     assert_eq!(outs[0], (3, f));
 }
 
+/// The frame `f` in a PBB backbone header: the same MAC addresses,
+/// ethertype 0x88e7, an I-TAG of priority `pcp` and service `isid`, then
+/// `f` whole.
+fn pbb(f: &[u8], pcp: u8, isid: u32) -> Vec<u8> {
+    let mut out = f[0..12].to_vec();
+    out.extend_from_slice(&[0x88, 0xe7, pcp << 5]);
+    out.extend_from_slice(&isid.to_be_bytes()[1..]);
+    out.extend_from_slice(f);
+    out
+}
+
+#[test]
+fn push_and_pop_pbb_match_and_set_the_isid() {
+    let mut sw = switch(4);
+    let plain = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    add(
+        &mut sw,
+        1,
+        flow(
+            0,
+            1,
+            vec![oxm(OxmField::InPort, &[0, 0, 0, 1])],
+            vec![apply(vec![Action::PushPbb(0x88e7), out(2), set(OxmField::PbbIsid, &[0, 0, 100]), out(3)])],
+        ),
+    );
+    let outs = run(&mut sw, 1, &plain);
+    assert_eq!(outs[0], (2, pbb(&plain, 0, 0)), "pushed onto a plain frame: I-SID 0");
+    assert_eq!(outs[1], (3, pbb(&plain, 0, 100)));
+    // Pushed again: the new I-TAG copies the I-SID; onto a tagged frame,
+    // the I-TAG's priority is the tag's.
+    add(
+        &mut sw,
+        2,
+        flow(0, 1, vec![oxm(OxmField::InPort, &[0, 0, 0, 2])], vec![apply(vec![Action::PushPbb(0x88e7), out(4)])]),
+    );
+    let backbone = pbb(&plain, 0, 100);
+    assert_eq!(run(&mut sw, 2, &backbone)[0].1, pbb(&backbone, 0, 100));
+    let tagged = tag(plain.clone(), 5, 42);
+    assert_eq!(run(&mut sw, 2, &tagged)[0].1, pbb(&tagged, 5, 0));
+    // Matched by I-SID (masked), popped: the next table sees the customer
+    // frame and matches its fields.
+    add(
+        &mut sw,
+        3,
+        flow(
+            0,
+            1,
+            vec![
+                oxm(OxmField::InPort, &[0, 0, 0, 3]),
+                oxm(OxmField::EthType, &[0x88, 0xe7]),
+                oxm_m(OxmField::PbbIsid, &[0, 0, 96], &[0, 0, 0xf0]),
+            ],
+            vec![apply(vec![Action::PopPbb]), Instruction::GotoTable(1)],
+        ),
+    );
+    add(&mut sw, 4, flow(1, 1, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 2])], vec![apply(vec![out(4)])]));
+    assert_eq!(run(&mut sw, 3, &pbb(&tagged, 0, 100)), vec![(4, tagged.clone())]);
+    assert_eq!(run(&mut sw, 3, &pbb(&plain, 0, 100)), vec![(4, plain.clone())]);
+    assert!(run(&mut sw, 3, &pbb(&plain, 0, 203)).is_empty(), "I-SID 203 & 0xf0 is not 96");
+    // Popping a frame without an I-TAG changes nothing.
+    add(&mut sw, 5, flow(0, 1, vec![oxm(OxmField::InPort, &[0, 0, 0, 4])], vec![apply(vec![Action::PopPbb, out(1)])]));
+    assert_eq!(run(&mut sw, 4, &plain), vec![(1, plain.clone())]);
+    assert_err(
+        sw.flow_mod(&flow(0, 1, vec![], vec![apply(vec![Action::PushPbb(0x8100)])]), 1, 0),
+        error_type::BAD_ACTION,
+        bad_action::BAD_ARGUMENT,
+    );
+}
+
 #[test]
 fn copy_ttl_in_keeps_the_inner_ipv4_checksum_valid() {
     let mut sw = switch(4);
