@@ -42,12 +42,14 @@ use std::time::{Duration, Instant};
 use sluice_dataplane::workers::Pool;
 use sluice_openflow::errors::{bad_request, error_type, hello_failed, role_request_failed};
 use sluice_openflow::{
-    capabilities, controller_role, decode, encode, error_reply, flow_mod_flags, negotiate, peek_header, port,
-    AggregateStats, AsyncConfig, Desc, ErrorMsg, Features, FlowStats, GroupDesc, GroupFeatures, GroupStats,
-    HelloElement, Match, Message, MeterConfig, MeterFeatures, MeterStats, MultipartReply, MultipartRequest, OfError,
-    Oxm, OxmField, PacketIn, PortDesc, PortStats, Role, TableFeatureProp, TableFeatures, TableStats, OFP13,
+    capabilities, controller_role, decode, encode, error_reply, flow_mod_command, flow_mod_flags, negotiate,
+    peek_header, port, Action, AggregateStats, AsyncConfig, Desc, ErrorMsg, Features, FlowStats, GroupDesc,
+    GroupFeatures, GroupStats, HelloElement, Match, Message, MeterConfig, MeterFeatures, MeterStats, MultipartReply,
+    MultipartRequest, OfError, Oxm, OxmField, PacketIn, PortDesc, PortStats, Role, TableFeatureProp, TableFeatures,
+    TableStats, OFP13,
 };
 
+use crate::buffers::{NoPacket, PacketBuffers};
 use crate::control::{flow_outputs_to, Removed};
 use crate::switch::{encode_packet_out, Note, OfSwitch, N_TABLES, PACKET_OUT_PORT};
 use crate::table::Pattern;
@@ -113,6 +115,8 @@ pub struct AgentStats {
     pub errors_sent: u64,
     pub connections_closed_stuck: u64,
     pub packet_ins_sent: u64,
+    /// Packet-ins sent whole because every packet buffer was taken.
+    pub packet_ins_unbuffered: u64,
 }
 
 fn default_async() -> AsyncConfig {
@@ -140,6 +144,8 @@ pub struct Agent {
     last_table_change: Instant,
     /// Whether a table may want native code (set by changes).
     compile_due: bool,
+    /// Packets kept for the controllers' packet-outs and flow-mods.
+    buffers: PacketBuffers,
     pub stats: AgentStats,
 }
 
@@ -173,6 +179,7 @@ impl Agent {
             last_link_check: now,
             last_table_change: now,
             compile_due: false,
+            buffers: PacketBuffers::default(),
             stats: AgentStats::default(),
         })
     }
@@ -402,7 +409,7 @@ impl Agent {
             Message::FeaturesRequest => {
                 let f = Features {
                     datapath_id: self.cfg.datapath_id,
-                    n_buffers: 0,
+                    n_buffers: crate::buffers::N_BUFFERS as u32,
                     n_tables: N_TABLES as u8,
                     auxiliary_id: 0,
                     capabilities: capabilities::FLOW_STATS
@@ -436,19 +443,30 @@ impl Agent {
                 if self.is_slave(ci) {
                     return slave_refused(self);
                 }
-                if fm.buffer_id != sluice_openflow::NO_BUFFER {
-                    let e = OfError::new(
-                        error_type::BAD_REQUEST,
-                        bad_request::BUFFER_UNKNOWN,
-                        "this switch keeps no buffers",
-                    );
-                    return self.error(ci, raw, &e, xid);
-                }
                 let uid = self.next_uid;
                 self.next_uid += 1;
                 let now = self.now_ns();
+                // A buffered packet named by an add or modify goes through
+                // the tables once the change is in (deletes ignore it).
+                let buffered = fm.buffer_id != sluice_openflow::NO_BUFFER
+                    && matches!(
+                        fm.command,
+                        flow_mod_command::ADD | flow_mod_command::MODIFY | flow_mod_command::MODIFY_STRICT
+                    );
+                let buffer_id = fm.buffer_id;
                 let prepared = crate::control::PreparedFlowMod::new(fm);
-                self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.prepared_flow_mod(&prepared, uid, now));
+                if self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.prepared_flow_mod(&prepared, uid, now))
+                    && buffered
+                {
+                    self.release_buffer(
+                        ci,
+                        raw,
+                        xid,
+                        buffer_id,
+                        None,
+                        &[Action::Output { port: port::TABLE, max_len: 0 }],
+                    );
+                }
             }
             Message::GroupMod(gm) => {
                 if self.is_slave(ci) {
@@ -492,14 +510,6 @@ impl Agent {
                 if self.is_slave(ci) {
                     return slave_refused(self);
                 }
-                if po.buffer_id != sluice_openflow::NO_BUFFER {
-                    let e = OfError::new(
-                        error_type::BAD_REQUEST,
-                        bad_request::BUFFER_UNKNOWN,
-                        "this switch keeps no buffers",
-                    );
-                    return self.error(ci, raw, &e, xid);
-                }
                 let in_port_ok =
                     po.in_port <= port::MAX || matches!(po.in_port, port::CONTROLLER | port::LOCAL | port::ANY);
                 if !in_port_ok {
@@ -510,10 +520,11 @@ impl Agent {
                     );
                     return self.error(ci, raw, &e, xid);
                 }
-                let actions = sluice_openflow::encode_actions(&po.actions);
-                let frame = encode_packet_out(po.in_port, &actions, &po.data);
-                self.pool.flush();
-                self.pool.inject(PACKET_OUT_PORT, frame);
+                if po.buffer_id != sluice_openflow::NO_BUFFER {
+                    self.release_buffer(ci, raw, xid, po.buffer_id, Some(po.in_port), &po.actions);
+                } else {
+                    self.packet_out(po.in_port, &po.actions, &po.data);
+                }
             }
             Message::MultipartRequest { body, .. } => self.multipart(ci, raw, xid, body),
             Message::QueueGetConfigRequest { port } => {
@@ -541,6 +552,40 @@ impl Agent {
         }
     }
 
+    /// Runs `actions` on `frame` as a packet-out from `in_port`, after
+    /// every change made so far.
+    fn packet_out(&mut self, in_port: u32, actions: &[Action], frame: &[u8]) {
+        let actions = sluice_openflow::encode_actions(actions);
+        let frame = encode_packet_out(in_port, &actions, frame);
+        self.pool.flush();
+        self.pool.inject(PACKET_OUT_PORT, frame);
+    }
+
+    /// Runs `actions` on the packet kept under `buffer_id` (from
+    /// `in_port`, else the port it came in on), or answers the request
+    /// with BUFFER_EMPTY / BUFFER_UNKNOWN when there is none.
+    fn release_buffer(
+        &mut self,
+        ci: usize,
+        raw: &[u8],
+        xid: u32,
+        buffer_id: u32,
+        in_port: Option<u32>,
+        actions: &[Action],
+    ) {
+        match self.buffers.take(buffer_id) {
+            Ok((frame, came_in)) => self.packet_out(in_port.unwrap_or(came_in), actions, &frame),
+            Err(why) => {
+                let (code, text) = match why {
+                    NoPacket::Empty => (bad_request::BUFFER_EMPTY, "its packet was sent already"),
+                    NoPacket::Unknown => (bad_request::BUFFER_UNKNOWN, "no packet is kept under it"),
+                };
+                let e = OfError::new(error_type::BAD_REQUEST, code, format!("buffer {buffer_id:#x}: {text}"));
+                self.error(ci, raw, &e, xid);
+            }
+        }
+    }
+
     /// Applies a flow, group or meter change to the master and, when it
     /// succeeded there, to the workers; reports the entries it removed, or
     /// answers the request with the change's error.
@@ -550,11 +595,17 @@ impl Agent {
         raw: &[u8],
         xid: u32,
         change: impl Fn(&mut OfSwitch) -> Result<Vec<Removed>, OfError> + Send + Sync + 'static,
-    ) {
+    ) -> bool {
         self.tables_changed();
         match self.pool.try_change(move |d: &mut OfSwitch, _| change(d)) {
-            Ok(removed) => self.report_removed(removed),
-            Err(e) => self.error(ci, raw, &e, xid),
+            Ok(removed) => {
+                self.report_removed(removed);
+                true
+            }
+            Err(e) => {
+                self.error(ci, raw, &e, xid);
+                false
+            }
         }
     }
 
@@ -921,25 +972,38 @@ impl Agent {
         for _ in 0..4096 {
             let Ok(n) = self.notes.try_recv() else { break };
             any = true;
-            let Note::PacketIn { in_port, reason, table_id, cookie, total_len, data, metadata } = n;
+            let Note::PacketIn { in_port, reason, table_id, cookie, total_len, mut data, max_len, metadata } = n;
+            let wanted = |c: &Conn| {
+                let idx = usize::from(c.role == controller_role::SLAVE);
+                c.version.is_some() && c.async_cfg.packet_in_mask[idx] & (1 << reason) != 0
+            };
+            if !self.conns.iter().any(wanted) {
+                continue;
+            }
+            // Less than the whole packet asked for: the rest waits in a
+            // buffer; with no buffer free, the whole packet goes.
+            let mut buffer_id = sluice_openflow::NO_BUFFER;
+            if max_len != sluice_openflow::CONTROLLER_MAX_LEN_NO_BUFFER && usize::from(max_len) < data.len() {
+                let part = data[..usize::from(max_len)].to_vec();
+                match self.buffers.store(data, in_port, Instant::now()) {
+                    Ok(id) => {
+                        buffer_id = id;
+                        data = part;
+                    }
+                    Err(whole) => {
+                        self.stats.packet_ins_unbuffered += 1;
+                        data = whole;
+                    }
+                }
+            }
             let mut fields = vec![Oxm { field: OxmField::InPort, value: in_port.to_be_bytes().to_vec(), mask: None }];
             if metadata != 0 {
                 fields.push(Oxm { field: OxmField::Metadata, value: metadata.to_be_bytes().to_vec(), mask: None });
             }
-            let pi = PacketIn {
-                buffer_id: sluice_openflow::NO_BUFFER,
-                total_len,
-                reason,
-                table_id,
-                cookie,
-                matched: Match { fields },
-                data,
-            };
+            let pi = PacketIn { buffer_id, total_len, reason, table_id, cookie, matched: Match { fields }, data };
             let m = Message::PacketIn(pi);
             for ci in 0..self.conns.len() {
-                let c = &self.conns[ci];
-                let idx = usize::from(c.role == controller_role::SLAVE);
-                if c.version.is_none() || c.async_cfg.packet_in_mask[idx] & (1 << reason) == 0 {
+                if !wanted(&self.conns[ci]) {
                     continue;
                 }
                 self.stats.packet_ins_sent += 1;

@@ -13,9 +13,11 @@
 //! - [`meter`]: meters, their bands' token buckets and statistics;
 //! - [`control`]: flow-mods, group-mods and port-mods, validated and
 //!   applied to every copy of the switch;
-//! - [`agent`]: the controller connections (OpenFlow 1.3 over TCP).
+//! - [`agent`]: the controller connections (OpenFlow 1.3 over TCP);
+//! - [`buffers`]: packets the agent keeps for the controller.
 
 pub mod agent;
+pub mod buffers;
 pub mod cache;
 pub mod code;
 pub mod control;

@@ -232,7 +232,20 @@ pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 /// What a replica reports to the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Note {
-    PacketIn { in_port: u32, reason: u8, table_id: u8, cookie: u64, total_len: u16, data: Vec<u8>, metadata: u64 },
+    /// A packet for the controller: `data` is the whole packet; the
+    /// controller asked for `max_len` bytes of it (OFPCML_NO_BUFFER: all,
+    /// unbuffered), which the agent sends, keeping the packet in a buffer
+    /// when it sends less (see [`crate::buffers`]).
+    PacketIn {
+        in_port: u32,
+        reason: u8,
+        table_id: u8,
+        cookie: u64,
+        total_len: u16,
+        data: Vec<u8>,
+        max_len: u16,
+        metadata: u64,
+    },
 }
 
 /// A group's (packets, bytes, per bucket (packets, bytes)).
@@ -855,18 +868,14 @@ impl OfSwitch {
                 }
             }
             port::CONTROLLER => {
-                let len = if max_len == sluice_openflow::CONTROLLER_MAX_LEN_NO_BUFFER {
-                    pkt.buf.len()
-                } else {
-                    pkt.buf.len().min(usize::from(max_len))
-                };
                 let n = Note::PacketIn {
                     in_port,
                     reason,
                     table_id,
                     cookie,
                     total_len: pkt.buf.len().min(usize::from(u16::MAX)) as u16,
-                    data: pkt.buf[..len].to_vec(),
+                    data: pkt.buf.clone(),
+                    max_len,
                     metadata: pkt.meta.metadata,
                 };
                 self.note(n);
@@ -1122,6 +1131,9 @@ impl OfSwitch {
                 cookie,
                 total_len: pkt.buf.len().min(usize::from(u16::MAX)) as u16,
                 data: pkt.buf.clone(),
+                // At least miss_send_len bytes, says the specification:
+                // the whole packet, unbuffered.
+                max_len: sluice_openflow::CONTROLLER_MAX_LEN_NO_BUFFER,
                 metadata: pkt.meta.metadata,
             };
             self.note(n);

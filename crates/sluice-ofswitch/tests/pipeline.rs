@@ -576,7 +576,7 @@ fn outputs_in_port_all_flood_and_the_input_port_itself() {
 }
 
 #[test]
-fn controller_output_packet_in_reason_table_cookie_and_truncation() {
+fn controller_output_packet_in_reason_table_cookie_and_max_len() {
     let mut sw = switch(4);
     let mut fm = flow(0, 100, vec![ipv4_type()], vec![apply(vec![to_controller(20)]), Instruction::GotoTable(2)]);
     fm.cookie = 0xc0ffee;
@@ -589,12 +589,14 @@ fn controller_output_packet_in_reason_table_cookie_and_truncation() {
     assert!(run(&mut sw, 3, &f).is_empty());
     let n = notes(&mut sw);
     assert_eq!(n.len(), 2);
-    let Note::PacketIn { in_port, reason, table_id, cookie, total_len, data, .. } = &n[0];
+    // The whole packet and how much of it the controller asked for (the
+    // agent sends that much, keeping the packet in a buffer).
+    let Note::PacketIn { in_port, reason, table_id, cookie, total_len, data, max_len, .. } = &n[0];
     assert_eq!((*in_port, *reason, *table_id, *cookie), (3, packet_in_reason::ACTION, 0, 0xc0ffee));
-    assert_eq!((*total_len as usize, data.as_slice()), (f.len(), &f[..20]));
-    let Note::PacketIn { reason, table_id, cookie, data, .. } = &n[1];
+    assert_eq!((*total_len as usize, data, *max_len), (f.len(), &f, 20));
+    let Note::PacketIn { reason, table_id, cookie, data, max_len, .. } = &n[1];
     assert_eq!((*reason, *table_id, *cookie), (packet_in_reason::NO_MATCH, 2, 0xabc));
-    assert_eq!(data, &f, "0xffff: the whole packet");
+    assert_eq!((data, *max_len), (&f, 0xffff), "0xffff: the whole packet, unbuffered");
     // A priority-0 entry with a match is no table-miss entry.
     let miss = cmd(flow(2, 0, vec![], vec![]), fmc::DELETE_STRICT);
     assert_eq!(sw.flow_mod(&miss, 0, 0).unwrap().len(), 1);

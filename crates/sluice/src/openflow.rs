@@ -173,8 +173,8 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     let code = if a.show_code { pool.master().code_listing() } else { String::new() };
     pool.stop_workers();
     eprintln!(
-        "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent, {} connections closed for not reading",
-        s.messages_in, s.messages_out, s.errors_sent, s.packet_ins_sent, s.connections_closed_stuck
+        "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent ({} whole for want of a free buffer), {} connections closed for not reading",
+        s.messages_in, s.messages_out, s.errors_sent, s.packet_ins_sent, s.packet_ins_unbuffered, s.connections_closed_stuck
     );
     eprintln!("openflow: flow cache: {hits} packets replayed a cached walk, {misses} walked the tables");
     for t in tables {
