@@ -58,9 +58,10 @@ use crate::table::Pattern;
 /// and the connection closed.
 pub const MAX_OUTPUT_BYTES: usize = 16 << 20;
 
-/// Seconds between echo requests on an idle connection; a peer silent for
-/// three of them is disconnected.
-const ECHO_INTERVAL: Duration = Duration::from_secs(5);
+/// The default silence on a connection before an echo request
+/// ([`AgentConfig::inactivity_probe`]); a peer silent for three such
+/// intervals is disconnected.
+pub const ECHO_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How often the agent asks whether each port's link is up.
 pub const LINK_WATCH: Duration = Duration::from_millis(200);
@@ -68,6 +69,20 @@ pub const LINK_WATCH: Duration = Duration::from_millis(200);
 /// How long the tables must stay unchanged before the agent compiles
 /// the small ones to native code.
 pub const COMPILE_AFTER: Duration = Duration::from_millis(100);
+
+/// What the switch does while no controller is connected (Open vSwitch's
+/// `fail_mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FailMode {
+    /// The flows stay and nothing else changes.
+    #[default]
+    Secure,
+    /// After three inactivity probe intervals without a connection to any
+    /// `controllers` address (at once when none is given), the switch
+    /// forwards every packet as an ordinary MAC-learning switch (the
+    /// NORMAL port), ignoring its flows, until a controller connects.
+    Standalone,
+}
 
 /// How the agent is set up.
 #[derive(Debug, Clone, Default)]
@@ -82,6 +97,10 @@ pub struct AgentConfig {
     /// Whether the interface of this name is up with a carrier; `None`:
     /// links are not watched (ports keep the state they were given).
     pub link_up: Option<fn(&str) -> bool>,
+    pub fail_mode: FailMode,
+    /// Silence on a connection after which the agent sends an echo
+    /// request; three of them close the connection (zero: [`ECHO_INTERVAL`]).
+    pub inactivity_probe: Duration,
 }
 
 struct Conn {
@@ -146,12 +165,19 @@ pub struct Agent {
     compile_due: bool,
     /// Packets kept for the controllers' packet-outs and flow-mods.
     buffers: PacketBuffers,
+    /// Standing alone (see [`FailMode::Standalone`]).
+    fail_open: bool,
+    /// When a controller was last connected (or the agent started).
+    last_controller: Instant,
     pub stats: AgentStats,
 }
 
 impl Agent {
     /// An agent for `pool`, receiving the workers' packet-ins on `notes`.
-    pub fn new(pool: Pool<OfSwitch>, notes: Receiver<Note>, cfg: AgentConfig) -> Result<Agent, String> {
+    pub fn new(pool: Pool<OfSwitch>, notes: Receiver<Note>, mut cfg: AgentConfig) -> Result<Agent, String> {
+        if cfg.inactivity_probe.is_zero() {
+            cfg.inactivity_probe = ECHO_INTERVAL;
+        }
         let mut listeners = Vec::new();
         for a in &cfg.listen {
             let l = TcpListener::bind(a).map_err(|e| format!("cannot listen on {a}: {e}"))?;
@@ -180,6 +206,8 @@ impl Agent {
             last_table_change: now,
             compile_due: false,
             buffers: PacketBuffers::default(),
+            fail_open: false,
+            last_controller: now,
             stats: AgentStats::default(),
         })
     }
@@ -236,6 +264,7 @@ impl Agent {
         // packet-out waits for them).
         self.pool.send_pending();
         busy |= self.forward_packet_ins();
+        self.check_fail_mode();
         if self.last_link_check.elapsed() >= LINK_WATCH {
             self.last_link_check = Instant::now();
             busy |= self.watch_links();
@@ -967,6 +996,34 @@ impl Agent {
         }
     }
 
+    /// Enters or leaves standalone forwarding (see [`FailMode`]).
+    fn check_fail_mode(&mut self) {
+        if self.cfg.fail_mode != FailMode::Standalone {
+            return;
+        }
+        let now = Instant::now();
+        let connected = self.conns.iter().any(|c| c.active.is_some() && c.version.is_some() && !c.closed);
+        if connected {
+            self.last_controller = now;
+        }
+        let alone = !connected
+            && (self.active.is_empty() || now.duration_since(self.last_controller) >= self.cfg.inactivity_probe * 3);
+        if alone != self.fail_open {
+            self.fail_open = alone;
+            if alone {
+                eprintln!("openflow: no controller: standalone, forwarding as a MAC-learning switch");
+            } else {
+                eprintln!("openflow: a controller is connected: the flow tables forward again");
+            }
+            self.pool.change(move |d: &mut OfSwitch, _| d.fail_open = alone);
+        }
+    }
+
+    /// Whether the switch forwards on its own (see [`FailMode`]).
+    pub fn standing_alone(&self) -> bool {
+        self.fail_open
+    }
+
     fn forward_packet_ins(&mut self) -> bool {
         let mut any = false;
         for _ in 0..4096 {
@@ -1083,14 +1140,15 @@ impl Agent {
 
     fn keepalive(&mut self) {
         let now = Instant::now();
+        let probe = self.cfg.inactivity_probe;
         for ci in 0..self.conns.len() {
             let c = &mut self.conns[ci];
             if c.version.is_none() {
                 continue;
             }
-            if now.duration_since(c.last_heard) > ECHO_INTERVAL * 3 {
+            if now.duration_since(c.last_heard) > probe * 3 {
                 c.closed = true;
-            } else if now.duration_since(c.last_heard) > ECHO_INTERVAL && c.echo_sent.is_none() {
+            } else if now.duration_since(c.last_heard) > probe && c.echo_sent.is_none() {
                 c.echo_sent = Some(now);
                 let v = c.version.unwrap_or(OFP13);
                 queue(c, &Message::EchoRequest(vec![]), v, 0, &mut self.stats);

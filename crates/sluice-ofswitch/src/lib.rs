@@ -11,6 +11,7 @@
 //! - [`cache`]: the flow cache: walks through the tables recorded once
 //!   and replayed for packets that look the same to every table;
 //! - [`meter`]: meters, their bands' token buckets and statistics;
+//! - [`normal`]: the NORMAL port's MAC learning;
 //! - [`control`]: flow-mods, group-mods and port-mods, validated and
 //!   applied to every copy of the switch;
 //! - [`agent`]: the controller connections (OpenFlow 1.3 over TCP);
@@ -23,9 +24,10 @@ pub mod code;
 pub mod control;
 pub mod fields;
 pub mod meter;
+pub mod normal;
 pub mod prefix;
 pub mod switch;
 pub mod table;
 
-pub use agent::{Agent, AgentConfig};
+pub use agent::{Agent, AgentConfig, FailMode};
 pub use switch::{Note, OfSwitch, PortInfo};

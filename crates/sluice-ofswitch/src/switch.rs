@@ -46,6 +46,7 @@ use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig}
 use crate::cache::{Count, FlowCache, Key, Op};
 use crate::code::TableCode;
 use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
+use crate::normal::MacTable;
 use crate::table::{Fast, FlowTable, Hit};
 
 /// Flow tables of the switch (ids 0 to `N_TABLES - 1`).
@@ -489,6 +490,11 @@ pub struct OfSwitch {
     cache: FlowCache,
     /// The walk being recorded for the cache, if any.
     rec: Option<Recording>,
+    /// Where the NORMAL port has seen each address (see [`crate::normal`]).
+    pub macs: MacTable,
+    /// Standing alone (fail mode standalone, no controller): every packet
+    /// goes to the NORMAL port, the tables are not looked at.
+    pub fail_open: bool,
     /// The packets of a batch and their cache keys, reused from batch to batch.
     batch: Vec<(Pkt, Option<Key>)>,
 }
@@ -672,6 +678,8 @@ impl OfSwitch {
             clock: std::time::Instant::now(),
             cache: FlowCache::new(),
             rec: None,
+            macs: MacTable::default(),
+            fail_open: false,
             batch: Vec::new(),
             flow_cache: true,
             port_state: Vec::new(),
@@ -880,6 +888,7 @@ impl OfSwitch {
                 };
                 self.note(n);
             }
+            port::NORMAL => self.normal(idx, pkt, emit),
             port::TABLE => {
                 // Only meaningful in a packet-out (flows and buckets may not
                 // name it): run the tables on a copy, later actions still
@@ -894,6 +903,29 @@ impl OfSwitch {
                 }
             }
             _ => self.counters.unsupported_output += 1,
+        }
+    }
+
+    /// Forwards `pkt` as an ordinary MAC-learning switch (see
+    /// [`crate::normal`]).
+    fn normal<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, pkt: &mut Pkt, emit: &mut E) {
+        pkt.parsed();
+        let f = &pkt.buf;
+        if f.len() < 14 {
+            self.stats.dropped += 1;
+            return;
+        }
+        let vid =
+            pkt.parsed.vlan.and_then(|v| f.get(v + 2..v + 4)).map_or(0, |t| u16::from_be_bytes([t[0], t[1]]) & 0x0fff);
+        let mac = |at: usize| -> [u8; 6] { f[at..at + 6].try_into().expect("6 bytes") };
+        let (dst, src) = (mac(0), mac(6));
+        let in_port = pkt.meta.in_port;
+        let now = self.clock.elapsed();
+        self.macs.learn(vid, src, in_port, now);
+        match self.macs.port_of(vid, dst, now) {
+            Some(p) if p == in_port => self.stats.dropped += 1,
+            Some(p) => self.send(idx, p, &pkt.buf, emit),
+            None => self.output(idx, pkt, port::FLOOD, 0, 0, 0, 0, emit),
         }
     }
 
@@ -1725,6 +1757,14 @@ impl DataPlane for OfSwitch {
         c[1] += frames.iter().map(|f| f.len() as u64).sum::<u64>();
         if self.port_bits(port) & PORT_NO_RECV != 0 {
             self.stats.dropped += frames.len() as u64;
+            return;
+        }
+        if self.fail_open {
+            let meta = Meta { in_port: port, in_phy_port: port, ..Meta::default() };
+            for (i, f) in frames.iter().enumerate() {
+                let mut pkt = Pkt::new(f.to_vec(), meta);
+                self.normal(i, &mut pkt, emit);
+            }
             return;
         }
         if frames.len() > 1 {

@@ -576,6 +576,37 @@ fn outputs_in_port_all_flood_and_the_input_port_itself() {
 }
 
 #[test]
+fn normal_learns_addresses_per_vlan_and_standalone_ignores_the_flows() {
+    let mut sw = switch(4);
+    let a_to_b = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let b_to_a = eth(MAC_A, MAC_B, 0x0800, &a_to_b[14..]);
+    let bcast = eth([0xff; 6], MAC_B, 0x0800, &a_to_b[14..]);
+    assert_eq!((&a_to_b[0..6], &a_to_b[6..12]), (&MAC_B[..], &MAC_A[..]));
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::NORMAL)])]));
+    // B unknown: flooded; A learned on port 1.
+    assert_eq!(ports_of(&run(&mut sw, 1, &a_to_b)), vec![2, 3, 4]);
+    assert_eq!(run(&mut sw, 3, &b_to_a), vec![(1, b_to_a.clone())], "A was learned on port 1");
+    assert_eq!(ports_of(&run(&mut sw, 1, &a_to_b)), vec![3], "B was learned on port 3");
+    assert_eq!(ports_of(&run(&mut sw, 3, &bcast)), vec![1, 2, 4], "broadcast floods");
+    // Another VLAN learns apart; tags stay on the frames.
+    let tagged = tag(a_to_b.clone(), 0, 7);
+    assert_eq!(run(&mut sw, 1, &tagged).len(), 3, "B unknown in VLAN 7");
+    // A moves to port 2; a frame for where it came from goes nowhere.
+    assert_eq!(ports_of(&run(&mut sw, 2, &a_to_b)), vec![3]);
+    assert_eq!(ports_of(&run(&mut sw, 3, &b_to_a)), vec![2]);
+    assert!(run(&mut sw, 2, &b_to_a).is_empty(), "A is on the input port");
+    // Standalone: the tables are not looked at (here they would drop).
+    let mut sw = switch(3);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![]));
+    assert!(run(&mut sw, 1, &a_to_b).is_empty());
+    sw.fail_open = true;
+    assert_eq!(ports_of(&run(&mut sw, 1, &a_to_b)), vec![2, 3]);
+    assert_eq!(run(&mut sw, 2, &b_to_a), vec![(1, b_to_a.clone())]);
+    sw.fail_open = false;
+    assert!(run(&mut sw, 2, &b_to_a).is_empty(), "the flows again");
+}
+
+#[test]
 fn controller_output_packet_in_reason_table_cookie_and_max_len() {
     let mut sw = switch(4);
     let mut fm = flow(0, 100, vec![ipv4_type()], vec![apply(vec![to_controller(20)]), Instruction::GotoTable(2)]);

@@ -1,5 +1,6 @@
 //! `sluice openflow -i 1@veth1 -i 2@veth2 ... [--datapath-id ID]
-//! [--controller tcp:IP:PORT]... [--listen ptcp:PORT[:IP]]... [--workers N]`:
+//! [--controller tcp:IP:PORT]... [--listen ptcp:PORT[:IP]]... [--workers N]
+//! [--fail-mode secure|standalone] [--inactivity-probe SECS]`:
 //! the OpenFlow 1.3 switch on live interfaces, until SIGINT or SIGTERM.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_live::{LiveConfig, PortSpec, Up, UpSink};
-use sluice_ofswitch::{Agent, AgentConfig, Note, OfSwitch, PortInfo};
+use sluice_ofswitch::{Agent, AgentConfig, FailMode, Note, OfSwitch, PortInfo};
 
 /// The arguments of `sluice openflow`.
 #[derive(Debug, Clone, clap::Args)]
@@ -42,6 +43,12 @@ pub struct OpenflowArgs {
     /// At exit, print the native code of the tables compiled to it (Cranelift IR).
     #[arg(long)]
     pub show_code: bool,
+    /// Without a controller: `secure` keeps the flows and nothing else; `standalone` forwards as a MAC-learning switch after three inactivity probes without one (at once with no --controller), until one connects.
+    #[arg(long, default_value = "secure")]
+    pub fail_mode: String,
+    /// Seconds of silence on a connection before an echo request; three close it.
+    #[arg(long, default_value_t = 5.0)]
+    pub inactivity_probe: f64,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -115,6 +122,15 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     if listen.is_empty() && controllers.is_empty() {
         listen.push(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 6653));
     }
+    let fail_mode = match a.fail_mode.as_str() {
+        "secure" => FailMode::Secure,
+        "standalone" => FailMode::Standalone,
+        m => return Err(format!("--fail-mode {m}: expected secure or standalone")),
+    };
+    if !(a.inactivity_probe.is_finite() && (0.1..=3600.0).contains(&a.inactivity_probe)) {
+        return Err(format!("--inactivity-probe {}: expected seconds from 0.1 to 3600", a.inactivity_probe));
+    }
+    let inactivity_probe = Duration::from_secs_f64(a.inactivity_probe);
     let mut sw = OfSwitch::new(infos);
     sw.flow_cache = !a.no_flow_cache;
     // Packet-ins wait here for the agent; when it is full the workers drop them and count it.
@@ -138,6 +154,8 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
         controllers,
         dp_desc: format!("sluice openflow {datapath_id:016x}"),
         link_up: Some(sluice_ports::link_is_up),
+        fail_mode,
+        inactivity_probe,
     };
     let mut agent = match Agent::new(pool, rx, agent_cfg) {
         Ok(ag) => ag,
@@ -148,11 +166,12 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     };
     let addrs: Vec<String> = agent.local_addrs().iter().map(|a| format!("ptcp:{}:{}", a.port(), a.ip())).collect();
     eprintln!(
-        "openflow: datapath {datapath_id:016x}, {} port(s), {} worker(s); listening on {}; controllers: {}",
+        "openflow: datapath {datapath_id:016x}, {} port(s), {} worker(s); listening on {}; controllers: {}; fail mode {}",
         cfg.ports.len(),
         cfg.workers,
         if addrs.is_empty() { "-".to_string() } else { addrs.join(" ") },
         if a.controllers.is_empty() { "-".to_string() } else { a.controllers.join(" ") },
+        a.fail_mode,
     );
     let started = Instant::now();
     while !STOP.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {

@@ -377,14 +377,10 @@ fn os_ken_learning_switch_with_buffered_packet_ins() {
     os_ken_learning_switch(Some(64));
 }
 
-/// os-ken's learning switch application drives the switch; with
-/// `miss_max_len`, its table-miss entry asks for that many bytes.
-fn os_ken_learning_switch(miss_max_len: Option<u16>) {
-    require_ovs_ofctl();
-    let manager = osken_manager();
-    let app = format!("{}/../../tests/openflow/l2_learning_13.py", env!("CARGO_MANIFEST_DIR"));
-    let mut lab = Lab::new();
-    // Two hosts on one subnet: the controller learns where their MACs are.
+/// A lab whose two hosts share one subnet (10.0.9.1 and 10.0.9.2), as a
+/// learning switch connects them.
+fn one_subnet_lab() -> Lab {
+    let lab = Lab::new();
     lab.veth(&lab.h1, "h1-eth0", "s1-eth1");
     lab.veth(&lab.h2, "h2-eth0", "s1-eth2");
     for (ns, ifc, ip, mac) in [(&lab.h1, "h1-eth0", "10.0.9.1/24", MAC_H1), (&lab.h2, "h2-eth0", "10.0.9.2/24", MAC_H2)]
@@ -396,6 +392,94 @@ fn os_ken_learning_switch(miss_max_len: Option<u16>) {
             let _ = Command::new("ip").args(["netns", "exec", ns, "ethtool", "-K", ifc, o, "off"]).output();
         }
     }
+    lab
+}
+
+/// A controller that only keeps its connection (python3, in the switch
+/// namespace): listens on port argv[1], accepts one switch, says HELLO,
+/// answers echo requests, and closes after argv[2] seconds.
+const IDLE_CONTROLLER: &str = r#"
+import socket, struct, sys, time
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", int(sys.argv[1])))
+l.listen(1)
+print("listening", flush=True)
+s, _ = l.accept()
+s.sendall(bytes.fromhex("04000010000000010001000800000010"))
+s.settimeout(0.1)
+buf, end = b"", time.time() + float(sys.argv[2])
+while time.time() < end:
+    try:
+        c = s.recv(65536)
+    except socket.timeout:
+        continue
+    if not c:
+        break
+    buf += c
+    while len(buf) >= 8 and len(buf) >= struct.unpack("!H", buf[2:4])[0]:
+        n = struct.unpack("!H", buf[2:4])[0]
+        m, buf = buf[:n], buf[n:]
+        if m[1] == 2:
+            s.sendall(bytes([4, 3]) + m[2:])
+s.close()
+"#;
+
+/// Fail mode standalone: with its controller unreachable, the switch
+/// forwards as a MAC-learning switch; once a controller connects, its
+/// (empty) flow tables decide again; when it goes, the switch stands
+/// alone again after three inactivity probes.
+#[test]
+fn standalone_fail_mode_forwards_as_a_learning_switch_while_no_controller_is_connected() {
+    require_ovs_ofctl();
+    let mut lab = one_subnet_lab();
+    let ctl_port = "16634";
+    let args = ["--fail-mode", "standalone", "--inactivity-probe", "0.3", "--controller", "tcp:127.0.0.1:16634"];
+    start(&mut lab, &args);
+    let wait_log = |lab: &Lab, text: &str, times: usize| {
+        let t0 = Instant::now();
+        while lab.log().matches(text).count() < times {
+            assert!(t0.elapsed() < Duration::from_secs(15), "no {text:?} (x{times}) in the log:\n{}", lab.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let alone = "no controller: standalone";
+    wait_log(&lab, alone, 1);
+    let got = common::lab::ping_from(&lab.h1, "10.0.9.2", 5, "0.2");
+    assert!(got >= 4, "ping through the switch standing alone: {got} of 5\n{}", lab.log());
+    assert!(ofctl_ok(&lab, &["dump-flows"]).lines().count() <= 1, "standing alone adds no flows");
+
+    let controller = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "python3", "-c", IDLE_CONTROLLER, ctl_port, "4"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut controller = Kill(controller);
+    wait_log(&lab, "a controller is connected", 1);
+    let got = common::lab::ping_from(&lab.h1, "10.0.9.2", 3, "0.2");
+    assert_eq!(got, 0, "with a controller connected, the empty flow tables drop everything\n{}", lab.log());
+    let _ = controller.0.wait();
+    wait_log(&lab, alone, 2);
+    let got = common::lab::ping_from(&lab.h1, "10.0.9.2", 5, "0.2");
+    assert!(got >= 4, "ping once the controller went: {got} of 5\n{}", lab.log());
+    lab.stop();
+}
+
+/// os-ken's learning switch application drives the switch; with
+/// `miss_max_len`, its table-miss entry asks for that many bytes.
+fn os_ken_learning_switch(miss_max_len: Option<u16>) {
+    require_ovs_ofctl();
+    let manager = osken_manager();
+    let app = format!("{}/../../tests/openflow/l2_learning_13.py", env!("CARGO_MANIFEST_DIR"));
+    // Two hosts on one subnet: the controller learns where their MACs are.
+    let mut lab = one_subnet_lab();
     let ctl_log = std::fs::File::create(lab.dir.join("osken.log")).unwrap();
     let mut controller = Command::new("ip")
         .args([
