@@ -932,12 +932,24 @@ impl Agent {
     /// every copy (see the module documentation).
     fn compile_tables(&mut self) {
         let codes = self.pool.master().compile_tables();
-        if codes.is_empty() {
+        let walk = match self.pool.master().compile_pipeline() {
+            Some(Ok(w)) => Some(w),
+            Some(Err(e)) => {
+                // The walk stays interpreted; say why once per change.
+                eprintln!("openflow: the walk from table to table not compiled: {e}");
+                None
+            }
+            None => None,
+        };
+        if codes.is_empty() && walk.is_none() {
             return;
         }
         self.pool.change(move |d: &mut OfSwitch, _| {
             for (t, c) in &codes {
                 d.install_code(*t, c.clone());
+            }
+            if let Some(w) = &walk {
+                d.install_pipeline(w.clone());
             }
         });
     }

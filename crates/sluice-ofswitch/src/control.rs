@@ -215,7 +215,7 @@ impl OfSwitch {
         now_ns: u64,
     ) -> Result<Vec<Removed>, OfError> {
         let fm = &prepared.fm;
-        self.forget_walks();
+        self.tables_will_change();
         let all_tables = fm.table_id == sluice_openflow::table::ALL;
         if !all_tables && usize::from(fm.table_id) >= N_TABLES {
             return Err(err(
@@ -304,7 +304,7 @@ impl OfSwitch {
 
     /// Removes the entries `uids` (expired), with `reason`.
     pub fn expire(&mut self, uids: &[(u8, u64)], reason: u8) -> Vec<Removed> {
-        self.forget_walks();
+        self.tables_will_change();
         let mut out = Vec::new();
         for &(t, u) in uids {
             if usize::from(t) < N_TABLES {
@@ -341,7 +341,7 @@ impl OfSwitch {
 
     /// Applies a meter-mod. Deleting a meter deletes the flows that use it.
     pub fn meter_mod(&mut self, mm: &MeterMod, now_ns: u64) -> Result<Vec<Removed>, OfError> {
-        self.forget_walks();
+        self.tables_will_change();
         self.meters.check(mm)?;
         let deleted = self.meters.apply(mm, now_ns);
         let mut removed = Vec::new();
@@ -354,7 +354,7 @@ impl OfSwitch {
 
     /// Applies a group-mod. Deleting a group deletes the flows that use it.
     pub fn group_mod(&mut self, gm: &GroupMod) -> Result<Vec<Removed>, OfError> {
-        self.forget_walks();
+        self.tables_will_change();
         let id = gm.group_id;
         match gm.command {
             gmc::ADD | gmc::MODIFY => {

@@ -44,7 +44,7 @@ use sluice_lookup::lpm::prefetch_headers;
 use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig};
 
 use crate::cache::{Count, FlowCache, Key, Op};
-use crate::code::TableCode;
+use crate::code::{PipelineCode, TableCode, TableShape, PATH_MISS};
 use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
 use crate::normal::MacTable;
 use crate::table::{Fast, FlowTable, Hit};
@@ -279,7 +279,7 @@ pub struct Counters {
     pub groups: IdMap<u32, GroupCounts>,
     /// Packet-ins dropped because the agent's queue was full.
     pub packet_ins_dropped: u64,
-    /// Frames sent to a port the switch does not support (LOCAL, NORMAL).
+    /// Frames sent to a port the switch does not support (LOCAL).
     pub unsupported_output: u64,
     /// Meter → (packets, bytes, per band (packets, bytes)).
     pub meters: BTreeMap<u32, GroupCounts>,
@@ -327,6 +327,40 @@ fn fold_counts(tables: &mut [FlowTable], to: &mut Counters, counts: &[Count], p:
         if let Count::Hit { table, id } = c {
             tables[usize::from(*table)].count(*id, p, b);
         }
+    }
+}
+
+/// What [`pipeline_lookup`] reads: the tables, the lookup scratch buffer,
+/// and the lookup a batch made ahead for the packet.
+struct LookupCtx {
+    tables: *mut FlowTable,
+    scratch: *mut Vec<u8>,
+    found: Option<(u8, Option<Hit>)>,
+}
+
+/// Looks up a table through its structure for the walk's native code
+/// (see [`crate::code::LookupFn`]).
+extern "C" fn pipeline_lookup(ctx: *mut u8, table: u32, key: *const u8) -> u64 {
+    // SAFETY: the caller (`OfSwitch::walk_fast`) passes a live `LookupCtx`
+    // whose pointers are the switch's tables (64 of them: the code asks
+    // only for table numbers below that) and scratch buffer, not borrowed
+    // otherwise during the call, and the packet's 136-byte key.
+    let (ctx, key) = unsafe { (&*(ctx as *const LookupCtx), &*(key as *const FullKey)) };
+    // SAFETY: as above.
+    let (t, scratch) = unsafe { (&mut *ctx.tables.add(table as usize), &mut *ctx.scratch) };
+    let hit = match ctx.found {
+        Some((ft, h)) if u32::from(ft) == table => h,
+        _ => t.lookup_id(key, scratch).map(|id| (id, None)),
+    };
+    match hit {
+        Some((id, step)) if id != u32::MAX => {
+            let goto = match step.unwrap_or_else(|| t.fast(id)) {
+                Fast::Goto(g) => u64::from(g) + 1,
+                _ => 0,
+            };
+            (goto << 32) | u64::from(id + 1)
+        }
+        _ => 0,
     }
 }
 
@@ -495,6 +529,11 @@ pub struct OfSwitch {
     /// Standing alone (fail mode standalone, no controller): every packet
     /// goes to the NORMAL port, the tables are not looked at.
     pub fail_open: bool,
+    /// The walk's gotos as native code (see [`crate::code::PipelineCode`]),
+    /// for the tables as they are: dropped before any table changes.
+    pipeline: Option<Arc<PipelineCode>>,
+    /// The entries a walk on `pipeline` hit.
+    path: Box<[u64; N_TABLES]>,
     /// The packets of a batch and their cache keys, reused from batch to batch.
     batch: Vec<(Pkt, Option<Key>)>,
 }
@@ -680,6 +719,8 @@ impl OfSwitch {
             rec: None,
             macs: MacTable::default(),
             fail_open: false,
+            pipeline: None,
+            path: Box::new([0; N_TABLES]),
             batch: Vec::new(),
             flow_cache: true,
             port_state: Vec::new(),
@@ -746,12 +787,31 @@ impl OfSwitch {
     /// the entries made of it: the route-table template or the
     /// classifier, see [`FlowTable::describe`]).
     pub fn describe_tables(&self) -> Vec<String> {
-        self.tables
+        let mut out: Vec<String> = self
+            .tables
             .iter()
             .enumerate()
             .filter(|(_, t)| !t.is_empty())
             .map(|(i, t)| format!("table {i}: {} entries, {}", t.len(), t.describe()))
-            .collect()
+            .collect();
+        if let Some(p) = &self.pipeline {
+            let (mut inline, mut called) = (Vec::new(), Vec::new());
+            for (i, s) in p.shapes().iter().enumerate() {
+                match s {
+                    TableShape::Scanned { .. } => inline.push(i.to_string()),
+                    TableShape::Structure => called.push(i.to_string()),
+                    TableShape::Empty => {}
+                }
+            }
+            let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(" ") };
+            out.push(format!(
+                "the walk's gotos in native code ({} bytes): tables compared inline: {}; looked up through their structure: {}",
+                p.code_bytes,
+                list(&inline),
+                list(&called)
+            ));
+        }
+        out
     }
 
     /// Compiles every table that is scanned and has no native code for
@@ -777,7 +837,8 @@ impl OfSwitch {
         self.tables.get_mut(table).is_some_and(|t| t.set_code(code))
     }
 
-    /// The native code of every compiled table, as Cranelift IR, for users.
+    /// The native code of every compiled table and of the walk, as
+    /// Cranelift IR, for users.
     pub fn code_listing(&self) -> String {
         let mut out = String::new();
         for (i, t) in self.tables.iter().enumerate() {
@@ -785,7 +846,67 @@ impl OfSwitch {
                 out.push_str(&format!("; table {i}: {} bytes of machine code\n{}\n", c.code_bytes, c.listing));
             }
         }
+        if let Some(p) = &self.pipeline {
+            out.push_str(&format!(
+                "; the walk from table to table: {} bytes of machine code\n{}\n",
+                p.code_bytes, p.listing
+            ));
+        }
         out
+    }
+
+    /// What the walk's native code would assume about each table now.
+    fn table_shapes(&self) -> Vec<TableShape> {
+        self.tables
+            .iter()
+            .map(|t| match t.scan() {
+                _ if t.is_empty() => TableShape::Empty,
+                Some(scan) => TableShape::Scanned {
+                    scan: scan.into(),
+                    gotos: crate::table::scan_entries(scan)
+                        .map(|(id, _)| match t.fast(id) {
+                            Fast::Goto(g) => Some(g),
+                            _ => None,
+                        })
+                        .collect(),
+                },
+                None => TableShape::Structure,
+            })
+            .collect()
+    }
+
+    /// Compiles the walk from table to table for the tables as they are
+    /// (see [`crate::code::PipelineCode`]), unless this copy runs such
+    /// code already or has no entries; to install on every copy with
+    /// [`OfSwitch::install_pipeline`]. Off the packet path.
+    pub fn compile_pipeline(&self) -> Option<Result<Arc<PipelineCode>, String>> {
+        if self.pipeline.is_some() || self.tables.iter().all(|t| t.is_empty()) {
+            return None;
+        }
+        Some(PipelineCode::compile(&self.table_shapes()).map(Arc::new))
+    }
+
+    /// Walks on `code` from now on if it was compiled for the tables as
+    /// they are on this copy; whether it was.
+    pub fn install_pipeline(&mut self, code: Arc<PipelineCode>) -> bool {
+        let fits = code.is_for(&self.table_shapes());
+        if fits {
+            self.pipeline = Some(code);
+        }
+        fits
+    }
+
+    /// Whether the walk runs on native code.
+    pub fn pipeline_code(&self) -> Option<&PipelineCode> {
+        self.pipeline.as_deref()
+    }
+
+    /// Call before any table changes: empties the flow cache (see
+    /// [`OfSwitch::forget_walks`]) and drops the walk's native code,
+    /// which answers only for the tables as they were.
+    pub fn tables_will_change(&mut self) {
+        self.forget_walks();
+        self.pipeline = None;
     }
 
     /// Every flow entry's packets and bytes (settled counts of replaced
@@ -1502,9 +1623,33 @@ impl OfSwitch {
     ) -> Option<usize> {
         pkt.refresh();
         let mut table = 0usize;
+        // With native code, the gotos run there; the loop below goes on
+        // from the entry where it stopped.
+        let mut start = None;
+        if let Some(code) = &self.pipeline {
+            let mut ctx = LookupCtx { tables: self.tables.as_mut_ptr(), scratch: &mut self.scratch, found: pkt.found };
+            // SAFETY: `pipeline_lookup` reads `ctx` as the `LookupCtx` it
+            // is, and the code only asks it for tables it was compiled to
+            // find through their structure, which exist (all 64 do).
+            let n =
+                unsafe { code.run(&pkt.full, (&mut ctx as *mut LookupCtx).cast(), pipeline_lookup, &mut self.path) };
+            let len = pkt.buf.len() as u64;
+            for &e in &self.path[..n.saturating_sub(1)] {
+                let (t, id) = ((e >> 32) as usize, e as u32);
+                self.counters.tables[t].0 += 1;
+                self.counters.tables[t].1 += 1;
+                self.tables[t].count(id, 1, len);
+            }
+            if let Some(&last) = self.path[..n].last() {
+                table = (last >> 32) as usize;
+                let id = last as u32;
+                start = Some((id != PATH_MISS).then_some((id, None)));
+            }
+        }
         loop {
-            let found = pkt
-                .found_in(table)
+            let found = start
+                .take()
+                .or_else(|| pkt.found_in(table))
                 .unwrap_or_else(|| self.tables[table].lookup_id(&pkt.full, &mut self.scratch).map(|id| (id, None)));
             let step = found.and_then(|hit| self.fast_step(idx, pkt, table, hit, true, emit));
             match step {

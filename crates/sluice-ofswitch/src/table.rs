@@ -390,6 +390,11 @@ impl FlowTable {
         self.scan = Some(scan.into());
     }
 
+    /// The table's scan, when it is scanned (see the field).
+    pub fn scan(&self) -> Option<&[u64]> {
+        self.scan.as_deref()
+    }
+
     /// The scan to compile, when the table is scanned and has no code
     /// for it yet (see [`FlowTable::set_code`]).
     pub fn wants_code(&self) -> Option<&[u64]> {

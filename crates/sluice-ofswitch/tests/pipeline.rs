@@ -1642,3 +1642,79 @@ fn small_tables_on_native_code_find_what_the_scan_finds() {
     assert!(native.describe_tables()[0].contains("native code"));
     same(&mut scanned, &mut native, &frames);
 }
+
+/// The walk's gotos in native code: small tables compared inline, big
+/// ones looked up through their structure, the walk stopping at the first
+/// entry that does more than a goto; the same frames out and the same
+/// counts as the interpreted walk, and the code dropped when a table
+/// changes.
+#[test]
+fn the_walk_in_native_code_changes_nothing_but_speed() {
+    let mut interpreted = switch(4);
+    interpreted.flow_cache = false;
+    let goto = |t| Instruction::GotoTable(t);
+    let mut flows = vec![
+        // Table 0 (scanned): by input port, to table 1, 2, an empty table,
+        // or out.
+        flow(0, 10, vec![oxm(OxmField::InPort, &[0, 0, 0, 1])], vec![goto(1)]),
+        flow(0, 10, vec![oxm(OxmField::InPort, &[0, 0, 0, 2])], vec![goto(2)]),
+        flow(0, 10, vec![oxm(OxmField::InPort, &[0, 0, 0, 3])], vec![goto(9)]),
+        flow(0, 0, vec![], vec![apply(vec![out(4)])]),
+        // Table 2 (scanned): UDP to table 3, the rest out.
+        flow(2, 5, vec![ipv4_type(), oxm(OxmField::IpProto, &[17])], vec![goto(3)]),
+        flow(2, 0, vec![], vec![apply(vec![out(3)])]),
+        // Table 3: a table-miss entry alone.
+        flow(3, 0, vec![], vec![apply(vec![out(2)])]),
+    ];
+    // Table 1 (a structure: 40 routes): even /24s go on to table 2, odd
+    // ones out with a rewrite.
+    for i in 0..40u8 {
+        let m = vec![ipv4_type(), oxm_m(OxmField::Ipv4Dst, &[10, i, 0, 0], &[255, 255, 255, 0])];
+        let ins = if i % 2 == 0 { vec![goto(2)] } else { vec![apply(vec![set(OxmField::EthDst, &MAC_A), out(1)])] };
+        flows.push(flow(1, 24, m, ins));
+    }
+    for (uid, fm) in flows.iter().enumerate() {
+        add(&mut interpreted, uid as u64 + 1, fm.clone());
+    }
+    let mut native = interpreted.clone();
+    let walk = native.compile_pipeline().expect("something to compile").expect("compiles");
+    assert!(native.install_pipeline(walk));
+    assert!(native.pipeline_code().is_some());
+    let described = native.describe_tables().join("\n");
+    assert!(described.contains("compared inline: 0 2 3; looked up through their structure: 1"), "{described}");
+    assert!(native.code_listing().contains("; the walk from table to table"), "{}", native.code_listing());
+    assert!(native.compile_pipeline().is_none(), "nothing more to compile");
+
+    let mut frames = Vec::new();
+    for i in 0..300u32 {
+        let b = i.to_be_bytes();
+        let dst = [10, b[3] % 45, b[3] % 3, 9];
+        let port = 1 + i % 4;
+        frames.push((port, udp4([192, 168, 0, b[3]], dst, 1000, 53)));
+        frames.push((port, tcp4([172, 16, 0, b[3]], dst, 1, 2)));
+    }
+    frames.push((1, arp_req()));
+    let same = |a: &mut OfSwitch, b: &mut OfSwitch| {
+        for (port, f) in &frames {
+            assert_eq!(run(a, *port, f), run(b, *port, f), "frame from port {port}: {f:02x?}");
+        }
+        assert_eq!(a.counters.tables, b.counters.tables, "table lookups and matches");
+        assert_eq!(a.flow_counts(), b.flow_counts(), "flow entries' counts");
+    };
+    same(&mut interpreted, &mut native);
+
+    // A change drops the code; code compiled before it is refused.
+    let stale = interpreted.clone();
+    let extra = flow(2, 7, vec![ipv4_type(), oxm(OxmField::IpProto, &[6])], vec![apply(vec![out(1)])]);
+    add(&mut interpreted, 100, extra.clone());
+    add(&mut native, 100, extra);
+    assert!(native.pipeline_code().is_none(), "the walk's code is dropped when a table changes");
+    let mut stale = stale;
+    let stale_walk = stale.compile_pipeline().expect("compile").expect("compiles");
+    assert!(stale.install_pipeline(stale_walk.clone()));
+    assert!(!native.install_pipeline(stale_walk), "code for the tables before the change is refused");
+    same(&mut interpreted, &mut native);
+    let walk = native.compile_pipeline().expect("something to compile").expect("compiles");
+    assert!(native.install_pipeline(walk));
+    same(&mut interpreted, &mut native);
+}

@@ -225,6 +225,9 @@ pub fn run(a: &OpenflowBenchArgs) -> Result<(), String> {
         for (t, code) in of.compile_tables() {
             of.install_code(t, code);
         }
+        if let Some(walk) = of.compile_pipeline() {
+            of.install_pipeline(walk?);
+        }
     }
     println!(
         "openflow-bench: {} routes, {} packets of 64 B, set up in {:.1} s",
