@@ -82,8 +82,9 @@ fn err(typ: u16, code: u16, reason: impl Into<String>) -> OfError {
 fn check_action(sw: &OfSwitch, a: &Action) -> Result<(), OfError> {
     match a {
         Action::Output { port: p, .. } => {
-            let ok = matches!(*p, port::IN_PORT | port::ALL | port::FLOOD | port::CONTROLLER | port::NORMAL)
-                || (*p <= port::MAX && *p != 0);
+            let ok =
+                matches!(*p, port::IN_PORT | port::ALL | port::FLOOD | port::CONTROLLER | port::NORMAL | port::LOCAL)
+                    || (*p <= port::MAX && *p != 0);
             if !ok {
                 return Err(err(error_type::BAD_ACTION, bad_action::BAD_OUT_PORT, format!("output to port {p:#x}")));
             }

@@ -56,6 +56,10 @@ pub const N_TABLES: usize = 64;
 /// the packet-out's header (see [`encode_packet_out`]).
 pub const PACKET_OUT_PORT: u32 = 0xffff_ff10;
 
+/// The live port number of the LOCAL port (OpenFlow's 0xfffffffe), the
+/// bridge-local interface: live port 0, which no OpenFlow port uses.
+pub const LOCAL_LIVE_PORT: u32 = 0;
+
 /// Packet-ins a replica holds before the agent drains them; more are
 /// dropped and counted.
 pub const MAX_PENDING_PACKET_INS: usize = 4096;
@@ -279,7 +283,8 @@ pub struct Counters {
     pub groups: IdMap<u32, GroupCounts>,
     /// Packet-ins dropped because the agent's queue was full.
     pub packet_ins_dropped: u64,
-    /// Frames sent to a port the switch does not support (LOCAL).
+    /// Frames sent to a port the switch does not have (LOCAL without a
+    /// local interface).
     pub unsupported_output: u64,
     /// Meter → (packets, bytes, per band (packets, bytes)).
     pub meters: BTreeMap<u32, GroupCounts>,
@@ -961,7 +966,7 @@ impl OfSwitch {
             c[2] += 1;
             c[3] += f.len() as u64;
             self.stats.transmitted += 1;
-            emit(idx, to, f);
+            emit(idx, if to == port::LOCAL { LOCAL_LIVE_PORT } else { to }, f);
         } else {
             c[4] += 1;
         }
@@ -1010,6 +1015,11 @@ impl OfSwitch {
                 self.note(n);
             }
             port::NORMAL => self.normal(idx, pkt, emit),
+            port::LOCAL if self.ports.contains_key(&port::LOCAL) => {
+                if in_port != port::LOCAL {
+                    self.send(idx, port::LOCAL, &pkt.buf, emit)
+                }
+            }
             port::TABLE => {
                 // Only meaningful in a packet-out (flows and buckets may not
                 // name it): run the tables on a copy, later actions still
@@ -1891,6 +1901,7 @@ impl DataPlane for OfSwitch {
 
     fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
         self.stats.received += frames.len() as u64;
+        let port = if port == LOCAL_LIVE_PORT { port::LOCAL } else { port };
         if port == PACKET_OUT_PORT {
             for (i, f) in frames.iter().enumerate() {
                 self.packet_out(i, f, emit);

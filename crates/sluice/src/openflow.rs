@@ -1,6 +1,6 @@
 //! `sluice openflow -i 1@veth1 -i 2@veth2 ... [--datapath-id ID]
 //! [--controller tcp:IP:PORT]... [--listen ptcp:PORT[:IP]]... [--workers N]
-//! [--fail-mode secure|standalone] [--inactivity-probe SECS]`:
+//! [--fail-mode secure|standalone] [--inactivity-probe SECS] [--local NAME]`:
 //! the OpenFlow 1.3 switch on live interfaces, until SIGINT or SIGTERM.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_live::{LiveConfig, PortSpec, Up, UpSink};
+use sluice_ofswitch::switch::LOCAL_LIVE_PORT;
 use sluice_ofswitch::{Agent, AgentConfig, FailMode, Note, OfSwitch, PortInfo};
 
 /// The arguments of `sluice openflow`.
@@ -46,6 +47,9 @@ pub struct OpenflowArgs {
     /// Without a controller: `secure` keeps the flows and nothing else; `standalone` forwards as a MAC-learning switch after three inactivity probes without one (at once with no --controller), until one connects.
     #[arg(long, default_value = "secure")]
     pub fail_mode: String,
+    /// The LOCAL port: a TAP interface of this name that Sluice creates, the switch's own interface to the host's network stack (Open vSwitch's bridge-local port).
+    #[arg(long)]
+    pub local: Option<String>,
     /// Seconds of silence on a connection before an echo request; three close it.
     #[arg(long, default_value_t = 5.0)]
     pub inactivity_probe: f64,
@@ -97,14 +101,25 @@ fn mac_of(iface: &str) -> [u8; 6] {
 
 /// Runs the switch (see the module documentation).
 pub fn run(a: &OpenflowArgs) -> Result<(), String> {
-    let ports: Vec<PortSpec> = a.interfaces.iter().map(|s| PortSpec::parse(s)).collect::<Result<_, _>>()?;
+    let mut ports: Vec<PortSpec> = a.interfaces.iter().map(|s| PortSpec::parse(s)).collect::<Result<_, _>>()?;
     if let Some(p) = ports.iter().find(|p| p.port == 0) {
         return Err(format!("-i {}@{}: OpenFlow port numbers start at 1", p.port, p.iface));
     }
+    if let Some(name) = &a.local {
+        // Checked as a port of the TAP backend would be.
+        let spec =
+            PortSpec::parse(&format!("{LOCAL_LIVE_PORT}@tap:{name}")).map_err(|e| format!("--local {name}: {e}"))?;
+        if ports.iter().any(|p| p.iface == spec.iface) {
+            return Err(format!("--local {name}: the interface is also given with -i"));
+        }
+        ports.push(spec);
+    }
     let mut infos = BTreeMap::new();
     for p in &ports {
+        // The local interface is OpenFlow's LOCAL port (live port 0).
+        let number = if p.port == LOCAL_LIVE_PORT { sluice_openflow::port::LOCAL } else { p.port };
         infos.insert(
-            p.port,
+            number,
             PortInfo {
                 name: p.iface.clone(),
                 hw_addr: mac_of(&p.iface),
@@ -147,7 +162,16 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let (pool, live) = sluice_live::start(sw, &cfg, Some(sink), stop.clone())?;
+    let (mut pool, live) = sluice_live::start(sw, &cfg, Some(sink), stop.clone())?;
+    // The local interface exists now: its address and link state.
+    if let Some(name) = a.local.clone() {
+        let (mac, up) = (mac_of(&name), sluice_ports::link_is_up(&name));
+        pool.change(move |d: &mut OfSwitch, _| {
+            if let Some(p) = d.ports.get_mut(&sluice_openflow::port::LOCAL) {
+                (p.hw_addr, p.live) = (mac, up);
+            }
+        });
+    }
     let agent_cfg = AgentConfig {
         datapath_id,
         listen,

@@ -473,6 +473,30 @@ fn standalone_fail_mode_forwards_as_a_learning_switch_while_no_controller_is_con
     lab.stop();
 }
 
+/// `--local NAME`: a TAP interface as OpenFlow's LOCAL port, the
+/// switch's own way into the host's network stack: flows send to it and
+/// match on it, ovs-ofctl shows it, and a host pings the address the
+/// switch's namespace gives it.
+#[test]
+fn the_local_port_reaches_the_switch_hosts_network_stack() {
+    require_ovs_ofctl();
+    let mut lab = one_subnet_lab();
+    start(&mut lab, &["--local", "s1-local"]);
+    common::lab::sh(&["ip", "-n", &lab.sw, "addr", "add", "10.0.9.254/24", "dev", "s1-local"]);
+    common::lab::sh(&["ip", "-n", &lab.sw, "link", "set", "s1-local", "up"]);
+    ofctl_ok(&lab, &["add-flow", "in_port=1,actions=LOCAL"]);
+    ofctl_ok(&lab, &["add-flow", "in_port=LOCAL,actions=output:1"]);
+    let show = ofctl_ok(&lab, &["show"]);
+    assert!(show.contains("LOCAL(s1-local)"), "{show}");
+    let got = common::lab::ping_from(&lab.h1, "10.0.9.254", 3, "0.2");
+    assert!(got >= 2, "ping to the switch's local interface: {got} of 3\n{}", lab.log());
+    let dump = ofctl_ok(&lab, &["dump-flows"]);
+    assert!(packets_of(&dump, "in_port=LOCAL") >= 2, "{dump}");
+    let ports = ofctl_ok(&lab, &["dump-ports", "LOCAL"]);
+    assert!(tx_packets(&ports) >= 2, "{ports}");
+    lab.stop();
+}
+
 /// os-ken's learning switch application drives the switch; with
 /// `miss_max_len`, its table-miss entry asks for that many bytes.
 fn os_ken_learning_switch(miss_max_len: Option<u16>) {
