@@ -375,6 +375,21 @@ pub fn crc32(data: &[u8]) -> u32 {
     !reg
 }
 
+/// Reflected table of 0x1EDC6F41 (0x82F63B78), for [`crc32c`].
+static CRC32C_TABLE: [u32; 256] = lsb_first_table32(0x1edc_6f41u32.reverse_bits());
+
+/// CRC-32C (Castagnoli): poly 0x1EDC6F41, init and xorout 0xFFFFFFFF,
+/// reflected in and out (check value 0xE3069283): SCTP's checksum
+/// (RFC 9260, appendix A), which the packet carries in little-endian byte
+/// order.
+pub fn crc32c(data: &[u8]) -> u32 {
+    let mut reg = u32::MAX;
+    for &byte in data {
+        reg = (reg >> 8) ^ CRC32C_TABLE[usize::from((reg as u8) ^ byte)];
+    }
+    !reg
+}
+
 /// bmv2 `crcCCITT`: poly 0x1021, init 0xFFFF, xorout 0, not reflected
 /// (catalogue CRC-16/IBM-3740 a.k.a. CRC-16/CCITT-FALSE, check 0x29B1).
 pub fn crc_ccitt(data: &[u8]) -> u16 {
@@ -424,6 +439,7 @@ mod tests {
     fn fixed_check_values() {
         assert_eq!(crc16(CHECK), 0xbb3d);
         assert_eq!(crc32(CHECK), 0xcbf4_3926);
+        assert_eq!(crc32c(CHECK), 0xe306_9283);
         assert_eq!(crc_ccitt(CHECK), 0x29b1);
         // Empty input leaves init ^ xorout.
         assert_eq!(crc16(b""), 0);

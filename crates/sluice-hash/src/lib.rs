@@ -107,7 +107,7 @@ mod simple;
 mod toeplitz;
 mod xxh64;
 
-pub use crc::{crc16, crc32, crc_ccitt, Crc, CrcParams};
+pub use crc::{crc16, crc32, crc32c, crc_ccitt, Crc, CrcParams};
 pub use packer::BitPacker;
 pub use simple::{
     csum16, csum16_add, csum16_finish, csum16_ranges, hash_ex, identity, ipv4_header_checksum, xor16, xor32,

@@ -14,7 +14,8 @@
 //! bytes (TCP/UDP/SCTP ports; ICMPv4/ICMPv6 type and code; ARP SPA/TPA
 //! with the IPv4 addresses; ARP SHA/THA with the ND link-layer options).
 //! VLAN_VID reads `0x1000 | vid` on a tagged frame and 0 on an untagged
-//! one (OFPVID_PRESENT / OFPVID_NONE).
+//! one (OFPVID_PRESENT / OFPVID_NONE); IPV6_EXTHDR reads the `OFPIEH_*`
+//! bits of the extension headers an IPv6 packet carries (see [`ieh`]).
 
 use sluice_openflow::OxmField;
 
@@ -128,6 +129,44 @@ pub struct Parsed {
     /// ND option offsets (source / target link-layer address values).
     pub nd_sll: Option<usize>,
     pub nd_tll: Option<usize>,
+    /// Offset of the byte that names the transport protocol (IPv4's
+    /// protocol, IPv6's last next-header field).
+    pub proto_at: usize,
+    /// IPv6: the IPV6_EXTHDR pseudo-field (the `OFPIEH_*` bits of the
+    /// extension headers present).
+    pub exthdr: u16,
+}
+
+/// `OFPIEH_*` bits of the IPV6_EXTHDR pseudo-field (OpenFlow 1.3.5, 7.2.3.8).
+pub mod ieh {
+    pub const NONEXT: u16 = 1 << 0;
+    pub const ESP: u16 = 1 << 1;
+    pub const AUTH: u16 = 1 << 2;
+    pub const DEST: u16 = 1 << 3;
+    pub const FRAG: u16 = 1 << 4;
+    pub const ROUTER: u16 = 1 << 5;
+    pub const HOP: u16 = 1 << 6;
+    pub const UNREP: u16 = 1 << 7;
+    pub const UNSEQ: u16 = 1 << 8;
+}
+
+/// Where an IPv6 extension header of type `next` stands in the order RFC
+/// 8200 recommends (hop-by-hop, destination options before a routing
+/// header, routing, fragment, authentication, ESP, destination options),
+/// and its `OFPIEH_*` bit; `None` for anything else. `late`: a routing
+/// header or a later one was seen already (destination options then
+/// stand last).
+fn exthdr_rank(next: u8, late: bool) -> Option<(u8, u16)> {
+    Some(match next {
+        0 => (0, ieh::HOP),
+        60 if !late => (1, ieh::DEST),
+        43 => (2, ieh::ROUTER),
+        44 => (3, ieh::FRAG),
+        51 => (4, ieh::AUTH),
+        50 => (5, ieh::ESP),
+        60 => (6, ieh::DEST),
+        _ => return None,
+    })
 }
 
 fn be16(f: &[u8], at: usize) -> Option<u16> {
@@ -170,6 +209,7 @@ pub fn parse_into(f: &[u8], p: &mut Parsed) {
             p.kind = L3::Ipv4;
             let ihl = usize::from(f[l3] & 0x0f) * 4;
             let frag_off = be16(f, l3 + 6).unwrap_or(0) & 0x1fff;
+            p.proto_at = l3 + 9;
             if ihl >= 20 && f.len() >= l3 + ihl && frag_off == 0 {
                 p.l4 = Some((l3 + ihl, f[l3 + 9]));
             }
@@ -179,7 +219,27 @@ pub fn parse_into(f: &[u8], p: &mut Parsed) {
             let mut next = f[l3 + 6];
             let mut off = l3 + 40;
             let mut later_fragment = false;
+            p.proto_at = l3 + 6;
+            let (mut rank, mut dests) = (0u8, 0u8);
             for _ in 0..8 {
+                if next == 59 {
+                    p.exthdr |= ieh::NONEXT;
+                }
+                if let Some((r, bit)) = exthdr_rank(next, rank >= 2) {
+                    let repeated = p.exthdr & bit != 0 && !(bit == ieh::DEST && dests == 1);
+                    if repeated {
+                        p.exthdr |= ieh::UNREP;
+                    }
+                    if r < rank {
+                        p.exthdr |= ieh::UNSEQ;
+                    }
+                    dests += u8::from(bit == ieh::DEST);
+                    rank = rank.max(r);
+                    p.exthdr |= bit;
+                }
+                if matches!(next, 0 | 43 | 44 | 51 | 60) && f.len() > off {
+                    p.proto_at = off;
+                }
                 match next {
                     0 | 43 | 60 => {
                         let (Some(&n), Some(&len)) = (f.get(off), f.get(off + 1)) else { break };
@@ -284,6 +344,7 @@ fn extract_frame(f: &[u8], p: &Parsed, k: &mut FullKey, w: &mut [[u8; 8]; 6]) {
             let tc = ((f[l3] & 0x0f) << 4) | (f[l3 + 1] >> 4);
             w[4][1] = tc >> 2;
             w[4][2] = tc & 3;
+            k[125..127].copy_from_slice(&p.exthdr.to_be_bytes());
             k[96] = 0;
             k[97] = f[l3 + 1] & 0x0f;
             k[98..100].copy_from_slice(&f[l3 + 2..l3 + 4]);
@@ -328,7 +389,8 @@ fn extract_frame(f: &[u8], p: &Parsed, k: &mut FullKey, w: &mut [[u8; 8]; 6]) {
 }
 
 /// Recomputes the IPv4 header checksum and the TCP/UDP/ICMP checksum
-/// (ICMPv6 too) of frame `f` after a field changed.
+/// (ICMPv6 too; SCTP's CRC-32C) of frame `f` after a field changed, the
+/// pseudo-header with the protocol the IP header names now.
 pub fn fix_checksums(f: &mut [u8], p: &Parsed) {
     let l3 = p.l3;
     match p.kind {
@@ -342,9 +404,11 @@ pub fn fix_checksums(f: &mut [u8], p: &Parsed) {
             if let Some((l4, proto)) = p.l4 {
                 let end = (l3 + total).min(f.len());
                 if end > l4 {
+                    // The pseudo-header names the protocol the header says
+                    // now (a set-field may have changed it).
                     let mut pseudo = [0u8; 12];
                     pseudo[0..8].copy_from_slice(&f[l3 + 12..l3 + 20]);
-                    pseudo[9] = proto;
+                    pseudo[9] = f[p.proto_at];
                     pseudo[10..12].copy_from_slice(&((end - l4) as u16).to_be_bytes());
                     l4_checksum(f, l4, end, proto, &pseudo);
                 }
@@ -358,7 +422,7 @@ pub fn fix_checksums(f: &mut [u8], p: &Parsed) {
                     let mut pseudo = [0u8; 40];
                     pseudo[0..32].copy_from_slice(&f[l3 + 8..l3 + 40]);
                     pseudo[32..36].copy_from_slice(&((end - l4) as u32).to_be_bytes());
-                    pseudo[39] = proto;
+                    pseudo[39] = f.get(p.proto_at).copied().unwrap_or(proto);
                     l4_checksum(f, l4, end, proto, &pseudo);
                 }
             }
@@ -396,6 +460,16 @@ pub fn dec_ipv4_ttl(f: &mut [u8], l3: usize) {
 
 fn l4_checksum(f: &mut [u8], l4: usize, end: usize, proto: u8, pseudo: &[u8]) {
     use sluice_hash::{csum16_add, csum16_finish};
+    if proto == 132 {
+        // SCTP: CRC-32C of the packet with its checksum zero, no
+        // pseudo-header, little-endian on the wire.
+        if end >= l4 + 12 {
+            f[l4 + 8..l4 + 12].copy_from_slice(&[0; 4]);
+            let c = sluice_hash::crc32c(&f[l4..end]);
+            f[l4 + 8..l4 + 12].copy_from_slice(&c.to_le_bytes());
+        }
+        return;
+    }
     let at = match proto {
         6 => 16,
         17 => 6,
@@ -472,7 +546,7 @@ pub fn write_field(f: &mut [u8], p: &Parsed, field: OxmField, value: &[u8]) -> b
             f[l3 + 1] = (f[l3 + 1] & 0x0f) | (tc << 4);
             true
         }
-        (IpProto, L3::Ipv4) => put(f, l3 + 9, value),
+        (IpProto, L3::Ipv4 | L3::Ipv6) => put(f, p.proto_at, value),
         (Ipv4Src, L3::Ipv4) => put(f, l3 + 12, value),
         (Ipv4Dst, L3::Ipv4) => put(f, l3 + 16, value),
         (Ipv6Src, L3::Ipv6) => put(f, l3 + 8, value),

@@ -369,6 +369,19 @@ extern "C" fn pipeline_lookup(ctx: *mut u8, table: u32, key: *const u8) -> u64 {
     }
 }
 
+/// The least frame on an Ethernet wire, without its FCS.
+const MIN_FRAME: usize = 60;
+
+/// A frame that was at least [`MIN_FRAME`] bytes long before a pop took
+/// `popped` bytes out of it stays that long (zeros added at the end), as
+/// the frame it was on the wire: a pop never makes a frame too short to
+/// send.
+fn keep_min_frame(buf: &mut Vec<u8>, popped: usize) {
+    if buf.len() < MIN_FRAME && buf.len() + popped >= MIN_FRAME {
+        buf.resize(MIN_FRAME, 0);
+    }
+}
+
 /// A packet on its way through the pipeline.
 #[derive(Debug, Clone)]
 struct Pkt {
@@ -1140,6 +1153,7 @@ impl OfSwitch {
                     pkt.parsed();
                     if let Some(v) = pkt.parsed.vlan {
                         pkt.buf.drain(v..v + 4);
+                        keep_min_frame(&mut pkt.buf, 4);
                         pkt.moved();
                     }
                 }
@@ -1173,6 +1187,7 @@ impl OfSwitch {
                         let (at, l3) = (pkt.parsed.eth_type_at, pkt.parsed.l3);
                         pkt.buf[at..at + 2].copy_from_slice(&et.to_be_bytes());
                         pkt.buf.drain(l3..l3 + 4);
+                        keep_min_frame(&mut pkt.buf, 4);
                         pkt.moved();
                     }
                 }
@@ -1261,6 +1276,7 @@ impl OfSwitch {
                     let l3 = pkt.parsed.l3;
                     if pkt.parsed.eth_type == fields::ET_PBB && pkt.buf.len() >= l3 + 4 + 14 {
                         pkt.buf.drain(0..l3 + 4);
+                        keep_min_frame(&mut pkt.buf, l3 + 4);
                         pkt.moved();
                     }
                 }

@@ -131,7 +131,7 @@ fn v6(last: u16) -> [u8; 16] {
 }
 
 fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
-    eth(MAC_B, MAC_A, 0x0800, &ipv4(src, dst, 17, 64, udp_seg(sport, dport, b"some udp payload")))
+    eth(MAC_B, MAC_A, 0x0800, &ipv4(src, dst, 17, 64, udp_seg(sport, dport, b"a udp payload of 18")))
 }
 
 fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
@@ -1717,4 +1717,103 @@ fn the_walk_in_native_code_changes_nothing_but_speed() {
     let walk = native.compile_pipeline().expect("something to compile").expect("compiles");
     assert!(native.install_pipeline(walk));
     same(&mut interpreted, &mut native);
+}
+
+/// IPv6 with a hop-by-hop and an authentication header before TCP.
+fn tcp6_with_extension_headers(order_ok: bool) -> Vec<u8> {
+    let plain = ipv6(v6(1), v6(2), 6, 64, tcp_seg(1, 2));
+    let hop = [51u8, 0, 1, 4, 0, 0, 0, 0];
+    let auth = [6u8, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1];
+    let mut ip = plain[..40].to_vec();
+    let exts: Vec<u8> = if order_ok {
+        ip[6] = 0;
+        hop.iter().chain(&auth).copied().collect()
+    } else {
+        // Authentication first, then hop-by-hop (which must come first).
+        ip[6] = 51;
+        let mut a = auth;
+        a[0] = 0;
+        let mut h = hop;
+        h[0] = 6;
+        a.iter().chain(&h).copied().collect()
+    };
+    let plen = u16::from_be_bytes([ip[4], ip[5]]) + exts.len() as u16;
+    ip[4..6].copy_from_slice(&plen.to_be_bytes());
+    ip.extend_from_slice(&exts);
+    ip.extend_from_slice(&plain[40..]);
+    eth(MAC_B, MAC_A, 0x86dd, &ip)
+}
+
+#[test]
+fn ip_protocol_sctp_checksum_ipv6_extension_headers_and_short_frames() {
+    let mut sw = switch(4);
+    let by_port = |p: u8| oxm(OxmField::InPort, &[0, 0, 0, p]);
+    // Port 1: the IP protocol becomes UDP; the transport checksum follows
+    // the pseudo-header's new protocol (IPv4 and IPv6).
+    add(&mut sw, 1, flow(0, 5, vec![by_port(1)], vec![apply(vec![set(OxmField::IpProto, &[17]), out(2)])]));
+    for f in
+        [tcp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2), eth(MAC_B, MAC_A, 0x86dd, &ipv6(v6(1), v6(2), 6, 64, tcp_seg(1, 2)))]
+    {
+        let o = &run(&mut sw, 1, &f)[0].1;
+        let proto_at = if f[12] == 0x08 { 23 } else { 20 };
+        assert_eq!(o[proto_at], 17, "{o:02x?}");
+        assert!(checksums_ok(o), "checksum under the new protocol: {o:02x?}");
+    }
+    // Port 2: an SCTP port rewritten, its CRC-32C recomputed.
+    add(
+        &mut sw,
+        2,
+        flow(
+            0,
+            5,
+            vec![by_port(2), ipv4_type(), oxm(OxmField::IpProto, &[132])],
+            vec![apply(vec![set(OxmField::SctpDst, &[0x1a, 0x85]), out(3)])],
+        ),
+    );
+    let mut seg = vec![0x2b, 0x67, 0x08, 0xae, 0, 0, 0, 1, 0, 0, 0, 0];
+    seg.extend_from_slice(&[0, 3, 0, 24, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8]);
+    let crc = sluice_hash::crc32c(&seg);
+    seg[8..12].copy_from_slice(&crc.to_le_bytes());
+    let mut sctp = eth(MAC_B, MAC_A, 0x0800, &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 132, 64, seg.clone()));
+    sctp[34..].copy_from_slice(&seg);
+    let o = &run(&mut sw, 2, &sctp)[0].1;
+    assert_eq!(&o[36..38], &[0x1a, 0x85], "destination port 6789");
+    let mut zeroed = o[34..].to_vec();
+    zeroed[8..12].copy_from_slice(&[0; 4]);
+    assert_eq!(&o[42..46], &sluice_hash::crc32c(&zeroed).to_le_bytes(), "CRC-32C of the rewritten packet");
+    // Port 3: IPV6_EXTHDR: hop-by-hop and authentication headers (0x44);
+    // out of order, the UNSEQ bit (0x100) too.
+    add(
+        &mut sw,
+        3,
+        flow(
+            0,
+            6,
+            vec![by_port(3), oxm(OxmField::EthType, &[0x86, 0xdd]), oxm(OxmField::Ipv6Exthdr, &[0, 0x44])],
+            vec![apply(vec![out(1)])],
+        ),
+    );
+    add(
+        &mut sw,
+        4,
+        flow(
+            0,
+            5,
+            vec![by_port(3), oxm(OxmField::EthType, &[0x86, 0xdd]), oxm_m(OxmField::Ipv6Exthdr, &[1, 0], &[1, 0])],
+            vec![apply(vec![out(2)])],
+        ),
+    );
+    assert_eq!(ports_of(&run(&mut sw, 3, &tcp6_with_extension_headers(true))), vec![1]);
+    assert_eq!(ports_of(&run(&mut sw, 3, &tcp6_with_extension_headers(false))), vec![2]);
+    assert!(run(&mut sw, 3, &eth(MAC_B, MAC_A, 0x86dd, &ipv6(v6(1), v6(2), 6, 64, tcp_seg(1, 2)))).is_empty());
+    // Port 4: a 60-byte tagged frame loses its tag and keeps the Ethernet
+    // minimum, zeros at the end.
+    add(&mut sw, 5, flow(0, 5, vec![by_port(4)], vec![apply(vec![Action::PopVlan, out(1)])]));
+    let short =
+        eth(MAC_B, MAC_A, 0x0800, &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 64, udp_seg(1, 2, b"fourteen bytes")));
+    let tagged = tag(short.clone(), 0, 5);
+    assert_eq!((short.len(), tagged.len()), (56, 60));
+    let mut padded = short;
+    padded.extend_from_slice(&[0; 4]);
+    assert_eq!(run(&mut sw, 4, &tagged), vec![(1, padded)]);
 }
