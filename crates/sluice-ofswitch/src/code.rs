@@ -219,8 +219,26 @@ pub const PATH_MISS: u32 = u32::MAX;
 /// The lookup of a table through its structure, called by pipeline code:
 /// `(context, table, key)` in; out 0 for a miss, else the entry's id plus
 /// one in the low 32 bits and, when the entry's instructions are a goto
-/// alone, its target table plus one in bits 32 to 39.
+/// alone, its target table plus one in bits 32 to 39. The context starts
+/// with a [`LookupAhead`].
 pub type LookupFn = extern "C" fn(*mut u8, u32, *const u8) -> u64;
+
+/// How a lookup context starts: a lookup already made for one table (a
+/// batch loads route tables' entries ahead), which the walk's code takes
+/// instead of calling the lookup function.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct LookupAhead {
+    /// The table it was made for; `u32::MAX`: none.
+    pub table: u32,
+    /// What the lookup function would return for it.
+    pub answer: u64,
+}
+
+impl LookupAhead {
+    /// No lookup made ahead.
+    pub const NONE: LookupAhead = LookupAhead { table: u32::MAX, answer: 0 };
+}
 
 /// The generated walk: key, lookup context, lookup function, path out;
 /// returns the path's length.
@@ -384,9 +402,26 @@ impl PipelineCode {
                         append_return(&mut b, n, miss);
                     }
                     _ => {
+                        // A lookup made ahead for this table is in the
+                        // context (see `LookupAhead`); else the call.
+                        let ctx_flags = MemFlagsData::new().with_notrap();
+                        let ahead_table = b.ins().load(types::I32, ctx_flags, lctx, 0);
+                        let is_ahead = b.ins().icmp_imm_u(IntCC::Equal, ahead_table, t as i64);
+                        let ahead = b.create_block();
+                        let call_block = b.create_block();
+                        let found = b.create_block();
+                        b.append_block_param(found, types::I64);
+                        b.ins().brif(is_ahead, ahead, &[], call_block, &[]);
+                        b.switch_to_block(ahead);
+                        let r_ahead = b.ins().load(types::I64, ctx_flags, lctx, 8);
+                        b.ins().jump(found, &[r_ahead.into()]);
+                        b.switch_to_block(call_block);
                         let table = b.ins().iconst(types::I32, t as i64);
                         let call = b.ins().call_indirect(lookup_ref, lookup, &[lctx, table, key]);
-                        let r = b.inst_results(call)[0];
+                        let r_called = b.inst_results(call)[0];
+                        b.ins().jump(found, &[r_called.into()]);
+                        b.switch_to_block(found);
+                        let r = b.block_params(found)[0];
                         let id1 = b.ins().ireduce(types::I32, r);
                         let hit = b.create_block();
                         let missed = b.create_block();
@@ -434,15 +469,25 @@ impl PipelineCode {
     }
 
     /// Walks `full` (see the type's documentation); `path` receives the
-    /// entries hit; returns how many.
+    /// entries hit (it need not be initialized); returns them.
     ///
     /// # Safety
     /// `lookup` must be safe to call with `ctx` and any table number of
     /// a [`TableShape::Structure`] table.
     #[inline]
-    pub unsafe fn run(&self, full: &FullKey, ctx: *mut u8, lookup: LookupFn, path: &mut [u64; 64]) -> usize {
+    pub unsafe fn run<'p>(
+        &self,
+        full: &FullKey,
+        ctx: *mut u8,
+        lookup: LookupFn,
+        path: &'p mut std::mem::MaybeUninit<[u64; 64]>,
+    ) -> &'p [u64] {
         debug_assert!(self.shapes.len() <= 64);
-        (self.func)(full.as_ptr(), ctx, lookup, path.as_mut_ptr()) as usize
+        let at = path.as_mut_ptr().cast::<u64>();
+        let n = ((self.func)(full.as_ptr(), ctx, lookup, at) as usize).min(64);
+        // SAFETY: the code wrote the first `n` elements (at most one per
+        // table, and tables strictly increase along a walk).
+        unsafe { std::slice::from_raw_parts(at, n) }
     }
 }
 
@@ -566,10 +611,10 @@ mod tests {
                         _ => break,
                     }
                 }
-                let mut path = [0u64; 64];
+                let mut path = std::mem::MaybeUninit::uninit();
                 // SAFETY: `fake_lookup` reads a `Fake` covering every table.
-                let n = unsafe { code.run(&full, (&mut fake as *mut Fake).cast(), fake_lookup, &mut path) };
-                assert_eq!(&path[..n], &want[..], "round {round}, shapes {shapes:?}");
+                let got = unsafe { code.run(&full, (&mut fake as *mut Fake).cast(), fake_lookup, &mut path) };
+                assert_eq!(got, &want[..], "round {round}, shapes {shapes:?}");
             }
         }
         assert!(PipelineCode::compile(&[]).is_err());

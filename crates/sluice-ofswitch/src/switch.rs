@@ -44,7 +44,7 @@ use sluice_lookup::lpm::prefetch_headers;
 use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig};
 
 use crate::cache::{Count, FlowCache, Key, Op};
-use crate::code::{PipelineCode, TableCode, TableShape, PATH_MISS};
+use crate::code::{LookupAhead, PipelineCode, TableCode, TableShape, PATH_MISS};
 use crate::fields::{self, FullKey, Meta, Parsed, FULL_LEN};
 use crate::normal::MacTable;
 use crate::table::{Fast, FlowTable, Hit};
@@ -335,12 +335,30 @@ fn fold_counts(tables: &mut [FlowTable], to: &mut Counters, counts: &[Count], p:
     }
 }
 
-/// What [`pipeline_lookup`] reads: the tables, the lookup scratch buffer,
-/// and the lookup a batch made ahead for the packet.
+/// What the walk's code and [`pipeline_lookup`] read: the lookup a batch
+/// made ahead for the packet (first, as the code expects), the tables, the
+/// lookup scratch buffer.
+#[repr(C)]
 struct LookupCtx {
+    ahead: LookupAhead,
     tables: *mut FlowTable,
     scratch: *mut Vec<u8>,
-    found: Option<(u8, Option<Hit>)>,
+}
+
+/// A table's hit as the walk's code reads it (see [`crate::code::LookupFn`]):
+/// 0 for a miss (or an id too large to carry).
+#[inline]
+fn walk_answer(t: &FlowTable, hit: Option<Hit>) -> u64 {
+    match hit {
+        Some((id, step)) if id != u32::MAX => {
+            let goto = match step.unwrap_or_else(|| t.fast(id)) {
+                Fast::Goto(g) => u64::from(g) + 1,
+                _ => 0,
+            };
+            (goto << 32) | u64::from(id + 1)
+        }
+        _ => 0,
+    }
 }
 
 /// Looks up a table through its structure for the walk's native code
@@ -353,20 +371,8 @@ extern "C" fn pipeline_lookup(ctx: *mut u8, table: u32, key: *const u8) -> u64 {
     let (ctx, key) = unsafe { (&*(ctx as *const LookupCtx), &*(key as *const FullKey)) };
     // SAFETY: as above.
     let (t, scratch) = unsafe { (&mut *ctx.tables.add(table as usize), &mut *ctx.scratch) };
-    let hit = match ctx.found {
-        Some((ft, h)) if u32::from(ft) == table => h,
-        _ => t.lookup_id(key, scratch).map(|id| (id, None)),
-    };
-    match hit {
-        Some((id, step)) if id != u32::MAX => {
-            let goto = match step.unwrap_or_else(|| t.fast(id)) {
-                Fast::Goto(g) => u64::from(g) + 1,
-                _ => 0,
-            };
-            (goto << 32) | u64::from(id + 1)
-        }
-        _ => 0,
-    }
+    let hit = t.lookup_id(key, scratch).map(|id| (id, None));
+    walk_answer(t, hit)
 }
 
 /// The least frame on an Ethernet wire, without its FCS.
@@ -550,8 +556,6 @@ pub struct OfSwitch {
     /// The walk's gotos as native code (see [`crate::code::PipelineCode`]),
     /// for the tables as they are: dropped before any table changes.
     pipeline: Option<Arc<PipelineCode>>,
-    /// The entries a walk on `pipeline` hit.
-    path: Box<[u64; N_TABLES]>,
     /// The packets of a batch and their cache keys, reused from batch to batch.
     batch: Vec<(Pkt, Option<Key>)>,
 }
@@ -738,7 +742,6 @@ impl OfSwitch {
             macs: MacTable::default(),
             fail_open: false,
             pipeline: None,
-            path: Box::new([0; N_TABLES]),
             batch: Vec::new(),
             flow_cache: true,
             port_state: Vec::new(),
@@ -895,13 +898,26 @@ impl OfSwitch {
 
     /// Compiles the walk from table to table for the tables as they are
     /// (see [`crate::code::PipelineCode`]), unless this copy runs such
-    /// code already or has no entries; to install on every copy with
-    /// [`OfSwitch::install_pipeline`]. Off the packet path.
+    /// code already or the code would remove no work: it is compiled when
+    /// some entry that is a goto alone links two tables compared inline
+    /// (one lookup and one dispatch less per packet that takes it; a walk
+    /// that leaves the first table for a route table or a classifier runs
+    /// as fast interpreted, with that table's lookup made ahead). To
+    /// install on every copy with [`OfSwitch::install_pipeline`]. Off the
+    /// packet path.
     pub fn compile_pipeline(&self) -> Option<Result<Arc<PipelineCode>, String>> {
-        if self.pipeline.is_some() || self.tables.iter().all(|t| t.is_empty()) {
+        if self.pipeline.is_some() {
             return None;
         }
-        Some(PipelineCode::compile(&self.table_shapes()).map(Arc::new))
+        let shapes = self.table_shapes();
+        let inline = |t: usize| matches!(shapes.get(t), Some(TableShape::Scanned { .. }));
+        let links_inline = shapes.iter().enumerate().any(|(t, s)| match s {
+            TableShape::Scanned { gotos, .. } => {
+                gotos.iter().flatten().any(|g| usize::from(*g) > t && inline(usize::from(*g)))
+            }
+            _ => false,
+        });
+        links_inline.then(|| PipelineCode::compile(&shapes).map(Arc::new))
     }
 
     /// Walks on `code` from now on if it was compiled for the tables as
@@ -1648,34 +1664,51 @@ impl OfSwitch {
         emit: &mut E,
     ) -> Option<usize> {
         pkt.refresh();
-        let mut table = 0usize;
-        // With native code, the gotos run there; the loop below goes on
-        // from the entry where it stopped.
-        let mut start = None;
-        if let Some(code) = &self.pipeline {
-            let mut ctx = LookupCtx { tables: self.tables.as_mut_ptr(), scratch: &mut self.scratch, found: pkt.found };
-            // SAFETY: `pipeline_lookup` reads `ctx` as the `LookupCtx` it
-            // is, and the code only asks it for tables it was compiled to
-            // find through their structure, which exist (all 64 do).
-            let n =
-                unsafe { code.run(&pkt.full, (&mut ctx as *mut LookupCtx).cast(), pipeline_lookup, &mut self.path) };
-            let len = pkt.buf.len() as u64;
-            for &e in &self.path[..n.saturating_sub(1)] {
-                let (t, id) = ((e >> 32) as usize, e as u32);
-                self.counters.tables[t].0 += 1;
-                self.counters.tables[t].1 += 1;
-                self.tables[t].count(id, 1, len);
-            }
-            if let Some(&last) = self.path[..n].last() {
-                table = (last >> 32) as usize;
-                let id = last as u32;
-                start = Some((id != PATH_MISS).then_some((id, None)));
-            }
+        if self.pipeline.is_some() {
+            return self.walk_fast_native(idx, pkt, emit);
         }
+        self.walk_fast_from(idx, pkt, 0, emit)
+    }
+
+    /// [`OfSwitch::walk_fast`] on the walk's native code: the gotos run
+    /// there, the fast steps go on from the entry where it stopped.
+    #[inline(never)]
+    fn walk_fast_native<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        emit: &mut E,
+    ) -> Option<usize> {
+        let (table, start) = self.walk_native(pkt);
+        match start {
+            // Where it stopped is a lookup made ahead, or nothing found.
+            None => self.walk_fast_from(idx, pkt, table, emit),
+            Some(found) => match found.and_then(|hit| self.fast_step(idx, pkt, table, hit, true, emit)) {
+                Some(Fast::Goto(t)) => {
+                    self.counters.tables[table].0 += 1;
+                    self.walk_fast_from(idx, pkt, usize::from(t), emit)
+                }
+                Some(_) => {
+                    self.counters.tables[table].0 += 1;
+                    None
+                }
+                None => Some(table),
+            },
+        }
+    }
+
+    /// The loop of fast steps of [`OfSwitch::walk_fast`] from `table`.
+    #[inline(always)]
+    fn walk_fast_from<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        pkt: &mut Pkt,
+        mut table: usize,
+        emit: &mut E,
+    ) -> Option<usize> {
         loop {
-            let found = start
-                .take()
-                .or_else(|| pkt.found_in(table))
+            let found = pkt
+                .found_in(table)
                 .unwrap_or_else(|| self.tables[table].lookup_id(&pkt.full, &mut self.scratch).map(|id| (id, None)));
             let step = found.and_then(|hit| self.fast_step(idx, pkt, table, hit, true, emit));
             match step {
@@ -1690,6 +1723,42 @@ impl OfSwitch {
                 None => return Some(table),
             }
         }
+    }
+
+    /// Runs the walk's native code on `pkt` (the switch has some): counts
+    /// the entries it went through by their gotos and gives the table
+    /// where it stopped, with what that table's lookup found there.
+    #[inline(never)]
+    fn walk_native(&mut self, pkt: &Pkt) -> (usize, Option<Option<Hit>>) {
+        let Some(code) = &self.pipeline else { return (0, None) };
+        let ahead = match pkt.found {
+            Some((t, hit)) => {
+                LookupAhead { table: u32::from(t), answer: walk_answer(&self.tables[usize::from(t)], hit) }
+            }
+            None => LookupAhead::NONE,
+        };
+        let ahead_table = ahead.table;
+        let mut ctx = LookupCtx { ahead, tables: self.tables.as_mut_ptr(), scratch: &mut self.scratch };
+        let mut path = std::mem::MaybeUninit::uninit();
+        // SAFETY: `pipeline_lookup` reads `ctx` as the `LookupCtx` it is,
+        // and the code only asks it for tables it was compiled to find
+        // through their structure, which exist (all 64 do).
+        let path = unsafe { code.run(&pkt.full, (&mut ctx as *mut LookupCtx).cast(), pipeline_lookup, &mut path) };
+        let len = pkt.buf.len() as u64;
+        for &e in &path[..path.len().saturating_sub(1)] {
+            let (t, id) = ((e >> 32) as usize, e as u32);
+            self.counters.tables[t].0 += 1;
+            self.counters.tables[t].1 += 1;
+            self.tables[t].count(id, 1, len);
+        }
+        let Some(&last) = path.last() else { return (0, None) };
+        let (table, id) = ((last >> 32) as usize, last as u32);
+        // Stopped at the table looked up ahead: the walk reads that lookup
+        // (it carries the entry's fast step) as it would have.
+        if u32::try_from(table).is_ok_and(|t| t == ahead_table) {
+            return (table, None);
+        }
+        (table, Some((id != PATH_MISS).then_some((id, None))))
     }
 
     /// Walks `pkt` through the tables from `table` on, with an empty
