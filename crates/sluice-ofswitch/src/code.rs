@@ -43,32 +43,38 @@ use crate::fields::{FullKey, FULL_LEN};
 /// entry's id plus one out (0: none matches).
 type ScanFn = extern "C" fn(*const u8) -> u32;
 
+/// The memory of generated code, freed when dropped (with the functions
+/// it holds: their owners keep it beside their pointers).
+struct Jitted(Option<JITModule>);
+
+// SAFETY: the module is only touched again to free its memory on drop;
+// the code in it is immutable and reentrant (each function reads only what
+// its caller passes).
+unsafe impl Send for Jitted {}
+// SAFETY: as above: calling its functions from several threads at once is
+// reading immutable code.
+unsafe impl Sync for Jitted {}
+
+impl Drop for Jitted {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            // SAFETY: the function pointers die with their owner, which
+            // drops this last.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
 /// A small table compiled to native code (see the module documentation).
 pub struct TableCode {
     func: ScanFn,
-    module: Option<JITModule>,
+    _module: Jitted,
     /// The scan it was compiled from.
     scan: Box<[u64]>,
     /// The Cranelift IR it was compiled from, for users.
     pub listing: String,
     /// Bytes of machine code.
     pub code_bytes: usize,
-}
-
-// SAFETY: the module is only touched again to free its memory on drop; the
-// generated code is immutable and reentrant (it only reads its argument).
-unsafe impl Send for TableCode {}
-// SAFETY: as above: calling the function from several threads at once is
-// reading immutable code and each caller's own key.
-unsafe impl Sync for TableCode {}
-
-impl Drop for TableCode {
-    fn drop(&mut self) {
-        if let Some(m) = self.module.take() {
-            // SAFETY: the function pointer dies with `self`; nothing else holds it.
-            unsafe { m.free_memory() };
-        }
-    }
 }
 
 impl fmt::Debug for TableCode {
@@ -184,7 +190,7 @@ impl TableCode {
         let (p, listing, code_bytes) = finish(&mut module, id, &mut ctx)?;
         // SAFETY: the function was declared with this signature (one pointer in, an i32 out).
         let func = unsafe { std::mem::transmute::<*const u8, ScanFn>(p) };
-        Ok(TableCode { func, module: Some(module), scan: scan.into(), listing, code_bytes })
+        Ok(TableCode { func, _module: Jitted(Some(module)), scan: scan.into(), listing, code_bytes })
     }
 
     /// Whether this code answers for `scan` (it was compiled from it).
@@ -263,27 +269,12 @@ type WalkFn = extern "C" fn(*const u8, *mut u8, LookupFn, *mut u64) -> u32;
 /// Concurrency: as [`TableCode`]: immutable, shared by the replicas.
 pub struct PipelineCode {
     func: WalkFn,
-    module: Option<JITModule>,
+    _module: Jitted,
     shapes: Vec<TableShape>,
     /// The Cranelift IR it was compiled from, for users.
     pub listing: String,
     /// Bytes of machine code.
     pub code_bytes: usize,
-}
-
-// SAFETY: as for TableCode: the module is only touched to free it on
-// drop; the code is immutable and reentrant.
-unsafe impl Send for PipelineCode {}
-// SAFETY: as above; each caller passes its own key, context and path.
-unsafe impl Sync for PipelineCode {}
-
-impl Drop for PipelineCode {
-    fn drop(&mut self) {
-        if let Some(m) = self.module.take() {
-            // SAFETY: the function pointer dies with `self`.
-            unsafe { m.free_memory() };
-        }
-    }
 }
 
 impl fmt::Debug for PipelineCode {
@@ -455,7 +446,7 @@ impl PipelineCode {
         let (p, listing, code_bytes) = finish(&mut module, id, &mut ctx)?;
         // SAFETY: declared with this signature (four pointers in, an i32 out).
         let func = unsafe { std::mem::transmute::<*const u8, WalkFn>(p) };
-        Ok(PipelineCode { func, module: Some(module), shapes: shapes.to_vec(), listing, code_bytes })
+        Ok(PipelineCode { func, _module: Jitted(Some(module)), shapes: shapes.to_vec(), listing, code_bytes })
     }
 
     /// Whether this code answers for tables of `shapes`.

@@ -1679,22 +1679,8 @@ impl OfSwitch {
         pkt: &mut Pkt,
         emit: &mut E,
     ) -> Option<usize> {
-        let (table, start) = self.walk_native(pkt);
-        match start {
-            // Where it stopped is a lookup made ahead, or nothing found.
-            None => self.walk_fast_from(idx, pkt, table, emit),
-            Some(found) => match found.and_then(|hit| self.fast_step(idx, pkt, table, hit, true, emit)) {
-                Some(Fast::Goto(t)) => {
-                    self.counters.tables[table].0 += 1;
-                    self.walk_fast_from(idx, pkt, usize::from(t), emit)
-                }
-                Some(_) => {
-                    self.counters.tables[table].0 += 1;
-                    None
-                }
-                None => Some(table),
-            },
-        }
+        let table = self.walk_native(pkt);
+        self.walk_fast_from(idx, pkt, table, emit)
     }
 
     /// The loop of fast steps of [`OfSwitch::walk_fast`] from `table`.
@@ -1727,10 +1713,11 @@ impl OfSwitch {
 
     /// Runs the walk's native code on `pkt` (the switch has some): counts
     /// the entries it went through by their gotos and gives the table
-    /// where it stopped, with what that table's lookup found there.
-    #[inline(never)]
-    fn walk_native(&mut self, pkt: &Pkt) -> (usize, Option<Option<Hit>>) {
-        let Some(code) = &self.pipeline else { return (0, None) };
+    /// where it stopped, what that table's lookup found there being the
+    /// packet's lookup made ahead.
+    #[inline(always)]
+    fn walk_native(&mut self, pkt: &mut Pkt) -> usize {
+        let Some(code) = &self.pipeline else { return 0 };
         let ahead = match pkt.found {
             Some((t, hit)) => {
                 LookupAhead { table: u32::from(t), answer: walk_answer(&self.tables[usize::from(t)], hit) }
@@ -1751,14 +1738,14 @@ impl OfSwitch {
             self.counters.tables[t].1 += 1;
             self.tables[t].count(id, 1, len);
         }
-        let Some(&last) = path.last() else { return (0, None) };
+        let Some(&last) = path.last() else { return 0 };
         let (table, id) = ((last >> 32) as usize, last as u32);
-        // Stopped at the table looked up ahead: the walk reads that lookup
-        // (it carries the entry's fast step) as it would have.
-        if u32::try_from(table).is_ok_and(|t| t == ahead_table) {
-            return (table, None);
+        // Stopped at the table looked up ahead: that lookup (it carries
+        // the entry's fast step) stays the packet's.
+        if u32::try_from(table).is_ok_and(|t| t != ahead_table) {
+            pkt.found = Some((table as u8, (id != PATH_MISS).then_some((id, None))));
         }
-        (table, Some((id != PATH_MISS).then_some((id, None))))
+        table
     }
 
     /// Walks `pkt` through the tables from `table` on, with an empty
