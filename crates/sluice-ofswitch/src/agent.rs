@@ -165,8 +165,6 @@ pub struct Agent {
     compile_due: bool,
     /// Packets kept for the controllers' packet-outs and flow-mods.
     buffers: PacketBuffers,
-    /// Standing alone (see [`FailMode::Standalone`]).
-    fail_open: bool,
     /// When a controller was last connected (or the agent started).
     last_controller: Instant,
     pub stats: AgentStats,
@@ -206,7 +204,6 @@ impl Agent {
             last_table_change: now,
             compile_due: false,
             buffers: PacketBuffers::default(),
-            fail_open: false,
             last_controller: now,
             stats: AgentStats::default(),
         })
@@ -1020,8 +1017,7 @@ impl Agent {
         }
         let alone = !connected
             && (self.active.is_empty() || now.duration_since(self.last_controller) >= self.cfg.inactivity_probe * 3);
-        if alone != self.fail_open {
-            self.fail_open = alone;
+        if alone != self.pool.master().fail_open {
             if alone {
                 eprintln!("openflow: no controller: standalone, forwarding as a MAC-learning switch");
             } else {
@@ -1029,11 +1025,6 @@ impl Agent {
             }
             self.pool.change(move |d: &mut OfSwitch, _| d.fail_open = alone);
         }
-    }
-
-    /// Whether the switch forwards on its own (see [`FailMode`]).
-    pub fn standing_alone(&self) -> bool {
-        self.fail_open
     }
 
     fn forward_packet_ins(&mut self) -> bool {

@@ -43,21 +43,15 @@ pub enum NoPacket {
 /// The agent's packet buffers (see the module documentation).
 pub struct PacketBuffers {
     slots: Vec<Option<Slot>>,
-    /// Generation of each slot's current (or last) packet.
+    /// Generation of each slot's current (or last) packet; 0: the slot
+    /// never held one (ids never carry generation 0).
     generation: Vec<u32>,
-    /// Whether each slot's last packet was taken (not replaced).
-    taken: Vec<bool>,
     next: usize,
 }
 
 impl Default for PacketBuffers {
     fn default() -> Self {
-        PacketBuffers {
-            slots: (0..N_BUFFERS).map(|_| None).collect(),
-            generation: vec![0; N_BUFFERS],
-            taken: vec![false; N_BUFFERS],
-            next: 0,
-        }
+        PacketBuffers { slots: (0..N_BUFFERS).map(|_| None).collect(), generation: vec![0; N_BUFFERS], next: 0 }
     }
 }
 
@@ -76,8 +70,7 @@ impl PacketBuffers {
             let free = self.slots[i].as_ref().is_none_or(|s| now.duration_since(s.stored) >= BUFFER_LIFETIME);
             if free {
                 self.next = (i + 1) % N_BUFFERS;
-                self.generation[i] = self.generation[i].wrapping_add(1) & 0x7f_ffff;
-                self.taken[i] = false;
+                self.generation[i] = (self.generation[i] % 0x7f_ffff) + 1;
                 self.slots[i] = Some(Slot { frame, in_port, stored: now });
                 return Ok(id_of(i, self.generation[i]));
             }
@@ -88,17 +81,12 @@ impl PacketBuffers {
     /// The packet kept under `id` and its input port, freeing its buffer.
     pub fn take(&mut self, id: u32) -> Result<(Vec<u8>, u32), NoPacket> {
         let i = (id & 0xff) as usize;
-        if id == sluice_openflow::NO_BUFFER || i >= N_BUFFERS || id >> 8 != self.generation[i] {
+        if id == sluice_openflow::NO_BUFFER || i >= N_BUFFERS || id >> 8 == 0 || id >> 8 != self.generation[i] {
             return Err(NoPacket::Unknown);
         }
-        match self.slots[i].take() {
-            Some(s) => {
-                self.taken[i] = true;
-                Ok((s.frame, s.in_port))
-            }
-            None if self.taken[i] => Err(NoPacket::Empty),
-            None => Err(NoPacket::Unknown),
-        }
+        // The id's own packet: here, or taken (a reuse would have moved
+        // the generation on).
+        self.slots[i].take().map(|s| (s.frame, s.in_port)).ok_or(NoPacket::Empty)
     }
 
     /// Packets kept now.
@@ -126,6 +114,7 @@ mod tests {
         assert_eq!(b.take(a), Err(NoPacket::Empty), "taken already");
         assert_eq!(b.take(a ^ 0x100), Err(NoPacket::Unknown), "another generation");
         assert_eq!(b.take(sluice_openflow::NO_BUFFER), Err(NoPacket::Unknown));
+        assert_eq!(b.take(7), Err(NoPacket::Unknown), "a slot that never held a packet");
         let ids: Vec<u32> = (0..N_BUFFERS).map(|i| b.store(vec![i as u8], 1, t0).expect("free")).collect();
         assert_eq!(b.len(), N_BUFFERS);
         assert_eq!(b.store(vec![9], 1, t0), Err(vec![9]), "all taken, none old enough");

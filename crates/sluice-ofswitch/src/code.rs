@@ -31,11 +31,12 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     types, AbiParam, Block, Endianness, InstBuilder, MemFlagsData, Signature, UserFuncName, Value,
 };
+use cranelift_codegen::isa::CallConv;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId, Linkage, Module};
+use cranelift_module::{Linkage, Module};
 
 use crate::fields::{FullKey, FULL_LEN};
 
@@ -94,8 +95,16 @@ fn entries(scan: &[u64]) -> Option<Vec<(u32, &[u64])>> {
     (whole && out.iter().all(valid)).then_some(out)
 }
 
-/// A JIT module for this host's CPU, optimizing for speed.
-fn new_module() -> Result<JITModule, String> {
+/// Compiles one function named `name`, of `pointers` pointer parameters
+/// returning an i32, whose body `body` writes from its entry block (given
+/// the parameters, the pointer type and the calling convention), for
+/// this host's CPU, optimizing for speed: the code's memory, the
+/// function's address, its IR as text and its machine code's size.
+fn compile_fn(
+    name: &str,
+    pointers: usize,
+    body: impl FnOnce(&mut FunctionBuilder, &[Value], types::Type, CallConv),
+) -> Result<(Jitted, *const u8, String, usize), String> {
     let mut flags = settings::builder();
     let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| format!("cranelift flag {k}: {e}"));
     set(&mut flags, "opt_level", "speed")?;
@@ -104,17 +113,33 @@ fn new_module() -> Result<JITModule, String> {
         .map_err(|e| format!("no native code generator for this host: {e}"))?
         .finish(settings::Flags::new(flags))
         .map_err(|e| format!("cranelift: {e}"))?;
-    Ok(JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names())))
-}
-
-/// Defines `id` from `ctx` in `module` and finalizes it: the function's
-/// address, its IR as text and its machine code's size.
-fn finish(module: &mut JITModule, id: FuncId, ctx: &mut Context) -> Result<(*const u8, String, usize), String> {
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
+    let ptr = module.target_config().pointer_type();
+    let call_conv = module.isa().default_call_conv();
+    let mut sig = Signature::new(call_conv);
+    sig.params.extend((0..pointers).map(|_| AbiParam::new(ptr)));
+    sig.returns.push(AbiParam::new(types::I32));
+    let id = module.declare_function(name, Linkage::Local, &sig).map_err(|e| e.to_string())?;
+    let mut ctx = Context::new();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let start = b.create_block();
+        b.append_block_params_for_function_params(start);
+        b.switch_to_block(start);
+        let params = b.block_params(start).to_vec();
+        body(&mut b, &params, ptr, call_conv);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
     let listing = ctx.func.display().to_string();
-    module.define_function(id, ctx).map_err(|e| format!("cranelift: {e:?}"))?;
+    module.define_function(id, &mut ctx).map_err(|e| format!("cranelift: {e:?}"))?;
     let code_bytes = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
     module.finalize_definitions().map_err(|e| format!("cranelift: {e}"))?;
-    Ok((module.get_finalized_function(id), listing, code_bytes))
+    let at = module.get_finalized_function(id);
+    Ok((Jitted(Some(module)), at, listing, code_bytes))
 }
 
 /// Loads, once each, the key words the entries read (the key is 136
@@ -153,44 +178,24 @@ impl TableCode {
     /// Compiles `scan` (see the module documentation).
     pub fn compile(scan: &[u64]) -> Result<TableCode, String> {
         let entries = entries(scan).ok_or("a table scan that is not well formed")?;
-        let mut module = new_module()?;
-        let ptr = module.target_config().pointer_type();
-        let mut sig = Signature::new(module.isa().default_call_conv());
-        sig.params.push(AbiParam::new(ptr));
-        sig.returns.push(AbiParam::new(types::I32));
-        let id = module.declare_function("table_scan", Linkage::Local, &sig).map_err(|e| e.to_string())?;
-        let mut ctx = Context::new();
-        ctx.func.signature = sig;
-        ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let mut fctx = FunctionBuilderContext::new();
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let start = b.create_block();
-            b.append_block_params_for_function_params(start);
-            b.switch_to_block(start);
-            let key = b.block_params(start)[0];
+        let (module, at, listing, code_bytes) = compile_fn("table_scan", 1, |b, params, _, _| {
+            let key = params[0];
             let mut loaded = [None; FULL_LEN / 8];
-            load_words(&mut b, key, entries.iter(), &mut loaded);
-            let none = b.create_block();
+            load_words(b, key, entries.iter(), &mut loaded);
             for (id, words) in &entries {
                 // Each comparison failing goes to the next entry.
                 let next = b.create_block();
-                compare_words(&mut b, words, &loaded, next);
+                compare_words(b, words, &loaded, next);
                 let found = b.ins().iconst(types::I32, i64::from(id.wrapping_add(1)));
                 b.ins().return_(&[found]);
                 b.switch_to_block(next);
             }
-            b.ins().jump(none, &[]);
-            b.switch_to_block(none);
             let zero = b.ins().iconst(types::I32, 0);
             b.ins().return_(&[zero]);
-            b.seal_all_blocks();
-            b.finalize(module.target_config());
-        }
-        let (p, listing, code_bytes) = finish(&mut module, id, &mut ctx)?;
+        })?;
         // SAFETY: the function was declared with this signature (one pointer in, an i32 out).
-        let func = unsafe { std::mem::transmute::<*const u8, ScanFn>(p) };
-        Ok(TableCode { func, _module: Jitted(Some(module)), scan: scan.into(), listing, code_bytes })
+        let func = unsafe { std::mem::transmute::<*const u8, ScanFn>(at) };
+        Ok(TableCode { func, _module: module, scan: scan.into(), listing, code_bytes })
     }
 
     /// Whether this code answers for `scan` (it was compiled from it).
@@ -303,34 +308,16 @@ impl PipelineCode {
                 _ => None,
             });
         }
-        let mut module = new_module()?;
-        let ptr = module.target_config().pointer_type();
-        let call_conv = module.isa().default_call_conv();
-        let mut sig = Signature::new(call_conv);
-        for _ in 0..4 {
-            sig.params.push(AbiParam::new(ptr));
-        }
-        sig.returns.push(AbiParam::new(types::I32));
-        let mut lookup_sig = Signature::new(call_conv);
-        lookup_sig.params.push(AbiParam::new(ptr));
-        lookup_sig.params.push(AbiParam::new(types::I32));
-        lookup_sig.params.push(AbiParam::new(ptr));
-        lookup_sig.returns.push(AbiParam::new(types::I64));
-        let id = module.declare_function("pipeline_walk", Linkage::Local, &sig).map_err(|e| e.to_string())?;
-        let mut ctx = Context::new();
-        ctx.func.signature = sig;
-        ctx.func.name = UserFuncName::user(0, id.as_u32());
-        let mut fctx = FunctionBuilderContext::new();
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let (module, at, listing, code_bytes) = compile_fn("pipeline_walk", 4, |b, params, ptr, call_conv| {
+            let mut lookup_sig = Signature::new(call_conv);
+            lookup_sig.params.push(AbiParam::new(ptr));
+            lookup_sig.params.push(AbiParam::new(types::I32));
+            lookup_sig.params.push(AbiParam::new(ptr));
+            lookup_sig.returns.push(AbiParam::new(types::I64));
             let lookup_ref = b.import_signature(lookup_sig);
-            let start = b.create_block();
-            b.append_block_params_for_function_params(start);
-            b.switch_to_block(start);
-            let p = b.block_params(start).to_vec();
-            let (key, lctx, lookup, path) = (p[0], p[1], p[2], p[3]);
+            let (key, lctx, lookup, path) = (params[0], params[1], params[2], params[3]);
             let mut loaded = [None; FULL_LEN / 8];
-            load_words(&mut b, key, scans.iter().flatten().flatten(), &mut loaded);
+            load_words(b, key, scans.iter().flatten().flatten(), &mut loaded);
             // One block per table with entries; its parameter is the
             // path's length so far.
             let blocks: Vec<Option<Block>> = shapes
@@ -364,7 +351,7 @@ impl PipelineCode {
                 }
                 None => {
                     let miss = b.ins().iconst(types::I64, i64::from(PATH_MISS));
-                    append_return(&mut b, zero, miss);
+                    append_return(b, zero, miss);
                 }
             }
             for (t, blk) in blocks.iter().enumerate() {
@@ -376,21 +363,21 @@ impl PipelineCode {
                     (TableShape::Scanned { gotos, .. }, Some(entries)) => {
                         for ((id, words), goto) in entries.iter().zip(gotos) {
                             let next = b.create_block();
-                            compare_words(&mut b, words, &loaded, next);
+                            compare_words(b, words, &loaded, next);
                             let elem = b.ins().iconst(types::I64, here | i64::from(*id));
                             let target =
                                 goto.map(usize::from).filter(|g| *g > t).and_then(|g| blocks.get(g).copied().flatten());
                             match target {
                                 Some(to) => {
-                                    let n1 = append(&mut b, n, elem);
+                                    let n1 = append(b, n, elem);
                                     b.ins().jump(to, &[n1.into()]);
                                 }
-                                None => append_return(&mut b, n, elem),
+                                None => append_return(b, n, elem),
                             }
                             b.switch_to_block(next);
                         }
                         let miss = b.ins().iconst(types::I64, here | i64::from(PATH_MISS));
-                        append_return(&mut b, n, miss);
+                        append_return(b, n, miss);
                     }
                     _ => {
                         // A lookup made ahead for this table is in the
@@ -419,12 +406,12 @@ impl PipelineCode {
                         b.ins().brif(id1, hit, &[], missed, &[]);
                         b.switch_to_block(missed);
                         let miss = b.ins().iconst(types::I64, here | i64::from(PATH_MISS));
-                        append_return(&mut b, n, miss);
+                        append_return(b, n, miss);
                         b.switch_to_block(hit);
                         let id = b.ins().iadd_imm_s(id1, -1);
                         let id64 = b.ins().uextend(types::I64, id);
                         let elem = b.ins().bor_imm_u(id64, here);
-                        let n1 = append(&mut b, n, elem);
+                        let n1 = append(b, n, elem);
                         let hi = b.ins().ushr_imm_u(r, 32);
                         let goto1 = b.ins().band_imm_u(hi, 0xff);
                         // The goto picks the next table's code, if it
@@ -440,13 +427,10 @@ impl PipelineCode {
                     }
                 }
             }
-            b.seal_all_blocks();
-            b.finalize(module.target_config());
-        }
-        let (p, listing, code_bytes) = finish(&mut module, id, &mut ctx)?;
+        })?;
         // SAFETY: declared with this signature (four pointers in, an i32 out).
-        let func = unsafe { std::mem::transmute::<*const u8, WalkFn>(p) };
-        Ok(PipelineCode { func, _module: Jitted(Some(module)), shapes: shapes.to_vec(), listing, code_bytes })
+        let func = unsafe { std::mem::transmute::<*const u8, WalkFn>(at) };
+        Ok(PipelineCode { func, _module: module, shapes: shapes.to_vec(), listing, code_bytes })
     }
 
     /// Whether this code answers for tables of `shapes`.
@@ -488,15 +472,19 @@ mod tests {
 
     use crate::table::scan_find as scan;
 
-    #[test]
-    fn compiled_tables_find_what_the_scan_finds() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move || {
+    /// A xorshift64 generator from `seed`.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed
-        };
+        }
+    }
+
+    #[test]
+    fn compiled_tables_find_what_the_scan_finds() {
+        let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for round in 0..40 {
             // Up to 32 entries on a few words with narrow masks, so that
             // random keys match some of them.
@@ -544,13 +532,7 @@ mod tests {
 
     #[test]
     fn the_walk_stops_where_the_interpreted_walk_leaves_the_gotos() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rnd = xorshift(0x2545_f491_4f6c_dd1du64);
         const TABLES: usize = 8;
         for round in 0..30 {
             let mut shapes = Vec::new();
@@ -565,7 +547,7 @@ mod tests {
                     let mask = (rnd() & 0x0101) << (8 * (rnd() % 3));
                     sc.extend([((e as u64 + 1) << 32) | 1, rnd() % 2, mask, rnd() & mask]);
                     let later = t + 1 + (rnd() as usize % TABLES);
-                    gotos.push((later < TABLES && rnd() % 4 != 0).then_some(later as u8));
+                    gotos.push((later < TABLES && !rnd().is_multiple_of(4)).then_some(later as u8));
                 }
                 fake.push((
                     sc.clone(),

@@ -15,8 +15,10 @@
 //! with the IPv4 addresses; ARP SHA/THA with the ND link-layer options).
 //! VLAN_VID reads `0x1000 | vid` on a tagged frame and 0 on an untagged
 //! one (OFPVID_PRESENT / OFPVID_NONE); IPV6_EXTHDR reads the `OFPIEH_*`
-//! bits of the extension headers an IPv6 packet carries (see [`ieh`]).
+//! bits of the extension headers an IPv6 packet carries
+//! (`sluice_openflow::ipv6_exthdr`).
 
+use sluice_openflow::ipv6_exthdr as ieh;
 use sluice_openflow::OxmField;
 
 /// Bytes of a [`FullKey`].
@@ -137,19 +139,6 @@ pub struct Parsed {
     pub exthdr: u16,
 }
 
-/// `OFPIEH_*` bits of the IPV6_EXTHDR pseudo-field (OpenFlow 1.3.5, 7.2.3.8).
-pub mod ieh {
-    pub const NONEXT: u16 = 1 << 0;
-    pub const ESP: u16 = 1 << 1;
-    pub const AUTH: u16 = 1 << 2;
-    pub const DEST: u16 = 1 << 3;
-    pub const FRAG: u16 = 1 << 4;
-    pub const ROUTER: u16 = 1 << 5;
-    pub const HOP: u16 = 1 << 6;
-    pub const UNREP: u16 = 1 << 7;
-    pub const UNSEQ: u16 = 1 << 8;
-}
-
 /// Where an IPv6 extension header of type `next` stands in the order RFC
 /// 8200 recommends (hop-by-hop, destination options before a routing
 /// header, routing, fragment, authentication, ESP, destination options),
@@ -237,23 +226,24 @@ pub fn parse_into(f: &[u8], p: &mut Parsed) {
                     rank = rank.max(r);
                     p.exthdr |= bit;
                 }
-                if matches!(next, 0 | 43 | 44 | 51 | 60) && f.len() > off {
-                    p.proto_at = off;
-                }
+                // Each header passed over: its first byte names the next.
                 match next {
                     0 | 43 | 60 => {
                         let (Some(&n), Some(&len)) = (f.get(off), f.get(off + 1)) else { break };
+                        p.proto_at = off;
                         next = n;
                         off += (usize::from(len) + 1) * 8;
                     }
                     44 => {
                         let (Some(&n), Some(fo)) = (f.get(off), be16(f, off + 2)) else { break };
                         later_fragment = fo >> 3 != 0;
+                        p.proto_at = off;
                         next = n;
                         off += 8;
                     }
                     51 => {
                         let (Some(&n), Some(&len)) = (f.get(off), f.get(off + 1)) else { break };
+                        p.proto_at = off;
                         next = n;
                         off += (usize::from(len) + 2) * 4;
                     }

@@ -1742,7 +1742,7 @@ impl OfSwitch {
         let (table, id) = ((last >> 32) as usize, last as u32);
         // Stopped at the table looked up ahead: that lookup (it carries
         // the entry's fast step) stays the packet's.
-        if u32::try_from(table).is_ok_and(|t| t != ahead_table) {
+        if table as u32 != ahead_table {
             pkt.found = Some((table as u8, (id != PATH_MISS).then_some((id, None))));
         }
         table
@@ -1990,8 +1990,12 @@ impl DataPlane for OfSwitch {
         if self.fail_open {
             let meta = Meta { in_port: port, in_phy_port: port, ..Meta::default() };
             for (i, f) in frames.iter().enumerate() {
-                let mut pkt = Pkt::new(f.to_vec(), meta);
+                let mut buf = self.spare.pop().unwrap_or_default();
+                buf.clear();
+                buf.extend_from_slice(f);
+                let mut pkt = Pkt::new(buf, meta);
                 self.normal(i, &mut pkt, emit);
+                self.spare.push(pkt.buf);
             }
             return;
         }

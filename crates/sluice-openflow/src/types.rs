@@ -208,6 +208,19 @@ pub struct Features {
     pub capabilities: u32,
 }
 
+/// `OFPIEH_*` bits of the IPV6_EXTHDR pseudo-field (`ofp_ipv6exthdr_flags`).
+pub mod ipv6_exthdr {
+    pub const NONEXT: u16 = 1 << 0;
+    pub const ESP: u16 = 1 << 1;
+    pub const AUTH: u16 = 1 << 2;
+    pub const DEST: u16 = 1 << 3;
+    pub const FRAG: u16 = 1 << 4;
+    pub const ROUTER: u16 = 1 << 5;
+    pub const HOP: u16 = 1 << 6;
+    pub const UNREP: u16 = 1 << 7;
+    pub const UNSEQ: u16 = 1 << 8;
+}
+
 /// `ofp_capabilities` bits.
 pub mod capabilities {
     pub const FLOW_STATS: u32 = 1 << 0;

@@ -399,6 +399,16 @@ fn tap_two_queues_receive_flows_from_the_kernel() {
     ns.enter(|| wait_until("tq0 goes away with its last queue", || !link_is_up("tq0")));
 }
 
+/// Sluice's XDP program on interface `name` of namespace `ns` (one
+/// queue) and an AF_XDP port on its queue 0.
+fn one_queue_af_xdp(ns: &Netns, name: &str) -> (std::sync::Arc<AfXdpInterface>, AfXdpPort) {
+    ns.enter(|| {
+        let iface = AfXdpInterface::attach(name, 1).unwrap_or_else(|e| panic!("attach XDP to {name}: {e}"));
+        let port = AfXdpPort::open_queue(&iface, 0).unwrap_or_else(|e| panic!("open {name} queue 0: {e}"));
+        (iface, port)
+    })
+}
+
 /// The first link error `port` reports from `recv` within a few calls.
 fn recv_link_error(port: &mut dyn Port, calls: usize) -> Option<std::io::Error> {
     let mut batch = RxBatch::new(2048);
@@ -550,11 +560,7 @@ fn af_xdp_port_keeps_working_after_down_up_and_reports_deletion() {
     let sw = Netns::new("xl");
     let host = Netns::new("xm");
     veth_pair(&sw, "xl0", &host, "xl1", 1);
-    let (iface, mut port) = sw.enter(|| {
-        let iface = AfXdpInterface::attach("xl0", 1).expect("attach");
-        let port = AfXdpPort::open_queue(&iface, 0).expect("open");
-        (iface, port)
-    });
+    let (iface, mut port) = one_queue_af_xdp(&sw, "xl0");
     let peer = host.enter(|| Raw::open("xl1"));
     traffic_both_ways(&mut port, &peer, "before");
     assert!(port.check_link().is_ok());
@@ -597,11 +603,7 @@ fn af_xdp_port_keeps_working_after_down_up_and_reports_deletion() {
     drop(port);
     drop(iface);
     // A new interface attachment works.
-    let (_iface, mut fresh) = sw.enter(|| {
-        let iface = AfXdpInterface::attach("xl0", 1).expect("attach again");
-        let port = AfXdpPort::open_queue(&iface, 0).expect("open again");
-        (iface, port)
-    });
+    let (_iface, mut fresh) = one_queue_af_xdp(&sw, "xl0");
     let peer = host.enter(|| Raw::open("xl1"));
     traffic_both_ways(&mut fresh, &peer, "reattached");
 }
@@ -726,11 +728,7 @@ fn ports_receive_vlan_tagged_frames_as_sent() {
     let sw = Netns::new("vx");
     let host = Netns::new("vy");
     veth_pair(&sw, "vx0", &host, "vx1", 1);
-    let (_iface, mut port) = sw.enter(|| {
-        let iface = AfXdpInterface::attach("vx0", 1).expect("attach");
-        let port = AfXdpPort::open_queue(&iface, 0).expect("open");
-        (iface, port)
-    });
+    let (_iface, mut port) = one_queue_af_xdp(&sw, "vx0");
     let peer = host.enter(|| Raw::open("vx1"));
     receives_vlan_frames_as_sent(&mut port, &peer, "AF_XDP");
 

@@ -52,6 +52,17 @@ fn start(lab: &mut Lab, extra: &[&str]) {
     }
 }
 
+/// A child process (a controller) killed and reaped when dropped, also
+/// when a test fails.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `ovs-ofctl -O OpenFlow13 ARGS...` against the switch; (success, stdout + stderr).
 fn ofctl(lab: &Lab, args: &[&str]) -> (bool, String) {
     let target = format!("tcp:127.0.0.1:{PORT}");
@@ -454,13 +465,6 @@ fn standalone_fail_mode_forwards_as_a_learning_switch_while_no_controller_is_con
         .stdout(Stdio::piped())
         .spawn()
         .expect("run python3");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let mut controller = Kill(controller);
     wait_log(&lab, "a controller is connected", 1);
     let got = common::lab::ping_from(&lab.h1, "10.0.9.2", 3, "0.2");
@@ -522,13 +526,6 @@ fn os_ken_learning_switch(miss_max_len: Option<u16>) {
         .stderr(ctl_log)
         .spawn()
         .expect("start osken-manager");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     std::thread::sleep(Duration::from_millis(500));
     let _ = controller.try_wait().map(|s| assert!(s.is_none(), "osken-manager exited at start"));
     let controller = Kill(controller);
@@ -608,13 +605,6 @@ fn faucet_keeps_two_vlans_apart() {
         .stderr(out)
         .spawn()
         .expect("start faucet");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let controller = Kill(controller);
     let faucet_log = || std::fs::read_to_string(&log).unwrap_or_default();
     let t0 = Instant::now();
