@@ -2,20 +2,29 @@
 # Sluice's OpenFlow 1.3 switch (`sluice openflow`) next to Open vSwitch's user-space (netdev)
 # datapath, forwarding iperf3 TCP and UDP and ping between two hosts in network namespaces.
 #
-#   bench/openflow-iperf.sh [-t SECS] [--rounds R] [--workers N] [--flow-mods N]
+#   bench/openflow-iperf.sh [-t SECS] [--rounds R] [--workers N] [--flow-mods N] [--offloads]
+#                          [--ports af_packet|af_xdp|both]
 #
 # Topology, the same for every switch: hosts ofb-h1 (10.0.0.1/24, interface ofb-h1e) and ofb-h2
 # (10.0.0.2/24, ofb-h2e), each joined by a veth pair to a switch that runs in its own namespace
-# ofb-sw on the ends ofb-s1 (OpenFlow port 1) and ofb-s2 (port 2). The hosts' ends have
-# tx checksum, TSO, GSO and scatter-gather off (user-space forwarding of TCP on veth needs it);
-# the switch's ends keep the kernel's defaults. Switches, measured in this order in every round:
+# ofb-sw on the ends ofb-s1 (OpenFlow port 1) and ofb-s2 (port 2). By default the hosts' ends
+# have tx checksum, TSO, GSO and scatter-gather off (user-space forwarding of TCP on veth needs
+# it, every frame is at most 1514 bytes); with --offloads they keep the kernel's defaults (64 KB
+# TCP segments with partial checksums) and each switch carries them its own way. The switch's
+# ends keep the kernel's defaults. Switches, measured in this order in every round:
 #   veth     h1 and h2 joined directly by one veth pair, same offloads (the ceiling, no switch)
 #   null     `sluice simple_switch --null-forward`: Sluice's ports and loop, no pipeline
+#            (--no-offload unless --offloads), once per port backend
 #   ovs      Open vSwitch 3.x, bridge ofb-br0 with datapath_type=netdev and OpenFlow 1.3,
 #            ovsdb-server and ovs-vswitchd started for the run (ovs-ctl, --no-mlockall) with
 #            their database, sockets and logs in a temporary directory (OVS_DBDIR, OVS_RUNDIR,
-#            OVS_LOGDIR, OVS_SYSCONFDIR): the system's /etc/openvswitch is never touched
-#   sluice   `sluice openflow` with --workers N (default 1) and no virtio-net offload headers
+#            OVS_LOGDIR, OVS_SYSCONFDIR): the system's /etc/openvswitch is never touched;
+#            with --offloads, other_config:userspace-tso-enable=true (its user-space TSO)
+#   sluice   `sluice openflow` with --workers N (default 1); with --offloads, --offload
+#            (virtio-net offload headers carried), once per port backend
+# Sluice's port backends (--ports, default both): AF_PACKET sockets (`-i 1@ofb-s1`) and AF_XDP
+# sockets (`-i 1@af_xdp:ofb-s1`, copy mode on veth). AF_XDP carries no offload headers, so with
+# --offloads only AF_PACKET runs.
 # Both OpenFlow switches get the same two flows from ovs-ofctl -O OpenFlow13:
 #   in_port=1,actions=output:2 and in_port=2,actions=output:1 (table 0, nothing else).
 #
@@ -31,7 +40,7 @@
 # deletes): flows/s added and deleted, and the UDP Gbit/s meanwhile. Open vSwitch takes them on
 # a passive controller port (set-controller ptcp:). With several rounds the table shows medians.
 # Prints one Markdown table and a last line
-# `result: tcp_ratio=<sluice/ovs> udp_ratio=<...> flowmod_add_ratio=<...>`.
+# `result: BACKEND tcp_ratio=<sluice/ovs> udp_ratio=<...> flowmod_add_ratio=<...>` per backend.
 #
 # Needs root. Installs iperf3, ethtool, ping and openvswitch-switch with apt when missing.
 # Uses target/release/sluice (or $SLUICE); it does not build it. Everything it creates
@@ -39,7 +48,7 @@
 # is removed on exit, also on failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=5; ROUNDS=1; WORKERS=1; FLOWS=100000
+SECS=5; ROUNDS=1; WORKERS=1; FLOWS=100000; OFFLOADS=0; PORTS=both
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,12 +56,23 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS="$2"; shift ;;
         --workers) WORKERS="$2"; shift ;;
         --flow-mods) FLOWS="$2"; shift ;;
+        --offloads) OFFLOADS=1 ;;
+        --ports) PORTS="$2"; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 die() { echo "openflow-iperf: $*" >&2; exit 1; }
+case "$PORTS" in
+    af_packet|af_xdp) BACKENDS=$PORTS ;;
+    both) BACKENDS="af_packet af_xdp" ;;
+    *) die "--ports takes af_packet, af_xdp or both, not $PORTS" ;;
+esac
+if [ "$OFFLOADS" = 1 ]; then
+    [ "$PORTS" = af_xdp ] && die "--offloads needs AF_PACKET ports (AF_XDP carries no offload headers)"
+    BACKENDS=af_packet
+fi
 [ "$(id -u)" = 0 ] || die "run as root (network namespaces, OVS daemons)"
 
 # --- tools -----------------------------------------------------------------------------------
@@ -109,7 +129,11 @@ h2() { ip netns exec $H2 "$@"; }
 sw() { ip netns exec $SW "$@"; }
 # Background processes are started with `ip netns exec` itself, not through these functions, so
 # that $! is the process (ip execs it) and not a subshell.
-host_offloads_off() { ip netns exec "$1" ethtool -K "$2" tx off tso off gso off sg off >/dev/null 2>&1 || true; }
+host_offloads_off() {
+    [ "$OFFLOADS" = 1 ] || ip netns exec "$1" ethtool -K "$2" tx off tso off gso off sg off >/dev/null 2>&1 || true
+}
+NULL_OFFLOAD=--no-offload; SLUICE_OFFLOAD=""
+[ "$OFFLOADS" = 1 ] && { NULL_OFFLOAD=""; SLUICE_OFFLOAD=--offload; }
 
 # --- topologies --------------------------------------------------------------------------------
 hosts() { # $1: h1's interface, $2: h2's interface (both already in their namespaces)
@@ -140,10 +164,17 @@ add_flows() { # $1: ovs-ofctl target
     sw ovs-ofctl -O OpenFlow13 add-flow "$1" "in_port=1,actions=output:2"
     sw ovs-ofctl -O OpenFlow13 add-flow "$1" "in_port=2,actions=output:1"
 }
-setup_null() {
+port_args() { # $1: backend; prints sluice's -i arguments for ofb-s1 and ofb-s2
+    case $1 in
+        af_packet) echo "-i 1@ofb-s1 -i 2@ofb-s2" ;;
+        af_xdp) echo "-i 1@af_xdp:ofb-s1 -i 2@af_xdp:ofb-s2" ;;
+    esac
+}
+setup_null() { # $1: backend
     setup_switched
     # router.json is only loaded; the null forwarder bypasses the pipeline.
-    ip netns exec $SW "$SLUICE" simple_switch -i 1@ofb-s1 -i 2@ofb-s2 --workers "$WORKERS" --no-offload --null-forward \
+    # shellcheck disable=SC2046
+    ip netns exec $SW "$SLUICE" simple_switch $(port_args "$1") --workers "$WORKERS" $NULL_OFFLOAD --null-forward \
         examples/router.json 2>"$TMP/null.log" &
     SLUICE_PID=$!
     wait_log "$TMP/null.log" "forwarding on\|null forwarder"
@@ -152,8 +183,12 @@ setup_null() {
 setup_ovs() {
     setup_switched
     OVS_UP=1
-    sw "$OVS_CTL" start --system-id=random --no-mlockall --no-record-hostname >"$TMP/ovs-ctl.log" 2>&1 ||
-        { cat "$TMP/ovs-ctl.log" >&2; die "ovs-ctl start failed"; }
+    # ovs-vswitchd reads userspace-tso-enable only when it starts: the database first.
+    sw "$OVS_CTL" --no-ovs-vswitchd start --system-id=random --no-record-hostname >"$TMP/ovs-ctl.log" 2>&1 ||
+        { cat "$TMP/ovs-ctl.log" >&2; die "ovs-ctl start (ovsdb-server) failed"; }
+    [ "$OFFLOADS" = 1 ] && ovs-vsctl --no-wait --timeout=10 set Open_vSwitch . other_config:userspace-tso-enable=true
+    sw "$OVS_CTL" --no-ovsdb-server start --system-id=random --no-mlockall --no-record-hostname >>"$TMP/ovs-ctl.log" 2>&1 ||
+        { cat "$TMP/ovs-ctl.log" >&2; die "ovs-ctl start (ovs-vswitchd) failed"; }
     ovs-vsctl --timeout=10 add-br $BR -- set bridge $BR datapath_type=netdev protocols=OpenFlow13 fail_mode=secure \
         -- add-port $BR ofb-s1 -- set interface ofb-s1 ofport_request=1 \
         -- add-port $BR ofb-s2 -- set interface ofb-s2 ofport_request=2
@@ -163,10 +198,11 @@ setup_ovs() {
     FLOW_TARGET="tcp:127.0.0.1:$OF_PORT"
     PIDS="$(cat "$OVS_RUNDIR/ovs-vswitchd.pid") $(cat "$OVS_RUNDIR/ovsdb-server.pid")"
 }
-setup_sluice() {
+setup_sluice() { # $1: backend
     setup_switched
-    ip netns exec $SW "$SLUICE" openflow -i 1@ofb-s1 -i 2@ofb-s2 --listen "ptcp:$OF_PORT:127.0.0.1" --datapath-id 1 \
-        --workers "$WORKERS" 2>"$TMP/sluice.log" &
+    # shellcheck disable=SC2046
+    ip netns exec $SW "$SLUICE" openflow $(port_args "$1") --listen "ptcp:$OF_PORT:127.0.0.1" --datapath-id 1 \
+        --workers "$WORKERS" $SLUICE_OFFLOAD 2>"$TMP/sluice.log" &
     SLUICE_PID=$!
     wait_log "$TMP/sluice.log" "listening on"
     add_flows "tcp:127.0.0.1:$OF_PORT"
@@ -240,10 +276,14 @@ measure() {
 NULL_OK=0
 if "$SLUICE" simple_switch --help 2>&1 | grep -q -- "--null-forward"; then NULL_OK=1
 else echo "note: this sluice has no null forwarder (simple_switch --null-forward): skipping it" >&2; fi
-SWITCHES="veth"; [ "$NULL_OK" = 1 ] && SWITCHES="$SWITCHES null"; SWITCHES="$SWITCHES ovs sluice"
-declare -A LABEL=([veth]="plain veth (ceiling)" [null]="Sluice null forwarder (${WORKERS}w)"
-                  [ovs]="Open vSwitch $(ovs-vswitchd --version | awk '/Open vSwitch/ {print $NF}') netdev"
-                  [sluice]="sluice openflow (${WORKERS}w)")
+SWITCHES="veth"
+declare -A LABEL=([veth]="plain veth (ceiling)" [ovs]="Open vSwitch $(ovs-vswitchd --version | awk '/Open vSwitch/ {print $NF}') netdev")
+declare -A BACKEND_NAME=([af_packet]=AF_PACKET [af_xdp]=AF_XDP)
+if [ "$NULL_OK" = 1 ]; then
+    for b in $BACKENDS; do SWITCHES="$SWITCHES null-$b"; LABEL[null-$b]="Sluice null forwarder (${BACKEND_NAME[$b]}, ${WORKERS}w)"; done
+fi
+SWITCHES="$SWITCHES ovs"
+for b in $BACKENDS; do SWITCHES="$SWITCHES sluice-$b"; LABEL[sluice-$b]="sluice openflow (${BACKEND_NAME[$b]}, ${WORKERS}w)"; done
 declare -A RES
 echo "# $SECS s per test, $ROUNDS round(s); $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq "$ROUNDS"); do
@@ -251,9 +291,9 @@ for r in $(seq "$ROUNDS"); do
         PIDS=""; OF_TARGET=""; FLOW_TARGET=""
         case $s in
             veth) setup_veth ;;
-            null) setup_null ;;
+            null-*) setup_null "${s#null-}" ;;
             ovs) setup_ovs ;;
-            sluice) setup_sluice ;;
+            sluice-*) setup_sluice "${s#sluice-}" ;;
         esac
         m=$(measure "$s")
         flows=""
@@ -293,10 +333,15 @@ for s in $SWITCHES; do
     echo "| ${LABEL[$s]} | $tcp | $udp | $loss | $pavg ($pmdev) | $rss | $cpu | $fm | $fudp |"
 done
 echo
-echo "iperf3 $SECS s per test, UDP 1400 B at -b 0, $ROUNDS round(s) (medians); host offloads tx/tso/gso/sg off;" \
+HOST_OFFLOADS="host offloads tx/tso/gso/sg off"
+[ "$OFFLOADS" = 1 ] && HOST_OFFLOADS="host offloads on (Sluice --offload, OVS userspace-tso-enable)"
+echo "iperf3 $SECS s per test, UDP 1400 B at -b 0, $ROUNDS round(s) (medians); $HOST_OFFLOADS;" \
      "$(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
-read -r ot ou _ _ _ _ _ ofa _ <<<"${SUM[ovs]}"; read -r st su _ _ _ _ _ sfa _ <<<"${SUM[sluice]}"
+read -r ot ou _ _ _ _ _ ofa _ <<<"${SUM[ovs]}"
 ratio() { python3 -c 'import sys
 a, b = sys.argv[1:]
 print("n/a" if "n/a" in (a, b) or float(b) == 0 else "%.2f" % (float(a) / float(b)))' "$1" "$2"; }
-echo "result: tcp_ratio=$(ratio "$st" "$ot") udp_ratio=$(ratio "$su" "$ou") flowmod_add_ratio=$(ratio "$sfa" "$ofa")"
+for b in $BACKENDS; do
+    read -r st su _ _ _ _ _ sfa _ <<<"${SUM[sluice-$b]}"
+    echo "result: $b tcp_ratio=$(ratio "$st" "$ot") udp_ratio=$(ratio "$su" "$ou") flowmod_add_ratio=$(ratio "$sfa" "$ofa")"
+done

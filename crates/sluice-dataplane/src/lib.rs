@@ -46,6 +46,8 @@ pub struct Stats {
     pub dropped: u64,
 }
 
+const _: () = assert!(BATCH <= 128, "DataPlane::partial_checksums has one bit per frame of a batch");
+
 /// A data plane: what the packet loop, the workers, the replay and the bench drive.
 pub trait DataPlane: Send + Sized + 'static {
     /// What it reports to the control plane besides frames (digests, learned addresses...).
@@ -57,6 +59,17 @@ pub trait DataPlane: Send + Sized + 'static {
     /// completion; `emit(input, port, frame)` receives every frame sent,
     /// `input` being the index in `frames` of the frame it came from.
     fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E);
+
+    /// Told before the next [`DataPlane::process_batch`] by a driver whose
+    /// port carries offload headers: bit `i` of `mask` is set when frame
+    /// `i` of that batch has a partial transport checksum (an offload
+    /// header asks for it to be completed on the way out: the TCP/UDP
+    /// checksum field holds only the pseudo-header's sum; the output port
+    /// or the kernel's segmentation completes it). A data plane that
+    /// rewrites fields under that checksum keeps it partial; one that
+    /// never does ignores it (the default). Applies to the next batch
+    /// only.
+    fn partial_checksums(&mut self, _mask: u128) {}
 
     /// A copy for another worker, one of `workers`: same program and
     /// state, sharing what the data plane shares between workers.

@@ -288,8 +288,14 @@ impl<N: Send + 'static> LiveIo<N> {
             }
         }
         let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut partial = 0u128;
         for (i, f) in frames.iter_mut().enumerate().take(n) {
-            *f = self.rx.frame(i).0;
+            let (frame, vnet) = self.rx.frame(i);
+            *f = frame;
+            partial |= u128::from(vnet.needs_csum()) << i;
+        }
+        if partial != 0 {
+            dp.partial_checksums(partial);
         }
         let (rx, out) = (&self.rx, &mut self.out);
         dp.process_batch(number, &frames[..n], &mut |i, p, bytes: &[u8]| {

@@ -1060,7 +1060,9 @@ impl Agent {
             if metadata != 0 {
                 fields.push(Oxm { field: OxmField::Metadata, value: metadata.to_be_bytes().to_vec(), mask: None });
             }
-            let pi = PacketIn { buffer_id, total_len, reason, table_id, cookie, matched: Match { fields }, data };
+            let matched = Match { fields };
+            data.truncate(sluice_openflow::packet_in_room(&matched));
+            let pi = PacketIn { buffer_id, total_len, reason, table_id, cookie, matched, data };
             let m = Message::PacketIn(pi);
             for ci in 0..self.conns.len() {
                 if !wanted(&self.conns[ci]) {

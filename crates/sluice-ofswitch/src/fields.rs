@@ -284,6 +284,10 @@ pub struct Meta {
     pub in_phy_port: u32,
     pub metadata: u64,
     pub tunnel_id: u64,
+    /// The frame's TCP/UDP checksum is partial: it holds only the
+    /// pseudo-header's sum, the rest to be completed on the way out (an
+    /// offload header said so; see [`fix_checksums`]). Not a field.
+    pub csum_partial: bool,
 }
 
 /// Fills `k` with every field of frame `f` (parsed as `p`) and `m`.
@@ -380,8 +384,12 @@ fn extract_frame(f: &[u8], p: &Parsed, k: &mut FullKey, w: &mut [[u8; 8]; 6]) {
 
 /// Recomputes the IPv4 header checksum and the TCP/UDP/ICMP checksum
 /// (ICMPv6 too; SCTP's CRC-32C) of frame `f` after a field changed, the
-/// pseudo-header with the protocol the IP header names now.
-pub fn fix_checksums(f: &mut [u8], p: &Parsed) {
+/// pseudo-header with the protocol the IP header names now. With
+/// `partial` (the frame's [`Meta::csum_partial`]) a TCP or UDP checksum
+/// stays partial: the pseudo-header's sum alone, folded and not
+/// complemented, what the kernel puts there for a port to complete (a
+/// 64 KB segment's checksums are completed per segment from it).
+pub fn fix_checksums(f: &mut [u8], p: &Parsed, partial: bool) {
     let l3 = p.l3;
     match p.kind {
         L3::Ipv4 => {
@@ -400,7 +408,7 @@ pub fn fix_checksums(f: &mut [u8], p: &Parsed) {
                     pseudo[0..8].copy_from_slice(&f[l3 + 12..l3 + 20]);
                     pseudo[9] = f[p.proto_at];
                     pseudo[10..12].copy_from_slice(&((end - l4) as u16).to_be_bytes());
-                    l4_checksum(f, l4, end, proto, &pseudo);
+                    l4_checksum(f, l4, end, proto, &pseudo, partial);
                 }
             }
         }
@@ -413,7 +421,7 @@ pub fn fix_checksums(f: &mut [u8], p: &Parsed) {
                     pseudo[0..32].copy_from_slice(&f[l3 + 8..l3 + 40]);
                     pseudo[32..36].copy_from_slice(&((end - l4) as u32).to_be_bytes());
                     pseudo[39] = f.get(p.proto_at).copied().unwrap_or(proto);
-                    l4_checksum(f, l4, end, proto, &pseudo);
+                    l4_checksum(f, l4, end, proto, &pseudo, partial);
                 }
             }
         }
@@ -448,7 +456,7 @@ pub fn dec_ipv4_ttl(f: &mut [u8], l3: usize) {
     f[l3 + 10..l3 + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
 }
 
-fn l4_checksum(f: &mut [u8], l4: usize, end: usize, proto: u8, pseudo: &[u8]) {
+fn l4_checksum(f: &mut [u8], l4: usize, end: usize, proto: u8, pseudo: &[u8], partial: bool) {
     use sluice_hash::{csum16_add, csum16_finish};
     if proto == 132 {
         // SCTP: CRC-32C of the packet with its checksum zero, no
@@ -474,6 +482,11 @@ fn l4_checksum(f: &mut [u8], l4: usize, end: usize, proto: u8, pseudo: &[u8]) {
         return;
     }
     f[l4 + at..l4 + at + 2].copy_from_slice(&[0, 0]);
+    if partial && (proto == 6 || proto == 17) {
+        let c = !csum16_finish(csum16_add(0, pseudo));
+        f[l4 + at..l4 + at + 2].copy_from_slice(&c.to_be_bytes());
+        return;
+    }
     let mut acc = 0;
     if proto != 1 {
         acc = csum16_add(acc, pseudo);
@@ -594,7 +607,7 @@ mod tests {
         // A non-zero checksum: UDP over IPv4 with checksum 0 carries none.
         f[40..42].copy_from_slice(&[0xff, 0xff]);
         let p = parse(&f);
-        fix_checksums(&mut f, &p);
+        fix_checksums(&mut f, &p, false);
         f
     }
 
@@ -623,7 +636,7 @@ mod tests {
         let p = parse(&f);
         assert!(write_field(&mut f, &p, OxmField::Ipv4Dst, &[192, 168, 1, 1]));
         assert!(write_field(&mut f, &p, OxmField::UdpDst, &[0, 80]));
-        fix_checksums(&mut f, &p);
+        fix_checksums(&mut f, &p, false);
         assert_eq!(sluice_hash::csum16(&f[14..34]), 0, "IPv4 header checksum");
         let mut pseudo = vec![];
         pseudo.extend_from_slice(&f[26..34]);

@@ -478,6 +478,18 @@ impl Pkt {
         Some(true)
     }
 
+    /// A copy of the frame for a controller: with its checksums complete
+    /// (a controller, or a packet-out of a buffered packet, cannot finish
+    /// a partial one).
+    fn for_controller(&mut self) -> Vec<u8> {
+        let mut data = self.buf.clone();
+        if self.meta.csum_partial {
+            self.parsed();
+            fields::fix_checksums(&mut data, &self.parsed, false);
+        }
+        data
+    }
+
     /// The frame's headers changed place.
     fn moved(&mut self) {
         self.stale = true;
@@ -558,6 +570,9 @@ pub struct OfSwitch {
     pipeline: Option<Arc<PipelineCode>>,
     /// The packets of a batch and their cache keys, reused from batch to batch.
     batch: Vec<(Pkt, Option<Key>)>,
+    /// Which frames of the next batch have a partial checksum (see
+    /// [`DataPlane::partial_checksums`]).
+    partial: u128,
 }
 
 /// A walk being recorded (see [`crate::cache`]).
@@ -743,6 +758,7 @@ impl OfSwitch {
             fail_open: false,
             pipeline: None,
             batch: Vec::new(),
+            partial: 0,
             flow_cache: true,
             port_state: Vec::new(),
             port_counts: vec![[0; 5]; DENSE_PORTS],
@@ -1037,7 +1053,7 @@ impl OfSwitch {
                     table_id,
                     cookie,
                     total_len: pkt.buf.len().min(usize::from(u16::MAX)) as u16,
-                    data: pkt.buf.clone(),
+                    data: pkt.for_controller(),
                     max_len,
                     metadata: pkt.meta.metadata,
                 };
@@ -1053,7 +1069,9 @@ impl OfSwitch {
                 // Only meaningful in a packet-out (flows and buckets may not
                 // name it): run the tables on a copy, later actions still
                 // see the frame.
-                let _ = self.pipeline(idx, in_port, pkt.buf.clone(), emit);
+                let meta =
+                    Meta { in_port, in_phy_port: in_port, csum_partial: pkt.meta.csum_partial, ..Meta::default() };
+                let _ = self.pipeline(idx, meta, pkt.buf.clone(), emit);
             }
             // Output to the input port's own number sends nothing (the
             // specification asks for IN_PORT to send a packet back).
@@ -1146,7 +1164,7 @@ impl OfSwitch {
                             if fields::write_field(&mut pkt.buf, &pkt.parsed, f, &o.value)
                                 && set_field_under_checksum(f)
                             {
-                                fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                                fields::fix_checksums(&mut pkt.buf, &pkt.parsed, pkt.meta.csum_partial);
                             }
                             if set_field_moves_headers(f) {
                                 pkt.moved();
@@ -1325,7 +1343,7 @@ impl OfSwitch {
                 table_id,
                 cookie,
                 total_len: pkt.buf.len().min(usize::from(u16::MAX)) as u16,
-                data: pkt.buf.clone(),
+                data: pkt.for_controller(),
                 // At least miss_send_len bytes, says the specification:
                 // the whole packet, unbuffered.
                 max_len: sluice_openflow::CONTROLLER_MAX_LEN_NO_BUFFER,
@@ -1465,11 +1483,10 @@ impl OfSwitch {
     fn pipeline<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
         idx: usize,
-        in_port: u32,
+        meta: Meta,
         frame: Vec<u8>,
         emit: &mut E,
     ) -> Vec<u8> {
-        let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
         let mut pkt = Pkt::new(frame, meta);
         if self.rec.is_some() {
             // A walk started within a recorded one (an output to TABLE):
@@ -1936,7 +1953,7 @@ impl OfSwitch {
                 let dscp = pkt.full[33];
                 let v = [crate::meter::remark_dscp(dscp, levels)];
                 if fields::write_field(&mut pkt.buf, &pkt.parsed, OxmField::IpDscp, &v) {
-                    fields::fix_checksums(&mut pkt.buf, &pkt.parsed);
+                    fields::fix_checksums(&mut pkt.buf, &pkt.parsed, pkt.meta.csum_partial);
                     pkt.stale = true;
                 }
                 true
@@ -1973,6 +1990,7 @@ impl DataPlane for OfSwitch {
 
     fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
         self.stats.received += frames.len() as u64;
+        let partial = std::mem::take(&mut self.partial);
         let port = if port == LOCAL_LIVE_PORT { port::LOCAL } else { port };
         if port == PACKET_OUT_PORT {
             for (i, f) in frames.iter().enumerate() {
@@ -2017,7 +2035,7 @@ impl DataPlane for OfSwitch {
                 if let Some(ahead) = frames.get(i + LOAD_AHEAD) {
                     prefetch_headers(ahead);
                 }
-                pkt.load(f, meta);
+                pkt.load(f, Meta { csum_partial: partial >> i & 1 != 0, ..meta });
             }
             self.cache_layout();
             // Packets either go through the cache or walk the tables; only
@@ -2076,9 +2094,15 @@ impl DataPlane for OfSwitch {
             let mut buf = self.spare.pop().unwrap_or_default();
             buf.clear();
             buf.extend_from_slice(f);
-            let buf = self.pipeline(i, port, buf, emit);
+            let meta =
+                Meta { in_port: port, in_phy_port: port, csum_partial: partial >> i & 1 != 0, ..Meta::default() };
+            let buf = self.pipeline(i, meta, buf, emit);
             self.spare.push(buf);
         }
+    }
+
+    fn partial_checksums(&mut self, mask: u128) {
+        self.partial = mask;
     }
 
     fn replica(&self, workers: usize) -> Result<Self, String> {

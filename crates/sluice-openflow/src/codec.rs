@@ -399,6 +399,18 @@ fn decode_body(h: &Header, r: &mut Reader<'_>) -> Result<Message, OfError> {
     })
 }
 
+/// How many bytes of a packet a `PACKET_IN` with `matched` carries at
+/// most: a message's length is 16 bits (a longer packet, a 64 KB
+/// offloaded segment, goes cut to this, `total_len` saying how long it
+/// was).
+pub fn packet_in_room(matched: &Match) -> usize {
+    let mut m = Vec::new();
+    put_match(&mut m, matched);
+    // Header 8, buffer_id 4, total_len 2, reason 1, table_id 1, cookie 8,
+    // the match, 2 bytes of padding.
+    usize::from(u16::MAX) - 24 - m.len() - 2
+}
+
 /// Encodes one message into a new buffer.
 pub fn encode(msg: &Message, version: u8, xid: u32) -> Vec<u8> {
     let mut out = Vec::new();
