@@ -1,8 +1,9 @@
 //! OpenFlow 1.3 on the wire (OpenFlow 1.3.5): every message, structure,
 //! OXM field, action and instruction as Rust values ([`types`]), decoded
 //! from and encoded to bytes, with the specification's error type and
-//! code for anything malformed and never a panic. OpenFlow 1.0 is known
-//! only as far as HELLO and ERROR go (version negotiation manners).
+//! code for anything malformed and never a panic. The [`of10`] module has
+//! the OpenFlow 1.0 messages a controller needs (its own values, decoder
+//! and encoder beside the 1.3 ones).
 //!
 //! The API:
 //! - [`peek_header`] reads the 8-byte header (stream framing: a whole
@@ -24,6 +25,7 @@ pub mod codec;
 pub mod errors;
 mod lists;
 pub mod multipart;
+pub mod of10;
 pub mod oxm;
 pub mod types;
 mod wire;

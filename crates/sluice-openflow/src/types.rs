@@ -5,7 +5,7 @@
 
 /// OpenFlow 1.3's version byte.
 pub const OFP13: u8 = 4;
-/// OpenFlow 1.0's version byte (HELLO and ERROR manners only).
+/// OpenFlow 1.0's version byte (the 1.0 messages are in [`crate::of10`]).
 pub const OFP10: u8 = 1;
 
 /// Reserved port numbers (`ofp_port_no`).

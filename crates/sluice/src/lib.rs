@@ -2,6 +2,7 @@
 //! tests and the in-memory benchmark, shared by the binary and the tests.
 
 pub mod bench;
+pub mod controller;
 pub mod grpc;
 pub mod live;
 pub mod lwaftr;

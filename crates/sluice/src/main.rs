@@ -158,6 +158,8 @@ enum Cmd {
         #[arg(long)]
         show_code: bool,
     },
+    /// An OpenFlow 1.0/1.3 controller running the shipped applications (learning switch, hub, fast reply).
+    Controller(sluice::controller::ControllerArgs),
     /// An OpenFlow 1.3 switch on live interfaces, driven by controllers or ovs-ofctl.
     Openflow(sluice::openflow::OpenflowArgs),
     /// Measure how fast an OpenFlow 1.3 switch takes flow-mods (adds, then deletes, with barriers).
@@ -313,6 +315,7 @@ fn main() -> ExitCode {
             table_code: !no_table_code,
             show_code,
         }),
+        Cmd::Controller(a) => sluice::controller::run(&a),
         Cmd::Openflow(a) => sluice::openflow::run(&a),
         Cmd::OpenflowFlowRate(a) => sluice::openflow_flow_rate::run(&a),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),

@@ -1,0 +1,167 @@
+//! The applications that ship with the library.
+//!
+//! - [`LearningSwitch`] (`l2`, cbench's workload): learns each source
+//!   MAC's port per switch; a packet-in for a known destination installs
+//!   a flow (in_port and destination MAC to that port) that also sends
+//!   the buffered packet on (or a packet-out when the switch did not
+//!   buffer it); an unknown destination is flooded with a packet-out. On
+//!   a 1.3 switch it installs the table-miss flow to the controller
+//!   first (1.3 switches send nothing to the controller without one).
+//! - [`Hub`] (`hub`): floods every packet-in.
+//! - [`FastReply`] (`fast-reply`): answers every packet-in with one fixed
+//!   flow-mod (libfluid's "cbench fast reply"): the library's ceiling.
+//! - [`Chain`]: several applications in one controller, each called in
+//!   turn for every event.
+
+use std::collections::HashMap;
+
+use sluice_openflow::{
+    flow_mod_command, port, Action, FlowMod, Instruction, Match, Oxm, OxmField, PacketOut, NO_BUFFER, OFP13,
+};
+
+use crate::server::{Event, PacketIn, Switch};
+use crate::App;
+
+/// The shipped applications' names, for `--app`.
+pub const APPS: &[&str] = &["l2", "hub", "fast-reply"];
+
+/// Makes one instance of an application.
+pub type MakeApp = fn() -> Box<dyn App>;
+
+/// A maker of the application named `name` (see [`APPS`]).
+pub fn app_by_name(name: &str) -> Option<MakeApp> {
+    Some(match name {
+        "l2" => || Box::<LearningSwitch>::default(),
+        "hub" => || Box::new(Hub),
+        "fast-reply" => || Box::new(FastReply),
+        _ => return None,
+    })
+}
+
+/// Several applications, called in order for every event.
+pub struct Chain(pub Vec<Box<dyn App>>);
+
+impl App for Chain {
+    fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
+        for a in &mut self.0 {
+            a.event(sw, ev);
+        }
+    }
+}
+
+fn oxm(field: OxmField, value: &[u8]) -> Oxm {
+    Oxm { field, value: value.to_vec(), mask: None }
+}
+
+fn flow(priority: u16, fields: Vec<Oxm>, actions: Vec<Action>, buffer_id: u32) -> FlowMod {
+    FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: 0,
+        command: flow_mod_command::ADD,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority,
+        buffer_id,
+        out_port: port::ANY,
+        out_group: sluice_openflow::group::ANY,
+        flags: 0,
+        matched: Match { fields },
+        instructions: vec![Instruction::ApplyActions(actions)],
+    }
+}
+
+/// Sends packet-in `p` out of `to` with a packet-out (the switch's
+/// buffer, or the packet's bytes when it kept none).
+fn send_out(sw: &mut Switch<'_>, p: &PacketIn, to: u32) {
+    let data = if p.buffer_id == NO_BUFFER { p.data.clone() } else { Vec::new() };
+    let po = PacketOut {
+        buffer_id: p.buffer_id,
+        in_port: p.in_port,
+        actions: vec![Action::Output { port: to, max_len: 0 }],
+        data,
+    };
+    let _ = sw.packet_out(&po);
+}
+
+/// Addresses learned per switch at most; a full table starts over.
+const MAX_MACS: usize = 1 << 20;
+
+/// The MAC-learning switch (`l2`).
+#[derive(Default)]
+pub struct LearningSwitch {
+    macs: HashMap<u64, HashMap<[u8; 6], u32>>,
+}
+
+impl App for LearningSwitch {
+    fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
+        match ev {
+            Event::SwitchUp { .. } => {
+                self.macs.insert(sw.dpid, HashMap::new());
+                if sw.version == OFP13 {
+                    let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
+                    let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
+                }
+            }
+            Event::SwitchDown => {
+                self.macs.remove(&sw.dpid);
+            }
+            Event::PacketIn(p) => {
+                let Some((dst, src)) = p.data.get(..12).map(|h| {
+                    let dst: [u8; 6] = h[..6].try_into().expect("6 bytes");
+                    let src: [u8; 6] = h[6..12].try_into().expect("6 bytes");
+                    (dst, src)
+                }) else {
+                    return;
+                };
+                let table = self.macs.entry(sw.dpid).or_default();
+                if src[0] & 1 == 0 {
+                    if table.len() >= MAX_MACS && !table.contains_key(&src) {
+                        table.clear();
+                    }
+                    table.insert(src, p.in_port);
+                }
+                match table.get(&dst).copied() {
+                    Some(out) if dst[0] & 1 == 0 && out != p.in_port => {
+                        let fields = vec![oxm(OxmField::InPort, &p.in_port.to_be_bytes()), oxm(OxmField::EthDst, &dst)];
+                        let fm = flow(1, fields, vec![Action::Output { port: out, max_len: 0 }], p.buffer_id);
+                        let _ = sw.flow_mod(&fm);
+                        if p.buffer_id == NO_BUFFER {
+                            send_out(sw, p, out);
+                        }
+                    }
+                    _ => send_out(sw, p, port::FLOOD),
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The hub (`hub`): every packet-in flooded.
+pub struct Hub;
+
+impl App for Hub {
+    fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
+        match ev {
+            Event::SwitchUp { .. } if sw.version == OFP13 => {
+                let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
+                let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
+            }
+            Event::PacketIn(p) => send_out(sw, p, port::FLOOD),
+            _ => {}
+        }
+    }
+}
+
+/// The fast reply (`fast-reply`): one fixed flow-mod per packet-in.
+pub struct FastReply;
+
+impl App for FastReply {
+    fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
+        if let Event::PacketIn(p) = ev {
+            let fields = vec![oxm(OxmField::InPort, &p.in_port.to_be_bytes())];
+            let _ = sw.flow_mod(&flow(1, fields, vec![Action::Output { port: 1, max_len: 0 }], p.buffer_id));
+        }
+    }
+}

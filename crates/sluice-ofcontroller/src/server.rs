@@ -1,0 +1,899 @@
+//! The controller's threads: an acceptor and N workers, each worker with
+//! its own `mio` poll, its connections and its application instance.
+//!
+//! Contract: reads OpenFlow messages from switch connections (framed by
+//! the header's length; a length under 8 closes the connection),
+//! answers what the protocol asks (HELLO, ECHO, the handshake) itself,
+//! hands everything else to the application as an [`Event`], and writes
+//! what the application sends through its [`Switch`]. A malformed
+//! message gets an ERROR reply in the connection's version (the
+//! connection stays); a wrong first message, an incompatible HELLO, a
+//! stalled handshake or a silent peer closes the connection, counted.
+//!
+//! Concurrency invariants: see the crate documentation. A connection and
+//! its buffers are touched by its worker only; [`Counters`] are relaxed
+//! atomics read by anyone; the datapath-id table is a mutex held for one
+//! lookup and insert or remove.
+
+use std::collections::HashMap;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use sluice_openflow::of10::{self, Message10};
+use sluice_openflow::{
+    error_reply, errors, FlowMod, HelloElement, Message, MultipartReply, MultipartRequest, PacketOut, PortDesc, OFP13,
+};
+
+use crate::translate::{flow_mod_to_10, packet_in_from_10, packet_out_to_10, port10_to_32};
+use crate::App;
+
+/// How the controller runs.
+#[derive(Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// Worker threads (connections are spread over them).
+    pub threads: usize,
+    /// OpenFlow versions spoken: 1 (1.0) and/or 4 (1.3).
+    pub versions: Vec<u8>,
+    /// Silence after which a switch gets an echo request; three close it.
+    pub echo_interval: Duration,
+    /// Time a switch has to finish the handshake (HELLO to features).
+    pub handshake_timeout: Duration,
+    /// Bytes of unsent messages a connection may hold; beyond, messages
+    /// to it are dropped and counted.
+    pub max_pending: usize,
+    /// Where connection news goes (a switch up or down, a connection
+    /// closed and why); none by default.
+    pub log: Option<Log>,
+}
+
+/// Where a controller's news goes.
+pub type Log = Arc<dyn Fn(&str) + Send + Sync>;
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: SocketAddr::from(([0, 0, 0, 0], 6653)),
+            threads: 1,
+            versions: vec![of10::OFP10, OFP13],
+            echo_interval: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(10),
+            max_pending: 4 << 20,
+            log: None,
+        }
+    }
+}
+
+/// What the controller has done so far, summed over its threads.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub accepted: AtomicU64,
+    pub switches_up: AtomicU64,
+    pub switches_down: AtomicU64,
+    pub messages_in: AtomicU64,
+    pub messages_out: AtomicU64,
+    pub packet_ins: AtomicU64,
+    /// Malformed messages answered with an ERROR.
+    pub malformed: AtomicU64,
+    /// Connections closed for a protocol violation, a stalled handshake
+    /// or silence.
+    pub closed_bad: AtomicU64,
+    /// Messages not sent because the switch's buffer was full.
+    pub dropped_out: AtomicU64,
+    /// Requests an application made that the switch's version cannot say.
+    pub untranslatable: AtomicU64,
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A packet-in, whichever the version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketIn {
+    pub buffer_id: u32,
+    /// In 1.3 numbering (1.0's reserved ports mapped).
+    pub in_port: u32,
+    pub total_len: u16,
+    pub reason: u8,
+    pub table_id: u8,
+    pub cookie: u64,
+    pub data: Vec<u8>,
+}
+
+/// What an application is told about a switch.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// The handshake is done: features (and 1.3 port descriptions) known.
+    SwitchUp {
+        ports: &'a [PortDesc],
+    },
+    /// The connection closed.
+    SwitchDown,
+    PacketIn(&'a PacketIn),
+    PortStatus {
+        reason: u8,
+        desc: &'a PortDesc,
+    },
+    Error {
+        typ: u16,
+        code: u16,
+        data: &'a [u8],
+    },
+    /// Any other message from a 1.3 switch (multipart replies, flow
+    /// removed, role replies...).
+    Message13 {
+        xid: u32,
+        msg: &'a Message,
+    },
+    /// Any other message from a 1.0 switch.
+    Message10 {
+        xid: u32,
+        msg: &'a Message10,
+    },
+}
+
+type BarrierFn = Box<dyn FnOnce(&mut Switch<'_>) + Send>;
+
+/// Most barrier callbacks waiting on one switch; beyond, new ones are
+/// dropped (counted as dropped messages).
+const MAX_BARRIERS: usize = 1 << 16;
+
+/// A connection's outgoing side.
+struct Outbox {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already written.
+    sent: usize,
+    max: usize,
+    next_xid: u32,
+    barriers: HashMap<u32, BarrierFn>,
+}
+
+/// The switch an application is called for: who it is and how to send
+/// to it.
+pub struct Switch<'a> {
+    pub dpid: u64,
+    /// The negotiated version: 1 (1.0) or 4 (1.3).
+    pub version: u8,
+    out: &'a mut Outbox,
+    counters: &'a Counters,
+}
+
+impl Switch<'_> {
+    /// A fresh transaction id.
+    pub fn xid(&mut self) -> u32 {
+        self.out.next_xid = self.out.next_xid.wrapping_add(1);
+        self.out.next_xid
+    }
+
+    fn push(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+        if self.out.buf.len() - self.out.sent >= self.out.max {
+            add(&self.counters.dropped_out, 1);
+            return false;
+        }
+        encode(&mut self.out.buf);
+        add(&self.counters.messages_out, 1);
+        true
+    }
+
+    /// Sends a 1.3 message as is (to a 1.3 switch).
+    pub fn send13(&mut self, msg: &Message, xid: u32) -> bool {
+        self.push(|b| sluice_openflow::encode_into(msg, OFP13, xid, b))
+    }
+
+    /// Sends a 1.0 message as is (to a 1.0 switch).
+    pub fn send10(&mut self, msg: &Message10, xid: u32) -> bool {
+        self.push(|b| of10::encode10_into(msg, xid, b))
+    }
+
+    /// Sends a flow-mod, translated for a 1.0 switch; an error (counted)
+    /// when 1.0 cannot say it.
+    pub fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), String> {
+        let xid = self.xid();
+        if self.version == OFP13 {
+            self.send13(&Message::FlowMod(fm.clone()), xid);
+            return Ok(());
+        }
+        let m = flow_mod_to_10(fm).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
+        self.send10(&m, xid);
+        Ok(())
+    }
+
+    /// Sends a packet-out, translated for a 1.0 switch.
+    pub fn packet_out(&mut self, po: &PacketOut) -> Result<(), String> {
+        let xid = self.xid();
+        if self.version == OFP13 {
+            self.send13(&Message::PacketOut(po.clone()), xid);
+            return Ok(());
+        }
+        let m = packet_out_to_10(po).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
+        self.send10(&m, xid);
+        Ok(())
+    }
+
+    /// Sends a barrier request; `then` runs when its reply comes (not at
+    /// all if the connection closes first).
+    pub fn barrier(&mut self, then: impl FnOnce(&mut Switch<'_>) + Send + 'static) {
+        let xid = self.xid();
+        let sent = if self.version == OFP13 {
+            self.send13(&Message::BarrierRequest, xid)
+        } else {
+            self.send10(&Message10::BarrierRequest, xid)
+        };
+        if sent && self.out.barriers.len() < MAX_BARRIERS {
+            self.out.barriers.insert(xid, Box::new(then));
+        }
+    }
+}
+
+enum Stage {
+    /// Our HELLO sent, theirs awaited.
+    Hello,
+    /// FEATURES_REQUEST sent.
+    Features,
+    /// 1.3: PORT_DESC requested; the parts so far.
+    PortDesc(Vec<PortDesc>),
+    Up,
+}
+
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    /// Bumped each time the slot is reused, so a close aimed at an old
+    /// connection misses a new one.
+    generation: u64,
+    stage: Stage,
+    version: u8,
+    dpid: u64,
+    rbuf: Vec<u8>,
+    out: Outbox,
+    since: Instant,
+    last_rx: Instant,
+    echo_sent: u32,
+    writable_wanted: bool,
+}
+
+enum Cmd {
+    New(TcpStream, SocketAddr),
+    /// Close slot `.0` if its generation is still `.1` (its datapath id
+    /// connected again elsewhere).
+    Close(usize, u64),
+}
+
+/// Which connection holds each datapath id: (worker, slot, generation).
+type Dpids = Arc<Mutex<HashMap<u64, (usize, usize, u64)>>>;
+
+struct Worker {
+    id: usize,
+    cfg: Config,
+    poll: Poll,
+    rx: Receiver<Cmd>,
+    peers: Vec<(Sender<Cmd>, Arc<Waker>)>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    next_generation: u64,
+    app: Box<dyn App>,
+    counters: Arc<Counters>,
+    dpids: Dpids,
+}
+
+const WAKER: Token = Token(usize::MAX);
+/// Bytes read from one connection per round before the others get theirs.
+const READ_ROUND: usize = 1 << 20;
+
+/// A running controller.
+pub struct Controller {
+    pub counters: Arc<Counters>,
+    /// The address it listens on (the port chosen when 0 was asked).
+    pub local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    wakers: Vec<Arc<Waker>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Controller {
+    /// Listens on `cfg.listen` and starts the threads; `make_app` makes
+    /// one application instance per worker.
+    pub fn start(cfg: Config, make_app: impl Fn() -> Box<dyn App>) -> io::Result<Controller> {
+        if cfg.versions.iter().any(|v| *v != of10::OFP10 && *v != OFP13) || cfg.versions.is_empty() {
+            return Err(io::Error::new(ErrorKind::InvalidInput, "versions: 1 (OpenFlow 1.0) and/or 4 (1.3)"));
+        }
+        let mut listener = TcpListener::bind(cfg.listen)?;
+        let local_addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(Counters::default());
+        let dpids: Dpids = Arc::default();
+        let n = cfg.threads.max(1);
+        let mut polls = Vec::new();
+        let mut peers = Vec::new();
+        let mut rxs = Vec::new();
+        for _ in 0..n {
+            let poll = Poll::new()?;
+            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+            let (tx, rx) = channel();
+            polls.push(poll);
+            peers.push((tx, waker));
+            rxs.push(rx);
+        }
+        let wakers: Vec<Arc<Waker>> = peers.iter().map(|(_, w)| Arc::clone(w)).collect();
+        let mut threads = Vec::new();
+        for (id, (poll, rx)) in polls.into_iter().zip(rxs).enumerate() {
+            let mut w = Worker {
+                id,
+                cfg: cfg.clone(),
+                poll,
+                rx,
+                peers: peers.clone(),
+                conns: Vec::new(),
+                free: Vec::new(),
+                next_generation: 0,
+                app: make_app(),
+                counters: Arc::clone(&counters),
+                dpids: Arc::clone(&dpids),
+            };
+            let stop = Arc::clone(&stop);
+            threads.push(std::thread::Builder::new().name(format!("of-ctl-{id}")).spawn(move || w.run(&stop))?);
+        }
+        let accept_poll = Poll::new()?;
+        accept_poll.registry().register(&mut listener, Token(0), Interest::READABLE)?;
+        let accept_waker = Arc::new(Waker::new(accept_poll.registry(), WAKER)?);
+        let stop2 = Arc::clone(&stop);
+        let counters2 = Arc::clone(&counters);
+        threads.push(std::thread::Builder::new().name("of-ctl-accept".into()).spawn(move || {
+            accept_loop(accept_poll, listener, peers, &stop2, &counters2);
+        })?);
+        let mut wakers = wakers;
+        wakers.push(accept_waker);
+        Ok(Controller { counters, local_addr, stop, wakers, threads })
+    }
+
+    /// Stops every thread and closes every connection.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for w in &self.wakers {
+            let _ = w.wake();
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept_loop(
+    mut poll: Poll,
+    listener: TcpListener,
+    peers: Vec<(Sender<Cmd>, Arc<Waker>)>,
+    stop: &AtomicBool,
+    counters: &Counters,
+) {
+    let mut events = Events::with_capacity(64);
+    let mut next = 0;
+    while !stop.load(Ordering::Relaxed) {
+        if poll.poll(&mut events, Some(Duration::from_millis(200))).is_err() {
+            continue;
+        }
+        loop {
+            match listener.accept() {
+                Ok((s, peer)) => {
+                    add(&counters.accepted, 1);
+                    let _ = s.set_nodelay(true);
+                    let (tx, waker) = &peers[next % peers.len()];
+                    next += 1;
+                    if tx.send(Cmd::New(s, peer)).is_ok() {
+                        let _ = waker.wake();
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                // Out of descriptors or a connection reset before accept:
+                // try again at the next readiness.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+impl Worker {
+    fn log(&self, msg: &str) {
+        if let Some(l) = &self.cfg.log {
+            l(msg);
+        }
+    }
+
+    fn run(&mut self, stop: &AtomicBool) {
+        let mut events = Events::with_capacity(1024);
+        let mut last_tick = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            if let Err(e) = self.poll.poll(&mut events, Some(Duration::from_millis(100))) {
+                if e.kind() != ErrorKind::Interrupted {
+                    self.log(&format!("worker {}: poll: {e}", self.id));
+                }
+                continue;
+            }
+            for ev in events.iter() {
+                if ev.token() == WAKER {
+                    self.commands();
+                    continue;
+                }
+                let i = ev.token().0;
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    self.read(i);
+                }
+                if ev.is_writable() {
+                    self.flush(i);
+                }
+            }
+            if last_tick.elapsed() >= Duration::from_millis(250) {
+                last_tick = Instant::now();
+                self.timers();
+            }
+        }
+        for i in 0..self.conns.len() {
+            self.close(i, None);
+        }
+    }
+
+    fn commands(&mut self) {
+        while let Ok(cmd) = self.rx.try_recv() {
+            match cmd {
+                Cmd::New(stream, peer) => self.open(stream, peer),
+                Cmd::Close(i, generation) => {
+                    if self.conns.get(i).and_then(Option::as_ref).is_some_and(|c| c.generation == generation) {
+                        self.close(i, Some("its datapath id connected again"));
+                    }
+                }
+            }
+        }
+    }
+
+    fn open(&mut self, mut stream: TcpStream, peer: SocketAddr) {
+        let i = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        if self.poll.registry().register(&mut stream, Token(i), Interest::READABLE).is_err() {
+            self.free.push(i);
+            return;
+        }
+        self.next_generation += 1;
+        let now = Instant::now();
+        let mut c = Conn {
+            stream,
+            peer,
+            generation: self.next_generation,
+            stage: Stage::Hello,
+            version: 0,
+            dpid: 0,
+            rbuf: Vec::new(),
+            out: Outbox { buf: Vec::new(), sent: 0, max: self.cfg.max_pending, next_xid: 0, barriers: HashMap::new() },
+            since: now,
+            last_rx: now,
+            echo_sent: 0,
+            writable_wanted: false,
+        };
+        // HELLO with a version bitmap, in the highest version we speak.
+        let top = self.cfg.versions.iter().copied().max().unwrap_or(OFP13);
+        let bitmap = self.cfg.versions.iter().fold(0u32, |b, v| b | 1 << v);
+        sluice_openflow::encode_into(
+            &Message::Hello(vec![HelloElement::VersionBitmap(vec![bitmap])]),
+            top,
+            0,
+            &mut c.out.buf,
+        );
+        add(&self.counters.messages_out, 1);
+        self.conns[i] = Some(c);
+        self.flush(i);
+    }
+
+    fn close(&mut self, i: usize, why: Option<&str>) {
+        let Some(mut c) = self.conns.get_mut(i).and_then(Option::take) else { return };
+        let _ = self.poll.registry().deregister(&mut c.stream);
+        self.free.push(i);
+        if let Some(why) = why {
+            self.log(&format!("connection from {} closed: {why}", c.peer));
+        }
+        if matches!(c.stage, Stage::Up) {
+            add(&self.counters.switches_down, 1);
+            {
+                let mut d = self.dpids.lock().unwrap_or_else(|e| e.into_inner());
+                if d.get(&c.dpid) == Some(&(self.id, i, c.generation)) {
+                    d.remove(&c.dpid);
+                }
+            }
+            self.log(&format!("switch {:#018x} down", c.dpid));
+            let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+            self.app.event(&mut sw, &Event::SwitchDown);
+        }
+    }
+
+    fn bad(&mut self, i: usize, why: &str) {
+        add(&self.counters.closed_bad, 1);
+        self.close(i, Some(why));
+    }
+
+    fn read(&mut self, i: usize) {
+        let mut eof = None;
+        {
+            let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
+            let mut got = 0;
+            loop {
+                let len = c.rbuf.len();
+                c.rbuf.resize(len + 65536, 0);
+                match c.stream.read(&mut c.rbuf[len..]) {
+                    Ok(0) => {
+                        c.rbuf.truncate(len);
+                        eof = Some("the switch closed it");
+                        break;
+                    }
+                    Ok(n) => {
+                        c.rbuf.truncate(len + n);
+                        got += n;
+                        if got >= READ_ROUND {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        c.rbuf.truncate(len);
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => c.rbuf.truncate(len),
+                    Err(_) => {
+                        c.rbuf.truncate(len);
+                        eof = Some("read error");
+                        break;
+                    }
+                }
+            }
+            if got > 0 {
+                c.last_rx = Instant::now();
+                c.echo_sent = 0;
+            }
+        }
+        // Whole messages, in order.
+        let mut at = 0;
+        loop {
+            let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
+            let rest = &c.rbuf[at..];
+            if rest.len() < 8 {
+                break;
+            }
+            let len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+            if len < 8 {
+                self.bad(i, "a message shorter than its header");
+                return;
+            }
+            if rest.len() < len {
+                break;
+            }
+            let msg = rest[..len].to_vec();
+            at += len;
+            add(&self.counters.messages_in, 1);
+            if !self.handle(i, &msg) {
+                return;
+            }
+        }
+        if let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) {
+            c.rbuf.drain(..at);
+        }
+        self.flush(i);
+        if let Some(why) = eof {
+            self.close(i, Some(why));
+        }
+    }
+
+    /// Writes what waits; asks for writability when the socket is full.
+    fn flush(&mut self, i: usize) {
+        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
+        let mut failed = false;
+        while c.out.sent < c.out.buf.len() {
+            match c.stream.write(&c.out.buf[c.out.sent..]) {
+                Ok(0) => {
+                    failed = true;
+                    break;
+                }
+                Ok(n) => c.out.sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if c.out.sent == c.out.buf.len() {
+            c.out.buf.clear();
+            c.out.sent = 0;
+        } else if c.out.sent > c.out.max {
+            c.out.buf.drain(..c.out.sent);
+            c.out.sent = 0;
+        }
+        let want = c.out.sent < c.out.buf.len();
+        if want != c.writable_wanted {
+            c.writable_wanted = want;
+            let interest = if want { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
+            let _ = self.poll.registry().reregister(&mut c.stream, Token(i), interest);
+        }
+        if failed {
+            self.close(i, Some("write error"));
+        }
+    }
+
+    fn timers(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.conns.len() {
+            let Some(c) = self.conns[i].as_mut() else { continue };
+            if !matches!(c.stage, Stage::Up) && now.duration_since(c.since) > self.cfg.handshake_timeout {
+                self.bad(i, "no handshake in time");
+                continue;
+            }
+            let silent = now.duration_since(c.last_rx);
+            let probes = (silent.as_secs_f64() / self.cfg.echo_interval.as_secs_f64()) as u32;
+            if probes > c.echo_sent && c.version != 0 {
+                if c.echo_sent >= 3 {
+                    self.bad(i, "no answer to three echo requests");
+                    continue;
+                }
+                c.echo_sent += 1;
+                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                let xid = sw.xid();
+                if sw.version == OFP13 {
+                    sw.send13(&Message::EchoRequest(Vec::new()), xid);
+                } else {
+                    sw.send10(&Message10::EchoRequest(Vec::new()), xid);
+                }
+                self.flush(i);
+            }
+        }
+    }
+
+    /// One whole message from connection `i`; false when the connection
+    /// was closed.
+    fn handle(&mut self, i: usize, msg: &[u8]) -> bool {
+        let (version, typ) = (msg[0], msg[1]);
+        let xid = u32::from_be_bytes([msg[4], msg[5], msg[6], msg[7]]);
+        let Some(c) = self.conns[i].as_mut() else { return false };
+        if matches!(c.stage, Stage::Hello) {
+            // HELLO is type 0 in every version.
+            if typ != 0 {
+                self.bad(i, "the first message was not HELLO");
+                return false;
+            }
+            let elements = match sluice_openflow::decode(msg) {
+                Ok((_, Message::Hello(e))) => e,
+                _ => Vec::new(),
+            };
+            let Some(v) = sluice_openflow::negotiate(version, &elements, &self.cfg.versions) else {
+                let text = format!("no common version (we speak {:?})", self.cfg.versions);
+                let e = sluice_openflow::ErrorMsg {
+                    typ: errors::error_type::HELLO_FAILED,
+                    code: errors::hello_failed::INCOMPATIBLE,
+                    data: text.clone().into_bytes(),
+                };
+                let reply_version = if version >= OFP13 { OFP13 } else { of10::OFP10 };
+                sluice_openflow::encode_into(&Message::Error(e), reply_version, xid, &mut c.out.buf);
+                self.flush(i);
+                self.bad(i, &text);
+                return false;
+            };
+            c.version = v;
+            c.stage = Stage::Features;
+            let mut sw = Switch { dpid: 0, version: v, out: &mut c.out, counters: &self.counters };
+            let xid = sw.xid();
+            if v == OFP13 {
+                sw.send13(&Message::FeaturesRequest, xid);
+            } else {
+                sw.send10(&Message10::FeaturesRequest, xid);
+            }
+            return true;
+        }
+        if version != c.version {
+            let e = sluice_openflow::OfError::new(
+                errors::error_type::BAD_REQUEST,
+                errors::bad_request::BAD_VERSION,
+                format!("version {version} on a connection speaking {}", c.version),
+            );
+            self.reply_error(i, &e, msg);
+            return true;
+        }
+        if c.version == OFP13 {
+            match sluice_openflow::decode(msg) {
+                Ok((_, m)) => self.on13(i, xid, m),
+                Err(e) => {
+                    self.reply_error(i, &e, msg);
+                    true
+                }
+            }
+        } else {
+            match of10::decode10(msg) {
+                Ok((_, m)) => self.on10(i, xid, m),
+                Err(e) => {
+                    self.reply_error(i, &e, msg);
+                    true
+                }
+            }
+        }
+    }
+
+    fn reply_error(&mut self, i: usize, e: &sluice_openflow::OfError, request: &[u8]) {
+        add(&self.counters.malformed, 1);
+        let Some(c) = self.conns[i].as_mut() else { return };
+        let xid = u32::from_be_bytes([request[4], request[5], request[6], request[7]]);
+        if c.out.buf.len() - c.out.sent >= c.out.max {
+            add(&self.counters.dropped_out, 1);
+            return;
+        }
+        if c.version == OFP13 {
+            let body = error_reply(request, e);
+            sluice_openflow::encode_into(&Message::Error(body), OFP13, xid, &mut c.out.buf);
+        } else {
+            c.out.buf.extend_from_slice(&of10::error10(e, request, xid));
+        }
+        add(&self.counters.messages_out, 1);
+    }
+
+    /// The switch finished its handshake.
+    fn up(&mut self, i: usize, ports: Vec<PortDesc>) {
+        let Some(c) = self.conns[i].as_mut() else { return };
+        c.stage = Stage::Up;
+        let (dpid, generation, version) = (c.dpid, c.generation, c.version);
+        let earlier = self.dpids.lock().unwrap_or_else(|e| e.into_inner()).insert(dpid, (self.id, i, generation));
+        add(&self.counters.switches_up, 1);
+        let v = if version == OFP13 { "1.3" } else { "1.0" };
+        let peer = c.peer;
+        self.log(&format!("switch {dpid:#018x} up (OpenFlow {v}, {} ports) from {peer}", ports.len()));
+        if let Some((w, slot, g)) = earlier {
+            if (w, slot) != (self.id, i) {
+                if w == self.id {
+                    if self.conns[slot].as_ref().is_some_and(|c| c.generation == g) {
+                        self.close(slot, Some("its datapath id connected again"));
+                    }
+                } else if let Some((tx, waker)) = self.peers.get(w) {
+                    if tx.send(Cmd::Close(slot, g)).is_ok() {
+                        let _ = waker.wake();
+                    }
+                }
+            }
+        }
+        let Some(c) = self.conns[i].as_mut() else { return };
+        let mut sw = Switch { dpid, version, out: &mut c.out, counters: &self.counters };
+        self.app.event(&mut sw, &Event::SwitchUp { ports: &ports });
+    }
+
+    fn on13(&mut self, i: usize, xid: u32, m: Message) -> bool {
+        let Some(c) = self.conns[i].as_mut() else { return false };
+        match (&mut c.stage, m) {
+            (_, Message::EchoRequest(d)) => {
+                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                sw.send13(&Message::EchoReply(d), xid);
+            }
+            (_, Message::EchoReply(_)) | (_, Message::Hello(_)) => {}
+            (Stage::Features, Message::FeaturesReply(f)) => {
+                c.dpid = f.datapath_id;
+                c.stage = Stage::PortDesc(Vec::new());
+                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                let xid = sw.xid();
+                sw.send13(&Message::MultipartRequest { flags: 0, body: MultipartRequest::PortDesc }, xid);
+            }
+            (Stage::PortDesc(parts), Message::MultipartReply { flags, body: MultipartReply::PortDesc(p) }) => {
+                parts.extend(p);
+                if flags & sluice_openflow::MULTIPART_MORE == 0 {
+                    let ports = std::mem::take(parts);
+                    self.up(i, ports);
+                }
+            }
+            (Stage::Up, m) => {
+                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                match m {
+                    Message::PacketIn(p) => {
+                        add(&self.counters.packet_ins, 1);
+                        let in_port = p
+                            .matched
+                            .fields
+                            .iter()
+                            .find(|f| f.field == sluice_openflow::OxmField::InPort)
+                            .map_or(0, |f| f.value.iter().fold(0u32, |a, b| (a << 8) | u32::from(*b)));
+                        let pi = PacketIn {
+                            buffer_id: p.buffer_id,
+                            in_port,
+                            total_len: p.total_len,
+                            reason: p.reason,
+                            table_id: p.table_id,
+                            cookie: p.cookie,
+                            data: p.data,
+                        };
+                        self.app.event(&mut sw, &Event::PacketIn(&pi));
+                    }
+                    Message::BarrierReply => {
+                        if let Some(then) = sw.out.barriers.remove(&xid) {
+                            then(&mut sw);
+                        }
+                    }
+                    Message::PortStatus { reason, desc } => {
+                        self.app.event(&mut sw, &Event::PortStatus { reason, desc: &desc });
+                    }
+                    Message::Error(e) => {
+                        self.app.event(&mut sw, &Event::Error { typ: e.typ, code: e.code, data: &e.data });
+                    }
+                    m => self.app.event(&mut sw, &Event::Message13 { xid, msg: &m }),
+                }
+            }
+            (_, Message::Error(e)) => {
+                let why = format!("error {}/{} during the handshake", e.typ, e.code);
+                self.bad(i, &why);
+                return false;
+            }
+            // Anything else before the handshake is done: not for us yet.
+            _ => {}
+        }
+        true
+    }
+
+    fn on10(&mut self, i: usize, xid: u32, m: Message10) -> bool {
+        let Some(c) = self.conns[i].as_mut() else { return false };
+        match (&c.stage, m) {
+            (_, Message10::EchoRequest(d)) => {
+                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                sw.send10(&Message10::EchoReply(d), xid);
+            }
+            (_, Message10::EchoReply(_)) | (_, Message10::Hello(_)) => {}
+            (Stage::Features, Message10::FeaturesReply(f)) => {
+                c.dpid = f.datapath_id;
+                let ports = f.ports.iter().map(port_desc_from_10).collect();
+                self.up(i, ports);
+            }
+            (Stage::Up, m) => {
+                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                match m {
+                    Message10::PacketIn(p) => {
+                        add(&self.counters.packet_ins, 1);
+                        let pi = packet_in_from_10(p);
+                        self.app.event(&mut sw, &Event::PacketIn(&pi));
+                    }
+                    Message10::BarrierReply => {
+                        if let Some(then) = sw.out.barriers.remove(&xid) {
+                            then(&mut sw);
+                        }
+                    }
+                    Message10::PortStatus(s) => {
+                        let desc = port_desc_from_10(&s.desc);
+                        self.app.event(&mut sw, &Event::PortStatus { reason: s.reason, desc: &desc });
+                    }
+                    Message10::Error { typ, code, data } => {
+                        self.app.event(&mut sw, &Event::Error { typ, code, data: &data });
+                    }
+                    m => self.app.event(&mut sw, &Event::Message10 { xid, msg: &m }),
+                }
+            }
+            (_, Message10::Error { typ, code, .. }) => {
+                let why = format!("error {typ}/{code} during the handshake");
+                self.bad(i, &why);
+                return false;
+            }
+            _ => {}
+        }
+        true
+    }
+}
+
+/// A 1.0 port description in 1.3's form (speeds unknown: 0).
+fn port_desc_from_10(p: &of10::PhyPort10) -> PortDesc {
+    PortDesc {
+        port_no: port10_to_32(p.port_no),
+        hw_addr: p.hw_addr,
+        name: p.name.clone(),
+        config: p.config,
+        state: p.state,
+        curr: p.curr,
+        advertised: p.advertised,
+        supported: p.supported,
+        peer: p.peer,
+        curr_speed: 0,
+        max_speed: 0,
+    }
+}

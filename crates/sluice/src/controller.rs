@@ -1,0 +1,157 @@
+//! `sluice controller [--listen tcp:IP:PORT] [--threads N] [--app l2|hub|fast-reply[,...]]
+//! [--of 1.0,1.3] [--duration S]`: an OpenFlow controller running the
+//! shipped applications (`sluice-ofcontroller`), logging switches as they
+//! come and go and, every second with traffic, the messages in and out;
+//! until SIGINT or SIGTERM, then a last summary.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_ofcontroller::{app_by_name, App, Chain, Config, Controller, Counters, MakeApp, APPS};
+
+/// The arguments of `sluice controller`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerArgs {
+    /// Where switches connect: `tcp:IP:PORT` (or `tcp:PORT`, all addresses).
+    #[arg(long, default_value = "tcp:0.0.0.0:6653")]
+    pub listen: String,
+    /// Worker threads (switch connections are spread over them).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: u32,
+    /// Applications, comma-separated, each called in turn for every event: l2, hub, fast-reply.
+    #[arg(long, default_value = "l2")]
+    pub app: String,
+    /// OpenFlow versions spoken, comma-separated: 1.0 and/or 1.3.
+    #[arg(long = "of", default_value = "1.0,1.3")]
+    pub versions: String,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Seconds of silence before an echo request; three close the connection.
+    #[arg(long, default_value_t = 5.0)]
+    pub echo_interval: f64,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// `tcp:IP:PORT` or `tcp:PORT`.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let rest = s.strip_prefix("tcp:").ok_or_else(|| format!("--listen {s}: expected tcp:IP:PORT"))?;
+    if let Ok(port) = rest.parse::<u16>() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    rest.parse().map_err(|_| format!("--listen {s}: expected tcp:IP:PORT or tcp:PORT"))
+}
+
+fn parse_versions(s: &str) -> Result<Vec<u8>, String> {
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        v.push(match part {
+            "1.0" => 1,
+            "1.3" => 4,
+            other => return Err(format!("--of: unknown OpenFlow version {other:?} (1.0 or 1.3)")),
+        });
+    }
+    Ok(v)
+}
+
+/// The applications `--app` names, as one maker.
+fn apps(s: &str) -> Result<Vec<MakeApp>, String> {
+    s.split(',')
+        .map(str::trim)
+        .map(|n| app_by_name(n).ok_or_else(|| format!("--app: no application {n:?} (there are: {})", APPS.join(", "))))
+        .collect()
+}
+
+fn snapshot(c: &Counters) -> [u64; 4] {
+    let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    [r(&c.messages_in), r(&c.messages_out), r(&c.packet_ins), r(&c.switches_up) - r(&c.switches_down)]
+}
+
+pub fn run(a: &ControllerArgs) -> Result<(), String> {
+    let listen = parse_listen(&a.listen)?;
+    let versions = parse_versions(&a.versions)?;
+    let makers = apps(&a.app)?;
+    if a.echo_interval.is_nan() || a.echo_interval <= 0.0 {
+        return Err("--echo-interval must be above 0".into());
+    }
+    let cfg = Config {
+        listen,
+        threads: a.threads as usize,
+        versions,
+        echo_interval: Duration::from_secs_f64(a.echo_interval),
+        log: Some(Arc::new(|m: &str| eprintln!("controller: {m}"))),
+        ..Config::default()
+    };
+    let make = move || -> Box<dyn App> {
+        if makers.len() == 1 {
+            makers[0]()
+        } else {
+            Box::new(Chain(makers.iter().map(|m| m()).collect()))
+        }
+    };
+    // Every switch is a descriptor: take the whole limit the system allows.
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    STOP.store(false, Ordering::Relaxed);
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let ctl = Controller::start(cfg, make).map_err(|e| format!("--listen {}: {e}", a.listen))?;
+    eprintln!(
+        "controller: listening on tcp:{} (OpenFlow {}, app {}, {} thread(s))",
+        ctl.local_addr, a.versions, a.app, a.threads
+    );
+    let t0 = Instant::now();
+    let mut last = snapshot(&ctl.counters);
+    let mut tick = Instant::now();
+    while !STOP.load(Ordering::Relaxed) && a.duration.is_none_or(|d| t0.elapsed().as_secs_f64() < d) {
+        std::thread::sleep(Duration::from_millis(50));
+        if tick.elapsed() >= Duration::from_secs(1) {
+            let now = snapshot(&ctl.counters);
+            let secs = tick.elapsed().as_secs_f64();
+            tick = Instant::now();
+            if now[..3] != last[..3] {
+                eprintln!(
+                    "controller: {} switch(es), {:.0} messages/s in, {:.0} out, {:.0} packet-ins/s",
+                    now[3],
+                    (now[0] - last[0]) as f64 / secs,
+                    (now[1] - last[1]) as f64 / secs,
+                    (now[2] - last[2]) as f64 / secs
+                );
+            }
+            last = now;
+        }
+    }
+    let c = Arc::clone(&ctl.counters);
+    ctl.stop();
+    let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    eprintln!(
+        "controller: stopped: {} connections, {} switches up, {} messages in, {} out, {} packet-ins, {} malformed, \
+         {} closed for protocol errors or silence, {} messages dropped to slow switches, {} requests a switch's version cannot say",
+        r(&c.accepted),
+        r(&c.switches_up),
+        r(&c.messages_in),
+        r(&c.messages_out),
+        r(&c.packet_ins),
+        r(&c.malformed),
+        r(&c.closed_bad),
+        r(&c.dropped_out),
+        r(&c.untranslatable)
+    );
+    Ok(())
+}

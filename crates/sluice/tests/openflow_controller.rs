@@ -1,0 +1,268 @@
+//! `sluice controller --app l2` driving real switches, each between two
+//! hosts in network namespaces: Sluice's own OpenFlow 1.3 switch, and
+//! Open vSwitch's user-space datapath (Debian's `openvswitch-switch`,
+//! its daemons run from the test's own directory) in OpenFlow 1.0 and in
+//! 1.3. Ping and iperf3 go through, and the learned flows are there.
+//!
+//! Needs root, iproute2, iperf3, ethtool, ping, ovs-vswitchd and
+//! ovs-ofctl (`scripts/test.sh` installs them all; a missing one fails
+//! with its name).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::lab::{sh, Lab, MAC_H1, MAC_H2, SLUICE};
+
+/// A child process killed and reaped when dropped, also when a test fails.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn require(tool: &str, package: &str) {
+    let ok = Command::new("sh").args(["-c", &format!("command -v {tool}")]).stdout(Stdio::null()).status();
+    assert!(
+        ok.is_ok_and(|s| s.success()),
+        "{tool} is not installed: run scripts/test.sh (it installs Debian's {package}) or apt-get install {package}"
+    );
+}
+
+/// Two hosts (10.0.9.1 and .2, one subnet) on veths to `s1-eth1` and
+/// `s1-eth2` in the switch namespace; host offloads off.
+fn lab() -> Lab {
+    let lab = Lab::new();
+    lab.veth(&lab.h1, "h1-eth0", "s1-eth1");
+    lab.veth(&lab.h2, "h2-eth0", "s1-eth2");
+    for (ns, ip, mac) in [(&lab.h1, "10.0.9.1/24", MAC_H1), (&lab.h2, "10.0.9.2/24", MAC_H2)] {
+        let ifc = if ns == &lab.h1 { "h1-eth0" } else { "h2-eth0" };
+        sh(&["ip", "-n", ns, "link", "set", ifc, "address", mac]);
+        sh(&["ip", "-n", ns, "addr", "add", ip, "dev", ifc]);
+        sh(&["ip", "-n", ns, "link", "set", ifc, "up"]);
+        let _ = Command::new("ip")
+            .args(["netns", "exec", ns, "ethtool", "-K", ifc, "tx", "off", "tso", "off", "gso", "off", "sg", "off"])
+            .output();
+    }
+    lab
+}
+
+/// `sluice controller` in the switch namespace on `port`; its log file.
+fn controller(lab: &Lab, port: u16, args: &[&str]) -> (Kill, std::path::PathBuf) {
+    let log_path = lab.dir.join(format!("controller-{port}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, SLUICE, "controller", "--listen", &format!("tcp:127.0.0.1:{port}")])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start sluice controller");
+    let k = Kill(child);
+    wait_for(&log_path, "listening on", 1);
+    (k, log_path)
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Waits (20 s at most) until `text` appears `times` times in file `p`.
+fn wait_for(p: &Path, text: &str, times: usize) {
+    let t0 = Instant::now();
+    while read(p).matches(text).count() < times {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no {text:?} (x{times}) in {}:\n{}", p.display(), read(p));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn ping(lab: &Lab, n: u32) -> u32 {
+    common::lab::ping_from(&lab.h1, "10.0.9.2", n, "0.2")
+}
+
+/// A 2-second iperf3 TCP transfer h1 -> h2; the bytes received.
+fn iperf(lab: &Lab) -> u64 {
+    let server = Command::new("ip")
+        .args(["netns", "exec", &lab.h2, "iperf3", "-s", "-1", "-p", "5302"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Kill(server);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.h1,
+            "iperf3",
+            "-c",
+            "10.0.9.2",
+            "-p",
+            "5302",
+            "-t",
+            "2",
+            "--connect-timeout",
+            "5000",
+        ])
+        .arg("-J")
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0)
+}
+
+/// The learned flows in a dump: one toward each host's MAC.
+fn assert_learned(dump: &str) {
+    for mac in [MAC_H1, MAC_H2] {
+        assert!(
+            dump.lines().any(|l| l.contains(&format!("dl_dst={mac}")) && l.contains("n_packets=")),
+            "no learned flow to {mac}:\n{dump}"
+        );
+    }
+}
+
+#[test]
+fn learning_switch_app_drives_sluice_openflow() {
+    require("ovs-ofctl", "openvswitch-common");
+    let mut lab = lab();
+    let (_ctl, ctl_log) = controller(&lab, 16710, &["--app", "l2", "--of", "1.3"]);
+    let log = std::fs::File::create(lab.dir.join("sluice.log")).unwrap();
+    let switch = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, SLUICE, "openflow", "-i", "1@s1-eth1", "-i", "2@s1-eth2"])
+        .args(["--datapath-id", "0x5", "--controller", "tcp:127.0.0.1:16710", "--listen", "ptcp:16711:127.0.0.1"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start sluice openflow");
+    lab.sluice = Some(switch);
+    wait_for(&ctl_log, "switch 0x0000000000000005 up (OpenFlow 1.3", 1);
+    let got = ping(&lab, 5);
+    assert!(got >= 4, "ping through the learning switch: {got} of 5\n{}\n{}", read(&ctl_log), lab.log());
+    let bytes = iperf(&lab);
+    assert!(bytes > 1_000_000, "TCP through the learned flows moved {bytes} bytes\n{}", read(&ctl_log));
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "tcp:127.0.0.1:16711"])
+        .output()
+        .unwrap();
+    let dump = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_learned(&dump);
+    assert!(dump.contains("priority=0 actions=CONTROLLER:65535"), "the table-miss flow:\n{dump}");
+    lab.stop();
+}
+
+/// Open vSwitch's daemons in the switch namespace, every file in `dir`.
+struct Ovs {
+    dir: std::path::PathBuf,
+    ns: String,
+}
+
+impl Ovs {
+    fn start(lab: &Lab) -> Ovs {
+        require("ovs-vswitchd", "openvswitch-switch");
+        let dir = lab.dir.join("ovs");
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = |f: &str| dir.join(f).to_str().unwrap().to_string();
+        sh(&["ovsdb-tool", "create", &d("conf.db"), "/usr/share/openvswitch/vswitch.ovsschema"]);
+        let ns = lab.sw.clone();
+        // The daemons' sockets (a bridge's management socket too) go to OVS_RUNDIR.
+        let rundir = format!("OVS_RUNDIR={}", dir.display());
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "env",
+            &rundir,
+            "ovsdb-server",
+            &d("conf.db"),
+            &format!("--remote=punix:{}", d("db.sock")),
+            &format!("--pidfile={}", d("ovsdb.pid")),
+            &format!("--unixctl={}", d("ovsdb.ctl")),
+            &format!("--log-file={}", d("ovsdb.log")),
+            "--detach",
+            "--no-chdir",
+        ]);
+        let (vswitchd_db, vswitchd_pid, vswitchd_ctl, vswitchd_log) =
+            (d("db.sock"), d("vswitchd.pid"), d("vswitchd.ctl"), d("vswitchd.log"));
+        let ovs = Ovs { dir, ns };
+        ovs.vsctl(&["--no-wait", "init"]);
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &ovs.ns,
+            "env",
+            &rundir,
+            "ovs-vswitchd",
+            &format!("unix:{vswitchd_db}"),
+            &format!("--pidfile={vswitchd_pid}"),
+            &format!("--unixctl={vswitchd_ctl}"),
+            &format!("--log-file={vswitchd_log}"),
+            "--detach",
+            "--no-chdir",
+        ]);
+        ovs
+    }
+
+    fn vsctl(&self, args: &[&str]) -> String {
+        let db = format!("--db=unix:{}", self.dir.join("db.sock").display());
+        let mut a = vec!["ip", "netns", "exec", &self.ns, "ovs-vsctl", &db, "--timeout=20"];
+        a.extend_from_slice(args);
+        sh(&a)
+    }
+
+    /// `ovs-ofctl -O VERSION dump-flows` of bridge `br`.
+    fn dump_flows(&self, br: &str, version: &str) -> String {
+        let mgmt = self.dir.join(format!("{br}.mgmt"));
+        sh(&["ip", "netns", "exec", &self.ns, "ovs-ofctl", "-O", version, "dump-flows", mgmt.to_str().unwrap()])
+    }
+}
+
+impl Drop for Ovs {
+    fn drop(&mut self) {
+        for p in ["vswitchd.pid", "ovsdb.pid"] {
+            if let Ok(pid) = std::fs::read_to_string(self.dir.join(p)) {
+                let _ = Command::new("kill").arg(pid.trim()).status();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn learning_switch_app_drives_open_vswitch_in_openflow_1_0_and_1_3() {
+    let lab = lab();
+    let ovs = Ovs::start(&lab);
+    let (_ctl, ctl_log) = controller(&lab, 16712, &["--app", "l2", "--of", "1.0,1.3"]);
+    for (n, (protocols, version, shown)) in
+        [("OpenFlow10", "OpenFlow10", "1.0"), ("OpenFlow13", "OpenFlow13", "1.3")].into_iter().enumerate()
+    {
+        let br = format!("tb{n}");
+        ovs.vsctl(&["add-br", &br, "--", "set", "bridge", &br, "datapath_type=netdev"]);
+        ovs.vsctl(&["set", "bridge", &br, &format!("protocols={protocols}"), "fail-mode=secure"]);
+        ovs.vsctl(&["set", "bridge", &br, "other-config:disable-in-band=true"]);
+        ovs.vsctl(&["set", "bridge", &br, &format!("other-config:datapath-id=00000000000000a{n}")]);
+        for (i, p) in ["s1-eth1", "s1-eth2"].into_iter().enumerate() {
+            ovs.vsctl(&["add-port", &br, p, "--", "set", "interface", p, &format!("ofport_request={}", i + 1)]);
+        }
+        ovs.vsctl(&["set-controller", &br, "tcp:127.0.0.1:16712"]);
+        wait_for(&ctl_log, &format!("switch 0x00000000000000a{n} up (OpenFlow {shown}"), 1);
+        let got = ping(&lab, 5);
+        assert!(
+            got >= 4,
+            "ping through Open vSwitch ({shown}) and the learning switch: {got} of 5\n{}",
+            read(&ctl_log)
+        );
+        let bytes = iperf(&lab);
+        assert!(bytes > 1_000_000, "TCP through Open vSwitch ({shown}) moved {bytes} bytes\n{}", read(&ctl_log));
+        assert_learned(&ovs.dump_flows(&br, version));
+        ovs.vsctl(&["del-br", &br]);
+        wait_for(&ctl_log, &format!("switch 0x00000000000000a{n} down"), 1);
+    }
+}
