@@ -13,7 +13,7 @@
 //! - [`Chain`]: several applications in one controller, each called in
 //!   turn for every event.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use sluice_openflow::{
     flow_mod_command, port, Action, FlowMod, Instruction, Match, Oxm, OxmField, PacketOut, NO_BUFFER, OFP13,
@@ -81,7 +81,7 @@ fn send_out(sw: &mut Switch<'_>, p: &PacketIn, to: u32) {
         actions: vec![Action::Output { port: to, max_len: 0 }],
         data,
     };
-    let _ = sw.packet_out(&po);
+    let _ = sw.packet_out(po);
 }
 
 /// Addresses learned per switch at most; a full table starts over.
@@ -100,7 +100,7 @@ impl App for LearningSwitch {
                 self.macs.insert(sw.dpid, HashMap::new());
                 if sw.version == OFP13 {
                     let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
-                    let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
+                    let _ = sw.flow_mod(flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
                 }
             }
             Event::SwitchDown => {
@@ -125,7 +125,7 @@ impl App for LearningSwitch {
                     Some(out) if dst[0] & 1 == 0 && out != p.in_port => {
                         let fields = vec![oxm(OxmField::InPort, &p.in_port.to_be_bytes()), oxm(OxmField::EthDst, &dst)];
                         let fm = flow(1, fields, vec![Action::Output { port: out, max_len: 0 }], p.buffer_id);
-                        let _ = sw.flow_mod(&fm);
+                        let _ = sw.flow_mod(fm);
                         if p.buffer_id == NO_BUFFER {
                             send_out(sw, p, out);
                         }
@@ -146,7 +146,7 @@ impl App for Hub {
         match ev {
             Event::SwitchUp { .. } if sw.version == OFP13 => {
                 let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
-                let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
+                let _ = sw.flow_mod(flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
             }
             Event::PacketIn(p) => send_out(sw, p, port::FLOOD),
             _ => {}
@@ -161,7 +161,7 @@ impl App for FastReply {
     fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
         if let Event::PacketIn(p) = ev {
             let fields = vec![oxm(OxmField::InPort, &p.in_port.to_be_bytes())];
-            let _ = sw.flow_mod(&flow(1, fields, vec![Action::Output { port: 1, max_len: 0 }], p.buffer_id));
+            let _ = sw.flow_mod(flow(1, fields, vec![Action::Output { port: 1, max_len: 0 }], p.buffer_id));
         }
     }
 }

@@ -87,6 +87,9 @@ pub struct Counters {
     pub closed_bad: AtomicU64,
     /// Messages not sent because the switch's buffer was full.
     pub dropped_out: AtomicU64,
+    /// Asynchronous messages (packet-ins...) a 1.3 switch sent before its
+    /// handshake finished beyond the [`MAX_EARLY`] kept for the application.
+    pub dropped_in: AtomicU64,
     /// Requests an application made that the switch's version cannot say.
     pub untranslatable: AtomicU64,
 }
@@ -142,6 +145,9 @@ pub enum Event<'a> {
 
 type BarrierFn = Box<dyn FnOnce(&mut Switch<'_>) + Send>;
 
+/// Asynchronous messages kept per switch while its 1.3 handshake finishes.
+pub const MAX_EARLY: usize = 64;
+
 /// Most barrier callbacks waiting on one switch; beyond, new ones are
 /// dropped (counted as dropped messages).
 const MAX_BARRIERS: usize = 1 << 16;
@@ -195,25 +201,25 @@ impl Switch<'_> {
 
     /// Sends a flow-mod, translated for a 1.0 switch; an error (counted)
     /// when 1.0 cannot say it.
-    pub fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), String> {
+    pub fn flow_mod(&mut self, fm: FlowMod) -> Result<(), String> {
         let xid = self.xid();
         if self.version == OFP13 {
-            self.send13(&Message::FlowMod(fm.clone()), xid);
+            self.send13(&Message::FlowMod(fm), xid);
             return Ok(());
         }
-        let m = flow_mod_to_10(fm).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
+        let m = flow_mod_to_10(&fm).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
         self.send10(&m, xid);
         Ok(())
     }
 
     /// Sends a packet-out, translated for a 1.0 switch.
-    pub fn packet_out(&mut self, po: &PacketOut) -> Result<(), String> {
+    pub fn packet_out(&mut self, po: PacketOut) -> Result<(), String> {
         let xid = self.xid();
         if self.version == OFP13 {
-            self.send13(&Message::PacketOut(po.clone()), xid);
+            self.send13(&Message::PacketOut(po), xid);
             return Ok(());
         }
-        let m = packet_out_to_10(po).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
+        let m = packet_out_to_10(&po).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
         self.send10(&m, xid);
         Ok(())
     }
@@ -238,8 +244,9 @@ enum Stage {
     Hello,
     /// FEATURES_REQUEST sent.
     Features,
-    /// 1.3: PORT_DESC requested; the parts so far.
-    PortDesc(Vec<PortDesc>),
+    /// 1.3: PORT_DESC requested; the parts so far, and what the switch
+    /// sent meanwhile (packet-ins...), handed over once it is up.
+    PortDesc(Vec<PortDesc>, Vec<(u32, Message)>),
     Up,
 }
 
@@ -282,11 +289,18 @@ struct Worker {
     app: Box<dyn App>,
     counters: Arc<Counters>,
     dpids: Dpids,
+    /// Connections whose last read stopped at [`READ_ROUND`] with data
+    /// left in the socket.
+    more: Vec<usize>,
+    /// Where reads land first.
+    scratch: Vec<u8>,
 }
 
 const WAKER: Token = Token(usize::MAX);
-/// Bytes read from one connection per round before the others get theirs.
-const READ_ROUND: usize = 1 << 20;
+/// Bytes read from one connection per round before the others get theirs
+/// (a connection that had more is read again in the next round, without
+/// waiting for new readiness: readiness is edge-triggered).
+const READ_ROUND: usize = 64 << 10;
 
 /// A running controller.
 pub struct Controller {
@@ -337,6 +351,8 @@ impl Controller {
                 app: make_app(),
                 counters: Arc::clone(&counters),
                 dpids: Arc::clone(&dpids),
+                more: Vec::new(),
+                scratch: vec![0; 64 << 10],
             };
             let stop = Arc::clone(&stop);
             threads.push(std::thread::Builder::new().name(format!("of-ctl-{id}")).spawn(move || w.run(&stop))?);
@@ -410,7 +426,8 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut last_tick = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            if let Err(e) = self.poll.poll(&mut events, Some(Duration::from_millis(100))) {
+            let wait = if self.more.is_empty() { Duration::from_millis(100) } else { Duration::ZERO };
+            if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
                 if e.kind() != ErrorKind::Interrupted {
                     self.log(&format!("worker {}: poll: {e}", self.id));
                 }
@@ -428,6 +445,9 @@ impl Worker {
                 if ev.is_writable() {
                     self.flush(i);
                 }
+            }
+            for i in std::mem::take(&mut self.more) {
+                self.read(i);
             }
             if last_tick.elapsed() >= Duration::from_millis(250) {
                 last_tick = Instant::now();
@@ -523,28 +543,26 @@ impl Worker {
             let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
             let mut got = 0;
             loop {
-                let len = c.rbuf.len();
-                c.rbuf.resize(len + 65536, 0);
-                match c.stream.read(&mut c.rbuf[len..]) {
+                // Into the worker's scratch buffer (not zeroed per read),
+                // then onto the connection's.
+                match c.stream.read(&mut self.scratch) {
                     Ok(0) => {
-                        c.rbuf.truncate(len);
                         eof = Some("the switch closed it");
                         break;
                     }
                     Ok(n) => {
-                        c.rbuf.truncate(len + n);
+                        c.rbuf.extend_from_slice(&self.scratch[..n]);
                         got += n;
                         if got >= READ_ROUND {
+                            if !self.more.contains(&i) {
+                                self.more.push(i);
+                            }
                             break;
                         }
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        c.rbuf.truncate(len);
-                        break;
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => c.rbuf.truncate(len),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(_) => {
-                        c.rbuf.truncate(len);
                         eof = Some("read error");
                         break;
                     }
@@ -555,31 +573,34 @@ impl Worker {
                 c.echo_sent = 0;
             }
         }
-        // Whole messages, in order.
+        // Whole messages, in order, read in place (the buffer is taken out
+        // of the connection while they are handled).
+        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
+        let rbuf = std::mem::take(&mut c.rbuf);
         let mut at = 0;
-        loop {
-            let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
-            let rest = &c.rbuf[at..];
-            if rest.len() < 8 {
-                break;
-            }
-            let len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+        let mut n = 0;
+        while rbuf.len() - at >= 8 {
+            let len = usize::from(u16::from_be_bytes([rbuf[at + 2], rbuf[at + 3]]));
             if len < 8 {
                 self.bad(i, "a message shorter than its header");
                 return;
             }
-            if rest.len() < len {
+            if rbuf.len() - at < len {
                 break;
             }
-            let msg = rest[..len].to_vec();
+            n += 1;
+            let msg = &rbuf[at..at + len];
             at += len;
-            add(&self.counters.messages_in, 1);
-            if !self.handle(i, &msg) {
+            if !self.handle(i, msg) {
+                add(&self.counters.messages_in, n);
                 return;
             }
         }
+        add(&self.counters.messages_in, n);
         if let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) {
-            c.rbuf.drain(..at);
+            let mut rbuf = rbuf;
+            rbuf.drain(..at);
+            c.rbuf = rbuf;
         }
         self.flush(i);
         if let Some(why) = eof {
@@ -775,16 +796,32 @@ impl Worker {
             (_, Message::EchoReply(_)) | (_, Message::Hello(_)) => {}
             (Stage::Features, Message::FeaturesReply(f)) => {
                 c.dpid = f.datapath_id;
-                c.stage = Stage::PortDesc(Vec::new());
+                c.stage = Stage::PortDesc(Vec::new(), Vec::new());
                 let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
                 let xid = sw.xid();
                 sw.send13(&Message::MultipartRequest { flags: 0, body: MultipartRequest::PortDesc }, xid);
             }
-            (Stage::PortDesc(parts), Message::MultipartReply { flags, body: MultipartReply::PortDesc(p) }) => {
+            (Stage::PortDesc(parts, early), Message::MultipartReply { flags, body: MultipartReply::PortDesc(p) }) => {
                 parts.extend(p);
                 if flags & sluice_openflow::MULTIPART_MORE == 0 {
                     let ports = std::mem::take(parts);
+                    let early = std::mem::take(early);
                     self.up(i, ports);
+                    for (xid, m) in early {
+                        if !self.on13(i, xid, m) {
+                            return false;
+                        }
+                    }
+                }
+            }
+            (
+                Stage::PortDesc(_, early),
+                m @ (Message::PacketIn(_) | Message::PortStatus { .. } | Message::FlowRemoved(_)),
+            ) => {
+                if early.len() < MAX_EARLY {
+                    early.push((xid, m));
+                } else {
+                    add(&self.counters.dropped_in, 1);
                 }
             }
             (Stage::Up, m) => {

@@ -6,6 +6,7 @@ pub mod controller;
 pub mod grpc;
 pub mod live;
 pub mod lwaftr;
+pub mod ofbench;
 pub mod openflow;
 pub mod openflow_bench;
 pub mod openflow_flow_rate;

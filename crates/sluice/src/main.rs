@@ -160,6 +160,9 @@ enum Cmd {
     },
     /// An OpenFlow 1.0/1.3 controller running the shipped applications (learning switch, hub, fast reply).
     Controller(sluice::controller::ControllerArgs),
+    /// cbench's OpenFlow controller benchmark (same options and output), OpenFlow 1.0 or 1.3.
+    #[command(name = "ofbench", disable_version_flag = true)]
+    Ofbench(sluice::ofbench::OfbenchArgs),
     /// An OpenFlow 1.3 switch on live interfaces, driven by controllers or ovs-ofctl.
     Openflow(sluice::openflow::OpenflowArgs),
     /// Measure how fast an OpenFlow 1.3 switch takes flow-mods (adds, then deletes, with barriers).
@@ -316,6 +319,7 @@ fn main() -> ExitCode {
             show_code,
         }),
         Cmd::Controller(a) => sluice::controller::run(&a),
+        Cmd::Ofbench(a) => sluice::ofbench::run(&a),
         Cmd::Openflow(a) => sluice::openflow::run(&a),
         Cmd::OpenflowFlowRate(a) => sluice::openflow_flow_rate::run(&a),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),

@@ -3,6 +3,9 @@
 //! Open vSwitch's user-space datapath (Debian's `openvswitch-switch`,
 //! its daemons run from the test's own directory) in OpenFlow 1.0 and in
 //! 1.3. Ping and iperf3 go through, and the learned flows are there.
+//! `sluice ofbench` (cbench's workload) against the learning switch in
+//! throughput and latency modes, both versions: every emulated switch
+//! answered, the flows the right ones, no errors.
 //!
 //! Needs root, iproute2, iperf3, ethtool, ping, ovs-vswitchd and
 //! ovs-ofctl (`scripts/test.sh` installs them all; a missing one fails
@@ -264,5 +267,58 @@ fn learning_switch_app_drives_open_vswitch_in_openflow_1_0_and_1_3() {
         assert_learned(&ovs.dump_flows(&br, version));
         ovs.vsctl(&["del-br", &br]);
         wait_for(&ctl_log, &format!("switch 0x00000000000000a{n} down"), 1);
+    }
+}
+
+/// Runs `sluice ofbench ARGS` against a controller on `port`; its output.
+fn ofbench(port: u16, args: &[&str]) -> String {
+    let out = Command::new(SLUICE)
+        .args(["ofbench", "-c", "127.0.0.1", "-p", &port.to_string(), "-l", "3", "-m", "300", "-w", "1"])
+        .args(args)
+        .output()
+        .expect("run sluice ofbench");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "sluice ofbench {args:?} failed:\n{text}");
+    text
+}
+
+#[test]
+fn ofbench_against_the_learning_switch_in_both_modes_and_versions() {
+    for (n, version) in ["1.0", "1.3"].into_iter().enumerate() {
+        let port = 16720 + n as u16;
+        let log = std::env::temp_dir().join(format!("sluice-ofbench-ctl-{}-{port}.log", std::process::id()));
+        let child = Command::new(SLUICE)
+            .args(["controller", "--listen", &format!("tcp:127.0.0.1:{port}"), "--threads", "2", "--app", "l2"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start sluice controller");
+        let _ctl = Kill(child);
+        wait_for(&log, "listening on", 1);
+        for mode in [&["-t"][..], &[][..]] {
+            let mut args = vec!["-s", "8", "-M", "1000", "-V", version];
+            args.extend_from_slice(mode);
+            let out = ofbench(port, &args);
+            let result =
+                out.lines().find(|l| l.starts_with("RESULT: 8 switches 2 tests")).unwrap_or_else(|| panic!("{out}"));
+            let avg: f64 = result.split('/').nth(5).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{result}"));
+            assert!(avg > 100.0, "{version} {mode:?}: {avg} responses/s\n{out}");
+            let check = out.lines().find(|l| l.starts_with("CHECK:")).unwrap_or_else(|| panic!("{out}"));
+            assert!(
+                check.contains(" 0 others not sending the learned destination")
+                    && check.ends_with(" 0 errors, 0 switches never ready"),
+                "{version} {mode:?}: {check}"
+            );
+            // Every emulated switch got answers in the last test.
+            let last = out.lines().rfind(|l| l.contains("switches: flows/sec:")).unwrap();
+            let counts: Vec<u64> = last
+                .split("flows/sec:")
+                .nth(1)
+                .and_then(|s| s.split("total").next())
+                .map(|s| s.split_whitespace().filter_map(|c| c.parse().ok()).collect())
+                .unwrap_or_default();
+            assert!(counts.len() == 8 && counts.iter().all(|c| *c > 0), "{version} {mode:?}: {last}");
+        }
+        let _ = std::fs::remove_file(&log);
     }
 }

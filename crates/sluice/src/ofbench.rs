@@ -1,0 +1,528 @@
+//! `sluice ofbench`: cbench's controller benchmark, its options and its
+//! output, for OpenFlow 1.0 and 1.3.
+//!
+//! Contract: emulates `-s` switches, each a TCP connection to the
+//! controller at `-c`:`-p`. Each sends HELLO, answers FEATURES_REQUEST
+//! (datapath id = its number, from 1), GET_CONFIG, echo, barrier, the
+//! description and port-description requests and role requests, and
+//! then, with `-L 1` (the default), sends one gratuitous ARP from MAC
+//! 80:00:00:00:00:<id> on port 2 (buffer none) so a learning switch
+//! knows that destination. Then it sends packet-ins (in_port 1, buffer
+//! ids counting up, 64-byte IPv4 frames from one of `-M` source MACs per
+//! switch to 80:00:00:00:00:<id>): in throughput mode (`-t`) as many as
+//! keep 64 KiB queued toward the controller, in latency mode one at a
+//! time, the next when the answer came. An answer is a FLOW_MOD (add or
+//! modify-strict) or a non-LLDP PACKET_OUT. Every `-m` ms it prints the
+//! answers of each switch in that period and their total per ms; after
+//! `-l` periods the `RESULT:` line gives min/max/avg/stdev of responses/s
+//! over the periods, leaving out `-w` warmup and `-C` cooldown periods.
+//! A last `CHECK:` line says what the answers were: flow-mods (and how
+//! many did not send the learned destination to port 2), packet-outs,
+//! and ERROR messages.
+//!
+//! One thread and one `mio` poll drive every switch: the generator does
+//! little per message (a template copied and four fields patched; the
+//! answers are framed and two bytes read), so with the controller on the
+//! other core it is not what limits the figure (`docs/controller.md`
+//! says how that was checked).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::ToSocketAddrs;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+/// The arguments, as cbench spells them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OfbenchArgs {
+    /// Hostname of the controller to connect to.
+    #[arg(short = 'c', long = "controller", default_value = "localhost")]
+    pub controller: String,
+    /// Controller port.
+    #[arg(short = 'p', long = "port", default_value_t = 6633)]
+    pub port: u16,
+    /// Number of switches to emulate.
+    #[arg(short = 's', long = "switches", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub switches: u32,
+    /// Unique source MAC addresses per switch.
+    #[arg(short = 'M', long = "mac-addresses", default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub macs: u32,
+    /// Loops (tests) per run.
+    #[arg(short = 'l', long = "loops", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    pub loops: u32,
+    /// Milliseconds per test.
+    #[arg(short = 'm', long = "ms-per-test", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub ms: u64,
+    /// Loops at the start left out of the result.
+    #[arg(short = 'w', long = "warmup", default_value_t = 1)]
+    pub warmup: u32,
+    /// Loops at the end left out of the result.
+    #[arg(short = 'C', long = "cooldown", default_value_t = 0)]
+    pub cooldown: u32,
+    /// Throughput mode (default: latency mode).
+    #[arg(short = 't', long = "throughput")]
+    pub throughput: bool,
+    /// Send a gratuitous ARP first so the destination MAC is learned (1) or not (0).
+    #[arg(short = 'L', long = "learn-dstmac", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub learn: u8,
+    /// Milliseconds to wait after the features reply before sending packet-ins.
+    #[arg(short = 'D', long = "delay", default_value_t = 0)]
+    pub delay: u64,
+    /// OpenFlow version: 1.0 or 1.3.
+    #[arg(short = 'V', long = "of-version", default_value = "1.0")]
+    pub version: String,
+}
+
+const OFP10: u8 = 1;
+const OFP13: u8 = 4;
+/// Bytes a switch keeps queued toward the controller in throughput mode.
+const QUEUE: usize = 65536;
+const LEARNED_PORT: u32 = 2;
+
+#[derive(PartialEq)]
+enum Stage {
+    Handshake,
+    /// Features answered; packet-ins start at this instant.
+    Waiting(Instant),
+    Ready,
+}
+
+struct Fake {
+    id: u32,
+    stream: TcpStream,
+    stage: Stage,
+    inbuf: Vec<u8>,
+    out: Vec<u8>,
+    sent: usize,
+    xid: u32,
+    buffer_id: u32,
+    mac: u32,
+    /// Answers outstanding (latency mode sends when none is).
+    probes: i64,
+    count: u64,
+}
+
+/// What the answers were, over the whole run.
+#[derive(Default)]
+struct Check {
+    flow_mods: u64,
+    /// Flow-mods with an empty match at priority 0 (a table-miss entry).
+    table_miss: u64,
+    wrong: u64,
+    packet_outs: u64,
+    errors: u64,
+}
+
+fn u16_at(m: &[u8], at: usize) -> u16 {
+    m.get(at..at + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+}
+
+fn u32_at(m: &[u8], at: usize) -> u32 {
+    m.get(at..at + 4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn header(out: &mut Vec<u8>, version: u8, typ: u8, len: usize, xid: u32) {
+    out.extend_from_slice(&[version, typ]);
+    out.extend_from_slice(&(len as u16).to_be_bytes());
+    out.extend_from_slice(&xid.to_be_bytes());
+}
+
+/// The 64-byte frame of a packet-in: to 80:00:00:00:00:<id>, from a MAC
+/// that carries `mac` and `id`, IPv4 192.168.0.40 -> 192.168.1.40.
+fn frame(id: u32, mac: u32) -> [u8; 64] {
+    let mut f = [0u8; 64];
+    f[..6].copy_from_slice(&[0x80, 0, 0, 0, 0, id as u8]);
+    f[6] = 0;
+    f[7..11].copy_from_slice(&mac.to_be_bytes());
+    f[11] = id as u8;
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14..34].copy_from_slice(&[0x45, 0, 0, 50, 0, 0, 0, 0, 64, 0xff, 0, 0, 192, 168, 0, 40, 192, 168, 1, 40]);
+    f
+}
+
+/// A gratuitous ARP reply from 80:00:00:00:00:<id>.
+fn garp(id: u32) -> [u8; 60] {
+    let mac = [0x80, 0, 0, 0, 0, id as u8];
+    let ip = [192, 168, id as u8, 40];
+    let mut f = [0u8; 60];
+    f[..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    f[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
+    f[22..28].copy_from_slice(&mac);
+    f[28..32].copy_from_slice(&ip);
+    f[32..38].copy_from_slice(&mac);
+    f[38..42].copy_from_slice(&ip);
+    f
+}
+
+/// A PACKET_IN in `version` of `data` on `in_port`.
+fn packet_in(out: &mut Vec<u8>, version: u8, xid: u32, buffer_id: u32, in_port: u32, data: &[u8]) {
+    if version == OFP10 {
+        header(out, version, 10, 18 + data.len(), xid);
+        out.extend_from_slice(&buffer_id.to_be_bytes());
+        out.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        out.extend_from_slice(&(in_port as u16).to_be_bytes());
+        out.extend_from_slice(&[0, 0]); // reason NO_MATCH, pad
+    } else {
+        // buffer_id, total_len, reason, table, cookie, match (OXM in_port: 12 bytes, padded to 16), 2 pad.
+        header(out, version, 10, 8 + 16 + 16 + 2 + data.len(), xid);
+        out.extend_from_slice(&buffer_id.to_be_bytes());
+        out.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&[0; 8]);
+        out.extend_from_slice(&[0, 1, 0, 12, 0x80, 0, 0, 4]);
+        out.extend_from_slice(&in_port.to_be_bytes());
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&[0, 0]);
+    }
+    out.extend_from_slice(data);
+}
+
+impl Fake {
+    fn next_xid(&mut self) -> u32 {
+        self.xid = self.xid.wrapping_add(1);
+        self.xid
+    }
+
+    /// Queues the next packet-in.
+    fn probe(&mut self, version: u8, macs: u32) {
+        let xid = self.next_xid();
+        let f = frame(self.id, self.mac);
+        packet_in(&mut self.out, version, xid, self.buffer_id, 1, &f);
+        self.mac = (self.mac + 1) % macs;
+        // cbench's buffer ids cycle below 256; never the "no buffer" id.
+        self.buffer_id = (self.buffer_id + 1) % 256;
+        self.probes += 1;
+    }
+
+    /// Answers one whole message from the controller.
+    fn handle(&mut self, m: &[u8], version: u8, learn: bool, delay: Duration, check: &mut Check) {
+        let (typ, xid) = (m[1], u32_at(m, 4));
+        let ready = self.stage == Stage::Ready;
+        match (version, typ) {
+            (_, 1) => check.errors += 1,
+            (_, 2) => {
+                header(&mut self.out, version, 3, m.len(), xid);
+                self.out.extend_from_slice(&m[8..]);
+            }
+            (_, 5) => {
+                // FEATURES_REPLY: 1.0 with one port, 1.3 without.
+                if version == OFP10 {
+                    header(&mut self.out, version, 6, 32 + 48, xid);
+                    self.out.extend_from_slice(&u64::from(self.id).to_be_bytes());
+                    self.out.extend_from_slice(&256u32.to_be_bytes());
+                    self.out.extend_from_slice(&[1, 0, 0, 0]);
+                    self.out.extend_from_slice(&[0, 0, 0, 0xc7, 0, 0, 0x0f, 0xff]);
+                    let mut port = [0u8; 48];
+                    port[0..2].copy_from_slice(&1u16.to_be_bytes());
+                    port[2..8].copy_from_slice(&[2, 0, 0, 0, 1, self.id as u8]);
+                    port[8..13].copy_from_slice(b"veth1");
+                    self.out.extend_from_slice(&port);
+                } else {
+                    header(&mut self.out, version, 6, 32, xid);
+                    self.out.extend_from_slice(&u64::from(self.id).to_be_bytes());
+                    self.out.extend_from_slice(&256u32.to_be_bytes());
+                    self.out.extend_from_slice(&[1, 0, 0, 0]);
+                    self.out.extend_from_slice(&[0, 0, 0, 0x47, 0, 0, 0, 0]);
+                }
+                if learn {
+                    let xid = self.next_xid();
+                    packet_in(&mut self.out, version, xid, 0xffff_ffff, LEARNED_PORT, &garp(self.id));
+                }
+                self.stage = Stage::Waiting(Instant::now() + delay);
+            }
+            (_, 7) => {
+                // GET_CONFIG_REPLY: flags 0, miss_send_len 128.
+                header(&mut self.out, version, 8, 12, xid);
+                self.out.extend_from_slice(&[0, 0, 0, 128]);
+            }
+            (OFP10, 18) | (OFP13, 20) => header(&mut self.out, version, typ + 1, 8, xid),
+            (OFP10, 16) => {
+                // STATS_REPLY: the description (1056 bytes of strings) or empty.
+                let st = u16_at(m, 8);
+                let body = if st == 0 { 1056 } else { 0 };
+                header(&mut self.out, version, 17, 12 + body, xid);
+                self.out.extend_from_slice(&st.to_be_bytes());
+                self.out.extend_from_slice(&[0, 0]);
+                self.out.resize(self.out.len() + body, 0);
+            }
+            (OFP13, 18) => {
+                // MULTIPART_REPLY: the description, the port descriptions
+                // (one port), or empty.
+                let mp = u16_at(m, 8);
+                let body = match mp {
+                    0 => 1056,
+                    13 => 64,
+                    _ => 0,
+                };
+                header(&mut self.out, version, 19, 16 + body, xid);
+                self.out.extend_from_slice(&mp.to_be_bytes());
+                self.out.extend_from_slice(&[0; 6]);
+                let start = self.out.len();
+                self.out.resize(start + body, 0);
+                if mp == 13 {
+                    self.out[start..start + 4].copy_from_slice(&1u32.to_be_bytes());
+                    self.out[start + 8..start + 14].copy_from_slice(&[2, 0, 0, 0, 1, self.id as u8]);
+                    self.out[start + 16..start + 21].copy_from_slice(b"veth1");
+                }
+            }
+            (OFP13, 24) => {
+                // ROLE_REPLY: the role asked, generation id as asked.
+                header(&mut self.out, version, 25, 24, xid);
+                self.out.extend_from_slice(&m[8..24.min(m.len())]);
+                self.out.resize(self.out.len() + 24 - m.len().min(24), 0);
+            }
+            (OFP10, 14) | (OFP13, 14) => {
+                let (command, actions) = if version == OFP10 {
+                    (u16_at(m, 56), 72)
+                } else {
+                    (u16::from(m.get(25).copied().unwrap_or(9)), 0)
+                };
+                if ready && (command == 0 || command == 2) {
+                    self.count += 1;
+                    self.probes -= 1;
+                    check.flow_mods += 1;
+                    if self.is_table_miss(m, version) {
+                        check.table_miss += 1;
+                    } else if !self.flow_mod_is_learned(m, version, actions) {
+                        check.wrong += 1;
+                    }
+                }
+            }
+            (OFP10, 13) | (OFP13, 13) => {
+                let (alen, at) = if version == OFP10 { (u16_at(m, 14), 16) } else { (u16_at(m, 16), 24) };
+                let data = at + usize::from(alen);
+                if ready && u16_at(m, data + 12) != 0x88cc {
+                    self.count += 1;
+                    self.probes -= 1;
+                    check.packet_outs += 1;
+                }
+            }
+            _ => {}
+        }
+        self.probes = self.probes.max(0);
+    }
+
+    /// Whether flow-mod `m` is a table-miss entry: priority 0, nothing matched.
+    fn is_table_miss(&self, m: &[u8], version: u8) -> bool {
+        if version == OFP10 {
+            u16_at(m, 62) == 0 && u32_at(m, 8) & ((1 << 22) - 1) == (1 << 22) - 1
+        } else {
+            u16_at(m, 30) == 0 && u16_at(m, 50) == 4
+        }
+    }
+
+    /// Whether flow-mod `m` sends destination 80:00:00:00:00:<id> to the
+    /// learned port.
+    fn flow_mod_is_learned(&self, m: &[u8], version: u8, actions10: usize) -> bool {
+        let dst = [0x80, 0, 0, 0, 0, self.id as u8];
+        if version == OFP10 {
+            // ofp_match: dl_dst at 8 + 12; an OUTPUT action's port at +4.
+            let dst_ok = m.get(20..26) == Some(&dst[..]) && u32_at(m, 8) & (1 << 3) == 0;
+            let out_ok = u16_at(m, actions10) == 0 && u32::from(u16_at(m, actions10 + 4)) == LEARNED_PORT;
+            return dst_ok && out_ok;
+        }
+        // 1.3: find ETH_DST in the match, OUTPUT in the instructions.
+        let mlen = usize::from(u16_at(m, 50));
+        let mut at = 52;
+        let mut dst_ok = false;
+        while at + 4 <= 48 + mlen && at + 4 <= m.len() {
+            let (field, len) = (m[at + 2] >> 1, usize::from(m[at + 3]));
+            if field == 3 && m.get(at + 4..at + 10) == Some(&dst[..]) && m[at + 2] & 1 == 0 {
+                dst_ok = true;
+            }
+            at += 4 + len;
+        }
+        let ins = 48 + mlen.div_ceil(8) * 8;
+        // APPLY_ACTIONS (4) whose first action is OUTPUT (0).
+        let out_ok = u16_at(m, ins) == 4 && u16_at(m, ins + 8) == 0 && u32_at(m, ins + 12) == LEARNED_PORT;
+        dst_ok && out_ok
+    }
+}
+
+fn clock() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let (s, ms) = (now.as_secs() % 86_400, now.subsec_millis());
+    format!("{:02}:{:02}:{:02}.{ms:03}", s / 3600, s / 60 % 60, s % 60)
+}
+
+pub fn run(a: &OfbenchArgs) -> Result<(), String> {
+    let version = match a.version.as_str() {
+        "1.0" => OFP10,
+        "1.3" => OFP13,
+        v => return Err(format!("-V {v}: OpenFlow 1.0 or 1.3")),
+    };
+    if a.warmup + a.cooldown >= a.loops {
+        return Err(format!("-l {} leaves no test after -w {} and -C {}", a.loops, a.warmup, a.cooldown));
+    }
+    let addr = (a.controller.as_str(), a.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("-c {}: {e}", a.controller))?
+        .next()
+        .ok_or_else(|| format!("-c {}: no address", a.controller))?;
+    println!("sluice ofbench: controller benchmarking tool (cbench's workload)");
+    println!("   running in mode '{}'", if a.throughput { "throughput" } else { "latency" });
+    println!("   connecting to controller at {}:{} ", a.controller, a.port);
+    println!("   faking {} switches :: {} tests each; {} ms per test", a.switches, a.loops, a.ms);
+    println!("   with {} unique source MACs per switch", a.macs);
+    if a.learn == 1 {
+        println!("   learning destination mac addresses before the test");
+    }
+    println!("   starting test with {} ms delay after features_reply", a.delay);
+    println!("   ignoring first {} \"warmup\" and last {} \"cooldown\" loops", a.warmup, a.cooldown);
+    println!("   OpenFlow {}", a.version);
+    // Raise the descriptor limit for many switches.
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    let mut poll = Poll::new().map_err(|e| e.to_string())?;
+    let mut fakes = Vec::with_capacity(a.switches as usize);
+    for i in 0..a.switches {
+        let s = std::net::TcpStream::connect(addr).map_err(|e| format!("connecting to {addr}: {e}"))?;
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        s.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let mut stream = TcpStream::from_std(s);
+        poll.registry()
+            .register(&mut stream, Token(i as usize), Interest::READABLE | Interest::WRITABLE)
+            .map_err(|e| e.to_string())?;
+        let mut f = Fake {
+            id: i + 1,
+            stream,
+            stage: Stage::Handshake,
+            inbuf: Vec::with_capacity(1 << 17),
+            out: Vec::with_capacity(QUEUE * 2),
+            sent: 0,
+            xid: 1,
+            buffer_id: 1,
+            mac: 0,
+            probes: 0,
+            count: 0,
+        };
+        // HELLO with a version bitmap of the one version.
+        header(&mut f.out, version, 0, 16, 1);
+        f.out.extend_from_slice(&[0, 1, 0, 8]);
+        f.out.extend_from_slice(&(1u32 << version).to_be_bytes());
+        fakes.push(f);
+    }
+    let mut check = Check::default();
+    let mut events = Events::with_capacity(1024);
+    let period = Duration::from_millis(a.ms);
+    let mut results = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let delay = Duration::from_millis(a.delay);
+    for test in 0..a.loops {
+        let start = Instant::now();
+        let end = start + period;
+        for f in &mut fakes {
+            f.count = 0;
+        }
+        loop {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            poll.poll(&mut events, Some((end - now).min(Duration::from_millis(10)))).map_err(|e| e.to_string())?;
+            for ev in events.iter() {
+                let f = &mut fakes[ev.token().0];
+                if !(ev.is_readable() || ev.is_read_closed()) {
+                    continue;
+                }
+                loop {
+                    match f.stream.read(&mut buf) {
+                        Ok(0) => return Err(format!("switch {}: the controller closed the connection", f.id)),
+                        Ok(n) => f.inbuf.extend_from_slice(&buf[..n]),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(format!("switch {}: {e}", f.id)),
+                    }
+                }
+                let mut at = 0;
+                while f.inbuf.len() - at >= 8 {
+                    let len = usize::from(u16_at(&f.inbuf, at + 2));
+                    if len < 8 {
+                        return Err(format!("switch {}: a message of length {len} from the controller", f.id));
+                    }
+                    if f.inbuf.len() - at < len {
+                        break;
+                    }
+                    let m = f.inbuf[at..at + len].to_vec();
+                    at += len;
+                    f.handle(&m, version, a.learn == 1, delay, &mut check);
+                }
+                f.inbuf.drain(..at);
+            }
+            // Every switch: packet-ins as the mode allows, then write.
+            let now = Instant::now();
+            for f in &mut fakes {
+                if let Stage::Waiting(t) = f.stage {
+                    if now >= t {
+                        f.stage = Stage::Ready;
+                        f.count = 0;
+                        f.probes = 0;
+                    }
+                }
+                if f.stage == Stage::Ready {
+                    if a.throughput {
+                        while f.out.len() - f.sent < QUEUE {
+                            f.probe(version, a.macs);
+                        }
+                    } else if f.probes == 0 {
+                        f.probe(version, a.macs);
+                    }
+                }
+                while f.sent < f.out.len() {
+                    match f.stream.write(&f.out[f.sent..]) {
+                        Ok(n) => f.sent += n,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(format!("switch {}: {e}", f.id)),
+                    }
+                }
+                if f.sent == f.out.len() {
+                    f.out.clear();
+                    f.sent = 0;
+                } else if f.sent >= QUEUE {
+                    f.out.drain(..f.sent);
+                    f.sent = 0;
+                }
+            }
+        }
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        let counts: Vec<u64> = fakes.iter().map(|f| f.count).collect();
+        let total: u64 = counts.iter().sum();
+        let per_ms = total as f64 / ms;
+        let list: Vec<String> = counts.iter().map(u64::to_string).collect();
+        println!(
+            "{} {:<3} switches: flows/sec:  {}   total = {per_ms:.6} per ms ",
+            clock(),
+            a.switches,
+            list.join("  ")
+        );
+        if test >= a.warmup && test < a.loops - a.cooldown {
+            results.push(per_ms * 1000.0);
+        }
+    }
+    let n = results.len() as f64;
+    let min = results.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = results.iter().copied().fold(0.0, f64::max);
+    let avg = results.iter().sum::<f64>() / n;
+    let stdev = (results.iter().map(|r| (r - avg) * (r - avg)).sum::<f64>() / n).sqrt();
+    println!(
+        "RESULT: {} switches {} tests min/max/avg/stdev = {min:.2}/{max:.2}/{avg:.2}/{stdev:.2} responses/s",
+        a.switches,
+        results.len()
+    );
+    let silent = fakes.iter().filter(|f| f.stage != Stage::Ready).count();
+    println!(
+        "CHECK: {} flow-mods ({} table-miss, {} others not sending the learned destination to port {LEARNED_PORT}), {} packet-outs, {} errors, {silent} switches never ready",
+        check.flow_mods, check.table_miss, check.wrong, check.packet_outs, check.errors
+    );
+    Ok(())
+}
