@@ -10,6 +10,12 @@
 //! - [`Hub`] (`hub`): floods every packet-in.
 //! - [`FastReply`] (`fast-reply`): answers every packet-in with one fixed
 //!   flow-mod (libfluid's "cbench fast reply"): the library's ceiling.
+//! - [`Router`] (`router`): proactive routing for the topology of Sluice's
+//!   router example: when a switch comes up it installs one flow per
+//!   subnet (10.0.1.0/24 on port 1, 10.0.2.0/24 on port 2) that rewrites
+//!   the MACs to the port's router address and the host's, decrements
+//!   the TTL (OpenFlow 1.3; 1.0 has no such action) and sends the packet
+//!   out; nothing reaches the controller afterwards.
 //! - [`Chain`]: several applications in one controller, each called in
 //!   turn for every event.
 
@@ -23,7 +29,7 @@ use crate::server::{Event, PacketIn, Switch};
 use crate::App;
 
 /// The shipped applications' names, for `--app`.
-pub const APPS: &[&str] = &["l2", "hub", "fast-reply"];
+pub const APPS: &[&str] = &["l2", "hub", "fast-reply", "router"];
 
 /// Makes one instance of an application.
 pub type MakeApp = fn() -> Box<dyn App>;
@@ -34,6 +40,7 @@ pub fn app_by_name(name: &str) -> Option<MakeApp> {
         "l2" => || Box::<LearningSwitch>::default(),
         "hub" => || Box::new(Hub),
         "fast-reply" => || Box::new(FastReply),
+        "router" => || Box::new(Router),
         _ => return None,
     })
 }
@@ -162,6 +169,37 @@ impl App for FastReply {
         if let Event::PacketIn(p) = ev {
             let fields = vec![oxm(OxmField::InPort, &p.in_port.to_be_bytes())];
             let _ = sw.flow_mod(flow(1, fields, vec![Action::Output { port: 1, max_len: 0 }], p.buffer_id));
+        }
+    }
+}
+
+/// The router example's subnets: (IPv4 prefix, port, the router's MAC on
+/// that port, the host's MAC), as in the example's documentation.
+pub const ROUTES: [([u8; 4], u32, [u8; 6], [u8; 6]); 2] = [
+    ([10, 0, 1, 0], 1, [2, 0, 0, 0, 1, 0xfe], [2, 0, 0, 0, 1, 1]),
+    ([10, 0, 2, 0], 2, [2, 0, 0, 0, 2, 0xfe], [2, 0, 0, 0, 2, 1]),
+];
+
+/// The proactive router (`router`).
+pub struct Router;
+
+impl App for Router {
+    fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
+        let Event::SwitchUp { .. } = ev else { return };
+        for (prefix, port, router_mac, host_mac) in ROUTES {
+            let fields = vec![
+                oxm(OxmField::EthType, &[0x08, 0x00]),
+                Oxm { field: OxmField::Ipv4Dst, value: prefix.to_vec(), mask: Some(vec![255, 255, 255, 0]) },
+            ];
+            let mut actions = vec![
+                Action::SetField(oxm(OxmField::EthSrc, &router_mac)),
+                Action::SetField(oxm(OxmField::EthDst, &host_mac)),
+            ];
+            if sw.version == OFP13 {
+                actions.push(Action::DecNwTtl);
+            }
+            actions.push(Action::Output { port, max_len: 0 });
+            let _ = sw.flow_mod(flow(10, fields, actions, NO_BUFFER));
         }
     }
 }

@@ -52,6 +52,11 @@ pub struct Config {
     /// Where connection news goes (a switch up or down, a connection
     /// closed and why); none by default.
     pub log: Option<Log>,
+    /// OpenFlow 1.3 role to ask of every switch once it is up (before the
+    /// application hears of it): `(role, generation_id)` with the role
+    /// from `sluice_openflow::controller_role`. The switch's ROLE_REPLY
+    /// (or its error, for a stale generation) reaches the application.
+    pub role: Option<(u32, u64)>,
 }
 
 /// Where a controller's news goes.
@@ -67,6 +72,7 @@ impl Default for Config {
             handshake_timeout: Duration::from_secs(10),
             max_pending: 4 << 20,
             log: None,
+            role: None,
         }
     }
 }
@@ -783,6 +789,10 @@ impl Worker {
         }
         let Some(c) = self.conns[i].as_mut() else { return };
         let mut sw = Switch { dpid, version, out: &mut c.out, counters: &self.counters };
+        if let (Some((role, generation_id)), OFP13) = (self.cfg.role, version) {
+            let xid = sw.xid();
+            sw.send13(&Message::RoleRequest(sluice_openflow::Role { role, generation_id }), xid);
+        }
         self.app.event(&mut sw, &Event::SwitchUp { ports: &ports });
     }
 

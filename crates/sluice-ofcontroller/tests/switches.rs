@@ -145,6 +145,29 @@ fn an_openflow_1_3_switch_gets_the_table_miss_flow_and_port_descriptions_are_ask
 }
 
 #[test]
+fn a_configured_role_is_asked_of_every_1_3_switch_once_it_is_up() {
+    let role = (sluice_openflow::controller_role::MASTER, 42);
+    let ctl = start(Config { role: Some(role), ..Config::default() });
+    let mut s = TcpStream::connect(ctl.local_addr).unwrap();
+    let hello = sluice_openflow::encode(
+        &Message::Hello(vec![sluice_openflow::HelloElement::VersionBitmap(vec![1 << OFP13])]),
+        OFP13,
+        1,
+    );
+    s.write_all(&hello).unwrap();
+    read_msg(&mut s).unwrap();
+    read_msg(&mut s).unwrap();
+    let f = Features { datapath_id: 10, n_buffers: 0, n_tables: 64, auxiliary_id: 0, capabilities: 0 };
+    s.write_all(&sluice_openflow::encode(&Message::FeaturesReply(f), OFP13, 2)).unwrap();
+    let (h, _) = sluice_openflow::decode(&read_msg(&mut s).unwrap()).unwrap();
+    let reply = Message::MultipartReply { flags: 0, body: MultipartReply::PortDesc(Vec::new()) };
+    s.write_all(&sluice_openflow::encode(&reply, OFP13, h.xid)).unwrap();
+    let (_, m) = sluice_openflow::decode(&read_msg(&mut s).unwrap()).unwrap();
+    assert_eq!(m, Message::RoleRequest(sluice_openflow::Role { role: role.0, generation_id: role.1 }));
+    ctl.stop();
+}
+
+#[test]
 fn hostile_switches_are_closed_or_answered_and_the_good_ones_are_served() {
     let ctl =
         start(Config { handshake_timeout: Duration::from_millis(500), max_pending: 64 << 10, ..Config::default() });
@@ -244,5 +267,21 @@ fn a_silent_switch_gets_echo_requests_and_is_closed_after_three() {
         s.write_all(&reply).unwrap();
     }
     assert_eq!(ctl.counters.switches_down.load(Ordering::Relaxed), 1);
+    ctl.stop();
+}
+
+#[test]
+fn a_datapath_id_that_connects_again_replaces_its_older_connection() {
+    // Two threads: the second connection may land on either.
+    let ctl = start(Config { threads: 2, ..Config::default() });
+    let mut first = switch10(ctl.local_addr, 77);
+    learns(&mut first);
+    let mut second = switch10(ctl.local_addr, 77);
+    learns(&mut second);
+    assert!(read_msg(&mut first).is_none(), "the older connection of datapath 77 is closed");
+    // The newer one is served on.
+    second.write_all(&packet_in10(5, 1, 2)).unwrap();
+    assert!(read_msg(&mut second).is_some());
+    assert_eq!(ctl.counters.switches_up.load(Ordering::Relaxed), 2);
     ctl.stop();
 }

@@ -1,5 +1,5 @@
-//! `sluice controller [--listen tcp:IP:PORT] [--threads N] [--app l2|hub|fast-reply[,...]]
-//! [--of 1.0,1.3] [--duration S]`: an OpenFlow controller running the
+//! `sluice controller [--listen tcp:IP:PORT] [--threads N] [--app l2|hub|fast-reply|router[,...]]
+//! [--of 1.0,1.3] [--role master|slave|equal --generation-id N] [--duration S]`: an OpenFlow controller running the
 //! shipped applications (`sluice-ofcontroller`), logging switches as they
 //! come and go and, every second with traffic, the messages in and out;
 //! until SIGINT or SIGTERM, then a last summary.
@@ -20,7 +20,7 @@ pub struct ControllerArgs {
     /// Worker threads (switch connections are spread over them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub threads: u32,
-    /// Applications, comma-separated, each called in turn for every event: l2, hub, fast-reply.
+    /// Applications, comma-separated, each called in turn for every event: l2, hub, fast-reply, router.
     #[arg(long, default_value = "l2")]
     pub app: String,
     /// OpenFlow versions spoken, comma-separated: 1.0 and/or 1.3.
@@ -32,6 +32,12 @@ pub struct ControllerArgs {
     /// Seconds of silence before an echo request; three close the connection.
     #[arg(long, default_value_t = 5.0)]
     pub echo_interval: f64,
+    /// OpenFlow 1.3 role to ask of every switch: master, slave or equal (with --generation-id).
+    #[arg(long)]
+    pub role: Option<String>,
+    /// The generation id sent with --role master or slave.
+    #[arg(long, default_value_t = 0)]
+    pub generation_id: u64,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -81,7 +87,15 @@ pub fn run(a: &ControllerArgs) -> Result<(), String> {
     if a.echo_interval.is_nan() || a.echo_interval <= 0.0 {
         return Err("--echo-interval must be above 0".into());
     }
+    let role = match a.role.as_deref() {
+        None => None,
+        Some("master") => Some((sluice_openflow::controller_role::MASTER, a.generation_id)),
+        Some("slave") => Some((sluice_openflow::controller_role::SLAVE, a.generation_id)),
+        Some("equal") => Some((sluice_openflow::controller_role::EQUAL, a.generation_id)),
+        Some(r) => return Err(format!("--role {r}: master, slave or equal")),
+    };
     let cfg = Config {
+        role,
         listen,
         threads: a.threads as usize,
         versions,

@@ -322,3 +322,57 @@ fn ofbench_against_the_learning_switch_in_both_modes_and_versions() {
         let _ = std::fs::remove_file(&log);
     }
 }
+
+/// `--role slave`: the switch takes the role and refuses the learning
+/// switch's flow-mods (no table-miss flow appears).
+#[test]
+fn a_slave_controller_cannot_change_sluice_openflow() {
+    require("ovs-ofctl", "openvswitch-common");
+    let mut lab = lab();
+    let (_ctl, ctl_log) =
+        controller(&lab, 16730, &["--app", "l2", "--of", "1.3", "--role", "slave", "--generation-id", "7"]);
+    let log = std::fs::File::create(lab.dir.join("sluice.log")).unwrap();
+    let switch = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, SLUICE, "openflow", "-i", "1@s1-eth1", "-i", "2@s1-eth2"])
+        .args(["--datapath-id", "0x6", "--controller", "tcp:127.0.0.1:16730", "--listen", "ptcp:16731:127.0.0.1"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start sluice openflow");
+    lab.sluice = Some(switch);
+    wait_for(&ctl_log, "switch 0x0000000000000006 up (OpenFlow 1.3", 1);
+    std::thread::sleep(Duration::from_millis(500));
+    let dump =
+        sh(&["ip", "netns", "exec", &lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "tcp:127.0.0.1:16731"]);
+    assert!(!dump.contains("priority=0"), "a slave's flow-mod was taken:\n{dump}");
+    assert_eq!(ping(&lab, 2), 0, "nothing forwards without flows");
+    lab.stop();
+}
+
+/// `--app router`: the router example's two routes installed when the
+/// switch connects; hosts in two subnets ping through them.
+#[test]
+fn the_proactive_router_app_routes_between_the_example_subnets() {
+    require("ovs-ofctl", "openvswitch-common");
+    let mut lab = Lab::with_veth_hosts(false);
+    let (_ctl, ctl_log) = controller(&lab, 16740, &["--app", "router", "--of", "1.3"]);
+    let log = std::fs::File::create(lab.dir.join("sluice.log")).unwrap();
+    let switch = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, SLUICE, "openflow", "-i", "1@s1-eth1", "-i", "2@s1-eth2"])
+        .args(["--datapath-id", "0x7", "--controller", "tcp:127.0.0.1:16740", "--listen", "ptcp:16741:127.0.0.1"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start sluice openflow");
+    lab.sluice = Some(switch);
+    wait_for(&ctl_log, "switch 0x0000000000000007 up (OpenFlow 1.3", 1);
+    let got = lab.ping(5);
+    assert!(got >= 4, "ping between the subnets through the router's flows: {got} of 5\n{}", read(&ctl_log));
+    let dump =
+        sh(&["ip", "netns", "exec", &lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "tcp:127.0.0.1:16741"]);
+    for net in ["nw_dst=10.0.1.0/24", "nw_dst=10.0.2.0/24"] {
+        let line = dump.lines().find(|l| l.contains(net)).unwrap_or_else(|| panic!("no route to {net}:\n{dump}"));
+        assert!(line.contains("dec_ttl") && !line.contains("n_packets=0,"), "{line}");
+    }
+    lab.stop();
+}
