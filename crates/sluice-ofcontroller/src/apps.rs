@@ -173,11 +173,22 @@ impl App for FastReply {
     }
 }
 
-/// The router example's subnets: (IPv4 prefix, port, the router's MAC on
-/// that port, the host's MAC), as in the example's documentation.
-pub const ROUTES: [([u8; 4], u32, [u8; 6], [u8; 6]); 2] = [
-    ([10, 0, 1, 0], 1, [2, 0, 0, 0, 1, 0xfe], [2, 0, 0, 0, 1, 1]),
-    ([10, 0, 2, 0], 2, [2, 0, 0, 0, 2, 0xfe], [2, 0, 0, 0, 2, 1]),
+/// One of the router example's subnets.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    /// The /24 prefix.
+    pub prefix: [u8; 4],
+    pub port: u32,
+    /// The router's MAC on that port.
+    pub router_mac: [u8; 6],
+    /// The host's MAC behind it.
+    pub host_mac: [u8; 6],
+}
+
+/// The router example's subnets, as in the example's documentation.
+pub const ROUTES: [Route; 2] = [
+    Route { prefix: [10, 0, 1, 0], port: 1, router_mac: [2, 0, 0, 0, 1, 0xfe], host_mac: [2, 0, 0, 0, 1, 1] },
+    Route { prefix: [10, 0, 2, 0], port: 2, router_mac: [2, 0, 0, 0, 2, 0xfe], host_mac: [2, 0, 0, 0, 2, 1] },
 ];
 
 /// The proactive router (`router`).
@@ -186,7 +197,7 @@ pub struct Router;
 impl App for Router {
     fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
         let Event::SwitchUp { .. } = ev else { return };
-        for (prefix, port, router_mac, host_mac) in ROUTES {
+        for Route { prefix, port, router_mac, host_mac } in ROUTES {
             let fields = vec![
                 oxm(OxmField::EthType, &[0x08, 0x00]),
                 Oxm { field: OxmField::Ipv4Dst, value: prefix.to_vec(), mask: Some(vec![255, 255, 255, 0]) },
