@@ -1,5 +1,5 @@
 # Sourced: makes sure the tools the live-port tests and the network benchmark
-# need are installed (iproute2, iperf3, ethtool, ping, nftables, python3, ovs-ofctl, ovs-vswitchd), installing them with
+# need are installed (iproute2, iperf3, ethtool, ping, nftables, python3, ovs-ofctl, ovs-vswitchd, openssl), installing them with
 # apt when missing; fails with a clear message otherwise.
 need=()
 command -v ip >/dev/null || need+=(iproute2)
@@ -13,6 +13,8 @@ command -v python3 >/dev/null || need+=(python3)
 command -v ovs-ofctl >/dev/null || need+=(openvswitch-common)
 # os-ken's switch test suite uses an Open vSwitch bridge (user-space datapath) as its tester.
 command -v ovs-vswitchd >/dev/null || need+=(openvswitch-switch)
+# The controller's TLS test makes its certificates with openssl.
+command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "error: ${need[*]} missing and not root: install them (apt-get install ${need[*]})" >&2

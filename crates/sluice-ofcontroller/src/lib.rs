@@ -1,14 +1,17 @@
 //! An OpenFlow controller library: switches connect, the library speaks
 //! the protocol, applications see typed events and send typed requests.
 //!
-//! - [`Controller`] listens for switch connections and spreads them over
-//!   worker threads (one `mio` poll each). Per connection it sends HELLO,
+//! - [`Controller`] listens for switch connections (TCP, or TLS through
+//!   rustls with [`Config::tls`], see [`tls_config`]) and spreads them
+//!   over worker threads (one `mio` poll each). Per connection it sends HELLO,
 //!   negotiates OpenFlow 1.0 or 1.3 (those in [`Config::versions`]),
 //!   asks the switch's features (and, in 1.3, its port descriptions),
 //!   answers echo requests, sends its own after [`Config::echo_interval`]
 //!   of silence and closes a connection silent for three intervals or
 //!   stuck in the handshake for [`Config::handshake_timeout`]. A second
 //!   connection from a datapath id already connected replaces the first.
+//!   With [`Config::role`], every 1.3 switch is asked for that role as it
+//!   comes up.
 //! - An application is an [`App`]: one instance per worker thread (made
 //!   by the factory given to [`Controller::start`]), called on that
 //!   thread for the switches it owns with [`Event`]s, sending through the
@@ -36,7 +39,7 @@ mod server;
 mod translate;
 
 pub use apps::{app_by_name, Chain, FastReply, Hub, LearningSwitch, MakeApp, Route, Router, APPS, ROUTES};
-pub use server::{Config, Controller, Counters, Event, Log, PacketIn, Switch};
+pub use server::{tls_config, Config, Controller, Counters, Event, Log, PacketIn, Switch};
 pub use translate::{flow_mod_to_10, packet_in_from_10, packet_out_to_10, port10_to_32, port32_to_10};
 
 /// An application: called for every event of the switches on its thread.

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -57,6 +58,43 @@ pub struct Config {
     /// from `sluice_openflow::controller_role`. The switch's ROLE_REPLY
     /// (or its error, for a stale generation) reaches the application.
     pub role: Option<(u32, u64)>,
+    /// TLS on every connection (see [`tls_config`]); plain TCP without.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// A TLS configuration from PEM files: the controller's certificate
+/// chain and private key, and, with `ca`, the authority whose
+/// certificates switches must present (without, switches are not asked
+/// for one).
+pub fn tls_config(cert: &Path, key: &Path, ca: Option<&Path>) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<Result<_, _>>())
+        .map_err(|e| format!("certificate {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("certificate {}: no certificate in it", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("private key {}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = match ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_file_iter(ca).map_err(|e| format!("CA certificate {}: {e}", ca.display()))? {
+                let c = c.map_err(|e| format!("CA certificate {}: {e}", ca.display()))?;
+                roots.add(c).map_err(|e| format!("CA certificate {}: {e}", ca.display()))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| format!("CA certificate {}: {e}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    builder.with_single_cert(certs, key).map(Arc::new).map_err(|e| format!("certificate and key: {e}"))
 }
 
 /// Where a controller's news goes.
@@ -73,6 +111,7 @@ impl Default for Config {
             max_pending: 4 << 20,
             log: None,
             role: None,
+            tls: None,
         }
     }
 }
@@ -271,6 +310,9 @@ struct Conn {
     last_rx: Instant,
     echo_sent: u32,
     writable_wanted: bool,
+    /// The TLS session when the listener is `ssl:`; bytes pass through it
+    /// both ways (`rbuf` and `out` hold plaintext).
+    tls: Option<rustls::ServerConnection>,
 }
 
 enum Cmd {
@@ -502,7 +544,19 @@ impl Worker {
             last_rx: now,
             echo_sent: 0,
             writable_wanted: false,
+            tls: None,
         };
+        if let Some(cfg) = &self.cfg.tls {
+            match rustls::ServerConnection::new(Arc::clone(cfg)) {
+                Ok(t) => c.tls = Some(t),
+                Err(e) => {
+                    let _ = self.poll.registry().deregister(&mut c.stream);
+                    self.free.push(i);
+                    self.log(&format!("connection from {peer}: TLS: {e}"));
+                    return;
+                }
+            }
+        }
         // HELLO with a version bitmap, in the highest version we speak.
         let top = self.cfg.versions.iter().copied().max().unwrap_or(OFP13);
         let bitmap = self.cfg.versions.iter().fold(0u32, |b, v| b | 1 << v);
@@ -545,32 +599,74 @@ impl Worker {
 
     fn read(&mut self, i: usize) {
         let mut eof = None;
+        let mut tls_error: Option<String> = None;
         {
             let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
             let mut got = 0;
-            loop {
-                // Into the worker's scratch buffer (not zeroed per read),
-                // then onto the connection's.
-                match c.stream.read(&mut self.scratch) {
-                    Ok(0) => {
-                        eof = Some("the switch closed it");
-                        break;
-                    }
-                    Ok(n) => {
-                        c.rbuf.extend_from_slice(&self.scratch[..n]);
-                        got += n;
-                        if got >= READ_ROUND {
-                            if !self.more.contains(&i) {
-                                self.more.push(i);
+            if let Some(tls) = &mut c.tls {
+                // Records from the socket into the session, plaintext out.
+                loop {
+                    let blocked = match tls.read_tls(&mut c.stream) {
+                        Ok(0) => {
+                            eof = Some("the switch closed it");
+                            true
+                        }
+                        Ok(_) => match tls.process_new_packets() {
+                            Ok(_) => false,
+                            Err(e) => {
+                                tls_error = Some(format!("TLS: {e}"));
+                                true
                             }
+                        },
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => true,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => false,
+                        Err(_) => {
+                            eof = Some("read error");
+                            true
+                        }
+                    };
+                    while let Ok(n) = tls.reader().read(&mut self.scratch) {
+                        if n == 0 {
                             break;
                         }
+                        c.rbuf.extend_from_slice(&self.scratch[..n]);
+                        got += n;
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        eof = Some("read error");
+                    if blocked {
                         break;
+                    }
+                    if got >= READ_ROUND {
+                        if !self.more.contains(&i) {
+                            self.more.push(i);
+                        }
+                        break;
+                    }
+                }
+            } else {
+                loop {
+                    // Into the worker's scratch buffer (not zeroed per
+                    // read), then onto the connection's.
+                    match c.stream.read(&mut self.scratch) {
+                        Ok(0) => {
+                            eof = Some("the switch closed it");
+                            break;
+                        }
+                        Ok(n) => {
+                            c.rbuf.extend_from_slice(&self.scratch[..n]);
+                            got += n;
+                            if got >= READ_ROUND {
+                                if !self.more.contains(&i) {
+                                    self.more.push(i);
+                                }
+                                break;
+                            }
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            eof = Some("read error");
+                            break;
+                        }
                     }
                 }
             }
@@ -578,6 +674,12 @@ impl Worker {
                 c.last_rx = Instant::now();
                 c.echo_sent = 0;
             }
+        }
+        if let Some(e) = tls_error {
+            // The alert the session wants to send goes first.
+            self.flush(i);
+            self.bad(i, &e);
+            return;
         }
         // Whole messages, in order, read in place (the buffer is taken out
         // of the connection while they are handled).
@@ -618,18 +720,56 @@ impl Worker {
     fn flush(&mut self, i: usize) {
         let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
         let mut failed = false;
-        while c.out.sent < c.out.buf.len() {
-            match c.stream.write(&c.out.buf[c.out.sent..]) {
-                Ok(0) => {
-                    failed = true;
+        if let Some(tls) = &mut c.tls {
+            // Plaintext into the session (it takes what its buffer limit
+            // allows), records out to the socket.
+            loop {
+                let before = c.out.sent;
+                if c.out.sent < c.out.buf.len() {
+                    match tls.writer().write(&c.out.buf[c.out.sent..]) {
+                        Ok(n) => c.out.sent += n,
+                        Err(_) => failed = true,
+                    }
+                }
+                let (mut blocked, mut wrote) = (false, false);
+                while tls.wants_write() {
+                    match tls.write_tls(&mut c.stream) {
+                        Ok(0) => {
+                            failed = true;
+                            break;
+                        }
+                        Ok(_) => wrote = true,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            blocked = true;
+                            break;
+                        }
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+                // Done, stuck on the socket, or the session takes no more
+                // plaintext yet (its handshake is not finished).
+                if failed || blocked || c.out.sent == c.out.buf.len() || (c.out.sent == before && !wrote) {
                     break;
                 }
-                Ok(n) => c.out.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => {
-                    failed = true;
-                    break;
+            }
+        } else {
+            while c.out.sent < c.out.buf.len() {
+                match c.stream.write(&c.out.buf[c.out.sent..]) {
+                    Ok(0) => {
+                        failed = true;
+                        break;
+                    }
+                    Ok(n) => c.out.sent += n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
                 }
             }
         }
@@ -640,7 +780,7 @@ impl Worker {
             c.out.buf.drain(..c.out.sent);
             c.out.sent = 0;
         }
-        let want = c.out.sent < c.out.buf.len();
+        let want = c.out.sent < c.out.buf.len() || c.tls.as_ref().is_some_and(|t| t.wants_write());
         if want != c.writable_wanted {
             c.writable_wanted = want;
             let interest = if want { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };

@@ -1,4 +1,4 @@
-//! `sluice controller [--listen tcp:IP:PORT] [--threads N] [--app l2|hub|fast-reply|router[,...]]
+//! `sluice controller [--listen tcp:IP:PORT|ssl:IP:PORT] [--threads N] [--app l2|hub|fast-reply|router[,...]]
 //! [--of 1.0,1.3] [--role master|slave|equal --generation-id N] [--duration S]`: an OpenFlow controller running the
 //! shipped applications (`sluice-ofcontroller`), logging switches as they
 //! come and go and, every second with traffic, the messages in and out;
@@ -14,9 +14,18 @@ use sluice_ofcontroller::{app_by_name, App, Chain, Config, Controller, Counters,
 /// The arguments of `sluice controller`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ControllerArgs {
-    /// Where switches connect: `tcp:IP:PORT` (or `tcp:PORT`, all addresses).
+    /// Where switches connect: `tcp:IP:PORT` (or `tcp:PORT`, all addresses), or `ssl:IP:PORT` for TLS (with --private-key and --certificate).
     #[arg(long, default_value = "tcp:0.0.0.0:6653")]
     pub listen: String,
+    /// TLS: the controller's private key (PEM).
+    #[arg(long)]
+    pub private_key: Option<std::path::PathBuf>,
+    /// TLS: the controller's certificate chain (PEM).
+    #[arg(long)]
+    pub certificate: Option<std::path::PathBuf>,
+    /// TLS: switches must present a certificate from this authority (PEM); without, none is asked.
+    #[arg(long)]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// Worker threads (switch connections are spread over them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub threads: u32,
@@ -46,13 +55,20 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// `tcp:IP:PORT` or `tcp:PORT`.
-fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    let rest = s.strip_prefix("tcp:").ok_or_else(|| format!("--listen {s}: expected tcp:IP:PORT"))?;
+/// `tcp:IP:PORT`, `tcp:PORT`, `ssl:IP:PORT` or `ssl:PORT`: the address
+/// and whether it is TLS.
+fn parse_listen(s: &str) -> Result<(SocketAddr, bool), String> {
+    let (rest, tls) = match (s.strip_prefix("tcp:"), s.strip_prefix("ssl:")) {
+        (Some(r), _) => (r, false),
+        (_, Some(r)) => (r, true),
+        _ => return Err(format!("--listen {s}: expected tcp:IP:PORT or ssl:IP:PORT")),
+    };
     if let Ok(port) = rest.parse::<u16>() {
-        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+        return Ok((SocketAddr::from(([0, 0, 0, 0], port)), tls));
     }
-    rest.parse().map_err(|_| format!("--listen {s}: expected tcp:IP:PORT or tcp:PORT"))
+    let addr =
+        rest.parse().map_err(|_| format!("--listen {s}: expected tcp:IP:PORT, tcp:PORT, ssl:IP:PORT or ssl:PORT"))?;
+    Ok((addr, tls))
 }
 
 fn parse_versions(s: &str) -> Result<Vec<u8>, String> {
@@ -81,7 +97,13 @@ fn snapshot(c: &Counters) -> [u64; 4] {
 }
 
 pub fn run(a: &ControllerArgs) -> Result<(), String> {
-    let listen = parse_listen(&a.listen)?;
+    let (listen, tls) = parse_listen(&a.listen)?;
+    let tls = match (tls, &a.private_key, &a.certificate) {
+        (false, None, None) if a.ca_cert.is_none() => None,
+        (false, _, _) => return Err("--private-key, --certificate and --ca-cert go with --listen ssl:...".into()),
+        (true, Some(key), Some(cert)) => Some(sluice_ofcontroller::tls_config(cert, key, a.ca_cert.as_deref())?),
+        (true, _, _) => return Err("--listen ssl:... needs --private-key and --certificate".into()),
+    };
     let versions = parse_versions(&a.versions)?;
     let makers = apps(&a.app)?;
     if a.echo_interval.is_nan() || a.echo_interval <= 0.0 {
@@ -96,6 +118,7 @@ pub fn run(a: &ControllerArgs) -> Result<(), String> {
     };
     let cfg = Config {
         role,
+        tls,
         listen,
         threads: a.threads as usize,
         versions,
@@ -127,8 +150,12 @@ pub fn run(a: &ControllerArgs) -> Result<(), String> {
     }
     let ctl = Controller::start(cfg, make).map_err(|e| format!("--listen {}: {e}", a.listen))?;
     eprintln!(
-        "controller: listening on tcp:{} (OpenFlow {}, app {}, {} thread(s))",
-        ctl.local_addr, a.versions, a.app, a.threads
+        "controller: listening on {}:{} (OpenFlow {}, app {}, {} thread(s))",
+        if a.listen.starts_with("ssl:") { "ssl" } else { "tcp" },
+        ctl.local_addr,
+        a.versions,
+        a.app,
+        a.threads
     );
     let t0 = Instant::now();
     let mut last = snapshot(&ctl.counters);

@@ -376,3 +376,97 @@ fn the_proactive_router_app_routes_between_the_example_subnets() {
     }
     lab.stop();
 }
+
+/// A CA, and certificates it signed for the controller and the switch,
+/// made with openssl in `dir`: (ca.pem, ctl.key, ctl.pem, sw.key, sw.pem).
+fn certificates(dir: &Path) {
+    require("openssl", "openssl");
+    let d = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    sh(&["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &d("ca.key"), "-out", &d("ca.pem")]
+        .into_iter()
+        .chain(["-days", "2", "-subj", "/CN=sluice-test-ca"])
+        .collect::<Vec<_>>());
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n",
+    )
+    .unwrap();
+    for who in ["ctl", "sw"] {
+        let (key, csr, pem) = (d(&format!("{who}.key")), d(&format!("{who}.csr")), d(&format!("{who}.pem")));
+        sh(&[
+            "openssl",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &format!("/CN={who}"),
+        ]);
+        sh(&[
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &d("ca.pem"),
+            "-CAkey",
+            &d("ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &d("ext.cnf"),
+        ]);
+    }
+}
+
+/// `--listen ssl:`: Open vSwitch connects over TLS (each side checks
+/// the other's certificate against the test's CA); the learning switch
+/// works through it; a plain TCP peer on the TLS port is closed.
+#[test]
+fn learning_switch_app_over_tls_drives_open_vswitch() {
+    let lab = lab();
+    certificates(&lab.dir);
+    let d = |f: &str| lab.dir.join(f).to_str().unwrap().to_string();
+    let ovs = Ovs::start(&lab);
+    let log_path = lab.dir.join("controller-tls.log");
+    let child = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, SLUICE, "controller", "--listen", "ssl:127.0.0.1:16750", "--app", "l2"])
+        .args(["--private-key", &d("ctl.key"), "--certificate", &d("ctl.pem"), "--ca-cert", &d("ca.pem")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .expect("start sluice controller");
+    let _ctl = Kill(child);
+    wait_for(&log_path, "listening on ssl:", 1);
+    ovs.vsctl(&["set-ssl", &d("sw.key"), &d("sw.pem"), &d("ca.pem")]);
+    ovs.vsctl(&["add-br", "tls0", "--", "set", "bridge", "tls0", "datapath_type=netdev", "protocols=OpenFlow13"]);
+    ovs.vsctl(&["set", "bridge", "tls0", "fail-mode=secure", "other-config:disable-in-band=true"]);
+    ovs.vsctl(&["set", "bridge", "tls0", "other-config:datapath-id=00000000000000c1"]);
+    for (i, p) in ["s1-eth1", "s1-eth2"].into_iter().enumerate() {
+        ovs.vsctl(&["add-port", "tls0", p, "--", "set", "interface", p, &format!("ofport_request={}", i + 1)]);
+    }
+    ovs.vsctl(&["set-controller", "tls0", "ssl:127.0.0.1:16750"]);
+    wait_for(&log_path, "switch 0x00000000000000c1 up (OpenFlow 1.3", 1);
+    let got = ping(&lab, 5);
+    assert!(got >= 4, "ping through Open vSwitch and the learning switch over TLS: {got} of 5\n{}", read(&log_path));
+    assert_learned(&ovs.dump_flows("tls0", "OpenFlow13"));
+
+    // Plain OpenFlow on the TLS port: not a TLS handshake, closed.
+    let plain = "import socket\n\
+                 s = socket.create_connection(('127.0.0.1', 16750))\n\
+                 s.sendall(bytes.fromhex('0400000800000001'))\n\
+                 s.settimeout(5)\n\
+                 try:\n    r = s.recv(100)\nexcept OSError:\n    r = b''\n\
+                 print('closed' if r == b'' else 'an alert')\n";
+    let out = sh(&["ip", "netns", "exec", &lab.sw, "python3", "-c", plain]);
+    assert!(out.contains("closed") || out.contains("an alert"), "{out}");
+    wait_for(&log_path, "closed: TLS", 1);
+}
