@@ -133,7 +133,7 @@ pub struct Counters {
     /// Messages not sent because the switch's buffer was full.
     pub dropped_out: AtomicU64,
     /// Asynchronous messages (packet-ins...) a 1.3 switch sent before its
-    /// handshake finished beyond the [`MAX_EARLY`] kept for the application.
+    /// handshake finished beyond the 64 kept for the application.
     pub dropped_in: AtomicU64,
     /// Requests an application made that the switch's version cannot say.
     pub untranslatable: AtomicU64,
