@@ -17,7 +17,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::lab::{Lab, MAC_H1, MAC_H2, MAC_SW1, MAC_SW2, SLUICE};
+use common::lab::{Kill, Lab, MAC_H1, MAC_H2, MAC_SW1, MAC_SW2, SLUICE};
 
 const PORT: &str = "16653";
 
@@ -50,17 +50,6 @@ fn start(lab: &mut Lab, extra: &[&str]) {
         }
         assert!(t0.elapsed() < Duration::from_secs(20), "sluice openflow did not start:\n{}", lab.log());
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A child process (a controller) killed and reaped when dropped, also
-/// when a test fails.
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -418,35 +407,7 @@ fn offloaded_tcp_segments_keep_partial_checksums_through_address_and_port_rewrit
     .unwrap();
     ofctl_ok(&lab, &["add-flows", flows.to_str().unwrap()]);
 
-    let server = Command::new("ip")
-        .args(["netns", "exec", &lab.h2, "iperf3", "-s", "-1", "-p", "5301"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run iperf3");
-    let _server = Kill(server);
-    std::thread::sleep(Duration::from_millis(300));
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.h1,
-            "iperf3",
-            "-c",
-            "10.0.2.100",
-            "-p",
-            "5400",
-            "-t",
-            "2",
-            "--connect-timeout",
-            "5000",
-            "-J",
-        ])
-        .output()
-        .expect("run iperf3");
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("iperf3 printed no JSON: {}\n{}", String::from_utf8_lossy(&out.stderr), lab.log()));
-    let bytes = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    let (bytes, j) = common::lab::iperf_between(&lab.h1, &lab.h2, "10.0.2.100", 5400, 5301);
     assert!(bytes > 10_000_000, "TCP through the rewriting flows moved {bytes} bytes\n{j}\n{}", lab.log());
     // Segments larger than a frame crossed the switch: their checksums
     // were partial when the flows rewrote them.

@@ -14,20 +14,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::lab::{sh, Lab, MAC_H1, MAC_H2, SLUICE};
-
-/// A child process killed and reaped when dropped, also when a test fails.
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::lab::{sh, Kill, Lab, MAC_H1, MAC_H2, SLUICE};
 
 fn require(tool: &str, package: &str) {
     let ok = Command::new("sh").args(["-c", &format!("command -v {tool}")]).stdout(Stdio::null()).status();
@@ -90,34 +80,7 @@ fn ping(lab: &Lab, n: u32) -> u32 {
 
 /// A 2-second iperf3 TCP transfer h1 -> h2; the bytes received.
 fn iperf(lab: &Lab) -> u64 {
-    let server = Command::new("ip")
-        .args(["netns", "exec", &lab.h2, "iperf3", "-s", "-1", "-p", "5302"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = Kill(server);
-    std::thread::sleep(Duration::from_millis(300));
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &lab.h1,
-            "iperf3",
-            "-c",
-            "10.0.9.2",
-            "-p",
-            "5302",
-            "-t",
-            "2",
-            "--connect-timeout",
-            "5000",
-        ])
-        .arg("-J")
-        .output()
-        .unwrap();
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-    j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0)
+    common::lab::iperf_between(&lab.h1, &lab.h2, "10.0.9.2", 5302, 5302).0
 }
 
 /// The learned flows in a dump: one toward each host's MAC.

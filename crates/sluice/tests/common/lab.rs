@@ -233,22 +233,9 @@ impl Lab {
 
     /// A 2-second iperf3 TCP transfer h1 -> h2; returns the bytes received.
     pub fn iperf(&self) -> u64 {
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &self.h2, "iperf3", "-s", "-1", "-p", "5301"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.h1, "iperf3", "-c", "10.0.2.1", "-p", "5301", "-t", "2", "-J"])
-            .output()
-            .unwrap();
-        let _ = server.kill();
-        let _ = server.wait();
-        let j: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|_| panic!("iperf3 printed no JSON: {}", String::from_utf8_lossy(&out.stderr)));
-        j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0)
+        let (bytes, j) = iperf_between(&self.h1, &self.h2, "10.0.2.1", 5301, 5301);
+        assert!(j.is_object(), "iperf3 printed no JSON: {j}");
+        bytes
     }
 }
 
@@ -269,4 +256,39 @@ pub fn received(text: &str) -> u32 {
         .and_then(|s| s.rsplit(", ").next())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// A 2-second iperf3 TCP transfer from namespace `from` to `addr`:`port`,
+/// the server listening in namespace `to` on `server_port` (another port
+/// when something between rewrites it); the bytes received and the
+/// client's JSON (its error text as a string when it printed none).
+pub fn iperf_between(from: &str, to: &str, addr: &str, port: u16, server_port: u16) -> (u64, serde_json::Value) {
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", to, "iperf3", "-s", "-1", "-p", &server_port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run iperf3");
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("ip")
+        .args(["netns", "exec", from, "iperf3", "-c", addr, "-p", &port.to_string(), "-t", "2"])
+        .args(["--connect-timeout", "5000", "-J"])
+        .output()
+        .expect("run iperf3");
+    let _ = server.kill();
+    let _ = server.wait();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&out.stderr).into_owned()));
+    (j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0), j)
+}
+
+/// A child process (a controller, a server) killed and reaped when
+/// dropped, also when a test fails.
+pub struct Kill(pub Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
