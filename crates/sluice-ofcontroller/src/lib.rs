@@ -40,7 +40,9 @@ mod translate;
 
 pub use apps::{app_by_name, Chain, FastReply, Hub, LearningSwitch, MakeApp, Route, Router, APPS, ROUTES};
 pub use server::{tls_config, Config, Controller, Counters, Event, Log, PacketIn, Switch};
-pub use translate::{flow_mod_to_10, packet_in_from_10, packet_out_to_10, port10_to_32, port32_to_10};
+pub use translate::{
+    flow_mod_to_10, packet_in_from_10, packet_in_from_13, packet_out_to_10, port10_to_32, port32_to_10,
+};
 
 /// An application: called for every event of the switches on its thread.
 pub trait App: Send {

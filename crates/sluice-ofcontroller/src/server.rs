@@ -32,7 +32,7 @@ use sluice_openflow::{
     error_reply, errors, FlowMod, HelloElement, Message, MultipartReply, MultipartRequest, PacketOut, PortDesc, OFP13,
 };
 
-use crate::translate::{flow_mod_to_10, packet_in_from_10, packet_out_to_10, port10_to_32};
+use crate::translate::{flow_mod_to_10, packet_in_from_10, packet_in_from_13, packet_out_to_10, port10_to_32};
 use crate::App;
 
 /// How the controller runs.
@@ -244,6 +244,15 @@ impl Switch<'_> {
         self.push(|b| of10::encode10_into(msg, xid, b))
     }
 
+    /// Sends a request the two versions say each their own way, `m13` or
+    /// `m10` by the switch's version, with a fresh transaction id:
+    /// whether it went, and the id.
+    fn request(&mut self, m13: &Message, m10: &Message10) -> (bool, u32) {
+        let xid = self.xid();
+        let sent = if self.version == OFP13 { self.send13(m13, xid) } else { self.send10(m10, xid) };
+        (sent, xid)
+    }
+
     /// Sends a flow-mod, translated for a 1.0 switch; an error (counted)
     /// when 1.0 cannot say it.
     pub fn flow_mod(&mut self, fm: FlowMod) -> Result<(), String> {
@@ -272,12 +281,7 @@ impl Switch<'_> {
     /// Sends a barrier request; `then` runs when its reply comes (not at
     /// all if the connection closes first).
     pub fn barrier(&mut self, then: impl FnOnce(&mut Switch<'_>) + Send + 'static) {
-        let xid = self.xid();
-        let sent = if self.version == OFP13 {
-            self.send13(&Message::BarrierRequest, xid)
-        } else {
-            self.send10(&Message10::BarrierRequest, xid)
-        };
+        let (sent, xid) = self.request(&Message::BarrierRequest, &Message10::BarrierRequest);
         if sent && self.out.barriers.len() < MAX_BARRIERS {
             self.out.barriers.insert(xid, Box::new(then));
         }
@@ -313,6 +317,13 @@ struct Conn {
     /// The TLS session when the listener is `ssl:`; bytes pass through it
     /// both ways (`rbuf` and `out` hold plaintext).
     tls: Option<rustls::ServerConnection>,
+}
+
+impl Conn {
+    /// The application's view of this connection.
+    fn switch<'a>(&'a mut self, counters: &'a Counters) -> Switch<'a> {
+        Switch { dpid: self.dpid, version: self.version, out: &mut self.out, counters }
+    }
 }
 
 enum Cmd {
@@ -560,13 +571,8 @@ impl Worker {
         // HELLO with a version bitmap, in the highest version we speak.
         let top = self.cfg.versions.iter().copied().max().unwrap_or(OFP13);
         let bitmap = self.cfg.versions.iter().fold(0u32, |b, v| b | 1 << v);
-        sluice_openflow::encode_into(
-            &Message::Hello(vec![HelloElement::VersionBitmap(vec![bitmap])]),
-            top,
-            0,
-            &mut c.out.buf,
-        );
-        add(&self.counters.messages_out, 1);
+        let hello = Message::Hello(vec![HelloElement::VersionBitmap(vec![bitmap])]);
+        c.switch(&self.counters).push(|b| sluice_openflow::encode_into(&hello, top, 0, b));
         self.conns[i] = Some(c);
         self.flush(i);
     }
@@ -587,7 +593,7 @@ impl Worker {
                 }
             }
             self.log(&format!("switch {:#018x} down", c.dpid));
-            let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+            let mut sw = c.switch(&self.counters);
             self.app.event(&mut sw, &Event::SwitchDown);
         }
     }
@@ -632,13 +638,7 @@ impl Worker {
                         c.rbuf.extend_from_slice(&self.scratch[..n]);
                         got += n;
                     }
-                    if blocked {
-                        break;
-                    }
-                    if got >= READ_ROUND {
-                        if !self.more.contains(&i) {
-                            self.more.push(i);
-                        }
+                    if blocked || got >= READ_ROUND {
                         break;
                     }
                 }
@@ -655,9 +655,6 @@ impl Worker {
                             c.rbuf.extend_from_slice(&self.scratch[..n]);
                             got += n;
                             if got >= READ_ROUND {
-                                if !self.more.contains(&i) {
-                                    self.more.push(i);
-                                }
                                 break;
                             }
                         }
@@ -669,6 +666,10 @@ impl Worker {
                         }
                     }
                 }
+            }
+            // Stopped with data maybe left: read again next round.
+            if got >= READ_ROUND && !self.more.contains(&i) {
+                self.more.push(i);
             }
             if got > 0 {
                 c.last_rx = Instant::now();
@@ -807,13 +808,8 @@ impl Worker {
                     continue;
                 }
                 c.echo_sent += 1;
-                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
-                let xid = sw.xid();
-                if sw.version == OFP13 {
-                    sw.send13(&Message::EchoRequest(Vec::new()), xid);
-                } else {
-                    sw.send10(&Message10::EchoRequest(Vec::new()), xid);
-                }
+                c.switch(&self.counters)
+                    .request(&Message::EchoRequest(Vec::new()), &Message10::EchoRequest(Vec::new()));
                 self.flush(i);
             }
         }
@@ -843,20 +839,15 @@ impl Worker {
                     data: text.clone().into_bytes(),
                 };
                 let reply_version = if version >= OFP13 { OFP13 } else { of10::OFP10 };
-                sluice_openflow::encode_into(&Message::Error(e), reply_version, xid, &mut c.out.buf);
+                let error = Message::Error(e);
+                c.switch(&self.counters).push(|b| sluice_openflow::encode_into(&error, reply_version, xid, b));
                 self.flush(i);
                 self.bad(i, &text);
                 return false;
             };
             c.version = v;
             c.stage = Stage::Features;
-            let mut sw = Switch { dpid: 0, version: v, out: &mut c.out, counters: &self.counters };
-            let xid = sw.xid();
-            if v == OFP13 {
-                sw.send13(&Message::FeaturesRequest, xid);
-            } else {
-                sw.send10(&Message10::FeaturesRequest, xid);
-            }
+            c.switch(&self.counters).request(&Message::FeaturesRequest, &Message10::FeaturesRequest);
             return true;
         }
         if version != c.version {
@@ -891,17 +882,12 @@ impl Worker {
         add(&self.counters.malformed, 1);
         let Some(c) = self.conns[i].as_mut() else { return };
         let xid = u32::from_be_bytes([request[4], request[5], request[6], request[7]]);
-        if c.out.buf.len() - c.out.sent >= c.out.max {
-            add(&self.counters.dropped_out, 1);
-            return;
-        }
-        if c.version == OFP13 {
-            let body = error_reply(request, e);
-            sluice_openflow::encode_into(&Message::Error(body), OFP13, xid, &mut c.out.buf);
+        let mut sw = c.switch(&self.counters);
+        if sw.version == OFP13 {
+            sw.send13(&Message::Error(error_reply(request, e)), xid);
         } else {
-            c.out.buf.extend_from_slice(&of10::error10(e, request, xid));
+            sw.push(|b| b.extend_from_slice(&of10::error10(e, request, xid)));
         }
-        add(&self.counters.messages_out, 1);
     }
 
     /// The switch finished its handshake.
@@ -928,7 +914,7 @@ impl Worker {
             }
         }
         let Some(c) = self.conns[i].as_mut() else { return };
-        let mut sw = Switch { dpid, version, out: &mut c.out, counters: &self.counters };
+        let mut sw = c.switch(&self.counters);
         if let (Some((role, generation_id)), OFP13) = (self.cfg.role, version) {
             let xid = sw.xid();
             sw.send13(&Message::RoleRequest(sluice_openflow::Role { role, generation_id }), xid);
@@ -940,14 +926,14 @@ impl Worker {
         let Some(c) = self.conns[i].as_mut() else { return false };
         match (&mut c.stage, m) {
             (_, Message::EchoRequest(d)) => {
-                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                let mut sw = c.switch(&self.counters);
                 sw.send13(&Message::EchoReply(d), xid);
             }
             (_, Message::EchoReply(_)) | (_, Message::Hello(_)) => {}
             (Stage::Features, Message::FeaturesReply(f)) => {
                 c.dpid = f.datapath_id;
                 c.stage = Stage::PortDesc(Vec::new(), Vec::new());
-                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                let mut sw = c.switch(&self.counters);
                 let xid = sw.xid();
                 sw.send13(&Message::MultipartRequest { flags: 0, body: MultipartRequest::PortDesc }, xid);
             }
@@ -975,26 +961,11 @@ impl Worker {
                 }
             }
             (Stage::Up, m) => {
-                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                let mut sw = c.switch(&self.counters);
                 match m {
                     Message::PacketIn(p) => {
                         add(&self.counters.packet_ins, 1);
-                        let in_port = p
-                            .matched
-                            .fields
-                            .iter()
-                            .find(|f| f.field == sluice_openflow::OxmField::InPort)
-                            .map_or(0, |f| f.value.iter().fold(0u32, |a, b| (a << 8) | u32::from(*b)));
-                        let pi = PacketIn {
-                            buffer_id: p.buffer_id,
-                            in_port,
-                            total_len: p.total_len,
-                            reason: p.reason,
-                            table_id: p.table_id,
-                            cookie: p.cookie,
-                            data: p.data,
-                        };
-                        self.app.event(&mut sw, &Event::PacketIn(&pi));
+                        self.app.event(&mut sw, &Event::PacketIn(&packet_in_from_13(p)));
                     }
                     Message::BarrierReply => {
                         if let Some(then) = sw.out.barriers.remove(&xid) {
@@ -1025,7 +996,7 @@ impl Worker {
         let Some(c) = self.conns[i].as_mut() else { return false };
         match (&c.stage, m) {
             (_, Message10::EchoRequest(d)) => {
-                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                let mut sw = c.switch(&self.counters);
                 sw.send10(&Message10::EchoReply(d), xid);
             }
             (_, Message10::EchoReply(_)) | (_, Message10::Hello(_)) => {}
@@ -1035,7 +1006,7 @@ impl Worker {
                 self.up(i, ports);
             }
             (Stage::Up, m) => {
-                let mut sw = Switch { dpid: c.dpid, version: c.version, out: &mut c.out, counters: &self.counters };
+                let mut sw = c.switch(&self.counters);
                 match m {
                     Message10::PacketIn(p) => {
                         add(&self.counters.packet_ins, 1);

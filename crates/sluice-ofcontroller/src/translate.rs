@@ -205,6 +205,20 @@ pub fn packet_out_to_10(po: &PacketOut) -> Result<Message10, String> {
     }))
 }
 
+/// A 1.3 packet-in as the neutral one (its in_port from the match).
+pub fn packet_in_from_13(p: sluice_openflow::PacketIn) -> PacketIn {
+    let in_port = p.matched.fields.iter().find(|f| f.field == OxmField::InPort).map_or(0, |f| be(&f.value) as u32);
+    PacketIn {
+        buffer_id: p.buffer_id,
+        in_port,
+        total_len: p.total_len,
+        reason: p.reason,
+        table_id: p.table_id,
+        cookie: p.cookie,
+        data: p.data,
+    }
+}
+
 /// A 1.0 packet-in as the neutral one (table 0, cookie 0).
 pub fn packet_in_from_10(p: of10::PacketIn10) -> PacketIn {
     PacketIn {
