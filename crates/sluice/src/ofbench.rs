@@ -20,9 +20,11 @@
 //! many did not send the learned destination to port 2), packet-outs,
 //! and ERROR messages.
 //!
-//! One thread and one `mio` poll drive every switch: the generator does
-//! little per message (a template copied and four fields patched; the
-//! answers are framed and two bytes read), so with the controller on the
+//! One thread and one `mio` poll drive every switch. The handshake's
+//! answers are decoded and encoded by `sluice-openflow`; the packet-ins
+//! and the reading of the answers, on the measured path, are written
+//! here byte by byte (a packet-in built in place, an answer framed and a
+//! few fields read) so that the generator does little per message and with the controller on the
 //! other core it is not what limits the figure (`docs/controller.md`
 //! says how that was checked).
 
@@ -199,81 +201,19 @@ impl Fake {
 
     /// Answers one whole message from the controller.
     fn handle(&mut self, m: &[u8], version: u8, learn: bool, delay: Duration, check: &mut Check) {
-        let (typ, xid) = (m[1], u32_at(m, 4));
+        let typ = m[1];
         let ready = self.stage == Stage::Ready;
         match (version, typ) {
             (_, 1) => check.errors += 1,
-            (_, 2) => {
-                header(&mut self.out, version, 3, m.len(), xid);
-                self.out.extend_from_slice(&m[8..]);
-            }
             (_, 5) => {
-                // FEATURES_REPLY: 1.0 with one port, 1.3 without.
-                if version == OFP10 {
-                    header(&mut self.out, version, 6, 32 + 48, xid);
-                    self.out.extend_from_slice(&u64::from(self.id).to_be_bytes());
-                    self.out.extend_from_slice(&256u32.to_be_bytes());
-                    self.out.extend_from_slice(&[1, 0, 0, 0]);
-                    self.out.extend_from_slice(&[0, 0, 0, 0xc7, 0, 0, 0x0f, 0xff]);
-                    let mut port = [0u8; 48];
-                    port[0..2].copy_from_slice(&1u16.to_be_bytes());
-                    port[2..8].copy_from_slice(&[2, 0, 0, 0, 1, self.id as u8]);
-                    port[8..13].copy_from_slice(b"veth1");
-                    self.out.extend_from_slice(&port);
-                } else {
-                    header(&mut self.out, version, 6, 32, xid);
-                    self.out.extend_from_slice(&u64::from(self.id).to_be_bytes());
-                    self.out.extend_from_slice(&256u32.to_be_bytes());
-                    self.out.extend_from_slice(&[1, 0, 0, 0]);
-                    self.out.extend_from_slice(&[0, 0, 0, 0x47, 0, 0, 0, 0]);
-                }
+                self.answer(m, version);
                 if learn {
                     let xid = self.next_xid();
                     packet_in(&mut self.out, version, xid, 0xffff_ffff, LEARNED_PORT, &garp(self.id));
                 }
                 self.stage = Stage::Waiting(Instant::now() + delay);
             }
-            (_, 7) => {
-                // GET_CONFIG_REPLY: flags 0, miss_send_len 128.
-                header(&mut self.out, version, 8, 12, xid);
-                self.out.extend_from_slice(&[0, 0, 0, 128]);
-            }
-            (OFP10, 18) | (OFP13, 20) => header(&mut self.out, version, typ + 1, 8, xid),
-            (OFP10, 16) => {
-                // STATS_REPLY: the description (1056 bytes of strings) or empty.
-                let st = u16_at(m, 8);
-                let body = if st == 0 { 1056 } else { 0 };
-                header(&mut self.out, version, 17, 12 + body, xid);
-                self.out.extend_from_slice(&st.to_be_bytes());
-                self.out.extend_from_slice(&[0, 0]);
-                self.out.resize(self.out.len() + body, 0);
-            }
-            (OFP13, 18) => {
-                // MULTIPART_REPLY: the description, the port descriptions
-                // (one port), or empty.
-                let mp = u16_at(m, 8);
-                let body = match mp {
-                    0 => 1056,
-                    13 => 64,
-                    _ => 0,
-                };
-                header(&mut self.out, version, 19, 16 + body, xid);
-                self.out.extend_from_slice(&mp.to_be_bytes());
-                self.out.extend_from_slice(&[0; 6]);
-                let start = self.out.len();
-                self.out.resize(start + body, 0);
-                if mp == 13 {
-                    self.out[start..start + 4].copy_from_slice(&1u32.to_be_bytes());
-                    self.out[start + 8..start + 14].copy_from_slice(&[2, 0, 0, 0, 1, self.id as u8]);
-                    self.out[start + 16..start + 21].copy_from_slice(b"veth1");
-                }
-            }
-            (OFP13, 24) => {
-                // ROLE_REPLY: the role asked, generation id as asked.
-                header(&mut self.out, version, 25, 24, xid);
-                self.out.extend_from_slice(&m[8..24.min(m.len())]);
-                self.out.resize(self.out.len() + 24 - m.len().min(24), 0);
-            }
+            (_, 2 | 7) | (OFP10, 16 | 18) | (OFP13, 18 | 20 | 24) => self.answer(m, version),
             (OFP10, 14) | (OFP13, 14) => {
                 let (command, actions) = if version == OFP10 {
                     (u16_at(m, 56), 72)
@@ -303,6 +243,106 @@ impl Fake {
             _ => {}
         }
         self.probes = self.probes.max(0);
+    }
+
+    /// Answers a request of the handshake (features, configuration,
+    /// description and port descriptions, echo, barrier, role) through the
+    /// codec: the switch has one port, 1 (`veth1`); statistics are empty.
+    fn answer(&mut self, m: &[u8], version: u8) {
+        let mac = [2, 0, 0, 0, 1, self.id as u8];
+        if version == OFP10 {
+            use sluice_openflow::of10::{decode10, encode10_into, FeaturesReply10, Message10, PhyPort10};
+            let Ok((xid, req)) = decode10(m) else { return };
+            let reply = match req {
+                Message10::EchoRequest(d) => Message10::EchoReply(d),
+                Message10::FeaturesRequest => {
+                    let port = PhyPort10 {
+                        port_no: 1,
+                        hw_addr: mac,
+                        name: "veth1".into(),
+                        config: 0,
+                        state: 0,
+                        curr: 0,
+                        advertised: 0,
+                        supported: 0,
+                        peer: 0,
+                    };
+                    Message10::FeaturesReply(FeaturesReply10 {
+                        datapath_id: u64::from(self.id),
+                        n_buffers: 256,
+                        n_tables: 1,
+                        capabilities: 0xc7,
+                        actions: 0xfff,
+                        ports: vec![port],
+                    })
+                }
+                Message10::GetConfigRequest => Message10::GetConfigReply { flags: 0, miss_send_len: 128 },
+                Message10::BarrierRequest => Message10::BarrierReply,
+                // The description (empty strings) or an empty reply.
+                Message10::StatsRequest { typ, .. } => {
+                    Message10::StatsReply { typ, flags: 0, body: vec![0; if typ == 0 { 1056 } else { 0 }] }
+                }
+                _ => return,
+            };
+            encode10_into(&reply, xid, &mut self.out);
+            return;
+        }
+        use sluice_openflow::{
+            Desc, Features, Message, MultipartReply, MultipartRequest as Rq, PortDesc, SwitchConfig,
+        };
+        let Ok((h, req)) = sluice_openflow::decode(m) else { return };
+        let reply = match req {
+            Message::EchoRequest(d) => Message::EchoReply(d),
+            Message::FeaturesRequest => Message::FeaturesReply(Features {
+                datapath_id: u64::from(self.id),
+                n_buffers: 256,
+                n_tables: 1,
+                auxiliary_id: 0,
+                capabilities: 0x47,
+            }),
+            Message::GetConfigRequest => Message::GetConfigReply(SwitchConfig { flags: 0, miss_send_len: 128 }),
+            Message::BarrierRequest => Message::BarrierReply,
+            Message::RoleRequest(r) => Message::RoleReply(r),
+            Message::MultipartRequest { body, .. } => {
+                let body = match body {
+                    Rq::Desc => MultipartReply::Desc(Desc {
+                        mfr_desc: String::new(),
+                        hw_desc: String::new(),
+                        sw_desc: String::new(),
+                        serial_num: String::new(),
+                        dp_desc: String::new(),
+                    }),
+                    Rq::PortDesc => MultipartReply::PortDesc(vec![PortDesc {
+                        port_no: 1,
+                        hw_addr: mac,
+                        name: "veth1".into(),
+                        config: 0,
+                        state: 0,
+                        curr: 0,
+                        advertised: 0,
+                        supported: 0,
+                        peer: 0,
+                        curr_speed: 0,
+                        max_speed: 0,
+                    }]),
+                    Rq::Flow(_) => MultipartReply::Flow(Vec::new()),
+                    Rq::Table => MultipartReply::Table(Vec::new()),
+                    Rq::PortStats { .. } => MultipartReply::PortStats(Vec::new()),
+                    Rq::TableFeatures(_) => MultipartReply::TableFeatures(Vec::new()),
+                    Rq::GroupDesc => MultipartReply::GroupDesc(Vec::new()),
+                    Rq::Queue { .. } => MultipartReply::Queue(Vec::new()),
+                    Rq::Group { .. } => MultipartReply::Group(Vec::new()),
+                    Rq::Meter { .. } => MultipartReply::Meter(Vec::new()),
+                    Rq::MeterConfig { .. } => MultipartReply::MeterConfig(Vec::new()),
+                    // Requests whose reply is not a list (aggregate,
+                    // features): not answered.
+                    _ => return,
+                };
+                Message::MultipartReply { flags: 0, body }
+            }
+            _ => return,
+        };
+        sluice_openflow::encode_into(&reply, OFP13, h.xid, &mut self.out);
     }
 
     /// Whether flow-mod `m` is a table-miss entry: priority 0, nothing matched.
