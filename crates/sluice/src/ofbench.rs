@@ -24,9 +24,9 @@
 //! answers are decoded and encoded by `sluice-openflow`; the packet-ins
 //! and the reading of the answers, on the measured path, are written
 //! here byte by byte (a packet-in built in place, an answer framed and a
-//! few fields read) so that the generator does little per message and with the controller on the
-//! other core it is not what limits the figure (`docs/controller.md`
-//! says how that was checked).
+//! few fields read): the generator does little per message, and with the
+//! controller on the other core it is not what limits the figure
+//! (`docs/controller.md` says how that was checked).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::ToSocketAddrs;
