@@ -1454,7 +1454,9 @@ fn the_flow_cache_changes_nothing_but_speed() {
                 .filter(|(i, _)| 1 + (*i as u32 % 3) == in_port)
                 .map(|(_, f)| f.as_slice())
                 .collect();
-            for batch in mine.chunks(7) {
+            // Small batches, and whole ones (longer than the switch's
+            // pipeline of packets in flight).
+            for batch in mine.chunks(7).chain(mine.chunks(mine.len())) {
                 sw.process_batch(in_port, batch, &mut |_, p, b: &[u8]| outs.push((in_port, p, b.to_vec())));
             }
         }
@@ -1909,6 +1911,16 @@ fn partial_checksums_stay_partial_through_rewrites_and_packet_ins_get_them_whole
         assert_eq!(outs.len(), 2);
         assert!(checksums_ok(&outs[0].1), "a whole checksum stays whole: {:02x?}", outs[0].1);
         assert!(checksums_ok(&complete(outs[1].1.clone())), "partial in a batch: {:02x?}", outs[1].1);
+        // Far into a long batch.
+        let mut outs = Vec::new();
+        let long: Vec<&[u8]> = (0..70).map(|i| if i == 57 { p.as_slice() } else { f.as_slice() }).collect();
+        sw.partial_checksums(1 << 57);
+        sw.process_batch(1, &long, &mut |i, _, b: &[u8]| outs.push((i, b.to_vec())));
+        assert_eq!(outs.len(), 70);
+        for (i, b) in &outs {
+            let whole = if *i == 57 { complete(b.clone()) } else { b.clone() };
+            assert!(checksums_ok(&whole), "frame {i} of a long batch: {b:02x?}");
+        }
         // The bits were for that batch only.
         let o = run(&mut sw, 1, f);
         assert!(checksums_ok(&o[0].1), "whole again: {:02x?}", o[0].1);
