@@ -45,7 +45,13 @@ pub struct PktMeta {
     pub len_reg: u32,
     /// Length of the packet as received at ingress (counter/meter byte basis).
     pub ingress_len: u32,
+    /// The sums of a PSA program's `InternetChecksum` instances (one
+    /// parser's or deparser's run).
+    pub csums: [u16; MAX_CHECKSUMS],
 }
+
+/// `InternetChecksum` instances a PSA program may have.
+pub const MAX_CHECKSUMS: usize = 8;
 
 /// Everything one packet's control-stage execution needs.
 pub struct Exec<'a> {
@@ -376,7 +382,13 @@ impl Exec<'_> {
     pub(crate) fn execute_meter(&mut self, arr: usize, i: usize) -> u32 {
         let size = meters::units(self.plan.meters[arr].width, u64::from(self.meta.ingress_len));
         let st = &mut *self.state;
-        st.meters.execute_leased(&mut st.meter_leases, arr, i, size, self.now_us)
+        let colour = st.meters.execute_leased(&mut st.meter_leases, arr, i, size, self.now_us);
+        if self.plan.psa.is_some() {
+            // PSA_MeterColor_t: RED 0, GREEN 1, YELLOW 2 (v1model: GREEN 0,
+            // YELLOW 1, RED 2).
+            return (colour + 1) % 3;
+        }
+        colour
     }
 
     pub(crate) fn select_member(&mut self, profile: Option<u32>, g: u32) -> Option<u32> {
@@ -619,6 +631,35 @@ impl Exec<'_> {
                     self.state.digests.push(Digest { list: name.clone(), receiver: r, values });
                 }
             }
+            Prim::CsumClear(ext) => self.meta.csums[*ext as usize] = 0,
+            Prim::CsumAdd { ext, input, subtract } => {
+                self.hash_buf.clear();
+                let env = env!(self, data);
+                for (r, w) in input {
+                    let mut b = [0u8; 16];
+                    let nb = nbytes(*w).min(16);
+                    r.eval_bytes(&env, &mut b[..nb]);
+                    mask_top(&mut b[..nb], *w);
+                    self.hash_buf.push_field(&b[..nb], *w as usize);
+                }
+                let words = sluice_hash::csum16(self.hash_buf.as_bytes());
+                // `csum16` is the complement of the sum: the sum is its complement.
+                let (sum, add) = (self.meta.csums[*ext as usize], !words);
+                let add = if *subtract { !add } else { add };
+                self.meta.csums[*ext as usize] = ones_add(sum, add);
+            }
+            Prim::CsumGet { ext, dst, state } => {
+                let sum = self.meta.csums[*ext as usize];
+                self.write_dst(dst, u128::from(if *state { sum } else { !sum }), data);
+            }
+            Prim::CsumVerify { ext, dst, field } => {
+                let v = field.eval_u128(&env!(self, data));
+                let ok = v == u128::from(!self.meta.csums[*ext as usize]);
+                self.write_dst(dst, u128::from(ok), data);
+            }
+            Prim::CsumSetState { ext, value } => {
+                self.meta.csums[*ext as usize] = value.eval_u128(&env!(self, data)) as u16;
+            }
             Prim::HashOffset { dst, base, calc, size } => {
                 let env = env!(self, data);
                 let b = base.eval_u128(&env) as u64;
@@ -767,6 +808,17 @@ fn compute_calc_packed(
     let c = &plan.calcs[ci];
     buf.clear();
     let env = Env { layout: &plan.layout, phv, params: &[], packet: &[], cursor_bits: 0 };
+    if c.pad_left {
+        // Zeros in front up to whole bytes (PSA's Hash).
+        let bits: u32 = c
+            .input
+            .iter()
+            .zip(&c.input_headers)
+            .filter(|(_, h)| h.is_none_or(|h| phv.valid()[h as usize]))
+            .map(|((_, w), _)| *w)
+            .sum();
+        buf.push_u64(0, ((8 - bits % 8) % 8) as usize);
+    }
     for ((r, w), h) in c.input.iter().zip(&c.input_headers) {
         if let Some(h) = h {
             if !phv.valid()[*h as usize] {
@@ -870,6 +922,12 @@ pub fn selector_input<'b>(
         }
     }
     packer.as_bytes()
+}
+
+/// One's complement addition of two 16-bit words (end-around carry).
+fn ones_add(a: u16, b: u16) -> u16 {
+    let s = u32::from(a) + u32::from(b);
+    ((s & 0xffff) + (s >> 16)) as u16
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ mod loadfwd;
 pub mod meters;
 pub mod phv;
 pub mod plan;
+pub mod psa;
 pub mod registers;
 pub mod runtime;
 pub mod state;

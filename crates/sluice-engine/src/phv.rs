@@ -524,6 +524,16 @@ impl Phv {
         }
     }
 
+    /// Makes every header invalid and keeps the metadata (what a PSA
+    /// packet's egress starts from: the ingress's metadata, no headers).
+    pub fn reset_headers(&mut self) {
+        let (_, valid) = Self::split_wire(&mut self.wire, self.wire_len, self.metadata.len());
+        valid.copy_from_slice(&self.metadata);
+        for v in [&mut self.varbit_len, &mut self.stack_next, &mut self.union_stack_next] {
+            v.fill(0);
+        }
+    }
+
     /// Copies everything from another PHV of the same layout without reallocating.
     pub fn copy_from(&mut self, o: &Phv) {
         self.slots.copy_from_slice(&o.slots);

@@ -12,6 +12,7 @@ use sluice_json::{Expr, HeaderRef, ParserOpKind, Primitive, Program, TransitionV
 
 use crate::expr::{CExpr, ExprCx, HRef, Root};
 use crate::phv::Layout;
+use crate::psa;
 use crate::tables::MatchKind;
 use crate::value::nbytes;
 use crate::CompileError;
@@ -106,6 +107,33 @@ pub enum Prim {
         n: u32,
     },
     Assert(Root),
+    /// PSA `InternetChecksum` instance `ext` (its index among the
+    /// program's): `clear`.
+    CsumClear(u32),
+    /// `add` (or `subtract`) of the fields of a field list, packed.
+    CsumAdd {
+        ext: u32,
+        input: Vec<(Root, u32)>,
+        subtract: bool,
+    },
+    /// `get` (the one's complement of the sum) into `dst`, or `get_state`
+    /// (the sum itself).
+    CsumGet {
+        ext: u32,
+        dst: Dst,
+        state: bool,
+    },
+    /// `get_verify`: `dst` = whether `field` equals `get()`.
+    CsumVerify {
+        ext: u32,
+        dst: Dst,
+        field: Root,
+    },
+    /// `set_state`.
+    CsumSetState {
+        ext: u32,
+        value: Root,
+    },
     Log {
         fmt: String,
         args: Vec<Root>,
@@ -423,6 +451,9 @@ pub struct CalcPlan {
     /// they cover whole bytes: `(header, byte ranges in the wire area)`, so a
     /// checksum reads the header's bytes directly.
     pub csum_bytes: Option<(u32, Vec<(u32, u32)>)>,
+    /// Zeros pad the packed bits to whole bytes in front (PSA's `Hash`),
+    /// not behind (v1model's calculations).
+    pub pad_left: bool,
 }
 
 /// Counter, meter and register arrays.
@@ -464,6 +495,25 @@ pub struct Plan {
     pub no_error: u64,
     pub std: StdFields,
     pub program_name: String,
+    /// A PSA program's metadata fields (`None` for v1model): the
+    /// architecture comes from the JSON (see [`is_psa`]).
+    pub psa: Option<psa::PsaFields>,
+    /// PSA: the egress parser's first state (in `states`).
+    pub egress_init_state: Option<u32>,
+    /// PSA: the egress deparser's order (`deparse_order` is the ingress one).
+    pub egress_deparse_order: Vec<u32>,
+    /// PSA: what the ingress and the egress deparser run before they emit
+    /// (`InternetChecksum` calls).
+    pub deparse_prims: Vec<Prim>,
+    pub egress_deparse_prims: Vec<Prim>,
+}
+
+/// Whether `p` is what `p4c-bm2-psa` emits: parsers and deparsers named
+/// for PSA's ingress and egress, and PSA's ingress output metadata.
+pub fn is_psa(p: &Program) -> bool {
+    p.parsers.iter().any(|x| x.name == psa::EGRESS_PARSER)
+        && p.deparsers.iter().any(|x| x.name == psa::EGRESS_DEPARSER)
+        && p.headers.iter().any(|h| h.name == psa::INGRESS_OUTPUT)
 }
 
 /// The v1model intrinsic fields the switch reads and writes.
@@ -494,6 +544,84 @@ struct Cx<'a> {
     counters: HashMap<&'a str, u32>,
     meters: HashMap<&'a str, u32>,
     registers: HashMap<&'a str, u32>,
+    /// PSA `Hash` instances: their algorithm.
+    hashes: HashMap<&'a str, &'a str>,
+    /// PSA `InternetChecksum` instances: their index.
+    csums: HashMap<&'a str, u32>,
+    /// Calculations PSA `Hash` calls make (name, algorithm, input, path):
+    /// numbered after the program's.
+    extern_calcs: std::cell::RefCell<Vec<ExternCalc>>,
+}
+
+/// A calculation a PSA `Hash` call makes: name, algorithm, input, path.
+type ExternCalc = (String, String, Vec<sluice_json::CalcInput>, String);
+
+/// The value of attribute `name` of an extern instance.
+fn extern_attribute<'a>(e: &'a sluice_json::ExternInstance, name: &str) -> Option<&'a str> {
+    e.attributes.iter().find(|a| a.0 == name).map(|a| a.2.as_str())
+}
+
+/// A number written as an extern attribute (`0x...` or decimal).
+fn attribute_number(v: &str) -> Option<u64> {
+    match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// The program's extern instances checked (those Sluice runs: `Hash`,
+/// `InternetChecksum` and indirect `Meter`), and its `Meter`s as meter arrays: `(name, size,
+/// counts packets)`, numbered after the program's meter arrays.
+fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> {
+    let (mut meters, mut csums) = (Vec::new(), 0);
+    for e in &p.extern_instances {
+        match e.kind.as_str() {
+            "Hash" => {
+                let algo = extern_attribute(e, "algo").unwrap_or("");
+                if sluice_hash::Algorithm::from_name(algo).is_none() {
+                    return Err(CompileError::at(&e.path, format!("Hash algorithm \"{algo}\" is not supported")));
+                }
+            }
+            "InternetChecksum" => {
+                csums += 1;
+                if csums > crate::control::MAX_CHECKSUMS {
+                    return Err(CompileError::at(
+                        &e.path,
+                        format!("more than {} InternetChecksum instances", crate::control::MAX_CHECKSUMS),
+                    ));
+                }
+            }
+            "Meter" if extern_attribute(e, "is_direct").and_then(attribute_number).unwrap_or(0) == 0 => {
+                let size = extern_attribute(e, "n_meters").and_then(attribute_number).ok_or_else(|| {
+                    CompileError::at(&e.path, "a Meter needs a numeric \"n_meters\" attribute".to_string())
+                })?;
+                let packets = match extern_attribute(e, "type") {
+                    Some("packets") => true,
+                    Some("bytes") => false,
+                    other => {
+                        return Err(CompileError::at(
+                            &e.path,
+                            format!("a Meter's \"type\" must be packets or bytes, not {other:?}"),
+                        ))
+                    }
+                };
+                if size > MAX_ARRAY_SIZE {
+                    return Err(CompileError::at(
+                        &e.path,
+                        format!("Meter: size {size} exceeds the supported maximum {MAX_ARRAY_SIZE}"),
+                    ));
+                }
+                meters.push((e.name.clone(), size, packets));
+            }
+            other => {
+                return Err(CompileError::at(
+                    &e.path,
+                    format!("extern instances of type \"{other}\" are not supported yet"),
+                ))
+            }
+        }
+    }
+    Ok(meters)
 }
 
 /// A `hexstr` calculation input packed with `width` bits, as bmv2 packs it:
@@ -668,6 +796,89 @@ impl<'a> Cx<'a> {
                     idx: self.root(&pr.params[1], params, path, 0)?,
                 }
             }
+            "_InternetChecksum_clear"
+            | "_InternetChecksum_add"
+            | "_InternetChecksum_subtract"
+            | "_InternetChecksum_get"
+            | "_InternetChecksum_get_state"
+            | "_InternetChecksum_get_verify"
+            | "_InternetChecksum_set_state" => {
+                let method = &pr.op["_InternetChecksum_".len()..];
+                need(match method {
+                    "clear" => 1,
+                    "get_verify" => 3,
+                    _ => 2,
+                })?;
+                let ext = self.named(&self.csums, &pr.params[0], "InternetChecksum", path)?;
+                match method {
+                    "clear" => Prim::CsumClear(ext),
+                    "add" | "subtract" => {
+                        let Expr::List(items) = &pr.params[1] else {
+                            return Err(CompileError::at(path, "expected a field list"));
+                        };
+                        let mut input = Vec::new();
+                        for e in items {
+                            let ce = self.ecx(params, path).expr(e)?;
+                            let w = width_of(self.layout, &ce);
+                            if w == 0 {
+                                return Err(CompileError::at(path, format!("checksum input {e:?} is not supported")));
+                            }
+                            input.push((Root::new(ce, self.layout, w), w));
+                        }
+                        Prim::CsumAdd { ext, input, subtract: method == "subtract" }
+                    }
+                    "get" | "get_state" => {
+                        let (dst, _) = self.dst(&pr.params[1], params, path)?;
+                        Prim::CsumGet { ext, dst, state: method == "get_state" }
+                    }
+                    "get_verify" => {
+                        let (dst, _) = self.dst(&pr.params[1], params, path)?;
+                        Prim::CsumVerify { ext, dst, field: self.root(&pr.params[2], params, path, 0)? }
+                    }
+                    _ => Prim::CsumSetState { ext, value: self.root(&pr.params[1], params, path, 0)? },
+                }
+            }
+            "_Meter_execute" => {
+                need(3)?;
+                let (dst, _) = self.dst(&pr.params[2], params, path)?;
+                Prim::ExecuteMeter {
+                    arr: self.named(&self.meters, &pr.params[0], "Meter", path)?,
+                    idx: self.root(&pr.params[1], params, path, 0)?,
+                    dst,
+                }
+            }
+            "_Hash_get_hash" | "_Hash_get_hash_mod" => {
+                let with_mod = pr.op == "_Hash_get_hash_mod";
+                need(if with_mod { 5 } else { 3 })?;
+                let (dst, width) = self.dst(&pr.params[1], params, path)?;
+                let Expr::Object { name, .. } = &pr.params[0] else {
+                    return Err(CompileError::at(path, "expected a Hash instance"));
+                };
+                let algo = *self
+                    .hashes
+                    .get(name.as_str())
+                    .ok_or_else(|| CompileError::at(path, format!("unknown Hash \"{name}\"")))?;
+                let Expr::List(items) = &pr.params[if with_mod { 3 } else { 2 }] else {
+                    return Err(CompileError::at(path, "expected a field list"));
+                };
+                let input = items
+                    .iter()
+                    .map(|e| sluice_json::CalcInput { expr: e.clone(), bitwidth: None, path: path.to_string() })
+                    .collect();
+                let mut extra = self.extern_calcs.borrow_mut();
+                let calc = (self.p.calculations.len() + extra.len()) as u32;
+                extra.push((format!("{name}.get_hash"), algo.to_string(), input, path.to_string()));
+                drop(extra);
+                let constant = |v: u128| Expr::Hex { negative: false, magnitude: v.to_be_bytes().to_vec() };
+                let (base, size) = if with_mod {
+                    (self.root(&pr.params[2], params, path, 0)?, self.root(&pr.params[4], params, path, 0)?)
+                } else {
+                    // The whole hash, cut to the destination's width.
+                    let size = if width < 64 { 1u128 << width } else { u128::from(u64::MAX) };
+                    (self.root(&constant(0), params, path, 0)?, self.root(&constant(size), params, path, 0)?)
+                };
+                Prim::HashOffset { dst, base, calc, size }
+            }
             "execute_meter" => {
                 need(3)?;
                 let (dst, _) = self.dst(&pr.params[2], params, path)?;
@@ -799,23 +1010,106 @@ fn compile_selector(cx: &Cx, algo: &str, input: &[Expr], path: &str) -> Result<S
     Ok((algorithm, es, ws))
 }
 
+/// Compiles a calculation: `algo` over `input` (a whole header stands
+/// for its fields). `pad_left`: the packed bits are padded with zeros in
+/// front to whole bytes (PSA's `Hash`), not behind.
+fn compile_calc(
+    cx: &Cx,
+    name: &str,
+    algo: &str,
+    input: &[sluice_json::CalcInput],
+    path: &str,
+    pad_left: bool,
+) -> Result<CalcPlan, CompileError> {
+    let layout = cx.layout;
+    if sluice_hash::Algorithm::from_name(algo).is_none() {
+        return Err(CompileError::at(&format!("{path}.algo"), format!("hash algorithm \"{algo}\" is not supported")));
+    }
+    let mut packed = Vec::new();
+    let mut hdrs = Vec::new();
+    let mut with_payload = false;
+    // A whole `header` input packs as its fields (all skipped while it is invalid).
+    let mut expanded = Vec::new();
+    for ci in input {
+        match &ci.expr {
+            Expr::Payload => with_payload = true,
+            Expr::Header(h) => {
+                let hi = layout.header(h).ok_or_else(|| CompileError::at(path, format!("unknown header \"{h}\"")))?;
+                for f in &layout.headers[hi as usize].fields {
+                    let fi = &layout.fields[*f as usize];
+                    expanded.push((Expr::Field(h.clone(), fi.name.clone()), ci));
+                }
+            }
+            other => expanded.push((other.clone(), ci)),
+        }
+    }
+    for (e, ci) in &expanded {
+        let (ce, w) = match (e, ci.bitwidth) {
+            (Expr::Hex { negative, magnitude }, Some(w)) => (calc_constant(*negative, magnitude, w, &ci.path)?, w),
+            _ => {
+                let ce = cx.ecx(&[], path).expr(e)?;
+                let w = width_of(layout, &ce);
+                (ce, w)
+            }
+        };
+        if w == 0 {
+            return Err(CompileError::at(path, format!("calculation input {e:?} is not supported")));
+        }
+        hdrs.push(match &ce {
+            CExpr::Field(f) => Some(layout.fields[*f as usize].header),
+            _ => None,
+        });
+        packed.push((Root::new(ce, layout, w), w));
+    }
+    let csum_bytes = if pad_left { None } else { wire_byte_ranges(layout, &packed, &hdrs) };
+    Ok(CalcPlan {
+        with_payload,
+        name: name.to_string(),
+        algo: algo.to_string(),
+        input: packed,
+        input_headers: hdrs,
+        is_csum16: algo == "csum16" || algo == "cksum16",
+        csum_bytes,
+        pad_left,
+    })
+}
+
 /// Largest counter/meter/register array Sluice allocates (cells).
 pub const MAX_ARRAY_SIZE: u64 = 1 << 24;
 
 /// Compiles a loaded program into an execution plan.
 pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     let layout = Layout::new(p)?;
+    let extern_meters = extern_meters(p)?;
     let cx = Cx {
         p,
         layout: &layout,
         calcs: p.calculations.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
         counters: p.counter_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
-        meters: p.meter_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
+        meters: p
+            .meter_arrays
+            .iter()
+            .map(|c| c.name.as_str())
+            .chain(extern_meters.iter().map(|m| m.0.as_str()))
+            .enumerate()
+            .map(|(i, n)| (n, i as u32))
+            .collect(),
         registers: p.register_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
+        hashes: p
+            .extern_instances
+            .iter()
+            .filter(|e| e.kind == "Hash")
+            .map(|e| (e.name.as_str(), extern_attribute(e, "algo").unwrap_or("")))
+            .collect(),
+        extern_calcs: std::cell::RefCell::new(Vec::new()),
+        csums: p
+            .extern_instances
+            .iter()
+            .filter(|e| e.kind == "InternetChecksum")
+            .enumerate()
+            .map(|(i, e)| (e.name.as_str(), i as u32))
+            .collect(),
     };
-    if let Some(e) = p.extern_instances.first() {
-        return Err(CompileError::at(&e.path, format!("extern instances (type \"{}\") are not supported", e.kind)));
-    }
     // Actions
     let mut actions = Vec::new();
     let mut action_by_id = HashMap::new();
@@ -841,62 +1135,13 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             prims,
         });
     }
-    // Calculations
+    // Calculations: the program's, then those of PSA `Hash` calls.
     let mut calcs = Vec::new();
     for c in &p.calculations {
-        if sluice_hash::Algorithm::from_name(&c.algo).is_none() {
-            return Err(CompileError::at(
-                &format!("{}.algo", c.path),
-                format!("hash algorithm \"{}\" is not supported", c.algo),
-            ));
-        }
-        let mut input = Vec::new();
-        let mut hdrs = Vec::new();
-        let mut with_payload = false;
-        // A whole `header` input packs as its fields (all skipped while it is invalid).
-        let mut expanded = Vec::new();
-        for ci in &c.input {
-            match &ci.expr {
-                Expr::Payload => with_payload = true,
-                Expr::Header(h) => {
-                    let hi =
-                        layout.header(h).ok_or_else(|| CompileError::at(&c.path, format!("unknown header \"{h}\"")))?;
-                    for f in &layout.headers[hi as usize].fields {
-                        let fi = &layout.fields[*f as usize];
-                        expanded.push((Expr::Field(h.clone(), fi.name.clone()), ci));
-                    }
-                }
-                other => expanded.push((other.clone(), ci)),
-            }
-        }
-        for (e, ci) in &expanded {
-            let (ce, w) = match (e, ci.bitwidth) {
-                (Expr::Hex { negative, magnitude }, Some(w)) => (calc_constant(*negative, magnitude, w, &ci.path)?, w),
-                _ => {
-                    let ce = cx.ecx(&[], &c.path).expr(e)?;
-                    let w = width_of(&layout, &ce);
-                    (ce, w)
-                }
-            };
-            if w == 0 {
-                return Err(CompileError::at(&c.path, format!("calculation input {e:?} is not supported")));
-            }
-            hdrs.push(match &ce {
-                CExpr::Field(f) => Some(layout.fields[*f as usize].header),
-                _ => None,
-            });
-            input.push((Root::new(ce, &layout, w), w));
-        }
-        let csum_bytes = wire_byte_ranges(&layout, &input, &hdrs);
-        calcs.push(CalcPlan {
-            with_payload,
-            name: c.name.clone(),
-            algo: c.algo.clone(),
-            input,
-            input_headers: hdrs,
-            is_csum16: c.algo == "csum16" || c.algo == "cksum16",
-            csum_bytes,
-        });
+        calcs.push(compile_calc(&cx, &c.name, &c.algo, &c.input, &c.path, false)?);
+    }
+    for (name, algo, input, path) in cx.extern_calcs.take() {
+        calcs.push(compile_calc(&cx, &name, &algo, &input, &path, true)?);
     }
     // Pipelines: tables and conditionals share one numbering across pipelines.
     let mut node_by_name: HashMap<String, Node> = HashMap::new();
@@ -1148,16 +1393,26 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     let mut states = Vec::new();
     let mut init_state = None;
     let vsets: Vec<(String, u32)> = p.parse_vsets.iter().map(|v| (v.name.clone(), v.compressed_bitwidth)).collect();
-    if p.parsers.len() > 1 {
+    let psa = is_psa(p);
+    if p.parsers.len() > 1 && !psa {
         return Err(CompileError::at("parsers[1]", "only one parser is supported (v1model has one)"));
     }
-    if let Some(parser) = p.parsers.first() {
+    // Every parser's states in one list (PSA has an ingress and an egress
+    // parser): a parser's transitions index the list.
+    let mut egress_init_state = None;
+    for parser in &p.parsers {
+        let base = states.len() as u32;
         let state_idx: HashMap<&str, u32> =
-            parser.states.iter().enumerate().map(|(i, s)| (s.name.as_str(), i as u32)).collect();
-        init_state =
+            parser.states.iter().enumerate().map(|(i, s)| (s.name.as_str(), base + i as u32)).collect();
+        let init =
             Some(*state_idx.get(parser.init_state.as_str()).ok_or_else(|| {
                 CompileError::at(&parser.path, format!("unknown init_state \"{}\"", parser.init_state))
             })?);
+        if psa && parser.name == psa::EGRESS_PARSER {
+            egress_init_state = init;
+        } else {
+            init_state = init;
+        }
         for s in &parser.states {
             let mut ops = Vec::new();
             for o in &s.ops {
@@ -1302,19 +1557,30 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             });
         }
     }
-    // Deparser
+    // Deparser (PSA: an ingress and an egress one)
     let mut deparse_order = Vec::new();
-    if p.deparsers.len() > 1 {
-        return Err(CompileError::at("deparsers[1]", "only one deparser is supported"));
+    let mut egress_deparse_order = Vec::new();
+    let (mut deparse_prims, mut egress_deparse_prims) = (Vec::new(), Vec::new());
+    if p.deparsers.len() > 1 && !psa {
+        return Err(CompileError::at("deparsers[1]", "only one deparser is supported (v1model has one)"));
     }
-    if let Some(d) = p.deparsers.first() {
+    for d in &p.deparsers {
+        let mut order = Vec::new();
         for (i, h) in d.order.iter().enumerate() {
-            deparse_order.push(layout.header(h).ok_or_else(|| {
+            order.push(layout.header(h).ok_or_else(|| {
                 CompileError::at(&format!("{}.order[{i}]", d.path), format!("unknown header \"{h}\""))
             })?);
         }
-        if !d.primitives.is_empty() {
+        if !d.primitives.is_empty() && !psa {
             return Err(CompileError::at(&d.path, "deparser primitives are not supported"));
+        }
+        let prims = d.primitives.iter().map(|pr| cx.prim(pr, &[])).collect::<Result<Vec<_>, _>>()?;
+        if psa && d.name == psa::EGRESS_DEPARSER {
+            egress_deparse_order = order;
+            egress_deparse_prims = prims;
+        } else {
+            deparse_order = order;
+            deparse_prims = prims;
         }
     }
     // Checksums
@@ -1370,6 +1636,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
         p.meter_arrays
             .iter()
             .map(|c| (c.name.clone(), c.size, c.is_direct, c.binding.clone(), c.packets as u32))
+            .chain(extern_meters.iter().map(|(n, size, packets)| (n.clone(), *size, false, None, *packets as u32)))
             .collect(),
     );
     let registers =
@@ -1430,7 +1697,13 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
         errors.entry(n.to_string()).or_insert(i as u64);
     }
     let no_error = errors["NoError"];
+    let psa = if psa { Some(psa::PsaFields::of(&layout)?) } else { None };
     Ok(Plan {
+        psa,
+        egress_init_state,
+        egress_deparse_order,
+        deparse_prims,
+        egress_deparse_prims,
         no_error,
         layout,
         actions,

@@ -362,6 +362,8 @@ pub enum Expr {
     },
     /// The unparsed packet payload (calculation inputs of `*_with_payload`).
     Payload,
+    /// A field list written in place: its elements, in order.
+    List(Vec<Expr>),
     /// `cond ? left : right`.
     Cond {
         cond: Box<Expr>,
@@ -584,6 +586,8 @@ pub fn parse_expr(a: &At) -> Result<Expr, LoadError> {
             Expr::Lookahead(items[0].u64()? as u32, items[1].u64()? as u32)
         }
         "string" => Expr::Str(val.str()?.to_string()),
+        // A field list written in place (PSA externs' arguments).
+        "field_list" if val.v.is_array() => Expr::List(val.arr()?.iter().map(parse_expr).collect::<Result<_, _>>()?),
         "calculation" | "counter_array" | "register_array" | "meter_array" | "extern" | "field_list" | "parse_vset" => {
             Expr::Object { kind: ty.to_string(), name: obj_name(&val)? }
         }

@@ -1,7 +1,8 @@
 //! Conformance: every case of `../shared/conformance/bmv2/` byte-exact per
 //! port (plus the CLI read-backs of `expect_cli.txt`), and every test of
 //! `../shared/conformance/p4c-stf/` except those listed, with a reason, in
-//! `tests/stf-known-failures.txt`.
+//! `tests/stf-known-failures.txt`, and the same for the PSA tests of
+//! `../shared/conformance/p4c-stf-psa/` (`tests/stf-psa-known-failures.txt`).
 
 use std::collections::BTreeSet;
 mod common;
@@ -58,19 +59,20 @@ fn bmv2_corpus_is_byte_exact() {
     }
 }
 
-fn known_stf_failures() -> Vec<String> {
-    let text = include_str!("stf-known-failures.txt");
+/// The test names of a known-failures list (`<name> <reason>` lines).
+fn known_stf_failures(text: &str) -> Vec<String> {
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| l.split_whitespace().next().unwrap().to_string())
         .collect()
 }
 
-#[test]
-fn p4c_stf_corpus_passes() {
-    let dirs = case_dirs(&shared().join("p4c-stf"));
-    assert!(dirs.len() >= 100, "expected the p4c STF corpus, found {} tests", dirs.len());
-    let known = known_stf_failures();
+/// Every STF test of corpus `dir` (at least `min` of them) passes on both
+/// paths, except those `known` lists, which must fail.
+fn stf_corpus_passes(dir: &str, min: usize, known: &str, list: &str) {
+    let dirs = case_dirs(&shared().join(dir));
+    assert!(dirs.len() >= min, "expected the {dir} corpus, found {} tests", dirs.len());
+    let known = known_stf_failures(known);
     let mut failed = Vec::new();
     let mut unexpectedly_passing = Vec::new();
     for d in &dirs {
@@ -88,10 +90,23 @@ fn p4c_stf_corpus_passes() {
             }
         }
     }
-    assert!(failed.is_empty(), "STF tests failed (not in the known-failures list): {failed:?}");
-    assert!(
-        unexpectedly_passing.is_empty(),
-        "STF tests now pass: remove them from tests/stf-known-failures.txt: {unexpectedly_passing:?}"
+    assert!(failed.is_empty(), "STF tests failed (not in {list}): {failed:?}");
+    assert!(unexpectedly_passing.is_empty(), "STF tests now pass: remove them from {list}: {unexpectedly_passing:?}");
+}
+
+#[test]
+fn p4c_stf_corpus_passes() {
+    stf_corpus_passes("p4c-stf", 100, include_str!("stf-known-failures.txt"), "tests/stf-known-failures.txt");
+}
+
+/// The PSA programs of p4c's STF tests, through the PSA packet path.
+#[test]
+fn p4c_stf_psa_corpus_passes() {
+    stf_corpus_passes(
+        "p4c-stf-psa",
+        15,
+        include_str!("stf-psa-known-failures.txt"),
+        "tests/stf-psa-known-failures.txt",
     );
 }
 
@@ -126,4 +141,24 @@ fn stf_runner_reports_a_wrong_expectation() {
     let r = sluice::stf::run_stf(&dir.join("arith-bmv2.json"), &tmp, false);
     std::fs::remove_file(&tmp).ok();
     assert_eq!(r, Ok(false));
+}
+
+/// A PSA program whose externs Sluice does not run, or whose extern is
+/// malformed, is refused at load with the extern's JSON path and why.
+#[test]
+fn psa_externs_sluice_does_not_run_are_refused_with_their_path() {
+    let text = std::fs::read_to_string(shared().join("p4c-stf-psa/psa-meter7-bmv2/psa-meter7-bmv2.json")).unwrap();
+    let program: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let load = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut p = program.clone();
+        edit(&mut p["extern_instances"][0]);
+        sluice_engine::load_switch(&p.to_string()).err().map(|e| e.to_string())
+    };
+    assert_eq!(load(&|_| {}), None, "the program as compiled loads");
+    let counter = load(&|e| e["type"] = "Counter".into()).expect("a Counter is refused");
+    assert!(counter.contains("extern_instances[0]") && counter.contains("\"Counter\""), "{counter}");
+    let kind = load(&|e| e["attribute_values"][3]["value"] = "furlongs".into()).expect("a bad meter type is refused");
+    assert!(kind.contains("extern_instances[0]") && kind.contains("furlongs"), "{kind}");
+    let direct = load(&|e| e["attribute_values"][0]["value"] = 1.into()).expect("a direct meter is refused");
+    assert!(direct.contains("extern_instances[0]") && direct.contains("\"Meter\""), "{direct}");
 }

@@ -114,34 +114,37 @@ fn corpus() -> &'static Corpus {
                 packets: pcap_inputs(d),
             });
         }
-        let stf = case_dirs(&sh.join("p4c-stf"));
-        assert!(stf.len() >= 100, "expected the p4c STF corpus, found {} tests", stf.len());
-        for d in &stf {
-            let n = d.file_name().unwrap().to_string_lossy().to_string();
-            let json = d.join(format!("{n}.json"));
-            assert!(json.exists(), "{} is missing", json.display());
-            let mut commands = String::new();
-            let cmds = d.join("commands.txt");
-            if cmds.exists() {
-                commands.push_str(&read(&cmds));
-            }
-            let mut packets = Vec::new();
-            let stf_file = d.join(format!("{n}.stf"));
-            if stf_file.exists() {
-                let lines =
-                    sluice_stf::parse(&read(&stf_file)).unwrap_or_else(|e| panic!("{}: {e}", stf_file.display()));
-                for l in lines {
-                    match l.command {
-                        sluice_stf::StfCommand::Packet { port, data } => packets.push((port, data)),
-                        sluice_stf::StfCommand::Passthrough { command } => {
-                            commands.push_str(&command);
-                            commands.push('\n');
+        // The v1model and the PSA programs of p4c's STF tests.
+        for (corpus, min) in [("p4c-stf", 100), ("p4c-stf-psa", 15)] {
+            let stf = case_dirs(&sh.join(corpus));
+            assert!(stf.len() >= min, "expected the {corpus} corpus, found {} tests", stf.len());
+            for d in &stf {
+                let n = d.file_name().unwrap().to_string_lossy().to_string();
+                let json = d.join(format!("{n}.json"));
+                assert!(json.exists(), "{} is missing", json.display());
+                let mut commands = String::new();
+                let cmds = d.join("commands.txt");
+                if cmds.exists() {
+                    commands.push_str(&read(&cmds));
+                }
+                let mut packets = Vec::new();
+                let stf_file = d.join(format!("{n}.stf"));
+                if stf_file.exists() {
+                    let lines =
+                        sluice_stf::parse(&read(&stf_file)).unwrap_or_else(|e| panic!("{}: {e}", stf_file.display()));
+                    for l in lines {
+                        match l.command {
+                            sluice_stf::StfCommand::Packet { port, data } => packets.push((port, data)),
+                            sluice_stf::StfCommand::Passthrough { command } => {
+                                commands.push_str(&command);
+                                commands.push('\n');
+                            }
+                            _ => {}
                         }
-                        _ => {}
                     }
                 }
+                programs.push(Program { name: format!("{corpus}/{n}"), json: read(&json), commands, packets });
             }
-            programs.push(Program { name: format!("p4c-stf/{n}"), json: read(&json), commands, packets });
         }
         for n in ["router", "edge", "l2_learning"] {
             // The bmv2 corpus has a case for each example, with traffic and entries.

@@ -363,6 +363,8 @@ fn post_parse_writes(plan: &Plan) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> {
                 | Prim::ExecuteMeter { dst, .. }
                 | Prim::RegRead { dst, .. }
                 | Prim::HashOffset { dst, .. }
+                | Prim::CsumGet { dst, .. }
+                | Prim::CsumVerify { dst, .. }
                 | Prim::Rng { dst, .. } => dst_bytes(dst, &mut bytes),
                 Prim::AssignHeader { dst, .. } | Prim::SetValid(dst) | Prim::SetInvalid(dst) => {
                     for h in href_headers(plan, dst) {
@@ -387,6 +389,9 @@ fn post_parse_writes(plan: &Plan) -> Option<(BTreeSet<u32>, BTreeSet<u32>)> {
                 | Prim::Truncate(_)
                 | Prim::Digest { .. }
                 | Prim::Assert(_)
+                | Prim::CsumClear(_)
+                | Prim::CsumAdd { .. }
+                | Prim::CsumSetState { .. }
                 | Prim::Log { .. } => {}
             }
         }

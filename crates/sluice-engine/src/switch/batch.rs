@@ -132,6 +132,16 @@ impl Switch {
     ) {
         self.now = now_us;
         self.refresh_views();
+        if self.plan.psa.is_some() {
+            // A PSA program: each frame through the PSA packet path.
+            for (i, f) in frames.iter().enumerate() {
+                let first = Arrival { port, arrived: true, instance_type: crate::psa::path::NORMAL, preserved: &[] };
+                self.with_queues(&mut |p, d| emit(i, p, d), |sw, ingress, egress, _| {
+                    sw.psa_ingress(first, f, ingress, egress)
+                });
+            }
+            return;
+        }
         let strategy = self.strategy();
         for (k, chunk) in frames.chunks(BATCH).enumerate() {
             let base = k * BATCH;

@@ -3,11 +3,13 @@
 //!
 //! Contract. Reads: the PHV (headers, validity, varbit lengths) and the
 //! unparsed payload. Writes: checksum fields (updated before the headers
-//! are written) and the output buffer. Leaves: the bytes in `out`, which
+//! are written; a PSA deparser's own statements, its `InternetChecksum`
+//! calls, run first) and the output buffer. Leaves: the bytes in `out`, which
 //! the caller transmits (truncated if the pipeline asked) or recirculates.
 //! For unicast packets of programs whose deparser emits only wire-format
 //! headers, generated code does the same work (`crate::jit`).
 
+use crate::control::{Exec, PktMeta};
 use crate::phv::{write_bits, write_bits_from, Loc, Phv};
 
 use super::Switch;
@@ -15,11 +17,39 @@ use super::Switch;
 impl Switch {
     /// Updates checksums and writes valid headers then the payload into `out`.
     pub fn deparse(&mut self, phv: &mut Phv, payload: &[u8], out: &mut Vec<u8>) {
+        self.deparse_with(phv, payload, out, false);
+    }
+
+    /// [`Switch::deparse`] with the egress deparser's order when `egress`
+    /// (a PSA program's second deparser).
+    pub(super) fn deparse_with(&mut self, phv: &mut Phv, payload: &[u8], out: &mut Vec<u8>, egress: bool) {
+        let prims = if egress { &self.plan.egress_deparse_prims } else { &self.plan.deparse_prims };
+        if !prims.is_empty() {
+            // What the deparser computes before it emits (PSA's
+            // InternetChecksum calls), with state of its own.
+            let mut meta = PktMeta::default();
+            let mut ex = Exec {
+                plan: &self.plan,
+                state: &mut self.state,
+                phv,
+                meta: &mut meta,
+                key_buf: &mut self.key_buf,
+                act_buf: &mut self.act_buf,
+                hash_buf: &mut self.hash_buf,
+                now_us: self.now,
+                trace: None,
+            };
+            for p in prims {
+                let mut pc = 0;
+                ex.run_prim(p, &[], &mut pc);
+            }
+        }
         let plan = &self.plan;
         let layout = &plan.layout;
+        let order = if egress { &plan.egress_deparse_order } else { &plan.deparse_order };
         crate::checksum::update_all(plan, &self.state, &self.byte_checksums, phv, &mut self.hash_buf, payload);
         out.clear();
-        if let Some(hs) = &self.deparse_wire {
+        if let (Some(hs), false) = (&self.deparse_wire, egress) {
             // Every header the deparser may emit is in wire format: append bytes.
             for &(h, off, n) in hs {
                 if phv.valid()[h as usize] {
@@ -30,7 +60,7 @@ impl Switch {
             return;
         }
         let mut bits = 0usize;
-        for h in &plan.deparse_order {
+        for h in order {
             if phv.valid()[*h as usize] {
                 bits += (layout.headers[*h as usize].fixed_bits + phv.varbit_len[*h as usize]) as usize;
             }
@@ -39,7 +69,7 @@ impl Switch {
         // 16 bytes of slack let `write_bits` use fixed-size windows.
         out.resize(hdr_bytes + 16, 0);
         let mut cursor: usize = 0;
-        for h in &plan.deparse_order {
+        for h in order {
             if !phv.valid()[*h as usize] {
                 continue;
             }

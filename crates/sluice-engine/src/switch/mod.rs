@@ -10,6 +10,9 @@
 //! multicast copies, clones, resubmission, recirculation, drop) and runs
 //! the queues; [`deparser`] updates checksums and writes the headers and
 //! payload out; [`inspect`] reports what the specializer chose per stage.
+//! A PSA program takes [`psa`]'s packet path instead (two parsers and
+//! deparsers, PSA's metadata), on the same parser, controls, deparser and
+//! queues.
 //!
 //! Memory invariant: PHVs and packet buffers come from per-switch pools and
 //! go back to them, so steady-state unicast forwarding allocates nothing.
@@ -20,6 +23,7 @@ mod batch;
 mod deparser;
 mod inspect;
 mod parser;
+mod psa;
 mod replication;
 
 use std::collections::VecDeque;

@@ -73,10 +73,17 @@ impl Switch {
                 return self.parse_outcome(phv, data, outcome, ends);
             }
         }
+        let (cursor, error) = self.parse_states(phv, data, self.plan.init_state);
+        self.parse_end(phv, data, cursor, error)
+    }
+
+    /// Runs the parser states from `init` (interpreted): the bits consumed
+    /// and the parser error, if one ended the parse.
+    pub(super) fn parse_states(&mut self, phv: &mut Phv, data: &[u8], init: Option<u32>) -> (usize, Option<u64>) {
         let plan = &self.plan;
         let layout = &plan.layout;
         let mut cursor: usize = 0; // bits
-        let mut state = plan.init_state;
+        let mut state = init;
         let mut error: Option<u64> = None;
         let total_bits = data.len() * 8;
         let err = |name: &str| plan.errors.get(name).copied().unwrap_or(0);
@@ -315,7 +322,7 @@ impl Switch {
             }
         }
         self.trace = trace;
-        self.parse_end(phv, data, cursor, error)
+        (cursor, error)
     }
 
     /// Bytes consumed by a compiled parser run, after the end of parsing

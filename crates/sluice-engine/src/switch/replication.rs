@@ -39,6 +39,14 @@ pub(super) struct IngressItem {
     preserved: Vec<Preserved>,
 }
 
+impl IngressItem {
+    /// A packet back to ingress (resubmitted or recirculated) from `port`
+    /// with instance type (PSA: packet path) `instance_type`.
+    pub(super) fn again(data: Vec<u8>, port: u32, instance_type: u128) -> IngressItem {
+        IngressItem { data, port, arrived: false, instance_type, preserved: Vec::new() }
+    }
+}
+
 /// How a packet entered ingress (the borrowed form of an [`IngressItem`]).
 pub(super) struct Arrival<'a> {
     pub(super) port: u32,
@@ -54,6 +62,17 @@ pub(super) struct EgressItem {
     payload: Vec<u8>,
     port: u32,
     meta: PktMeta,
+}
+
+impl EgressItem {
+    pub(super) fn new(phv: Box<Phv>, payload: Vec<u8>, port: u32, meta: PktMeta) -> EgressItem {
+        EgressItem { phv, payload, port, meta }
+    }
+
+    /// The PHV, payload, port and metadata.
+    pub(super) fn into_parts(self) -> (Box<Phv>, Vec<u8>, u32, PktMeta) {
+        (self.phv, self.payload, self.port, self.meta)
+    }
 }
 
 /// A packet in egress (an [`EgressItem`] without its payload).
@@ -75,7 +94,11 @@ impl Switch {
         let mut passes = 1;
         while !(egress.is_empty() && ingress.is_empty()) {
             while let Some(e) = egress.pop_front() {
-                self.egress(e, &mut ingress, &mut egress, emit);
+                if self.plan.psa.is_some() {
+                    self.psa_egress(e, &mut ingress, &mut egress, emit);
+                } else {
+                    self.egress(e, &mut ingress, &mut egress, emit);
+                }
             }
             let Some(item) = ingress.pop_front() else { break };
             passes += 1;
@@ -90,7 +113,11 @@ impl Switch {
                 instance_type: item.instance_type,
                 preserved: &item.preserved,
             };
-            self.ingress(arrival, &item.data, &mut ingress, &mut egress, emit);
+            if self.plan.psa.is_some() {
+                self.psa_ingress(arrival, &item.data, &mut ingress, &mut egress);
+            } else {
+                self.ingress(arrival, &item.data, &mut ingress, &mut egress, emit);
+            }
             self.buf_pool.push(item.data);
         }
         self.ingress_q = ingress;
