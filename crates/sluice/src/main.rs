@@ -174,6 +174,31 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run a PSA program on live interfaces with bmv2 psa_switch's command line (simple_switch's options).
+    #[command(name = "psa_switch", disable_help_flag = true)]
+    PsaSwitch {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+/// `sluice psa_switch ARGS`: bmv2's psa_switch, whose command line is
+/// simple_switch's; the program must be a PSA one (as psa_switch, which
+/// cannot run a v1model program).
+fn psa_switch(args: &[String]) -> Result<(), String> {
+    let a = sluice::simple_switch::parse(args)?;
+    if let (Some(p), false) = (&a.live.program, a.help) {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        let model = sluice_json::load_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        if !sluice_engine::plan::is_psa(&model) {
+            return Err(format!(
+                "{}: not a PSA program (no egress parser and deparser and no psa_ingress_output_metadata): \
+                 run v1model programs with simple_switch",
+                p.display()
+            ));
+        }
+    }
+    simple_switch(args, false)
 }
 
 /// `sluice simple_switch ARGS`: the bmv2 command line on live ports.
@@ -197,11 +222,17 @@ fn simple_switch(args: &[String], grpc: bool) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    // Invoked as `simple_switch` / `simple_switch_grpc` (a symlink): bmv2's command line.
+    // Invoked as `simple_switch`, `simple_switch_grpc` or `psa_switch` (a
+    // symlink): bmv2's command line.
     let argv: Vec<String> = std::env::args().collect();
     let called = argv.first().and_then(|a| std::path::Path::new(a).file_name()).and_then(|n| n.to_str()).unwrap_or("");
-    if matches!(called, "simple_switch" | "simple_switch_grpc") {
-        return match simple_switch(&argv[1..], called == "simple_switch_grpc") {
+    if matches!(called, "simple_switch" | "simple_switch_grpc" | "psa_switch") {
+        let run = if called == "psa_switch" {
+            psa_switch(&argv[1..])
+        } else {
+            simple_switch(&argv[1..], called == "simple_switch_grpc")
+        };
+        return match run {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("{called}: {e}");
@@ -323,6 +354,7 @@ fn main() -> ExitCode {
         Cmd::Openflow(a) => sluice::openflow::run(&a),
         Cmd::OpenflowFlowRate(a) => sluice::openflow_flow_rate::run(&a),
         Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),
+        Cmd::PsaSwitch { args } => psa_switch(&args),
         Cmd::Inspect { program, commands, no_code } => (|| {
             let mut sw = load(&program)?;
             if let Some(c) = commands {

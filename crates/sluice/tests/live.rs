@@ -4,7 +4,7 @@
 //! on (virtio-net headers carried through) and off. Ping and a short iperf3
 //! TCP transfer must get through; `--pcap` must record what each port saw.
 //! Also the `simple_switch` command line: a tutorial invocation starts, an
-//! unknown option is refused.
+//! unknown option is refused; and `psa_switch` with a PSA program.
 //!
 //! Needs root and iproute2, iperf3, ethtool, ping: `scripts/test.sh`
 //! installs the tools; a missing one fails the test with its name.
@@ -347,4 +347,37 @@ fn router_with_a_two_queue_tap_port_and_two_workers_reports_its_stages() {
     for stage in ["receive", "send", "batch function"] {
         assert!(log.lines().any(|l| l.starts_with(stage)), "no {stage} stage in the profile:\n{log}");
     }
+}
+
+/// `sluice psa_switch` runs a PSA program between two hosts: p4c's
+/// `psa-unicast-or-drop-corrected` sends each frame to the port its
+/// destination MAC names (frames to MAC 0 are dropped), so the hosts get
+/// MACs 00:..:01 and 00:..:02 and each other's as their gateway's. Ping
+/// and iperf3 go through; a v1model program is refused, as psa_switch
+/// refuses one.
+#[test]
+fn psa_switch_forwards_between_two_hosts() {
+    let mut lab = Lab::with_veth_hosts(false);
+    for (ns, iface, mac, gw, gw_mac) in [
+        (&lab.h1, "h1-eth0", "00:00:00:00:00:01", "10.0.1.254", "00:00:00:00:00:02"),
+        (&lab.h2, "h2-eth0", "00:00:00:00:00:02", "10.0.2.254", "00:00:00:00:00:01"),
+    ] {
+        sh(&["ip", "-n", ns, "link", "set", iface, "address", mac]);
+        sh(&["ip", "-n", ns, "neigh", "replace", gw, "lladdr", gw_mac, "dev", iface]);
+    }
+    let program = common::shared()
+        .join("p4c-stf-psa/psa-unicast-or-drop-corrected-bmv2/psa-unicast-or-drop-corrected-bmv2.json")
+        .display()
+        .to_string();
+    lab.start_as("psa_switch", &["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--no-offload", &program]);
+    assert_eq!(lab.ping(5), 5, "ping through the PSA program lost packets:\n{}", lab.log());
+    let bytes = lab.iperf();
+    assert!(bytes > 1_000_000, "iperf3 TCP moved only {bytes} bytes through the PSA program");
+    lab.stop();
+    // Through a symlink named psa_switch, as bmv2's scripts call it.
+    let link = lab.dir.join("psa_switch");
+    std::os::unix::fs::symlink(SLUICE, &link).unwrap();
+    let out = Command::new(&link).args(["-i", "1@lo", &router_json().display().to_string()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("not a PSA program"), "a v1model program: {err}");
 }
