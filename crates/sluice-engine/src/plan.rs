@@ -548,6 +548,8 @@ struct Cx<'a> {
     hashes: HashMap<&'a str, &'a str>,
     /// PSA `InternetChecksum` instances: their index.
     csums: HashMap<&'a str, u32>,
+    /// PSA `Random` instances: their bounds.
+    randoms: HashMap<&'a str, (u64, u64)>,
     /// Calculations PSA `Hash` calls make (name, algorithm, input, path):
     /// numbered after the program's.
     extern_calcs: std::cell::RefCell<Vec<ExternCalc>>,
@@ -570,7 +572,7 @@ fn attribute_number(v: &str) -> Option<u64> {
 }
 
 /// The program's extern instances checked (those Sluice runs: `Hash`,
-/// `InternetChecksum` and indirect `Meter`), and its `Meter`s as meter arrays: `(name, size,
+/// `InternetChecksum`, `Counter`, `Random` and indirect `Meter`), and its `Meter`s as meter arrays: `(name, size,
 /// counts packets)`, numbered after the program's meter arrays.
 fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> {
     let (mut meters, mut csums) = (Vec::new(), 0);
@@ -580,6 +582,29 @@ fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> 
                 let algo = extern_attribute(e, "algo").unwrap_or("");
                 if sluice_hash::Algorithm::from_name(algo).is_none() {
                     return Err(CompileError::at(&e.path, format!("Hash algorithm \"{algo}\" is not supported")));
+                }
+            }
+            "Counter" => {
+                let size = extern_attribute(e, "n_counters").and_then(attribute_number).ok_or_else(|| {
+                    CompileError::at(&e.path, "a Counter needs a numeric \"n_counters\" attribute".to_string())
+                })?;
+                if size > MAX_ARRAY_SIZE {
+                    return Err(CompileError::at(
+                        &e.path,
+                        format!("Counter: size {size} exceeds the supported maximum {MAX_ARRAY_SIZE}"),
+                    ));
+                }
+            }
+            "Random" => {
+                let bound = |a: &str| extern_attribute(e, a).and_then(attribute_number);
+                match (bound("min"), bound("max")) {
+                    (Some(lo), Some(hi)) if lo <= hi => {}
+                    (lo, hi) => {
+                        return Err(CompileError::at(
+                            &e.path,
+                            format!("a Random needs numeric \"min\" <= \"max\" attributes (min {lo:?}, max {hi:?})"),
+                        ))
+                    }
                 }
             }
             "InternetChecksum" => {
@@ -838,6 +863,30 @@ impl<'a> Cx<'a> {
                     _ => Prim::CsumSetState { ext, value: self.root(&pr.params[1], params, path, 0)? },
                 }
             }
+            "_Counter_count" => {
+                need(2)?;
+                Prim::Count {
+                    arr: self.named(&self.counters, &pr.params[0], "Counter", path)?,
+                    idx: self.root(&pr.params[1], params, path, 0)?,
+                }
+            }
+            "_Random_read" => {
+                need(2)?;
+                let (dst, _) = self.dst(&pr.params[1], params, path)?;
+                let Expr::Object { name, .. } = &pr.params[0] else {
+                    return Err(CompileError::at(path, "expected a Random instance"));
+                };
+                let (lo, hi) = *self
+                    .randoms
+                    .get(name.as_str())
+                    .ok_or_else(|| CompileError::at(path, format!("unknown Random \"{name}\"")))?;
+                let constant = |v: u64| Expr::Hex { negative: false, magnitude: v.to_be_bytes().to_vec() };
+                Prim::Rng {
+                    dst,
+                    lo: self.root(&constant(lo), params, path, 0)?,
+                    hi: self.root(&constant(hi), params, path, 0)?,
+                }
+            }
             "_Meter_execute" => {
                 need(3)?;
                 let (dst, _) = self.dst(&pr.params[2], params, path)?;
@@ -1081,11 +1130,34 @@ pub const MAX_ARRAY_SIZE: u64 = 1 << 24;
 pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     let layout = Layout::new(p)?;
     let extern_meters = extern_meters(p)?;
+    // PSA `Counter`s: counter arrays numbered after the program's.
+    let extern_counters: Vec<(String, u64)> = p
+        .extern_instances
+        .iter()
+        .filter(|e| e.kind == "Counter")
+        .map(|e| (e.name.clone(), extern_attribute(e, "n_counters").and_then(attribute_number).unwrap_or(0)))
+        .collect();
     let cx = Cx {
         p,
         layout: &layout,
         calcs: p.calculations.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
-        counters: p.counter_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
+        counters: p
+            .counter_arrays
+            .iter()
+            .map(|c| c.name.as_str())
+            .chain(extern_counters.iter().map(|c| c.0.as_str()))
+            .enumerate()
+            .map(|(i, n)| (n, i as u32))
+            .collect(),
+        randoms: p
+            .extern_instances
+            .iter()
+            .filter(|e| e.kind == "Random")
+            .map(|e| {
+                let bound = |a: &str| extern_attribute(e, a).and_then(attribute_number).unwrap_or(0);
+                (e.name.as_str(), (bound("min"), bound("max")))
+            })
+            .collect(),
         meters: p
             .meter_arrays
             .iter()
@@ -1630,8 +1702,13 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             })
             .collect()
     };
-    let counters =
-        arrays(p.counter_arrays.iter().map(|c| (c.name.clone(), c.size, c.is_direct, c.binding.clone(), 0)).collect());
+    let counters = arrays(
+        p.counter_arrays
+            .iter()
+            .map(|c| (c.name.clone(), c.size, c.is_direct, c.binding.clone(), 0))
+            .chain(extern_counters.iter().map(|(n, size)| (n.clone(), *size, false, None, 0)))
+            .collect(),
+    );
     let meters = arrays(
         p.meter_arrays
             .iter()

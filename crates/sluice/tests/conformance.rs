@@ -155,10 +155,56 @@ fn psa_externs_sluice_does_not_run_are_refused_with_their_path() {
         sluice_engine::load_switch(&p.to_string()).err().map(|e| e.to_string())
     };
     assert_eq!(load(&|_| {}), None, "the program as compiled loads");
-    let counter = load(&|e| e["type"] = "Counter".into()).expect("a Counter is refused");
-    assert!(counter.contains("extern_instances[0]") && counter.contains("\"Counter\""), "{counter}");
+    let digest = load(&|e| e["type"] = "Digest".into()).expect("a Digest is refused");
+    assert!(digest.contains("extern_instances[0]") && digest.contains("\"Digest\""), "{digest}");
+    let counter = load(&|e| e["type"] = "Counter".into()).expect("a Counter without n_counters is refused");
+    assert!(counter.contains("extern_instances[0]") && counter.contains("n_counters"), "{counter}");
     let kind = load(&|e| e["attribute_values"][3]["value"] = "furlongs".into()).expect("a bad meter type is refused");
     assert!(kind.contains("extern_instances[0]") && kind.contains("furlongs"), "{kind}");
     let direct = load(&|e| e["attribute_values"][0]["value"] = 1.into()).expect("a direct meter is refused");
     assert!(direct.contains("extern_instances[0]") && direct.contains("\"Meter\""), "{direct}");
+}
+
+/// PSA's `Counter` and `Random`: p4c's meter test with its `Meter` made a
+/// `Counter` (counted by `count`, read by `counter_read`) and the meter's
+/// colour read from a `Random` of bounds 1..1 (GREEN: the packet goes on
+/// to port 3, as the test expects).
+#[test]
+fn psa_counter_counts_and_random_reads_within_its_bounds() {
+    let dir = shared().join("p4c-stf-psa/psa-meter7-bmv2");
+    let text = std::fs::read_to_string(dir.join("psa-meter7-bmv2.json")).unwrap();
+    let mut program: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let meter = program["extern_instances"][0].clone();
+    let name = meter["name"].as_str().unwrap().to_string();
+    program["extern_instances"] = serde_json::json!([
+        {"name": name, "id": 0, "type": "Counter", "attribute_values": [
+            {"name": "n_counters", "type": "hexstr", "value": "0x00000400"},
+            {"name": "type", "type": "string", "value": "packets"}]},
+        {"name": "colour", "id": 1, "type": "Random", "attribute_values": [
+            {"name": "min", "type": "hexstr", "value": "0x1"},
+            {"name": "max", "type": "hexstr", "value": "0x1"}]},
+    ]);
+    let actions = program["actions"].as_array_mut().unwrap();
+    let action = actions.iter_mut().find(|a| a["primitives"].to_string().contains("_Meter_execute")).unwrap();
+    let prims = action["primitives"].as_array_mut().unwrap();
+    let at = prims.iter().position(|p| p["op"] == "_Meter_execute").unwrap();
+    let params = prims[at]["parameters"].clone();
+    prims[at] = serde_json::json!({"op": "_Counter_count", "parameters": [params[0], params[1]]});
+    prims.push(serde_json::json!({"op": "_Random_read", "parameters": [
+        {"type": "extern", "value": "colour"}, params[2]]}));
+    for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
+        let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap();
+        sw.set_mode(mode).unwrap();
+        let frame = [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+        let mut outs = Vec::new();
+        for _ in 0..3 {
+            sw.process(4, &frame, &mut |p, d| outs.push((p, d.to_vec())));
+        }
+        assert_eq!(outs.len(), 3, "{mode:?}: GREEN from the Random sends each packet on");
+        assert!(outs.iter().all(|(p, d)| *p == 3 && d[5] == 3), "{mode:?}: {outs:?}");
+        let read = cli::run(&mut sw, &format!("counter_read {name} 1")).unwrap();
+        assert!(read.contains("(42 bytes, 3 packets)"), "{mode:?}: {read}");
+        let other = cli::run(&mut sw, &format!("counter_read {name} 2")).unwrap();
+        assert!(other.contains("(0 bytes, 0 packets)"), "{mode:?}: {other}");
+    }
 }

@@ -53,6 +53,7 @@ impl Switch {
         self.trace_line(|| format!("packet in port {} ({} bytes, packet_path {packet_path})\n", item.port, data.len()));
         self.set_std(&mut phv, f.ig_parser_port, item.port as u128);
         self.set_std(&mut phv, f.ig_parser_path, packet_path);
+        self.trace_line(|| "  ingress parser\n".to_string());
         let (cursor, error) = self.parse_states(&mut phv, data, self.plan.init_state);
         let consumed = cursor.div_ceil(8).min(data.len());
         self.set_std(&mut phv, f.ig_port, item.port as u128);
@@ -100,6 +101,7 @@ impl Switch {
             return;
         }
         let mut out = std::mem::take(&mut self.out_buf);
+        self.trace_line(|| "  ingress deparser\n".to_string());
         self.deparse_with(&mut phv, &data[consumed..], &mut out, false);
         let group = self.psa_get(&phv, f.ig_multicast_group) as u32;
         if group != 0 {
@@ -202,6 +204,7 @@ impl Switch {
         self.trace_line(|| format!("  egress port {port} (packet_path {packet_path})\n"));
         self.set_std(&mut phv, f.eg_parser_port, port as u128);
         self.set_std(&mut phv, f.eg_parser_path, packet_path);
+        self.trace_line(|| "  egress parser\n".to_string());
         let (cursor, error) = self.parse_states(&mut phv, &bytes, self.plan.egress_init_state);
         let consumed = cursor.div_ceil(8).min(bytes.len());
         self.set_std(&mut phv, f.eg_timestamp, self.now_us() as u128);
@@ -214,6 +217,7 @@ impl Switch {
         self.set_std(&mut phv, f.eg_deparser_port, port as u128);
         let mut out = std::mem::take(&mut self.out_buf);
         let timed = self.clock.start();
+        self.trace_line(|| "  egress deparser\n".to_string());
         self.deparse_with(&mut phv, &bytes[consumed..], &mut out, true);
         self.clock.record(STAGE_DEPARSER, timed, 1);
         self.buf_pool.push(bytes);
