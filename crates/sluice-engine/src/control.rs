@@ -491,9 +491,7 @@ impl Exec<'_> {
                     t.push_str("  action exceeded its step limit: packet dropped\n");
                 }
                 self.meta.exit = true;
-                if let Some(f) = plan.std.egress_spec {
-                    self.phv.set(&plan.layout.fields[f as usize], 511);
-                }
+                self.drop_packet();
                 return;
             }
             self.run_prim(p, data, &mut pc);
@@ -712,9 +710,7 @@ impl Exec<'_> {
                         t.push_str("  assert failed: packet dropped\n");
                     }
                     self.meta.exit = true;
-                    if let Some(f) = plan.std.egress_spec {
-                        self.phv.set(&layout.fields[f as usize], 511);
-                    }
+                    self.drop_packet();
                 }
             }
             Prim::Log { fmt, args } => {
@@ -752,6 +748,21 @@ impl Exec<'_> {
             }
         }
         self.phv.valid_mut()[h as usize] = valid;
+    }
+
+    /// Drops the packet the control runs on (an action past its step limit,
+    /// a failed assert): v1model's drop port, or PSA's `drop` (the ingress
+    /// and the egress output's: the other control's is set again before it
+    /// runs).
+    fn drop_packet(&mut self) {
+        let plan = self.plan;
+        let fields = match &plan.psa {
+            Some(psa) => [psa.ig_drop.map(|f| (f, 1)), psa.eg_drop.map(|f| (f, 1))],
+            None => [plan.std.egress_spec.map(|f| (f, 511)), None],
+        };
+        for (f, v) in fields.into_iter().flatten() {
+            plan.layout.write(self.phv, f, v);
+        }
     }
 
     /// Computes a named calculation over the current PHV (invalid headers' fields skipped).

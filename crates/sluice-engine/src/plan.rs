@@ -563,6 +563,25 @@ fn extern_attribute<'a>(e: &'a sluice_json::ExternInstance, name: &str) -> Optio
     e.attributes.iter().find(|a| a.0 == name).map(|a| a.2.as_str())
 }
 
+/// Each name with its index.
+fn numbered<'a>(names: impl Iterator<Item = &'a str>) -> HashMap<&'a str, u32> {
+    names.enumerate().map(|(i, n)| (n, i as u32)).collect()
+}
+
+/// The size attribute `attr` of extern `e` (a `kind` array), checked.
+fn extern_size(e: &sluice_json::ExternInstance, attr: &str, kind: &str) -> Result<u64, CompileError> {
+    let size = extern_attribute(e, attr)
+        .and_then(attribute_number)
+        .ok_or_else(|| CompileError::at(&e.path, format!("a {kind} needs a numeric \"{attr}\" attribute")))?;
+    if size > MAX_ARRAY_SIZE {
+        return Err(CompileError::at(
+            &e.path,
+            format!("{kind}: size {size} exceeds the supported maximum {MAX_ARRAY_SIZE}"),
+        ));
+    }
+    Ok(size)
+}
+
 /// A number written as an extern attribute (`0x...` or decimal).
 fn attribute_number(v: &str) -> Option<u64> {
     match v.strip_prefix("0x") {
@@ -585,15 +604,7 @@ fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> 
                 }
             }
             "Counter" => {
-                let size = extern_attribute(e, "n_counters").and_then(attribute_number).ok_or_else(|| {
-                    CompileError::at(&e.path, "a Counter needs a numeric \"n_counters\" attribute".to_string())
-                })?;
-                if size > MAX_ARRAY_SIZE {
-                    return Err(CompileError::at(
-                        &e.path,
-                        format!("Counter: size {size} exceeds the supported maximum {MAX_ARRAY_SIZE}"),
-                    ));
-                }
+                extern_size(e, "n_counters", "Counter")?;
             }
             "Random" => {
                 let bound = |a: &str| extern_attribute(e, a).and_then(attribute_number);
@@ -617,9 +628,7 @@ fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> 
                 }
             }
             "Meter" if extern_attribute(e, "is_direct").and_then(attribute_number).unwrap_or(0) == 0 => {
-                let size = extern_attribute(e, "n_meters").and_then(attribute_number).ok_or_else(|| {
-                    CompileError::at(&e.path, "a Meter needs a numeric \"n_meters\" attribute".to_string())
-                })?;
+                let size = extern_size(e, "n_meters", "Meter")?;
                 let packets = match extern_attribute(e, "type") {
                     Some("packets") => true,
                     Some("bytes") => false,
@@ -630,12 +639,6 @@ fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> 
                         ))
                     }
                 };
-                if size > MAX_ARRAY_SIZE {
-                    return Err(CompileError::at(
-                        &e.path,
-                        format!("Meter: size {size} exceeds the supported maximum {MAX_ARRAY_SIZE}"),
-                    ));
-                }
                 meters.push((e.name.clone(), size, packets));
             }
             other => {
@@ -1141,14 +1144,9 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
         p,
         layout: &layout,
         calcs: p.calculations.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
-        counters: p
-            .counter_arrays
-            .iter()
-            .map(|c| c.name.as_str())
-            .chain(extern_counters.iter().map(|c| c.0.as_str()))
-            .enumerate()
-            .map(|(i, n)| (n, i as u32))
-            .collect(),
+        counters: numbered(
+            p.counter_arrays.iter().map(|c| c.name.as_str()).chain(extern_counters.iter().map(|c| c.0.as_str())),
+        ),
         randoms: p
             .extern_instances
             .iter()
@@ -1158,14 +1156,9 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                 (e.name.as_str(), (bound("min"), bound("max")))
             })
             .collect(),
-        meters: p
-            .meter_arrays
-            .iter()
-            .map(|c| c.name.as_str())
-            .chain(extern_meters.iter().map(|m| m.0.as_str()))
-            .enumerate()
-            .map(|(i, n)| (n, i as u32))
-            .collect(),
+        meters: numbered(
+            p.meter_arrays.iter().map(|c| c.name.as_str()).chain(extern_meters.iter().map(|m| m.0.as_str())),
+        ),
         registers: p.register_arrays.iter().enumerate().map(|(i, c)| (c.name.as_str(), i as u32)).collect(),
         hashes: p
             .extern_instances

@@ -208,3 +208,28 @@ fn psa_counter_counts_and_random_reads_within_its_bounds() {
         assert!(other.contains("(0 bytes, 0 packets)"), "{mode:?}: {other}");
     }
 }
+
+/// A PSA packet whose control fails an `assert` is dropped (PSA's `drop`,
+/// not v1model's drop port), on both paths.
+#[test]
+fn a_failed_assert_drops_a_psa_packet() {
+    let dir = shared().join("p4c-stf-psa/psa-top-level-assignments-bmv2");
+    let text = std::fs::read_to_string(dir.join("psa-top-level-assignments-bmv2.json")).unwrap();
+    let program: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let frame = [0xca, 0xfe, 0xd0, 0x0d, 0xbe, 0xad, 0x12, 0x34, 0x56, 0x78, 0x90, 0xab, 0xff, 0xff];
+    for (assert, want) in [(true, 1), (false, 0)] {
+        let mut p = program.clone();
+        p["actions"][0]["primitives"].as_array_mut().unwrap().push(serde_json::json!({
+            "op": "assert",
+            "parameters": [{"type": "expression", "value": {"type": "bool", "value": assert}}]
+        }));
+        for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
+            let mut sw = sluice_engine::load_switch(&p.to_string()).unwrap();
+            sw.set_mode(mode).unwrap();
+            let mut outs = Vec::new();
+            sw.process(1, &frame, &mut |port, d| outs.push((port, d.to_vec())));
+            assert_eq!(outs.len(), want, "assert({assert}), {mode:?}: {outs:?}");
+            assert!(outs.iter().all(|(port, _)| *port == 3), "{outs:?}");
+        }
+    }
+}
