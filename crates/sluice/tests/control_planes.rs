@@ -377,6 +377,15 @@ fn p4runtime_pipeline_config_actions_and_write_atomicity() {
     p4rt_script("atom", "pipeline_and_atomicity.py");
 }
 
+/// P4Runtime on a PSA program (p4c's psa-metadata test) with p4runtime-shell.
+#[test]
+fn p4runtime_shell_drives_a_psa_program() {
+    let python = venv_bin("python");
+    let program = shared().join("p4c-stf-psa/psa-metadata-bmv2").display().to_string();
+    let ns = SwitchNs::start("psa");
+    ns.script_with("shell_psa.py", &python, &["--program", &program]);
+}
+
 #[test]
 fn p4runtime_idle_timeout_notifications_on_switch_p4_16() {
     let python = venv_bin("python");
