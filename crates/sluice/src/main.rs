@@ -12,7 +12,11 @@ use clap::{Parser, Subcommand};
 static ALLOCATOR: sluice::lwaftr::Allocator = sluice::lwaftr::Allocator;
 
 #[derive(Parser)]
-#[command(name = "sluice", version, about = "A fast programmable software switch for bmv2 (v1model) programs")]
+#[command(
+    name = "sluice",
+    version,
+    about = "A fast programmable software switch for BMv2 JSON programs (v1model and PSA), with an lwAFTR and OpenFlow"
+)]
 struct Cli {
     /// Run control pipelines in the plan interpreter instead of compiled native code.
     #[arg(long, global = true)]
