@@ -19,9 +19,11 @@
 //!
 //! A walk starts in a tight loop over the entries' fast steps (goto, a
 //! next-hop group: [`Fast`]) and goes on in full from the first entry
-//! that is not one. A batch is parsed first; route-table slots are loaded
-//! and read ahead of the walks (the entry id and its fast step, kept in
-//! the packet).
+//! that is not one. A batch runs as a software pipeline over groups of
+//! packets (`OfSwitch::process_pipelined`): a group is parsed, its
+//! route-table slots loaded, then read (the entry id and its fast step,
+//! kept in the packet) and its entries' counters loaded, each a group
+//! ahead of the walks.
 //!
 //! A packet whose fields look, to every table, like those of a packet
 //! seen before replays that packet's recorded walk instead (the flow
