@@ -634,17 +634,18 @@ impl Exec<'_> {
                 self.hash_buf.clear();
                 let env = env!(self, data);
                 for (r, w) in input {
-                    let mut b = [0u8; 16];
-                    let nb = nbytes(*w).min(16);
-                    r.eval_bytes(&env, &mut b[..nb]);
-                    mask_top(&mut b[..nb], *w);
-                    self.hash_buf.push_field(&b[..nb], *w as usize);
+                    pack_input(&env, self.hash_buf, r, *w);
                 }
-                let words = sluice_hash::csum16(self.hash_buf.as_bytes());
-                // `csum16` is the complement of the sum: the sum is its complement.
-                let (sum, add) = (self.meta.csums[*ext as usize], !words);
-                let add = if *subtract { !add } else { add };
-                self.meta.csums[*ext as usize] = ones_add(sum, add);
+                // One's complement sums: subtracting adds the complement
+                // (which `csum16` gives).
+                let bytes = self.hash_buf.as_bytes();
+                let sum = u64::from(self.meta.csums[*ext as usize]);
+                let acc = if *subtract {
+                    sum + u64::from(sluice_hash::csum16(bytes))
+                } else {
+                    sluice_hash::csum16_add(sum, bytes)
+                };
+                self.meta.csums[*ext as usize] = !sluice_hash::csum16_finish(acc);
             }
             Prim::CsumGet { ext, dst, state } => {
                 let sum = self.meta.csums[*ext as usize];
@@ -836,33 +837,39 @@ fn compute_calc_packed(
                 continue;
             }
         }
-        if let crate::expr::CExpr::Field(f) = &r.e {
-            let fi = &plan.layout.fields[*f as usize];
-            if fi.width <= 64 {
-                buf.push_u64(phv.get(fi) as u64, fi.width as usize);
-                continue;
-            }
-        }
-        let nb = nbytes(*w);
-        let mut small = [0u8; 16];
-        let mut big = Vec::new();
-        let b: &mut [u8] = if nb <= 16 {
-            &mut small[..nb]
-        } else {
-            big.resize(nb, 0);
-            &mut big
-        };
-        match &r.e {
-            crate::expr::CExpr::Field(f) => phv.get_bytes(&plan.layout.fields[*f as usize], b),
-            _ => r.eval_bytes(&env, b),
-        }
-        mask_top(b, *w);
-        buf.push_field(b, *w as usize);
+        pack_input(&env, buf, r, *w);
     }
     if c.with_payload {
         buf.append_payload(payload);
     }
     state.calc_algos[ci].compute(buf.as_bytes())
+}
+
+/// Appends input `r` of `w` bits (a field read straight from the PHV) to
+/// `buf`, as bmv2 packs calculation inputs.
+fn pack_input(env: &Env, buf: &mut sluice_hash::BitPacker, r: &crate::expr::Root, w: u32) {
+    if let crate::expr::CExpr::Field(f) = &r.e {
+        let fi = &env.layout.fields[*f as usize];
+        if fi.width <= 64 {
+            buf.push_u64(env.phv.get(fi) as u64, fi.width as usize);
+            return;
+        }
+    }
+    let nb = nbytes(w);
+    let mut small = [0u8; 16];
+    let mut big = Vec::new();
+    let b: &mut [u8] = if nb <= 16 {
+        &mut small[..nb]
+    } else {
+        big.resize(nb, 0);
+        &mut big
+    };
+    match &r.e {
+        crate::expr::CExpr::Field(f) => env.phv.get_bytes(&env.layout.fields[*f as usize], b),
+        _ => r.eval_bytes(env, b),
+    }
+    mask_top(b, w);
+    buf.push_field(b, w as usize);
 }
 
 /// Bytes of the buffer [`selector_input`] gathers into: the longest input
@@ -933,12 +940,6 @@ pub fn selector_input<'b>(
         }
     }
     packer.as_bytes()
-}
-
-/// One's complement addition of two 16-bit words (end-around carry).
-fn ones_add(a: u16, b: u16) -> u16 {
-    let s = u32::from(a) + u32::from(b);
-    ((s & 0xffff) + (s >> 16)) as u16
 }
 
 #[cfg(test)]

@@ -544,8 +544,8 @@ struct Cx<'a> {
     counters: HashMap<&'a str, u32>,
     meters: HashMap<&'a str, u32>,
     registers: HashMap<&'a str, u32>,
-    /// PSA `Hash` instances: their algorithm.
-    hashes: HashMap<&'a str, &'a str>,
+    /// PSA `Hash` instances: their name and algorithm.
+    hashes: HashMap<&'a str, (&'a str, &'a str)>,
     /// PSA `InternetChecksum` instances: their index.
     csums: HashMap<&'a str, u32>,
     /// PSA `Random` instances: their bounds.
@@ -590,11 +590,21 @@ fn attribute_number(v: &str) -> Option<u64> {
     }
 }
 
+/// A PSA program's `Meter`s and `Counter`s as arrays, numbered after the
+/// program's meter and counter arrays.
+#[derive(Default)]
+struct ExternArrays {
+    /// `(name, size, counts packets)`.
+    meters: Vec<(String, u64, bool)>,
+    /// `(name, size)`.
+    counters: Vec<(String, u64)>,
+}
+
 /// The program's extern instances checked (those Sluice runs: `Hash`,
-/// `InternetChecksum`, `Counter`, `Random` and indirect `Meter`), and its `Meter`s as meter arrays: `(name, size,
-/// counts packets)`, numbered after the program's meter arrays.
-fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> {
-    let (mut meters, mut csums) = (Vec::new(), 0);
+/// `InternetChecksum`, `Counter`, `Random` and indirect `Meter`), and its
+/// meters and counters as arrays.
+fn extern_arrays(p: &Program) -> Result<ExternArrays, CompileError> {
+    let (mut arrays, mut csums) = (ExternArrays::default(), 0);
     for e in &p.extern_instances {
         match e.kind.as_str() {
             "Hash" => {
@@ -603,9 +613,7 @@ fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> 
                     return Err(CompileError::at(&e.path, format!("Hash algorithm \"{algo}\" is not supported")));
                 }
             }
-            "Counter" => {
-                extern_size(e, "n_counters", "Counter")?;
-            }
+            "Counter" => arrays.counters.push((e.name.clone(), extern_size(e, "n_counters", "Counter")?)),
             "Random" => {
                 let bound = |a: &str| extern_attribute(e, a).and_then(attribute_number);
                 match (bound("min"), bound("max")) {
@@ -639,7 +647,7 @@ fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> 
                         ))
                     }
                 };
-                meters.push((e.name.clone(), size, packets));
+                arrays.meters.push((e.name.clone(), size, packets));
             }
             other => {
                 return Err(CompileError::at(
@@ -649,7 +657,7 @@ fn extern_meters(p: &Program) -> Result<Vec<(String, u64, bool)>, CompileError> 
             }
         }
     }
-    Ok(meters)
+    Ok(arrays)
 }
 
 /// A `hexstr` calculation input packed with `width` bits, as bmv2 packs it:
@@ -704,7 +712,7 @@ impl<'a> Cx<'a> {
         Ok(Root::new(c, self.layout, dst_width))
     }
 
-    fn named(&self, map: &HashMap<&str, u32>, e: &Expr, kind: &str, path: &str) -> Result<u32, CompileError> {
+    fn named<T: Copy>(&self, map: &HashMap<&str, T>, e: &Expr, kind: &str, path: &str) -> Result<T, CompileError> {
         match e {
             Expr::Object { name, .. } => map
                 .get(name.as_str())
@@ -876,13 +884,7 @@ impl<'a> Cx<'a> {
             "_Random_read" => {
                 need(2)?;
                 let (dst, _) = self.dst(&pr.params[1], params, path)?;
-                let Expr::Object { name, .. } = &pr.params[0] else {
-                    return Err(CompileError::at(path, "expected a Random instance"));
-                };
-                let (lo, hi) = *self
-                    .randoms
-                    .get(name.as_str())
-                    .ok_or_else(|| CompileError::at(path, format!("unknown Random \"{name}\"")))?;
+                let (lo, hi) = self.named(&self.randoms, &pr.params[0], "Random", path)?;
                 let constant = |v: u64| Expr::Hex { negative: false, magnitude: v.to_be_bytes().to_vec() };
                 Prim::Rng {
                     dst,
@@ -903,13 +905,7 @@ impl<'a> Cx<'a> {
                 let with_mod = pr.op == "_Hash_get_hash_mod";
                 need(if with_mod { 5 } else { 3 })?;
                 let (dst, width) = self.dst(&pr.params[1], params, path)?;
-                let Expr::Object { name, .. } = &pr.params[0] else {
-                    return Err(CompileError::at(path, "expected a Hash instance"));
-                };
-                let algo = *self
-                    .hashes
-                    .get(name.as_str())
-                    .ok_or_else(|| CompileError::at(path, format!("unknown Hash \"{name}\"")))?;
+                let (name, algo) = self.named(&self.hashes, &pr.params[0], "Hash", path)?;
                 let Expr::List(items) = &pr.params[if with_mod { 3 } else { 2 }] else {
                     return Err(CompileError::at(path, "expected a field list"));
                 };
@@ -1132,14 +1128,7 @@ pub const MAX_ARRAY_SIZE: u64 = 1 << 24;
 /// Compiles a loaded program into an execution plan.
 pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     let layout = Layout::new(p)?;
-    let extern_meters = extern_meters(p)?;
-    // PSA `Counter`s: counter arrays numbered after the program's.
-    let extern_counters: Vec<(String, u64)> = p
-        .extern_instances
-        .iter()
-        .filter(|e| e.kind == "Counter")
-        .map(|e| (e.name.clone(), extern_attribute(e, "n_counters").and_then(attribute_number).unwrap_or(0)))
-        .collect();
+    let ExternArrays { meters: extern_meters, counters: extern_counters } = extern_arrays(p)?;
     let cx = Cx {
         p,
         layout: &layout,
@@ -1164,7 +1153,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             .extern_instances
             .iter()
             .filter(|e| e.kind == "Hash")
-            .map(|e| (e.name.as_str(), extern_attribute(e, "algo").unwrap_or("")))
+            .map(|e| (e.name.as_str(), (e.name.as_str(), extern_attribute(e, "algo").unwrap_or(""))))
             .collect(),
         extern_calcs: std::cell::RefCell::new(Vec::new()),
         csums: p
