@@ -233,3 +233,37 @@ fn a_failed_assert_drops_a_psa_packet() {
         }
     }
 }
+
+/// PSA's `InternetChecksum` in a deparser: p4c's internet_checksum1 with
+/// its egress parser made to parse the IPv4 header (in the test as
+/// compiled it parses nothing, so the egress deparser's checksum lands in
+/// an invalid header and nothing checks it). The egress deparser's
+/// `clear`, `add` and `get` then rewrite a wrong or zero header checksum
+/// with the right one.
+#[test]
+fn psa_internet_checksum_rewrites_the_ipv4_header_checksum() {
+    let dir = shared().join("p4c-stf-psa/internet_checksum1-bmv2");
+    let text = std::fs::read_to_string(dir.join("internet_checksum1-bmv2.json")).unwrap();
+    let mut program: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let parsers = program["parsers"].as_array_mut().unwrap();
+    let ingress = parsers.iter().find(|p| p["name"] == "ingress_parser").unwrap().clone();
+    let (start, mut ipv4) = (ingress["parse_states"][0].clone(), ingress["parse_states"][1].clone());
+    ipv4["parser_ops"].as_array_mut().unwrap().truncate(1); // the extract only
+    let egress = parsers.iter_mut().find(|p| p["name"] == "egress_parser").unwrap();
+    egress["parse_states"] = serde_json::json!([start, ipv4]);
+    let tmp = std::env::temp_dir().join(format!("sluice-psa-csum-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let json = tmp.join("program.json");
+    std::fs::write(&json, program.to_string()).unwrap();
+    let frame =
+        |csum: &str| format!("525400123502080027018bbc0800 00FE C523 FDA1 D68A AF02 {csum} 0000 0001 0000 0002");
+    for wrong in ["0000", "1234", "b6ab"] {
+        let stf = tmp.join("test.stf");
+        std::fs::write(&stf, format!("packet 0 {}\nexpect 0 {}\n", frame(wrong), frame("b6ab"))).unwrap();
+        for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
+            let ok = sluice::stf::run_stf_with(&json, &stf, false, mode);
+            assert!(matches!(ok, Ok(true)), "checksum {wrong}, {mode:?}: {ok:?}");
+        }
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
