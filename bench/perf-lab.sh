@@ -10,8 +10,11 @@
 # Environment (lists are space-separated):
 #   SLUICE_BIN  binary to run; when set nothing is built (default: cargo build
 #               --release -p sluice, then target/release/sluice)
-#   PROGRAMS    default "router edge l2-learning basic-routing" (basic-routing
-#               is p4c's basic_routing-bmv2 from ../shared/conformance/p4c-bench)
+#   PROGRAMS    default "router edge l2-learning basic-routing psa-unicast
+#               psa-metadata" (basic-routing is p4c's basic_routing-bmv2 from
+#               ../shared/conformance/p4c-bench; the psa-* programs are PSA
+#               programs of ../shared/conformance/p4c-stf-psa, see
+#               `sluice bench --help`)
 #   SIZES       default "64 256 550 1500"  (frame bytes on the wire, FCS included)
 #   WORKERS     default "1 2"
 #   ENTRIES     default "10 10000 1000000" (capped per program: edge 100000
@@ -56,7 +59,7 @@ fi
 
 cd "$(dirname "$0")/.."
 
-PROGRAMS="${PROGRAMS:-router edge l2-learning basic-routing}"
+PROGRAMS="${PROGRAMS:-router edge l2-learning basic-routing psa-unicast psa-metadata}"
 SIZES="${SIZES:-64 256 550 1500}"
 WORKERS="${WORKERS:-1 2}"
 ENTRIES="${ENTRIES:-10 10000 1000000}"
@@ -74,10 +77,12 @@ read -r -a entries <<<"$ENTRIES"
 ((${#entries[@]})) || die "ENTRIES is empty"
 for i in "${!programs[@]}"; do
     case "${programs[$i]}" in
-        router | edge | l2-learning | basic-routing) ;;
+        router | edge | l2-learning | basic-routing | psa-unicast | psa-metadata) ;;
         l2_learning) programs[i]=l2-learning ;; # the label `result:` lines use
         basic_routing) programs[i]=basic-routing ;;
-        *) die "PROGRAMS: unknown program '${programs[$i]}' (router, edge, l2-learning, basic-routing)" ;;
+        psa_unicast) programs[i]=psa-unicast ;;
+        psa_metadata) programs[i]=psa-metadata ;;
+        *) die "PROGRAMS: unknown program '${programs[$i]}' (router, edge, l2-learning, basic-routing, psa-unicast, psa-metadata)" ;;
     esac
 done
 for n in "${sizes[@]}" "${workers[@]}" "${entries[@]}"; do
@@ -94,6 +99,7 @@ max_entries() {
         edge) echo 100000 ;;
         l2-learning) echo 65536 ;;
         basic-routing) echo 131072 ;;
+        psa-unicast | psa-metadata) echo 256 ;;
     esac
 }
 cap_reason() {
@@ -102,6 +108,8 @@ cap_reason() {
         edge) echo "the edge example accepts at most 131072 routes; 100000 is the lab's large point" ;;
         l2-learning) echo "l2_learning tables hold at most 65536 entries" ;;
         basic-routing) echo "basic_routing's host table holds at most 131072 entries" ;;
+        psa-unicast) echo "psa-unicast's traffic goes to at most 256 ports" ;;
+        psa-metadata) echo "psa-metadata's table is keyed by one byte: at most 256 entries" ;;
     esac
 }
 

@@ -28,7 +28,7 @@ from xml.sax.saxutils import escape
 RESULT_KEYS = ("program", "size", "workers", "entries", "mode", "mpps", "reference_mpps", "ratio")
 REFERENCE = "reference router"
 # Fixed colors for the lab's programs so plots from different runs compare at a glance.
-COLORS = {"router": "#1f77b4", "edge": "#ff7f0e", "l2_learning": "#2ca02c", "basic_routing": "#9467bd", REFERENCE: "#7f7f7f"}
+COLORS = {"router": "#1f77b4", "edge": "#ff7f0e", "l2_learning": "#2ca02c", "basic_routing": "#9467bd", "psa_unicast": "#8c564b", "psa_metadata": "#e377c2", REFERENCE: "#7f7f7f"}
 PALETTE = ["#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 
 

@@ -529,8 +529,11 @@ impl Phv {
     pub fn reset_headers(&mut self) {
         let (_, valid) = Self::split_wire(&mut self.wire, self.wire_len, self.metadata.len());
         valid.copy_from_slice(&self.metadata);
+        // Empty vectors skipped, as in `reset`.
         for v in [&mut self.varbit_len, &mut self.stack_next, &mut self.union_stack_next] {
-            v.fill(0);
+            if !v.is_empty() {
+                v.fill(0);
+            }
         }
     }
 

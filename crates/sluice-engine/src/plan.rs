@@ -1601,7 +1601,8 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                 })
                 .collect::<Option<Vec<_>>>();
             states.push(PState {
-                name: s.name.clone(),
+                // A PSA program's states are named with their parser's name (traces, `sluice inspect`).
+                name: if psa { format!("{}.{}", parser.name, s.name) } else { s.name.clone() },
                 ops,
                 key,
                 key_len,

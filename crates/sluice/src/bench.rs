@@ -154,11 +154,63 @@ pub enum Example {
     /// table (at most 16384) over 16 next hops with MAC rewrite; traffic
     /// alternates between the hosts and the /24s.
     BasicRouting,
+    /// p4c's `psa-unicast-or-drop-corrected-bmv2` from the PSA STF corpus
+    /// (read at run time from `$SLUICE_CORPUS/p4c-stf-psa/`): a PSA program
+    /// (ingress and egress parsers, controls and deparsers) that sends each
+    /// frame to the port its destination MAC names. It has no table to
+    /// configure; the traffic goes to `--entries` ports (at most 256).
+    PsaUnicast,
+    /// p4c's `psa-metadata-bmv2` from the PSA STF corpus: `--entries` (at
+    /// most 256) entries of its exact `match_meta` table, keyed by the
+    /// destination MAC's last byte, each setting an egress port; traffic
+    /// hits them all. The program never clears PSA's `drop`, so every packet
+    /// is dropped after ingress, as in bmv2's `psa_switch`.
+    PsaMetadata,
 }
 
 /// Where [`Example::BasicRouting`] finds the conformance corpus.
 fn corpus_dir() -> std::path::PathBuf {
     std::env::var_os("SLUICE_CORPUS").map_or_else(|| "../shared/conformance".into(), Into::into)
+}
+
+/// A program of the conformance corpus: `rel` under [`corpus_dir`], named
+/// `example` in the error when it cannot be read.
+fn corpus_program(example: &str, rel: &str) -> Result<String, String> {
+    let path = corpus_dir().join(rel);
+    std::fs::read_to_string(&path).map_err(|e| {
+        format!("the {example} example reads {} (set SLUICE_CORPUS to the conformance corpus): {e}", path.display())
+    })
+}
+
+/// The PSA examples' configuration and traffic (see [`Example::PsaUnicast`]
+/// and [`Example::PsaMetadata`]): frames of `frame` bytes to `entries`
+/// destinations 00:00:00:00:00:01.. (at most 256), in a random order; for
+/// psa-metadata, one `match_meta` entry per destination's last byte, to
+/// port `byte % 16 + 1`.
+fn psa_setup(ex: Example, entries: u32, frame: usize) -> (String, Vec<Vec<u8>>) {
+    let dests = entries.clamp(1, 256);
+    let mut s = String::new();
+    if ex == Example::PsaMetadata {
+        for d in 0..dests {
+            let last = (d + 1) & 0xff;
+            s.push_str(&format!("table_add ingress.match_meta ingress.set_output {last} => {}\n", last % 16 + 1));
+        }
+    }
+    let n = traffic_count(entries, frame);
+    let mut x: u32 = 0x1b87_3593;
+    let mut traffic = Vec::with_capacity(n);
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let d = x % dests + 1;
+        let mut p = vec![0u8; frame.max(64) - 4];
+        p[0..6].copy_from_slice(&[0, 0, 0, 0, (d >> 8) as u8, d as u8]);
+        p[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        p[12..14].copy_from_slice(&[0x88, 0xb5]);
+        traffic.push(p);
+    }
+    (s, traffic)
 }
 
 /// basic_routing's configuration and traffic (see [`Example::BasicRouting`]).
@@ -328,15 +380,24 @@ pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteL
             (L2_JSON.into(), c, t, 0, "l2_learning".to_string())
         }
         Example::BasicRouting => {
-            let path = corpus_dir().join("p4c-bench/basic_routing-bmv2/basic_routing-bmv2.json");
-            let json = std::fs::read_to_string(&path).map_err(|e| {
-                format!(
-                    "the basic-routing example reads {} (set SLUICE_CORPUS to the conformance corpus): {e}",
-                    path.display()
-                )
-            })?;
+            let json = corpus_program("basic-routing", "p4c-bench/basic_routing-bmv2/basic_routing-bmv2.json")?;
             let (c, t) = basic_routing_setup(entries, frame, layout);
             (std::borrow::Cow::Owned(json), c, t, 0, "basic_routing".to_string())
+        }
+        Example::PsaUnicast | Example::PsaMetadata => {
+            let (name, label) = match ex {
+                Example::PsaUnicast => ("psa-unicast-or-drop-corrected-bmv2", "psa_unicast"),
+                _ => ("psa-metadata-bmv2", "psa_metadata"),
+            };
+            if entries > 256 {
+                return Err(format!(
+                    "--entries {entries}: the {} example takes at most 256 (destinations and table keys are one byte)",
+                    label.replace('_', "-")
+                ));
+            }
+            let json = corpus_program(&label.replace('_', "-"), &format!("p4c-stf-psa/{name}/{name}.json"))?;
+            let (c, t) = psa_setup(ex, entries, frame);
+            (std::borrow::Cow::Owned(json), c, t, 0, label.to_string())
         }
     };
     let mut sw = sluice_engine::load_switch(&json).map_err(|e| e.to_string())?;
@@ -361,6 +422,26 @@ pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteL
         }
         if routed != probe.len() {
             return Err(format!("basic_routing routed {routed} of {} probe packets to their next hops", probe.len()));
+        }
+    }
+    if matches!(ex, Example::PsaUnicast | Example::PsaMetadata) {
+        // A corpus program: check that it does what the generated
+        // configuration says. psa-unicast sends each frame to the port its
+        // destination names; psa-metadata drops everything (its action
+        // leaves PSA's drop set), its entries loaded above.
+        let probe = &traffic[..traffic.len().min(64)];
+        let mut right = 0;
+        for p in probe {
+            let mut out = Vec::new();
+            sw.process(port, p, &mut |o, d| out.push((o, d.len())));
+            let want = u32::from(p[4]) << 8 | u32::from(p[5]);
+            right += usize::from(match ex {
+                Example::PsaUnicast => out == [(want, p.len())],
+                _ => out.is_empty(),
+            });
+        }
+        if right != probe.len() {
+            return Err(format!("{label}: {right} of {} probe packets went where the program sends them", probe.len()));
         }
     }
     let ref_entries = entries.min(1 << 22);

@@ -8,8 +8,13 @@ mod common;
 
 use std::process::Command;
 
+/// Runs sluice with the conformance corpus where the corpus examples read it.
 fn sluice(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).output().expect("sluice runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .env("SLUICE_CORPUS", common::shared())
+        .args(args)
+        .output()
+        .expect("sluice runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "sluice {} failed:\n{text}", args.join(" "));
     text
@@ -201,6 +206,43 @@ fn basic_routing_from_the_corpus_forwards_everything() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent-corpus/p4c-bench/basic_routing-bmv2") && err.contains("SLUICE_CORPUS"), "{err}");
+}
+
+/// The lab's PSA corpus programs: psa-unicast sends every generated frame
+/// on (the bench checks the ports first), psa-metadata drops every frame
+/// after its table; both through compiled parsers and controls.
+#[test]
+fn psa_corpus_programs_run_in_the_bench() {
+    let text = sluice(&["bench", "--example", "psa-unicast", "--entries", "16", "--duration", "0.3", "--no-reference"]);
+    let (packets, sent, dropped) = summary(&text);
+    assert!(packets > 0 && sent == packets && dropped == 0, "{text}");
+    assert_eq!(result_field(&text, "program"), "psa_unicast");
+    assert_eq!(result_field(&text, "mode"), "compiled");
+    let text =
+        sluice(&["bench", "--example", "psa-metadata", "--entries", "256", "--duration", "0.3", "--no-reference"]);
+    let (packets, sent, dropped) = summary(&text);
+    assert!(packets > 0 && sent == 0 && dropped == packets, "{text}");
+    assert_eq!(result_field(&text, "entries"), "256");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .env("SLUICE_CORPUS", common::shared())
+        .args(["bench", "--example", "psa-metadata", "--entries", "257", "--duration", "0.1"])
+        .output()
+        .expect("sluice runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--entries 257") && err.contains("at most 256"), "{err}");
+    for name in ["psa-unicast-or-drop-corrected-bmv2", "psa-metadata-bmv2"] {
+        let json = common::shared().join(format!("p4c-stf-psa/{name}/{name}.json"));
+        let report = sluice(&["inspect", "--no-code", json.to_str().unwrap()]);
+        for want in [
+            "ingress parser: native code",
+            "egress parser: native code",
+            "forwarding: stage by stage: ingress and egress controls as native code",
+            "ingress deparser: byte copies of 1 header(s)",
+            "egress deparser: byte copies of 1 header(s)",
+        ] {
+            assert!(report.contains(want), "{name}: missing {want:?} in:\n{report}");
+        }
+    }
 }
 
 /// `--profile`: a table of the stages the packets went through, with

@@ -87,7 +87,7 @@ use keys::compile_keys;
 use module::{new_module, write_perf_map};
 use parser::compile_parser;
 use pipeline::compile_pipelines;
-use shape::{forward_shape, parser_shape};
+use shape::{forward_shape, parser_shape, parser_shape_from};
 
 /// Which engine runs a switch's control pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -117,6 +117,8 @@ pub struct CompiledPipelines {
     /// The parser, when every state it can reach copies wire-format headers
     /// and selects on at most 64 bits of fields (see [`compile_parser`]).
     parser: Option<ParserFn>,
+    /// A PSA program's egress parser, compiled as `parser` is.
+    egress_parser: Option<ParserFn>,
     /// Whether the compiled parser also sets `parser_error` and verifies
     /// checksums (`Switch::parse_end` is then skipped).
     parser_ends: bool,
@@ -332,6 +334,17 @@ impl CompiledPipelines {
     ) -> Option<ParseOutcome> {
         let f = self.parser?;
         assert!(arrival.is_none() || self.parser_setup, "this parser does not set PHVs up");
+        Some(Self::call_parser(f, phv, data, arrival))
+    }
+
+    /// Runs a PSA program's compiled egress parser on `data` into `phv`, or
+    /// returns `None` when it was not compiled. Like every PSA parser it
+    /// sets nothing up and does not end parsing (the PSA packet path does).
+    pub fn run_egress_parser(&self, phv: &mut crate::phv::Phv, data: &[u8]) -> Option<ParseOutcome> {
+        Some(Self::call_parser(self.egress_parser?, phv, data, None))
+    }
+
+    fn call_parser(f: ParserFn, phv: &mut crate::phv::Phv, data: &[u8], arrival: Option<(u32, u64)>) -> ParseOutcome {
         let (port, now) = arrival.unwrap_or((0, 0));
         let mut ctx = ParseCtx {
             exec: std::ptr::null_mut(),
@@ -351,11 +364,11 @@ impl CompiledPipelines {
         // writes inside the PHV's vectors, whose sizes come from the same layout.
         unsafe { f(&mut ctx) };
         let c = ctx.cursor as usize;
-        Some(match ctx.status {
+        match ctx.status {
             0 => ParseOutcome::Done(c),
             1 => ParseOutcome::TooShort(c),
             _ => ParseOutcome::Verify(c, ctx.code),
-        })
+        }
     }
 
     /// A [`Lookahead`], when the parser is compiled and the plan has
@@ -393,6 +406,11 @@ impl CompiledPipelines {
         self.parser.is_some()
     }
 
+    /// Whether a PSA program's egress parser runs as native code.
+    pub fn egress_parser_compiled(&self) -> bool {
+        self.egress_parser.is_some()
+    }
+
     /// Whether the compiled parser also does the end of parsing: sets
     /// `parser_error` and verifies checksums into `checksum_error`.
     pub fn parser_ends(&self) -> bool {
@@ -420,8 +438,17 @@ impl CompiledPipelines {
             &mut fctx,
             &mut listing,
             fwd_written.as_ref(),
-            pshape.as_ref(),
+            pshape.as_ref().map(|s| (s, "sluice_parser")),
         )?;
+        // A PSA program's egress parser; its ingress parser is `parser_id`.
+        let egress_parser_id = match (plan.psa.is_some(), plan.egress_init_state) {
+            (true, Some(init)) => {
+                let shape = parser_shape_from(plan, init);
+                let shape = shape.as_ref().map(|s| (s, "sluice_egress_parser"));
+                compile_parser(plan, &mut module, &helpers, &mut fctx, &mut listing, None, shape)?
+            }
+            _ => None,
+        };
         listing.push_str(&fwd_listing);
         let batch_id = match (parser_id, &pshape, &fshape, &fwd_written) {
             (Some((_, true, true)), Some(ps), Some(fs), Some(w)) => {
@@ -430,6 +457,8 @@ impl CompiledPipelines {
             _ => None,
         };
         let keys_id = match &pshape {
+            // A PSA program's packets are never parsed ahead (see `Switch::process_batch_at`).
+            Some(_) if plan.psa.is_some() => None,
             Some(ps) => compile_keys(plan, &mut module, &helpers, &mut fctx, &mut listing, ps)?,
             None => None,
         };
@@ -441,6 +470,7 @@ impl CompiledPipelines {
                     (ids[0], "sluice_ingress"),
                     (ids[1], "sluice_egress"),
                     (parser_id.map(|p| p.0), "sluice_parser"),
+                    (egress_parser_id.map(|p| p.0), "sluice_egress_parser"),
                     (forward_id, "sluice_forward"),
                     (batch_id, "sluice_batch"),
                     (keys_id.as_ref().map(|k| k.0), "sluice_keys"),
@@ -454,6 +484,9 @@ impl CompiledPipelines {
         let parser = parser_id
             .map(|(id, _, _)| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
         // SAFETY: the batch function was defined with the signature `fn(*mut JitCtx) -> i64`.
+        // SAFETY: as for the parser.
+        let egress_parser = egress_parser_id
+            .map(|(id, _, _)| unsafe { std::mem::transmute::<*const u8, ParserFn>(module.get_finalized_function(id)) });
         let batch =
             batch_id.map(|id| unsafe { std::mem::transmute::<*const u8, BatchFn>(module.get_finalized_function(id)) });
         // SAFETY: the key function was defined with the signature `fn(*mut KeysCtx)`.
@@ -473,6 +506,7 @@ impl CompiledPipelines {
             ingress,
             egress,
             parser,
+            egress_parser,
             parser_ends,
             parser_setup,
             forward,

@@ -47,7 +47,9 @@ use crate::plan::{Dst, Plan};
 /// Each state becomes a block: per header a bounds check, then 8/4/2/1-byte
 /// copies at constant PHV offsets and its valid flag; assignments and
 /// `verify` with the pipelines' expression code; the select as a chain of
-/// masked compares on the key read once, in the plan's order.
+/// masked compares on the key read once, in the plan's order. `shape`
+/// comes with the generated function's name (`sluice_parser`, or
+/// `sluice_egress_parser` for a PSA program's second parser).
 pub(super) fn compile_parser(
     plan: &Plan,
     module: &mut JITModule,
@@ -55,15 +57,16 @@ pub(super) fn compile_parser(
     fctx: &mut FunctionBuilderContext,
     listing: &mut String,
     fwd_written: Option<&BTreeSet<u32>>,
-    shape: Option<&ParserShape>,
+    shape: Option<(&ParserShape, &str)>,
 ) -> Result<Option<(FuncId, bool, bool)>, String> {
-    let Some(shape) = shape else { return Ok(None) };
-    let (id, mut ctx) = declare_context_function(module, "sluice_parser", 1, false)?;
+    let Some((shape, name)) = shape else { return Ok(None) };
+    let user = if name == "sluice_egress_parser" { 5 } else { 1 };
+    let (id, mut ctx) = declare_context_function(module, name, user, false)?;
     generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, pc| {
         emit_parser(g, pc, shape, fwd_written, None, None)
     });
-    listing.push_str(&format!("; parser\n{}\n", ctx.func.display()));
-    define(module, id, &mut ctx, "sluice_parser")?;
+    listing.push_str(&format!("; {}\n{}\n", name.trim_start_matches("sluice_").replace('_', " "), ctx.func.display()));
+    define(module, id, &mut ctx, name)?;
     Ok(Some((id, shape.ends.is_some(), shape.setup.is_some())))
 }
 
@@ -217,6 +220,15 @@ pub(super) fn emit_parser(
                     let (to, args) = edge(g, *si, &got, failed, vec![cursor.into(), code.into()]);
                     g.b.ins().brif(ok, cont, &[], to, &args);
                     g.b.switch_to_block(cont);
+                }
+                POp::Prim(crate::plan::Prim::SetInvalid(crate::expr::HRef::Fixed(h))) => {
+                    // As the interpreter: a metadata header stays valid; the bytes stay.
+                    if !plan.layout.headers[*h as usize].metadata {
+                        let valid = g.ptr(OFF_VALID);
+                        let zero = g.b.ins().iconst(types::I8, 0);
+                        let mf = mem(g.b, Mem::Valid);
+                        g.b.ins().store(mf, zero, valid, *h as i32);
+                    }
                 }
                 _ => unreachable!("checked by parser_op_ok"),
             }

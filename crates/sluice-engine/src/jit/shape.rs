@@ -39,9 +39,16 @@ type StdWriter = Option<(FieldSrc, u64)>;
 /// Most PHV bytes the compiled parser zeroes itself (bigger PHVs are reset by the engine).
 const SETUP_MAX_BYTES: u32 = 2048;
 
-/// The [`ParserShape`] of `plan`'s parser, `None` when it cannot be compiled.
+/// The [`ParserShape`] of `plan`'s parser (v1model's, or PSA's ingress
+/// parser), `None` when it cannot be compiled.
 pub(super) fn parser_shape(plan: &Plan) -> Option<ParserShape> {
-    let init = plan.init_state?;
+    parser_shape_from(plan, plan.init_state?)
+}
+
+/// The [`ParserShape`] of the parser whose first state is `init`. A PSA
+/// parser gets neither the end of parsing nor the setup: the PSA packet
+/// path (`switch/psa.rs`) sets its metadata up and records its error.
+pub(super) fn parser_shape_from(plan: &Plan, init: u32) -> Option<ParserShape> {
     // Reachable states in depth-first order, refusing loops and uncompilable states.
     let mut order: Vec<u32> = vec![init];
     let mut stack: Vec<(u32, usize)> = vec![(init, 0)];
@@ -71,6 +78,9 @@ pub(super) fn parser_shape(plan: &Plan) -> Option<ParserShape> {
     // The end of parsing runs here too when every verified checksum has the
     // byte-range form and the error fields have hot-path writers.
     let ends = (|| {
+        if plan.psa.is_some() {
+            return None;
+        }
         let perr = std_writer(plan, plan.std.parser_error)?;
         let cerr = std_writer(plan, plan.std.checksum_error)?;
         let sums: Option<Vec<_>> =
@@ -82,6 +92,9 @@ pub(super) fn parser_shape(plan: &Plan) -> Option<ParserShape> {
     // the ingress standard metadata have hot-path writers.
     let layout = &plan.layout;
     let setup = (|| {
+        if plan.psa.is_some() {
+            return None;
+        }
         let plain = layout.wide_bytes == 0
             && layout.stacks.is_empty()
             && layout.union_stacks.is_empty()
@@ -142,6 +155,8 @@ fn parser_op_ok(plan: &Plan, op: &crate::plan::POp) -> bool {
             FieldSrc::of(&layout.fields[*f as usize]).is_some() && Gen::supported(&r.fast, false)
         }
         POp::Verify(cond, e) => Gen::supported(&cond.fast, false) && matches!(e.fast, Fast::Const(_)),
+        // `setInvalid` on a named header (p4c's PSA parsers start with one per header).
+        POp::Prim(Prim::SetInvalid(crate::expr::HRef::Fixed(_))) => true,
         _ => false,
     }
 }
@@ -224,6 +239,10 @@ pub(super) struct ForwardShape {
 
 /// The [`ForwardShape`] of `plan`, `None` when it has no forwarding function.
 pub(super) fn forward_shape(plan: &Plan) -> Option<ForwardShape> {
+    if plan.psa.is_some() {
+        // Its unicast decision and deparser are v1model's.
+        return None;
+    }
     let layout = &plan.layout;
     let deparse = plan
         .deparse_order

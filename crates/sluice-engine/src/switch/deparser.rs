@@ -49,7 +49,7 @@ impl Switch {
         let order = if egress { &plan.egress_deparse_order } else { &plan.deparse_order };
         crate::checksum::update_all(plan, &self.state, &self.byte_checksums, phv, &mut self.hash_buf, payload);
         out.clear();
-        if let (Some(hs), false) = (&self.deparse_wire, egress) {
+        if let Some(hs) = &self.deparse_wire[usize::from(egress)] {
             // Every header the deparser may emit is in wire format: append bytes.
             for &(h, off, n) in hs {
                 if phv.valid()[h as usize] {

@@ -15,29 +15,43 @@ impl Switch {
         let plan = &self.plan;
         let layout = &plan.layout;
         let mut r = String::new();
+        let psa = plan.psa.is_some();
         let _ = writeln!(
             r,
             "batches: {}",
             match (self.compiled.as_ref().is_some_and(|c| c.has_fast_path()), self.preparse) {
+                _ if psa => "packet by packet through PSA's packet path (ingress parser, control and deparser, replication, egress parser, control and deparser)",
                 (true, true) => "fast path: one generated batch function (parser, forwarding function and payload copy per packet, one PHV per batch); with big LPM/exact tables, each batch is parsed ahead first to prefetch its index slots, then its hit records",
                 (true, false) => "fast path: one generated batch function (parser, forwarding function and payload copy per packet, one PHV per batch)",
                 (false, true) => "parsed ahead 32 at a time when tables are big, then run (the parser calls no externs)",
                 (false, false) => "packet by packet (the parser calls externs, so it cannot run ahead)",
             }
         );
+        let parser_how = |compiled: Option<bool>| {
+            match compiled {
+            Some(true) => "native code (byte copies, selects as compare chains)",
+            Some(false) => "interpreted (a state extracts a non-wire-format header or stack, computes a value without a shortcut, calls an extern, selects on a non-field or >64-bit key, or the states loop)",
+            None => "interpreted (--interpret)",
+        }
+        };
+        let compiled = self.compiled.as_ref();
         let _ = writeln!(
             r,
-            "parser: {}",
-            match &self.compiled {
-                Some(c) if c.parser_compiled() => "native code (byte copies, selects as compare chains)",
-                Some(_) => "interpreted (a state extracts a non-wire-format header or stack, computes a value without a shortcut, selects on a non-field or >64-bit key, or the states loop)",
-                None => "interpreted (--interpret)",
-            }
+            "{}: {}",
+            if psa { "ingress parser" } else { "parser" },
+            parser_how(compiled.map(|c| c.parser_compiled()))
         );
+        if psa {
+            let _ = writeln!(r, "egress parser: {}", parser_how(compiled.map(|c| c.egress_parser_compiled())));
+        }
         let _ = writeln!(
             r,
             "forwarding: {}",
-            match &self.compiled {
+            match compiled {
+                _ if psa => match compiled {
+                    Some(_) => "stage by stage: ingress and egress controls as native code (conditions, simple actions and table lookups inline), deparsers as byte copies",
+                    None => "stage by stage (--interpret)",
+                },
                 Some(c) if c.has_forward() => "one native function from ingress to deparser for unicast packets (general path for multicast, clone, resubmit, recirculate, truncate)",
                 Some(_) => "stage by stage (the deparser emits a header not in wire format, or a checksum update has no byte-range form)",
                 None => "stage by stage (--interpret)",
@@ -105,7 +119,8 @@ impl Switch {
             let st = &self.state.tables[i];
             let kinds: Vec<String> =
                 st.key.iter().map(|k| format!("{:?}/{}b", k.kind, k.width).to_lowercase()).collect();
-            let compiled = self.compiled.as_ref().is_some_and(|c| c.has_forward());
+            // Compiled pipelines build inline keys (the forwarding function, or each control's function).
+            let compiled = compiled.is_some();
             let key = if t.inline_default.is_some() {
                 "keyless, fixed action: a direct call".to_string()
             } else if compiled && t.inline_key_parts().is_some() {
@@ -135,14 +150,16 @@ impl Switch {
                 if self.prefetch.iter().any(|p| p.0 == i) { "; prefetched after parsing" } else { "" }
             );
         }
-        let _ = writeln!(
-            r,
-            "deparser: {}",
-            match &self.deparse_wire {
-                Some(h) => format!("byte copies of {} header(s)", h.len()),
-                None => "bit-level writes (some header is not whole bytes)".to_string(),
-            }
-        );
+        let deparser_how = |wire: &Option<Vec<_>>| match wire {
+            Some(h) => format!("byte copies of {} header(s)", h.len()),
+            None => "bit-level writes (some header is not whole bytes)".to_string(),
+        };
+        if psa {
+            let _ = writeln!(r, "ingress deparser: {}", deparser_how(&self.deparse_wire[0]));
+            let _ = writeln!(r, "egress deparser: {}", deparser_how(&self.deparse_wire[1]));
+        } else {
+            let _ = writeln!(r, "deparser: {}", deparser_how(&self.deparse_wire[0]));
+        }
         r
     }
 }

@@ -74,8 +74,9 @@ pub struct Switch {
     now: u64,
     hash_buf: sluice_hash::BitPacker,
     /// `(header, wire offset, bytes)` in deparser order when every header the
-    /// deparser emits is in wire format.
-    deparse_wire: Option<Vec<(u32, u32, u32)>>,
+    /// deparser emits is in wire format: the deparser's (a PSA program's
+    /// ingress deparser's), then a PSA program's egress deparser's.
+    deparse_wire: [Option<Vec<(u32, u32, u32)>>; 2],
     mc_buf: Vec<(u16, u32)>,
     out_buf: Vec<u8>,
     start: Instant,
@@ -143,11 +144,12 @@ impl Switch {
     /// A switch for a compiled plan whose control pipelines are interpreted.
     pub fn new_interpreted(plan: Plan) -> Result<Switch, crate::CompileError> {
         let state = State::new(&plan)?;
-        let deparse_wire = plan
-            .deparse_order
-            .iter()
-            .map(|h| plan.layout.headers[*h as usize].wire.map(|(off, n)| (*h, off, n)))
-            .collect::<Option<Vec<_>>>();
+        let deparse_wire = [&plan.deparse_order, &plan.egress_deparse_order].map(|order| {
+            order
+                .iter()
+                .map(|h| plan.layout.headers[*h as usize].wire.map(|(off, n)| (*h, off, n)))
+                .collect::<Option<Vec<_>>>()
+        });
         let preparse = plan.states.iter().all(|st| st.ops.iter().all(|op| !matches!(op, crate::plan::POp::Prim(_))));
         let prefetch = plan
             .tables

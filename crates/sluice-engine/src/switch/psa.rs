@@ -25,6 +25,7 @@
 use std::collections::VecDeque;
 
 use crate::control::PktMeta;
+use crate::jit::ParseOutcome;
 use crate::phv::Phv;
 use crate::psa::{path, PORT_RECIRCULATE};
 
@@ -38,6 +39,26 @@ impl Switch {
 
     /// One PSA ingress pass of a packet (`item.instance_type` is its
     /// packet path).
+    /// Runs the ingress or egress parser on `data`: the bits consumed and
+    /// the parser error, if one ended the parse. The compiled parser runs
+    /// when there is one (and no trace is kept); the interpreter otherwise.
+    fn psa_parse(&mut self, phv: &mut Phv, data: &[u8], egress: bool) -> (usize, Option<u64>) {
+        if let (Some(c), None) = (&self.compiled, &self.trace) {
+            let outcome = if egress { c.run_egress_parser(phv, data) } else { c.run_parser(phv, data) };
+            if let Some(outcome) = outcome {
+                return match outcome {
+                    ParseOutcome::Done(c) => (c * 8, None),
+                    ParseOutcome::TooShort(c) => {
+                        (c * 8, Some(self.plan.errors.get("PacketTooShort").copied().unwrap_or(0)))
+                    }
+                    ParseOutcome::Verify(c, code) => (c * 8, Some(code)),
+                };
+            }
+        }
+        let init = if egress { self.plan.egress_init_state } else { self.plan.init_state };
+        self.parse_states(phv, data, init)
+    }
+
     pub(super) fn psa_ingress(
         &mut self,
         item: Arrival,
@@ -54,7 +75,7 @@ impl Switch {
         self.set_std(&mut phv, f.ig_parser_port, item.port as u128);
         self.set_std(&mut phv, f.ig_parser_path, packet_path);
         self.trace_line(|| "  ingress parser\n".to_string());
-        let (cursor, error) = self.parse_states(&mut phv, data, self.plan.init_state);
+        let (cursor, error) = self.psa_parse(&mut phv, data, false);
         let consumed = cursor.div_ceil(8).min(data.len());
         self.set_std(&mut phv, f.ig_port, item.port as u128);
         self.set_std(&mut phv, f.ig_path, packet_path);
@@ -205,7 +226,7 @@ impl Switch {
         self.set_std(&mut phv, f.eg_parser_port, port as u128);
         self.set_std(&mut phv, f.eg_parser_path, packet_path);
         self.trace_line(|| "  egress parser\n".to_string());
-        let (cursor, error) = self.parse_states(&mut phv, &bytes, self.plan.egress_init_state);
+        let (cursor, error) = self.psa_parse(&mut phv, &bytes, true);
         let consumed = cursor.div_ceil(8).min(bytes.len());
         self.set_std(&mut phv, f.eg_timestamp, self.now_us() as u128);
         self.set_std(&mut phv, f.eg_parser_error, u128::from(error.unwrap_or(self.plan.no_error)));
