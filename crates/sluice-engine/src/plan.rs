@@ -613,7 +613,13 @@ fn extern_arrays(p: &Program) -> Result<ExternArrays, CompileError> {
                     return Err(CompileError::at(&e.path, format!("Hash algorithm \"{algo}\" is not supported")));
                 }
             }
-            "Counter" => arrays.counters.push((e.name.clone(), extern_size(e, "n_counters", "Counter")?)),
+            "Counter" => {
+                let size = extern_size(e, "n_counters", "Counter")?;
+                // p4c-bm2-psa may declare it in `counter_arrays` too: one array.
+                if !p.counter_arrays.iter().any(|c| c.name == e.name) {
+                    arrays.counters.push((e.name.clone(), size));
+                }
+            }
             "Random" => {
                 let bound = |a: &str| extern_attribute(e, a).and_then(attribute_number);
                 match (bound("min"), bound("max")) {
@@ -647,7 +653,9 @@ fn extern_arrays(p: &Program) -> Result<ExternArrays, CompileError> {
                         ))
                     }
                 };
-                arrays.meters.push((e.name.clone(), size, packets));
+                if !p.meter_arrays.iter().any(|m| m.name == e.name) {
+                    arrays.meters.push((e.name.clone(), size, packets));
+                }
             }
             other => {
                 return Err(CompileError::at(
@@ -969,6 +977,11 @@ impl<'a> Cx<'a> {
                 need(1)?;
                 Prim::Truncate(self.root(&pr.params[0], params, path, 0)?)
             }
+            // p4c-bm2-psa gives only the learn list (a PSA `Digest`): receiver 0.
+            "generate_digest" if n == 1 && is_psa(self.p) => Prim::Digest {
+                receiver: self.root(&Expr::Hex { negative: false, magnitude: vec![0] }, params, path, 0)?,
+                list: self.const_u64(&pr.params[0], path)? as u32,
+            },
             "generate_digest" => {
                 need(2)?;
                 Prim::Digest {

@@ -207,6 +207,13 @@ fn psa_counter_counts_and_random_reads_within_its_bounds() {
         let other = cli::run(&mut sw, &format!("counter_read {name} 2")).unwrap();
         assert!(other.contains("(0 bytes, 0 packets)"), "{mode:?}: {other}");
     }
+    // p4c-bm2-psa also lists an indirect Counter in `counter_arrays`: still one array.
+    program["counter_arrays"] = serde_json::json!([{"name": name, "id": 0, "is_direct": false, "size": 1024}]);
+    let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap();
+    assert_eq!(sw.program().counters.len(), 1, "one array for {name}");
+    sw.process(4, &[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xff, 0xff], &mut |_, _| {});
+    let read = cli::run(&mut sw, &format!("counter_read {name} 1")).unwrap();
+    assert!(read.contains("(14 bytes, 1 packets)"), "{read}");
 }
 
 /// A PSA packet whose control fails an `assert` is dropped (PSA's `drop`,
