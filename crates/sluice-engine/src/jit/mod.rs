@@ -21,7 +21,11 @@
 //! - per program, a forwarding function runs ingress, the unicast decision,
 //!   egress, checksum updates and the deparser's header bytes in one call
 //!   (`compile_forward`), and the parser also sets the PHV up and ends
-//!   parsing (`compile_parser`).
+//!   parsing (`compile_parser`);
+//! - a PSA program gets its ingress and egress parsers (without the setup
+//!   and the end of parsing, which its packet path does) and its two
+//!   controls; no forwarding, batch or key function (their unicast
+//!   decision is v1model's).
 //!
 //! The interpreter stays the reference: tracing always uses it, and
 //! `ExecMode::Interpreted` selects it for a whole switch (the conformance
