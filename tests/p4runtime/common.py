@@ -328,6 +328,15 @@ def open_ports(args):
 # Plain P4Runtime bindings (the `p4runtime` package) and grpc
 
 
+def counter_cell(sh, name, index):
+    """(packets, bytes) of cell index of counter name, read with p4runtime-shell (sh)."""
+    ce = sh.CounterEntry(name)
+    ce.index = index
+    got = list(ce.read())
+    check(len(got) == 1, f"counter {name}[{index}]: read returned {len(got)} entries, want 1")
+    return got[0].packet_count, got[0].byte_count
+
+
 def p4info_from_file(path):
     from google.protobuf import text_format
     from p4.config.v1 import p4info_pb2

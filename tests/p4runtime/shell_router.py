@@ -79,11 +79,7 @@ def check_entries(got, want, what):
 
 
 def port_rx(index):
-    ce = sh.CounterEntry("port_rx")
-    ce.index = index
-    got = list(ce.read())
-    c.check(len(got) == 1, f"counter port_rx[{index}]: read returned {len(got)} entries, want 1")
-    return got[0].packet_count, got[0].byte_count
+    return c.counter_cell(sh, "port_rx", index)
 
 
 def replicas(entry):

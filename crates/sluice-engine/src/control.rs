@@ -305,6 +305,8 @@ impl Exec<'_> {
                     },
                 };
                 if let Some((c, dst)) = colour {
+                    // A PSA DirectMeter's colour is PSA_MeterColor_t, as an indirect one's.
+                    let c = if plan.psa.is_some() { (c + 1) % 3 } else { c };
                     self.write_dst(dst, c as u128, &[]);
                 }
                 match target {

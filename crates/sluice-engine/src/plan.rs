@@ -657,6 +657,11 @@ fn extern_arrays(p: &Program) -> Result<ExternArrays, CompileError> {
                     arrays.meters.push((e.name.clone(), size, packets));
                 }
             }
+            // Declarations only: p4c-bm2-psa binds a direct counter or meter
+            // to its table through the `counter_arrays`/`meter_arrays` entry
+            // (`is_direct`, `binding`), which is what Sluice runs; one bound
+            // to no table is never counted, as in bmv2.
+            "DirectCounter" | "DirectMeter" => {}
             other => {
                 return Err(CompileError::at(
                     &e.path,
@@ -1140,6 +1145,7 @@ pub const MAX_ARRAY_SIZE: u64 = 1 << 24;
 
 /// Compiles a loaded program into an execution plan.
 pub fn compile(p: &Program) -> Result<Plan, CompileError> {
+    let psa = is_psa(p);
     let layout = Layout::new(p)?;
     let ExternArrays { meters: extern_meters, counters: extern_counters } = extern_arrays(p)?;
     let cx = Cx {
@@ -1351,7 +1357,14 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                     ))
                 }
             };
-            let direct_meter = match &t.direct_meters {
+            // A PSA program's DirectMeter is bound by its array alone (p4c-bm2-psa leaves `direct_meters` null).
+            let bound_meter = || {
+                p.meter_arrays
+                    .iter()
+                    .find(|m| psa && m.is_direct && m.binding.as_deref() == Some(t.name.as_str()))
+                    .map(|m| &m.name)
+            };
+            let direct_meter = match t.direct_meters.as_ref().or_else(bound_meter) {
                 Some(m) => {
                     let mi = *cx
                         .meters
@@ -1427,7 +1440,12 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
                 key,
                 match_type: t.match_type.clone(),
                 max_size: t.max_size as usize,
-                with_counters: t.with_counters,
+                // A PSA program's DirectCounter is bound by its array alone, as its DirectMeter.
+                with_counters: t.with_counters
+                    || (psa
+                        && p.counter_arrays
+                            .iter()
+                            .any(|c| c.is_direct && c.binding.as_deref() == Some(t.name.as_str()))),
                 direct_meter,
                 actions: tactions,
                 profile,
@@ -1460,7 +1478,6 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     let mut states = Vec::new();
     let mut init_state = None;
     let vsets: Vec<(String, u32)> = p.parse_vsets.iter().map(|v| (v.name.clone(), v.compressed_bitwidth)).collect();
-    let psa = is_psa(p);
     if p.parsers.len() > 1 && !psa {
         return Err(CompileError::at("parsers[1]", "only one parser is supported (v1model has one)"));
     }

@@ -1030,7 +1030,7 @@ mod tests {
         let p = sw.index_of(Resource::Profile, "EdgeIngress.ecmp").unwrap();
         sw.register_write(r, 3, 99).unwrap();
         sw.create_group(p).unwrap();
-        sw.mirror_set(5, MirrorSession { port: Some(2), mgid: None });
+        sw.mirror_set(5, MirrorSession { port: Some(2), ..Default::default() });
         sw.set_trace(true);
         sw.reset_state().unwrap();
         assert_eq!(sw.register_read(r, 3), Ok(0));

@@ -134,6 +134,12 @@ impl Pre {
 pub struct MirrorSession {
     pub port: Option<u32>,
     pub mgid: Option<u32>,
+    /// At most this many bytes of each clone (P4Runtime's `packet_length_bytes`):
+    /// a PSA clone is cut before its egress parser; a v1model clone leaves
+    /// cut, as v1model's `truncate` cuts.
+    pub truncate: Option<u32>,
+    /// The clones' class of service (PSA's `class_of_service`; v1model has none).
+    pub cos: u8,
 }
 
 /// A digest message produced by the data plane.

@@ -98,7 +98,7 @@ fn switches(program: &Value, mirrors: &[(u32, u32)]) -> Vec<(ExecMode, Switch)> 
             let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap_or_else(|e| panic!("loads: {e}"));
             sw.set_mode(*mode).expect("mode");
             for &(session, port) in mirrors {
-                sw.mirror_set(session, MirrorSession { port: Some(port), mgid: None });
+                sw.mirror_set(session, MirrorSession { port: Some(port), ..Default::default() });
             }
             (*mode, sw)
         })
@@ -282,6 +282,15 @@ fn clones_see_their_clone_type_over_a_preserved_instance_type() {
         // The original (port 1, type 0), its I2E clone (port 3, type 1) and
         // its E2E clone (port 4, type 2); egress sees the length 12 in each.
         let want = vec![(1, rec_out(0, 0, 12)), (3, rec_out(0, 1, 12)), (4, rec_out(0, 2, 12))];
+        assert_eq!(run(&mut sw, &REC_IN), want, "{mode:?}");
+    }
+    // Sessions that truncate (P4Runtime's packet_length_bytes) cut their
+    // clones as they leave, as `truncate` does; the original is whole.
+    for (mode, mut sw) in switches(&program, &[]) {
+        sw.mirror_set(1, MirrorSession { port: Some(3), truncate: Some(5), ..Default::default() });
+        sw.mirror_set(2, MirrorSession { port: Some(4), truncate: Some(7), ..Default::default() });
+        let want =
+            vec![(1, rec_out(0, 0, 12)), (3, rec_out(0, 1, 12)[..5].to_vec()), (4, rec_out(0, 2, 12)[..7].to_vec())];
         assert_eq!(run(&mut sw, &REC_IN), want, "{mode:?}");
     }
 }

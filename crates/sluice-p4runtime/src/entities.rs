@@ -934,16 +934,21 @@ fn write_clone(h: &mut Handles, tg: &mut dyn Target, op: Op, c: &p4::CloneSessio
         h.clones.remove(&id);
         return Ok(());
     }
-    if c.packet_length_bytes != 0 {
-        return fail(Code::Unimplemented, "clone truncation (packet_length_bytes) is not supported");
-    }
+    let truncate = match c.packet_length_bytes {
+        0 => None,
+        n if n < 0 => return fail(Code::InvalidArgument, format!("packet_length_bytes {n} is negative")),
+        n => Some(n as u32),
+    };
+    let Ok(cos) = u8::try_from(c.class_of_service) else {
+        return fail(Code::InvalidArgument, format!("class_of_service {} is above 255", c.class_of_service));
+    };
     let reps = replicas(&c.replicas)?;
     let session = match reps.as_slice() {
         [] => return fail(Code::InvalidArgument, "a clone session needs a replica"),
-        [(0, port)] => MirrorSession { port: Some(*port), mgid: None },
+        [(0, port)] => MirrorSession { port: Some(*port), mgid: None, truncate, cos },
         _ => {
             set_group_nodes(h, tg, group, reps)?;
-            MirrorSession { port: None, mgid: Some(group) }
+            MirrorSession { port: None, mgid: Some(group), truncate, cos }
         }
     };
     tg.apply(Arc::new(move |sw, _| {

@@ -13,8 +13,11 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "mirroring_session_add" => {
             let id = a.i32(1, "mirror_id")? as u32;
             let cfg = a.st(2, "config")?;
-            let session =
-                MirrorSession { port: cfg.opt_i32(1).map(|p| p as u32), mgid: cfg.opt_i32(2).map(|g| g as u32) };
+            let session = MirrorSession {
+                port: cfg.opt_i32(1).map(|p| p as u32),
+                mgid: cfg.opt_i32(2).map(|g| g as u32),
+                ..Default::default()
+            };
             pool.change(move |sw, _| sw.mirror_set(id, session.clone()));
             pool.flush();
             Ok(None)
@@ -22,7 +25,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "mirroring_mapping_add" => {
             let id = a.i32(1, "mirror_id")? as u32;
             let port = a.i32(2, "egress_port")? as u32;
-            pool.change(move |sw, _| sw.mirror_set(id, MirrorSession { port: Some(port), mgid: None }));
+            pool.change(move |sw, _| sw.mirror_set(id, MirrorSession { port: Some(port), ..Default::default() }));
             pool.flush();
             Ok(Some(Val::I32(0)))
         }

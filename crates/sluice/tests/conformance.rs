@@ -274,3 +274,85 @@ fn psa_internet_checksum_rewrites_the_ipv4_header_checksum() {
     }
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// A PSA clone session's truncation and class of service (P4Runtime's
+/// `packet_length_bytes` and `class_of_service`): an E2E clone of p4c's
+/// psa-e2e-cloning-basic is cut to the session's length before its egress
+/// parser, and its egress sees the session's class of service (written into
+/// the clone's destination MAC here), on both paths.
+#[test]
+fn psa_clone_sessions_truncate_and_carry_their_class_of_service() {
+    let dir = shared().join("p4c-stf-psa/psa-e2e-cloning-basic-bmv2");
+    let text = std::fs::read_to_string(dir.join("psa-e2e-cloning-basic-bmv2.json")).unwrap();
+    let mut program: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let actions = program["actions"].as_array_mut().unwrap();
+    let on_clone = actions.iter_mut().find(|a| a["name"] == "psae2ecloningbasicbmv2l84").unwrap();
+    on_clone["primitives"].as_array_mut().unwrap().push(serde_json::json!({"op": "assign", "parameters": [
+        {"type": "field", "value": ["ethernet", "dstAddr"]},
+        {"type": "field", "value": ["psa_egress_input_metadata", "class_of_service"]}]}));
+    for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
+        let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap();
+        sw.set_mode(mode).unwrap();
+        for c in ["mc_mgrp_create 3", "mc_node_create 0 6", "mc_node_create 0 7"] {
+            cli::run(&mut sw, c).unwrap();
+        }
+        for c in ["mc_node_associate 3 0", "mc_node_associate 3 1"] {
+            cli::run(&mut sw, c).unwrap();
+        }
+        let session =
+            sluice_engine::state::MirrorSession { mgid: Some(3), truncate: Some(16), cos: 5, ..Default::default() };
+        sw.mirror_set(8, session);
+        let mut frame = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+        frame.extend_from_slice(b"0123456789");
+        let mut outs = Vec::new();
+        sw.process(1, &frame, &mut |p, d| outs.push((p, d.to_vec())));
+        outs.sort();
+        let clone = [&[0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0xca, 0xfe, 0xfa, 0xce][..], b"01"].concat();
+        let original = [&[0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0xca, 0xfe, 0xff, 0xff][..], b"0123456789"].concat();
+        assert_eq!(outs, vec![(2, original), (6, clone.clone()), (7, clone)], "{mode:?}");
+    }
+}
+
+/// PSA's `DirectCounter` and `DirectMeter` as p4c-bm2-psa emits them: the
+/// arrays (`is_direct`, bound to the table by `binding`; the table's own
+/// `with_counters` false and `direct_meters` null) and a `DirectCounter`
+/// declaration. p4c's psa-metadata (made to forward on a hit) counts each
+/// hit in the entry's counter, and its direct meter writes PSA's GREEN (1)
+/// into the result field; a miss counts nothing. Both paths.
+#[test]
+fn psa_direct_counters_and_meters_count_hits_of_their_table() {
+    let dir = shared().join("p4c-stf-psa/psa-metadata-bmv2");
+    let text = std::fs::read_to_string(dir.join("psa-metadata-bmv2.json")).unwrap();
+    let mut program: serde_json::Value = serde_json::from_str(&text).unwrap();
+    program["counter_arrays"] = serde_json::json!([
+        {"name": "ingress.hits", "id": 0, "is_direct": true, "binding": "ingress.match_meta"}]);
+    program["meter_arrays"] = serde_json::json!([{"name": "ingress.dm", "id": 0, "is_direct": true,
+        "rate_count": 2, "type": "packets", "size": 1024, "binding": "ingress.match_meta",
+        "result_target": ["ethernet", "srcAddr"]}]);
+    program["extern_instances"] = serde_json::json!([{"name": "ingress.hits", "id": 0, "type": "DirectCounter",
+        "attribute_values": [{"name": "type", "type": "hexstr", "value": "0x00000001"}]}]);
+    let set_output = program["actions"].as_array_mut().unwrap().iter_mut().find(|a| a["name"] == "ingress.set_output");
+    set_output.unwrap()["primitives"].as_array_mut().unwrap().push(serde_json::json!({"op": "assign", "parameters": [
+        {"type": "field", "value": ["psa_ingress_output_metadata", "drop"]},
+        {"type": "expression", "value": {"type": "expression", "value":
+            {"op": "b2d", "left": null, "right": {"type": "bool", "value": false}}}}]}));
+    for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
+        let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap();
+        sw.set_mode(mode).unwrap();
+        let added = cli::run(&mut sw, "table_add ingress.match_meta ingress.set_output 5 => 3").unwrap();
+        assert!(added.contains("handle 0"), "{added}");
+        let mut outs = Vec::new();
+        for dst in [5u8, 5, 6] {
+            let frame = [0, 0, 0, 0, 0, dst, 0, 0, 0, 0, 0, 9, 0x88, 0xb5];
+            sw.process(1, &frame, &mut |p, d| outs.push((p, d.to_vec())));
+        }
+        let hit = vec![0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 1, 0x88, 0xb5];
+        assert_eq!(
+            outs,
+            vec![(3, hit.clone()), (3, hit)],
+            "{mode:?}: two hits forwarded (GREEN = 1), the miss dropped"
+        );
+        let read = cli::run(&mut sw, "counter_read ingress.hits 0").unwrap();
+        assert!(read.contains("(28 bytes, 2 packets)"), "{mode:?}: {read}");
+    }
+}

@@ -138,9 +138,9 @@ pub(super) fn command(sw: &Switch, line: &str) -> R<Command> {
             let session = num(args.first())?;
             let v = num(args.get(1))?;
             let to = if name == "mirroring_add" {
-                MirrorSession { port: Some(v), mgid: None }
+                MirrorSession { port: Some(v), ..Default::default() }
             } else {
-                MirrorSession { port: None, mgid: Some(v) }
+                MirrorSession { mgid: Some(v), ..Default::default() }
             };
             write(Write::MirroringAdd { session, to })
         }

@@ -193,18 +193,24 @@ impl Switch {
             return;
         };
         self.trace_line(|| format!("  clone to session {session}\n"));
+        // The session's truncation and class of service, as the PSA specification's PRE applies them.
+        let bytes = match sess.truncate {
+            Some(t) => &bytes[..bytes.len().min(t as usize)],
+            None => bytes,
+        };
+        let cos = u128::from(sess.cos);
         if let Some(group) = sess.mgid {
             let mut copies = std::mem::take(&mut self.mc_buf);
             self.state.pre.replicate(group, &mut copies);
             for &(rid, port) in copies.iter() {
                 let mut c = self.take_phv();
                 c.copy_from(&phv);
-                self.psa_to_egress(c, bytes, port, u128::from(rid), packet_path, 0, egress);
+                self.psa_to_egress(c, bytes, port, u128::from(rid), packet_path, cos, egress);
             }
             self.mc_buf = copies;
         }
         match sess.port {
-            Some(port) => self.psa_to_egress(phv, bytes, port, 0, packet_path, 0, egress),
+            Some(port) => self.psa_to_egress(phv, bytes, port, 0, packet_path, cos, egress),
             None => self.phv_pool.push(phv),
         }
     }

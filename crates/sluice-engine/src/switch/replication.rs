@@ -233,7 +233,12 @@ impl Switch {
                 c.copy_from(&phv);
                 let mut p = self.take_buf();
                 p.extend_from_slice(&data[payload_start..]);
-                let m = PktMeta { len_reg: meta.len_reg, ingress_len: meta.ingress_len, ..Default::default() };
+                let m = PktMeta {
+                    len_reg: meta.len_reg,
+                    ingress_len: meta.ingress_len,
+                    truncate: meta.truncate,
+                    ..Default::default()
+                };
                 egress.push_back(EgressItem { phv: c, payload: p, port: *port, meta: m });
             }
             self.mc_buf = copies;
@@ -273,9 +278,13 @@ impl Switch {
         sess: &crate::state::MirrorSession,
         phv: Box<Phv>,
         payload: Vec<u8>,
-        meta: PktMeta,
+        mut meta: PktMeta,
         egress: &mut VecDeque<EgressItem>,
     ) {
+        // The session's truncation cuts each clone as it leaves, as `truncate` does.
+        if let Some(t) = sess.truncate {
+            meta.truncate = Some(meta.truncate.map_or(t, |m| m.min(t)));
+        }
         if let Some(mgid) = sess.mgid {
             let mut copies = std::mem::take(&mut self.mc_buf);
             self.state.pre.replicate(mgid, &mut copies);
@@ -284,7 +293,12 @@ impl Switch {
                 self.set_std(&mut src, self.plan.std.egress_rid, *rid as u128);
                 let mut c = self.take_phv();
                 c.copy_from(&src);
-                let m = PktMeta { len_reg: meta.len_reg, ingress_len: meta.ingress_len, ..Default::default() };
+                let m = PktMeta {
+                    len_reg: meta.len_reg,
+                    ingress_len: meta.ingress_len,
+                    truncate: meta.truncate,
+                    ..Default::default()
+                };
                 egress.push_back(EgressItem { phv: c, payload: payload.clone(), port: *port, meta: m });
             }
             self.mc_buf = copies;
