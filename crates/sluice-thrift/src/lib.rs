@@ -3,9 +3,9 @@
 //! services) drives it unchanged.
 //!
 //! Wire: plain TCP, buffered transport (no frame prefix), binary protocol,
-//! calls named `<service>:<method>` by the multiplexed client. Three services:
-//! `standard` ([`standard`]), `simple_pre_lag` ([`pre`]) and `simple_switch`
-//! ([`sswitch`]). Method names, argument ids and types are the protocol's facts
+//! calls named `<service>:<method>` by the multiplexed client. Four services:
+//! `standard` ([`standard`]), `simple_pre_lag` ([`pre`]), `simple_switch`
+//! and `psa_switch` ([`sswitch`]). Method names, argument ids and types are the protocol's facts
 //! (see `docs/thrift-api-facts.md`); the code is ours.
 //!
 //! Each connection gets a thread; every call takes the device's lock, so the
@@ -65,6 +65,7 @@ pub fn call(dev: &Device, service: &str, method: &str, args: &Fields) -> Answer 
         "standard" => standard::call(dev, method, args),
         "simple_pre_lag" => pre::call(dev, method, args),
         "simple_switch" => sswitch::call(dev, method, args),
+        "psa_switch" => sswitch::call_psa(dev, method, args),
         _ => Err(Fault::Unknown(format!("unknown service \"{service}\" (method {method})"))),
     }
 }

@@ -1,4 +1,6 @@
-//! The `simple_switch` service: mirroring sessions, egress queues and the clock.
+//! The `simple_switch` service: mirroring sessions, egress queues and the
+//! clock; and bmv2 `psa_switch`'s service of the same kind (`psa_switch`:
+//! mirroring mappings, egress queues, pass bounds, the clock).
 
 use sluice_control::device::Device;
 use sluice_engine::runtime::MirrorSession;
@@ -70,5 +72,34 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
         ))),
         _ => Err(Fault::Unknown(format!("simple_switch:{method} is not a method of the simple_switch service"))),
+    }
+}
+
+/// Runs one call of the `psa_switch` service (bmv2's `psa_switch.thrift`).
+/// Sluice bounds resubmissions and recirculations together, by one number
+/// of passes per input: setting either bound sets it, reading either reads it.
+pub fn call_psa(dev: &Device, method: &str, a: &Fields) -> Answer {
+    match method {
+        "mirroring_mapping_add"
+        | "mirroring_mapping_delete"
+        | "mirroring_mapping_get_egress_port"
+        | "set_egress_queue_depth"
+        | "set_all_egress_queue_depths"
+        | "set_egress_queue_rate"
+        | "set_all_egress_queue_rates"
+        | "get_time_elapsed_us"
+        | "get_time_since_epoch_us" => call(dev, method, a),
+        "set_max_recirculations" | "set_max_resubmissions" => {
+            let v = a.i32(1, "value")?.max(0) as u32;
+            let mut pool = dev.pool();
+            pool.change(move |sw, _| sw.max_recirculations = v);
+            pool.flush();
+            Ok(None)
+        }
+        "get_max_recirculations" | "get_max_resubmissions" => {
+            let v = dev.pool().master().max_recirculations;
+            Ok(Some(Val::I8(v.min(i8::MAX as u32) as i8)))
+        }
+        _ => Err(Fault::Unknown(format!("psa_switch:{method} is not a method of the psa_switch service"))),
     }
 }

@@ -498,3 +498,34 @@ fn port_add_and_remove_through_the_stock_cli() {
     assert!(!a[2].contains("s1-eth2"), "{a:?}");
     assert_eq!(lab.ping(2), 0, "port 2 is detached again");
 }
+
+/// bmv2 `psa_switch`'s own Thrift service (`psa_switch`): mirroring
+/// mappings, the pass bounds (one bound for resubmissions and
+/// recirculations, read back by either getter) in effect on p4c's
+/// psa-recirculate-no-meta, the clock, and a clear error for a method the
+/// service does not have.
+#[test]
+fn psa_switch_thrift_service_maps_mirrors_and_bounds_recirculation() {
+    use sluice_thrift::wire::{Fields, Val};
+    let dir = shared().join("p4c-stf-psa/psa-recirculate-no-meta-bmv2");
+    let (dev, _port) = thrift_device(&dir.join("psa-recirculate-no-meta-bmv2.json"));
+    let call = |m: &str, a: Vec<(i16, Val)>| sluice_thrift::call(&dev, "psa_switch", m, &Fields::of(a));
+    assert_eq!(call("get_max_recirculations", vec![]).unwrap(), Some(Val::I8(64)));
+    assert_eq!(call("mirroring_mapping_add", vec![(1, Val::I32(5)), (2, Val::I32(3))]).unwrap(), Some(Val::I32(0)));
+    assert_eq!(call("mirroring_mapping_get_egress_port", vec![(1, Val::I32(5))]).unwrap(), Some(Val::I32(3)));
+    assert!(matches!(call("get_time_elapsed_us", vec![]).unwrap(), Some(Val::I64(t)) if t >= 0));
+    // One recirculation takes the packet out on port 4; with no pass allowed, nothing leaves.
+    let frame: Vec<u8> =
+        [&[0u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff][..], &[0xde, 0xad, 0xbe, 0xef].repeat(4)].concat();
+    let run = || {
+        let mut out = Vec::new();
+        dev.pool().change_shared(|sw| sw.process(1, &frame, &mut |p, _| out.push(p)));
+        out
+    };
+    assert_eq!(run(), vec![4]);
+    assert_eq!(call("set_max_recirculations", vec![(1, Val::I32(0))]).unwrap(), None);
+    assert_eq!(call("get_max_resubmissions", vec![]).unwrap(), Some(Val::I8(0)));
+    assert_eq!(run(), Vec::<u32>::new());
+    let err = call("mirroring_session_add", vec![]).unwrap_err();
+    assert!(format!("{err:?}").contains("not a method of the psa_switch service"), "{err:?}");
+}
