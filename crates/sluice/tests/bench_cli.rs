@@ -218,6 +218,27 @@ fn psa_corpus_programs_run_in_the_bench() {
     assert!(packets > 0 && sent == packets && dropped == 0, "{text}");
     assert_eq!(result_field(&text, "program"), "psa_unicast");
     assert_eq!(result_field(&text, "mode"), "compiled");
+    // `--profile` names PSA's stages: both parsers and both deparsers see every packet.
+    let text = sluice(&[
+        "bench",
+        "--example",
+        "psa-unicast",
+        "--entries",
+        "16",
+        "--duration",
+        "0.3",
+        "--no-reference",
+        "--profile",
+    ]);
+    let calls = |stage: &str| -> u64 {
+        let line = text.lines().find(|l| l.starts_with(stage)).unwrap_or_else(|| panic!("no {stage}:\n{text}"));
+        line[stage.len()..].split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let parsed = calls("parser ");
+    assert!(parsed > 0, "{text}");
+    for stage in ["egress parser ", "deparser ", "egress deparser "] {
+        assert!(calls(stage).abs_diff(parsed) <= parsed / 10, "{stage}: {} for {parsed} parsed\n{text}", calls(stage));
+    }
     let text =
         sluice(&["bench", "--example", "psa-metadata", "--entries", "256", "--duration", "0.3", "--no-reference"]);
     let (packets, sent, dropped) = summary(&text);

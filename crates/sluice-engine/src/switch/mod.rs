@@ -43,9 +43,19 @@ pub use sluice_dataplane::Stats as SwitchStats;
 /// The switch's stages as `--profile` reports them. The fused strategy
 /// times its generated batch function (parser to deparser) as one stage;
 /// packets that leave it for the general path, and the other strategies,
-/// time parser, controls, replication and deparser one by one.
-pub(crate) const STAGES: &[&str] =
-    &["parser", "ingress", "replication", "egress", "deparser", "forwarding function", "batch function"];
+/// time parser, controls, replication and deparser one by one. A PSA
+/// program's second parser and deparser are stages of their own.
+pub(crate) const STAGES: &[&str] = &[
+    "parser",
+    "ingress",
+    "replication",
+    "egress",
+    "deparser",
+    "forwarding function",
+    "batch function",
+    "egress parser",
+    "egress deparser",
+];
 pub(crate) const STAGE_PARSER: usize = 0;
 pub(crate) const STAGE_INGRESS: usize = 1;
 pub(crate) const STAGE_REPLICATION: usize = 2;
@@ -53,6 +63,8 @@ pub(crate) const STAGE_EGRESS: usize = 3;
 pub(crate) const STAGE_DEPARSER: usize = 4;
 pub(crate) const STAGE_FORWARD: usize = 5;
 pub(crate) const STAGE_FUSED: usize = 6;
+pub(crate) const STAGE_EGRESS_PARSER: usize = 7;
+pub(crate) const STAGE_EGRESS_DEPARSER: usize = 8;
 
 /// A loaded program with its state, ready to process packets.
 ///

@@ -30,7 +30,7 @@ use crate::phv::Phv;
 use crate::psa::{path, PORT_RECIRCULATE};
 
 use super::replication::{Arrival, EgressItem, IngressItem};
-use super::{Switch, STAGE_DEPARSER, STAGE_PARSER, STAGE_REPLICATION};
+use super::{Switch, STAGE_DEPARSER, STAGE_EGRESS_DEPARSER, STAGE_EGRESS_PARSER, STAGE_PARSER, STAGE_REPLICATION};
 
 impl Switch {
     fn psa_get(&self, phv: &Phv, f: Option<u32>) -> u128 {
@@ -123,7 +123,10 @@ impl Switch {
         }
         let mut out = std::mem::take(&mut self.out_buf);
         self.trace_line(|| "  ingress deparser\n".to_string());
+        let at_deparser = self.clock.record(STAGE_REPLICATION, timed, 1);
         self.deparse_with(&mut phv, &data[consumed..], &mut out, false);
+        // The replication after the deparser is charged to the call counted above.
+        let timed = self.clock.record(STAGE_DEPARSER, at_deparser, 1);
         let group = self.psa_get(&phv, f.ig_multicast_group) as u32;
         if group != 0 {
             let mut copies = std::mem::take(&mut self.mc_buf);
@@ -145,7 +148,7 @@ impl Switch {
             self.psa_to_egress(phv, &out, port, 0, path::NORMAL_UNICAST, cos, egress);
         }
         self.out_buf = out;
-        self.clock.record(STAGE_REPLICATION, timed, 1);
+        self.clock.extend(STAGE_REPLICATION, timed);
     }
 
     /// Queues `phv` (its headers to be parsed again from `bytes`) for
@@ -239,14 +242,14 @@ impl Switch {
         for field in [f.eg_clone, f.eg_clone_session, f.eg_drop] {
             self.set_std(&mut phv, field, 0);
         }
-        self.clock.record(STAGE_PARSER, timed, 1);
+        self.clock.record(STAGE_EGRESS_PARSER, timed, 1);
         self.run_pipeline(&mut phv, &mut meta, false);
         self.set_std(&mut phv, f.eg_deparser_port, port as u128);
         let mut out = std::mem::take(&mut self.out_buf);
         let timed = self.clock.start();
         self.trace_line(|| "  egress deparser\n".to_string());
         self.deparse_with(&mut phv, &bytes[consumed..], &mut out, true);
-        self.clock.record(STAGE_DEPARSER, timed, 1);
+        self.clock.record(STAGE_EGRESS_DEPARSER, timed, 1);
         self.buf_pool.push(bytes);
         if self.psa_get(&phv, f.eg_clone) != 0 {
             let session = self.psa_get(&phv, f.eg_clone_session) as u32;
