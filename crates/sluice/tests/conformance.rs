@@ -321,9 +321,7 @@ fn psa_clone_sessions_truncate_and_carry_their_class_of_service() {
 /// into the result field; a miss counts nothing. Both paths.
 #[test]
 fn psa_direct_counters_and_meters_count_hits_of_their_table() {
-    let dir = shared().join("p4c-stf-psa/psa-metadata-bmv2");
-    let text = std::fs::read_to_string(dir.join("psa-metadata-bmv2.json")).unwrap();
-    let mut program: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut program = psa_metadata_forwarding();
     program["counter_arrays"] = serde_json::json!([
         {"name": "ingress.hits", "id": 0, "is_direct": true, "binding": "ingress.match_meta"}]);
     program["meter_arrays"] = serde_json::json!([{"name": "ingress.dm", "id": 0, "is_direct": true,
@@ -331,11 +329,6 @@ fn psa_direct_counters_and_meters_count_hits_of_their_table() {
         "result_target": ["ethernet", "srcAddr"]}]);
     program["extern_instances"] = serde_json::json!([{"name": "ingress.hits", "id": 0, "type": "DirectCounter",
         "attribute_values": [{"name": "type", "type": "hexstr", "value": "0x00000001"}]}]);
-    let set_output = program["actions"].as_array_mut().unwrap().iter_mut().find(|a| a["name"] == "ingress.set_output");
-    set_output.unwrap()["primitives"].as_array_mut().unwrap().push(serde_json::json!({"op": "assign", "parameters": [
-        {"type": "field", "value": ["psa_ingress_output_metadata", "drop"]},
-        {"type": "expression", "value": {"type": "expression", "value":
-            {"op": "b2d", "left": null, "right": {"type": "bool", "value": false}}}}]}));
     for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
         let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap();
         sw.set_mode(mode).unwrap();
@@ -354,5 +347,71 @@ fn psa_direct_counters_and_meters_count_hits_of_their_table() {
         );
         let read = cli::run(&mut sw, "counter_read ingress.hits 0").unwrap();
         assert!(read.contains("(28 bytes, 2 packets)"), "{mode:?}: {read}");
+    }
+}
+
+/// p4c's psa-metadata with `ingress.set_output` also clearing PSA's drop:
+/// a hit of `ingress.match_meta` (keyed by the destination MAC's last
+/// byte) sends the frame to the entry's port, a miss drops it.
+fn psa_metadata_forwarding() -> serde_json::Value {
+    let dir = shared().join("p4c-stf-psa/psa-metadata-bmv2");
+    let text = std::fs::read_to_string(dir.join("psa-metadata-bmv2.json")).unwrap();
+    let mut program: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let set_output = program["actions"].as_array_mut().unwrap().iter_mut().find(|a| a["name"] == "ingress.set_output");
+    set_output.unwrap()["primitives"].as_array_mut().unwrap().push(serde_json::json!({"op": "assign", "parameters": [
+        {"type": "field", "value": ["psa_ingress_output_metadata", "drop"]},
+        {"type": "expression", "value": {"type": "expression", "value":
+            {"op": "b2d", "left": null, "right": {"type": "bool", "value": false}}}}]}));
+    program
+}
+
+/// A PSA table implemented by an `ActionSelector` (`psa_implementation`),
+/// as p4c-bm2-psa writes it: the table `indirect_ws` with its
+/// `action_profile`, the pipeline's `action_profiles` entry with a
+/// selector hashing the source MAC. Members and a group through the CLI;
+/// the group spreads sources over both members' ports, the same source
+/// always to the same port; a member entry sends to its port; an entry
+/// whose group was emptied runs no action. Both paths.
+#[test]
+fn psa_action_selector_spreads_a_group_and_runs_members() {
+    let mut program = psa_metadata_forwarding();
+    let ingress = &mut program["pipelines"][0];
+    ingress["action_profiles"] = serde_json::json!([{"name": "ingress.sel", "id": 0, "max_size": 64,
+        "selector": {"algo": "crc16", "input": [{"type": "field", "value": ["ethernet", "srcAddr"]}]}}]);
+    let table = ingress["tables"].as_array_mut().unwrap().iter_mut().find(|t| t["name"] == "ingress.match_meta");
+    let table = table.unwrap();
+    table["type"] = "indirect_ws".into();
+    table["action_profile"] = "ingress.sel".into();
+    table.as_object_mut().unwrap().remove("default_entry");
+    for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
+        let mut sw = sluice_engine::load_switch(&program.to_string()).unwrap();
+        sw.set_mode(mode).unwrap();
+        for c in [
+            "act_prof_create_member ingress.sel ingress.set_output 2",
+            "act_prof_create_member ingress.sel ingress.set_output 3",
+            "act_prof_create_group ingress.sel",
+            "act_prof_add_member_to_group ingress.sel 0 0",
+            "act_prof_add_member_to_group ingress.sel 1 0",
+            "table_indirect_add_with_group ingress.match_meta 5 => 0",
+            "table_indirect_add ingress.match_meta 6 => 1",
+            "act_prof_create_group ingress.sel",
+            "act_prof_add_member_to_group ingress.sel 0 1",
+            "table_indirect_add_with_group ingress.match_meta 7 => 1",
+            "act_prof_remove_member_from_group ingress.sel 0 1",
+        ] {
+            cli::run(&mut sw, c).unwrap_or_else(|e| panic!("{c}: {e}"));
+        }
+        let send = |sw: &mut sluice_engine::Switch, dst: u8, src: u8| {
+            let mut out = Vec::new();
+            sw.process(1, &[0, 0, 0, 0, 0, dst, 2, 0, 0, 0, 0, src, 0x88, 0xb5], &mut |p, _| out.push(p));
+            out
+        };
+        let ports: BTreeSet<u32> = (0..32).flat_map(|src| send(&mut sw, 5, src)).collect();
+        assert_eq!(ports, BTreeSet::from([2, 3]), "{mode:?}: the group spreads sources over both members");
+        assert_eq!(send(&mut sw, 5, 7), send(&mut sw, 5, 7), "{mode:?}: one source, one member");
+        assert_eq!(send(&mut sw, 6, 7), vec![3], "{mode:?}: the member entry");
+        assert_eq!(send(&mut sw, 9, 7), Vec::<u32>::new(), "{mode:?}: a miss is dropped");
+        // An emptied group runs no action (as bmv2): PSA's drop stays set.
+        assert_eq!(send(&mut sw, 7, 7), Vec::<u32>::new(), "{mode:?}: an empty group");
     }
 }
