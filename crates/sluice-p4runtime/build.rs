@@ -12,6 +12,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(false)
         .build_server(true)
+        // A request that does not decode is INVALID_ARGUMENT (src/codec.rs).
+        .codec_path("crate::codec::P4rtCodec")
         .compile_protos(&["proto/p4/v1/p4runtime.proto", "proto/p4/config/v1/p4info.proto"], &["proto", include])?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())

@@ -4,11 +4,13 @@
 //! - [`pipeline`]: P4Info ids resolved against the BMv2 JSON the engine runs.
 //! - [`entities`]: Write and Read of every entity the engine supports.
 //! - [`stream`]: StreamChannel: arbitration, PacketIn/PacketOut, digests.
+//! - [`codec`]: prost's codec, with undecodable requests INVALID_ARGUMENT.
 //!
 //! Requests take the server's state lock, then the device's pool lock (in
 //! that order, always). Writes run on tokio's blocking threads: applying a
 //! batch waits for the workers to acknowledge it.
 
+pub mod codec;
 pub mod entities;
 pub mod pipeline;
 pub mod stream;
