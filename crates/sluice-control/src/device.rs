@@ -158,6 +158,11 @@ impl Device {
         if ports.iter().any(|p| p.number == number) {
             return Err(format!("port {number} exists"));
         }
+        // One interface, one port: two ports on one interface would each
+        // receive every frame (duplicates) and race on its send ring.
+        if let Some(p) = ports.iter().find(|p| p.iface == iface) {
+            return Err(format!("interface {iface} is already port {}", p.number));
+        }
         pool.set_port(number, Some(iface))?;
         ports.push(PortInfo { number, iface: iface.to_string() });
         ports.sort_by_key(|p| p.number);

@@ -493,6 +493,13 @@ fn port_add_and_remove_through_the_stock_cli() {
     let a = lab_cli(&lab, "port_add s1-eth2 2\nshow_ports\n");
     assert!(a[1].contains("s1-eth2") && a[1].contains("s1-eth1"), "show_ports lists both ports:\n{a:?}");
     assert_eq!(lab.ping(3), 3, "after port_add:\n{}", lab.log());
+    // The same interface under a second number is refused; the port keeps working.
+    let a = lab_cli(&lab, "port_add s1-eth2 3\nshow_ports\n");
+    assert!(a[0].contains("Invalid device manager operation (ERROR)"), "port_add of s1-eth2 again:\n{a:?}");
+    assert!(!a[1].lines().any(|l| l.split_whitespace().next() == Some("3")), "no port 3:\n{a:?}");
+    assert_eq!(a[1].matches("s1-eth2").count(), 1, "s1-eth2 once:\n{a:?}");
+    assert!(lab.log().contains("interface s1-eth2 is already port 2"), "{}", lab.log());
+    assert_eq!(lab.ping(3), 3, "port 2 after the refused port_add:\n{}", lab.log());
     let a = lab_cli(&lab, "port_remove 2\nport_remove 2\nshow_ports\n");
     assert!(a[1].contains("Invalid device manager operation (ERROR)"), "a second remove fails:\n{a:?}");
     assert!(!a[2].contains("s1-eth2"), "{a:?}");
