@@ -7,6 +7,13 @@
 //! NOT_FOUND) until a client arbitrates again with an id at least as high.
 //! Only the primary may write, set the pipeline or send packets; PacketIn
 //! and digests go to the primary of the default role.
+//!
+//! Bounds (a slow or stalled client never slows forwarding or other
+//! clients): each stream's outbound queue holds [`STREAM_QUEUE`] messages,
+//! a message that does not fit is dropped; each digest keeps at most
+//! [`DIGEST_SAMPLES`] samples pending or unacknowledged, a new sample past
+//! that is dropped. Every drop is counted ([`StreamDrops`]) and reported on
+//! standard error at most once a second.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::RecvTimeoutError;
@@ -26,7 +33,23 @@ use crate::Server;
 type Tx = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
 
 /// Outbound messages a stream may have queued before new ones are dropped.
-const STREAM_QUEUE: usize = 1024;
+pub const STREAM_QUEUE: usize = 1024;
+
+/// Samples a digest keeps pending or waiting for their acknowledgement (its
+/// de-duplication state, about 300 bytes each) before new ones are dropped.
+pub const DIGEST_SAMPLES: usize = 16_384;
+
+/// What the server dropped toward its clients since it started.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StreamDrops {
+    /// PacketIns that found no primary, or its stream's queue full.
+    pub packet_ins: u64,
+    /// Digest lists that found no primary, or its stream's queue full (their
+    /// samples stay unacknowledged until the ack timeout, then are reported again).
+    pub digest_lists: u64,
+    /// Digest samples over [`DIGEST_SAMPLES`].
+    pub digest_samples: u64,
+}
 
 struct Client {
     id: u64,
@@ -54,6 +77,9 @@ pub struct Streams {
     next_id: u64,
     digests: HashMap<u32, DigestQueue>,
     next_list: u64,
+    drops: StreamDrops,
+    /// The drops last reported, and when.
+    reported: (StreamDrops, Option<Instant>),
 }
 
 fn u128_of(e: Option<p4::Uint128>) -> Option<u128> {
@@ -79,6 +105,32 @@ impl Streams {
             ))),
             None => Err(Status::permission_denied("no client has arbitrated on a stream: there is no primary")),
         }
+    }
+
+    /// What was dropped toward clients so far.
+    pub fn drops(&self) -> StreamDrops {
+        self.drops
+    }
+
+    /// Sends to the default role's primary; false (counted by the caller)
+    /// when there is none or its queue is full.
+    fn to_primary(&self, msg: p4::StreamMessageResponse) -> bool {
+        self.primary_tx().is_some_and(|tx| tx.try_send(Ok(msg)).is_ok())
+    }
+
+    /// Reports new drops on standard error, at most once a second.
+    fn report_drops(&mut self) {
+        let (last, at) = self.reported;
+        if self.drops == last || at.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return;
+        }
+        let d = self.drops;
+        eprintln!(
+            "sluice: P4Runtime: dropped so far {} PacketIn and {} digest lists (no primary, or its stream's queue \
+             of {STREAM_QUEUE} full), {} digest samples (over {DIGEST_SAMPLES} unacknowledged)",
+            d.packet_ins, d.digest_lists, d.digest_samples
+        );
+        self.reported = (d, Some(Instant::now()));
     }
 
     /// Forgets digest queues (a new pipeline).
@@ -314,6 +366,8 @@ pub fn start_event_thread(server: Arc<Server>) {
     let Some(events) = server.dev.take_events() else { return };
     // Digest samples wait in the queues: only then must an idle wake-up look at them.
     let mut waiting = false;
+    // Drops not yet reported (the report waits out its second).
+    let mut unreported = false;
     let mut last_aging = Instant::now();
     let _ = std::thread::Builder::new().name("sluice-p4rt-events".into()).spawn(move || loop {
         if last_aging.elapsed() >= AGING_PERIOD {
@@ -322,7 +376,7 @@ pub fn start_event_thread(server: Arc<Server>) {
         }
         let ev = match events.recv_timeout(Duration::from_millis(5)) {
             Ok(e) => Some(e),
-            Err(RecvTimeoutError::Timeout) if !waiting => continue,
+            Err(RecvTimeoutError::Timeout) if !waiting && !unreported => continue,
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,
         };
@@ -349,10 +403,11 @@ pub fn start_event_thread(server: Arc<Server>) {
                     }
                     None => (Vec::new(), frame),
                 };
-                if let Some(tx) = st.streams.primary_tx() {
-                    let _ = tx.try_send(Ok(p4::StreamMessageResponse {
-                        update: Some(p4::stream_message_response::Update::Packet(p4::PacketIn { payload, metadata })),
-                    }));
+                let msg = p4::StreamMessageResponse {
+                    update: Some(p4::stream_message_response::Update::Packet(p4::PacketIn { payload, metadata })),
+                };
+                if !st.streams.to_primary(msg) {
+                    st.streams.drops.packet_ins += 1;
                 }
             }
             Some(Event::Digest(d)) => {
@@ -361,7 +416,9 @@ pub fn start_event_thread(server: Arc<Server>) {
                     continue;
                 }
                 let q = st.streams.digests.entry(did).or_default();
-                if q.seen.insert(d.values.clone()) {
+                if q.seen.len() >= DIGEST_SAMPLES && !q.seen.contains(&d.values) {
+                    st.streams.drops.digest_samples += 1;
+                } else if q.seen.insert(d.values.clone()) {
                     q.pending.push(d.values);
                     q.first.get_or_insert_with(Instant::now);
                 }
@@ -409,8 +466,8 @@ pub fn start_event_thread(server: Arc<Server>) {
                             .map_or(0, |d| d.as_nanos() as i64),
                     })),
                 };
-                if let Some(tx) = st.streams.primary_tx() {
-                    let _ = tx.try_send(Ok(msg));
+                if !st.streams.to_primary(msg) {
+                    st.streams.drops.digest_lists += 1;
                 }
                 let q = st.streams.digests.get_mut(&did).expect("listed above");
                 q.outstanding.insert(list_id, (samples, now));
@@ -431,6 +488,8 @@ pub fn start_event_thread(server: Arc<Server>) {
                 }
             }
         }
+        st.streams.report_drops();
+        unreported = st.streams.drops != st.streams.reported.0;
     });
 }
 

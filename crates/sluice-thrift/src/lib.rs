@@ -8,8 +8,13 @@
 //! and `psa_switch` ([`sswitch`]). Method names, argument ids and types are the protocol's facts
 //! (see `docs/thrift-api-facts.md`); the code is ours.
 //!
-//! Each connection gets a thread; every call takes the device's lock, so the
-//! calls of all clients (and of P4Runtime) are serialized. A call that does
+//! Each connection gets a thread (a small stack); every call takes the
+//! device's lock, so the calls of all clients (and of P4Runtime) are
+//! serialized. Bounds ([`Limits`]): at most [`MAX_CONNECTIONS`] connections
+//! at once (one more is closed at once, counted and reported on standard
+//! error at most once a second); a connection that sends nothing for
+//! [`IDLE_TIMEOUT`] is closed; a string field is at most [`MAX_STRING`]
+//! bytes and a container at most `wire::MAX_ELEMENTS` elements. A call that does
 //! not have its method's shape is answered with a Thrift application error
 //! (PROTOCOL_ERROR) naming the field; the connection stays usable when the
 //! call could be read whole.
@@ -21,8 +26,10 @@ pub mod wire;
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use sluice_control::device::Device;
 use sluice_engine::runtime::RtError;
@@ -76,22 +83,90 @@ pub struct ThriftServer {
     pub thread: JoinHandle<()>,
 }
 
-/// Listens on `addr` and serves every connection on its own thread.
+/// Connections served at once by default; one more is closed as soon as it is accepted.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// A connection that sends no call for this long is closed, by default (the
+/// stock CLI then reports a closed connection on its next command).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// Longest string or binary field a call may carry (16 MiB: ten times the
+/// largest program JSON of p4c's corpora, the longest thing a client sends).
+pub const MAX_STRING: usize = 16 << 20;
+
+/// Stack of a connection's thread: calls are shallow (the device does the work).
+const CONNECTION_STACK: usize = 256 * 1024;
+
+/// The server's bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_connections: MAX_CONNECTIONS, idle_timeout: IDLE_TIMEOUT }
+    }
+}
+
+/// Listens on `addr` and serves every connection on its own thread, within
+/// the default [`Limits`].
 pub fn serve(dev: Arc<Device>, addr: impl ToSocketAddrs) -> std::io::Result<ThriftServer> {
+    serve_with(dev, addr, Limits::default())
+}
+
+/// [`serve`] within `limits`.
+pub fn serve_with(dev: Arc<Device>, addr: impl ToSocketAddrs, limits: Limits) -> std::io::Result<ThriftServer> {
     let listener = TcpListener::bind(addr)?;
     let port = listener.local_addr()?.port();
+    let live = Arc::new(AtomicUsize::new(0));
     let thread = std::thread::Builder::new().name("sluice-thrift".into()).spawn(move || {
+        let (mut refused, mut reported, mut last_report) = (0u64, 0u64, None::<Instant>);
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
-            let dev = dev.clone();
-            let _ = std::thread::Builder::new().name("sluice-thrift-conn".into()).spawn(move || {
-                if let Err(e) = serve_connection(&dev, conn) {
-                    eprintln!("sluice: thrift connection closed: {e}");
+            if live.load(Ordering::Acquire) >= limits.max_connections {
+                drop(conn);
+                refused += 1;
+                if refused != reported && last_report.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    eprintln!(
+                        "sluice: thrift: {refused} connection(s) refused so far ({} connections open)",
+                        limits.max_connections
+                    );
+                    (reported, last_report) = (refused, Some(Instant::now()));
                 }
-            });
+                continue;
+            }
+            live.fetch_add(1, Ordering::AcqRel);
+            let (dev, open) = (dev.clone(), live.clone());
+            let spawned = std::thread::Builder::new()
+                .name("sluice-thrift-conn".into())
+                .stack_size(CONNECTION_STACK)
+                .spawn(move || {
+                    conn.set_read_timeout(Some(limits.idle_timeout)).ok();
+                    match serve_connection(&dev, conn) {
+                        Err(e) if is_timeout(&e) => eprintln!(
+                            "sluice: thrift connection idle for {:.1} s: closed",
+                            limits.idle_timeout.as_secs_f64()
+                        ),
+                        Err(e) => eprintln!("sluice: thrift connection closed: {e}"),
+                        Ok(()) => {}
+                    }
+                    open.fetch_sub(1, Ordering::AcqRel);
+                });
+            if spawned.is_err() {
+                // No thread for it: the connection was dropped with the closure.
+                live.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     })?;
     Ok(ThriftServer { port, thread })
+}
+
+/// A read that hit the idle timeout (a socket read timeout is EAGAIN on Linux).
+fn is_timeout(e: &thrift::Error) -> bool {
+    matches!(e, thrift::Error::Transport(t) if t.kind == thrift::TransportErrorKind::TimedOut
+        || t.message.contains("temporarily unavailable"))
 }
 
 fn is_eof(e: &thrift::Error) -> bool {
@@ -107,7 +182,13 @@ pub fn serve_connection(dev: &Device, conn: TcpStream) -> thrift::Result<()> {
 /// Answers the calls read from `reader` on `writer` until the input ends
 /// (the connection loop, apart from sockets: the fuzz target feeds it bytes).
 pub fn serve_stream(dev: &Device, reader: impl Read, writer: impl Write) -> thrift::Result<()> {
-    let mut input = TBinaryInputProtocol::new(reader, false);
+    // A string (a program's JSON is the longest a client sends) is read
+    // whole into memory: at most MAX_STRING bytes.
+    let config = thrift::TConfiguration::builder()
+        .max_string_size(Some(MAX_STRING))
+        .build()
+        .expect("a positive string limit is a valid configuration");
+    let mut input = TBinaryInputProtocol::with_config(reader, false, config);
     let mut output = TBinaryOutputProtocol::new(writer, true);
     loop {
         let msg = match input.read_message_begin() {
@@ -121,7 +202,11 @@ pub fn serve_stream(dev: &Device, reader: impl Read, writer: impl Write) -> thri
             Ok(a) => a,
             Err(e) => {
                 // The stream position is unknown now: answer and close.
-                let reply = Err(Fault::Bad(format!("cannot read the arguments of {}: {e}", msg.name)));
+                let why = match &e {
+                    thrift::Error::Protocol(p) => p.message.clone(),
+                    e => e.to_string(),
+                };
+                let reply = Err(Fault::Bad(format!("cannot read the arguments of {}: {why}", msg.name)));
                 write_reply(&mut output, &method, msg.sequence_number, reply)?;
                 return Ok(());
             }

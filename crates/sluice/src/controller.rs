@@ -134,14 +134,7 @@ pub fn run(a: &ControllerArgs) -> Result<(), String> {
         }
     };
     // Every switch is a descriptor: take the whole limit the system allows.
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: plain system calls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
+    crate::raise_descriptor_limit();
     STOP.store(false, Ordering::Relaxed);
     // SAFETY: the handler only stores to an atomic.
     unsafe {

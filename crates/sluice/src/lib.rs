@@ -21,6 +21,21 @@ use sluice_engine::{ExecMode, Switch};
 
 static INTERPRET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Raises this process's open-descriptor limit to the most the system
+/// allows: each switch connection, control-plane client and port is a
+/// descriptor, and the default soft limit (often 1024) is below the
+/// servers' own connection bounds.
+pub fn raise_descriptor_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain system calls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 /// Sets the mode [`load`] gives switches (the binary's `--interpret` flag).
 pub fn set_default_mode(mode: ExecMode) {
     INTERPRET.store(mode == ExecMode::Interpreted, std::sync::atomic::Ordering::Relaxed);

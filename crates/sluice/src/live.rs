@@ -140,6 +140,8 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         wait_for_stop(&stop);
         return finish(&mut pool, &live, &stop, opts.profile);
     }
+    // The control servers hold a descriptor per client.
+    crate::raise_descriptor_limit();
     let (events_tx, events_rx) = EventSink::channel();
     let up: UpSink<sluice_engine::runtime::Digest> = Arc::new(move |u| match u {
         Up::PacketIn(f) => events_tx.send(Event::PacketIn(f)),

@@ -414,14 +414,7 @@ pub fn run(a: &OfbenchArgs) -> Result<(), String> {
     println!("   ignoring first {} \"warmup\" and last {} \"cooldown\" loops", a.warmup, a.cooldown);
     println!("   OpenFlow {}", a.version);
     // Raise the descriptor limit for many switches.
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: plain system calls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
+    crate::raise_descriptor_limit();
     let mut poll = Poll::new().map_err(|e| e.to_string())?;
     let mut fakes = Vec::with_capacity(a.switches as usize);
     for i in 0..a.switches {

@@ -536,3 +536,59 @@ fn psa_switch_thrift_service_maps_mirrors_and_bounds_recirculation() {
     let err = call("mirroring_session_add", vec![]).unwrap_err();
     assert!(format!("{err:?}").contains("not a method of the psa_switch service"), "{err:?}");
 }
+
+/// The Thrift server's bounds: 500 connections held open while the stock
+/// CLI works beside them; past the connection bound a new connection is
+/// closed at once; a connection idle for the idle timeout is closed, which
+/// frees its slot; a string field past the size bound is refused with an
+/// error naming the limit.
+#[test]
+fn thrift_server_holds_500_connections_and_bounds_connections_idleness_and_sizes() {
+    use std::io::Read;
+    use std::net::TcpStream;
+    sluice::raise_descriptor_limit();
+    let router = repo().join("examples/router.json");
+    let json = std::fs::read_to_string(&router).unwrap();
+    let dev = Arc::new(Device::standalone(sluice::load(&router).unwrap(), json.into()));
+    let server = sluice_thrift::serve(dev.clone(), "127.0.0.1:0").unwrap();
+    let connect = |port: u16| TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let held: Vec<TcpStream> = (0..500).map(|_| connect(server.port)).collect();
+    assert!(cli(server.port, "show_tables\n").contains("RouterIngress.ipv4_lpm"), "the CLI beside 500 connections");
+    drop(held);
+
+    let limits = sluice_thrift::Limits { max_connections: 4, idle_timeout: Duration::from_millis(1500) };
+    let small = sluice_thrift::serve_with(dev.clone(), "127.0.0.1:0", limits).unwrap();
+    let closed = |c: &mut TcpStream, within: Duration| {
+        c.set_read_timeout(Some(within)).unwrap();
+        match c.read(&mut [0u8; 1]) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    };
+    let mut held: Vec<TcpStream> = (0..4).map(|_| connect(small.port)).collect();
+    let mut extra = connect(small.port);
+    assert!(closed(&mut extra, Duration::from_secs(1)), "the fifth connection is closed at once");
+    for c in &mut held {
+        assert!(closed(c, Duration::from_secs(10)), "an idle connection is closed after the idle timeout");
+    }
+    assert!(cli(small.port, "show_tables\n").contains("RouterIngress.ipv4_lpm"), "the slots are free again");
+
+    // A call whose first string field claims 17 MiB: refused before anything is read into memory.
+    let mut call = Vec::new();
+    call.extend_from_slice(&0x8001_0001u32.to_be_bytes()); // strict binary protocol, CALL
+    let name = b"standard:bm_load_new_config_file";
+    call.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    call.extend_from_slice(name);
+    call.extend_from_slice(&1u32.to_be_bytes()); // sequence id
+    call.extend_from_slice(&[11, 0, 1]); // field 1: string
+    call.extend_from_slice(&(17u32 << 20).to_be_bytes());
+    let mut c = connect(server.port);
+    c.write_all(&call).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reply = Vec::new();
+    let _ = c.read_to_end(&mut reply);
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.contains("cannot read the arguments of standard:bm_load_new_config_file"), "{reply}");
+    assert!(reply.contains("exceeds maximum allowed size of 16777216"), "{reply}");
+}
