@@ -338,6 +338,8 @@ impl SwitchNs {
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "{name} failed:\n{text}\nsluice log:\n{}", self.log());
         assert!(text.contains(&format!("PASS {name}")), "{name} did not report PASS:\n{text}");
+        // Shown with --nocapture: the figures scripts print on the way.
+        println!("{text}");
     }
 }
 
@@ -384,6 +386,26 @@ fn p4runtime_shell_drives_a_psa_program() {
     let program = shared().join("p4c-stf-psa/psa-metadata-bmv2").display().to_string();
     let ns = SwitchNs::start("psa");
     ns.script_with("shell_psa.py", &python, &["--program", &program]);
+}
+
+/// A stalled primary under a flood of PacketIns: drops counted and
+/// reported, another client served, forwarding on, memory bounded.
+#[test]
+fn p4runtime_stalled_stream_under_a_packet_in_flood() {
+    let python = venv_bin("python");
+    let ns = SwitchNs::start("stall");
+    let log = ns.dir.join("sluice.log").display().to_string();
+    ns.script_with("stalled_stream.py", &python, &["--switch-log", &log]);
+}
+
+/// A MAC flood with a primary that never acknowledges digests: the
+/// de-duplication state stays bounded, drops are counted and reported.
+#[test]
+fn p4runtime_digest_state_stays_bounded_under_a_mac_flood() {
+    let python = venv_bin("python");
+    let ns = SwitchNs::start("dflood");
+    let log = ns.dir.join("sluice.log").display().to_string();
+    ns.script_with("digest_flood.py", &python, &["--switch-log", &log]);
 }
 
 #[test]
