@@ -8,6 +8,9 @@ Proves:
   * A request bigger than the server's maximum receive size (default 65 MiB;
     --oversize-mib) is refused with RESOURCE_EXHAUSTED (gRPC's code for a
     message over the limit; tonic's default answer is OUT_OF_RANGE).
+  * A failed batch of 60 updates carries one p4.v1.Error per update; one of
+    300 (whose details would exceed the trailer size gRPC clients accept)
+    fails with UNKNOWN and a message naming each failed update by index.
   * A Write batch [valid INSERT, INSERT into an unknown table id] fails with
     the batch error format of spec 'Error Reporting Messages': gRPC
     status UNKNOWN, google.rpc.Status details holding one p4.v1.Error per
@@ -132,6 +135,36 @@ def main(args):
     c.expect_rpc_error(lambda: list(stub.Read(rd, timeout=t)),
                        (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT),
                        "Read of an unknown table id")
+
+    def batch_of(n, failing):
+        ups = []
+        for i in range(n):
+            up = nexthop_insert(UNKNOWN_TABLE_ID if i in failing else nexthop_id, 0)
+            up.entity.table_entry.match[0].exact.value = c.canonical_bytes((n * 100 + i).to_bytes(2, "big"))
+            ups.append(up)
+        return c.write_request(dev, election, ups)
+
+    c.step("a batch of 60 updates, 2 failing: one p4.v1.Error per update")
+    exc = c.expect_rpc_error(lambda: stub.Write(batch_of(60, (5, 59)), timeout=t), (grpc.StatusCode.UNKNOWN,),
+                             "Write batch of 60 with 2 failures")
+    st = c.status_details(exc)
+    c.check(st is not None, "the 60-update batch's error carries no google.rpc.Status details")
+    codes = []
+    for detail in st.details:
+        err = p4runtime_pb2.Error()
+        c.check(detail.Unpack(err), f"a detail is not a p4.v1.Error: {detail.type_url}")
+        codes.append(err.canonical_code)
+    c.check(len(codes) == 60 and [i for i, k in enumerate(codes) if k != code_pb2.OK] == [5, 59],
+            f"per-update codes of the 60-update batch: {codes}")
+
+    c.step("a batch of 300 updates, 3 failing: UNKNOWN, the failures named in the message")
+    # One p4.v1.Error per update would not fit the trailer size gRPC clients accept
+    # (they answer RESOURCE_EXHAUSTED instead of the error): the message names them.
+    exc = c.expect_rpc_error(lambda: stub.Write(batch_of(300, (7, 150, 299)), timeout=t),
+                             (grpc.StatusCode.UNKNOWN,), "Write batch of 300 with 3 failures")
+    msg = exc.details()
+    c.check("3 of 300 updates failed" in msg and all(f"#{i} " in msg for i in (7, 150, 299))
+            and "per-update details omitted" in msg, f"the 300-update batch's message: {msg!r}")
 
     c.step("the server still serves")
     caps = stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=t)

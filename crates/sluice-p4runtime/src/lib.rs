@@ -271,23 +271,72 @@ impl Server {
     }
 }
 
-/// The status of a batch with failed updates: UNKNOWN, with one `p4.v1.Error` per update.
+/// Bytes of the encoded `google.rpc.Status` a failed batch's trailer may
+/// carry. gRPC clients refuse trailers over 8-16 KiB (grpc-python's default
+/// soft limit is 8 KiB, after base64: 4 KiB of status is about 5.5 KiB).
+pub const DETAILS_BUDGET: usize = 4096;
+
+/// Longest text of the status message (also a trailer).
+const MESSAGE_BUDGET: usize = 1024;
+
+/// The status of a batch with failed updates: UNKNOWN, with one
+/// `p4.v1.Error` per update in update order (the specification's format),
+/// failed updates' messages cut to 100 bytes if that is what fits
+/// [`DETAILS_BUDGET`]. A batch whose details cannot fit (about 110 updates
+/// or more) gets no details: its message says so and names the first
+/// failed updates by index, code and message.
 fn batch_error(results: &[Result<(), Fail>]) -> Status {
-    let details: Vec<prost_types::Any> = results
-        .iter()
-        .map(|r| {
-            let e = match r {
-                Ok(()) => p4::Error { canonical_code: 0, ..Default::default() },
-                Err(f) => p4::Error { canonical_code: f.code as i32, message: f.message.clone(), ..Default::default() },
-            };
-            prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".into(), value: e.encode_to_vec() }
-        })
-        .collect();
-    let first = results.iter().find_map(|r| r.as_ref().err()).map_or(String::new(), |f| f.message.clone());
     let failed = results.iter().filter(|r| r.is_err()).count();
-    let message = format!("{failed} of {} updates failed; first: {first}", results.len());
-    let status = proto::google::rpc::Status { code: Code::Unknown as i32, message: message.clone(), details };
-    Status::with_details(Code::Unknown, message, status.encode_to_vec().into())
+    let first = results.iter().find_map(|r| r.as_ref().err()).map_or(String::new(), |f| f.message.clone());
+    let summary = cut(&format!("{failed} of {} updates failed; first: {first}", results.len()), MESSAGE_BUDGET);
+    for limit in [usize::MAX, 100] {
+        let details: Vec<prost_types::Any> = results
+            .iter()
+            .map(|r| {
+                let e = match r {
+                    Ok(()) => p4::Error { canonical_code: 0, ..Default::default() },
+                    Err(f) => p4::Error {
+                        canonical_code: f.code as i32,
+                        message: cut(&f.message, limit),
+                        ..Default::default()
+                    },
+                };
+                prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".into(), value: e.encode_to_vec() }
+            })
+            .collect();
+        let status = proto::google::rpc::Status { code: Code::Unknown as i32, message: summary.clone(), details };
+        let bytes = status.encode_to_vec();
+        if bytes.len() <= DETAILS_BUDGET {
+            return Status::with_details(Code::Unknown, summary, bytes.into());
+        }
+    }
+    let mut message = format!(
+        "{failed} of {} updates failed; per-update details omitted (more than the {DETAILS_BUDGET} bytes gRPC \
+         clients accept in a trailer: send smaller batches to get them); failed:",
+        results.len()
+    );
+    for (i, r) in results.iter().enumerate() {
+        let Err(f) = r else { continue };
+        let item = format!(" #{i} {:?}: {};", f.code, cut(&f.message, 100));
+        if message.len() + item.len() > MESSAGE_BUDGET - 16 {
+            message.push_str(" ...");
+            break;
+        }
+        message.push_str(&item);
+    }
+    Status::new(Code::Unknown, message)
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary, marked with "...".
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
