@@ -39,6 +39,8 @@ use sluice_dataplane::workers::{Pool, WorkerIo};
 use sluice_dataplane::DataPlane;
 use sluice_ports::afpacket::AfPacketPort;
 use sluice_ports::afxdp::{AfXdpInterface, AfXdpPort};
+use sluice_ports::faults::FaultyPort;
+pub use sluice_ports::faults::{FaultCounts, Faults};
 use sluice_ports::pcapfile::FilePort;
 use sluice_ports::tap::TapPort;
 use sluice_ports::{Port, PortStats};
@@ -102,6 +104,8 @@ pub struct LiveConfig {
     pub cpu_port: Option<u32>,
     /// Time each stage (receive, the data plane's stages, send) from the start.
     pub profile: bool,
+    /// Faults to inject on every port (`--inject-faults`).
+    pub faults: Option<Faults>,
 }
 
 /// Something the loop sends up to the control plane.
@@ -129,10 +133,24 @@ struct Opener {
     /// The XDP program and map of an AF_XDP port's interface, shared by
     /// its workers' sockets (attached again when the interface was re-created).
     xdp: Mutex<Option<Arc<AfXdpInterface>>>,
+    /// Faults to inject (each worker's port draws its own, seeded by port and worker).
+    faults: Option<Faults>,
 }
 
 impl Opener {
     fn open(&self, worker: usize) -> io::Result<Box<dyn Port>> {
+        let port = self.open_backend(worker)?;
+        Ok(match self.faults {
+            Some(f) => {
+                let seed = f.seed ^ (u64::from(self.spec.port) << 32) ^ worker as u64;
+                let slot = if self.offload { sluice_ports::MAX_FRAME } else { packet_loop::FRAME };
+                Box::new(FaultyPort::new(port, Faults { seed, ..f }, slot))
+            }
+            None => port,
+        })
+    }
+
+    fn open_backend(&self, worker: usize) -> io::Result<Box<dyn Port>> {
         let iface = &self.spec.iface;
         Ok(match self.spec.backend {
             Backend::AfPacket => Box::new(AfPacketPort::open(iface, self.offload, self.fanout)?),
@@ -214,6 +232,9 @@ impl Live {
                     p.tx_bytes,
                     p.tx_dropped
                 ));
+                if !p.faults.is_empty() {
+                    s.push_str(&format!("    {}\n", p.faults));
+                }
             }
         }
         s
@@ -264,6 +285,7 @@ pub fn start<D: DataPlane>(
                 fanout: fanout_base.map(|b| b.wrapping_add(spec.port as u16)),
                 workers,
                 xdp: Mutex::new(None),
+                faults: cfg.faults,
             })
         })
         .collect();

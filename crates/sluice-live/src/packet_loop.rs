@@ -31,6 +31,9 @@ use sluice_ports::{
 use crate::capture::{Captures, Direction};
 use crate::{stopped, Backend, LiveConfig, Opener, PortSpec, Up, UpSink, WorkerReport};
 
+/// Largest frame a port receives without offload headers.
+pub(crate) const FRAME: usize = 16384;
+
 /// How often a worker looks whether the interface of a port that went down is back.
 const RETRY: Duration = Duration::from_millis(100);
 
@@ -144,26 +147,13 @@ struct Slot {
 impl Slot {
     fn stats(&self) -> PortStats {
         let now = self.port.as_ref().map(|p| p.stats()).unwrap_or_default();
-        let r = &self.retired;
-        PortStats {
-            rx_packets: r.rx_packets + now.rx_packets,
-            rx_bytes: r.rx_bytes + now.rx_bytes,
-            tx_packets: r.tx_packets + now.tx_packets,
-            tx_bytes: r.tx_bytes + now.tx_bytes,
-            tx_dropped: r.tx_dropped + now.tx_dropped,
-        }
+        self.retired.plus(&now)
     }
 
     /// Closes the port, keeping its counters.
     fn close(&mut self) {
         if let Some(p) = self.port.take() {
-            let s = p.stats();
-            let r = &mut self.retired;
-            r.rx_packets += s.rx_packets;
-            r.rx_bytes += s.rx_bytes;
-            r.tx_packets += s.tx_packets;
-            r.tx_bytes += s.tx_bytes;
-            r.tx_dropped += s.tx_dropped;
+            self.retired = self.retired.plus(&p.stats());
         }
     }
 }
@@ -191,6 +181,8 @@ pub(crate) struct LiveIo<N> {
     out: Outputs<N>,
     offload: bool,
     fanout_base: Option<u16>,
+    /// Faults ports added at run time inject, as the others.
+    faults: Option<crate::Faults>,
     /// Written by the control plane to cut the poll short.
     wake: Arc<OwnedFd>,
     last_retry: Instant,
@@ -256,7 +248,7 @@ impl<N: Send + 'static> LiveIo<N> {
         let mut clock = StageClock::new(STAGES);
         clock.set(cfg.profile);
         Ok(LiveIo {
-            rx: RxBatch::new(if cfg.offload { MAX_FRAME } else { 16384 }),
+            rx: RxBatch::new(if cfg.offload { MAX_FRAME } else { FRAME }),
             out: Outputs {
                 slots,
                 by_number,
@@ -269,6 +261,7 @@ impl<N: Send + 'static> LiveIo<N> {
             },
             offload: cfg.offload,
             fanout_base,
+            faults: cfg.faults,
             wake,
             last_retry: Instant::now(),
             started: Instant::now(),
@@ -491,6 +484,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             fanout: self.fanout_base.map(|b| b.wrapping_add(number as u16)),
             workers: 1,
             xdp: Mutex::new(None),
+            faults: self.faults,
         });
         let port = opener.open(self.worker).map_err(|e| e.to_string())?;
         if let Some(c) = &self.out.shared.captures {

@@ -73,6 +73,7 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod faults;
 pub mod pcapfile;
 pub mod tap;
 
@@ -214,6 +215,25 @@ impl RxBatch {
     fn slot_mut(&mut self, i: usize) -> &mut [u8] {
         &mut self.data[i * self.slot..(i + 1) * self.slot]
     }
+
+    /// Frames the batch holds at most ([`BATCH`]).
+    pub fn capacity(&self) -> usize {
+        BATCH
+    }
+
+    /// Puts `frame` (cut to the slot size) with `vnet` at index `i` (a port
+    /// building its batch frame by frame; [`RxBatch::set_len`] ends it).
+    pub fn put(&mut self, i: usize, frame: &[u8], vnet: &VnetHdr) {
+        let len = frame.len().min(self.slot);
+        self.slot_mut(i)[..len].copy_from_slice(&frame[..len]);
+        self.lens[i] = len;
+        self.vnet[i] = *vnet;
+    }
+
+    /// Says the batch holds the first `n` frames put.
+    pub fn set_len(&mut self, n: usize) {
+        self.count = n.min(BATCH);
+    }
 }
 
 /// Counters every port keeps.
@@ -225,6 +245,22 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Frames the port could not send (queue full, too large, error).
     pub tx_dropped: u64,
+    /// What a [`faults::FaultyPort`] injected (zero for the other ports).
+    pub faults: faults::FaultCounts,
+}
+
+impl PortStats {
+    /// The counters of two ports (or two lives of one port) together.
+    pub fn plus(&self, o: &PortStats) -> PortStats {
+        PortStats {
+            rx_packets: self.rx_packets + o.rx_packets,
+            rx_bytes: self.rx_bytes + o.rx_bytes,
+            tx_packets: self.tx_packets + o.tx_packets,
+            tx_bytes: self.tx_bytes + o.tx_bytes,
+            tx_dropped: self.tx_dropped + o.tx_dropped,
+            faults: self.faults.plus(&o.faults),
+        }
+    }
 }
 
 /// One attached interface.
@@ -257,6 +293,40 @@ pub trait Port: Send {
     /// quiet, from time to time, not per batch. Ports without a link say `Ok`.
     fn check_link(&self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// A boxed port is a port (wrappers such as [`faults::FaultyPort`] take one).
+impl<T: Port + ?Sized> Port for Box<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn backend(&self) -> &'static str {
+        (**self).backend()
+    }
+    fn offload(&self) -> bool {
+        (**self).offload()
+    }
+    fn fd(&self) -> RawFd {
+        (**self).fd()
+    }
+    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+        (**self).recv(batch)
+    }
+    fn send(&mut self, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        (**self).send(frame, vnet)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn stats(&self) -> PortStats {
+        (**self).stats()
+    }
+    fn finished(&self) -> bool {
+        (**self).finished()
+    }
+    fn check_link(&self) -> io::Result<()> {
+        (**self).check_link()
     }
 }
 

@@ -52,6 +52,8 @@ pub struct LiveOptions {
     pub device_id: u64,
     /// Time every stage and print where the time went when stopped.
     pub profile: bool,
+    /// `--inject-faults SPEC`: faults every port injects (users' own testing).
+    pub faults: Option<sluice_live::Faults>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -118,6 +120,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         workers: opts.workers.max(1),
         cpu_port: opts.cpu_port,
         profile: opts.profile,
+        faults: opts.faults,
     };
     STOP.store(false, Ordering::Relaxed);
     // SAFETY: the handler only stores to an atomic.

@@ -49,6 +49,10 @@ Sluice options:
                                (the I/O ceiling bench/netns-router.sh compares with)
   --profile                    time every stage (receive, pipeline stages, send) and print
                                cycles per packet and packets per call when stopped
+  --inject-faults SPEC         inject faults on every port, for testing what runs on Sluice:
+                               SPEC is drop=P,dup=P,reorder=P,truncate=P,corrupt=P (received
+                               frames), send-fail=P (sends, as a full ring), flap=UP/DOWN
+                               (link schedule, e.g. 5s/1s), seed=N; P from 0 to 1, any subset
 Target options after `--` (simple_switch_grpc):
   --grpc-server-addr ADDR      P4Runtime server address (default 0.0.0.0:9559 in the simple_switch_grpc form)
   --cpu-port N                 as above
@@ -143,6 +147,10 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
             "--no-offload" => out.live.offload = false,
             "--null-forward" => out.live.null_forward = true,
             "--profile" => out.live.profile = true,
+            "--inject-faults" => {
+                let spec = val(&mut i)?;
+                out.live.faults = Some(spec.parse().map_err(|e| format!("option --inject-faults: {e}"))?);
+            }
             "--workers" => {
                 let n: usize = number(&val(&mut i)?, opt)?;
                 if !(1..=64).contains(&n) {
