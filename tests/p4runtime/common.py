@@ -375,6 +375,29 @@ def pipeline_request(device_id, election_id, p4info, bmv2_path):
     return req
 
 
+def digest_insert(digest_id, max_timeout_ns, max_list_size, ack_timeout_ns):
+    """An INSERT Update of a DigestEntry with that configuration."""
+    from p4.v1 import p4runtime_pb2
+    up = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+    cfg = up.entity.digest_entry
+    cfg.digest_id = digest_id
+    cfg.config.max_timeout_ns = max_timeout_ns
+    cfg.config.max_list_size = max_list_size
+    cfg.config.ack_timeout_ns = ack_timeout_ns
+    return up
+
+
+def multicast_group_insert(group_id, ports):
+    """An INSERT Update of a multicast group with one replica (instance 0) per port."""
+    from p4.v1 import p4runtime_pb2
+    up = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
+    group = up.entity.packet_replication_engine_entry.multicast_group_entry
+    group.multicast_group_id = group_id
+    for p in ports:
+        group.replicas.add(egress_port=p, instance=0)
+    return up
+
+
 def write_request(device_id, election_id, updates):
     from p4.v1 import p4runtime_pb2
     req = p4runtime_pb2.WriteRequest(device_id=device_id)

@@ -44,18 +44,9 @@ def main(args):
     def update(kind=INSERT):
         return p4runtime_pb2.Update(type=kind)
 
-    digest_up = update()
+    digest_up = c.digest_insert(digest_id, MAX_TIMEOUT_NS, MAX_LIST_SIZE, ACK_TIMEOUT_NS)
     cfg = digest_up.entity.digest_entry
-    cfg.digest_id = digest_id
-    cfg.config.max_timeout_ns = MAX_TIMEOUT_NS
-    cfg.config.max_list_size = MAX_LIST_SIZE
-    cfg.config.ack_timeout_ns = ACK_TIMEOUT_NS
-
-    flood_up = update()
-    group = flood_up.entity.packet_replication_engine_entry.multicast_group_entry
-    group.multicast_group_id = 1
-    group.replicas.add(egress_port=1, instance=0)
-    group.replicas.add(egress_port=2, instance=0)
+    flood_up = c.multicast_group_insert(1, (1, 2))
 
     def table_entry(up, table, *exact):
         te = up.entity.table_entry

@@ -11,6 +11,7 @@ pub mod openflow;
 pub mod openflow_bench;
 pub mod openflow_flow_rate;
 pub mod simple_switch;
+pub mod soak;
 pub mod stf;
 
 use std::collections::{BTreeMap, BTreeSet};

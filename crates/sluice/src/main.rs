@@ -123,6 +123,23 @@ enum Cmd {
         #[arg(long)]
         no_code: bool,
     },
+    /// The built-in router forwarding from memory on every worker while its
+    /// next-hop entries are rewritten at a fixed rate; fails if a packet was
+    /// lost or left as a mix of two versions of its entry.
+    Soak {
+        /// Seconds to run.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+        /// Worker threads, each with its share of the traffic by flow hash.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+        workers: u32,
+        /// Table entries rewritten per second (through the same pool changes the control planes use).
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+        updates_per_second: u32,
+        /// /24 routes over the 16 next hops.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
+        routes: u32,
+    },
     /// The lightweight 4over6 AFTR (RFC 7596) with Snabb's `lwaftr` commands.
     Lwaftr {
         #[command(subcommand)]
@@ -332,6 +349,12 @@ fn main() -> ExitCode {
             )
         }),
         Cmd::Lwaftr { cmd } => sluice::lwaftr::main(cmd),
+        Cmd::Soak { duration, workers, updates_per_second, routes } => sluice::soak::run(&sluice::soak::SoakArgs {
+            duration,
+            workers: workers as usize,
+            updates_per_second,
+            routes,
+        }),
         Cmd::OpenflowBench {
             entries,
             duration,

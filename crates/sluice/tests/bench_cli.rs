@@ -323,3 +323,27 @@ fn openflow_bench_checks_against_the_p4_router_and_shows_the_table_lookups() {
         assert!(result_field(&text, "ratio").parse::<f64>().unwrap() > 0.0, "{text}");
     }
 }
+
+/// The short soak: 3 s of forwarding on two workers while 10 000 next-hop
+/// updates a second land; nothing lost, nothing mis-forwarded (a mix of two
+/// versions of an entry), most of the updates applied, memory steady.
+#[test]
+fn a_short_soak_loses_and_misforwards_nothing_under_table_updates() {
+    let text = sluice(&["soak", "--duration", "3", "--workers", "2", "--updates-per-second", "10000"]);
+    let line = text.lines().find(|l| l.starts_with("soak: ")).unwrap_or_else(|| panic!("{text}"));
+    let num = |after: &str| -> u64 {
+        line.split(after).next().unwrap().rsplit(' ').next().unwrap().trim_start_matches('(').parse().unwrap()
+    };
+    assert!(num(" packets in") > 100_000, "{line}");
+    assert_eq!(num(" lost"), 0, "{line}");
+    assert_eq!(num(" mis-forwarded"), 0, "{line}");
+    assert!(num(" updates") >= 15_000, "at least half the updates asked for: {line}");
+    let rss: Vec<u64> = line
+        .rsplit("RSS ")
+        .next()
+        .unwrap()
+        .split(" -> ")
+        .map(|s| s.trim_end_matches(" KiB").parse().unwrap())
+        .collect();
+    assert!(rss[1] < rss[0] + 16 * 1024, "RSS grew by more than 16 MiB: {line}");
+}
