@@ -166,7 +166,6 @@ pub struct FaultyPort<P: Port> {
     overflow: std::collections::VecDeque<(Vec<u8>, VnetHdr)>,
     counts: FaultCounts,
     started: Instant,
-    down: bool,
 }
 
 impl<P: Port> FaultyPort<P> {
@@ -183,13 +182,12 @@ impl<P: Port> FaultyPort<P> {
             overflow: Default::default(),
             counts: FaultCounts::default(),
             started: Instant::now(),
-            down: false,
         }
     }
 
     /// What was injected so far.
     pub fn counts(&self) -> FaultCounts {
-        self.counts
+        FaultCounts { flaps: self.flaps(), ..self.counts }
     }
 
     fn next(&mut self) -> u64 {
@@ -204,17 +202,22 @@ impl<P: Port> FaultyPort<P> {
         p > 0.0 && unit < p
     }
 
-    /// Whether the schedule has the link down now (counting each fall).
+    /// Whether the schedule has the link down now.
     fn link_down_now(&mut self) -> bool {
         let Some((up, down)) = self.faults.flap else { return false };
-        let period = up + down;
-        let t = self.started.elapsed().as_nanos() % period.as_nanos().max(1);
-        let now_down = t >= up.as_nanos();
-        if now_down && !self.down {
-            self.counts.flaps += 1;
+        let t = self.started.elapsed().as_nanos() % (up + down).as_nanos().max(1);
+        t >= up.as_nanos()
+    }
+
+    /// Times the schedule has taken the link down so far (whether or not
+    /// traffic met the link while it was down).
+    fn flaps(&self) -> u64 {
+        let Some((up, down)) = self.faults.flap else { return 0 };
+        let t = self.started.elapsed().as_nanos();
+        if t < up.as_nanos() {
+            return 0;
         }
-        self.down = now_down;
-        now_down
+        ((t - up.as_nanos()) / (up + down).as_nanos().max(1)) as u64 + 1
     }
 }
 
@@ -322,7 +325,7 @@ impl<P: Port> Port for FaultyPort<P> {
     fn stats(&self) -> PortStats {
         let mut s = self.inner.stats();
         s.tx_dropped += self.counts.send_failed;
-        s.faults = self.counts;
+        s.faults = self.counts();
         s
     }
 

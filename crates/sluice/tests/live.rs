@@ -396,7 +396,12 @@ fn injected_faults_on_live_ports_are_counted_and_every_frame_is_accounted_for() 
     let json = router_json().display().to_string();
     let faults = "drop=0.1,dup=0.1,reorder=0.1,truncate=0.05,corrupt=0.05,send-fail=0.05,flap=900ms/150ms,seed=5";
     lab.start(&["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--commands", &cmds, "--inject-faults", faults, &json]);
-    let got = ping_from(&lab.h1, "10.0.2.1", 300, "0.01");
+    // A deadline: ping slows down while replies go missing.
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.h1, "ping", "-c", "300", "-i", "0.01", "-W", "1", "-w", "8", "10.0.2.1"])
+        .output()
+        .unwrap();
+    let got = received(&String::from_utf8_lossy(&out.stdout));
     assert!(got > 0 && got < 300, "{got} of 300 pings came back through the faults:\n{}", lab.log());
     let log = lab.stop();
     let field = |line: &str, after: &str| -> u64 {
