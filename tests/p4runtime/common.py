@@ -337,6 +337,22 @@ def counter_cell(sh, name, index):
     return got[0].packet_count, got[0].byte_count
 
 
+def wait_for_drop_report(log_path, kind, enough, tries=40):
+    """The count of `kind` ("PacketIn", "digest lists", "digest samples") in
+    the switch's last "dropped so far" report, polled every 0.1 s until
+    enough(count) holds or `tries` polls are done."""
+    count = 0
+    for _ in range(tries):
+        with open(log_path) as f:
+            lines = [ln for ln in f if "dropped so far" in ln]
+        if lines:
+            count = int(lines[-1].split(f" {kind}")[0].rsplit(" ", 1)[1])
+        if enough(count):
+            break
+        time.sleep(0.1)
+    return count
+
+
 def p4info_from_file(path):
     from google.protobuf import text_format
     from p4.config.v1 import p4info_pb2

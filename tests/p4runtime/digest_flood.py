@@ -71,15 +71,7 @@ def main(args):
     c.check(rss1 - rss0 < 32 * 1024, f"the switch grew by {rss1 - rss0} KiB during the flood")
     # Reports come at most once a second: wait for the one that counts the whole flood.
     want = FLOOD - SAMPLES_BOUND - 1000  # a few frames may be lost on the way in
-    dropped = 0
-    for _ in range(40):
-        with open(args.switch_log) as f:
-            lines = [ln for ln in f if "dropped so far" in ln]
-        if lines:
-            dropped = int(lines[-1].split(" digest samples")[0].rsplit(" ", 1)[1])
-        if dropped >= want:
-            break
-        time.sleep(0.1)
+    dropped = c.wait_for_drop_report(args.switch_log, "digest samples", lambda n: n >= want)
     c.check(dropped >= want, f"the switch's log reports {dropped} digest samples dropped, want at least {want}")
     c.step(f"the switch reports {dropped} digest samples dropped over the bound")
 

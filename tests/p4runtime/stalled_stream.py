@@ -101,15 +101,7 @@ def main(args):
     rss1 = rss_kib(pid)
     c.step(f"sent {sent} punted frames; {reads} reads and {routed} routed frames on the way; RSS {rss1} KiB")
     c.check(rss1 - rss0 < 64 * 1024, f"the switch grew by {rss1 - rss0} KiB during the flood")
-    dropped = 0
-    for _ in range(30):
-        with open(args.switch_log) as f:
-            lines = [ln for ln in f if "dropped so far" in ln]
-        if lines:
-            dropped = int(lines[-1].split("dropped so far ")[1].split()[0])
-        if dropped > 0:
-            break
-        time.sleep(0.1)
+    dropped = c.wait_for_drop_report(args.switch_log, "PacketIn", lambda n: n > 0, tries=30)
     c.check(dropped > 0, "the switch's log reports no PacketIn dropped toward the stalled primary")
     c.step(f"the switch reports {dropped} PacketIns dropped toward the stalled primary")
 

@@ -203,7 +203,7 @@ impl<P: Port> FaultyPort<P> {
     }
 
     /// Whether the schedule has the link down now.
-    fn link_down_now(&mut self) -> bool {
+    fn link_down_now(&self) -> bool {
         let Some((up, down)) = self.faults.flap else { return false };
         let t = self.started.elapsed().as_nanos() % (up + down).as_nanos().max(1);
         t >= up.as_nanos()
@@ -334,11 +334,8 @@ impl<P: Port> Port for FaultyPort<P> {
     }
 
     fn check_link(&self) -> io::Result<()> {
-        if let Some((up, down)) = self.faults.flap {
-            let t = self.started.elapsed().as_nanos() % (up + down).as_nanos().max(1);
-            if t >= up.as_nanos() {
-                return Err(link_error(self.inner.name(), LinkEvent::Down, None));
-            }
+        if self.link_down_now() {
+            return Err(link_error(self.inner.name(), LinkEvent::Down, None));
         }
         self.inner.check_link()
     }

@@ -157,8 +157,7 @@ pub fn soak(a: &SoakArgs) -> Result<SoakReport, String> {
     pool.flush();
     stop.store(true, Ordering::Relaxed);
     let seconds = started.elapsed().as_secs_f64();
-    let master = pool.finish();
-    drop(master);
+    pool.finish();
     let c: Vec<u64> = counts.iter().map(|x| x.load(Ordering::Relaxed)).collect();
     Ok(SoakReport {
         seconds,

@@ -328,17 +328,22 @@ impl Switch {
     /// Bytes consumed by a compiled parser run, after the end of parsing
     /// (unless the compiled parser did that too: `ends`).
     fn parse_outcome(&mut self, phv: &mut Phv, data: &[u8], outcome: crate::jit::ParseOutcome, ends: bool) -> usize {
-        let (cursor, error) = match outcome {
+        let (cursor, error) = self.outcome_parts(outcome);
+        if ends {
+            return cursor;
+        }
+        self.parse_end(phv, data, cursor * 8, error)
+    }
+
+    /// A compiled parser run's bytes consumed and parser error, if one ended it.
+    pub(super) fn outcome_parts(&self, outcome: crate::jit::ParseOutcome) -> (usize, Option<u64>) {
+        match outcome {
             crate::jit::ParseOutcome::Done(c) => (c, None),
             crate::jit::ParseOutcome::TooShort(c) => {
                 (c, Some(self.plan.errors.get("PacketTooShort").copied().unwrap_or(0)))
             }
             crate::jit::ParseOutcome::Verify(c, code) => (c, Some(code)),
-        };
-        if ends {
-            return cursor;
         }
-        self.parse_end(phv, data, cursor * 8, error)
     }
 
     /// After the parser states: sets `parser_error`, verifies checksums and

@@ -25,7 +25,6 @@
 use std::collections::VecDeque;
 
 use crate::control::PktMeta;
-use crate::jit::ParseOutcome;
 use crate::phv::Phv;
 use crate::psa::{path, PORT_RECIRCULATE};
 
@@ -46,13 +45,8 @@ impl Switch {
         if let (Some(c), None) = (&self.compiled, &self.trace) {
             let outcome = if egress { c.run_egress_parser(phv, data) } else { c.run_parser(phv, data) };
             if let Some(outcome) = outcome {
-                return match outcome {
-                    ParseOutcome::Done(c) => (c * 8, None),
-                    ParseOutcome::TooShort(c) => {
-                        (c * 8, Some(self.plan.errors.get("PacketTooShort").copied().unwrap_or(0)))
-                    }
-                    ParseOutcome::Verify(c, code) => (c * 8, Some(code)),
-                };
+                let (bytes, error) = self.outcome_parts(outcome);
+                return (bytes * 8, error);
             }
         }
         let init = if egress { self.plan.egress_init_state } else { self.plan.init_state };
