@@ -63,6 +63,10 @@ pub const MAX_OUTPUT_BYTES: usize = 16 << 20;
 /// intervals is disconnected.
 pub const ECHO_INTERVAL: Duration = Duration::from_secs(5);
 
+/// The default bound on connections open at once
+/// ([`AgentConfig::max_connections`]).
+pub const MAX_CONNECTIONS: usize = 1024;
+
 /// How often the agent asks whether each port's link is up.
 pub const LINK_WATCH: Duration = Duration::from_millis(200);
 
@@ -101,6 +105,9 @@ pub struct AgentConfig {
     /// Silence on a connection after which the agent sends an echo
     /// request; three of them close the connection (zero: [`ECHO_INTERVAL`]).
     pub inactivity_probe: Duration,
+    /// Connections open at once (zero: [`MAX_CONNECTIONS`]); one more
+    /// accepted on a listener is closed at once, counted and reported.
+    pub max_connections: usize,
 }
 
 struct Conn {
@@ -136,6 +143,8 @@ pub struct AgentStats {
     pub packet_ins_sent: u64,
     /// Packet-ins sent whole because every packet buffer was taken.
     pub packet_ins_unbuffered: u64,
+    /// Connections accepted past the bound, and closed at once.
+    pub connections_refused: u64,
 }
 
 fn default_async() -> AsyncConfig {
@@ -167,6 +176,8 @@ pub struct Agent {
     buffers: PacketBuffers,
     /// When a controller was last connected (or the agent started).
     last_controller: Instant,
+    /// Refused connections last reported, and when.
+    refused_reported: (u64, Option<Instant>),
     pub stats: AgentStats,
 }
 
@@ -175,6 +186,9 @@ impl Agent {
     pub fn new(pool: Pool<OfSwitch>, notes: Receiver<Note>, mut cfg: AgentConfig) -> Result<Agent, String> {
         if cfg.inactivity_probe.is_zero() {
             cfg.inactivity_probe = ECHO_INTERVAL;
+        }
+        if cfg.max_connections == 0 {
+            cfg.max_connections = MAX_CONNECTIONS;
         }
         let mut listeners = Vec::new();
         for a in &cfg.listen {
@@ -205,6 +219,7 @@ impl Agent {
             compile_due: false,
             buffers: PacketBuffers::default(),
             last_controller: now,
+            refused_reported: (0, None),
             stats: AgentStats::default(),
         })
     }
@@ -230,6 +245,12 @@ impl Agent {
         for li in 0..self.listeners.len() {
             while let Ok((s, peer)) = self.listeners[li].accept() {
                 busy = true;
+                if self.conns.len() >= self.cfg.max_connections {
+                    drop(s);
+                    self.stats.connections_refused += 1;
+                    self.report_refused();
+                    continue;
+                }
                 self.open(s, peer.to_string(), None);
             }
         }
@@ -288,6 +309,20 @@ impl Agent {
         }
         self.conns.retain(|c| !c.closed);
         busy || before != self.conns.len()
+    }
+
+    /// Reports refused connections on standard error, at most once a second.
+    fn report_refused(&mut self) {
+        let (reported, at) = self.refused_reported;
+        let n = self.stats.connections_refused;
+        if n == reported || at.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return;
+        }
+        eprintln!(
+            "openflow: {n} connection(s) refused so far ({} connections open, the bound)",
+            self.cfg.max_connections
+        );
+        self.refused_reported = (n, Some(Instant::now()));
     }
 
     fn open(&mut self, s: TcpStream, peer: String, active: Option<usize>) {

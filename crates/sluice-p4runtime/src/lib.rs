@@ -5,12 +5,14 @@
 //! - [`entities`]: Write and Read of every entity the engine supports.
 //! - [`stream`]: StreamChannel: arbitration, PacketIn/PacketOut, digests.
 //! - [`codec`]: prost's codec, with undecodable requests INVALID_ARGUMENT.
+//! - [`connections`]: the TCP connections, bounded, handed to tonic.
 //!
 //! Requests take the server's state lock, then the device's pool lock (in
 //! that order, always). Writes run on tokio's blocking threads: applying a
 //! batch waits for the workers to acknowledge it.
 
 pub mod codec;
+pub mod connections;
 pub mod entities;
 pub mod pipeline;
 pub mod stream;
@@ -50,6 +52,11 @@ pub mod proto {
 /// The P4Runtime version Sluice implements (Capabilities answers it).
 pub const API_VERSION: &str = "1.4.1";
 
+/// Time between the server's HTTP/2 keepalive pings on a connection.
+pub const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(60);
+/// A connection whose peer does not answer a ping within this is closed.
+pub const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Largest request accepted (bigger ones are refused by gRPC before decoding).
 pub const MAX_MESSAGE: usize = 64 << 20;
 
@@ -77,6 +84,19 @@ impl Server {
     /// A server for a device.
     pub fn new(dev: Arc<Device>) -> Arc<Server> {
         Arc::new(Server { dev, state: Mutex::new(State::default()) })
+    }
+
+    /// A server whose forwarding pipeline is already `pipeline`, whose
+    /// program the device must already run: the state after a
+    /// SetForwardingPipelineConfig, without compiling the program again
+    /// (for embedding and fuzzing).
+    pub fn with_pipeline(dev: Arc<Device>, pipeline: Arc<Pipeline>) -> Result<Arc<Server>, String> {
+        if *pipeline.json != *dev.program().json {
+            return Err("the device does not run the pipeline's program".into());
+        }
+        let server = Server::new(dev);
+        server.state().pipeline = Some(pipeline);
+        Ok(server)
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -420,6 +440,11 @@ fn too_large_is_resource_exhausted<B>(mut r: http::Response<B>) -> http::Respons
 
 /// Serves P4Runtime on `addr` from threads of its own; returns once the socket listens.
 pub fn start(dev: Arc<Device>, addr: &str) -> Result<std::net::SocketAddr, String> {
+    start_with(dev, addr, connections::Limits::default())
+}
+
+/// [`start`] with bounds on the connections other than the defaults.
+pub fn start_with(dev: Arc<Device>, addr: &str, limits: connections::Limits) -> Result<std::net::SocketAddr, String> {
     use std::net::ToSocketAddrs;
     let sa = addr
         .to_socket_addrs()
@@ -448,13 +473,17 @@ pub fn start(dev: Arc<Device>, addr: &str) -> Result<std::net::SocketAddr, Strin
                 let svc = p4::p4_runtime_server::P4RuntimeServer::new(Service(server))
                     .max_decoding_message_size(MAX_MESSAGE)
                     .max_encoding_message_size(MAX_MESSAGE);
+                let (incoming, _) = connections::accept(listener, limits);
                 // Large flow-control windows: batched Writes are tens of kilobytes to megabytes.
+                // Keepalive pings find dead peers (a quiet live client is never closed).
                 let r = tonic::transport::Server::builder()
                     .initial_stream_window_size(Some(8 << 20))
                     .initial_connection_window_size(Some(16 << 20))
+                    .http2_keepalive_interval(Some(KEEPALIVE))
+                    .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
                     .layer(tower::util::MapResponseLayer::new(too_large_is_resource_exhausted))
                     .add_service(svc)
-                    .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                    .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(incoming))
                     .await;
                 if let Err(e) = r {
                     eprintln!("sluice: P4Runtime server stopped: {e}");

@@ -30,7 +30,8 @@ use crate::proto::google::rpc;
 use crate::proto::p4::v1 as p4;
 use crate::Server;
 
-type Tx = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
+/// The outbound side of one StreamChannel.
+pub type Tx = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
 
 /// Outbound messages a stream may have queued before new ones are dropped.
 pub const STREAM_QUEUE: usize = 1024;
@@ -189,11 +190,7 @@ pub fn open(
     mut inbound: tonic::Streaming<p4::StreamMessageRequest>,
 ) -> mpsc::Receiver<Result<p4::StreamMessageResponse, Status>> {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-    let id = {
-        let mut st = server.state();
-        st.streams.next_id += 1;
-        st.streams.next_id
-    };
+    let id = new_stream(&server);
     tokio::spawn(async move {
         loop {
             let msg = match inbound.message().await {
@@ -208,15 +205,30 @@ pub fn open(
                 break;
             }
         }
-        let mut st = server.state();
-        let was_primary = st.streams.roles.values().any(|r| r.primary() == Some(id));
-        if let Some(role) = st.streams.remove(id) {
-            if was_primary {
-                st.streams.notify_all(server.dev.info.device_id, &role);
-            }
-        }
+        close(&server, id);
     });
     rx
+}
+
+/// A new stream's id, for [`handle`] and [`close`] (which [`open`] calls
+/// for a gRPC stream; a caller without gRPC, such as a fuzz target, calls
+/// them itself).
+pub fn new_stream(server: &Server) -> u64 {
+    let mut st = server.state();
+    st.streams.next_id += 1;
+    st.streams.next_id
+}
+
+/// Forgets stream `id`; when it was its role's primary, the role's other
+/// clients are told who is primary now.
+pub fn close(server: &Server, id: u64) {
+    let mut st = server.state();
+    let was_primary = st.streams.roles.values().any(|r| r.primary() == Some(id));
+    if let Some(role) = st.streams.remove(id) {
+        if was_primary {
+            st.streams.notify_all(server.dev.info.device_id, &role);
+        }
+    }
 }
 
 fn stream_error(code: Code, message: String, packet: Option<p4::PacketOut>) -> p4::StreamMessageResponse {
@@ -230,8 +242,9 @@ fn stream_error(code: Code, message: String, packet: Option<p4::PacketOut>) -> p
     }
 }
 
-/// Handles one inbound message; false ends the stream.
-fn handle(server: &Server, id: u64, tx: &Tx, msg: p4::StreamMessageRequest) -> bool {
+/// Handles one inbound message of stream `id`, answering on `tx`; false
+/// ends the stream.
+pub fn handle(server: &Server, id: u64, tx: &Tx, msg: p4::StreamMessageRequest) -> bool {
     use p4::stream_message_request::Update as U;
     let device_id = server.dev.info.device_id;
     match msg.update {

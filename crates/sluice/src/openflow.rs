@@ -53,6 +53,9 @@ pub struct OpenflowArgs {
     /// Seconds of silence on a connection before an echo request; three close it.
     #[arg(long, default_value_t = 5.0)]
     pub inactivity_probe: f64,
+    /// Controller connections open at once; one more is closed as soon as it is accepted (counted and reported).
+    #[arg(long, default_value_t = sluice_ofswitch::agent::MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -101,6 +104,8 @@ fn mac_of(iface: &str) -> [u8; 6] {
 
 /// Runs the switch (see the module documentation).
 pub fn run(a: &OpenflowArgs) -> Result<(), String> {
+    // A socket per controller connection: up to --max-connections of them.
+    crate::raise_descriptor_limit();
     let mut ports: Vec<PortSpec> = a.interfaces.iter().map(|s| PortSpec::parse(s)).collect::<Result<_, _>>()?;
     if let Some(p) = ports.iter().find(|p| p.port == 0) {
         return Err(format!("-i {}@{}: OpenFlow port numbers start at 1", p.port, p.iface));
@@ -180,6 +185,7 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
         link_up: Some(sluice_ports::link_is_up),
         fail_mode,
         inactivity_probe,
+        max_connections: a.max_connections as usize,
     };
     let mut agent = match Agent::new(pool, rx, agent_cfg) {
         Ok(ag) => ag,

@@ -146,6 +146,32 @@ fn run_add(
     sw.install_entry(t, entry).map(|_| ()).map_err(|e| e.message)
 }
 
+/// Applies an STF line that changes the switch's tables or the
+/// replication engine (`add`, `setdefault`, a passed-through CLI command);
+/// false for any other line (packets, expectations, checks: nothing done).
+pub fn apply_table_command(sw: &mut Switch, command: &StfCommand) -> Result<bool, String> {
+    match command {
+        StfCommand::Add { table, priority, keys, action, params, .. } => {
+            run_add(sw, table, *priority, keys, action, params)?
+        }
+        StfCommand::SetDefault { table, action, params } => {
+            let t = find_by_suffix(
+                sw.program().tables.iter().enumerate().map(|(i, t)| (i, t.name.as_str())),
+                table,
+                "table",
+            )?;
+            let a = action_of(sw, t, action)?;
+            let d = action_data(sw, a, params)?;
+            sw.set_default_as_given(t, a, d.into_boxed_slice());
+        }
+        StfCommand::Passthrough { command } => {
+            sluice_control::cli::run(sw, command).map_err(|e| e.to_string())?;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Runs an STF test; `Ok(true)` when every expectation holds.
 pub fn run_stf(program: &Path, test: &Path, trace: bool) -> Result<bool, String> {
     run_stf_with(program, test, trace, crate::default_mode())
@@ -176,24 +202,9 @@ pub fn run_stf_with(program: &Path, test: &Path, trace: bool, mode: sluice_engin
                 }
             }
             StfCommand::Expect { port, pattern } => expects.entry(*port).or_default().push((l.line, pattern.clone())),
-            StfCommand::Add { table, priority, keys, action, params, .. } => {
-                run_add(&mut sw, table, *priority, keys, action, params).map_err(|e| format!("{where_}: {e}"))?
+            other => {
+                apply_table_command(&mut sw, other).map_err(|e| format!("{where_}: {e}"))?;
             }
-            StfCommand::SetDefault { table, action, params } => {
-                let t = find_by_suffix(
-                    sw.program().tables.iter().enumerate().map(|(i, t)| (i, t.name.as_str())),
-                    table,
-                    "table",
-                )
-                .map_err(|e| format!("{where_}: {e}"))?;
-                let a = action_of(&sw, t, action).map_err(|e| format!("{where_}: {e}"))?;
-                let d = action_data(&sw, a, params).map_err(|e| format!("{where_}: {e}"))?;
-                sw.set_default_as_given(t, a, d.into_boxed_slice());
-            }
-            StfCommand::Passthrough { command } => {
-                sluice_control::cli::run(&mut sw, command).map_err(|e| format!("{where_}: {e}"))?;
-            }
-            _ => {}
         }
     }
     let mut ok = true;

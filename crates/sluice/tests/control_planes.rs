@@ -388,6 +388,63 @@ fn p4runtime_shell_drives_a_psa_program() {
     ns.script_with("shell_psa.py", &python, &["--program", &program]);
 }
 
+/// 500 connections held open on the P4Runtime port while p4runtime-shell
+/// pushes a pipeline, writes and reads beside them.
+#[test]
+fn p4runtime_server_holds_500_connections_while_the_shell_works() {
+    p4rt_script("conn", "connections.py");
+}
+
+/// The P4Runtime server's connection bound: past it a new connection is
+/// closed at once and a closed one frees its slot; a connection that
+/// sends nothing is closed after the time allowed, while one past the
+/// HTTP/2 preface stays open however quiet it is.
+#[test]
+fn p4runtime_server_bounds_its_connections_and_closes_silent_ones() {
+    use std::io::Read;
+    use std::net::TcpStream;
+    let router = repo().join("examples/router.json");
+    let json = std::fs::read_to_string(&router).unwrap();
+    let dev = Arc::new(Device::standalone(sluice::load(&router).unwrap(), json.into()));
+    let limits = sluice_p4runtime::connections::Limits { max_connections: 4, first_bytes: Duration::from_secs(1) };
+    let addr = sluice_p4runtime::start_with(dev, "127.0.0.1:0", limits).unwrap();
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+    let client = || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(preface).unwrap();
+        c
+    };
+    // Closed: the server's end of stream (after whatever it sent: its SETTINGS).
+    let closed = |c: &mut TcpStream, within: Duration| {
+        c.set_read_timeout(Some(within)).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match c.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+            }
+        }
+    };
+    let mut held: Vec<TcpStream> = (0..4).map(|_| client()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut fifth = client();
+    assert!(closed(&mut fifth, Duration::from_secs(2)), "the fifth connection is closed at once");
+    for c in &mut held {
+        assert!(!closed(c, Duration::from_millis(1500)), "a connection within the bound, past the preface, stays open");
+    }
+    held.pop();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut again = client();
+    assert!(!closed(&mut again, Duration::from_millis(1500)), "a closed connection's slot is free again");
+    held.pop();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let t0 = Instant::now();
+    assert!(closed(&mut silent, Duration::from_secs(5)), "a connection that sends nothing is closed");
+    assert!(t0.elapsed() >= Duration::from_millis(800), "closed before the time allowed: {:?}", t0.elapsed());
+}
+
 /// A stalled primary under a flood of PacketIns: drops counted and
 /// reported, another client served, forwarding on, memory bounded.
 #[test]

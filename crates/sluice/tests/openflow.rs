@@ -255,6 +255,82 @@ fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
     assert_eq!(lab.ping(3), 3, "{}", lab.log());
 }
 
+/// Holds 500 OpenFlow connections (each past its HELLO) open on the
+/// switch's listener, then drives ovs-ofctl beside them, and probes the
+/// bound; prints one `name value` line per check.
+const HOLDER: &str = r#"
+import socket, subprocess, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+HELLO = bytes([4, 0, 0, 8, 0, 0, 0, 1])
+def conn():
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(HELLO)
+    return s
+def is_open(s):
+    s.setblocking(False)
+    try:
+        while True:
+            if not s.recv(65536):
+                return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+def ofctl(*a):
+    r = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--timeout=5", a[0], "tcp:127.0.0.1:%d" % port] + list(a[1:]),
+                       capture_output=True, text=True)
+    return r.returncode == 0, r.stdout + r.stderr
+held = [conn() for _ in range(n)]
+time.sleep(1)
+print("open", sum(is_open(s) for s in held))
+print("add", ofctl("add-flow", "priority=9,ip,nw_dst=10.9.0.0/16,actions=output:2")[0])
+ok, out = ofctl("dump-flows")
+print("dump", ok and "nw_dst=10.9.0.0/16" in out)
+last = conn()
+time.sleep(0.5)
+print("last", is_open(last))
+over = conn()
+time.sleep(0.5)
+print("over", is_open(over))
+print("ofctl-at-bound", ofctl("dump-flows")[0])
+held.pop().close()
+time.sleep(0.5)
+print("ofctl-again", ofctl("dump-flows")[0])
+print("open-end", sum(is_open(s) for s in held + [last]))
+"#;
+
+/// 500 controller connections held open while ovs-ofctl adds and dumps
+/// flows beside them; with the bound at 501, the 502nd connection is
+/// closed at once (ovs-ofctl too) until a slot frees, and the refusals are
+/// reported.
+#[test]
+fn openflow_agent_holds_500_connections_and_refuses_past_its_bound() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &["--max-connections", "501", "--inactivity-probe", "60"]);
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "python3", "-c", HOLDER, PORT, "500"])
+        .output()
+        .expect("run python3");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} line:\n{text}\n{}", lab.log()))
+            .to_string()
+    };
+    assert_eq!(value("open"), "500", "held connections open:\n{text}");
+    assert_eq!(value("add"), "True", "ovs-ofctl add-flow beside 500 connections:\n{text}\n{}", lab.log());
+    assert_eq!(value("dump"), "True", "ovs-ofctl dump-flows shows the flow:\n{text}");
+    assert_eq!(value("last"), "True", "the 501st connection is within the bound:\n{text}");
+    assert_eq!(value("over"), "False", "the 502nd connection is closed at once:\n{text}");
+    assert_eq!(value("ofctl-at-bound"), "False", "ovs-ofctl is refused at the bound:\n{text}");
+    assert_eq!(value("ofctl-again"), "True", "a freed slot serves ovs-ofctl again:\n{text}\n{}", lab.log());
+    assert_eq!(value("open-end"), "500", "the held connections stayed open:\n{text}");
+    let log = lab.log();
+    assert!(log.contains("connection(s) refused so far (501 connections open, the bound)"), "{log}");
+}
+
 /// Waits until `ovs-ofctl dump-ports-desc` shows port `n`'s state as `state`.
 fn wait_port_state(lab: &Lab, n: u32, state: &str) {
     let t0 = Instant::now();

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Fuzzes every target (or the ones named) for SECONDS each under libFuzzer,
+# JOBS targets at a time (default: the number of CPUs), starting from the
+# checked-in seeds (fuzz/corpus/<target>, read only) and what earlier runs
+# found (fuzz/work/corpus/<target>). Prints, and writes to
+# fuzz/work/summary.txt, each target's executions, rate, coverage (edges
+# and features) and crashes. A crash's input is in fuzz/artifacts/<target>/;
+# once fixed, copy it to fuzz/regressions/<target>/ so the test suite
+# replays it. Installs cargo-fuzz and a nightly toolchain when missing.
+#   fuzz/run-all.sh 600                  every target, 10 minutes each
+#   fuzz/run-all.sh 60 packet pcap_file  two targets, a minute each
+set -euo pipefail
+cd "$(dirname "$0")"
+secs=${1:?usage: fuzz/run-all.sh SECONDS [TARGET...]}
+shift
+jobs=${JOBS:-$(nproc)}
+
+# libFuzzer options per target: input size bounds, dictionaries.
+declare -A options=(
+    [packet]="-max_len=2048"
+    [p4_differential]="-max_len=2048"
+    [load_json]="-max_len=65536 -rss_limit_mb=4096"
+    [cli_command]="-dict=cli_command.dict -max_len=4096"
+    [thrift_call]="-max_len=8192"
+    [p4runtime_write]="-max_len=8192"
+    [openflow_decode]="-max_len=65535"
+    [openflow10_decode]="-max_len=65535"
+    [openflow_differential]="-max_len=8192"
+    [lwaftr_conf]="-max_len=8192"
+    [lwaftr_plane]="-max_len=16384"
+    [pcap_file]="-max_len=65536"
+)
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^sluice-fuzz$')
+fi
+for t in "${targets[@]}"; do
+    [ -n "${options[$t]+x}" ] || { echo "error: unknown target $t (known: ${!options[*]})" >&2; exit 1; }
+done
+
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+for t in "${targets[@]}"; do cargo +nightly fuzz build "$t" >/dev/null; done
+
+mkdir -p work/logs
+# One line per target ("name options..."), JOBS at a time; each prints
+# "name: done" or "name: FAILED".
+for t in "${targets[@]}"; do
+    echo "$t ${options[$t]}"
+done | xargs -P "$jobs" -L 1 bash -c '
+    t=$1; shift
+    mkdir -p "work/corpus/$t"
+    if cargo +nightly fuzz run "$t" "work/corpus/$t" "corpus/$t" -- \
+        -max_total_time='"$secs"' -print_final_stats=1 "$@" >"work/logs/$t.log" 2>&1; then
+        echo "$t: done"
+    else
+        echo "$t: FAILED (see fuzz/work/logs/$t.log and fuzz/artifacts/$t/)"
+    fi' _ | tee work/results.txt
+
+{
+    printf '%-22s %14s %10s %8s %8s %8s\n' target executions "execs/s" edges features crashes
+    for t in "${targets[@]}"; do
+        log="work/logs/$t.log"
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+        rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
+        cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+        ft=$(grep -o 'ft: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+        crashes=$(ls "artifacts/$t" 2>/dev/null | grep -c -E '^(crash|oom|timeout|leak)-' || true)
+        printf '%-22s %14s %10s %8s %8s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$crashes"
+    done
+} | tee work/summary.txt
+! grep -q FAILED work/results.txt
