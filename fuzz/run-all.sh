@@ -7,6 +7,8 @@
 # and features) and crashes. A crash's input is in fuzz/artifacts/<target>/;
 # once fixed, copy it to fuzz/regressions/<target>/ so the test suite
 # replays it. Installs cargo-fuzz and a nightly toolchain when missing.
+# Built without a sanitizer by default (twice as many executions; debug
+# assertions stay on): SANITIZER=address for AddressSanitizer.
 #   fuzz/run-all.sh 600                  every target, 10 minutes each
 #   fuzz/run-all.sh 60 packet pcap_file  two targets, a minute each
 set -euo pipefail
@@ -14,6 +16,7 @@ cd "$(dirname "$0")"
 secs=${1:?usage: fuzz/run-all.sh SECONDS [TARGET...]}
 shift
 jobs=${JOBS:-$(nproc)}
+sanitizer=${SANITIZER:-none}
 
 # libFuzzer options per target: input size bounds, dictionaries.
 declare -A options=(
@@ -28,7 +31,7 @@ declare -A options=(
     [openflow_differential]="-max_len=8192"
     [lwaftr_conf]="-max_len=8192"
     [lwaftr_plane]="-max_len=16384"
-    [pcap_file]="-max_len=65536"
+    [pcap_file]="-max_len=16384"
 )
 if [ $# -gt 0 ]; then
     targets=("$@")
@@ -41,7 +44,7 @@ done
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-for t in "${targets[@]}"; do cargo +nightly fuzz build "$t" >/dev/null; done
+for t in "${targets[@]}"; do cargo +nightly fuzz build -s "$sanitizer" "$t" >/dev/null; done
 
 mkdir -p work/logs
 # One line per target ("name options..."), JOBS at a time; each prints
@@ -51,7 +54,7 @@ for t in "${targets[@]}"; do
 done | xargs -P "$jobs" -L 1 bash -c '
     t=$1; shift
     mkdir -p "work/corpus/$t"
-    if cargo +nightly fuzz run "$t" "work/corpus/$t" "corpus/$t" -- \
+    if cargo +nightly fuzz run -s '"$sanitizer"' "$t" "work/corpus/$t" "corpus/$t" -- \
         -max_total_time='"$secs"' -print_final_stats=1 "$@" >"work/logs/$t.log" 2>&1; then
         echo "$t: done"
     else
