@@ -272,6 +272,67 @@ fn a_port_whose_interface_goes_down_and_away_comes_back_and_the_others_lose_noth
     assert!(log.matches("its frames are dropped until it is back").count() >= 2, "down and gone reported:\n{log}");
 }
 
+/// What a switch in namespace `ns` could leave behind: an XDP program on
+/// its AF_XDP interfaces, its TAP device, a listening socket. Empty when
+/// nothing is left.
+fn left_behind(ns: &str, xdp_ifaces: &[&str], tap: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    for i in xdp_ifaces {
+        let link = sh(&["ip", "-n", ns, "link", "show", i]);
+        if link.contains("xdp") {
+            left.push(format!("an XDP program on {i}: {link}"));
+        }
+    }
+    let taps = Command::new("ip").args(["-n", ns, "link", "show", tap]).output().unwrap();
+    if taps.status.success() {
+        left.push(format!("the TAP device {tap}"));
+    }
+    let listening = sh(&["ip", "netns", "exec", ns, "ss", "-Hltn"]);
+    if !listening.trim().is_empty() {
+        left.push(format!("listening sockets: {listening}"));
+    }
+    left
+}
+
+/// A switch with AF_XDP ports, a TAP port and the Thrift server, killed
+/// with SIGKILL, leaves nothing behind (no XDP program attached, no TAP
+/// device, no listening socket); it starts again on the same ports and
+/// forwards, and after a clean stop nothing is left either.
+#[test]
+fn a_switch_killed_with_sigkill_leaves_nothing_behind_and_starts_again() {
+    let mut lab = Lab::with_veth_hosts(false);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    let args = [
+        "-i",
+        "1@af_xdp:s1-eth1",
+        "-i",
+        "2@af_xdp:s1-eth2",
+        "-i",
+        "3@tap:s1-tap3",
+        "--no-offload",
+        "--thrift-port",
+        "9090",
+        "--commands",
+        &cmds,
+        &json,
+    ];
+    lab.start(&args);
+    assert_eq!(lab.ping(3), 3, "ping before the kill:\n{}", lab.log());
+    let running = left_behind(&lab.sw, &["s1-eth1", "s1-eth2"], "s1-tap3");
+    assert_eq!(running.len(), 4, "the running switch has XDP programs, its TAP device and its socket: {running:?}");
+    let mut c = lab.sluice.take().unwrap();
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let left = left_behind(&lab.sw, &["s1-eth1", "s1-eth2"], "s1-tap3");
+    assert!(left.is_empty(), "after SIGKILL: {left:?}");
+    lab.start(&args);
+    assert_eq!(lab.ping(3), 3, "ping after the restart:\n{}", lab.log());
+    lab.stop();
+    let left = left_behind(&lab.sw, &["s1-eth1", "s1-eth2"], "s1-tap3");
+    assert!(left.is_empty(), "after a clean stop: {left:?}");
+}
+
 /// A switch killed with SIGKILL leaves capture files that read whole: each
 /// record was written as its packet passed.
 #[test]
