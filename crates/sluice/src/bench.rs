@@ -86,7 +86,7 @@ pub fn reference_router(routes: u32, layout: RouteLayout) -> ReferenceRouter {
     r
 }
 
-fn csum(b: &[u8]) -> u16 {
+pub(crate) fn csum(b: &[u8]) -> u16 {
     let mut s: u32 = 0;
     for c in b.chunks(2) {
         s += u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0));

@@ -123,17 +123,21 @@ enum Cmd {
         #[arg(long)]
         no_code: bool,
     },
-    /// The built-in router forwarding from memory on every worker while its
-    /// next-hop entries are rewritten at a fixed rate; fails if a packet was
-    /// lost or left as a mix of two versions of its entry.
+    /// A data plane (the built-in router, or the lwAFTR) forwarding from
+    /// memory on every worker while its entries are rewritten at a fixed
+    /// rate; fails if a packet was lost, left out of sequence or as a mix
+    /// of two versions of its entry.
     Soak {
+        /// The data plane: `router` (the P4 router example, its next hops rewritten) or `lwaftr` (16 softwires, their B4 addresses rewritten).
+        #[arg(long, default_value = "router", value_parser = ["router", "lwaftr"])]
+        data_plane: String,
         /// Seconds to run.
         #[arg(long, default_value_t = 10.0)]
         duration: f64,
         /// Worker threads, each with its share of the traffic by flow hash.
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
         workers: u32,
-        /// Table entries rewritten per second (through the same pool changes the control planes use).
+        /// Entries rewritten per second (through the same pool changes the control planes use).
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
         updates_per_second: u32,
         /// /24 routes over the 16 next hops.
@@ -349,12 +353,19 @@ fn main() -> ExitCode {
             )
         }),
         Cmd::Lwaftr { cmd } => sluice::lwaftr::main(cmd),
-        Cmd::Soak { duration, workers, updates_per_second, routes } => sluice::soak::run(&sluice::soak::SoakArgs {
-            duration,
-            workers: workers as usize,
-            updates_per_second,
-            routes,
-        }),
+        Cmd::Soak { data_plane, duration, workers, updates_per_second, routes } => {
+            sluice::soak::run(&sluice::soak::SoakArgs {
+                plane: if data_plane == "lwaftr" {
+                    sluice::soak::SoakPlane::Lwaftr
+                } else {
+                    sluice::soak::SoakPlane::Router
+                },
+                duration,
+                workers: workers as usize,
+                updates_per_second,
+                routes,
+            })
+        }
         Cmd::OpenflowBench {
             entries,
             duration,
