@@ -123,13 +123,13 @@ enum Cmd {
         #[arg(long)]
         no_code: bool,
     },
-    /// A data plane (the built-in router, or the lwAFTR) forwarding from
+    /// A data plane (the built-in router, the lwAFTR or the OpenFlow switch) forwarding from
     /// memory on every worker while its entries are rewritten at a fixed
     /// rate; fails if a packet was lost, left out of sequence or as a mix
     /// of two versions of its entry.
     Soak {
-        /// The data plane: `router` (the P4 router example, its next hops rewritten) or `lwaftr` (16 softwires, their B4 addresses rewritten).
-        #[arg(long, default_value = "router", value_parser = ["router", "lwaftr"])]
+        /// The data plane: `router` (the P4 router example, its next hops rewritten), `lwaftr` (16 softwires, their B4 addresses rewritten) or `openflow` (the OpenFlow switch, 16 route flows rewritten by flow-mods).
+        #[arg(long, default_value = "router", value_parser = ["router", "lwaftr", "openflow"])]
         data_plane: String,
         /// Seconds to run.
         #[arg(long, default_value_t = 10.0)]
@@ -355,10 +355,10 @@ fn main() -> ExitCode {
         Cmd::Lwaftr { cmd } => sluice::lwaftr::main(cmd),
         Cmd::Soak { data_plane, duration, workers, updates_per_second, routes } => {
             sluice::soak::run(&sluice::soak::SoakArgs {
-                plane: if data_plane == "lwaftr" {
-                    sluice::soak::SoakPlane::Lwaftr
-                } else {
-                    sluice::soak::SoakPlane::Router
+                plane: match data_plane.as_str() {
+                    "lwaftr" => sluice::soak::SoakPlane::Lwaftr,
+                    "openflow" => sluice::soak::SoakPlane::Openflow,
+                    _ => sluice::soak::SoakPlane::Router,
                 },
                 duration,
                 workers: workers as usize,

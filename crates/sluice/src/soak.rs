@@ -13,7 +13,11 @@
 //! - the lwAFTR (`--data-plane lwaftr`): softwire `n` (198.18.0.n, the
 //!   whole address) has B4 address `2001:db8:v::n` in version `v`; an
 //!   update removes the softwire and adds it back with the other B4
-//!   address, in one change.
+//!   address, in one change;
+//! - the OpenFlow switch (`--data-plane openflow`): route `n`'s flow (the
+//!   router's first 16 /24s) rewrites the MACs and sends out as the
+//!   router's next hop `n` does, version `v` on OpenFlow port
+//!   `n % 4 + 4v + 1`; an update is a MODIFY_STRICT flow-mod.
 //!
 //! Every packet carries, at the end of its payload, the key its entry is
 //! under and a sequence number (per worker, rewritten each time the packet
@@ -45,6 +49,8 @@ pub enum SoakPlane {
     Router,
     /// The lwAFTR, its softwires' B4 addresses rewritten.
     Lwaftr,
+    /// The OpenFlow switch, its route flows rewritten by flow-mods.
+    Openflow,
 }
 
 /// What `sluice soak` runs.
@@ -192,7 +198,8 @@ fn run_soak<D: DataPlane>(
     let rate = f64::from(a.updates_per_second);
     while started.elapsed() < run {
         let due = (started.elapsed().as_secs_f64() * rate) as u64;
-        while updates < due {
+        // Behind schedule, the run still ends on time.
+        while updates < due && started.elapsed() < run {
             let n = (updates % 16) as u8 + 1;
             versions[usize::from(n)] ^= 1;
             update(&mut pool, n, versions[usize::from(n)]).map_err(|e| format!("update {updates}: {e}"))?;
@@ -342,11 +349,87 @@ fn soak_lwaftr(a: &SoakArgs) -> Result<SoakReport, String> {
     })
 }
 
+// ---------------------------------------------------------------- the OpenFlow switch
+
+/// The flow that sends route `n`'s /24 (of the built-in router's first 16)
+/// as next hop `n`'s version `v`: MACs rewritten, TTL decremented, out of
+/// OpenFlow port `n % 4 + 4v + 1`.
+fn openflow_route(n: u8, v: u8, command: u8) -> sluice_openflow::FlowMod {
+    use sluice_openflow::{Action, Instruction, Match, Oxm, OxmField};
+    let oxm =
+        |field, value: &[u8], mask: Option<&[u8]>| Oxm { field, value: value.to_vec(), mask: mask.map(<[u8]>::to_vec) };
+    let net = RouteLayout::Consecutive.network(u32::from(n) - 1).to_be_bytes();
+    sluice_openflow::FlowMod {
+        cookie: u64::from(n),
+        cookie_mask: 0,
+        table_id: 0,
+        command,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: 100,
+        buffer_id: u32::MAX,
+        out_port: sluice_openflow::port::ANY,
+        out_group: sluice_openflow::group::ANY,
+        flags: 0,
+        matched: Match {
+            fields: vec![
+                oxm(OxmField::EthType, &[8, 0], None),
+                oxm(OxmField::Ipv4Dst, &net, Some(&[255, 255, 255, 0])),
+            ],
+        },
+        instructions: vec![Instruction::ApplyActions(vec![
+            Action::SetField(oxm(OxmField::EthSrc, &[2, 0, 0, 0, v, n], None)),
+            Action::SetField(oxm(OxmField::EthDst, &[0, 0x5e, 0, 0, v, n], None)),
+            Action::DecNwTtl,
+            Action::Output { port: u32::from(n) % 4 + 4 * u32::from(v) + 1, max_len: 0 },
+        ])],
+    }
+}
+
+/// The version of route `want` that `(port, frame)` left as whole (the
+/// router's versions, on OpenFlow ports numbered from 1).
+fn openflow_version(port: u32, frame: &[u8], want: u8) -> Option<u8> {
+    router_version(port.checked_sub(1)?, frame, want)
+}
+
+fn soak_openflow(a: &SoakArgs) -> Result<SoakReport, String> {
+    use sluice_ofswitch::{OfSwitch, PortInfo};
+    use sluice_openflow::flow_mod_command as fmc;
+    const IN_PORT: u32 = 9;
+    let ports = (1..=IN_PORT)
+        .map(|p| (p, PortInfo { name: format!("p{p}"), hw_addr: [2, 0, 0, 0, 1, p as u8], config: 0, live: true }))
+        .collect();
+    let mut master = OfSwitch::new(ports);
+    for n in 1..=16 {
+        master.flow_mod(&openflow_route(n, 0, fmc::ADD), u64::from(n), 0).map_err(|e| format!("route {n}: {e:?}"))?;
+    }
+    let mut traffic = Vec::new();
+    for mut p in router_traffic(8192, 16, RouteLayout::Consecutive) {
+        let dst = u32::from_be_bytes(p[30..34].try_into().expect("4 bytes"));
+        let n = (1..=16u8)
+            .find(|n| RouteLayout::Consecutive.network(u32::from(*n) - 1) == dst & 0xffff_ff00)
+            .ok_or("a frame outside the first 16 routes")?;
+        let at = p.len() - TRAILER;
+        p[at] = n;
+        traffic.push(p);
+    }
+    let mut uid = 16u64;
+    run_soak(a, master, traffic, IN_PORT, openflow_version, move |pool: &mut Pool<OfSwitch>, n, v| {
+        uid += 1;
+        let (fm, id) = (openflow_route(n, v, fmc::MODIFY_STRICT), uid);
+        // As the agent applies a flow-mod: on the master, then the workers.
+        pool.try_change(move |d: &mut OfSwitch, _| d.flow_mod(&fm, id, 0)).map_err(|e| format!("{e:?}"))?;
+        pool.send_pending();
+        Ok(())
+    })
+}
+
 /// Runs a soak (see the module's comment).
 pub fn soak(a: &SoakArgs) -> Result<SoakReport, String> {
     match a.plane {
         SoakPlane::Router => soak_router(a),
         SoakPlane::Lwaftr => soak_lwaftr(a),
+        SoakPlane::Openflow => soak_openflow(a),
     }
 }
 
@@ -359,6 +442,10 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
         ),
         SoakPlane::Lwaftr => eprintln!(
             "sluice soak: the lwAFTR with 16 softwires, {} worker(s), {} softwire updates/s for {} s",
+            a.workers, a.updates_per_second, a.duration
+        ),
+        SoakPlane::Openflow => eprintln!(
+            "sluice soak: the OpenFlow switch with 16 route flows, {} worker(s), {} flow-mods/s for {} s",
             a.workers, a.updates_per_second, a.duration
         ),
     }

@@ -364,6 +364,13 @@ fn a_short_soak_loses_and_misforwards_nothing_under_table_updates() {
     short_soak("router");
 }
 
+/// The short soak of the OpenFlow switch: its route flows rewritten by
+/// MODIFY_STRICT flow-mods (through its flow cache).
+#[test]
+fn a_short_openflow_soak_loses_and_misforwards_nothing_under_flow_mods() {
+    short_soak("openflow");
+}
+
 /// The short soak of the lwAFTR: its softwires' B4 addresses rewritten
 /// (an encapsulated packet must go to one version of its softwire's B4).
 #[test]
