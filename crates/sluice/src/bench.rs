@@ -528,6 +528,41 @@ pub struct BenchArgs<'a> {
     pub rounds: usize,
     /// Time each stage of the engine and print where the time went.
     pub profile: bool,
+    /// Faults injected into the traffic before it is replayed.
+    pub faults: Option<sluice_ports::faults::Faults>,
+}
+
+/// The traffic `frames` as a port injecting `faults` delivers it, once
+/// (the bench then replays that: the same faults every pass), and what
+/// was injected. Only received frames' faults apply: link flaps and
+/// failed sends belong to live ports.
+pub fn inject_faults(
+    frames: &[Vec<u8>],
+    faults: sluice_ports::faults::Faults,
+) -> Result<(Vec<Vec<u8>>, sluice_ports::faults::FaultCounts), String> {
+    use sluice_ports::faults::{FaultyPort, MemoryPort};
+    use sluice_ports::{Port, RxBatch};
+    if faults.flap.is_some() || faults.send_fail > 0.0 {
+        return Err("--inject-faults: flap and send-fail act on live ports; the bench's traffic takes drop, dup, \
+                    reorder, truncate and corrupt"
+            .into());
+    }
+    let mut mem = MemoryPort::new("traffic");
+    let largest = frames.iter().map(Vec::len).max().unwrap_or(0);
+    for f in frames {
+        mem.push(f);
+    }
+    let mut port = FaultyPort::new(mem, faults, largest.max(64));
+    let mut batch = RxBatch::new(largest.max(64));
+    let mut out = Vec::with_capacity(frames.len());
+    while !port.finished() {
+        let n = port.recv(&mut batch).map_err(|e| format!("--inject-faults: {e}"))?;
+        out.extend((0..n).map(|i| batch.frame(i).0.to_vec()));
+    }
+    if out.is_empty() {
+        return Err("--inject-faults: every frame of the traffic was dropped".into());
+    }
+    Ok((out, port.stats().faults))
 }
 
 /// Runs the benchmark (see `sluice_bench`): per-second and summary lines,
@@ -541,6 +576,19 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     };
     if a.no_reference {
         w.reference = None;
+    }
+    if let Some(f) = a.faults {
+        let (traffic, counts) = inject_faults(&w.traffic, f)?;
+        w.traffic = traffic;
+        let mut all = counts;
+        for (_, t) in &mut w.more_traffic {
+            let (faulty, c) = inject_faults(t, f)?;
+            *t = faulty;
+            all = all.plus(&c);
+        }
+        // The reference and the output check were set up for the traffic as made.
+        (w.reference, w.check) = (None, None);
+        eprintln!("sluice bench: traffic {all} (replayed as such; no reference run)");
     }
     let options = sluice_bench::Options {
         duration: a.duration,

@@ -103,6 +103,9 @@ enum Cmd {
         /// call) and print where the time went after each turn.
         #[arg(long)]
         profile: bool,
+        /// Faults injected into the traffic before it is replayed (as `--inject-faults` of the live ports: drop=P,dup=P,reorder=P,truncate=P,corrupt=P,seed=N); no reference run then.
+        #[arg(long, value_name = "SPEC")]
+        inject_faults: Option<sluice_ports::faults::Faults>,
     },
     /// Read simple_switch_CLI commands from standard input and print the answers.
     Cli {
@@ -293,6 +296,7 @@ fn main() -> ExitCode {
             no_reference,
             rounds,
             profile,
+            inject_faults,
         } => bench::run(&bench::BenchArgs {
             program: program.as_deref(),
             commands: commands.as_deref(),
@@ -308,6 +312,7 @@ fn main() -> ExitCode {
             no_reference,
             rounds: rounds as usize,
             profile,
+            faults: inject_faults,
         }),
         Cmd::Cli { program, commands } => (|| {
             use std::io::{BufRead, IsTerminal, Write};

@@ -379,3 +379,31 @@ fn a_short_openflow_soak_loses_and_misforwards_nothing_under_flow_mods() {
 fn a_short_lwaftr_soak_loses_and_misforwards_nothing_under_softwire_updates() {
     short_soak("lwaftr");
 }
+
+/// `sluice bench --inject-faults`: the router's traffic goes through the
+/// fault injector once, what it injected is reported, and the damaged
+/// frames the router drops show in the summary; faults of live ports
+/// (flaps, failed sends) are refused with a message.
+#[test]
+fn the_bench_replays_traffic_with_injected_faults() {
+    let text = sluice(&[
+        "bench",
+        "--duration",
+        "0.5",
+        "--inject-faults",
+        "drop=0.1,dup=0.05,reorder=0.05,truncate=0.1,corrupt=0.05,seed=3",
+    ]);
+    let injected = text.lines().find(|l| l.contains("traffic injected: ")).unwrap_or_else(|| panic!("{text}"));
+    for what in [" dropped", " duplicated", " reordered", " truncated", " corrupted"] {
+        let n: u64 = injected.split(what).next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(n > 0, "nothing{what}: {injected}");
+    }
+    assert_eq!(result_field(&text, "reference_mpps"), "-", "no reference run on faulty traffic:\n{text}");
+    let summary = text.lines().find(|l| l.starts_with("summary: ")).unwrap_or_else(|| panic!("{text}"));
+    let dropped: u64 = summary.rsplit(", ").next().unwrap().trim_end_matches(" dropped").parse().unwrap();
+    assert!(dropped > 0, "the router drops the truncated frames: {summary}");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_sluice")).args(["bench", "--inject-faults", "flap=1s/1s"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("flap and send-fail act on live ports"), "{err}");
+}
