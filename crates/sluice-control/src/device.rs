@@ -41,6 +41,10 @@ pub struct DeviceInfo {
     /// Frames sent here go to the P4Runtime client as PacketIn; PacketOut frames enter here.
     pub cpu_port: Option<u32>,
     pub ports: Vec<PortInfo>,
+    /// Whether an interface is up with a carrier, asked when a control
+    /// plane lists the ports (`None`: every port is reported up, as for
+    /// pcap-file ports).
+    pub link_up: Option<fn(&str) -> bool>,
 }
 
 /// The program a device runs.

@@ -676,7 +676,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                     st(vec![
                         (1, Val::I32(p.number as i32)),
                         (2, s(p.iface.clone())),
-                        (3, Val::Bool(true)),
+                        (3, Val::Bool(dev.info.link_up.is_none_or(|up| up(&p.iface)))),
                         (4, Val::Map(TType::String, TType::String, Vec::new())),
                     ])
                 })

@@ -156,6 +156,8 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         thrift_port: opts.thrift_port,
         cpu_port: opts.cpu_port,
         ports: opts.ports.iter().map(|p| PortInfo { number: p.port, iface: p.iface.clone() }).collect(),
+        // Pcap-file ports have no link to ask.
+        link_up: if opts.use_files.is_some() { None } else { Some(sluice_ports::link_is_up) },
     };
     let device = Arc::new(Device::new(pool, json.into(), info, Some(events_rx)));
     if let Some(port) = opts.thrift_port {

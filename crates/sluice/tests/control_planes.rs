@@ -572,6 +572,22 @@ fn port_add_and_remove_through_the_stock_cli() {
     let a = lab_cli(&lab, "port_add s1-eth2 2\nshow_ports\n");
     assert!(a[1].contains("s1-eth2") && a[1].contains("s1-eth1"), "show_ports lists both ports:\n{a:?}");
     assert_eq!(lab.ping(3), 3, "after port_add:\n{}", lab.log());
+    // show_ports gives each port's link: s1-eth2 set down shows DOWN, then UP again.
+    let status = |a: &str, iface: &str| {
+        a.lines().find(|l| l.contains(iface)).and_then(|l| l.split_whitespace().nth(2)).unwrap_or("?").to_string()
+    };
+    assert_eq!(status(&a[1], "s1-eth2"), "UP", "{a:?}");
+    sh(&["ip", "-n", &lab.sw, "link", "set", "s1-eth2", "down"]);
+    let down = lab_cli(&lab, "show_ports\n");
+    assert_eq!(status(&down[0], "s1-eth2"), "DOWN", "a port whose interface is down:\n{down:?}");
+    assert_eq!(status(&down[0], "s1-eth1"), "UP", "{down:?}");
+    sh(&["ip", "-n", &lab.sw, "link", "set", "s1-eth2", "up"]);
+    let up = lab_cli(&lab, "show_ports\n");
+    assert_eq!(status(&up[0], "s1-eth2"), "UP", "the interface up again:\n{up:?}");
+    let t0 = Instant::now();
+    while lab.ping(1) != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "port 2 did not come back:\n{}", lab.log());
+    }
     // The same interface under a second number is refused; the port keeps working.
     let a = lab_cli(&lab, "port_add s1-eth2 3\nshow_ports\n");
     assert!(a[0].contains("Invalid device manager operation (ERROR)"), "port_add of s1-eth2 again:\n{a:?}");
