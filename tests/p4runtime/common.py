@@ -338,7 +338,8 @@ def counter_cell(sh, name, index):
 
 
 def wait_for_drop_report(log_path, kind, enough, tries=40):
-    """The count of `kind` ("PacketIn", "digest lists", "digest samples") in
+    """The count of `kind` ("PacketIn", "digest lists", "digest samples",
+    "idle-timeout") in
     the switch's last "dropped so far" report, polled every 0.1 s until
     enough(count) holds or `tries` polls are done."""
     count = 0

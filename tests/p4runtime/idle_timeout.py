@@ -4,6 +4,8 @@ idle_timeout_ns into a table whose P4Info says NOTIFY_CONTROL is reported in
 an IdleTimeoutNotification on the primary's stream once it has not been hit
 for that long; the server does not delete it (a Read still returns it, with
 its idle_timeout_ns). An entry written without a timeout is never reported.
+A notification that finds no primary is counted in the switch's drop report
+and sent again once a primary is back.
 
 Program: switch_p4_16 from ../shared/conformance/p4c-bench (its `dmac` table
 supports idle timeouts). Plain `p4runtime` bindings over grpcio.
@@ -30,6 +32,7 @@ p.add_argument("--program", required=True, help="directory holding switch_p4_16.
 p.add_argument("--examples", default=None, help="ignored (harness compatibility)")
 p.add_argument("--if1", default=None)
 p.add_argument("--if2", default=None)
+p.add_argument("--switch-log", required=True, help="the switch's standard error, for its drop report")
 a = p.parse_args()
 
 
@@ -96,5 +99,25 @@ timeouts = sorted(e.idle_timeout_ns for e in got)
 if timeouts != [0, 300_000_000]:
     fail(f"both entries must still be there, with their timeouts: {got}")
 print("[idle_timeout.py] the entry stays (the controller decides), its timeout reads back", flush=True)
+
+# A third entry goes idle after the primary has gone: its notification is
+# dropped and counted (then tried again at each check), and reaches the
+# next primary.
+w = p4runtime_pb2.WriteRequest(device_id=0, election_id=election)
+w.updates.add(type=p4runtime_pb2.Update.INSERT).entity.table_entry.CopyFrom(entry(b"\x02\x00\x00\x00\x00\x03", 200_000_000))
+stub.Write(w)
+stream.close()
+dropped = common.wait_for_drop_report(a.switch_log, "idle-timeout", lambda n: n > 0, tries=50)
+if dropped == 0:
+    fail("no idle-timeout notification counted as dropped while there was no primary")
+print(f"[idle_timeout.py] with no primary: {dropped} idle-timeout notification(s) dropped and reported", flush=True)
+stream = common.Stream(stub, "primary again")
+stream.arbitrate(0, common.uint128(p4runtime_pb2.Uint128(high=0, low=election.low + 1)))
+stream.expect("arbitration", 10, "arbitration")
+msg = stream.recv("idle_timeout_notification", 10)
+macs = [m.exact.value for e in (msg.idle_timeout_notification.table_entry if msg else []) for m in e.match]
+if b"\x02\x00\x00\x00\x00\x03" not in macs or b"\x02\x00\x00\x00\x00\x01" in macs:
+    fail(f"the new primary must be told of the third entry only: {msg}")
+print("[idle_timeout.py] the new primary gets the notification that was dropped", flush=True)
 stream.close()
 print("PASS idle_timeout.py")

@@ -50,6 +50,9 @@ pub struct StreamDrops {
     pub digest_lists: u64,
     /// Digest samples over [`DIGEST_SAMPLES`].
     pub digest_samples: u64,
+    /// IdleTimeoutNotifications that found no primary, or its stream's
+    /// queue full (their entries are notified again at the next check).
+    pub idle_notifications: u64,
 }
 
 struct Client {
@@ -128,8 +131,9 @@ impl Streams {
         let d = self.drops;
         eprintln!(
             "sluice: P4Runtime: dropped so far {} PacketIn and {} digest lists (no primary, or its stream's queue \
-             of {STREAM_QUEUE} full), {} digest samples (over {DIGEST_SAMPLES} unacknowledged)",
-            d.packet_ins, d.digest_lists, d.digest_samples
+             of {STREAM_QUEUE} full), {} digest samples (over {DIGEST_SAMPLES} unacknowledged), {} idle-timeout \
+             notifications (no primary, or its queue full)",
+            d.packet_ins, d.digest_lists, d.digest_samples, d.idle_notifications
         );
         self.reported = (d, Some(Instant::now()));
     }
@@ -547,14 +551,22 @@ fn check_idle_entries(server: &Server) {
         })
         .collect();
     drop(pool);
-    if let Some(tx) = st.streams.primary_tx() {
-        let _ = tx.try_send(Ok(p4::StreamMessageResponse {
-            update: Some(p4::stream_message_response::Update::IdleTimeoutNotification(p4::IdleTimeoutNotification {
-                table_entry: entries,
-                timestamp: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos() as i64),
-            })),
-        }));
+    let msg = p4::StreamMessageResponse {
+        update: Some(p4::stream_message_response::Update::IdleTimeoutNotification(p4::IdleTimeoutNotification {
+            table_entry: entries,
+            timestamp: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i64),
+        })),
+    };
+    if !st.streams.to_primary(msg) {
+        // Counted, and the entries are notified again at the next check.
+        st.streams.drops.idle_notifications += 1;
+        for key in &idle {
+            if let Some(a) = st.handles.aging.get_mut(key) {
+                a.notified = false;
+            }
+        }
+        st.streams.report_drops();
     }
 }

@@ -470,7 +470,8 @@ fn p4runtime_idle_timeout_notifications_on_switch_p4_16() {
     let python = venv_bin("python");
     let program = shared().join("p4c-bench/switch_p4_16").display().to_string();
     let ns = SwitchNs::start("idle");
-    ns.script_with("idle_timeout.py", &python, &["--program", &program]);
+    let log = ns.dir.join("sluice.log").display().to_string();
+    ns.script_with("idle_timeout.py", &python, &["--program", &program, "--switch-log", &log]);
 }
 
 #[test]
