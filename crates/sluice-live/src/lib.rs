@@ -26,6 +26,7 @@
 //! not allocate (except when tracing or when a port is opened again).
 
 pub mod capture;
+pub mod log;
 mod packet_loop;
 
 use std::collections::BTreeMap;

@@ -362,7 +362,7 @@ impl<N> Outputs<N> {
                 stats.up_dropped += 1;
             }
         });
-        dp.drain_log(&mut |s| eprint!("{s}"));
+        dp.drain_log(&mut |s| crate::log::log(s));
     }
 
     /// Sends what the ports queued.

@@ -333,6 +333,53 @@ fn a_switch_killed_with_sigkill_leaves_nothing_behind_and_starts_again() {
     assert!(left.is_empty(), "after a clean stop: {left:?}");
 }
 
+/// Per-packet logs toward a standard error nobody reads (a full pipe): the
+/// switch keeps forwarding, drops log chunks and says so once the pipe is
+/// read again.
+#[test]
+fn a_stalled_reader_of_the_per_packet_log_never_stalls_forwarding() {
+    use std::io::Read;
+    let mut lab = Lab::with_veth_hosts(true);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, SLUICE, "simple_switch", "-i", "1@s1-eth1", "-i", "2@s1-eth2"])
+        .args(["--log-console", "--commands", &cmds, &json])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Started once it forwards (its log is not read meanwhile).
+    let t0 = Instant::now();
+    while lab.ping(1) != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "sluice did not start forwarding");
+    }
+    // Each batch logs its packets' traces (about 700 bytes a packet): 6000
+    // packets fill the pipe (64 KiB) and the logger's queue (1024 batches).
+    let answered = ping_from(&lab.h1, "10.0.2.1", 3000, "0.001");
+    let mut stderr = child.stderr.take().unwrap();
+    // Reading again lets the logger write its report.
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(ping_from(&lab.h1, "10.0.2.1", 5, "0.1"), 5, "pings after the log is read again");
+    std::thread::sleep(Duration::from_millis(1200));
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    let log = reader.join().unwrap();
+    assert_eq!(answered, 3000, "pings while nobody read the log (the log: {} bytes)", log.len());
+    let tail: String = log.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+    assert!(
+        log.contains("sluice: log: dropped so far"),
+        "the dropped log chunks are reported ({} bytes):\n{tail}",
+        log.len()
+    );
+}
+
 /// A switch killed with SIGKILL leaves capture files that read whole: each
 /// record was written as its packet passed.
 #[test]

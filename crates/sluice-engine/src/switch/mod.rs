@@ -206,14 +206,16 @@ impl Switch {
         })
     }
 
-    /// A replica for another worker: same program, same execution mode and a
-    /// copy of the current state, except registers and meters, which
-    /// it shares with this switch (see `crate::registers`, `crate::meters`).
+    /// A replica for another worker: same program, same execution mode,
+    /// tracing as this switch does, and a copy of the current state, except
+    /// registers and meters, which it shares with this switch (see
+    /// `crate::registers`, `crate::meters`).
     pub fn replica(&self) -> Result<Switch, crate::CompileError> {
         let mut sw = Switch::new(self.plan.clone())?;
         sw.state = self.state.clone();
         sw.set_mode(self.mode())?;
         sw.max_recirculations = self.max_recirculations;
+        sw.set_trace(self.tracing());
         Ok(sw)
     }
 
