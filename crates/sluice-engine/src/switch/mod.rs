@@ -211,7 +211,11 @@ impl Switch {
     /// registers and meters, which it shares with this switch (see
     /// `crate::registers`, `crate::meters`).
     pub fn replica(&self) -> Result<Switch, crate::CompileError> {
-        let mut sw = Switch::new(self.plan.clone())?;
+        // An interpreted replica generates no native code only to drop it.
+        let mut sw = match self.mode() {
+            crate::ExecMode::Interpreted => Switch::new_interpreted(self.plan.clone())?,
+            crate::ExecMode::Compiled => Switch::new(self.plan.clone())?,
+        };
         sw.state = self.state.clone();
         sw.set_mode(self.mode())?;
         sw.max_recirculations = self.max_recirculations;
