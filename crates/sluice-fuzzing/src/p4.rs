@@ -61,7 +61,7 @@ fn load_interpreted(text: &str) -> Result<Switch, String> {
 /// interpreted, which loads them ten times faster.
 pub fn load_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let loaded = if data.len() % 16 == 0 {
+    let loaded = if data.len().is_multiple_of(16) {
         sluice_engine::load_switch(text).map_err(|e| e.to_string())
     } else {
         load_interpreted(text)

@@ -333,11 +333,11 @@ fn soak_lwaftr(a: &SoakArgs) -> Result<SoakReport, String> {
         s.b4_ipv6 = softwire_b4(i as u8 + 1, 0);
     }
     let mac = conf.instances[0].queues[0].external.mac;
-    let template = conf.binding_table.softwires[0].clone();
+    let template = conf.binding_table.softwires[0];
     let opts = Options { on_a_stick: false, deterministic_ids: true, frozen_clock: None };
     let master = Lwaftr::new(&conf, opts)?;
     run_soak(a, master, lwaftr_traffic(8192, mac), EXTERNAL, lwaftr_version, move |pool: &mut Pool<Lwaftr>, n, v| {
-        let mut s = template.clone();
+        let mut s = template;
         (s.ipv4, s.b4_ipv6) = (softwire_ipv4(n), softwire_b4(n, v));
         pool.try_change(move |d: &mut Lwaftr, _| {
             let bt = d.binding_table_mut();

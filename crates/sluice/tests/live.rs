@@ -339,7 +339,7 @@ fn a_switch_killed_with_sigkill_leaves_nothing_behind_and_starts_again() {
 #[test]
 fn a_stalled_reader_of_the_per_packet_log_never_stalls_forwarding() {
     use std::io::Read;
-    let mut lab = Lab::with_veth_hosts(true);
+    let lab = Lab::with_veth_hosts(true);
     let cmds = lab.dir.join("commands.txt").display().to_string();
     let json = router_json().display().to_string();
     let mut child = Command::new("ip")
