@@ -4,24 +4,12 @@ drive Sluice with). Run by fuzz/make-seeds.sh with the os-ken venv's
 Python. Writes fuzz/corpus/<target>/<sha1 of the input>.
 """
 
-import hashlib
-import os
 import struct
 
+from make_seeds import put
 from os_ken.ofproto import ofproto_v1_0, ofproto_v1_0_parser as p10
 from os_ken.ofproto import ofproto_v1_3 as o13, ofproto_v1_3_parser as p13
 from os_ken.lib.packet import packet, ethernet, ipv4, ipv6, tcp, udp, arp, vlan, icmp
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(REPO, "fuzz", "corpus")
-
-
-def put(target, data):
-    d = os.path.join(OUT, target)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, hashlib.sha1(data).hexdigest()), "wb") as f:
-        f.write(data)
-
 
 class Datapath:
     """What os-ken's message classes need of a datapath to serialize."""

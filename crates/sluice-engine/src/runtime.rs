@@ -948,6 +948,19 @@ impl Switch {
         self.trace = on.then(String::new);
     }
 
+    /// Reads: everything packets can change besides what they emit (every
+    /// counter, register and direct counter), as text: two switches that
+    /// ran the same packets must give the same.
+    pub fn packet_state_summary(&self) -> String {
+        let p = self.program();
+        let counters: Vec<&[(u64, u64)]> = (0..p.counters.len()).map(|c| self.counter_values(c)).collect();
+        let registers: Vec<Vec<u128>> = (0..p.registers.len()).map(|r| self.register_values(r)).collect();
+        let entries: Vec<(u64, u64)> = (0..p.tables.len())
+            .flat_map(|t| self.entries(t).map(|(_, e)| (e.packets, e.bytes)).collect::<Vec<_>>())
+            .collect();
+        format!("counters {counters:?}\nregisters {registers:?}\ndirect counters {entries:?}")
+    }
+
     /// Reads: whether packets are traced.
     pub fn tracing(&self) -> bool {
         self.trace.is_some()

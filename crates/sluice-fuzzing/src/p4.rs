@@ -218,17 +218,6 @@ impl Pair {
     }
 }
 
-/// What a packet can change besides what it emits.
-fn state_of(sw: &Switch) -> String {
-    let p = sw.program();
-    let counters: Vec<&[(u64, u64)]> = (0..p.counters.len()).map(|c| sw.counter_values(c)).collect();
-    let registers: Vec<Vec<u128>> = (0..p.registers.len()).map(|r| sw.register_values(r)).collect();
-    let entries: Vec<(u64, u64)> = (0..p.tables.len())
-        .flat_map(|t| sw.entries(t).map(|(_, e)| (e.packets, e.bytes)).collect::<Vec<_>>())
-        .collect();
-    format!("counters {counters:?}\nregisters {registers:?}\ndirect counters {entries:?}")
-}
-
 /// The packets of a differential input: after the program's two bytes,
 /// records of `[port, length (2 bytes, big-endian), bytes]`; the last
 /// record takes what is left when its length runs past the end. At most 8.
@@ -278,7 +267,7 @@ pub fn differential_emitted(data: &[u8]) -> usize {
         );
         emitted += a.len();
     }
-    let (sa, sb) = (state_of(&pair.compiled), state_of(&pair.interpreted));
+    let (sa, sb) = (pair.compiled.packet_state_summary(), pair.interpreted.packet_state_summary());
     assert_eq!(sa, sb, "{}: state after the packets: compiled (left) and interpreted (right) differ", programs[i].name);
     emitted
 }

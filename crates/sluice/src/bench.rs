@@ -86,7 +86,7 @@ pub fn reference_router(routes: u32, layout: RouteLayout) -> ReferenceRouter {
     r
 }
 
-pub(crate) fn csum(b: &[u8]) -> u16 {
+fn csum(b: &[u8]) -> u16 {
     let mut s: u32 = 0;
     for c in b.chunks(2) {
         s += u32::from(c[0]) << 8 | u32::from(*c.get(1).unwrap_or(&0));
@@ -102,6 +102,29 @@ pub fn router_traffic(n: usize, routes: u32, layout: RouteLayout) -> Vec<Vec<u8>
     router_traffic_sized(n, routes, 64, layout)
 }
 
+/// An Ethernet/IPv4/UDP frame of `len` bytes (no FCS; the IPv4 packet
+/// fills it), TTL 64, a valid header checksum and no UDP checksum.
+pub fn ipv4_udp_frame(macs: ([u8; 6], [u8; 6]), addrs: ([u8; 4], [u8; 4]), ports: (u16, u16), len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; len.max(42)];
+    let len = p.len();
+    p[0..6].copy_from_slice(&macs.0);
+    p[6..12].copy_from_slice(&macs.1);
+    p[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut p[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&addrs.0);
+    ip[16..20].copy_from_slice(&addrs.1);
+    let c = csum(ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    p[34..36].copy_from_slice(&ports.0.to_be_bytes());
+    p[36..38].copy_from_slice(&ports.1.to_be_bytes());
+    p[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
+    p
+}
+
 /// IPv4/UDP frames of `frame` bytes on the wire (FCS included, so the buffers
 /// are 4 bytes shorter; at least 64) from 192.168.0.1 to random hosts in the
 /// built-in routes, UDP source ports 1024-1279 to port 53.
@@ -114,23 +137,9 @@ pub fn router_traffic_sized(n: usize, routes: u32, frame: usize, layout: RouteLa
         x ^= x >> 17;
         x ^= x << 5;
         let r = x % routes.max(1);
-        let mut p = vec![0u8; len];
-        p[0..6].copy_from_slice(&[0, 0x5e, 0, 0, 0, 0xfe]);
-        p[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-        p[12..14].copy_from_slice(&[0x08, 0x00]);
-        let ip = &mut p[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&[192, 168, 0, 1]);
-        ip[16..20].copy_from_slice(&(layout.network(r) | ((x >> 24) | 1)).to_be_bytes());
-        let c = csum(ip);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        p[34..36].copy_from_slice(&(1024 + (x & 0xff) as u16).to_be_bytes());
-        p[36..38].copy_from_slice(&53u16.to_be_bytes());
-        p[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
-        out.push(p);
+        let dst = (layout.network(r) | ((x >> 24) | 1)).to_be_bytes();
+        let macs = ([0, 0x5e, 0, 0, 0, 0xfe], [2, 0, 0, 0, 0, 1]);
+        out.push(ipv4_udp_frame(macs, ([192, 168, 0, 1], dst), (1024 + (x & 0xff) as u16, 53), len));
     }
     out
 }

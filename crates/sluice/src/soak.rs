@@ -301,29 +301,16 @@ fn lwaftr_version(port: u32, frame: &[u8], want: u8) -> Option<u8> {
 /// frame, so the trailer is inside it) from 203.0.113.9 to the 16
 /// softwires' addresses, UDP source ports 1024-1279.
 fn lwaftr_traffic(n: usize, mac: [u8; 6]) -> Vec<Vec<u8>> {
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let key = (i % 16) as u8 + 1;
-        let mut p = vec![0u8; 60];
-        p[0..6].copy_from_slice(&mac);
-        p[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
-        p[12..14].copy_from_slice(&[0x08, 0x00]);
-        let ip = &mut p[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&46u16.to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&[203, 0, 113, 9]);
-        ip[16..20].copy_from_slice(&softwire_ipv4(key).octets());
-        let c = crate::bench::csum(ip);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        p[34..36].copy_from_slice(&(1024 + (i / 16 % 256) as u16).to_be_bytes());
-        p[36..38].copy_from_slice(&4000u16.to_be_bytes());
-        p[38..40].copy_from_slice(&26u16.to_be_bytes());
-        p[60 - TRAILER] = key;
-        out.push(p);
-    }
-    out
+    (0..n)
+        .map(|i| {
+            let key = (i % 16) as u8 + 1;
+            let addrs = ([203, 0, 113, 9], softwire_ipv4(key).octets());
+            let sport = 1024 + (i / 16 % 256) as u16;
+            let mut p = crate::bench::ipv4_udp_frame((mac, [2, 0, 0, 0, 0, 9]), addrs, (sport, 4000), 60);
+            p[60 - TRAILER] = key;
+            p
+        })
+        .collect()
 }
 
 fn soak_lwaftr(a: &SoakArgs) -> Result<SoakReport, String> {

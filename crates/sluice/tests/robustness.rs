@@ -1242,17 +1242,6 @@ fn assign_vl_between_varbits_of_different_sizes_does_not_panic() {
 /// Packets per program for the differential property.
 const DIFFERENTIAL_CASES: u32 = 1500;
 
-/// Everything a packet can change besides what is emitted, for comparison.
-fn state_digest(sw: &Switch) -> String {
-    let p = sw.program();
-    let counters: Vec<&[(u64, u64)]> = (0..p.counters.len()).map(|c| sw.counter_values(c)).collect();
-    let registers: Vec<Vec<u128>> = (0..p.registers.len()).map(|r| sw.register_values(r)).collect();
-    let entries: Vec<(u64, u64)> = (0..p.tables.len())
-        .flat_map(|t| sw.entries(t).map(|(_, e)| (e.packets, e.bytes)).collect::<Vec<_>>())
-        .collect();
-    format!("counters {counters:?}\nregisters {registers:?}\ndirect counters {entries:?}")
-}
-
 /// The compiled pipelines (the default) and the interpreter emit the same
 /// packets for random, corpus and bit-flipped input on every program, and
 /// leave the same counters and registers behind.
@@ -1310,7 +1299,7 @@ fn compiled_and_interpreted_pipelines_agree() {
             }
             compared += a.len() as u64;
         }
-        let (da, db) = (state_digest(sw), state_digest(&twin));
+        let (da, db) = (sw.packet_state_summary(), twin.packet_state_summary());
         if da != db {
             return Err(format!("state differs after the packets:\n  compiled:    {da}\n  interpreted: {db}"));
         }
