@@ -60,6 +60,9 @@ pub struct Config {
     pub role: Option<(u32, u64)>,
     /// TLS on every connection (see [`tls_config`]); plain TCP without.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Connections open at once; one more is closed as soon as it is
+    /// accepted, counted (`refused`) and logged at most once a second.
+    pub max_connections: usize,
 }
 
 /// A TLS configuration from PEM files: the controller's certificate
@@ -112,6 +115,7 @@ impl Default for Config {
             log: None,
             role: None,
             tls: None,
+            max_connections: 16_384,
         }
     }
 }
@@ -120,6 +124,10 @@ impl Default for Config {
 #[derive(Debug, Default)]
 pub struct Counters {
     pub accepted: AtomicU64,
+    /// Accepted connections closed since (any cause).
+    pub closed: AtomicU64,
+    /// Connections past [`Config::max_connections`], closed at once.
+    pub refused: AtomicU64,
     pub switches_up: AtomicU64,
     pub switches_down: AtomicU64,
     pub messages_in: AtomicU64,
@@ -421,8 +429,9 @@ impl Controller {
         let accept_waker = Arc::new(Waker::new(accept_poll.registry(), WAKER)?);
         let stop2 = Arc::clone(&stop);
         let counters2 = Arc::clone(&counters);
+        let (max, log) = (cfg.max_connections, cfg.log.clone());
         threads.push(std::thread::Builder::new().name("of-ctl-accept".into()).spawn(move || {
-            accept_loop(accept_poll, listener, peers, &stop2, &counters2);
+            accept_loop(accept_poll, listener, peers, &stop2, &counters2, (max, log));
         })?);
         let mut wakers = wakers;
         wakers.push(accept_waker);
@@ -447,9 +456,11 @@ fn accept_loop(
     peers: Vec<(Sender<Cmd>, Arc<Waker>)>,
     stop: &AtomicBool,
     counters: &Counters,
+    (max_connections, log): (usize, Option<Log>),
 ) {
     let mut events = Events::with_capacity(64);
     let mut next = 0;
+    let mut reported: (u64, Option<Instant>) = (0, None);
     while !stop.load(Ordering::Relaxed) {
         if poll.poll(&mut events, Some(Duration::from_millis(200))).is_err() {
             continue;
@@ -457,6 +468,21 @@ fn accept_loop(
         loop {
             match listener.accept() {
                 Ok((s, peer)) => {
+                    let open = counters.accepted.load(Ordering::Relaxed) - counters.closed.load(Ordering::Relaxed);
+                    if open >= max_connections as u64 {
+                        drop(s);
+                        add(&counters.refused, 1);
+                        let n = counters.refused.load(Ordering::Relaxed);
+                        if reported.1.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) && n != reported.0 {
+                            if let Some(log) = &log {
+                                log(&format!(
+                                    "{n} connection(s) refused so far ({max_connections} connections open, the bound)"
+                                ));
+                            }
+                            reported = (n, Some(Instant::now()));
+                        }
+                        continue;
+                    }
                     add(&counters.accepted, 1);
                     let _ = s.set_nodelay(true);
                     let (tx, waker) = &peers[next % peers.len()];
@@ -581,6 +607,7 @@ impl Worker {
         let Some(mut c) = self.conns.get_mut(i).and_then(Option::take) else { return };
         let _ = self.poll.registry().deregister(&mut c.stream);
         self.free.push(i);
+        add(&self.counters.closed, 1);
         if let Some(why) = why {
             self.log(&format!("connection from {} closed: {why}", c.peer));
         }

@@ -47,6 +47,9 @@ pub struct ControllerArgs {
     /// The generation id sent with --role master or slave.
     #[arg(long, default_value_t = 0)]
     pub generation_id: u64,
+    /// Switch connections open at once; one more is closed as soon as it is accepted (counted and logged).
+    #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -124,6 +127,7 @@ pub fn run(a: &ControllerArgs) -> Result<(), String> {
         versions,
         echo_interval: Duration::from_secs_f64(a.echo_interval),
         log: Some(Arc::new(|m: &str| eprintln!("controller: {m}"))),
+        max_connections: a.max_connections as usize,
         ..Config::default()
     };
     let make = move || -> Box<dyn App> {
@@ -175,9 +179,10 @@ pub fn run(a: &ControllerArgs) -> Result<(), String> {
     ctl.stop();
     let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     eprintln!(
-        "controller: stopped: {} connections, {} switches up, {} messages in, {} out, {} packet-ins, {} malformed, \
+        "controller: stopped: {} connections ({} refused past --max-connections), {} switches up, {} messages in, {} out, {} packet-ins, {} malformed, \
          {} closed for protocol errors or silence, {} messages dropped to slow switches, {} requests a switch's version cannot say",
         r(&c.accepted),
+        r(&c.refused),
         r(&c.switches_up),
         r(&c.messages_in),
         r(&c.messages_out),

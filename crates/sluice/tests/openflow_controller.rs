@@ -433,3 +433,69 @@ fn learning_switch_app_over_tls_drives_open_vswitch() {
     assert!(out.contains("closed") || out.contains("an alert"), "{out}");
     wait_for(&log_path, "closed: TLS", 1);
 }
+
+/// 500 switch connections held open on the controller's port at once
+/// (ofbench's emulated switches, each through the handshake and served by
+/// the learning switch); then, with `--max-connections 8`, a ninth
+/// connection is closed at once and the refusal logged, and a closed
+/// connection's slot serves a new one.
+#[test]
+fn the_controller_serves_500_switches_and_refuses_past_its_bound() {
+    use std::io::{Read, Write};
+    let port = 16740u16;
+    let log = std::env::temp_dir().join(format!("sluice-ctl-500-{}.log", std::process::id()));
+    let child = Command::new(SLUICE)
+        .args(["controller", "--listen", &format!("tcp:127.0.0.1:{port}"), "--threads", "2", "--app", "l2"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start sluice controller");
+    let ctl = Kill(child);
+    wait_for(&log, "listening on", 1);
+    let out = ofbench(port, &["-s", "500", "-M", "100"]);
+    let check = out.lines().find(|l| l.starts_with("CHECK:")).unwrap_or_else(|| panic!("{out}"));
+    assert!(check.ends_with(" 0 errors, 0 switches never ready"), "{check}");
+    let last = out.lines().rfind(|l| l.contains("switches: flows/sec:")).unwrap();
+    let counts: Vec<u64> = last
+        .split("flows/sec:")
+        .nth(1)
+        .and_then(|s| s.split("total").next())
+        .map(|s| s.split_whitespace().filter_map(|c| c.parse().ok()).collect())
+        .unwrap_or_default();
+    assert!(counts.len() == 500 && counts.iter().all(|c| *c > 0), "every one of 500 switches served: {last}");
+    drop(ctl);
+
+    let port = 16741u16;
+    let log = std::env::temp_dir().join(format!("sluice-ctl-8-{}.log", std::process::id()));
+    let child = Command::new(SLUICE)
+        .args(["controller", "--listen", &format!("tcp:127.0.0.1:{port}"), "--max-connections", "8"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start sluice controller");
+    let _ctl = Kill(child);
+    wait_for(&log, "listening on", 1);
+    let hello = [4u8, 0, 0, 8, 0, 0, 0, 1];
+    let connect = || {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(&hello).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        c
+    };
+    // Open: the controller's HELLO arrives. Closed: end of stream first.
+    let answered = |c: &mut std::net::TcpStream| matches!(c.read(&mut [0u8; 8]), Ok(n) if n > 0);
+    let mut held: Vec<_> = (0..8).map(|_| connect()).collect();
+    assert!(held.iter_mut().all(answered), "eight connections within the bound are greeted");
+    let mut ninth = connect();
+    let closed = match ninth.read(&mut [0u8; 8]) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    };
+    assert!(closed, "the ninth connection is closed at once");
+    wait_for(&log, "1 connection(s) refused so far (8 connections open, the bound)", 1);
+    drop(held.pop());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(answered(&mut connect()), "a closed connection's slot serves a new one");
+    let _ = std::fs::remove_file(&log);
+}
