@@ -108,7 +108,6 @@ def p4_seeds():
         with open(os.path.join(REPO, "examples", n + ".json"), "rb") as f:
             put("load_json", f.read())
     # CLI sessions: the corpus cases' command files, 16 lines at a time.
-    chunks = 0
     for d in dirs(os.path.join(SHARED, "bmv2")):
         c = os.path.join(d, "commands.txt")
         if not os.path.exists(c):
@@ -117,7 +116,6 @@ def p4_seeds():
             lines = [l for l in f.read().splitlines() if l.strip()]
         for at in range(0, min(len(lines), 64), 16):
             put("cli_command", ("\n".join(lines[at:at + 16]) + "\n").encode())
-            chunks += 1
     return len(programs)
 
 
