@@ -293,6 +293,87 @@ pub enum Node {
     Cond(u32),
 }
 
+/// Refuses a control whose tables and conditionals loop back (a
+/// conditional whose branch leads back to itself, a table whose next node
+/// is an earlier one): P4 controls have no loops, and such a graph would
+/// run a packet for ever. The error names the node the loop comes back to.
+fn check_control_flow_has_no_cycle(p: &Program, tables: &[TablePlan], conds: &[CondPlan]) -> Result<(), CompileError> {
+    let succ = |n: Node| -> Vec<Node> {
+        match n {
+            Node::Table(t) => {
+                let t = &tables[t as usize];
+                let mut v: Vec<Option<Node>> = t.next_by_action.clone();
+                v.extend([t.base_default_next, t.next_hit.flatten(), t.next_miss.flatten()]);
+                v.extend(t.inline_default.map(|(_, n)| n));
+                v.into_iter().flatten().collect()
+            }
+            Node::Cond(c) => {
+                [conds[c as usize].true_next, conds[c as usize].false_next].into_iter().flatten().collect()
+            }
+        }
+    };
+    let index = |n: Node| match n {
+        Node::Table(t) => t as usize,
+        Node::Cond(c) => tables.len() + c as usize,
+    };
+    // 0: not seen, 1: on the current path, 2: done.
+    let mut state = vec![0u8; tables.len() + conds.len()];
+    let all = (0..tables.len() as u32).map(Node::Table).chain((0..conds.len() as u32).map(Node::Cond));
+    for start in all {
+        if state[index(start)] != 0 {
+            continue;
+        }
+        let mut stack = vec![(start, succ(start), 0usize)];
+        state[index(start)] = 1;
+        while let Some((n, next, i)) = stack.last_mut() {
+            if let Some(&m) = next.get(*i) {
+                *i += 1;
+                match state[index(m)] {
+                    0 => {
+                        state[index(m)] = 1;
+                        stack.push((m, succ(m), 0));
+                    }
+                    1 => {
+                        let path = |n: Node| -> (String, String) {
+                            let mut k = 0;
+                            for pl in &p.pipelines {
+                                for t in &pl.tables {
+                                    if n == Node::Table(k) {
+                                        return (t.path.clone(), t.name.clone());
+                                    }
+                                    k += 1;
+                                }
+                            }
+                            let mut k = 0;
+                            for pl in &p.pipelines {
+                                for c in &pl.conditionals {
+                                    if n == Node::Cond(k) {
+                                        return (c.path.clone(), c.name.clone());
+                                    }
+                                    k += 1;
+                                }
+                            }
+                            (String::from("pipelines"), String::new())
+                        };
+                        let ((from, from_name), (_, to_name)) = (path(*n), path(m));
+                        return Err(CompileError::at(
+                            &from,
+                            format!(
+                                "\"{from_name}\" leads back to \"{to_name}\": a control's tables and conditionals must form no loop"
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            } else {
+                state[index(*n)] = 2;
+                stack.pop();
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A compiled conditional.
 #[derive(Debug, Clone)]
 pub struct CondPlan {
@@ -1474,6 +1555,7 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
             other => return Err(CompileError::at(&pl.path, format!("pipeline \"{other}\" is not a v1model pipeline"))),
         }
     }
+    check_control_flow_has_no_cycle(p, &tables, &conds)?;
     // Parser
     let mut states = Vec::new();
     let mut init_state = None;

@@ -1205,6 +1205,33 @@ fn rejected_or_runs(text: &str, path: &str, packets: &[(u32, &str)]) {
     }
 }
 
+/// A control that loops: a conditional whose branch leads back to itself,
+/// or a table whose next node is the conditional before it (the first
+/// found by the `load_json` fuzz target: the program loaded, and its
+/// first packet ran for ever in the compiled pipeline). Refused at load,
+/// naming the node the loop starts from.
+#[test]
+fn a_control_flow_loop_is_refused_at_load() {
+    let self_loop = edited("examples/router", "/pipelines/0/conditionals/1/true_next", serde_json::json!("node_5"));
+    let e = sluice_engine::load_switch(&self_loop).err().expect("a conditional leading to itself is refused");
+    assert_eq!(
+        e.to_string(),
+        "pipelines[0].conditionals[1]: \"node_5\" leads back to \"node_5\": a control's tables and conditionals must form no loop"
+    );
+    let back = edited("examples/router", "/pipelines/0/tables/3/base_default_next", serde_json::json!("node_3"));
+    let e = sluice_engine::load_switch(&back).err().expect("a table leading back to an earlier conditional is refused");
+    assert!(e.to_string().contains("must form no loop"), "{e}");
+    assert!(
+        sluice_engine::load_switch(&edited(
+            "examples/router",
+            "/pipelines/0/tables/3/base_default_next",
+            serde_json::json!("node_19")
+        ))
+        .is_ok(),
+        "the router as compiled loads"
+    );
+}
+
 /// `access_field` on a header-stack element picked at run time (`rest[retval & 7]`)
 /// with a field index past the header type's fields: the compiler checks the index
 /// only for fixed headers (sluice-engine expr.rs, `Expr::AccessField`), so the
