@@ -286,28 +286,32 @@ print("open", sum(is_open(s) for s in held))
 print("add", ofctl("add-flow", "priority=9,ip,nw_dst=10.9.0.0/16,actions=output:2")[0])
 ok, out = ofctl("dump-flows")
 print("dump", ok and "nw_dst=10.9.0.0/16" in out)
-last = conn()
-time.sleep(0.5)
-print("last", is_open(last))
-over = conn()
-time.sleep(0.5)
-print("over", is_open(over))
+time.sleep(1.5)  # the switch notices that ovs-ofctl's connections closed, freeing their slots
+# Up to the bound: connections are taken until one is closed at once.
+extra = []
+while len(extra) <= 20:
+    c = conn()
+    time.sleep(0.3)
+    if not is_open(c):
+        break
+    extra.append(c)
+print("extra", len(extra))
 print("ofctl-at-bound", ofctl("dump-flows")[0])
 held.pop().close()
-time.sleep(0.5)
+time.sleep(1.5)
 print("ofctl-again", ofctl("dump-flows")[0])
-print("open-end", sum(is_open(s) for s in held + [last]))
+print("open-end", sum(is_open(s) for s in held + extra))
 "#;
 
 /// 500 controller connections held open while ovs-ofctl adds and dumps
-/// flows beside them; with the bound at 501, the 502nd connection is
-/// closed at once (ovs-ofctl too) until a slot frees, and the refusals are
-/// reported.
+/// flows beside them; with the bound at 510, connections past the 500 are
+/// taken until one is closed at once (ovs-ofctl too) until a slot frees,
+/// and the refusals are reported.
 #[test]
 fn openflow_agent_holds_500_connections_and_refuses_past_its_bound() {
     require_ovs_ofctl();
     let mut lab = Lab::with_veth_hosts(false);
-    start(&mut lab, &["--max-connections", "501", "--inactivity-probe", "60"]);
+    start(&mut lab, &["--max-connections", "510", "--inactivity-probe", "60"]);
     let out = Command::new("ip")
         .args(["netns", "exec", &lab.sw, "python3", "-c", HOLDER, PORT, "500"])
         .output()
@@ -322,13 +326,16 @@ fn openflow_agent_holds_500_connections_and_refuses_past_its_bound() {
     assert_eq!(value("open"), "500", "held connections open:\n{text}");
     assert_eq!(value("add"), "True", "ovs-ofctl add-flow beside 500 connections:\n{text}\n{}", lab.log());
     assert_eq!(value("dump"), "True", "ovs-ofctl dump-flows shows the flow:\n{text}");
-    assert_eq!(value("last"), "True", "the 501st connection is within the bound:\n{text}");
-    assert_eq!(value("over"), "False", "the 502nd connection is closed at once:\n{text}");
+    let extra: usize = value("extra").parse().unwrap();
+    // The bound is 510: past the 500 held, at most 10 more (fewer while a
+    // closed connection of ovs-ofctl is still being let go).
+    assert!((1..=10).contains(&extra), "{extra} connections past the 500 before one was refused:\n{text}");
     assert_eq!(value("ofctl-at-bound"), "False", "ovs-ofctl is refused at the bound:\n{text}");
     assert_eq!(value("ofctl-again"), "True", "a freed slot serves ovs-ofctl again:\n{text}\n{}", lab.log());
-    assert_eq!(value("open-end"), "500", "the held connections stayed open:\n{text}");
+    let open_end: usize = value("open-end").parse().unwrap();
+    assert_eq!(open_end, 499 + extra, "the held connections stayed open:\n{text}");
     let log = lab.log();
-    assert!(log.contains("connection(s) refused so far (501 connections open, the bound)"), "{log}");
+    assert!(log.contains("connection(s) refused so far (510 connections open, the bound)"), "{log}");
 }
 
 /// Waits until `ovs-ofctl dump-ports-desc` shows port `n`'s state as `state`.
