@@ -245,6 +245,18 @@ fn ofbench(port: u16, args: &[&str]) -> String {
     text
 }
 
+/// ofbench's line for its last test, and each emulated switch's count on it.
+fn last_test_counts(out: &str) -> (&str, Vec<u64>) {
+    let last = out.lines().rfind(|l| l.contains("switches: flows/sec:")).unwrap_or_else(|| panic!("{out}"));
+    let counts = last
+        .split("flows/sec:")
+        .nth(1)
+        .and_then(|s| s.split("total").next())
+        .map(|s| s.split_whitespace().filter_map(|c| c.parse().ok()).collect())
+        .unwrap_or_default();
+    (last, counts)
+}
+
 #[test]
 fn ofbench_against_the_learning_switch_in_both_modes_and_versions() {
     for (n, version) in ["1.0", "1.3"].into_iter().enumerate() {
@@ -273,13 +285,7 @@ fn ofbench_against_the_learning_switch_in_both_modes_and_versions() {
                 "{version} {mode:?}: {check}"
             );
             // Every emulated switch got answers in the last test.
-            let last = out.lines().rfind(|l| l.contains("switches: flows/sec:")).unwrap();
-            let counts: Vec<u64> = last
-                .split("flows/sec:")
-                .nth(1)
-                .and_then(|s| s.split("total").next())
-                .map(|s| s.split_whitespace().filter_map(|c| c.parse().ok()).collect())
-                .unwrap_or_default();
+            let (last, counts) = last_test_counts(&out);
             assert!(counts.len() == 8 && counts.iter().all(|c| *c > 0), "{version} {mode:?}: {last}");
         }
         let _ = std::fs::remove_file(&log);
@@ -455,13 +461,7 @@ fn the_controller_serves_500_switches_and_refuses_past_its_bound() {
     let out = ofbench(port, &["-s", "500", "-M", "100"]);
     let check = out.lines().find(|l| l.starts_with("CHECK:")).unwrap_or_else(|| panic!("{out}"));
     assert!(check.ends_with(" 0 errors, 0 switches never ready"), "{check}");
-    let last = out.lines().rfind(|l| l.contains("switches: flows/sec:")).unwrap();
-    let counts: Vec<u64> = last
-        .split("flows/sec:")
-        .nth(1)
-        .and_then(|s| s.split("total").next())
-        .map(|s| s.split_whitespace().filter_map(|c| c.parse().ok()).collect())
-        .unwrap_or_default();
+    let (last, counts) = last_test_counts(&out);
     assert!(counts.len() == 500 && counts.iter().all(|c| *c > 0), "every one of 500 switches served: {last}");
     drop(ctl);
 
