@@ -334,30 +334,23 @@ fn check_control_flow_has_no_cycle(p: &Program, tables: &[TablePlan], conds: &[C
                         stack.push((m, succ(m), 0));
                     }
                     1 => {
-                        let path = |n: Node| -> (String, String) {
-                            let mut k = 0;
-                            for pl in &p.pipelines {
-                                for t in &pl.tables {
-                                    if n == Node::Table(k) {
-                                        return (t.path.clone(), t.name.clone());
-                                    }
-                                    k += 1;
-                                }
+                        // Node numbers run over the pipelines' tables (conditionals) in order.
+                        let from = match *n {
+                            Node::Table(t) => {
+                                p.pipelines.iter().flat_map(|pl| &pl.tables).nth(t as usize).map(|t| &t.path)
                             }
-                            let mut k = 0;
-                            for pl in &p.pipelines {
-                                for c in &pl.conditionals {
-                                    if n == Node::Cond(k) {
-                                        return (c.path.clone(), c.name.clone());
-                                    }
-                                    k += 1;
-                                }
+                            Node::Cond(c) => {
+                                p.pipelines.iter().flat_map(|pl| &pl.conditionals).nth(c as usize).map(|c| &c.path)
                             }
-                            (String::from("pipelines"), String::new())
                         };
-                        let ((from, from_name), (_, to_name)) = (path(*n), path(m));
+                        let from = from.map_or("pipelines", String::as_str);
+                        let name = |n: Node| match n {
+                            Node::Table(t) => tables[t as usize].name.as_str(),
+                            Node::Cond(c) => conds[c as usize].name.as_str(),
+                        };
+                        let (from_name, to_name) = (name(*n), name(m));
                         return Err(CompileError::at(
-                            &from,
+                            from,
                             format!(
                                 "\"{from_name}\" leads back to \"{to_name}\": a control's tables and conditionals must form no loop"
                             ),

@@ -14,7 +14,7 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Chunks (one batch's log text each) waiting for the logger.
@@ -23,8 +23,8 @@ pub const LOG_QUEUE: usize = 1024;
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// The logger's queue, started with the first chunk.
-fn queue() -> &'static Mutex<SyncSender<String>> {
-    static Q: OnceLock<Mutex<SyncSender<String>>> = OnceLock::new();
+fn queue() -> &'static SyncSender<String> {
+    static Q: OnceLock<SyncSender<String>> = OnceLock::new();
     Q.get_or_init(|| {
         let (tx, rx) = sync_channel::<String>(LOG_QUEUE);
         std::thread::Builder::new()
@@ -46,15 +46,14 @@ fn queue() -> &'static Mutex<SyncSender<String>> {
                 }
             })
             .expect("the logger thread starts");
-        Mutex::new(tx)
+        tx
     })
 }
 
 /// Hands `text` to the logger without waiting; dropped and counted when
 /// the queue is full.
 pub fn log(text: &str) {
-    let tx = queue().lock().unwrap_or_else(|e| e.into_inner()).clone();
-    if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send(text.to_string()) {
+    if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = queue().try_send(text.to_string()) {
         DROPPED.fetch_add(1, Ordering::Relaxed);
     }
 }
