@@ -989,6 +989,52 @@ impl Switch {
         self.state = crate::state::State::new(&self.plan)?;
         Ok(())
     }
+
+    /// Reads: a copy of the state as loaded (what [`Switch::reset_state`]
+    /// puts back), to give to several switches with
+    /// [`Switch::restore_state`].
+    pub fn loaded_state(&self) -> Result<SavedState, crate::CompileError> {
+        Ok(SavedState(crate::state::State::new(&self.plan)?))
+    }
+
+    /// Reads: a copy of the current state, registers and meters included
+    /// (not shared with this switch or its replicas: later packets here do
+    /// not change the copy).
+    pub fn save_state(&self) -> SavedState {
+        SavedState(self.state.clone()).unshared()
+    }
+
+    /// Writes: replaces the whole state by a copy of `saved` (from
+    /// [`Switch::save_state`] or [`Switch::loaded_state`] of a switch of
+    /// the same program). The registers and meters are `saved`'s own:
+    /// every switch restored from one `SavedState` shares them, as replicas
+    /// do; restore from [`SavedState::unshared`] copies to keep them apart.
+    /// The tracing setting is no state and stays.
+    pub fn restore_state(&mut self, saved: &SavedState) {
+        self.state = saved.0.clone();
+    }
+}
+
+/// A copy of a switch's state: table entries, action profiles, counters,
+/// meters, registers, the replication engine, mirroring, value sets.
+/// Cheap to take: the direct-indexed LPM structures are shared
+/// copy-on-write with the switch they came from.
+#[derive(Debug)]
+pub struct SavedState(crate::state::State);
+
+impl SavedState {
+    /// The same state with registers and meters of its own (no longer
+    /// shared with the switches restored from `self`).
+    pub fn unshared(mut self) -> SavedState {
+        self.0.registers = self.0.registers.deep_copy();
+        self.0.meters = self.0.meters.deep_copy();
+        self
+    }
+
+    /// [`SavedState::unshared`] of a copy of `self`.
+    pub fn unshared_copy(&self) -> SavedState {
+        SavedState(self.0.clone()).unshared()
+    }
 }
 
 #[cfg(test)]
@@ -1051,5 +1097,32 @@ mod tests {
         assert_eq!(sw.mirror_session(5), None);
         // The trace is no state of the program: it stays on.
         assert_eq!(sw.drain_trace(), Some(String::new()));
+    }
+
+    #[test]
+    fn a_saved_state_comes_back_whole_and_apart_from_later_packets() {
+        let mut sw = edge();
+        let r = sw.index_of(Resource::Register, "EdgeIngress.last_len").unwrap();
+        let p = sw.index_of(Resource::Profile, "EdgeIngress.ecmp").unwrap();
+        sw.register_write(r, 3, 99).unwrap();
+        let g = sw.create_group(p).unwrap();
+        let saved = sw.save_state();
+        sw.register_write(r, 3, 7).unwrap();
+        sw.delete_group(p, g).unwrap();
+        sw.restore_state(&saved.unshared_copy());
+        assert_eq!(sw.register_read(r, 3), Ok(99));
+        assert_eq!(sw.groups(p).count(), 1);
+        // The restored copy's registers are not the saved ones.
+        sw.register_write(r, 3, 5).unwrap();
+        sw.restore_state(&saved);
+        assert_eq!(sw.register_read(r, 3), Ok(99));
+        // Two switches restored from one saved state share its registers, as replicas do.
+        let mut other = edge();
+        other.restore_state(&saved);
+        sw.register_write(r, 4, 11).unwrap();
+        assert_eq!(other.register_read(r, 4), Ok(11));
+        // The state as loaded.
+        sw.restore_state(&sw.loaded_state().unwrap());
+        assert_eq!((sw.register_read(r, 3), sw.groups(p).count()), (Ok(0), 0));
     }
 }

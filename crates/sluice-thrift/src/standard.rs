@@ -716,10 +716,11 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             Ok(None)
         }
         "bm_reset_state" => {
-            let json = dev.program().json;
-            drop(pool);
-            let fresh = dev.compile(&json).map_err(Fault::Internal)?;
-            dev.install(fresh, json).map_err(Fault::Internal)?;
+            // In place: every worker takes a copy of one state as loaded,
+            // so they share its registers and meters as replicas do.
+            let loaded = std::sync::Arc::new(sw.loaded_state().map_err(|e| Fault::Internal(e.to_string()))?);
+            pool.change(move |sw, _| sw.restore_state(&loaded));
+            pool.flush();
             Ok(None)
         }
         "bm_get_config" => Ok(Some(s(dev.program().json.to_string()))),

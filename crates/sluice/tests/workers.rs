@@ -299,3 +299,53 @@ fn workers_sharing_a_meter_cell_never_pass_more_than_its_burst() {
     let two = edge_packets_passed_by_a_policer(2);
     assert!((200 - 2 * 13..=200).contains(&two), "two workers passed {two} packets");
 }
+
+/// bmv2's `reset_state` (Thrift `bm_reset_state`, as `simple_switch_CLI`
+/// sends it) on a device with two workers: every worker forgets the
+/// entries and registers, keeps its program, and the workers and the
+/// master still share the registers afterwards.
+#[test]
+fn thrift_reset_state_reaches_every_worker_and_the_registers_stay_shared() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/edge.json");
+    let json = std::fs::read_to_string(&path).unwrap();
+    let master = sluice::load(&path).unwrap();
+    let mut txs = Vec::new();
+    let mut ios: Vec<Box<dyn WorkerIo<Switch>>> = Vec::new();
+    for _ in 0..2 {
+        let (tx, rx) = mpsc::channel();
+        txs.push(tx);
+        ios.push(Box::new(ChannelIo { rx }));
+    }
+    let pool = Pool::start(master, ios).unwrap();
+    let dev = sluice_control::device::Device::new(pool, json.into(), Default::default(), None);
+    let cmd = |c: &str| run_command(&mut dev.pool(), c).unwrap_or_else(|e| panic!("{c}: {e}"));
+    cmd("act_prof_create_member EdgeIngress.ecmp EdgeIngress.set_nexthop 2 00:00:00:00:00:01 00:00:00:00:00:02");
+    cmd("table_indirect_add EdgeIngress.routes 10.0.0.0/8 => 0");
+    cmd("register_write EdgeIngress.last_len 7 99");
+    // An IPv4/TCP packet to 10.0.1.2, `len` bytes long, on `port`, through worker `w`: the ports it left on.
+    let send = |w: usize, port: u32, len: usize| -> Vec<u32> {
+        let mut pkt = vec![0u8; len];
+        pkt[12..14].copy_from_slice(&[0x08, 0x00]);
+        pkt[14] = 0x45;
+        pkt[16..18].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+        pkt[22..24].copy_from_slice(&[64, 6]);
+        pkt[26..34].copy_from_slice(&[10, 0, 0, 1, 10, 0, 1, 2]);
+        pkt[46] = 0x50;
+        let (rtx, rrx) = mpsc::channel();
+        txs[w].send((port, pkt, rtx)).unwrap();
+        rrx.recv().unwrap().into_iter().map(|(p, _)| p).collect()
+    };
+    assert_eq!((send(0, 1, 60), send(1, 1, 60)), (vec![2], vec![2]), "both workers route before the reset");
+    let answer = sluice_thrift::call(&dev, "standard", "bm_reset_state", &Default::default());
+    assert!(answer.is_ok(), "bm_reset_state: {answer:?}");
+    // No route any more: the packet goes nowhere.
+    assert_eq!((send(0, 1, 60), send(1, 1, 60)), (vec![], vec![]), "both workers forgot the route");
+    assert_eq!(cmd("register_read EdgeIngress.last_len 7"), "EdgeIngress.last_len[7]= 0");
+    // Each worker writes a register cell; the master reads both.
+    send(0, 5, 70);
+    send(1, 6, 80);
+    assert_eq!(cmd("register_read EdgeIngress.last_len 5"), "EdgeIngress.last_len[5]= 70");
+    assert_eq!(cmd("register_read EdgeIngress.last_len 6"), "EdgeIngress.last_len[6]= 80");
+    assert_eq!(cmd("table_num_entries EdgeIngress.routes"), "0");
+    drop(txs);
+}
