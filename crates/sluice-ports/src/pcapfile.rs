@@ -21,7 +21,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use pcap_file::pcap::PcapReader;
+use pcap_file::pcap::PcapParser;
 
 use crate::{Port, PortStats, RxBatch, VnetHdr, BATCH};
 
@@ -31,15 +31,23 @@ pub const SNAPLEN: u32 = 262_144;
 /// Reads every packet of a pcap file as `(timestamp, bytes)`. An empty
 /// file (not even a header) holds no packets.
 pub fn read_pcap(path: &Path) -> Result<Vec<(Duration, Vec<u8>)>, String> {
-    let f = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    if f.metadata().map_err(|e| format!("cannot read {}: {e}", path.display()))?.len() == 0 {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    packets_of(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The packets of a pcap file's bytes as `(timestamp, bytes)`; empty bytes
+/// hold no packets. (Parsed in place: `pcap-file`'s streaming reader would
+/// first zero an 8 MB buffer.)
+pub fn packets_of(bytes: &[u8]) -> Result<Vec<(Duration, Vec<u8>)>, String> {
+    if bytes.is_empty() {
         return Ok(Vec::new());
     }
-    let mut r = PcapReader::new(f).map_err(|e| format!("{}: not a pcap file: {e}", path.display()))?;
+    let (mut rest, parser) = PcapParser::new(bytes).map_err(|e| format!("not a pcap file: {e}"))?;
     let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        let p = p.map_err(|e| format!("{}: bad pcap record: {e}", path.display()))?;
+    while !rest.is_empty() {
+        let (after, p) = parser.next_packet(rest).map_err(|e| format!("bad pcap record: {e}"))?;
         out.push((p.timestamp, p.data.into_owned()));
+        rest = after;
     }
     Ok(out)
 }
@@ -47,15 +55,7 @@ pub fn read_pcap(path: &Path) -> Result<Vec<(Duration, Vec<u8>)>, String> {
 /// The frames of a pcap file's bytes, without their timestamps; empty
 /// bytes hold no frames.
 pub fn frames_of(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    if bytes.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut r = PcapReader::new(bytes).map_err(|e| format!("not a pcap file: {e}"))?;
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.map_err(|e| format!("bad pcap record: {e}"))?.data.into_owned());
-    }
-    Ok(out)
+    Ok(packets_of(bytes)?.into_iter().map(|(_, f)| f).collect())
 }
 
 /// The frames of a pcap file, without their timestamps (see [`read_pcap`]).
