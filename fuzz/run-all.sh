@@ -8,15 +8,18 @@
 # once fixed, copy it to fuzz/regressions/<target>/ so the test suite
 # replays it. Installs cargo-fuzz and a nightly toolchain when missing.
 # Built without a sanitizer by default (twice as many executions; debug
-# assertions stay on): SANITIZER=address for AddressSanitizer.
+# assertions stay on): SANITIZER=address for AddressSanitizer. RUNS=N
+# ends each target after N executions (or SECONDS, whichever comes first).
 #   fuzz/run-all.sh 600                  every target, 10 minutes each
 #   fuzz/run-all.sh 60 packet pcap_file  two targets, a minute each
+#   RUNS=10000000 fuzz/run-all.sh 7200   every target to 10 million executions
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:?usage: fuzz/run-all.sh SECONDS [TARGET...]}
 shift
 jobs=${JOBS:-$(nproc)}
 sanitizer=${SANITIZER:-none}
+runs=${RUNS:--1}
 
 # libFuzzer options per target: input size bounds, dictionaries.
 declare -A options=(
@@ -55,7 +58,7 @@ done | xargs -P "$jobs" -L 1 bash -c '
     t=$1; shift
     mkdir -p "work/corpus/$t"
     if cargo +nightly fuzz run -s '"$sanitizer"' "$t" "work/corpus/$t" "corpus/$t" -- \
-        -max_total_time='"$secs"' -print_final_stats=1 "$@" >"work/logs/$t.log" 2>&1; then
+        -max_total_time='"$secs"' -runs='"$runs"' -print_final_stats=1 "$@" >"work/logs/$t.log" 2>&1; then
         echo "$t: done"
     else
         echo "$t: FAILED (see fuzz/work/logs/$t.log and fuzz/artifacts/$t/)"

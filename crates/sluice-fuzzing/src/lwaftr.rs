@@ -51,9 +51,10 @@ const CONF: &str = r#"softwire-config {
 /// and the port (bits 1-2); the rest is frames separated by 0xff bytes.
 pub fn plane(data: &[u8]) {
     let Some((&sel, rest)) = data.split_first() else { return };
-    let conf = Config::parse(CONF, "fuzz.conf").expect("the fuzz configuration reads");
+    static CONFIG: std::sync::OnceLock<Config> = std::sync::OnceLock::new();
+    let conf = CONFIG.get_or_init(|| Config::parse(CONF, "fuzz.conf").expect("the fuzz configuration reads"));
     let opts = Options { on_a_stick: sel & 1 != 0, deterministic_ids: true, frozen_clock: Some(0) };
-    let mut lw = Lwaftr::new(&conf, opts).expect("the fuzz configuration runs");
+    let mut lw = Lwaftr::new(conf, opts).expect("the fuzz configuration runs");
     lw.tick(0, &mut |_: u32, f: &[u8]| assert!(f.len() >= 14));
     let frames: Vec<&[u8]> = crate::split(rest, 0xff).collect();
     let port = u32::from((sel >> 1) & 3);

@@ -2,9 +2,12 @@
 //! fast paths (flow cache, native table code, native walk) against its
 //! plain table walk.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use sluice_dataplane::DataPlane;
+use sluice_ofswitch::code::{PipelineCode, TableCode, TableShape};
 use sluice_ofswitch::switch::{encode_packet_out, PACKET_OUT_PORT};
 use sluice_ofswitch::{OfSwitch, PortInfo};
 use sluice_openflow::Message;
@@ -62,14 +65,57 @@ fn run(sw: &mut OfSwitch, port: u32, frame: &[u8]) -> Vec<(u32, Vec<u8>)> {
     outs
 }
 
+/// Native code compiled for earlier inputs: table code by the scan it was
+/// compiled from, walks by the table shapes they fit. Inputs repeat each
+/// other's flow-mods, and code compiled from the same scan or shapes is
+/// the same code: this saves Cranelift compiles on most inputs. Bounded:
+/// a map is emptied when full.
+#[derive(Default)]
+struct CodeCache {
+    tables: HashMap<Vec<u64>, Arc<TableCode>>,
+    walks: HashMap<Vec<TableShape>, Arc<PipelineCode>>,
+}
+
+const CODE_CACHE_ENTRIES: usize = 1024;
+
+thread_local! {
+    // Thread-local: native code is not `Send`.
+    static CODE: RefCell<CodeCache> = RefCell::default();
+}
+
 /// Gives `sw` native code for every table (and the walk) that has some to take.
 fn compile(sw: &mut OfSwitch) {
-    for (t, code) in sw.compile_tables() {
-        assert!(sw.install_code(t, code), "code just compiled for table {t} is taken");
-    }
-    if let Some(Ok(walk)) = sw.compile_pipeline() {
-        assert!(sw.install_pipeline(walk), "the walk just compiled is taken");
-    }
+    CODE.with_borrow_mut(|cache| {
+        for t in 0..sw.tables.len() {
+            let Some(scan) = sw.tables[t].wants_code() else { continue };
+            let code = match cache.tables.get(scan) {
+                Some(c) => c.clone(),
+                None => {
+                    let Ok(c) = TableCode::compile(scan) else { continue };
+                    if cache.tables.len() >= CODE_CACHE_ENTRIES {
+                        cache.tables.clear();
+                    }
+                    let c = Arc::new(c);
+                    cache.tables.insert(scan.to_vec(), c.clone());
+                    c
+                }
+            };
+            assert!(sw.install_code(t, code), "code compiled for table {t}'s scan is taken");
+        }
+        if sw.pipeline_code().is_some() {
+            return;
+        }
+        let shapes = sw.table_shapes();
+        if let Some(walk) = cache.walks.get(&shapes) {
+            assert!(sw.install_pipeline(walk.clone()), "a walk compiled for the same shapes is taken");
+        } else if let Some(Ok(walk)) = sw.compile_pipeline() {
+            assert!(sw.install_pipeline(walk.clone()), "the walk just compiled is taken");
+            if cache.walks.len() >= CODE_CACHE_ENTRIES {
+                cache.walks.clear();
+            }
+            cache.walks.insert(shapes, walk);
+        }
+    });
 }
 
 /// Target `openflow_differential`: OpenFlow 1.3 messages (see

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use sluice_control::cli;
+use sluice_engine::runtime::SavedState;
 use sluice_engine::{ExecMode, Switch};
 use sluice_stf::StfCommand;
 
@@ -56,12 +57,13 @@ fn load_interpreted(text: &str) -> Result<Switch, String> {
 
 /// Target `load_json`: any text loads or fails with a non-empty error; a
 /// program that loads runs packets without a panic (unless it has jumps:
-/// a mutated jump target is a legitimate endless loop). One input in 16
+/// a mutated jump target is a legitimate endless loop). One input in 64
 /// (by length) is also compiled to native code; the others are
-/// interpreted, which loads them ten times faster.
+/// interpreted, which loads them ten times faster (`p4_differential`
+/// checks the native code on the corpus programs).
 pub fn load_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let loaded = if data.len().is_multiple_of(16) {
+    let loaded = if data.len().is_multiple_of(64) {
         sluice_engine::load_switch(text).map_err(|e| e.to_string())
     } else {
         load_interpreted(text)
@@ -94,12 +96,16 @@ const EDGE_PACKET: &[u8] = &[
 /// (as freshly loaded) answer or fail with a non-empty error; then
 /// packets run over whatever got installed.
 pub fn cli_command(data: &[u8]) {
-    static SW: OnceLock<Mutex<Switch>> = OnceLock::new();
+    static SW: OnceLock<Mutex<(Switch, SavedState)>> = OnceLock::new();
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let sw = SW.get_or_init(|| Mutex::new(sluice_engine::load_switch(EDGE).expect("edge.json loads")));
+    let sw = SW.get_or_init(|| {
+        let sw = sluice_engine::load_switch(EDGE).expect("edge.json loads");
+        let loaded = sw.save_state();
+        Mutex::new((sw, loaded))
+    });
     let mut guard = lock(sw);
-    let sw = &mut *guard;
-    sw.reset_state().expect("the state as loaded builds again");
+    let (sw, loaded) = &mut *guard;
+    sw.restore_state(&loaded.unshared_copy());
     for line in text.lines().take(16) {
         if let Err(e) = cli::run(sw, line) {
             assert!(!e.to_string().is_empty(), "empty error for {line:?}");
@@ -173,48 +179,53 @@ fn corpus_programs() -> &'static [CorpusProgram] {
     })
 }
 
-/// A corpus program compiled and interpreted, with what configures it.
+/// A corpus program compiled and interpreted, each with its state as
+/// configured by the program's corpus case.
 struct Pair {
     compiled: Switch,
     interpreted: Switch,
-    cli: Vec<String>,
-    stf: Vec<StfCommand>,
+    configured: [SavedState; 2],
 }
 
 impl Pair {
     fn load(p: &CorpusProgram) -> Option<Pair> {
         let json = std::fs::read_to_string(&p.json).ok()?;
-        let compiled = sluice_engine::load_switch(&json).ok()?;
-        let mut interpreted = sluice_engine::load_switch(&json).ok()?;
-        interpreted.set_mode(ExecMode::Interpreted).ok()?;
+        let mut compiled = sluice_engine::load_switch(&json).ok()?;
+        let mut interpreted = load_interpreted(&json).ok()?;
         assert_eq!(compiled.mode(), ExecMode::Compiled, "{}: the default switch is compiled", p.name);
-        let cli = p
+        let cli: Vec<String> = p
             .commands
             .as_ref()
             .and_then(|c| std::fs::read_to_string(c).ok())
             .map(|t| t.lines().map(str::to_string).collect())
             .unwrap_or_default();
-        let stf = p
+        let stf: Vec<StfCommand> = p
             .stf
             .as_ref()
             .and_then(|s| std::fs::read_to_string(s).ok())
             .and_then(|t| sluice_stf::parse(&t).ok())
             .map(|lines| lines.into_iter().map(|l| l.command).collect())
             .unwrap_or_default();
-        Some(Pair { compiled, interpreted, cli, stf })
-    }
-
-    /// Both switches back to the program as configured by its corpus case.
-    fn reset(&mut self) {
-        for sw in [&mut self.compiled, &mut self.interpreted] {
-            sw.reset_state().expect("the state as loaded builds again");
-            for l in &self.cli {
+        let mut configured = Vec::new();
+        for sw in [&mut compiled, &mut interpreted] {
+            for l in &cli {
                 let _ = cli::run(sw, l);
             }
-            for c in &self.stf {
+            for c in &stf {
                 let _ = sluice::stf::apply_table_command(sw, c);
             }
+            configured.push(sw.save_state());
         }
+        let configured = configured.try_into().ok()?;
+        Some(Pair { compiled, interpreted, configured })
+    }
+
+    /// Both switches back to the program as configured by its corpus case
+    /// (a copy of the saved state each: the packets change registers and
+    /// meters of their own).
+    fn reset(&mut self) {
+        self.compiled.restore_state(&self.configured[0].unshared_copy());
+        self.interpreted.restore_state(&self.configured[1].unshared_copy());
     }
 }
 

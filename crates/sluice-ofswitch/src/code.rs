@@ -212,7 +212,7 @@ impl TableCode {
 }
 
 /// What [`PipelineCode`] assumed about one table when it was compiled.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TableShape {
     /// No entries: every packet misses.
     Empty,

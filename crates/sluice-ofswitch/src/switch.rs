@@ -904,7 +904,8 @@ impl OfSwitch {
     }
 
     /// What the walk's native code would assume about each table now.
-    fn table_shapes(&self) -> Vec<TableShape> {
+    /// (Native code for the walk fits a copy whose tables have these shapes.)
+    pub fn table_shapes(&self) -> Vec<TableShape> {
         self.tables
             .iter()
             .map(|t| match t.scan() {

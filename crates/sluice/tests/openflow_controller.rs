@@ -257,19 +257,27 @@ fn last_test_counts(out: &str) -> (&str, Vec<u64>) {
     (last, counts)
 }
 
+/// `sluice controller` listening on loopback `port` with `args`, once it
+/// says it listens: the process (killed when dropped) and its log file.
+fn loopback_controller(port: u16, args: &[&str]) -> (Kill, std::path::PathBuf) {
+    let log = std::env::temp_dir().join(format!("sluice-ctl-{}-{port}.log", std::process::id()));
+    let child = Command::new(SLUICE)
+        .args(["controller", "--listen", &format!("tcp:127.0.0.1:{port}")])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start sluice controller");
+    let ctl = Kill(child);
+    wait_for(&log, "listening on", 1);
+    (ctl, log)
+}
+
 #[test]
 fn ofbench_against_the_learning_switch_in_both_modes_and_versions() {
     for (n, version) in ["1.0", "1.3"].into_iter().enumerate() {
         let port = 16720 + n as u16;
-        let log = std::env::temp_dir().join(format!("sluice-ofbench-ctl-{}-{port}.log", std::process::id()));
-        let child = Command::new(SLUICE)
-            .args(["controller", "--listen", &format!("tcp:127.0.0.1:{port}"), "--threads", "2", "--app", "l2"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start sluice controller");
-        let _ctl = Kill(child);
-        wait_for(&log, "listening on", 1);
+        let (_ctl, log) = loopback_controller(port, &["--threads", "2", "--app", "l2"]);
         for mode in [&["-t"][..], &[][..]] {
             let mut args = vec!["-s", "8", "-M", "1000", "-V", version];
             args.extend_from_slice(mode);
@@ -449,15 +457,7 @@ fn learning_switch_app_over_tls_drives_open_vswitch() {
 fn the_controller_serves_500_switches_and_refuses_past_its_bound() {
     use std::io::{Read, Write};
     let port = 16740u16;
-    let log = std::env::temp_dir().join(format!("sluice-ctl-500-{}.log", std::process::id()));
-    let child = Command::new(SLUICE)
-        .args(["controller", "--listen", &format!("tcp:127.0.0.1:{port}"), "--threads", "2", "--app", "l2"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start sluice controller");
-    let ctl = Kill(child);
-    wait_for(&log, "listening on", 1);
+    let (ctl, _) = loopback_controller(port, &["--threads", "2", "--app", "l2"]);
     let out = ofbench(port, &["-s", "500", "-M", "100"]);
     let check = out.lines().find(|l| l.starts_with("CHECK:")).unwrap_or_else(|| panic!("{out}"));
     assert!(check.ends_with(" 0 errors, 0 switches never ready"), "{check}");
@@ -466,15 +466,7 @@ fn the_controller_serves_500_switches_and_refuses_past_its_bound() {
     drop(ctl);
 
     let port = 16741u16;
-    let log = std::env::temp_dir().join(format!("sluice-ctl-8-{}.log", std::process::id()));
-    let child = Command::new(SLUICE)
-        .args(["controller", "--listen", &format!("tcp:127.0.0.1:{port}"), "--max-connections", "8"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start sluice controller");
-    let _ctl = Kill(child);
-    wait_for(&log, "listening on", 1);
+    let (_ctl, log) = loopback_controller(port, &["--max-connections", "8"]);
     let hello = [4u8, 0, 0, 8, 0, 0, 0, 1];
     let connect = || {
         let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
