@@ -12,8 +12,10 @@
 //! Link state (see `sluice_ports` for what each backend reports): a port
 //! whose interface went down is kept but neither polled nor sent to, and
 //! asked every [`RETRY`] whether its link is back ([`Port::check_link`]); a
-//! port whose interface went away is closed and opened anew once an
-//! interface of that name is up (a TAP device at once: Sluice creates it).
+//! port whose interface went away or was renamed is closed and opened anew
+//! once an interface of its name is up (a TAP device at once: Sluice
+//! creates it). AF_XDP and AF_PACKET ports that are up are asked every
+//! [`WATCH`] too.
 //! A change is reported once for all workers ([`LinkBoard`]). The other
 //! ports never stop.
 
@@ -41,7 +43,9 @@ const RETRY: Duration = Duration::from_millis(100);
 /// without input: ARP/NDP requests and the like).
 const TICK: Duration = Duration::from_millis(10);
 
-/// How often a worker asks the link of an AF_XDP port that is up.
+/// How often a worker asks the link of an AF_XDP or AF_PACKET port that is
+/// up: an XDP socket's poll never reports its interface going down or
+/// away, and no socket reports a rename or (AF_PACKET) a lost carrier.
 const WATCH: Duration = Duration::from_secs(1);
 
 /// Batches taken from one port before the next port's turn (keeps ports fair).
@@ -83,19 +87,19 @@ impl LiveStats {
     }
 }
 
-/// Which ports are down, shared by the workers, so that a change is
-/// reported once and not once per worker.
+/// Which ports are down or gone, shared by the workers, so that a change
+/// is reported once and not once per worker.
 #[derive(Default)]
 pub(crate) struct LinkBoard {
-    down: Mutex<BTreeMap<u32, bool>>,
+    links: Mutex<BTreeMap<u32, Link>>,
 }
 
 impl LinkBoard {
-    /// Records port `port` as down (or up); true when that is news.
-    fn set(&self, port: u32, down: bool) -> bool {
-        let mut m = self.down.lock().unwrap_or_else(|e| e.into_inner());
-        let was = m.insert(port, down).unwrap_or(false);
-        was != down
+    /// Records port `port`'s link; true when that is news.
+    fn set(&self, port: u32, link: Link) -> bool {
+        let mut m = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        let was = m.insert(port, link).unwrap_or(Link::Up);
+        was != link
     }
 }
 
@@ -405,7 +409,7 @@ impl<N> Outputs<N> {
         if was == Link::Up {
             self.stats.link_changes += 1;
         }
-        if self.shared.board.set(slot.number, true) {
+        if self.shared.board.set(slot.number, slot.link) {
             eprintln!(
                 "sluice: port {} ({}): {why}; its frames are dropped until it is back",
                 slot.number, slot.opener.spec.iface
@@ -419,9 +423,9 @@ impl<N> Outputs<N> {
     fn retry_down_ports(&mut self, worker: usize) {
         for k in 0..self.slots.len() {
             let slot = &mut self.slots[k];
-            if slot.link == Link::Up && slot.opener.spec.backend == Backend::AfXdp && slot.last_try.elapsed() >= WATCH {
-                // An XDP socket's poll never reports its interface going
-                // down or away, and its rings need no system call: ask.
+            let watched = matches!(slot.opener.spec.backend, Backend::AfXdp | Backend::AfPacket);
+            if slot.link == Link::Up && watched && slot.last_try.elapsed() >= WATCH {
+                // What no socket reports (see WATCH): ask.
                 slot.last_try = Instant::now();
                 if let Some(Err(e)) = slot.port.as_ref().map(|p| p.check_link()) {
                     if let Some(ev) = link_event(&e) {
@@ -440,6 +444,12 @@ impl<N> Outputs<N> {
                     Some(Err(e)) if link_event(&e) == Some(LinkEvent::Gone) => {
                         slot.close();
                         slot.link = Link::Gone;
+                        if self.shared.board.set(slot.number, Link::Gone) {
+                            eprintln!(
+                                "sluice: port {} ({}): {e}; its frames are dropped until it is back",
+                                slot.number, slot.opener.spec.iface
+                            );
+                        }
                         continue;
                     }
                     _ => continue,
@@ -455,7 +465,7 @@ impl<N> Outputs<N> {
             slot.link = Link::Up;
             self.pfds[k].fd = slot.port.as_ref().map_or(-1, |p| p.fd());
             self.stats.link_changes += 1;
-            if self.shared.board.set(slot.number, false) {
+            if self.shared.board.set(slot.number, Link::Up) {
                 eprintln!("sluice: port {} ({}): the interface is back", slot.number, slot.opener.spec.iface);
             }
         }
@@ -505,7 +515,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         let at = self.out.pfds.len() - 1;
         self.out.pfds.insert(at, libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         self.out.by_number[number as usize] = self.out.slots.len() - 1;
-        self.out.shared.board.set(number, false);
+        self.out.shared.board.set(number, Link::Up);
         eprintln!("port {number}: {iface} via af_packet (added at run time)");
         Ok(())
     }

@@ -25,7 +25,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::{
-    check, ifname, index_state, ioctl_socket, link_error, LinkEvent, Port, PortStats, RxBatch, VnetHdr, BATCH,
+    check, ifname, index_link, ioctl_socket, link_error, LinkEvent, Port, PortStats, RxBatch, VnetHdr, BATCH,
     MAX_FRAME, VNET_HDR_LEN,
 };
 
@@ -209,7 +209,7 @@ impl AfPacketPort {
     fn stale(&self, e: &io::Error) -> bool {
         e.raw_os_error() == Some(libc::ENETDOWN)
             && self.bound_index() > 0
-            && index_state(self.ctl.as_raw_fd(), self.ifindex).is_none()
+            && index_link(self.ctl.as_raw_fd(), self.ifindex, &self.name).is_ok()
     }
 
     /// A system call's error as a link error when it is one: ENETDOWN (down,
@@ -409,14 +409,9 @@ impl Port for AfPacketPort {
     }
 
     fn check_link(&self) -> io::Result<()> {
-        let event = if self.bound_index() <= 0 {
-            Some(LinkEvent::Gone)
-        } else {
-            index_state(self.ctl.as_raw_fd(), self.ifindex)
-        };
-        match event {
-            None => Ok(()),
-            Some(ev) => Err(link_error(&self.name, ev, None)),
+        if self.bound_index() <= 0 {
+            return Err(link_error(&self.name, LinkEvent::Gone, None));
         }
+        index_link(self.ctl.as_raw_fd(), self.ifindex, &self.name)
     }
 }

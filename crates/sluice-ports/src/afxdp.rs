@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::{
-    check, ifname, index_state, ioctl_socket, link_error, require_rx_queues, LinkEvent, Port, PortStats, RxBatch,
+    check, ifname, index_link, ioctl_socket, link_error, require_rx_queues, LinkEvent, Port, PortStats, RxBatch,
     VnetHdr, BATCH,
 };
 
@@ -692,9 +692,6 @@ impl Port for AfXdpPort {
 
     fn check_link(&self) -> io::Result<()> {
         self.probe()?;
-        match index_state(self.iface.ctl.as_raw_fd(), self.iface.ifindex) {
-            None => Ok(()),
-            Some(ev) => Err(link_error(&self.name, ev, None)),
-        }
+        index_link(self.iface.ctl.as_raw_fd(), self.iface.ifindex, &self.name)
     }
 }

@@ -47,6 +47,7 @@
 //! | carrier lost (veth peer down) | no error; frames sent are lost | no error; frames sent are lost | does not happen (carrier on while a queue is attached) |
 //! | `ip link del X` | `poll`: POLLERR once; `recv`: ENETDOWN once; `send`: ENXIO; bound index 0 | `poll`: nothing; socket unbound: `recvfrom`/`sendto` ENXIO; program detached | `poll`: POLLERR for good; `read`/`write`: EBADFD |
 //! | X created again, same name | old socket deaf (bound to the dead index), `send` ENXIO | old socket stays unbound, the new X has no program | old descriptor stays detached (EBADFD) |
+//! | X renamed (down, renamed, up) | as down, then up: the socket works on under the new name; `check_link`: `Gone`, renamed | the same | not measured |
 //!
 //! How the backends report it: AF_PACKET and TAP from the system call that
 //! fails (`recv`, or `send`/`flush`); AF_XDP from `flush` (`send` only
@@ -54,7 +55,9 @@
 //! (the rings need no system call, and `poll` stays silent for an XDP
 //! socket). [`Port::check_link`] asks at once, for any backend, and also
 //! reports a lost carrier as [`LinkEvent::Down`] (no system call on the
-//! packet path fails for that); it asks the interface the port is bound to,
+//! packet path fails for that) and a rename as [`LinkEvent::Gone`] (a port
+//! is named by its interface's name; its socket would work on under the
+//! new name, which is no longer the port); it asks the interface the port is bound to,
 //! in the network namespace the port was opened in, from any thread. It
 //! (and [`link_is_up`]) says up once the kernel marks the interface
 //! operational (IFF_RUNNING), which follows the carrier after the kernel's
@@ -65,7 +68,8 @@
 //!   (AF_PACKET's POLLERR fires once and is cleared by the `recv` that
 //!   reports it), drop what it would send, and call [`Port::check_link`]
 //!   from time to time (say once a second): `Ok` means the same port works
-//!   again. A `Gone` from it means the interface was deleted meanwhile.
+//!   again. A `Gone` from it means the interface was deleted or renamed
+//!   meanwhile.
 //! - [`LinkEvent::Gone`]: drop the port (for AF_XDP every port of the
 //!   interface, which detaches its program), wait until [`link_is_up`] says
 //!   an interface of that name exists and is up again, and open new ports on
@@ -337,9 +341,10 @@ pub enum LinkEvent {
     /// no carrier). The port works again once the interface is up: keep it.
     Down,
     /// The interface the port was opened on does not exist any more
-    /// (deleted, or moved to another network namespace). The port will never
-    /// work again, even if an interface of the same name appears: drop it and
-    /// open a new one.
+    /// (deleted, or moved to another network namespace) or no longer has
+    /// the port's name (renamed: a port is named by its interface's name).
+    /// The port will not work again: drop it and open a new one once an
+    /// interface of that name is up.
     Gone,
 }
 
@@ -353,13 +358,18 @@ pub struct LinkError {
     pub event: LinkEvent,
     /// The system call's error that revealed it, when one did.
     pub os_error: Option<i32>,
+    /// The interface's new name, when it was renamed.
+    pub renamed_to: Option<String>,
 }
 
 impl fmt::Display for LinkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.event {
             LinkEvent::Down => write!(f, "{}: the interface is down", self.iface)?,
-            LinkEvent::Gone => write!(f, "{}: the interface is gone (deleted or moved away)", self.iface)?,
+            LinkEvent::Gone => match &self.renamed_to {
+                Some(to) => write!(f, "{}: the interface is gone (renamed {to})", self.iface)?,
+                None => write!(f, "{}: the interface is gone (deleted or moved away)", self.iface)?,
+            },
         }
         if let Some(e) = self.os_error {
             write!(f, " ({})", io::Error::from_raw_os_error(e))?;
@@ -372,7 +382,10 @@ impl std::error::Error for LinkError {}
 
 /// A link error for `iface` (see [`LinkError`]).
 pub(crate) fn link_error(iface: &str, event: LinkEvent, os_error: Option<i32>) -> io::Error {
-    io::Error::new(io::ErrorKind::NetworkDown, LinkError { iface: iface.to_string(), event, os_error })
+    io::Error::new(
+        io::ErrorKind::NetworkDown,
+        LinkError { iface: iface.to_string(), event, os_error, renamed_to: None },
+    )
 }
 
 /// Whether an error from a port (`recv`, `send`, `flush`, `check_link`)
@@ -424,22 +437,30 @@ fn carrier_via(ctl: RawFd, name: [libc::c_char; libc::IFNAMSIZ]) -> Option<bool>
     (r == 0).then_some(v[1] != 0)
 }
 
-/// The state of the interface with index `ifindex` in the network namespace
-/// of socket `ctl` (the one the port was opened in, whichever thread asks):
-/// `None` when up with a carrier, else what a port bound to it must report.
-pub(crate) fn index_state(ctl: RawFd, ifindex: u32) -> Option<LinkEvent> {
+/// The link of the interface with index `ifindex` in the network namespace
+/// of socket `ctl` (the one the port was opened in, whichever thread asks),
+/// for a port opened on it under the name `iface`: `Ok` when it is up with
+/// a carrier and still has that name, else the link error the port must
+/// report (`Gone` when it was deleted or renamed).
+pub(crate) fn index_link(ctl: RawFd, ifindex: u32, iface: &str) -> io::Result<()> {
     // Twice: the interface may be renamed between the two calls.
     for _ in 0..2 {
         let mut req = IfReqIndex { name: [0; libc::IFNAMSIZ], ifindex: ifindex as libc::c_int, _pad: [0; 20] };
         // SAFETY: SIOCGIFNAME reads the index and writes the name of a live ifreq.
         if ifindex == 0 || unsafe { libc::ioctl(ctl, libc::SIOCGIFNAME as _, &mut req) } < 0 {
-            return Some(LinkEvent::Gone);
+            break;
+        }
+        let now: Vec<u8> = req.name.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+        if now != iface.as_bytes() {
+            let renamed_to = Some(String::from_utf8_lossy(&now).into_owned());
+            let e = LinkError { iface: iface.to_string(), event: LinkEvent::Gone, os_error: None, renamed_to };
+            return Err(io::Error::new(io::ErrorKind::NetworkDown, e));
         }
         if let Ok(state) = name_state(ctl, req.name) {
-            return state;
+            return state.map_or(Ok(()), |ev| Err(link_error(iface, ev, None)));
         }
     }
-    Some(LinkEvent::Gone)
+    Err(link_error(iface, LinkEvent::Gone, None))
 }
 
 /// The flags of interface `name` in the network namespace of socket `ctl`.
@@ -624,6 +645,16 @@ mod tests {
         send::<afxdp::AfXdpPort>();
         send::<tap::TapPort>();
         shared::<std::sync::Arc<afxdp::AfXdpInterface>>();
+    }
+
+    #[test]
+    fn a_renamed_interface_is_gone_under_its_old_name() {
+        // The loopback interface, index 1, asked for under another name.
+        let ctl = ioctl_socket().unwrap();
+        let e = index_link(ctl.as_raw_fd(), 1, "sl-not-lo").unwrap_err();
+        assert_eq!(link_event(&e), Some(LinkEvent::Gone));
+        assert_eq!(e.to_string(), "sl-not-lo: the interface is gone (renamed lo)");
+        assert!(index_link(ctl.as_raw_fd(), 1, "lo").is_ok());
     }
 
     #[test]

@@ -483,6 +483,15 @@ fn event(r: std::io::Result<()>) -> Option<LinkEvent> {
     }
 }
 
+/// `r` says that the port's interface `was` is gone, renamed `now`.
+fn assert_renamed(r: std::io::Result<()>, was: &str, now: &str) {
+    let e = r.expect_err("check_link on a renamed interface");
+    assert_eq!(link_event(&e), Some(LinkEvent::Gone), "{e}");
+    let renamed = e.get_ref().and_then(|l| l.downcast_ref::<LinkError>()).and_then(|l| l.renamed_to.clone());
+    assert_eq!(renamed.as_deref(), Some(now), "{e}");
+    assert_eq!(e.to_string(), format!("{was}: the interface is gone (renamed {now})"));
+}
+
 #[test]
 fn af_packet_port_keeps_working_after_down_up_and_reports_deletion() {
     let ns = Netns::new("pl");
@@ -530,6 +539,21 @@ fn af_packet_port_keeps_working_after_down_up_and_reports_deletion() {
     ns.ip("link set pl1 up");
     ns.enter(|| wait_until("pl0 has its carrier back", || link_is_up("pl0")));
     assert!(port.check_link().is_ok());
+
+    // Renamed: the socket works on, but the port (pl0) is gone until the name is back.
+    ns.ip("link set pl0 down");
+    ns.ip("link set pl0 name pl9");
+    ns.ip("link set pl9 up");
+    ns.enter(|| wait_until("pl9 is up", || link_is_up("pl9")));
+    let _ = recv_link_error(&mut port, 3);
+    assert_renamed(port.check_link(), "pl0", "pl9");
+    traffic_both_ways(&mut port, &peer, "renamed, same socket");
+    ns.ip("link set pl9 down");
+    ns.ip("link set pl9 name pl0");
+    ns.ip("link set pl0 up");
+    ns.enter(|| wait_until("pl0 is up again", || link_is_up("pl0")));
+    let _ = recv_link_error(&mut port, 3);
+    assert!(port.check_link().is_ok(), "check_link once the name is back");
 
     ns.ip("link del pl0");
     assert_eq!(poll_now(&port), libc::POLLERR, "poll on a socket whose interface was deleted");
@@ -588,6 +612,19 @@ fn af_xdp_port_keeps_working_after_down_up_and_reports_deletion() {
     let late = peer.recv_marks(9, 1, Duration::from_secs(1));
     assert_eq!(late.len(), 1, "the frame sent while down, after up");
     traffic_both_ways(&mut port, &peer, "after down and up, same socket");
+
+    // Renamed: the socket works on, but the port (xl0) is gone until the name is back.
+    sw.ip("link set xl0 down");
+    sw.ip("link set xl0 name xl9");
+    sw.ip("link set xl9 up");
+    sw.enter(|| wait_until("xl9 is up", || link_is_up("xl9")));
+    assert_renamed(port.check_link(), "xl0", "xl9");
+    traffic_both_ways(&mut port, &peer, "renamed, same socket");
+    sw.ip("link set xl9 down");
+    sw.ip("link set xl9 name xl0");
+    sw.ip("link set xl0 up");
+    sw.enter(|| wait_until("xl0 is up again", || link_is_up("xl0")));
+    assert!(port.check_link().is_ok(), "check_link once the name is back");
 
     sw.ip("link del xl0");
     assert_eq!(poll_now(&port), 0, "poll says nothing for an XDP socket whose interface was deleted");

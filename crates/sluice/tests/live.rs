@@ -227,7 +227,8 @@ fn third_host(lab: &Lab, h3: &str) {
 /// One port's interface goes down, comes up, is deleted and created again
 /// while two other hosts ping each other through the switch every 20 ms:
 /// not one of their pings is lost, the switch reports the port down and
-/// back, and the third host is reachable again at the end.
+/// back, and the third host is reachable again. Then the interface is
+/// renamed (the port is gone, reported) and renamed back (the port is back).
 #[test]
 fn a_port_whose_interface_goes_down_and_away_comes_back_and_the_others_lose_nothing() {
     let mut lab = Lab::with_veth_hosts(true);
@@ -263,13 +264,32 @@ fn a_port_whose_interface_goes_down_and_away_comes_back_and_the_others_lose_noth
     let got = received(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(got, 150, "pings between the other two ports were lost while port 3 flapped:\n{}", lab.log());
     // The port comes back on the interface created again.
+    let back = |what: &str| {
+        let t0 = Instant::now();
+        while ping_from(&lab.h1, "10.0.3.1", 1, "0.1") != 1 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "port 3 did not come back {what}:\n{}", lab.log());
+        }
+    };
+    back("on the interface created again");
+    // Renamed: port 3 is s1-eth3, so it is gone while its interface has
+    // another name, and back once the name is.
+    let rename = |from: &str, to: &str| {
+        sh(&["ip", "-n", &lab.sw, "link", "set", from, "down"]);
+        sh(&["ip", "-n", &lab.sw, "link", "set", from, "name", to]);
+        sh(&["ip", "-n", &lab.sw, "link", "set", to, "up"]);
+    };
+    rename("s1-eth3", "s1-renamed");
     let t0 = Instant::now();
-    while ping_from(&lab.h1, "10.0.3.1", 1, "0.1") != 1 {
-        assert!(t0.elapsed() < Duration::from_secs(10), "port 3 did not come back:\n{}", lab.log());
+    while !lab.log().contains("s1-eth3: the interface is gone (renamed s1-renamed)") {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the rename was not reported:\n{}", lab.log());
+        std::thread::sleep(Duration::from_millis(50));
     }
+    assert_eq!(ping_from(&lab.h1, "10.0.3.1", 2, "0.1"), 0, "port 3 forwarded on the renamed interface");
+    rename("s1-renamed", "s1-eth3");
+    back("once its interface has its name again");
     let log = lab.stop();
     assert!(log.contains("port 3 (s1-eth3)") && log.contains("the interface is back"), "{log}");
-    assert!(log.matches("its frames are dropped until it is back").count() >= 2, "down and gone reported:\n{log}");
+    assert!(log.matches("its frames are dropped until it is back").count() >= 3, "down, gone and renamed:\n{log}");
 }
 
 /// What a switch in namespace `ns` could leave behind: an XDP program on
