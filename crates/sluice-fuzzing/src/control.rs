@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use prost::Message;
 use sluice_control::device::Device;
+use sluice_engine::runtime::SavedState;
 use sluice_engine::Switch;
 use sluice_p4runtime::pipeline::{Ids, Pipeline};
 use sluice_p4runtime::proto::p4::config::v1 as info;
@@ -15,10 +16,21 @@ const ROUTER: &str = include_str!("../../../examples/router.json");
 
 /// Target `thrift_call`: any bytes fed to the Thrift server's connection
 /// loop get replies or a closed connection, never a panic, against the
-/// router example.
+/// router example as loaded (each input starts from it: a program an
+/// earlier input swapped in is swapped out).
 pub fn thrift_call(data: &[u8]) {
-    static DEVICE: OnceLock<Device> = OnceLock::new();
-    let dev = DEVICE.get_or_init(|| Device::standalone(sluice_engine::load_switch(ROUTER).unwrap(), ROUTER.into()));
+    static DEVICE: OnceLock<(Device, SavedState)> = OnceLock::new();
+    let (dev, loaded) = DEVICE.get_or_init(|| {
+        let sw = sluice_engine::load_switch(ROUTER).expect("the router example loads");
+        let loaded = sw.save_state();
+        (Device::standalone(sw, ROUTER.into()), loaded)
+    });
+    if &*dev.program().json == ROUTER {
+        dev.pool().master_mut().restore_state(&loaded.unshared_copy());
+    } else {
+        let sw = sluice_engine::load_switch(ROUTER).expect("the router example loads");
+        dev.install(sw, ROUTER.into()).expect("the router example installs");
+    }
     let mut out = Vec::new();
     let _ = sluice_thrift::serve_stream(dev, data, &mut out);
 }
