@@ -483,6 +483,14 @@ fn event(r: std::io::Result<()>) -> Option<LinkEvent> {
     }
 }
 
+/// Renames interface `from` of `ns` to `to` (down, renamed, up) and waits until it is up.
+fn rename_link(ns: &Netns, from: &str, to: &str) {
+    ns.ip(&format!("link set {from} down"));
+    ns.ip(&format!("link set {from} name {to}"));
+    ns.ip(&format!("link set {to} up"));
+    ns.enter(|| wait_until(&format!("{to} is up"), || link_is_up(to)));
+}
+
 /// `r` says that the port's interface `was` is gone, renamed `now`.
 fn assert_renamed(r: std::io::Result<()>, was: &str, now: &str) {
     let e = r.expect_err("check_link on a renamed interface");
@@ -541,17 +549,11 @@ fn af_packet_port_keeps_working_after_down_up_and_reports_deletion() {
     assert!(port.check_link().is_ok());
 
     // Renamed: the socket works on, but the port (pl0) is gone until the name is back.
-    ns.ip("link set pl0 down");
-    ns.ip("link set pl0 name pl9");
-    ns.ip("link set pl9 up");
-    ns.enter(|| wait_until("pl9 is up", || link_is_up("pl9")));
+    rename_link(&ns, "pl0", "pl9");
     let _ = recv_link_error(&mut port, 3);
     assert_renamed(port.check_link(), "pl0", "pl9");
     traffic_both_ways(&mut port, &peer, "renamed, same socket");
-    ns.ip("link set pl9 down");
-    ns.ip("link set pl9 name pl0");
-    ns.ip("link set pl0 up");
-    ns.enter(|| wait_until("pl0 is up again", || link_is_up("pl0")));
+    rename_link(&ns, "pl9", "pl0");
     let _ = recv_link_error(&mut port, 3);
     assert!(port.check_link().is_ok(), "check_link once the name is back");
 
@@ -614,16 +616,10 @@ fn af_xdp_port_keeps_working_after_down_up_and_reports_deletion() {
     traffic_both_ways(&mut port, &peer, "after down and up, same socket");
 
     // Renamed: the socket works on, but the port (xl0) is gone until the name is back.
-    sw.ip("link set xl0 down");
-    sw.ip("link set xl0 name xl9");
-    sw.ip("link set xl9 up");
-    sw.enter(|| wait_until("xl9 is up", || link_is_up("xl9")));
+    rename_link(&sw, "xl0", "xl9");
     assert_renamed(port.check_link(), "xl0", "xl9");
     traffic_both_ways(&mut port, &peer, "renamed, same socket");
-    sw.ip("link set xl9 down");
-    sw.ip("link set xl9 name xl0");
-    sw.ip("link set xl0 up");
-    sw.enter(|| wait_until("xl0 is up again", || link_is_up("xl0")));
+    rename_link(&sw, "xl9", "xl0");
     assert!(port.check_link().is_ok(), "check_link once the name is back");
 
     sw.ip("link del xl0");
