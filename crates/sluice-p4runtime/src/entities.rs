@@ -910,7 +910,6 @@ fn write_mc_group(h: &mut Handles, tg: &mut dyn Target, op: Op, g: &p4::Multicas
 fn write_clone(h: &mut Handles, tg: &mut dyn Target, op: Op, c: &p4::CloneSessionEntry) -> Result<(), Fail> {
     let id = c.session_id;
     let exists = h.clones.contains_key(&id);
-    let group = CLONE_GROUP_BASE + id;
     match (op, exists) {
         (Op::Insert, true) => return fail(Code::AlreadyExists, format!("clone session {id} exists")),
         (Op::Modify | Op::Delete, false) => return fail(Code::NotFound, format!("no clone session {id}")),
@@ -919,6 +918,8 @@ fn write_clone(h: &mut Handles, tg: &mut dyn Target, op: Op, c: &p4::CloneSessio
     if id == 0 || id >= CLONE_GROUP_BASE {
         return fail(Code::InvalidArgument, format!("clone session id {id} is out of range"));
     }
+    // The replication group that carries the session's replicas.
+    let group = CLONE_GROUP_BASE + id;
     // The old group, if any, goes in every case; a new one is made when needed.
     if let Some(old) = h.mc_nodes.remove(&group) {
         tg.apply(Arc::new(move |sw, _| {
