@@ -576,14 +576,14 @@ pub fn parse_expr(a: &At) -> Result<Expr, LoadError> {
             }
             Expr::UnionStackField(items[0].str()?.to_string(), items[1].str()?.to_string(), items[2].str()?.to_string())
         }
-        "runtime_data" => Expr::RuntimeData(val.u64()? as u32),
-        "local" => Expr::Local(val.u64()? as u32),
+        "runtime_data" => Expr::RuntimeData(val.u32()?),
+        "local" => Expr::Local(val.u32()?),
         "lookahead" => {
             let items = val.arr()?;
             if items.len() != 2 {
                 return Err(val.err("expected [offset, width]"));
             }
-            Expr::Lookahead(items[0].u64()? as u32, items[1].u64()? as u32)
+            Expr::Lookahead(items[0].u32()?, items[1].u32()?)
         }
         "string" => Expr::Str(val.str()?.to_string()),
         // A field list written in place (PSA externs' arguments).
@@ -627,7 +627,7 @@ fn parse_expression_value(v: &At) -> Result<Expr, LoadError> {
         }
         "access_field" => {
             let l = parse_expr(&v.get("left")?)?;
-            let r = v.get("right")?.u64()? as u32;
+            let r = v.get("right")?.u32()?;
             Ok(Expr::AccessField(Box::new(l), r))
         }
         _ => Ok(Expr::Op { op, left: side("left")?, right: side("right")? }),
@@ -846,7 +846,7 @@ fn parse_table(t: &At) -> Result<Table, LoadError> {
             let mt = m.str_of("match_type")?;
             let km = match mt.as_str() {
                 "exact" => EntryMatch::Exact(hexbytes(&m.get("key")?)?),
-                "lpm" => EntryMatch::Lpm(hexbytes(&m.get("key")?)?, m.u64_of("prefix_length")? as u32),
+                "lpm" => EntryMatch::Lpm(hexbytes(&m.get("key")?)?, m.u32_of("prefix_length")?),
                 "ternary" => EntryMatch::Ternary(hexbytes(&m.get("key")?)?, hexbytes(&m.get("mask")?)?),
                 "range" => EntryMatch::Range(hexbytes(&m.get("start")?)?, hexbytes(&m.get("end")?)?),
                 "valid" => EntryMatch::Valid(m.get("key")?.bool()?),
@@ -971,7 +971,7 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
             name,
             id,
             header_type: a.str_of("header_type")?,
-            size: a.opt("size").map(|s| s.u64()).transpose()?.unwrap_or(header_ids.len() as u64) as u32,
+            size: a.opt("size").map(|s| s.u32()).transpose()?.unwrap_or(header_ids.len() as u32),
             header_ids,
             path: a.path.clone(),
         });
@@ -997,7 +997,7 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
             name,
             id,
             union_type: a.str_of("union_type")?,
-            size: a.opt("size").map(|s| s.u64()).transpose()?.unwrap_or(ids.len() as u64) as u32,
+            size: a.opt("size").map(|s| s.u32()).transpose()?.unwrap_or(ids.len() as u32),
             header_union_ids: ids,
         });
     }
@@ -1034,8 +1034,8 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
         p.parse_vsets.push(ParseVset {
             name,
             id,
-            compressed_bitwidth: a.u64_of("compressed_bitwidth")? as u32,
-            max_size: a.opt("max_size").map(|m| m.u64()).transpose()?.unwrap_or(0) as u32,
+            compressed_bitwidth: a.u32_of("compressed_bitwidth")?,
+            max_size: a.opt("max_size").map(|m| m.u32()).transpose()?.unwrap_or(0),
         });
     }
     for a in root.opt_arr("deparsers")? {
@@ -1061,7 +1061,7 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
             id,
             is_direct: a.bool_or("is_direct", false)?,
             size: a.opt("size").map(|s| s.u64()).transpose()?.unwrap_or(0),
-            rate_count: a.opt("rate_count").map(|s| s.u64()).transpose()?.unwrap_or(2) as u32,
+            rate_count: a.opt("rate_count").map(|s| s.u32()).transpose()?.unwrap_or(2),
             packets,
             binding: opt_str(&a, "binding")?,
             result_target,
@@ -1085,7 +1085,7 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
             name,
             id,
             size: a.u64_of("size")?,
-            bitwidth: a.u64_of("bitwidth")? as u32,
+            bitwidth: a.u32_of("bitwidth")?,
             path: a.path.clone(),
         });
     }
@@ -1127,7 +1127,7 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
         let (name, id) = name_id(&a)?;
         let mut runtime_data = Vec::new();
         for r in a.opt_arr("runtime_data")? {
-            runtime_data.push(RuntimeParam { name: r.str_of("name")?, bitwidth: r.u64_of("bitwidth")? as u32 });
+            runtime_data.push(RuntimeParam { name: r.str_of("name")?, bitwidth: r.width_of("bitwidth")? });
         }
         let mut primitives = Vec::new();
         for pr in a.opt_arr("primitives")? {

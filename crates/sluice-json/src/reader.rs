@@ -96,6 +96,28 @@ impl<'a> At<'a> {
         self.v.as_u64().ok_or_else(|| self.err("expected a non-negative integer"))
     }
 
+    /// A non-negative integer value of at most 32 bits.
+    pub fn u32(&self) -> Result<u32, LoadError> {
+        let v = self.u64()?;
+        u32::try_from(v).map_err(|_| self.err(format!("{v} does not fit in 32 bits")))
+    }
+
+    /// A 32-bit integer-valued required member.
+    pub fn u32_of(&self, key: &str) -> Result<u32, LoadError> {
+        self.get(key)?.u32()
+    }
+
+    /// A width in bits, 0 to 4096 (the widest header field or action
+    /// parameter a program may declare), of required member `key`.
+    pub fn width_of(&self, key: &str) -> Result<u32, LoadError> {
+        let n = self.get(key)?;
+        let w = n.u64()?;
+        if w > 4096 {
+            return Err(n.err(format!("a width of {w} bits is out of range (at most 4096)")));
+        }
+        Ok(w as u32)
+    }
+
     /// A signed integer value.
     pub fn i64(&self) -> Result<i64, LoadError> {
         self.v.as_i64().ok_or_else(|| self.err("expected an integer"))
