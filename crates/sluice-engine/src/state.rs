@@ -6,7 +6,9 @@
 //! caller. With several workers each worker owns a replica of the switch
 //! (see `sluice_dataplane::workers`): everything here is per replica except registers
 //! and meters, which the replicas share (`crate::registers`, `crate::meters`).
-//! A replica's meter leases are its own.
+//! A replica's meter leases are its own. Switches restored from one
+//! `SavedState` share its registers and meters the same way (Thrift's
+//! `bm_reset_state` gives every worker a copy of one state as loaded).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
