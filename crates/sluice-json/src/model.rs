@@ -656,7 +656,7 @@ fn parse_header_type(a: &At) -> Result<HeaderType, LoadError> {
             serde_json::Value::String(s) if s == "*" => FieldWidth::Varbit,
             _ => {
                 let w = items[1].u64()?;
-                if w == 0 || w > 4096 {
+                if w == 0 || w > u64::from(crate::reader::MAX_WIDTH) {
                     return Err(items[1].err(format!("field width {w} is out of range")));
                 }
                 FieldWidth::Bits(w as u32)

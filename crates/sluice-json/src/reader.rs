@@ -17,6 +17,9 @@ pub struct At<'a> {
     pub path: String,
 }
 
+/// The widest header field or action parameter a program may declare, in bits.
+pub const MAX_WIDTH: u32 = 4096;
+
 impl<'a> At<'a> {
     /// The document root.
     pub fn root(v: &'a Value) -> Self {
@@ -107,13 +110,12 @@ impl<'a> At<'a> {
         self.get(key)?.u32()
     }
 
-    /// A width in bits, 0 to 4096 (the widest header field or action
-    /// parameter a program may declare), of required member `key`.
+    /// A width in bits, 0 to [`MAX_WIDTH`], of required member `key`.
     pub fn width_of(&self, key: &str) -> Result<u32, LoadError> {
         let n = self.get(key)?;
         let w = n.u64()?;
-        if w > 4096 {
-            return Err(n.err(format!("a width of {w} bits is out of range (at most 4096)")));
+        if w > u64::from(MAX_WIDTH) {
+            return Err(n.err(format!("a width of {w} bits is out of range (at most {MAX_WIDTH})")));
         }
         Ok(w as u32)
     }

@@ -442,14 +442,7 @@ impl<N> Outputs<N> {
                 match slot.port.as_ref().map(|p| p.check_link()) {
                     Some(Ok(())) => {}
                     Some(Err(e)) if link_event(&e) == Some(LinkEvent::Gone) => {
-                        slot.close();
-                        slot.link = Link::Gone;
-                        if self.shared.board.set(slot.number, Link::Gone) {
-                            eprintln!(
-                                "sluice: port {} ({}): {e}; its frames are dropped until it is back",
-                                slot.number, slot.opener.spec.iface
-                            );
-                        }
+                        self.link_lost(k, LinkEvent::Gone, &e.to_string());
                         continue;
                     }
                     _ => continue,
