@@ -45,7 +45,7 @@ const TICK: Duration = Duration::from_millis(10);
 
 /// How often a worker asks the link of an AF_XDP or AF_PACKET port that is
 /// up: an XDP socket's poll never reports its interface going down or
-/// away, and no socket reports a rename or (AF_PACKET) a lost carrier.
+/// away, and no socket reports a rename.
 const WATCH: Duration = Duration::from_secs(1);
 
 /// Batches taken from one port before the next port's turn (keeps ports fair).
@@ -425,11 +425,17 @@ impl<N> Outputs<N> {
             let slot = &mut self.slots[k];
             let watched = matches!(slot.opener.spec.backend, Backend::AfXdp | Backend::AfPacket);
             if slot.link == Link::Up && watched && slot.last_try.elapsed() >= WATCH {
-                // What no socket reports (see WATCH): ask.
+                // What no socket reports (see WATCH): ask. An AF_PACKET
+                // socket reports its interface going down itself, and its
+                // frames flow again as soon as a lost carrier is back (the
+                // kernel's operational state, which the answer follows,
+                // lags by up to a second): only a rename is taken from it.
                 slot.last_try = Instant::now();
+                let xdp = slot.opener.spec.backend == Backend::AfXdp;
                 if let Some(Err(e)) = slot.port.as_ref().map(|p| p.check_link()) {
-                    if let Some(ev) = link_event(&e) {
-                        self.link_lost(k, ev, &e.to_string());
+                    match link_event(&e) {
+                        Some(ev) if xdp || ev == LinkEvent::Gone => self.link_lost(k, ev, &e.to_string()),
+                        _ => {}
                     }
                 }
                 continue;
