@@ -60,7 +60,7 @@ impl Captures {
         let Some(f) = files.get_mut(&port) else { return };
         let log = &mut f[dir as usize];
         if let Err(e) = log.write(now(), frame) {
-            eprintln!("sluice: writing {} failed: {e}; this capture stops", log.path().display());
+            crate::log::report(format!("sluice: writing {} failed: {e}; this capture stops", log.path().display()));
             files.remove(&port);
         }
     }

@@ -171,7 +171,11 @@ impl Opener {
                     Some(a) => a.clone(),
                     None => {
                         let a = AfXdpInterface::attach(iface, self.workers)?;
-                        eprintln!("port {}: XDP program attached to {iface} in {} mode", self.spec.port, a.mode());
+                        log::report(format!(
+                            "port {}: XDP program attached to {iface} in {} mode",
+                            self.spec.port,
+                            a.mode()
+                        ));
                         *xdp = Some(a.clone());
                         a
                     }
@@ -206,15 +210,19 @@ impl Live {
         r.iter().fold(LiveStats::default(), |a, (s, _)| a.plus(s))
     }
 
-    /// The end-of-run report: totals, then each port of each worker.
+    /// The end-of-run report: totals, then each port of each worker. The
+    /// reports the workers queued are written first ([`log::flush`]).
     pub fn summary(&self) -> String {
+        log::flush();
         let t = self.totals();
         let mut s = format!(
-            "sluice: stopped after {:.1} s: {} received, {} sent, {} to ports without an interface, \
-             {} offloaded segments dropped, {} to ports whose link was down, {} link changes, {} events dropped\n",
+            "sluice: stopped after {:.1} s: {} received, {} sent, {} dropped by the data plane, {} to ports without \
+             an interface, {} offloaded segments dropped, {} to ports whose link was down, {} link changes, {} events \
+             dropped\n",
             self.started.elapsed().as_secs_f64(),
             t.received,
             t.sent,
+            t.program_dropped,
             t.no_port,
             t.gso_dropped,
             t.link_dropped,
@@ -297,20 +305,23 @@ pub fn start<D: DataPlane>(
     for w in 0..workers {
         let mut ports = Vec::new();
         for o in &openers {
-            let p = o.open(w).map_err(|e| format!("port {} ({}): {e}", o.spec.port, o.spec.iface))?;
+            let p = o.open(w).map_err(|e| {
+                log::flush();
+                format!("port {} ({}): {e}", o.spec.port, o.spec.iface)
+            })?;
             if w == 0 {
                 let spread = match o.spec.backend {
                     _ if workers == 1 => String::new(),
                     Backend::AfPacket => format!(", fanout over {workers} workers"),
                     _ => format!(", one queue per worker ({workers})"),
                 };
-                eprintln!(
+                log::report(format!(
                     "port {}: {} via {}{}{spread}",
                     o.spec.port,
                     o.spec.iface,
                     p.backend(),
                     if p.offload() { " (offload headers on)" } else { "" },
-                );
+                ));
             }
             ports.push((o.clone(), p));
         }
@@ -330,6 +341,8 @@ pub fn start<D: DataPlane>(
         )?;
         ios.push(Box::new(io));
     }
+    // What opening the ports reported comes before what follows.
+    log::flush();
     let mut dp = dp;
     dp.set_profiling(cfg.profile);
     let pool = Pool::start(dp, ios)?;

@@ -45,7 +45,8 @@ const TICK: Duration = Duration::from_millis(10);
 
 /// How often a worker asks the link of an AF_XDP or AF_PACKET port that is
 /// up: an XDP socket's poll never reports its interface going down or
-/// away, and no socket reports a rename.
+/// away, and no socket reports a rename or a lost carrier (frames sent
+/// without one are lost in the kernel, without an error).
 const WATCH: Duration = Duration::from_secs(1);
 
 /// Batches taken from one port before the next port's turn (keeps ports fair).
@@ -71,6 +72,9 @@ pub struct LiveStats {
     pub link_changes: u64,
     /// PacketIns and notifications the control plane's queue had no room for.
     pub up_dropped: u64,
+    /// Frames (and copies) the data plane itself dropped (its
+    /// [`DataPlane::stats`]).
+    pub program_dropped: u64,
 }
 
 impl LiveStats {
@@ -83,6 +87,7 @@ impl LiveStats {
             link_dropped: self.link_dropped + o.link_dropped,
             link_changes: self.link_changes + o.link_changes,
             up_dropped: self.up_dropped + o.up_dropped,
+            program_dropped: self.program_dropped + o.program_dropped,
         }
     }
 }
@@ -177,6 +182,9 @@ struct Outputs<N> {
     shared: Shared<N>,
     /// A frame whose checksum is completed in software.
     scratch: Vec<u8>,
+    /// The data plane's drop count as last read (a data plane swapped in
+    /// by the control plane starts again from zero).
+    program_dropped_seen: u64,
 }
 
 /// One worker's I/O: its ports, its receive buffer and its counters.
@@ -262,6 +270,7 @@ impl<N: Send + 'static> LiveIo<N> {
                 cpu_port: cfg.cpu_port,
                 shared,
                 scratch: Vec::new(),
+                program_dropped_seen: 0,
             },
             offload: cfg.offload,
             fanout_base,
@@ -360,6 +369,9 @@ impl<N> Outputs<N> {
 
     /// After a batch: the data plane's notifications and log go out.
     fn after_batch<D: DataPlane<Notification = N>>(&mut self, dp: &mut D) {
+        let dropped = dp.stats().dropped;
+        let seen = std::mem::replace(&mut self.program_dropped_seen, dropped);
+        self.stats.program_dropped += dropped.checked_sub(seen).unwrap_or(dropped);
         let (up, stats) = (&self.shared.up, &mut self.stats);
         dp.drain_notifications(&mut |n| {
             if !up.as_ref().is_some_and(|u| u(Up::Notification(n))) {
@@ -410,10 +422,10 @@ impl<N> Outputs<N> {
             self.stats.link_changes += 1;
         }
         if self.shared.board.set(slot.number, slot.link) {
-            eprintln!(
+            crate::log::report(format!(
                 "sluice: port {} ({}): {why}; its frames are dropped until it is back",
                 slot.number, slot.opener.spec.iface
-            );
+            ));
         }
     }
 
@@ -425,17 +437,11 @@ impl<N> Outputs<N> {
             let slot = &mut self.slots[k];
             let watched = matches!(slot.opener.spec.backend, Backend::AfXdp | Backend::AfPacket);
             if slot.link == Link::Up && watched && slot.last_try.elapsed() >= WATCH {
-                // What no socket reports (see WATCH): ask. An AF_PACKET
-                // socket reports its interface going down itself, and its
-                // frames flow again as soon as a lost carrier is back (the
-                // kernel's operational state, which the answer follows,
-                // lags by up to a second): only a rename is taken from it.
+                // What no socket reports (see WATCH): ask.
                 slot.last_try = Instant::now();
-                let xdp = slot.opener.spec.backend == Backend::AfXdp;
                 if let Some(Err(e)) = slot.port.as_ref().map(|p| p.check_link()) {
-                    match link_event(&e) {
-                        Some(ev) if xdp || ev == LinkEvent::Gone => self.link_lost(k, ev, &e.to_string()),
-                        _ => {}
+                    if let Some(ev) = link_event(&e) {
+                        self.link_lost(k, ev, &e.to_string());
                     }
                 }
                 continue;
@@ -465,7 +471,10 @@ impl<N> Outputs<N> {
             self.pfds[k].fd = slot.port.as_ref().map_or(-1, |p| p.fd());
             self.stats.link_changes += 1;
             if self.shared.board.set(slot.number, Link::Up) {
-                eprintln!("sluice: port {} ({}): the interface is back", slot.number, slot.opener.spec.iface);
+                crate::log::report(format!(
+                    "sluice: port {} ({}): the interface is back",
+                    slot.number, slot.opener.spec.iface
+                ));
             }
         }
     }
@@ -515,7 +524,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         self.out.pfds.insert(at, libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
         self.out.by_number[number as usize] = self.out.slots.len() - 1;
         self.out.shared.board.set(number, Link::Up);
-        eprintln!("port {number}: {iface} via af_packet (added at run time)");
+        crate::log::report(format!("port {number}: {iface} via af_packet (added at run time)"));
         Ok(())
     }
 
@@ -608,7 +617,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
                         self.out.pfds[k].fd = -1;
                         if !self.replayed && self.out.slots.iter().all(|s| s.finished) {
                             self.replayed = true;
-                            eprintln!("sluice: every input file has been replayed");
+                            crate::log::report("sluice: every input file has been replayed".into());
                         }
                     } else if self.out.pfds[k].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
                         // An error condition that no receive reported: ask the link.

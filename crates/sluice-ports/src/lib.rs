@@ -360,11 +360,17 @@ pub struct LinkError {
     pub os_error: Option<i32>,
     /// The interface's new name, when it was renamed.
     pub renamed_to: Option<String>,
+    /// Down because the interface, itself up, has no carrier (a veth
+    /// whose peer is down, a cable unplugged).
+    pub no_carrier: bool,
 }
 
 impl fmt::Display for LinkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.event {
+            LinkEvent::Down if self.no_carrier => {
+                write!(f, "{}: the interface has no carrier (its peer is down or unplugged)", self.iface)?
+            }
             LinkEvent::Down => write!(f, "{}: the interface is down", self.iface)?,
             LinkEvent::Gone => match &self.renamed_to {
                 Some(to) => write!(f, "{}: the interface is gone (renamed {to})", self.iface)?,
@@ -384,8 +390,19 @@ impl std::error::Error for LinkError {}
 pub(crate) fn link_error(iface: &str, event: LinkEvent, os_error: Option<i32>) -> io::Error {
     io::Error::new(
         io::ErrorKind::NetworkDown,
-        LinkError { iface: iface.to_string(), event, os_error, renamed_to: None },
+        LinkError { iface: iface.to_string(), event, os_error, renamed_to: None, no_carrier: false },
     )
+}
+
+/// The link error for an interface found in `state`, or `None` when it is up.
+pub(crate) fn state_error(iface: &str, state: NameState) -> Option<io::Error> {
+    let event = match state {
+        NameState::Up => return None,
+        NameState::Down | NameState::NoCarrier => LinkEvent::Down,
+    };
+    let no_carrier = state == NameState::NoCarrier;
+    let e = LinkError { iface: iface.to_string(), event, os_error: None, renamed_to: None, no_carrier };
+    Some(io::Error::new(io::ErrorKind::NetworkDown, e))
 }
 
 /// Whether an error from a port (`recv`, `send`, `flush`, `check_link`)
@@ -407,23 +424,33 @@ pub fn link_is_up(iface: &str) -> bool {
     let (Ok(ctl), Ok(name)) = (ioctl_socket(), ifname(iface)) else {
         return false;
     };
-    matches!(name_state(ctl.as_raw_fd(), name), Ok(None))
+    matches!(name_state(ctl.as_raw_fd(), name), Ok(NameState::Up))
 }
 
-/// The state of interface `name` in the network namespace of socket `ctl`:
-/// `None` when up with a carrier, `Some(Down)` otherwise; an error when no
-/// interface has that name there.
-pub(crate) fn name_state(ctl: RawFd, name: [libc::c_char; libc::IFNAMSIZ]) -> io::Result<Option<LinkEvent>> {
+/// What [`name_state`] finds of an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameState {
+    /// Up, operational, with a carrier.
+    Up,
+    /// Set down.
+    Down,
+    /// Up, but without a carrier (or not yet operational).
+    NoCarrier,
+}
+
+/// The state of interface `name` in the network namespace of socket `ctl`;
+/// an error when no interface has that name there.
+pub(crate) fn name_state(ctl: RawFd, name: [libc::c_char; libc::IFNAMSIZ]) -> io::Result<NameState> {
     let flags = flags_via(ctl, name)?;
     if flags & libc::IFF_UP as libc::c_short == 0 {
-        return Ok(Some(LinkEvent::Down));
+        return Ok(NameState::Down);
     }
     // IFF_RUNNING (the operational state) follows the carrier when the
     // kernel's link watch gets to it, up to a second later; the driver's
     // link state tells a lost carrier at once. Up takes both.
     let running = flags & libc::IFF_RUNNING as libc::c_short != 0;
     let carrier = carrier_via(ctl, name).unwrap_or(running);
-    Ok(if running && carrier { None } else { Some(LinkEvent::Down) })
+    Ok(if running && carrier { NameState::Up } else { NameState::NoCarrier })
 }
 
 const ETHTOOL_GLINK: u32 = 0x0a;
@@ -453,11 +480,17 @@ pub(crate) fn index_link(ctl: RawFd, ifindex: u32, iface: &str) -> io::Result<()
         let now: Vec<u8> = req.name.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
         if now != iface.as_bytes() {
             let renamed_to = Some(String::from_utf8_lossy(&now).into_owned());
-            let e = LinkError { iface: iface.to_string(), event: LinkEvent::Gone, os_error: None, renamed_to };
+            let e = LinkError {
+                iface: iface.to_string(),
+                event: LinkEvent::Gone,
+                os_error: None,
+                renamed_to,
+                no_carrier: false,
+            };
             return Err(io::Error::new(io::ErrorKind::NetworkDown, e));
         }
         if let Ok(state) = name_state(ctl, req.name) {
-            return state.map_or(Ok(()), |ev| Err(link_error(iface, ev, None)));
+            return state_error(iface, state).map_or(Ok(()), Err);
         }
     }
     Err(link_error(iface, LinkEvent::Gone, None))
@@ -665,6 +698,11 @@ mod tests {
         assert!(link_down(&e) && e.to_string().starts_with("x0: the interface is gone"), "{e}");
         let down = link_error("x0", LinkEvent::Down, None);
         assert_eq!(link_event(&down), Some(LinkEvent::Down));
+        assert_eq!(down.to_string(), "x0: the interface is down");
+        let carrier = state_error("x0", NameState::NoCarrier).expect("no carrier is a link error");
+        assert_eq!(link_event(&carrier), Some(LinkEvent::Down));
+        assert_eq!(carrier.to_string(), "x0: the interface has no carrier (its peer is down or unplugged)");
+        assert!(state_error("x0", NameState::Up).is_none());
         for other in [io::Error::from_raw_os_error(libc::ENETDOWN), io::Error::other("x0: receive: boom")] {
             assert!(!link_down(&other), "{other}");
         }

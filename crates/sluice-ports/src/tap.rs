@@ -16,8 +16,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::{
-    check, ifname, ioctl_socket, link_error, name_state, IfReqFlags, LinkEvent, Port, PortStats, RxBatch, VnetHdr,
-    BATCH, VNET_HDR_LEN,
+    check, ifname, ioctl_socket, link_error, name_state, state_error, IfReqFlags, LinkEvent, Port, PortStats, RxBatch,
+    VnetHdr, BATCH, VNET_HDR_LEN,
 };
 
 const IFF_TAP: libc::c_short = 0x0002;
@@ -231,8 +231,8 @@ impl Port for TapPort {
         // namespace does not know it, it was moved away with its queues still
         // attached: nothing to say from here.
         match name_state(self.ctl.as_raw_fd(), req.name) {
-            Ok(Some(ev)) => Err(link_error(&self.name, ev, None)),
-            _ => Ok(()),
+            Ok(state) => state_error(&self.name, state).map_or(Ok(()), Err),
+            Err(_) => Ok(()),
         }
     }
 }

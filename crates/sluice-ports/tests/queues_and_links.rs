@@ -541,7 +541,9 @@ fn af_packet_port_keeps_working_after_down_up_and_reports_deletion() {
 
     // No carrier: only check_link can tell.
     ns.ip("link set pl1 down");
-    assert_eq!(event(port.check_link()), Some(LinkEvent::Down), "no carrier");
+    let e = port.check_link().expect_err("no carrier");
+    assert_eq!(link_event(&e), Some(LinkEvent::Down), "no carrier: {e}");
+    assert_eq!(e.to_string(), "pl0: the interface has no carrier (its peer is down or unplugged)");
     assert!(send_one(&mut port, 5).is_ok(), "sending without carrier is no error");
     assert!(!ns.enter(|| link_is_up("pl0")), "link_is_up without carrier");
     ns.ip("link set pl1 up");

@@ -41,8 +41,17 @@ fn router_over_veth(offloads: bool) {
     assert_eq!(lab.ping(5), 5, "ping through Sluice lost packets:\n{}", lab.log());
     let bytes = lab.iperf();
     assert!(bytes > 1_000_000, "iperf3 TCP moved only {bytes} bytes through Sluice");
+    // No route: the program drops them, and the report counts it.
+    sh(&["ip", "-n", &lab.h1, "route", "add", "10.9.0.0/24", "via", "10.0.1.254"]);
+    assert_eq!(ping_from(&lab.h1, "10.9.0.1", 3, "0.1"), 0, "a ping without a route got an answer");
     let log = lab.stop();
-    assert!(log.contains("stopped after"), "{log}");
+    let dropped: u64 = log
+        .split(" dropped by the data plane")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of frames the data plane dropped:\n{log}"));
+    assert!(dropped >= 3, "{dropped} frames counted as dropped by the router, 3 pings had no route:\n{log}");
     // The echo request as h1 sent it, and as Sluice forwarded it (MACs rewritten, TTL - 1).
     let dir = lab.dir.join("pcaps");
     let rx = pcap_frames(&dir.join("s1-eth1_in.pcap"));
@@ -227,8 +236,10 @@ fn third_host(lab: &Lab, h3: &str) {
 /// One port's interface goes down, comes up, is deleted and created again
 /// while two other hosts ping each other through the switch every 20 ms:
 /// not one of their pings is lost, the switch reports the port down and
-/// back, and the third host is reachable again. Then the interface is
-/// renamed (the port is gone, reported) and renamed back (the port is back).
+/// back, and the third host is reachable again. Then the third host's end
+/// goes down (the port has no carrier, reported; back once it is up), and
+/// the interface is renamed (the port is gone, reported) and renamed back
+/// (the port is back).
 #[test]
 fn a_port_whose_interface_goes_down_and_away_comes_back_and_the_others_lose_nothing() {
     let mut lab = Lab::with_veth_hosts(true);
@@ -271,6 +282,21 @@ fn a_port_whose_interface_goes_down_and_away_comes_back_and_the_others_lose_noth
         }
     };
     back("on the interface created again");
+    // Without a carrier (h3's end down): only the once-a-second watch can
+    // tell; the port is reported, frames to it are dropped and counted,
+    // and it forwards again once h3's end is up.
+    sh(&["ip", "-n", &h3, "link", "set", "h3-eth0", "down"]);
+    let t0 = Instant::now();
+    while !lab.log().contains("s1-eth3: the interface has no carrier (its peer is down or unplugged)") {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the lost carrier was not reported:\n{}", lab.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ping_from(&lab.h1, "10.0.3.1", 2, "0.1"), 0, "port 3 forwarded without a carrier");
+    sh(&["ip", "-n", &h3, "link", "set", "h3-eth0", "up"]);
+    // (Taking the link down removed h3's route and gateway entry.)
+    sh(&["ip", "-n", &h3, "route", "replace", "10.0.1.0/24", "via", "10.0.3.254"]);
+    sh(&["ip", "-n", &h3, "neigh", "replace", "10.0.3.254", "lladdr", "02:00:00:00:03:fe", "dev", "h3-eth0"]);
+    back("once its carrier is back");
     // Renamed: port 3 is s1-eth3, so it is gone while its interface has
     // another name, and back once the name is.
     let rename = |from: &str, to: &str| {
@@ -289,7 +315,19 @@ fn a_port_whose_interface_goes_down_and_away_comes_back_and_the_others_lose_noth
     back("once its interface has its name again");
     let log = lab.stop();
     assert!(log.contains("port 3 (s1-eth3)") && log.contains("the interface is back"), "{log}");
-    assert!(log.matches("its frames are dropped until it is back").count() >= 3, "down, gone and renamed:\n{log}");
+    assert!(
+        log.matches("its frames are dropped until it is back").count() >= 4,
+        "down, gone, without carrier and renamed:\n{log}"
+    );
+    // The 4 pings toward h3 while port 3 had no carrier or was renamed
+    // were dropped at the port and counted.
+    let link_dropped: u64 = log
+        .split(" to ports whose link was down")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of frames to ports whose link was down:\n{log}"));
+    assert!(link_dropped >= 4, "{link_dropped} frames counted to ports whose link was down:\n{log}");
 }
 
 /// What a switch in namespace `ns` could leave behind: an XDP program on
