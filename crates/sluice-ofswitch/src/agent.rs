@@ -145,6 +145,9 @@ pub struct AgentStats {
     pub packet_ins_unbuffered: u64,
     /// Connections accepted past the bound, and closed at once.
     pub connections_refused: u64,
+    /// Connections closed after three inactivity probe intervals of
+    /// silence (an unanswered echo request, or no HELLO at all).
+    pub silent_closed: u64,
 }
 
 fn default_async() -> AsyncConfig {
@@ -1183,11 +1186,18 @@ impl Agent {
         let probe = self.cfg.inactivity_probe;
         for ci in 0..self.conns.len() {
             let c = &mut self.conns[ci];
-            if c.version.is_none() {
-                continue;
-            }
             if now.duration_since(c.last_heard) > probe * 3 {
+                // Silent for three intervals: its echo request went
+                // unanswered, or (before any HELLO) it never spoke.
+                if !c.closed {
+                    self.stats.silent_closed += 1;
+                    let dpid = self.cfg.datapath_id;
+                    eprintln!("openflow: {dpid}: closing the connection of {}: silent for {:?}", c.peer, probe * 3);
+                }
                 c.closed = true;
+            } else if c.version.is_none() {
+                // No echo before the handshake: a peer that has not sent
+                // its HELLO is only timed.
             } else if now.duration_since(c.last_heard) > probe && c.echo_sent.is_none() {
                 c.echo_sent = Some(now);
                 let v = c.version.unwrap_or(OFP13);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_live::{LiveConfig, PortSpec, Up, UpSink};
-use sluice_ofswitch::switch::LOCAL_LIVE_PORT;
+use sluice_ofswitch::switch::{LOCAL_LIVE_PORT, MAX_PENDING_PACKET_INS};
 use sluice_ofswitch::{Agent, AgentConfig, FailMode, Note, OfSwitch, PortInfo};
 
 /// The arguments of `sluice openflow`.
@@ -217,13 +217,22 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     let mut pool = agent.into_pool();
     pool.merge_counters();
     let c = &pool.master().counters;
-    let (hits, misses) = (c.cache_hits, c.cache_misses);
+    let (hits, misses, packet_ins_dropped) = (c.cache_hits, c.cache_misses, c.packet_ins_dropped);
     let tables = pool.master().describe_tables();
     let code = if a.show_code { pool.master().code_listing() } else { String::new() };
     pool.stop_workers();
     eprintln!(
-        "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent ({} whole for want of a free buffer), {} connections closed for not reading",
-        s.messages_in, s.messages_out, s.errors_sent, s.packet_ins_sent, s.packet_ins_unbuffered, s.connections_closed_stuck
+        "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent ({} whole for want of a free buffer, \
+         {packet_ins_dropped} dropped by the workers with {MAX_PENDING_PACKET_INS} waiting), {} connections closed \
+         for not reading, {} for silence, {} refused",
+        s.messages_in,
+        s.messages_out,
+        s.errors_sent,
+        s.packet_ins_sent,
+        s.packet_ins_unbuffered,
+        s.connections_closed_stuck,
+        s.silent_closed,
+        s.connections_refused,
     );
     eprintln!("openflow: flow cache: {hits} packets replayed a cached walk, {misses} walked the tables");
     for t in tables {

@@ -338,6 +338,91 @@ fn openflow_agent_holds_500_connections_and_refuses_past_its_bound() {
     assert!(log.contains("connection(s) refused so far (510 connections open, the bound)"), "{log}");
 }
 
+/// Four connections on the switch's listener: one that never sends its
+/// HELLO, one past its HELLO that leaves the switch's echo requests
+/// unanswered, one that answers them, and one that sends 48 MB of echo
+/// requests and never reads the replies; prints `name open|closed` per
+/// connection after `wait` seconds.
+const SILENT: &str = r#"
+import socket, struct, sys, threading, time
+port, wait = int(sys.argv[1]), float(sys.argv[2])
+HELLO = bytes([4, 0, 0, 8, 0, 0, 0, 1])
+mute = socket.create_connection(("127.0.0.1", port), timeout=5)
+deaf = socket.create_connection(("127.0.0.1", port), timeout=5)
+deaf.sendall(HELLO)
+live = socket.create_connection(("127.0.0.1", port), timeout=5)
+live.sendall(HELLO)
+closed = {}
+hog = socket.create_connection(("127.0.0.1", port), timeout=5)
+hog.sendall(HELLO)
+def flood():
+    echo = struct.pack("!BBHI", 4, 2, 8 + 4000, 7) + bytes(4000)
+    try:
+        for _ in range(12000):
+            hog.sendall(echo)
+    except OSError:
+        closed["hog"] = True
+threading.Thread(target=flood, daemon=True).start()
+inbuf = b""
+end = time.time() + wait
+live.settimeout(0.05)
+while time.time() < end:
+    try:
+        data = live.recv(65536)
+        if not data:
+            closed["live"] = True
+            break
+        inbuf += data
+    except socket.timeout:
+        pass
+    while len(inbuf) >= 8:
+        version, typ, length, xid = struct.unpack("!BBHI", inbuf[:8])
+        if len(inbuf) < length:
+            break
+        msg, inbuf = inbuf[:length], inbuf[length:]
+        if typ == 2:  # ECHO_REQUEST: answer with an ECHO_REPLY
+            live.sendall(bytes([version, 3]) + msg[2:])
+def state(s):
+    s.setblocking(False)
+    try:
+        while True:
+            if not s.recv(65536):
+                return "closed"
+    except BlockingIOError:
+        return "open"
+    except OSError:
+        return "closed"
+for name, s in (("mute", mute), ("deaf", deaf), ("live", live), ("hog", hog)):
+    print(name, "closed" if closed.get(name) else state(s))
+"#;
+
+/// With `--inactivity-probe 0.3`, a connection that never sends its HELLO
+/// and one that leaves the echo requests unanswered are closed after three
+/// probes (they would hold a slot of `--max-connections` for ever), one
+/// that answers stays; the closings are logged and counted. A connection
+/// that never reads what it asked for is closed once its output passes
+/// `MAX_OUTPUT_BYTES`, and counted.
+#[test]
+fn silent_and_unread_openflow_connections_are_closed_and_answering_ones_kept() {
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &["--inactivity-probe", "0.3"]);
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "python3", "-c", SILENT, PORT, "3"])
+        .output()
+        .expect("run python3");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    for (name, want) in [("mute", "closed"), ("deaf", "closed"), ("live", "open"), ("hog", "closed")] {
+        assert!(
+            text.contains(&format!("{name} {want}")),
+            "the {name} connection is not {want}:\n{text}\n{}",
+            lab.log()
+        );
+    }
+    let log = lab.stop();
+    assert_eq!(log.matches("closing the connection of 127.0.0.1:").count(), 2, "{log}");
+    assert!(log.contains(" 1 connections closed for not reading, 2 for silence, 0 refused"), "{log}");
+}
+
 /// Waits until `ovs-ofctl dump-ports-desc` shows port `n`'s state as `state`.
 fn wait_port_state(lab: &Lab, n: u32, state: &str) {
     let t0 = Instant::now();
