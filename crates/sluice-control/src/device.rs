@@ -207,3 +207,21 @@ impl EventSink {
         self.0.try_send(e).is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_event_queue_holds_its_bound_and_refuses_past_it_without_blocking() {
+        let (sink, rx) = EventSink::channel();
+        for i in 0..EVENT_QUEUE {
+            assert!(sink.send(Event::PacketIn(vec![i as u8])), "event {i} of {EVENT_QUEUE} refused");
+        }
+        assert!(!sink.send(Event::PacketIn(vec![0xff])), "an event past the bound was taken");
+        assert!(matches!(rx.try_recv(), Ok(Event::PacketIn(f)) if f == [0]));
+        assert!(sink.send(Event::PacketIn(vec![1])), "a freed place is taken again");
+        drop(rx);
+        assert!(!sink.send(Event::PacketIn(vec![2])), "an event with nobody listening was taken");
+    }
+}

@@ -17,9 +17,10 @@
 //! down nor hide behind an abort.
 //!
 //! Runs are deterministic; set `SLUICE_ROBUSTNESS_SEED=<n>` to explore other
-//! inputs. A program whose own P4 code loops forever on some packet (as it
-//! does in bmv2) is listed in `NON_TERMINATING` and gets no random packets;
-//! the tests at the end reproduce each engine bug these properties found.
+//! inputs. Every corpus program gets them, including one whose own P4 code
+//! loops for ever on some packets (bmv2 hangs on them; Sluice stops the
+//! action and drops the packet); the tests at the end reproduce each engine
+//! bug these properties found.
 
 mod common;
 
@@ -351,14 +352,6 @@ fn switches() -> Vec<(&'static Program, Switch)> {
 
 // ---------------------------------------------------------------- helpers
 
-/// Programs whose own P4 code loops forever on some packets (bmv2 hangs on them
-/// too). Random packets are not fed to them; the named test reproduces the hang.
-const NON_TERMINATING: &[(&str, &str)] = &[(
-    "p4c-stf/forloop-bmv2",
-    "default action sum_loop runs `for (bit<8> i = 1; i <= h.count; i = i + 1)`, endless for count 255: \
-     see forloop_packet_with_count_255_terminates",
-)];
-
 /// How long one program may take for one property before it counts as hung.
 const PROGRAM_TIME_LIMIT: Duration = Duration::from_secs(30);
 
@@ -439,27 +432,18 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// Runs `work` on every loaded program except the [`NON_TERMINATING`] ones, each
-/// in a thread of its own, so that a packet that never finishes is reported (with
-/// the packet) instead of hanging the test. Fails listing every failed program;
+/// Runs `work` on every loaded program, each in a thread of its own, so that a
+/// packet that never finishes is reported (with the packet) instead of hanging
+/// the test. Fails listing every failed program;
 /// returns the sum of what `work` counted.
 fn for_each_program<F>(what: &str, work: F) -> u64
 where
     F: Fn(&'static Program, &mut Switch, &Last) -> Result<u64, String> + Send + Sync + 'static,
 {
     let started = Instant::now();
-    for (name, _) in NON_TERMINATING {
-        assert!(
-            corpus().programs.iter().any(|p| p.name == *name),
-            "{name} is no longer in the corpus: remove it from NON_TERMINATING"
-        );
-    }
     let work = Arc::new(work);
     let (mut failures, mut total, mut programs) = (Vec::new(), 0, 0);
     for (p, sw) in switches() {
-        if NON_TERMINATING.iter().any(|(n, _)| *n == p.name) {
-            continue;
-        }
         programs += 1;
         let last = Arc::new(Last::default());
         let (tx, rx) = mpsc::channel();
@@ -1155,10 +1139,11 @@ fn json_mutations_give_clear_errors() {
 
 /// forloop-bmv2's default action runs `for (bit<8> i = 1; i <= h.count; i = i + 1)`:
 /// for count 255, `i` wraps and the loop never ends (bmv2 hangs as well). One
-/// packet must not stall the switch for good: the engine should bound what one
-/// action may execute (e.g. a budget of jumps, dropping the packet past it).
+/// packet must not stall the switch for good: the engine bounds what one action
+/// may execute (`MAX_ACTION_STEPS` primitives) and drops the packet past it.
 #[test]
 fn forloop_packet_with_count_255_terminates() {
+    use sluice_dataplane::DataPlane;
     let p =
         corpus().programs.iter().find(|p| p.name == "p4c-stf/forloop-bmv2").expect("forloop-bmv2 not in the corpus");
     let mut sw = sluice_engine::load_switch(&p.json).unwrap();
@@ -1166,16 +1151,20 @@ fn forloop_packet_with_count_255_terminates() {
     let mut out = Vec::new();
     sw.process(0, &[5, 0, 0, 0, 0, 0, 0, 0, 0], &mut |_, b| out.push(b.to_vec()));
     assert_eq!(out, vec![vec![5, 0, 0, 0, 15, 0, 0, 0, 0]]);
+    let dropped_before = sw.stats().dropped;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        sw.process(0, &[0xff, 0, 0, 0, 0, 0, 0, 0, 0], &mut |_, _| {});
-        let _ = tx.send(());
+        let mut out = 0;
+        sw.process(0, &[0xff, 0, 0, 0, 0, 0, 0, 0, 0], &mut |_, _| out += 1);
+        let _ = tx.send((out, sw.stats().dropped));
     });
-    assert!(
-        rx.recv_timeout(Duration::from_secs(10)).is_ok(),
-        "packet ff0000000000000000 on port 0 of forloop-bmv2 is still being processed after 10 s \
-         (endless `_jump` loop in action ingress.sum_loop); its thread keeps spinning until the test binary exits"
-    );
+    let (out, dropped) = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| {
+        panic!(
+            "packet ff0000000000000000 on port 0 of forloop-bmv2 is still being processed after 10 s \
+             (endless `_jump` loop in action ingress.sum_loop); its thread keeps spinning until the test binary exits"
+        )
+    });
+    assert_eq!((out, dropped - dropped_before), (0, 1), "the endless packet is dropped and counted");
 }
 
 /// A corpus program with one JSON value replaced (`pointer` as in RFC 6901).
