@@ -638,6 +638,26 @@ fn controller_output_packet_in_reason_table_cookie_and_max_len() {
     assert_eq!(*reason, packet_in_reason::ACTION);
 }
 
+/// Packet-ins the agent has not drained stay bounded: past
+/// `MAX_PENDING_PACKET_INS`, they are dropped and counted, and the
+/// switch takes packet-ins again once drained.
+#[test]
+fn packet_ins_past_the_bound_are_dropped_and_counted() {
+    use sluice_ofswitch::switch::MAX_PENDING_PACKET_INS;
+    let mut sw = switch(2);
+    add(&mut sw, 1, flow(0, 0, vec![], vec![apply(vec![to_controller(0xffff)])]));
+    let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let extra = 100;
+    for _ in 0..MAX_PENDING_PACKET_INS + extra {
+        run(&mut sw, 1, &f);
+    }
+    assert_eq!(sw.counters.packet_ins_dropped, extra as u64);
+    assert_eq!(notes(&mut sw).len(), MAX_PENDING_PACKET_INS);
+    run(&mut sw, 1, &f);
+    assert_eq!(notes(&mut sw).len(), 1, "a drained queue takes packet-ins again");
+    assert_eq!(sw.counters.packet_ins_dropped, extra as u64);
+}
+
 #[test]
 fn no_matching_entry_drops_and_counts() {
     let mut sw = switch(2);
