@@ -45,12 +45,7 @@ fn router_over_veth(offloads: bool) {
     sh(&["ip", "-n", &lab.h1, "route", "add", "10.9.0.0/24", "via", "10.0.1.254"]);
     assert_eq!(ping_from(&lab.h1, "10.9.0.1", 3, "0.1"), 0, "a ping without a route got an answer");
     let log = lab.stop();
-    let dropped: u64 = log
-        .split(" dropped by the data plane")
-        .next()
-        .and_then(|s| s.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count of frames the data plane dropped:\n{log}"));
+    let dropped = report_count(&log, "dropped by the data plane");
     assert!(dropped >= 3, "{dropped} frames counted as dropped by the router, 3 pings had no route:\n{log}");
     // The echo request as h1 sent it, and as Sluice forwarded it (MACs rewritten, TTL - 1).
     let dir = lab.dir.join("pcaps");
@@ -321,12 +316,7 @@ fn a_port_whose_interface_goes_down_and_away_comes_back_and_the_others_lose_noth
     );
     // The 4 pings toward h3 while port 3 had no carrier or was renamed
     // were dropped at the port and counted.
-    let link_dropped: u64 = log
-        .split(" to ports whose link was down")
-        .next()
-        .and_then(|s| s.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count of frames to ports whose link was down:\n{log}"));
+    let link_dropped = report_count(&log, "to ports whose link was down");
     assert!(link_dropped >= 4, "{link_dropped} frames counted to ports whose link was down:\n{log}");
 }
 
@@ -576,7 +566,7 @@ fn injected_faults_on_live_ports_are_counted_and_every_frame_is_accounted_for() 
     };
     let summary = log.lines().find(|l| l.starts_with("sluice: stopped after")).unwrap_or_else(|| panic!("{log}"));
     let received_total = field(summary, "s: ");
-    let changes: u64 = summary.split(" link changes").next().unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+    let changes = report_count(&log, "link changes");
     assert!(changes >= 2, "the flaps are link changes: {summary}");
     let lines: Vec<&str> = log.lines().collect();
     let (mut rx, mut delivered_less_dups, mut ports) = (0u64, 0i64, 0u64);

@@ -249,6 +249,19 @@ pub fn ping_from(ns: &str, dst: &str, n: u32, interval: &str) -> u32 {
     received(&String::from_utf8_lossy(&out.stdout))
 }
 
+/// The count before `label` in the totals line of a live run's exit report
+/// (`sluice: stopped after S s: N received, N sent, ...`).
+pub fn report_count(log: &str, label: &str) -> u64 {
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("sluice: stopped after"))
+        .unwrap_or_else(|| panic!("no exit report in:\n{log}"));
+    line.split_once(&format!(" {label}"))
+        .and_then(|(before, _)| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of {label} in the exit report: {line}"))
+}
+
 /// The "N received" count of ping's summary.
 pub fn received(text: &str) -> u32 {
     text.lines()
