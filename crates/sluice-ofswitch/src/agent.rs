@@ -1195,13 +1195,13 @@ impl Agent {
                     eprintln!("openflow: {dpid}: closing the connection of {}: silent for {:?}", c.peer, probe * 3);
                 }
                 c.closed = true;
-            } else if c.version.is_none() {
+            } else if now.duration_since(c.last_heard) > probe && c.echo_sent.is_none() {
                 // No echo before the handshake: a peer that has not sent
                 // its HELLO is only timed.
-            } else if now.duration_since(c.last_heard) > probe && c.echo_sent.is_none() {
-                c.echo_sent = Some(now);
-                let v = c.version.unwrap_or(OFP13);
-                queue(c, &Message::EchoRequest(vec![]), v, 0, &mut self.stats);
+                if let Some(v) = c.version {
+                    c.echo_sent = Some(now);
+                    queue(c, &Message::EchoRequest(vec![]), v, 0, &mut self.stats);
+                }
             }
         }
     }
