@@ -1,5 +1,6 @@
 # Sourced: makes sure the tools the live-port tests and the network benchmark
-# need are installed (iproute2, iperf3, ethtool, ping, nftables, python3, ovs-ofctl, ovs-vswitchd, openssl), installing them with
+# need are installed (iproute2, iperf3, ethtool, ping, nftables, python3, ovs-ofctl, ovs-vswitchd, openssl,
+# tmux, curl, prometheus), installing them with
 # apt when missing; fails with a clear message otherwise.
 need=()
 command -v ip >/dev/null || need+=(iproute2)
@@ -15,6 +16,9 @@ command -v ovs-ofctl >/dev/null || need+=(openvswitch-common)
 command -v ovs-vswitchd >/dev/null || need+=(openvswitch-switch)
 # The controller's TLS test makes its certificates with openssl.
 command -v openssl >/dev/null || need+=(openssl)
+# The telemetry tests: `sluice top` in a terminal multiplexer, Prometheus queried with curl.
+command -v tmux >/dev/null || need+=(tmux)
+command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "error: ${need[*]} missing and not root: install them (apt-get install ${need[*]})" >&2
@@ -24,4 +28,17 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null 2>&1 ||
         { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null; } ||
         { echo "error: could not install ${need[*]} with apt-get" >&2; exit 1; }
+fi
+# The telemetry test scrapes --metrics with a real Prometheus server (Debian's
+# package, without its recommended exporters; its service is never started).
+if ! command -v prometheus >/dev/null; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "error: prometheus missing and not root: install it (apt-get install --no-install-recommends prometheus)" >&2
+        exit 1
+    fi
+    echo "installing prometheus" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null; } ||
+        { echo "error: could not install prometheus with apt-get" >&2; exit 1; }
 fi

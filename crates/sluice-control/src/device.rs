@@ -1,18 +1,20 @@
-//! The device the control planes drive: the worker pool, the program text it
-//! runs, facts about the switch, and the events the data plane sends up.
+//! The device the P4 control planes drive: the node's control of the
+//! switch, the program text it runs, facts about the switch, and the
+//! events the data plane sends up.
 //!
 //! Why one object: the Thrift and P4Runtime servers may run at the same
-//! time and must see one state. Every request takes the pool's lock, so
-//! requests from both servers are serialized; the packet path never takes it
-//! (see `sluice_dataplane::workers`).
+//! time and must see one state. Every request takes the node's lock
+//! ([`Device::pool`], a `sluice_node::Session`), so requests from both
+//! servers are serialized; the packet path never takes it (see
+//! `sluice_dataplane::workers`).
 
 use std::sync::mpsc::{Receiver, SyncSender};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use sluice_dataplane::workers::Pool;
 use sluice_engine::runtime::Digest;
 use sluice_engine::{ExecMode, Switch};
+use sluice_node::{Control, Session};
 
 /// Something the data plane reports to the control plane.
 #[derive(Debug, Clone)]
@@ -56,7 +58,7 @@ pub struct Program {
 
 /// The switch as the control planes see it.
 pub struct Device {
-    pool: Mutex<Pool<Switch>>,
+    control: Control<Switch>,
     program: Mutex<Program>,
     /// A program loaded with Thrift's `bm_load_new_config`, waiting for `bm_swap_configs`.
     staged: Mutex<Option<(Switch, Program)>>,
@@ -69,12 +71,12 @@ pub struct Device {
 }
 
 impl Device {
-    /// A device over a running pool. `events` is the receiving end of the
+    /// A device over a running switch. `events` is the receiving end of the
     /// channel the workers report to (`None` when nothing reports).
-    pub fn new(pool: Pool<Switch>, json: Arc<str>, info: DeviceInfo, events: Option<Receiver<Event>>) -> Device {
-        let mode = pool.master().mode();
+    pub fn new(control: Control<Switch>, json: Arc<str>, info: DeviceInfo, events: Option<Receiver<Event>>) -> Device {
+        let mode = control.view(|sw| sw.mode());
         Device {
-            pool: Mutex::new(pool),
+            control,
             program: Mutex::new(Program { json }),
             staged: Mutex::new(None),
             events: Mutex::new(events),
@@ -88,14 +90,17 @@ impl Device {
     /// A device with no workers: the master switch is the only copy (tests,
     /// benchmarks of the control path).
     pub fn standalone(sw: Switch, json: Arc<str>) -> Device {
-        let pool = Pool::start(sw, Vec::new()).expect("a pool without workers always starts");
-        Device::new(pool, json, DeviceInfo::default(), None)
+        Device::new(Control::standalone(sw, "p4"), json, DeviceInfo::default(), None)
     }
 
-    /// The pool, locked for one request (a poisoned lock is taken over: the
-    /// pool's state stays consistent because changes apply whole).
-    pub fn pool(&self) -> MutexGuard<'_, Pool<Switch>> {
-        self.pool.lock().unwrap_or_else(|e| e.into_inner())
+    /// The switch, locked for one request (see `sluice_node::control`).
+    pub fn pool(&self) -> Session<'_, Switch> {
+        self.control.lock()
+    }
+
+    /// The node's control of the switch.
+    pub fn control(&self) -> &Control<Switch> {
+        &self.control
     }
 
     /// The program the device runs.
@@ -141,9 +146,9 @@ impl Device {
         }
     }
 
-    /// Stops the workers (see [`Pool::stop_workers`]) and returns the
+    /// Stops the workers (see `Pool::stop_workers`) and returns the
     /// master's state with every counter merged.
-    pub fn stop(&self) -> MutexGuard<'_, Pool<Switch>> {
+    pub fn stop(&self) -> Session<'_, Switch> {
         let mut pool = self.pool();
         pool.stop_workers();
         pool

@@ -85,8 +85,8 @@ pub mod device;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use sluice_dataplane::workers::Pool;
 use sluice_engine::Switch;
+use sluice_node::Session;
 
 use cli::{CmdError, Command};
 
@@ -106,7 +106,7 @@ pub enum Access {
 }
 
 /// Runs one `simple_switch_CLI` command on a pool (see [`run_commands`]).
-pub fn run_command(pool: &mut Pool<Switch>, line: &str) -> Result<String, CmdError> {
+pub fn run_command(pool: &mut Session<'_, Switch>, line: &str) -> Result<String, CmdError> {
     run_commands(pool, &[line]).pop().expect("one answer per command")
 }
 
@@ -115,11 +115,11 @@ pub fn run_command(pool: &mut Pool<Switch>, line: &str) -> Result<String, CmdErr
 /// this returns (the workers get all of them in one message, in order). A
 /// line that does not parse, or a change the master refuses, changes
 /// nothing anywhere.
-pub fn run_commands(pool: &mut Pool<Switch>, lines: &[&str]) -> Vec<Result<String, CmdError>> {
+pub fn run_commands(pool: &mut Session<'_, Switch>, lines: &[&str]) -> Vec<Result<String, CmdError>> {
     let mut answers = Vec::with_capacity(lines.len());
     for line in lines {
         // Parsing reads only the program, which every replica shares.
-        answers.push(match Command::parse(pool.master(), line) {
+        answers.push(match Command::parse(pool.view(), line) {
             Err(e) => Err(e),
             Ok(Command::Nothing) => Ok(String::new()),
             Ok(Command::Read(r)) => pool.read(|sw| r.answer(sw)),
@@ -133,10 +133,10 @@ pub fn run_commands(pool: &mut Pool<Switch>, lines: &[&str]) -> Vec<Result<Strin
 
 /// When entries of tables with idle timeouts were last hit, over all
 /// workers (the latest hit wins): `(table, handle) -> instant`.
-pub fn last_hits(pool: &mut Pool<Switch>) -> HashMap<(usize, u32), Instant> {
+pub fn last_hits(pool: &mut Session<'_, Switch>) -> HashMap<(usize, u32), Instant> {
     pool.flush();
-    if pool.is_empty() {
-        let own = sluice_engine::dataplane::CounterSnapshot::of(pool.master());
+    if pool.workers() == 0 {
+        let own = sluice_engine::dataplane::CounterSnapshot::of(pool.view());
         return sluice_engine::dataplane::latest_hits(&[own]);
     }
     sluice_engine::dataplane::latest_hits(&pool.counter_snapshots())

@@ -1,13 +1,15 @@
 //! The seam between Sluice's data planes and everything that drives them.
 //!
-//! A data plane (the v1model switch today; a lwAFTR or an OpenFlow switch
-//! next) is a [`DataPlane`]: it takes a batch of frames that arrived on one
+//! A data plane (the P4 switch, the lwAFTR, the OpenFlow switch) is a
+//! [`DataPlane`]: it takes a batch of frames that arrived on one
 //! port, runs each to completion and emits what leaves, port by port. The
 //! machinery around it is written once and shared by every data plane:
 //! - [`workers::Pool`]: N worker threads, each with its own replica of the
 //!   data plane and its own I/O, and control-plane changes applied between
 //!   two batches with no lock on the packet path;
 //! - [`profile`]: where the time goes, per stage, in cycles per packet;
+//! - [`telemetry`]: what everything counts, as Prometheus metric families;
+//! - [`stop`]: the one stop signal of a running data plane;
 //! - the live port loop (`sluice-live`), the pcap replay and the in-memory
 //!   bench (`sluice-bench`) all call [`DataPlane::process_batch`] with at
 //!   most [`BATCH`] frames: one loop, one batch size.
@@ -21,9 +23,13 @@
 //! counted in [`Stats::dropped`].
 
 pub mod profile;
+pub mod stop;
+pub mod telemetry;
 pub mod workers;
 
 pub use profile::{Profile, StageClock};
+pub use stop::Stop;
+pub use telemetry::Metrics;
 
 /// Frames one call of [`DataPlane::process_batch`] takes at most, and what
 /// every driver hands it when that many are waiting: live ports receive up
@@ -106,6 +112,12 @@ pub trait DataPlane: Send + Sized + 'static {
 
     /// Adds the time spent in each of its stages since profiling started.
     fn add_profile(&self, _to: &mut Profile) {}
+
+    /// Adds the data plane's own counters (tables, flows, its protocol's
+    /// counters) to `to`, as families named `sluice_<data plane>_...`
+    /// (see `telemetry`). Called on the master copy once every worker's
+    /// counters are merged into it. The default adds nothing.
+    fn metrics(&self, _to: &mut Metrics) {}
 
     /// The control plane changed this copy's state (the worker pool calls
     /// it after each batch of changes it applies): a data plane that keeps

@@ -31,6 +31,7 @@
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
+use crate::telemetry::Metrics;
 use crate::{DataPlane, Profile};
 
 /// What a worker does with its replica between control messages: process
@@ -67,6 +68,10 @@ pub trait WorkerIo<D>: Send {
 
     /// Adds the time spent in the I/O's own stages.
     fn add_profile(&self, _to: &mut Profile) {}
+
+    /// Adds what the I/O counts (its ports, its batches) as worker
+    /// `worker` to `to` (see `crate::telemetry`).
+    fn metrics(&self, _worker: usize, _to: &mut Metrics) {}
 }
 
 /// Wakes one worker out of its wait for packets.
@@ -92,6 +97,8 @@ enum Msg<D: DataPlane> {
     Profiling(bool),
     /// Send the stage times of the I/O and the replica.
     Profile(mpsc::Sender<Profile>),
+    /// Send what the I/O counts.
+    Metrics(mpsc::Sender<Metrics>),
 }
 
 struct Worker<D: DataPlane> {
@@ -127,7 +134,8 @@ pub struct Pool<D: DataPlane> {
 }
 
 /// The body of one worker thread: control messages between batches.
-fn worker_loop<D: DataPlane>(mut dp: D, mut io: Box<dyn WorkerIo<D>>, rx: mpsc::Receiver<Msg<D>>, first: bool) -> D {
+fn worker_loop<D: DataPlane>(mut dp: D, mut io: Box<dyn WorkerIo<D>>, rx: mpsc::Receiver<Msg<D>>, k: usize) -> D {
+    let first = k == 0;
     loop {
         // Control messages between batches: the packet path takes no lock.
         loop {
@@ -164,6 +172,11 @@ fn worker_loop<D: DataPlane>(mut dp: D, mut io: Box<dyn WorkerIo<D>>, rx: mpsc::
                     dp.add_profile(&mut p);
                     let _ = reply.send(p);
                 }
+                Ok(Msg::Metrics(reply)) => {
+                    let mut m = Metrics::new();
+                    io.metrics(k, &mut m);
+                    let _ = reply.send(m);
+                }
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => return dp,
             }
@@ -185,7 +198,7 @@ impl<D: DataPlane> Pool<D> {
             let (tx, rx) = mpsc::channel::<Msg<D>>();
             let handle = std::thread::Builder::new()
                 .name(format!("sluice-worker-{k}"))
-                .spawn(move || worker_loop(dp, io, rx, k == 0))
+                .spawn(move || worker_loop(dp, io, rx, k))
                 .map_err(|e| format!("cannot start worker {k}: {e}"))?;
             workers.push(Worker { tx, handle: Some(handle), waker });
         }
@@ -249,6 +262,23 @@ impl<D: DataPlane> Pool<D> {
         }
         for p in replies.into_iter().filter_map(|rx| rx.recv().ok()) {
             total.merge(&p);
+        }
+        total
+    }
+
+    /// What every worker's I/O counts (its ports, its batches), summed
+    /// where workers share a series (see `crate::telemetry`).
+    pub fn io_metrics(&self) -> Metrics {
+        let mut replies = Vec::new();
+        for w in &self.workers {
+            let (tx, rx) = mpsc::channel();
+            if w.send(Msg::Metrics(tx)) {
+                replies.push(rx);
+            }
+        }
+        let mut total = Metrics::new();
+        for m in replies.into_iter().filter_map(|rx| rx.recv().ok()) {
+            total.merge(&m);
         }
         total
     }
@@ -349,11 +379,11 @@ impl<D: DataPlane> Pool<D> {
         &self.master
     }
 
-    /// The master copy, mutable: for a pool without workers (tests,
-    /// benchmarks), where the master is the data plane. With workers, a
-    /// change made here would reach none of them.
-    pub fn master_mut(&mut self) -> &mut D {
-        &mut self.master
+    /// The data plane itself, for a pool without workers (tests,
+    /// benchmarks, replays), where the master is the only copy; `None`
+    /// with workers, whose copies a change made here would never reach.
+    pub fn alone(&mut self) -> Option<&mut D> {
+        self.workers.is_empty().then_some(&mut self.master)
     }
 
     /// Replaces the data plane everywhere (a new program): the master

@@ -50,8 +50,8 @@ pub struct PktMeta {
     pub csums: [u16; MAX_CHECKSUMS],
 }
 
-/// `InternetChecksum` instances a PSA program may have.
-pub const MAX_CHECKSUMS: usize = 8;
+/// `InternetChecksum` instances a PSA program may have (the plan's limit).
+pub use crate::plan::MAX_CHECKSUMS;
 
 /// Everything one packet's control-stage execution needs.
 pub struct Exec<'a> {

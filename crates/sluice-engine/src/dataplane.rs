@@ -10,10 +10,14 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use sluice_dataplane::{DataPlane, Profile, Stats};
+use sluice_dataplane::{DataPlane, Metrics, Profile, Stats};
 
 use crate::state::Digest;
 use crate::switch::Switch;
+
+/// Cells of a counter array listed one by one in the metrics; a longer
+/// array is given as its sum.
+pub const METRIC_CELLS: usize = 256;
 
 /// Every counter of one replica, for merging.
 #[derive(Debug, Clone, Default)]
@@ -127,15 +131,17 @@ impl DataPlane for Switch {
             }
         }
         for (t, table) in self.state.tables.iter_mut().enumerate() {
+            // Every worker's counts of each entry, summed (entries no
+            // worker counted read zero).
+            let mut sums: HashMap<u32, (u64, u64)> = HashMap::new();
+            for (h, p, b) in snaps.iter().filter_map(|s| s.direct.get(t)).flatten() {
+                let e = sums.entry(*h).or_default();
+                e.0 += p;
+                e.1 += b;
+            }
             let handles: Vec<u32> = table.entries().map(|(h, _)| h).collect();
             for h in handles {
-                let (mut p, mut b) = (0, 0);
-                for s in snaps {
-                    if let Some((_, sp, sb)) = s.direct.get(t).and_then(|d| d.iter().find(|(x, _, _)| *x == h)) {
-                        p += sp;
-                        b += sb;
-                    }
-                }
+                let (p, b) = sums.get(&h).copied().unwrap_or_default();
                 if let Some(e) = table.entry_by_handle_mut(h) {
                     e.packets = p;
                     e.bytes = b;
@@ -147,6 +153,57 @@ impl DataPlane for Switch {
             transmitted: a.transmitted + s.stats.transmitted,
             dropped: a.dropped + s.stats.dropped,
         });
+    }
+
+    /// Per table its entries (and, for a table with direct counters, what
+    /// they counted); per counter array what each cell counted (arrays of
+    /// more than [`METRIC_CELLS`] cells: their sum, as cell `all`); the
+    /// packets the program dropped.
+    fn metrics(&self, to: &mut Metrics) {
+        let plan = &self.plan;
+        for (t, tp) in plan.tables.iter().enumerate() {
+            let l = [("table", tp.name.as_str())];
+            let ts = &self.state.tables[t];
+            to.gauge("sluice_p4_table_entries", "Entries in a P4 table.", &l, ts.entries().count() as f64);
+            if tp.with_counters {
+                let (p, b) = ts.entries().fold((0, 0), |(p, b), (_, e)| (p + e.packets, b + e.bytes));
+                to.counter(
+                    "sluice_p4_table_counter_packets_total",
+                    "What a table's direct counters counted, summed over its entries.",
+                    &l,
+                    p,
+                );
+                to.counter(
+                    "sluice_p4_table_counter_bytes_total",
+                    "What a table's direct counters counted, summed over its entries.",
+                    &l,
+                    b,
+                );
+            }
+        }
+        for (c, cp) in plan.counters.iter().enumerate().filter(|(_, cp)| !cp.is_direct) {
+            let cells = self.state.counters.get(c).map_or(&[][..], Vec::as_slice);
+            let help = "What a P4 counter array's cell counted (cell all: the sum of an array too long to list).";
+            if cells.len() <= METRIC_CELLS {
+                for (i, (p, b)) in cells.iter().enumerate() {
+                    let i = i.to_string();
+                    let l = [("counter", cp.name.as_str()), ("index", i.as_str())];
+                    to.counter("sluice_p4_counter_packets_total", help, &l, *p);
+                    to.counter("sluice_p4_counter_bytes_total", help, &l, *b);
+                }
+            } else {
+                let (p, b) = cells.iter().fold((0, 0), |(p, b), c| (p + c.0, b + c.1));
+                let l = [("counter", cp.name.as_str()), ("index", "all")];
+                to.counter("sluice_p4_counter_packets_total", help, &l, p);
+                to.counter("sluice_p4_counter_bytes_total", help, &l, b);
+            }
+        }
+        to.counter(
+            "sluice_p4_dropped_packets_total",
+            "Packets (and copies) the P4 program dropped.",
+            &[],
+            self.stats.dropped,
+        );
     }
 
     fn set_profiling(&mut self, on: bool) {

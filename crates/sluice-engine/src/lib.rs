@@ -31,7 +31,6 @@ pub mod control;
 pub mod dataplane;
 pub mod expr;
 pub mod jit;
-mod loadfwd;
 pub mod meters;
 pub mod phv;
 pub mod plan;

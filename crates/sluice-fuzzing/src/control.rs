@@ -26,7 +26,7 @@ pub fn thrift_call(data: &[u8]) {
         (Device::standalone(sw, ROUTER.into()), loaded)
     });
     if &*dev.program().json == ROUTER {
-        dev.pool().master_mut().restore_state(&loaded.unshared_copy());
+        dev.pool().alone().expect("a standalone device").restore_state(&loaded.unshared_copy());
     } else {
         let sw = sluice_engine::load_switch(ROUTER).expect("the router example loads");
         dev.install(sw, ROUTER.into()).expect("the router example installs");

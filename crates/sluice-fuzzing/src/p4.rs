@@ -212,7 +212,7 @@ impl Pair {
                 let _ = cli::run(sw, l);
             }
             for c in &stf {
-                let _ = sluice::stf::apply_table_command(sw, c);
+                let _ = sluice::p4::stf::apply_table_command(sw, c);
             }
             configured.push(sw.save_state());
         }

@@ -32,16 +32,16 @@ mod packet_loop;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sluice_dataplane::workers::{Pool, WorkerIo};
-use sluice_dataplane::DataPlane;
+use sluice_dataplane::{DataPlane, Stop};
 use sluice_ports::afpacket::AfPacketPort;
 use sluice_ports::afxdp::{AfXdpInterface, AfXdpPort};
 use sluice_ports::faults::FaultyPort;
 pub use sluice_ports::faults::{FaultCounts, Faults};
+use sluice_ports::memory::MemoryWire;
 use sluice_ports::pcapfile::FilePort;
 use sluice_ports::tap::TapPort;
 use sluice_ports::{Port, PortStats};
@@ -59,6 +59,8 @@ pub enum Backend {
     AfXdp,
     /// bmv2's `--use-files`: frames come from `<iface>_in.pcap` and go to `<iface>_out.pcap`.
     Files,
+    /// An in-memory wire of [`LiveConfig::memory`] (`PORT@memory:NAME`), for tests.
+    Memory,
 }
 
 /// One `-i PORT@IFACE` argument.
@@ -81,6 +83,7 @@ impl PortSpec {
             Some(("tap", n)) => (Backend::Tap, n),
             Some(("af_packet", n)) => (Backend::AfPacket, n),
             Some(("af_xdp", n)) => (Backend::AfXdp, n),
+            Some(("memory", n)) => (Backend::Memory, n),
             Some((b, _)) => return Err(format!("interface \"{s}\": unknown backend \"{b}\" (af_packet, af_xdp, tap)")),
             None => (Backend::AfPacket, i),
         };
@@ -107,6 +110,8 @@ pub struct LiveConfig {
     pub profile: bool,
     /// Faults to inject on every port (`--inject-faults`).
     pub faults: Option<Faults>,
+    /// The in-memory wires `memory:NAME` ports name (tests of the loop).
+    pub memory: Vec<MemoryWire>,
 }
 
 /// Something the loop sends up to the control plane.
@@ -136,9 +141,21 @@ struct Opener {
     xdp: Mutex<Option<Arc<AfXdpInterface>>>,
     /// Faults to inject (each worker's port draws its own, seeded by port and worker).
     faults: Option<Faults>,
+    /// The wire of a memory port.
+    wire: Option<MemoryWire>,
 }
 
 impl Opener {
+    /// Whether the port's interface is there and up, to open it again
+    /// (a TAP device is Sluice's own: opening it creates it).
+    fn iface_up(&self) -> bool {
+        match self.spec.backend {
+            Backend::Tap => true,
+            Backend::Memory => self.wire.as_ref().is_some_and(|w| w.link() == sluice_ports::memory::WireLink::Up),
+            _ => sluice_ports::link_is_up(&self.spec.iface),
+        }
+    }
+
     fn open(&self, worker: usize) -> io::Result<Box<dyn Port>> {
         let port = self.open_backend(worker)?;
         Ok(match self.faults {
@@ -161,6 +178,10 @@ impl Opener {
                 Box::new(q.pop().ok_or_else(|| io::Error::other("no TAP queue"))?)
             }
             Backend::Files => Box::new(FilePort::open(iface).map_err(io::Error::other)?),
+            Backend::Memory => match &self.wire {
+                Some(w) => Box::new(w.port()),
+                None => return Err(io::Error::other(format!("no in-memory wire {iface}"))),
+            },
             Backend::AfXdp => {
                 let mut xdp = self.xdp.lock().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: a NUL-terminated name; the call only reads it.
@@ -190,20 +211,15 @@ impl Opener {
 /// `(number, name, backend, stats)`.
 type WorkerReport = (LiveStats, Vec<(u32, String, &'static str, PortStats)>);
 
-/// The running loop's shared parts, for the report at the end.
+/// The running loop's shared parts, for the report at the end (a
+/// worker's fatal error is the loop's [`Stop::error`]).
 pub struct Live {
     report: Arc<Mutex<Vec<WorkerReport>>>,
-    error: Arc<Mutex<Option<String>>>,
     started: Instant,
     workers: usize,
 }
 
 impl Live {
-    /// The first fatal error a worker met (which stopped the loop), if any.
-    pub fn error(&self) -> Option<String> {
-        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
     /// Every worker's counters summed (after the workers stopped).
     pub fn totals(&self) -> LiveStats {
         let r = self.report.lock().unwrap_or_else(|e| e.into_inner());
@@ -252,12 +268,13 @@ impl Live {
 
 /// Opens the ports of `cfg` for every worker and starts the workers on
 /// replicas of `dp`. Events for the control plane go to `up`; the workers
-/// stop when `stop` is set (then stop the pool, and read [`Live`]).
+/// stop when `stop` is set (then stop the pool, and read [`Live`]); a
+/// worker that meets a fatal error sets it, with the error.
 pub fn start<D: DataPlane>(
     dp: D,
     cfg: &LiveConfig,
     up: Option<UpSink<D::Notification>>,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
 ) -> Result<(Pool<D>, Live), String> {
     if cfg.ports.is_empty() {
         return Err("no interfaces: give at least one -i PORT@IFACE".into());
@@ -295,11 +312,11 @@ pub fn start<D: DataPlane>(
                 workers,
                 xdp: Mutex::new(None),
                 faults: cfg.faults,
+                wire: cfg.memory.iter().find(|w| w.name() == spec.iface).cloned(),
             })
         })
         .collect();
     let report = Arc::new(Mutex::new(Vec::new()));
-    let error = Arc::new(Mutex::new(None));
     let board = Arc::new(packet_loop::LinkBoard::default());
     let mut ios: Vec<Box<dyn WorkerIo<D>>> = Vec::new();
     for w in 0..workers {
@@ -330,7 +347,6 @@ pub fn start<D: DataPlane>(
             packet_loop::Shared {
                 captures: captures.clone(),
                 report: report.clone(),
-                error: error.clone(),
                 stop: stop.clone(),
                 board: board.clone(),
                 up: up.clone(),
@@ -346,17 +362,10 @@ pub fn start<D: DataPlane>(
     let mut dp = dp;
     dp.set_profiling(cfg.profile);
     let pool = Pool::start(dp, ios)?;
+    let mut pool = pool;
     if cfg.profile {
         // The replicas inherit the master's setting; the workers' own clocks start now.
-        let mut pool = pool;
         pool.set_profiling(true);
-        return Ok((pool, Live { report, error, started: Instant::now(), workers }));
     }
-    Ok((pool, Live { report, error, started: Instant::now(), workers }))
-}
-
-/// Whether the loop should stop (a shared flag, set by a signal handler or
-/// by a worker that failed).
-pub(crate) fn stopped(stop: &AtomicBool) -> bool {
-    stop.load(Ordering::Relaxed)
+    Ok((pool, Live { report, started: Instant::now(), workers }))
 }

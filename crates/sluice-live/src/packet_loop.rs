@@ -25,13 +25,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_dataplane::workers::{Waker, WorkerIo};
-use sluice_dataplane::{DataPlane, Profile, StageClock, BATCH};
-use sluice_ports::{
-    complete_checksum, link_event, link_is_up, LinkEvent, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME,
-};
+use sluice_dataplane::{DataPlane, Metrics, Profile, StageClock, Stop, BATCH};
+use sluice_ports::{complete_checksum, link_event, LinkEvent, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
 
 use crate::capture::{Captures, Direction};
-use crate::{stopped, Backend, LiveConfig, Opener, PortSpec, Up, UpSink, WorkerReport};
+use crate::{Backend, LiveConfig, Opener, PortSpec, Up, UpSink, WorkerReport};
 
 /// Largest frame a port receives without offload headers.
 pub(crate) const FRAME: usize = 16384;
@@ -62,6 +60,8 @@ const SEND: usize = 1;
 pub struct LiveStats {
     pub received: u64,
     pub sent: u64,
+    /// Batches handed to the data plane (`received / batches` frames each).
+    pub batches: u64,
     /// Emitted to a port number no interface is attached to.
     pub no_port: u64,
     /// Offloaded segments that had to leave through a port without offload.
@@ -82,6 +82,7 @@ impl LiveStats {
         LiveStats {
             received: self.received + o.received,
             sent: self.sent + o.sent,
+            batches: self.batches + o.batches,
             no_port: self.no_port + o.no_port,
             gso_dropped: self.gso_dropped + o.gso_dropped,
             link_dropped: self.link_dropped + o.link_dropped,
@@ -112,8 +113,7 @@ impl LinkBoard {
 pub(crate) struct Shared<N> {
     pub(crate) captures: Option<Arc<Captures>>,
     pub(crate) report: Arc<Mutex<Vec<WorkerReport>>>,
-    pub(crate) error: Arc<Mutex<Option<String>>>,
-    pub(crate) stop: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) stop: Stop,
     pub(crate) board: Arc<LinkBoard>,
     pub(crate) up: Option<UpSink<N>>,
 }
@@ -121,8 +121,7 @@ pub(crate) struct Shared<N> {
 impl<N> Shared<N> {
     /// Records a fatal error (the first one wins) and stops every worker.
     fn fail(&self, e: String) {
-        self.error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop.fail(e);
     }
 }
 
@@ -303,6 +302,7 @@ impl<N: Send + 'static> LiveIo<N> {
         if partial != 0 {
             dp.partial_checksums(partial);
         }
+        self.out.stats.batches += 1;
         let (rx, out) = (&self.rx, &mut self.out);
         dp.process_batch(number, &frames[..n], &mut |i, p, bytes: &[u8]| {
             let (input, vnet) = rx.frame(i);
@@ -435,7 +435,7 @@ impl<N> Outputs<N> {
     fn retry_down_ports(&mut self, worker: usize) {
         for k in 0..self.slots.len() {
             let slot = &mut self.slots[k];
-            let watched = matches!(slot.opener.spec.backend, Backend::AfXdp | Backend::AfPacket);
+            let watched = matches!(slot.opener.spec.backend, Backend::AfXdp | Backend::AfPacket | Backend::Memory);
             if slot.link == Link::Up && watched && slot.last_try.elapsed() >= WATCH {
                 // What no socket reports (see WATCH): ask.
                 slot.last_try = Instant::now();
@@ -460,8 +460,7 @@ impl<N> Outputs<N> {
                     _ => continue,
                 }
             } else {
-                // A TAP device is Sluice's own: opening it creates it again.
-                if slot.opener.spec.backend != Backend::Tap && !link_is_up(&slot.opener.spec.iface) {
+                if !slot.opener.iface_up() {
                     continue;
                 }
                 let Ok(p) = slot.opener.open(worker) else { continue };
@@ -503,6 +502,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             workers: 1,
             xdp: Mutex::new(None),
             faults: self.faults,
+            wire: None,
         });
         let port = opener.open(self.worker).map_err(|e| e.to_string())?;
         if let Some(c) = &self.out.shared.captures {
@@ -558,8 +558,55 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         self.out.clock.add_to(to);
     }
 
+    fn metrics(&self, worker: usize, to: &mut Metrics) {
+        let w = worker.to_string();
+        let s = &self.out.stats;
+        let wl = [("worker", w.as_str())];
+        to.counter("sluice_worker_received_packets_total", "Frames a worker received from its ports.", &wl, s.received);
+        to.counter("sluice_worker_sent_packets_total", "Frames a worker sent to its ports.", &wl, s.sent);
+        to.counter("sluice_worker_batches_total", "Batches a worker handed to the data plane.", &wl, s.batches);
+        let drops = [
+            ("data_plane", s.program_dropped),
+            ("no_port", s.no_port),
+            ("link_down", s.link_dropped),
+            ("offload", s.gso_dropped),
+            ("control_queue_full", s.up_dropped),
+        ];
+        for (reason, n) in drops {
+            to.counter(
+                "sluice_dropped_packets_total",
+                "Frames dropped after they were received, by reason: the data plane dropped them, no port has \
+                 their number, their port's link was down, a segment to a port without offload, or the queue \
+                 toward the control plane was full.",
+                &[("reason", reason)],
+                n,
+            );
+        }
+        to.counter("sluice_link_changes_total", "Times a port's link went down or came back.", &[], s.link_changes);
+        for slot in &self.out.slots {
+            let p = slot.stats();
+            let (port, iface) = (slot.number.to_string(), slot.opener.spec.iface.as_str());
+            let l = [("port", port.as_str()), ("interface", iface)];
+            to.counter("sluice_port_received_packets_total", "Frames received on a port.", &l, p.rx_packets);
+            to.counter("sluice_port_received_bytes_total", "Bytes received on a port.", &l, p.rx_bytes);
+            to.counter("sluice_port_sent_packets_total", "Frames sent on a port.", &l, p.tx_packets);
+            to.counter("sluice_port_sent_bytes_total", "Bytes sent on a port.", &l, p.tx_bytes);
+            let drop_help = "Frames a port lost, by reason: the kernel dropped them before they were read \
+                             (socket buffer or receive ring full), or they could not be sent.";
+            let kernel = [("port", port.as_str()), ("interface", iface), ("reason", "kernel")];
+            to.counter("sluice_port_dropped_packets_total", drop_help, &kernel, p.rx_dropped);
+            let send = [("port", port.as_str()), ("interface", iface), ("reason", "send_failed")];
+            to.counter("sluice_port_dropped_packets_total", drop_help, &send, p.tx_dropped);
+            // Up when every worker has it up: a gauge per worker would sum.
+            if worker == 0 {
+                let up = if slot.link == Link::Up { 1.0 } else { 0.0 };
+                to.gauge("sluice_port_up", "Whether a port's link is up (1) or down or gone (0).", &l, up);
+            }
+        }
+    }
+
     fn run_batch(&mut self, dp: &mut D) -> bool {
-        if stopped(&self.out.shared.stop) {
+        if self.out.shared.stop.is_set() {
             return false;
         }
         if self.last_retry.elapsed() >= RETRY {
@@ -637,6 +684,6 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             }
         }
         self.out.flush();
-        !stopped(&self.out.shared.stop)
+        !self.out.shared.stop.is_set()
     }
 }

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_dataplane::{DataPlane, Stats};
+use sluice_dataplane::{DataPlane, Metrics, Stats};
 
 use crate::bt::BindingTable;
 use crate::conf::{Config, NextHop as ConfNextHop, QueueSettings};
@@ -198,7 +198,13 @@ impl Lwaftr {
         self.filters = f;
     }
 
-    /// The binding table (to add or remove softwires between batches).
+    /// The binding table.
+    pub fn binding_table(&self) -> &BindingTable {
+        &self.bt
+    }
+
+    /// The binding table, to change (on every copy, through the node's
+    /// control: `sluice_node::Control`).
     pub fn binding_table_mut(&mut self) -> &mut BindingTable {
         &mut self.bt
     }
@@ -849,6 +855,25 @@ impl DataPlane for Lwaftr {
 
     fn merge_counters(&mut self, replicas: &[Counters]) {
         self.c = Counters::sum(replicas);
+    }
+
+    /// Every counter under its own family: Snabb's by their names
+    /// (`in-ipv4-packets` is `sluice_lwaftr_in_ipv4_packets_total`), then
+    /// Sluice's own block; and the softwires in the binding table.
+    fn metrics(&self, to: &mut Metrics) {
+        for (name, v) in self.c.snabb.iter() {
+            to.counter(
+                &format!("sluice_lwaftr_{name}_total"),
+                "An lwAFTR counter of Snabb's (softwire-state).",
+                &[],
+                v,
+            );
+        }
+        for (name, v) in self.c.extra.iter() {
+            let name = name.strip_prefix("sluice-").unwrap_or(name);
+            to.counter(&format!("sluice_lwaftr_{name}_total"), "An lwAFTR counter of Sluice's own.", &[], v);
+        }
+        to.gauge("sluice_lwaftr_softwires", "Softwires in the binding table.", &[], self.bt.len() as f64);
     }
 
     /// Requests for unresolved next hops (at the first tick, then every 3 s

@@ -16,7 +16,7 @@
 //! lookup and insert or remove.
 
 use std::collections::HashMap;
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,10 +27,9 @@ use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
+use sluice_openflow::connection::{Closed, Connection, Full, Incoming, Settings};
 use sluice_openflow::of10::{self, Message10};
-use sluice_openflow::{
-    error_reply, errors, FlowMod, HelloElement, Message, MultipartReply, MultipartRequest, PacketOut, PortDesc, OFP13,
-};
+use sluice_openflow::{errors, FlowMod, Message, MultipartReply, MultipartRequest, PacketOut, PortDesc, OFP13};
 
 use crate::translate::{flow_mod_to_10, packet_in_from_10, packet_in_from_13, packet_out_to_10, port10_to_32};
 use crate::App;
@@ -205,39 +204,28 @@ pub const MAX_EARLY: usize = 64;
 /// dropped (counted as dropped messages).
 const MAX_BARRIERS: usize = 1 << 16;
 
-/// A connection's outgoing side.
-struct Outbox {
-    buf: Vec<u8>,
-    /// Bytes of `buf` already written.
-    sent: usize,
-    max: usize,
-    next_xid: u32,
-    barriers: HashMap<u32, BarrierFn>,
-}
-
 /// The switch an application is called for: who it is and how to send
 /// to it.
 pub struct Switch<'a> {
     pub dpid: u64,
     /// The negotiated version: 1 (1.0) or 4 (1.3).
     pub version: u8,
-    out: &'a mut Outbox,
+    link: &'a mut Connection,
+    barriers: &'a mut HashMap<u32, BarrierFn>,
     counters: &'a Counters,
 }
 
 impl Switch<'_> {
     /// A fresh transaction id.
     pub fn xid(&mut self) -> u32 {
-        self.out.next_xid = self.out.next_xid.wrapping_add(1);
-        self.out.next_xid
+        self.link.xid()
     }
 
     fn push(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
-        if self.out.buf.len() - self.out.sent >= self.out.max {
+        if !self.link.send(encode) {
             add(&self.counters.dropped_out, 1);
             return false;
         }
-        encode(&mut self.out.buf);
         add(&self.counters.messages_out, 1);
         true
     }
@@ -290,8 +278,8 @@ impl Switch<'_> {
     /// all if the connection closes first).
     pub fn barrier(&mut self, then: impl FnOnce(&mut Switch<'_>) + Send + 'static) {
         let (sent, xid) = self.request(&Message::BarrierRequest, &Message10::BarrierRequest);
-        if sent && self.out.barriers.len() < MAX_BARRIERS {
-            self.out.barriers.insert(xid, Box::new(then));
+        if sent && self.barriers.len() < MAX_BARRIERS {
+            self.barriers.insert(xid, Box::new(then));
         }
     }
 }
@@ -314,23 +302,22 @@ struct Conn {
     /// connection misses a new one.
     generation: u64,
     stage: Stage,
-    version: u8,
+    /// Framing, HELLO, echoes and the bounded outbox (plaintext when TLS).
+    link: Connection,
     dpid: u64,
-    rbuf: Vec<u8>,
-    out: Outbox,
     since: Instant,
-    last_rx: Instant,
-    echo_sent: u32,
+    barriers: HashMap<u32, BarrierFn>,
     writable_wanted: bool,
     /// The TLS session when the listener is `ssl:`; bytes pass through it
-    /// both ways (`rbuf` and `out` hold plaintext).
+    /// both ways (`link` holds plaintext).
     tls: Option<rustls::ServerConnection>,
 }
 
 impl Conn {
     /// The application's view of this connection.
     fn switch<'a>(&'a mut self, counters: &'a Counters) -> Switch<'a> {
-        Switch { dpid: self.dpid, version: self.version, out: &mut self.out, counters }
+        let version = self.link.version().unwrap_or(0);
+        Switch { dpid: self.dpid, version, link: &mut self.link, barriers: &mut self.barriers, counters }
     }
 }
 
@@ -568,21 +555,27 @@ impl Worker {
         }
         self.next_generation += 1;
         let now = Instant::now();
+        let settings = Settings {
+            versions: self.cfg.versions.clone(),
+            echo_interval: self.cfg.echo_interval,
+            max_output: self.cfg.max_pending,
+            when_full: Full::Drop,
+            hello_required: true,
+        };
         let mut c = Conn {
             stream,
             peer,
             generation: self.next_generation,
             stage: Stage::Hello,
-            version: 0,
+            // Our HELLO (a version bitmap, in the highest version we speak) is queued.
+            link: Connection::new(settings, now),
             dpid: 0,
-            rbuf: Vec::new(),
-            out: Outbox { buf: Vec::new(), sent: 0, max: self.cfg.max_pending, next_xid: 0, barriers: HashMap::new() },
             since: now,
-            last_rx: now,
-            echo_sent: 0,
+            barriers: HashMap::new(),
             writable_wanted: false,
             tls: None,
         };
+        add(&self.counters.messages_out, 1);
         if let Some(cfg) = &self.cfg.tls {
             match rustls::ServerConnection::new(Arc::clone(cfg)) {
                 Ok(t) => c.tls = Some(t),
@@ -594,11 +587,6 @@ impl Worker {
                 }
             }
         }
-        // HELLO with a version bitmap, in the highest version we speak.
-        let top = self.cfg.versions.iter().copied().max().unwrap_or(OFP13);
-        let bitmap = self.cfg.versions.iter().fold(0u32, |b, v| b | 1 << v);
-        let hello = Message::Hello(vec![HelloElement::VersionBitmap(vec![bitmap])]);
-        c.switch(&self.counters).push(|b| sluice_openflow::encode_into(&hello, top, 0, b));
         self.conns[i] = Some(c);
         self.flush(i);
     }
@@ -630,118 +618,101 @@ impl Worker {
         self.close(i, Some(why));
     }
 
+    /// Ends connection `i` for what its link says closed it (its last
+    /// words, an ERROR, written first).
+    fn closed_by_link(&mut self, i: usize, why: Closed) {
+        self.flush(i);
+        match why {
+            Closed::Eof => self.close(i, Some("the switch closed it")),
+            why => self.bad(i, &why.to_string()),
+        }
+    }
+
     fn read(&mut self, i: usize) {
-        let mut eof = None;
-        let mut tls_error: Option<String> = None;
+        let now = Instant::now();
+        let mut failed: Option<String> = None;
         {
             let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
-            let mut got = 0;
-            if let Some(tls) = &mut c.tls {
+            let before = c.link.unread();
+            let more = if let Some(tls) = &mut c.tls {
                 // Records from the socket into the session, plaintext out.
+                let mut more = false;
                 loop {
-                    let blocked = match tls.read_tls(&mut c.stream) {
-                        Ok(0) => {
-                            eof = Some("the switch closed it");
-                            true
-                        }
+                    let (blocked, eof) = match tls.read_tls(&mut c.stream) {
+                        Ok(0) => (true, true),
                         Ok(_) => match tls.process_new_packets() {
-                            Ok(_) => false,
+                            Ok(_) => (false, false),
                             Err(e) => {
-                                tls_error = Some(format!("TLS: {e}"));
-                                true
+                                failed = Some(format!("TLS: {e}"));
+                                (true, false)
                             }
                         },
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => true,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => false,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => (true, false),
+                        Err(e) if e.kind() == ErrorKind::Interrupted => (false, false),
                         Err(_) => {
-                            eof = Some("read error");
-                            true
+                            failed = Some("read error".into());
+                            (true, false)
                         }
                     };
-                    while let Ok(n) = tls.reader().read(&mut self.scratch) {
-                        if n == 0 {
-                            break;
-                        }
-                        c.rbuf.extend_from_slice(&self.scratch[..n]);
-                        got += n;
+                    if c.link.read_from(&mut tls.reader(), &mut self.scratch, READ_ROUND, now).is_err() {
+                        // The session has nothing more now (plaintext drained).
                     }
-                    if blocked || got >= READ_ROUND {
+                    if eof {
+                        c.link.close(Closed::Eof);
+                    }
+                    if c.link.unread() - before >= READ_ROUND {
+                        more = !blocked;
+                        break;
+                    }
+                    if blocked {
                         break;
                     }
                 }
+                more
             } else {
-                loop {
-                    // Into the worker's scratch buffer (not zeroed per
-                    // read), then onto the connection's.
-                    match c.stream.read(&mut self.scratch) {
-                        Ok(0) => {
-                            eof = Some("the switch closed it");
-                            break;
-                        }
-                        Ok(n) => {
-                            c.rbuf.extend_from_slice(&self.scratch[..n]);
-                            got += n;
-                            if got >= READ_ROUND {
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(_) => {
-                            eof = Some("read error");
-                            break;
-                        }
+                match c.link.read_from(&mut c.stream, &mut self.scratch, READ_ROUND, now) {
+                    Ok(more) => more,
+                    Err(_) => {
+                        failed = Some("read error".into());
+                        false
                     }
                 }
-            }
+            };
             // Stopped with data maybe left: read again next round.
-            if got >= READ_ROUND && !self.more.contains(&i) {
+            if more && !self.more.contains(&i) {
                 self.more.push(i);
             }
-            if got > 0 {
-                c.last_rx = Instant::now();
-                c.echo_sent = 0;
-            }
         }
-        if let Some(e) = tls_error {
+        if let Some(e) = failed {
             // The alert the session wants to send goes first.
             self.flush(i);
             self.bad(i, &e);
             return;
         }
-        // Whole messages, in order, read in place (the buffer is taken out
-        // of the connection while they are handled).
-        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
-        let rbuf = std::mem::take(&mut c.rbuf);
-        let mut at = 0;
+        // Whole messages, in order.
         let mut n = 0;
-        while rbuf.len() - at >= 8 {
-            let len = usize::from(u16::from_be_bytes([rbuf[at + 2], rbuf[at + 3]]));
-            if len < 8 {
-                self.bad(i, "a message shorter than its header");
-                return;
-            }
-            if rbuf.len() - at < len {
-                break;
-            }
+        loop {
+            let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
+            let Some(incoming) = c.link.next_incoming() else { break };
             n += 1;
-            let msg = &rbuf[at..at + len];
-            at += len;
-            if !self.handle(i, msg) {
+            let alive = match incoming {
+                Incoming::Negotiated(_) => {
+                    c.stage = Stage::Features;
+                    c.switch(&self.counters).request(&Message::FeaturesRequest, &Message10::FeaturesRequest);
+                    true
+                }
+                Incoming::Message(frame) => self.handle(i, &frame),
+            };
+            if !alive {
                 add(&self.counters.messages_in, n);
                 return;
             }
         }
         add(&self.counters.messages_in, n);
-        if let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) {
-            let mut rbuf = rbuf;
-            rbuf.drain(..at);
-            c.rbuf = rbuf;
+        if let Some(why) = self.conns.get(i).and_then(Option::as_ref).and_then(|c| c.link.closed().cloned()) {
+            return self.closed_by_link(i, why);
         }
         self.flush(i);
-        if let Some(why) = eof {
-            self.close(i, Some(why));
-        }
     }
 
     /// Writes what waits; asks for writability when the socket is full.
@@ -752,12 +723,9 @@ impl Worker {
             // Plaintext into the session (it takes what its buffer limit
             // allows), records out to the socket.
             loop {
-                let before = c.out.sent;
-                if c.out.sent < c.out.buf.len() {
-                    match tls.writer().write(&c.out.buf[c.out.sent..]) {
-                        Ok(n) => c.out.sent += n,
-                        Err(_) => failed = true,
-                    }
+                let before = c.link.output().len();
+                if c.link.write_to(&mut tls.writer()).is_err() {
+                    failed = true;
                 }
                 let (mut blocked, mut wrote) = (false, false);
                 while tls.wants_write() {
@@ -780,35 +748,15 @@ impl Worker {
                 }
                 // Done, stuck on the socket, or the session takes no more
                 // plaintext yet (its handshake is not finished).
-                if failed || blocked || c.out.sent == c.out.buf.len() || (c.out.sent == before && !wrote) {
+                let left = c.link.output().len();
+                if failed || blocked || left == 0 || (left == before && !wrote) {
                     break;
                 }
             }
-        } else {
-            while c.out.sent < c.out.buf.len() {
-                match c.stream.write(&c.out.buf[c.out.sent..]) {
-                    Ok(0) => {
-                        failed = true;
-                        break;
-                    }
-                    Ok(n) => c.out.sent += n,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        failed = true;
-                        break;
-                    }
-                }
-            }
+        } else if c.link.write_to(&mut c.stream).is_err() {
+            failed = true;
         }
-        if c.out.sent == c.out.buf.len() {
-            c.out.buf.clear();
-            c.out.sent = 0;
-        } else if c.out.sent > c.out.max {
-            c.out.buf.drain(..c.out.sent);
-            c.out.sent = 0;
-        }
-        let want = c.out.sent < c.out.buf.len() || c.tls.as_ref().is_some_and(|t| t.wants_write());
+        let want = c.link.wants_write() || c.tls.as_ref().is_some_and(|t| t.wants_write());
         if want != c.writable_wanted {
             c.writable_wanted = want;
             let interest = if want { Interest::READABLE | Interest::WRITABLE } else { Interest::READABLE };
@@ -827,93 +775,58 @@ impl Worker {
                 self.bad(i, "no handshake in time");
                 continue;
             }
-            let silent = now.duration_since(c.last_rx);
-            let probes = (silent.as_secs_f64() / self.cfg.echo_interval.as_secs_f64()) as u32;
-            if probes > c.echo_sent && c.version != 0 {
-                if c.echo_sent >= 3 {
-                    self.bad(i, "no answer to three echo requests");
-                    continue;
-                }
-                c.echo_sent += 1;
-                c.switch(&self.counters)
-                    .request(&Message::EchoRequest(Vec::new()), &Message10::EchoRequest(Vec::new()));
+            let queued = c.link.output().len();
+            c.link.tick(now);
+            if let Some(why) = c.link.closed().cloned() {
+                self.closed_by_link(i, why);
+                continue;
+            }
+            if c.link.output().len() > queued {
+                add(&self.counters.messages_out, 1);
                 self.flush(i);
             }
         }
     }
 
-    /// One whole message from connection `i`; false when the connection
-    /// was closed.
-    fn handle(&mut self, i: usize, msg: &[u8]) -> bool {
-        let (version, typ) = (msg[0], msg[1]);
-        let xid = u32::from_be_bytes([msg[4], msg[5], msg[6], msg[7]]);
+    /// One whole message from connection `i`, past the HELLO; false when
+    /// the connection was closed.
+    fn handle(&mut self, i: usize, frame: &sluice_openflow::connection::Frame) -> bool {
         let Some(c) = self.conns[i].as_mut() else { return false };
-        if matches!(c.stage, Stage::Hello) {
-            // HELLO is type 0 in every version.
-            if typ != 0 {
-                self.bad(i, "the first message was not HELLO");
-                return false;
-            }
-            let elements = match sluice_openflow::decode(msg) {
-                Ok((_, Message::Hello(e))) => e,
-                _ => Vec::new(),
-            };
-            let Some(v) = sluice_openflow::negotiate(version, &elements, &self.cfg.versions) else {
-                let text = format!("no common version (we speak {:?})", self.cfg.versions);
-                let e = sluice_openflow::ErrorMsg {
-                    typ: errors::error_type::HELLO_FAILED,
-                    code: errors::hello_failed::INCOMPATIBLE,
-                    data: text.clone().into_bytes(),
-                };
-                let reply_version = if version >= OFP13 { OFP13 } else { of10::OFP10 };
-                let error = Message::Error(e);
-                c.switch(&self.counters).push(|b| sluice_openflow::encode_into(&error, reply_version, xid, b));
-                self.flush(i);
-                self.bad(i, &text);
-                return false;
-            };
-            c.version = v;
-            c.stage = Stage::Features;
-            c.switch(&self.counters).request(&Message::FeaturesRequest, &Message10::FeaturesRequest);
-            return true;
-        }
-        if version != c.version {
+        let version = c.link.version().unwrap_or(0);
+        if frame.version != version {
             let e = sluice_openflow::OfError::new(
                 errors::error_type::BAD_REQUEST,
                 errors::bad_request::BAD_VERSION,
-                format!("version {version} on a connection speaking {}", c.version),
+                format!("version {} on a connection speaking {version}", frame.version),
             );
-            self.reply_error(i, &e, msg);
+            self.reply_error(i, &e, frame);
             return true;
         }
-        if c.version == OFP13 {
-            match sluice_openflow::decode(msg) {
-                Ok((_, m)) => self.on13(i, xid, m),
-                Err(e) => {
-                    self.reply_error(i, &e, msg);
-                    true
-                }
+        let decoded = {
+            let msg = c.link.bytes(frame);
+            if version == OFP13 {
+                sluice_openflow::decode(msg).map(|(_, m)| Ok(m))
+            } else {
+                of10::decode10(msg).map(|(_, m)| Err(m))
             }
-        } else {
-            match of10::decode10(msg) {
-                Ok((_, m)) => self.on10(i, xid, m),
-                Err(e) => {
-                    self.reply_error(i, &e, msg);
-                    true
-                }
+        };
+        match decoded {
+            Ok(Ok(m)) => self.on13(i, frame.xid, m),
+            Ok(Err(m)) => self.on10(i, frame.xid, m),
+            Err(e) => {
+                self.reply_error(i, &e, frame);
+                true
             }
         }
     }
 
-    fn reply_error(&mut self, i: usize, e: &sluice_openflow::OfError, request: &[u8]) {
+    fn reply_error(&mut self, i: usize, e: &sluice_openflow::OfError, frame: &sluice_openflow::connection::Frame) {
         add(&self.counters.malformed, 1);
         let Some(c) = self.conns[i].as_mut() else { return };
-        let xid = u32::from_be_bytes([request[4], request[5], request[6], request[7]]);
-        let mut sw = c.switch(&self.counters);
-        if sw.version == OFP13 {
-            sw.send13(&Message::Error(error_reply(request, e)), xid);
-        } else {
-            sw.push(|b| b.extend_from_slice(&of10::error10(e, request, xid)));
+        let version = c.link.version().unwrap_or(frame.version);
+        let request = c.link.bytes(frame).to_vec();
+        if c.link.error(version, frame.xid, e.typ, e.code, &request) {
+            add(&self.counters.messages_out, 1);
         }
     }
 
@@ -921,7 +834,7 @@ impl Worker {
     fn up(&mut self, i: usize, ports: Vec<PortDesc>) {
         let Some(c) = self.conns[i].as_mut() else { return };
         c.stage = Stage::Up;
-        let (dpid, generation, version) = (c.dpid, c.generation, c.version);
+        let (dpid, generation, version) = (c.dpid, c.generation, c.link.version().unwrap_or(0));
         let earlier = self.dpids.lock().unwrap_or_else(|e| e.into_inner()).insert(dpid, (self.id, i, generation));
         add(&self.counters.switches_up, 1);
         let v = if version == OFP13 { "1.3" } else { "1.0" };
@@ -952,11 +865,8 @@ impl Worker {
     fn on13(&mut self, i: usize, xid: u32, m: Message) -> bool {
         let Some(c) = self.conns[i].as_mut() else { return false };
         match (&mut c.stage, m) {
-            (_, Message::EchoRequest(d)) => {
-                let mut sw = c.switch(&self.counters);
-                sw.send13(&Message::EchoReply(d), xid);
-            }
-            (_, Message::EchoReply(_)) | (_, Message::Hello(_)) => {}
+            // Echo requests are answered by the connection itself.
+            (_, Message::EchoRequest(_)) | (_, Message::EchoReply(_)) | (_, Message::Hello(_)) => {}
             (Stage::Features, Message::FeaturesReply(f)) => {
                 c.dpid = f.datapath_id;
                 c.stage = Stage::PortDesc(Vec::new(), Vec::new());
@@ -995,7 +905,7 @@ impl Worker {
                         self.app.event(&mut sw, &Event::PacketIn(&packet_in_from_13(p)));
                     }
                     Message::BarrierReply => {
-                        if let Some(then) = sw.out.barriers.remove(&xid) {
+                        if let Some(then) = sw.barriers.remove(&xid) {
                             then(&mut sw);
                         }
                     }
@@ -1022,11 +932,8 @@ impl Worker {
     fn on10(&mut self, i: usize, xid: u32, m: Message10) -> bool {
         let Some(c) = self.conns[i].as_mut() else { return false };
         match (&c.stage, m) {
-            (_, Message10::EchoRequest(d)) => {
-                let mut sw = c.switch(&self.counters);
-                sw.send10(&Message10::EchoReply(d), xid);
-            }
-            (_, Message10::EchoReply(_)) | (_, Message10::Hello(_)) => {}
+            // Echo requests are answered by the connection itself.
+            (_, Message10::EchoRequest(_)) | (_, Message10::EchoReply(_)) | (_, Message10::Hello(_)) => {}
             (Stage::Features, Message10::FeaturesReply(f)) => {
                 c.dpid = f.datapath_id;
                 let ports = f.ports.iter().map(port_desc_from_10).collect();
@@ -1041,7 +948,7 @@ impl Worker {
                         self.app.event(&mut sw, &Event::PacketIn(&pi));
                     }
                     Message10::BarrierReply => {
-                        if let Some(then) = sw.out.barriers.remove(&xid) {
+                        if let Some(then) = sw.barriers.remove(&xid) {
                             then(&mut sw);
                         }
                     }

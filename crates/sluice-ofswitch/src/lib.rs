@@ -13,12 +13,10 @@
 //! - [`meter`]: meters, their bands' token buckets and statistics;
 //! - [`normal`]: the NORMAL port's MAC learning;
 //! - [`control`]: flow-mods, group-mods and port-mods, validated and
-//!   applied to every copy of the switch;
-//! - [`agent`]: the controller connections (OpenFlow 1.3 over TCP);
-//! - [`buffers`]: packets the agent keeps for the controller.
+//!   applied to every copy of the switch.
+//!
+//! The agent that speaks OpenFlow to controllers is `sluice-ofagent`.
 
-pub mod agent;
-pub mod buffers;
 pub mod cache;
 pub mod code;
 pub mod control;
@@ -29,5 +27,4 @@ pub mod prefix;
 pub mod switch;
 pub mod table;
 
-pub use agent::{Agent, AgentConfig, FailMode};
 pub use switch::{Note, OfSwitch, PortInfo};

@@ -41,7 +41,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use sluice_dataplane::profile::stamp;
-use sluice_dataplane::{DataPlane, Stats};
+use sluice_dataplane::{DataPlane, Metrics, Stats};
 use sluice_lookup::lpm::prefetch_headers;
 use sluice_openflow::{port, Action, Bucket, Instruction, OxmField, SwitchConfig};
 
@@ -175,6 +175,11 @@ impl Groups {
 
     pub fn contains_key(&self, id: &u32) -> bool {
         self.get(id).is_some()
+    }
+
+    /// How many groups there are.
+    pub fn len(&self) -> usize {
+        self.dense.iter().filter(|g| g.is_some()).count() + self.sparse.len()
     }
 
     /// Adds or replaces group `id`, giving back the one it replaces.
@@ -2221,6 +2226,39 @@ impl DataPlane for OfSwitch {
             }
         }
         self.counters = sum;
+    }
+
+    /// Per table (those with flows or lookups): flows, lookups, matches;
+    /// the groups and meters; the flow cache's hits and misses; the
+    /// packet-ins dropped for want of room.
+    fn metrics(&self, to: &mut Metrics) {
+        for (i, t) in self.tables.iter().enumerate() {
+            let (lookups, matches) = self.counters.tables.get(i).copied().unwrap_or_default();
+            if t.is_empty() && lookups == 0 {
+                continue;
+            }
+            let id = i.to_string();
+            let l = [("table", id.as_str())];
+            to.gauge("sluice_openflow_table_flows", "Flow entries in an OpenFlow table.", &l, t.len() as f64);
+            to.counter("sluice_openflow_table_lookups_total", "Packets looked up in an OpenFlow table.", &l, lookups);
+            to.counter(
+                "sluice_openflow_table_matches_total",
+                "Packets that matched a flow entry of an OpenFlow table.",
+                &l,
+                matches,
+            );
+        }
+        to.gauge("sluice_openflow_groups", "Groups in the group table.", &[], self.groups.len() as f64);
+        to.gauge("sluice_openflow_meters", "Meters in the meter table.", &[], self.meters.meters.len() as f64);
+        let cache = "Packets the flow cache served (hit) or that walked the tables (miss).";
+        to.counter("sluice_openflow_flow_cache_total", cache, &[("result", "hit")], self.counters.cache_hits);
+        to.counter("sluice_openflow_flow_cache_total", cache, &[("result", "miss")], self.counters.cache_misses);
+        to.counter(
+            "sluice_openflow_packet_ins_dropped_total",
+            "Packet-ins dropped because the agent's queue was full.",
+            &[],
+            self.counters.packet_ins_dropped,
+        );
     }
 }
 

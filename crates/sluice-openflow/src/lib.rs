@@ -22,6 +22,7 @@
 
 pub mod action;
 pub mod codec;
+pub mod connection;
 pub mod errors;
 mod lists;
 pub mod multipart;

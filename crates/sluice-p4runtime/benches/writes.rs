@@ -12,6 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sluice_dataplane::workers::{Pool, WorkerIo};
 use sluice_engine::runtime::{EntryAction, FieldMatch, Resource};
 use sluice_engine::Switch;
+use sluice_node::Control;
 use sluice_p4runtime::entities::{self, Handles, Op};
 use sluice_p4runtime::pipeline::{Ids, Pipeline};
 use sluice_p4runtime::proto::p4::config::v1 as info;
@@ -28,9 +29,10 @@ impl WorkerIo<Switch> for Idle {
     }
 }
 
-fn pool(workers: usize) -> Pool<Switch> {
+fn pool(workers: usize) -> Control<Switch> {
     let sw = sluice_engine::load_switch(ROUTER).unwrap();
-    Pool::start(sw, (0..workers).map(|_| Box::new(Idle) as Box<dyn WorkerIo<Switch>>).collect()).unwrap()
+    let pool = Pool::start(sw, (0..workers).map(|_| Box::new(Idle) as Box<dyn WorkerIo<Switch>>).collect()).unwrap();
+    Control::new(pool, "p4", None)
 }
 
 /// The key and action data of entry `i` of a table: an LPM /32 route or an exact next hop.
@@ -51,15 +53,16 @@ fn runtime_api(c: &mut Criterion) {
     for (table, lpm, n) in [("RouterIngress.ipv4_lpm", true, 100_000u32), ("RouterIngress.nexthop", false, 65_535)] {
         g.throughput(Throughput::Elements(u64::from(n)));
         for workers in [0, 1] {
-            let mut p = pool(workers);
-            let t = p.master().index_of(Resource::Table, table).unwrap();
-            let a = p.master().program().tables[t].actions[0];
+            let control = pool(workers);
+            let mut p = control.lock();
+            let t = p.view().index_of(Resource::Table, table).unwrap();
+            let a = p.view().program().tables[t].actions[0];
             let name = format!("runtime_api_{}_{workers}_workers", if lpm { "lpm" } else { "exact" });
             g.bench_function(name.as_str(), |b| {
                 b.iter(|| {
                     for i in 0..n {
                         let (key, data) = entry(lpm, i);
-                        let e = p.master().prepare_entry(t, key, EntryAction::Direct { action: a, data }, 0).unwrap();
+                        let e = p.view().prepare_entry(t, key, EntryAction::Direct { action: a, data }, 0).unwrap();
                         p.try_change(move |sw, _| sw.install_entry(t, e.clone())).unwrap();
                         if p.pending() >= 128 {
                             p.send_pending();
@@ -104,9 +107,10 @@ fn p4runtime_translation(c: &mut Criterion) {
     g.sample_size(10);
     let n = 100_000u32;
     g.throughput(Throughput::Elements(u64::from(n)));
-    let mut p = pool(1);
+    let control = pool(1);
+    let mut p = control.lock();
     let info = router_p4info();
-    let ids = Ids::build(&info, p.master()).unwrap();
+    let ids = Ids::build(&info, p.view()).unwrap();
     let pl = Pipeline { p4info: info, json: ROUTER.into(), cookie: None, ids };
     let updates: Vec<p4::Entity> = (0..n)
         .map(|i| {
@@ -130,7 +134,7 @@ fn p4runtime_translation(c: &mut Criterion) {
             p4::Entity { entity: Some(p4::entity::Entity::TableEntry(te)) }
         })
         .collect();
-    let t = p.master().index_of(Resource::Table, "RouterIngress.ipv4_lpm").unwrap();
+    let t = p.view().index_of(Resource::Table, "RouterIngress.ipv4_lpm").unwrap();
     g.bench_function("p4runtime_translation_lpm_1_worker", |b| {
         b.iter(|| {
             let mut h = Handles::default();

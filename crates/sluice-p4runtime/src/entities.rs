@@ -12,9 +12,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use sluice_dataplane::workers::Pool;
 use sluice_engine::runtime::{fit_value, EntryAction, FieldMatch, MatchKind, MirrorSession, RtCode, RtError};
 use sluice_engine::Switch;
+use sluice_node::Session;
 use tonic::Code;
 
 use crate::pipeline::{Pipeline, TableIds};
@@ -67,9 +67,9 @@ pub trait Target {
     fn apply_shared(&mut self, f: &dyn Fn(&mut Switch) -> Result<(), RtError>) -> Result<(), RtError>;
 }
 
-impl Target for Pool<Switch> {
+impl Target for Session<'_, Switch> {
     fn sw(&self) -> &Switch {
-        self.master()
+        self.view()
     }
     fn apply(&mut self, f: Change) -> Result<u32, RtError> {
         self.try_change(move |sw, first| f(sw, first))

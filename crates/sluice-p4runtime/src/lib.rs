@@ -157,14 +157,14 @@ impl Server {
         let mut results: Vec<Result<(), Fail>> = Vec::with_capacity(updates.len());
         if atomic {
             // Tried whole on a scratch copy first; nothing changes unless every update succeeds.
-            let mut scratch = Scratch(pool.master().scratch().map_err(|e| Status::internal(e.to_string()))?);
+            let mut scratch = Scratch(pool.view().scratch().map_err(|e| Status::internal(e.to_string()))?);
             let mut h = st.handles.clone();
             for u in &updates {
                 results.push(u.clone().and_then(|(op, e)| entities::write(&pl, &mut h, &mut scratch, op, e)));
             }
             if results.iter().all(Result::is_ok) {
                 for (op, e) in updates.iter().flatten() {
-                    if let Err(f) = entities::write(&pl, &mut st.handles, &mut *pool, *op, e) {
+                    if let Err(f) = entities::write(&pl, &mut st.handles, &mut pool, *op, e) {
                         // The dry run succeeded, so this cannot happen; say so rather than hide it.
                         pool.flush();
                         return Err(Status::internal(format!(
@@ -183,7 +183,7 @@ impl Server {
             }
         } else {
             for u in &updates {
-                results.push(u.clone().and_then(|(op, e)| entities::write(&pl, &mut st.handles, &mut *pool, op, e)));
+                results.push(u.clone().and_then(|(op, e)| entities::write(&pl, &mut st.handles, &mut pool, op, e)));
                 // No atomicity promised: the workers replay while the master goes on.
                 if pool.pending() >= EARLY_SEND {
                     pool.send_pending();
@@ -436,6 +436,30 @@ fn too_large_is_resource_exhausted<B>(mut r: http::Response<B>) -> http::Respons
         r.headers_mut().insert("grpc-status", http::HeaderValue::from_static("8"));
     }
     r
+}
+
+/// P4Runtime as a server of the node (see [`start`]).
+pub struct P4Runtime {
+    device: Arc<Device>,
+    addr: String,
+}
+
+impl P4Runtime {
+    /// The server for `device` on `addr` (`HOST:PORT`).
+    pub fn new(device: Arc<Device>, addr: &str) -> P4Runtime {
+        P4Runtime { device, addr: addr.to_string() }
+    }
+}
+
+impl sluice_node::Server<sluice_engine::Switch> for P4Runtime {
+    fn name(&self) -> &'static str {
+        "P4Runtime"
+    }
+
+    fn start(&mut self, _: &sluice_node::Control<sluice_engine::Switch>) -> Result<String, String> {
+        let local = start(self.device.clone(), &self.addr)?;
+        Ok(format!("sluice: P4Runtime server listening on {local}"))
+    }
 }
 
 /// Serves P4Runtime on `addr` from threads of its own; returns once the socket listens.

@@ -542,7 +542,7 @@ fn check_idle_entries(server: &Server) {
         return;
     }
     idle.sort();
-    let sw = pool.master();
+    let sw = pool.view();
     let entries: Vec<p4::TableEntry> = idle
         .iter()
         .filter_map(|(t, hd)| {

@@ -40,6 +40,7 @@ const PACKET_FANOUT_HASH: u32 = 0;
 const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 const PACKET_OUTGOING: u8 = 4;
 const PACKET_AUXDATA: libc::c_int = 8;
+const PACKET_STATISTICS: libc::c_int = 6;
 /// `tpacket_auxdata.tp_status` bits: a tag was taken out; its TPID is given.
 const TP_STATUS_VLAN_VALID: u32 = 0x10;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
@@ -59,6 +60,9 @@ pub struct AfPacketPort {
     ctl: OwnedFd,
     offload: bool,
     stats: PortStats,
+    /// The kernel's drops so far (`PACKET_STATISTICS` starts again from
+    /// zero at every read, so they are summed here).
+    kernel_drops: std::cell::Cell<u64>,
     /// Frames queued by `send`: bytes, and `(start, len)` of each.
     tx_data: Vec<u8>,
     tx_frames: Vec<(usize, usize)>,
@@ -174,6 +178,7 @@ impl AfPacketPort {
             ctl: ioctl_socket()?,
             offload,
             stats: PortStats::default(),
+            kernel_drops: std::cell::Cell::new(0),
             tx_data: Vec::with_capacity(BATCH * 2048),
             tx_frames: Vec::with_capacity(BATCH),
             tx_vnet: Vec::with_capacity(BATCH),
@@ -405,7 +410,23 @@ impl Port for AfPacketPort {
     }
 
     fn stats(&self) -> PortStats {
-        self.stats
+        // struct tpacket_stats { tp_packets, tp_drops }: counts since the last read.
+        let mut st = [0u32; 2];
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into `st`.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                st.as_mut_ptr().cast::<libc::c_void>(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.kernel_drops.set(self.kernel_drops.get() + u64::from(st[1]));
+        }
+        PortStats { rx_dropped: self.kernel_drops.get(), ..self.stats }
     }
 
     fn check_link(&self) -> io::Result<()> {

@@ -45,6 +45,7 @@ const XDP_TX_RING: libc::c_int = 3;
 const XDP_UMEM_REG: libc::c_int = 4;
 const XDP_UMEM_FILL_RING: libc::c_int = 5;
 const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+const XDP_STATISTICS: libc::c_int = 7;
 const XDP_PGOFF_RX_RING: i64 = 0;
 const XDP_PGOFF_TX_RING: i64 = 0x8000_0000;
 const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
@@ -687,7 +688,23 @@ impl Port for AfXdpPort {
     }
 
     fn stats(&self) -> PortStats {
-        self.stats
+        // struct xdp_statistics: rx_dropped, rx_invalid_descs,
+        // tx_invalid_descs, rx_ring_full, ... (counts since the socket
+        // was made; older kernels fill only the first three).
+        let mut st = [0u64; 6];
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into `st`.
+        let r = unsafe {
+            libc::getsockopt(
+                self.sock.as_raw_fd(),
+                SOL_XDP,
+                XDP_STATISTICS,
+                st.as_mut_ptr().cast::<libc::c_void>(),
+                &mut len,
+            )
+        };
+        let rx_dropped = if r == 0 { st[0] + st[3] } else { 0 };
+        PortStats { rx_dropped, ..self.stats }
     }
 
     fn check_link(&self) -> io::Result<()> {

@@ -341,84 +341,10 @@ impl<P: Port> Port for FaultyPort<P> {
     }
 }
 
-/// A port over frames in memory: what [`MemoryPort::push`] queued is
-/// received, in batches of at most [`crate::BATCH`]; what is sent is kept
-/// ([`MemoryPort::sent`]). For the in-memory tests of ports and wrappers.
-pub struct MemoryPort {
-    name: String,
-    queued: std::collections::VecDeque<Vec<u8>>,
-    sent: Vec<Vec<u8>>,
-    stats: PortStats,
-}
-
-impl MemoryPort {
-    pub fn new(name: &str) -> MemoryPort {
-        MemoryPort { name: name.to_string(), queued: Default::default(), sent: Vec::new(), stats: PortStats::default() }
-    }
-
-    /// Queues a frame to be received.
-    pub fn push(&mut self, frame: &[u8]) {
-        self.queued.push_back(frame.to_vec());
-    }
-
-    /// Frames sent so far.
-    pub fn sent(&self) -> &[Vec<u8>] {
-        &self.sent
-    }
-}
-
-impl Port for MemoryPort {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn backend(&self) -> &'static str {
-        "memory"
-    }
-
-    fn offload(&self) -> bool {
-        false
-    }
-
-    fn fd(&self) -> RawFd {
-        -1
-    }
-
-    fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
-        let n = self.queued.len().min(batch.capacity());
-        for i in 0..n {
-            let f = self.queued.pop_front().expect("counted above");
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += f.len() as u64;
-            batch.put(i, &f, &VnetHdr::default());
-        }
-        batch.set_len(n);
-        Ok(n)
-    }
-
-    fn send(&mut self, frame: &[u8], _vnet: &VnetHdr) -> io::Result<()> {
-        self.stats.tx_packets += 1;
-        self.stats.tx_bytes += frame.len() as u64;
-        self.sent.push(frame.to_vec());
-        Ok(())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn stats(&self) -> PortStats {
-        self.stats
-    }
-
-    fn finished(&self) -> bool {
-        self.queued.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::MemoryPort;
     use crate::BATCH;
 
     fn frames(n: usize) -> Vec<Vec<u8>> {
@@ -434,7 +360,7 @@ mod tests {
         let mut port = FaultyPort::new(mem, faults.parse().unwrap(), 2048);
         let mut batch = RxBatch::new(2048);
         let mut out = Vec::new();
-        while !port.inner.queued.is_empty() || !port.overflow.is_empty() {
+        while !port.inner.is_drained() || !port.overflow.is_empty() {
             let n = port.recv(&mut batch).unwrap();
             out.extend((0..n).map(|i| batch.frame(i).0.to_vec()));
         }

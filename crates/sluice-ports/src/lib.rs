@@ -78,6 +78,7 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod faults;
+pub mod memory;
 pub mod pcapfile;
 pub mod tap;
 
@@ -249,6 +250,11 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Frames the port could not send (queue full, too large, error).
     pub tx_dropped: u64,
+    /// Frames the kernel dropped before the port read them (the socket's
+    /// buffer or the XDP receive ring full): AF_PACKET's
+    /// `PACKET_STATISTICS` drops, AF_XDP's `rx_dropped` and `rx_ring_full`;
+    /// zero for the other backends.
+    pub rx_dropped: u64,
     /// What a [`faults::FaultyPort`] injected (zero for the other ports).
     pub faults: faults::FaultCounts,
 }
@@ -262,6 +268,7 @@ impl PortStats {
             tx_packets: self.tx_packets + o.tx_packets,
             tx_bytes: self.tx_bytes + o.tx_bytes,
             tx_dropped: self.tx_dropped + o.tx_dropped,
+            rx_dropped: self.rx_dropped + o.rx_dropped,
             faults: self.faults.plus(&o.faults),
         }
     }

@@ -110,6 +110,36 @@ impl Default for Limits {
     }
 }
 
+/// bmv2's Thrift runtime server as a server of the node: every
+/// connection on a thread of its own (see [`serve_with`]).
+pub struct Thrift {
+    device: Arc<Device>,
+    port: u16,
+    limits: Limits,
+}
+
+impl Thrift {
+    /// The server for `device` on TCP port `port` of every address.
+    pub fn new(device: Arc<Device>, port: u16) -> Thrift {
+        Thrift { device, port, limits: Limits::default() }
+    }
+}
+
+impl sluice_node::Server<sluice_engine::Switch> for Thrift {
+    fn name(&self) -> &'static str {
+        "Thrift"
+    }
+
+    /// A port that cannot be bound leaves the switch running without
+    /// Thrift, with a warning (the other control planes still serve).
+    fn start(&mut self, _: &sluice_node::Control<sluice_engine::Switch>) -> Result<String, String> {
+        Ok(match serve_with(self.device.clone(), ("0.0.0.0", self.port), self.limits) {
+            Ok(s) => format!("sluice: Thrift runtime server listening on port {}", s.port),
+            Err(e) => format!("sluice: warning: the Thrift server could not start on port {}: {e}", self.port),
+        })
+    }
+}
+
 /// Listens on `addr` and serves every connection on its own thread, within
 /// the default [`Limits`].
 pub fn serve(dev: Arc<Device>, addr: impl ToSocketAddrs) -> std::io::Result<ThriftServer> {

@@ -28,17 +28,15 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             if g < 0 {
                 return Err(Fault::Code(2));
             }
-            pool.change(move |sw, _| sw.mc_group_create(g as u32));
-            pool.flush();
+            pool.commit(move |sw, _| sw.mc_group_create(g as u32));
             Ok(Some(Val::I32(g)))
         }
         "bm_mc_mgrp_destroy" => {
             let g = a.i32(2, "mgrp_handle")? as u32;
             // Destroying a group that does not exist succeeds, as in bmv2.
-            pool.change(move |sw, _| {
+            pool.commit(move |sw, _| {
                 let _ = sw.mc_group_destroy(g);
             });
-            pool.flush();
             Ok(None)
         }
         "bm_mc_node_create" => {
@@ -48,23 +46,21 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             }
             let ports = bits_of_map(a.bin(3, "port_map")?)?;
             let lags = bits_of_map(a.bin(4, "lag_map")?)?;
-            let h = pool.change(move |sw, _| sw.mc_node_create(rid as u16, ports.clone(), lags.clone()));
-            pool.flush();
+            let h = pool.commit(move |sw, _| sw.mc_node_create(rid as u16, ports.clone(), lags.clone()));
             Ok(Some(Val::I32(h as i32)))
         }
         "bm_mc_node_update" => {
             let h = a.i32(2, "l1_handle")? as u32;
             let ports = bits_of_map(a.bin(3, "port_map")?)?;
             let lags = bits_of_map(a.bin(4, "lag_map")?)?;
-            pool.try_change(move |sw, _| sw.mc_node_update(h, ports.clone(), lags.clone())).map_err(mc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.mc_node_update(h, ports.clone(), lags.clone())).map_err(mc)?;
             Ok(None)
         }
         "bm_mc_node_associate" | "bm_mc_node_dissociate" => {
             let g = a.i32(2, "mgrp_handle")? as u32;
             let h = a.i32(3, "l1_handle")? as u32;
             let associate = method == "bm_mc_node_associate";
-            pool.try_change(move |sw, _| sw.mc_node_associate(g, h, associate)).map_err(|e| {
+            pool.apply(move |sw, _| sw.mc_node_associate(g, h, associate)).map_err(|e| {
                 // bmv2 names a missing group by its handle here.
                 if e.code == RtCode::InvalidMgid {
                     Fault::Code(3)
@@ -72,13 +68,11 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                     Fault::Code(mc_code(&e))
                 }
             })?;
-            pool.flush();
             Ok(None)
         }
         "bm_mc_node_destroy" => {
             let h = a.i32(2, "l1_handle")? as u32;
-            pool.try_change(move |sw, _| sw.mc_node_destroy(h)).map_err(mc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.mc_node_destroy(h)).map_err(mc)?;
             Ok(None)
         }
         "bm_mc_set_lag_membership" => {
@@ -90,7 +84,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             // Accepted; Sluice's replication engine does not expand LAGs (a node's LAG map is kept, not used).
             Ok(None)
         }
-        "bm_mc_get_entries" => Ok(Some(s(mc_json(pool.master())))),
+        "bm_mc_get_entries" => Ok(Some(s(mc_json(pool.view())))),
         _ => Err(Fault::Unknown(format!("simple_pre_lag:{method} is not a method of the simple_pre_lag service"))),
     }
 }

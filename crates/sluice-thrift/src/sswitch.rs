@@ -20,21 +20,18 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                 mgid: cfg.opt_i32(2).map(|g| g as u32),
                 ..Default::default()
             };
-            pool.change(move |sw, _| sw.mirror_set(id, session.clone()));
-            pool.flush();
+            pool.commit(move |sw, _| sw.mirror_set(id, session.clone()));
             Ok(None)
         }
         "mirroring_mapping_add" => {
             let id = a.i32(1, "mirror_id")? as u32;
             let port = a.i32(2, "egress_port")? as u32;
-            pool.change(move |sw, _| sw.mirror_set(id, MirrorSession { port: Some(port), ..Default::default() }));
-            pool.flush();
+            pool.commit(move |sw, _| sw.mirror_set(id, MirrorSession { port: Some(port), ..Default::default() }));
             Ok(Some(Val::I32(0)))
         }
         "mirroring_session_delete" | "mirroring_mapping_delete" => {
             let id = a.i32(1, "mirror_id")? as u32;
-            let r = pool.try_change(move |sw, _| sw.mirror_delete(id));
-            pool.flush();
+            let r = pool.apply(move |sw, _| sw.mirror_delete(id));
             match (r, method) {
                 (Ok(()), "mirroring_session_delete") => Ok(None),
                 (Err(_), "mirroring_session_delete") => Err(Fault::Code(1)), // SESSION_NOT_FOUND
@@ -43,7 +40,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "mirroring_session_get" => {
             let id = a.i32(1, "mirror_id")? as u32;
-            let s = pool.master().mirror_session(id).cloned().ok_or(Fault::Code(1))?;
+            let s = pool.view().mirror_session(id).cloned().ok_or(Fault::Code(1))?;
             let mut f = Vec::new();
             if let Some(p) = s.port {
                 f.push((1, Val::I32(p as i32)));
@@ -55,7 +52,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "mirroring_mapping_get_egress_port" => {
             let id = a.i32(1, "mirror_id")? as u32;
-            let port = pool.master().mirror_session(id).and_then(|s| s.port).map_or(-1, |p| p as i32);
+            let port = pool.view().mirror_session(id).and_then(|s| s.port).map_or(-1, |p| p as i32);
             Ok(Some(Val::I32(port)))
         }
         // Sluice sends each packet as soon as it is processed: there is no
@@ -92,12 +89,11 @@ pub fn call_psa(dev: &Device, method: &str, a: &Fields) -> Answer {
         "set_max_recirculations" | "set_max_resubmissions" => {
             let v = a.i32(1, "value")?.max(0) as u32;
             let mut pool = dev.pool();
-            pool.change(move |sw, _| sw.max_recirculations = v);
-            pool.flush();
+            pool.commit(move |sw, _| sw.max_recirculations = v);
             Ok(None)
         }
         "get_max_recirculations" | "get_max_resubmissions" => {
-            let v = dev.pool().master().max_recirculations;
+            let v = dev.pool().view().max_recirculations;
             Ok(Some(Val::I8(v.min(i8::MAX as u32) as i8)))
         }
         _ => Err(Fault::Unknown(format!("psa_switch:{method} is not a method of the psa_switch service"))),

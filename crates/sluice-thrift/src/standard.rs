@@ -227,7 +227,7 @@ fn direct_meter(sw: &Switch, t: usize, h: u32) -> Result<(usize, usize), Fault> 
 pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
     let tc = code(table_code);
     let mut pool = dev.pool();
-    let sw = pool.master();
+    let sw = pool.view();
     match method {
         // ---- match tables
         "bm_mt_get_num_entries" => {
@@ -237,13 +237,12 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "bm_mt_clear_entries" => {
             let t = table(sw, a, 2)?;
             let reset = a.bool(3, "reset_default_entry").unwrap_or(false);
-            pool.change(move |sw, _| {
+            pool.commit(move |sw, _| {
                 sw.clear_entries(t);
                 if reset {
                     sw.reset_default_entry(t);
                 }
             });
-            pool.flush();
             Ok(None)
         }
         "bm_mt_add_entry" => {
@@ -253,8 +252,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let data = sw.pack_action(act, &a.bin_list(5, "action_data")?).map_err(&tc)?;
             let prio = options_priority(a, 6);
             let action = EntryAction::Direct { action: act, data };
-            let h = pool.try_change(move |sw, _| sw.add_entry(t, key.clone(), action.clone(), prio)).map_err(&tc)?;
-            pool.flush();
+            let h = pool.apply(move |sw, _| sw.add_entry(t, key.clone(), action.clone(), prio)).map_err(&tc)?;
             Ok(Some(Val::I32(h as i32)))
         }
         "bm_mt_indirect_add_entry" | "bm_mt_indirect_ws_add_entry" => {
@@ -273,16 +271,14 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                 }
             }
             let prio = options_priority(a, 5);
-            let h = pool.try_change(move |sw, _| sw.add_entry(t, key.clone(), action.clone(), prio)).map_err(&tc)?;
-            pool.flush();
+            let h = pool.apply(move |sw, _| sw.add_entry(t, key.clone(), action.clone(), prio)).map_err(&tc)?;
             Ok(Some(Val::I32(h as i32)))
         }
         "bm_mt_set_default_action" => {
             let t = table(sw, a, 2)?;
             let act = table_action(sw, t, a.str(3, "action_name")?)?;
             let data = sw.pack_action(act, &a.bin_list(4, "action_data")?).map_err(&tc)?;
-            pool.try_change(move |sw, _| sw.set_default_entry(t, act, data.clone())).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.set_default_entry(t, act, data.clone())).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_reset_default_entry" | "bm_mt_indirect_reset_default_entry" => {
@@ -290,8 +286,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             if sw.program().tables[t].default_const {
                 return Err(Fault::Code(20));
             }
-            pool.change(move |sw, _| sw.reset_default_entry(t));
-            pool.flush();
+            pool.commit(move |sw, _| sw.reset_default_entry(t));
             Ok(None)
         }
         "bm_mt_indirect_set_default_member" => {
@@ -301,8 +296,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let Some((act, data)) = sw.member(p, m).map(|(a, d)| (a, Box::<[u8]>::from(d))) else {
                 return Err(Fault::Code(10));
             };
-            pool.try_change(move |sw, _| sw.set_default_entry(t, act, data.clone())).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.set_default_entry(t, act, data.clone())).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_indirect_ws_set_default_group" => {
@@ -311,8 +305,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "bm_mt_delete_entry" | "bm_mt_indirect_delete_entry" => {
             let t = table(sw, a, 2)?;
             let h = handle(a, 3, "entry_handle")?;
-            pool.try_change(move |sw, _| sw.delete_entry(t, h)).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.delete_entry(t, h)).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_modify_entry" => {
@@ -321,8 +314,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let act = table_action(sw, t, a.str(4, "action_name")?)?;
             let data = sw.pack_action(act, &a.bin_list(5, "action_data")?).map_err(&tc)?;
             let action = EntryAction::Direct { action: act, data };
-            pool.try_change(move |sw, _| sw.modify_entry(t, h, action.clone())).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.modify_entry(t, h, action.clone())).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_indirect_modify_entry" | "bm_mt_indirect_ws_modify_entry" => {
@@ -331,16 +323,14 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let x = handle(a, 4, "handle")?;
             let action =
                 if method == "bm_mt_indirect_modify_entry" { EntryAction::Member(x) } else { EntryAction::Group(x) };
-            pool.try_change(move |sw, _| sw.modify_entry(t, h, action.clone())).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.modify_entry(t, h, action.clone())).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_set_entry_ttl" | "bm_mt_indirect_set_entry_ttl" => {
             let t = table(sw, a, 2)?;
             let h = handle(a, 3, "entry_handle")?;
             let ms = a.i32(4, "timeout_ms")?.max(0) as u32;
-            pool.try_change(move |sw, _| sw.set_entry_ttl(t, h, ms)).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.set_entry_ttl(t, h, ms)).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_get_entries" => {
@@ -385,8 +375,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let p = profile(sw, a, 2)?;
             let act = profile_action(sw, p, a.str(3, "action_name")?)?;
             let data = sw.pack_action(act, &a.bin_list(4, "action_data")?).map_err(&tc)?;
-            let h = pool.try_change(move |sw, _| sw.add_member(p, act, data.clone())).map_err(&tc)?;
-            pool.flush();
+            let h = pool.apply(move |sw, _| sw.add_member(p, act, data.clone())).map_err(&tc)?;
             Ok(Some(Val::I32(h as i32)))
         }
         "bm_mt_act_prof_modify_member" => {
@@ -394,15 +383,13 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let m = handle(a, 3, "mbr_handle")?;
             let act = profile_action(sw, p, a.str(4, "action_name")?)?;
             let data = sw.pack_action(act, &a.bin_list(5, "action_data")?).map_err(&tc)?;
-            pool.try_change(move |sw, _| sw.modify_member(p, m, act, data.clone())).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.modify_member(p, m, act, data.clone())).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_act_prof_delete_member" => {
             let p = profile(sw, a, 2)?;
             let m = handle(a, 3, "mbr_handle")?;
-            pool.try_change(move |sw, _| sw.delete_member(p, m)).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.delete_member(p, m)).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_act_prof_create_group" => {
@@ -410,15 +397,13 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             if sw.program().profiles[p].selector.is_none() {
                 return Err(Fault::Code(24)); // NO_ACTION_PROFILE_SELECTION
             }
-            let h = pool.try_change(move |sw, _| sw.create_group(p)).map_err(&tc)?;
-            pool.flush();
+            let h = pool.apply(move |sw, _| sw.create_group(p)).map_err(&tc)?;
             Ok(Some(Val::I32(h as i32)))
         }
         "bm_mt_act_prof_delete_group" => {
             let p = profile(sw, a, 2)?;
             let g = handle(a, 3, "grp_handle")?;
-            pool.try_change(move |sw, _| sw.delete_group(p, g)).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.delete_group(p, g)).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_act_prof_add_member_to_group" | "bm_mt_act_prof_remove_member_from_group" => {
@@ -426,8 +411,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let m = handle(a, 3, "mbr_handle")?;
             let g = handle(a, 4, "grp_handle")?;
             let add = method == "bm_mt_act_prof_add_member_to_group";
-            pool.try_change(move |sw, _| sw.group_member(p, g, m, add)).map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, _| sw.group_member(p, g, m, add)).map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_act_prof_get_members" | "bm_mt_act_prof_get_member" => {
@@ -484,8 +468,7 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             if !sw.program().tables[t].with_counters {
                 return Err(Fault::Code(4));
             }
-            pool.change(move |sw, _| sw.entry_counters_reset(t));
-            pool.flush();
+            pool.commit(move |sw, _| sw.entry_counters_reset(t));
             Ok(None)
         }
         "bm_mt_write_counter" => {
@@ -496,11 +479,8 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             if !sw.program().tables[t].with_counters {
                 return Err(Fault::Code(4));
             }
-            pool.try_change(move |sw, first| {
-                sw.entry_counter_write(t, h, if first { (packets, bytes) } else { (0, 0) })
-            })
-            .map_err(&tc)?;
-            pool.flush();
+            pool.apply(move |sw, first| sw.entry_counter_write(t, h, if first { (packets, bytes) } else { (0, 0) }))
+                .map_err(&tc)?;
             Ok(None)
         }
         "bm_mt_set_meter_rates" => {
@@ -527,19 +507,15 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                     Ok(Some(counter_value(v.0, v.1)))
                 }
                 "bm_counter_reset_all" => {
-                    pool.change(move |sw, _| sw.counter_reset(c));
-                    pool.flush();
+                    pool.commit(move |sw, _| sw.counter_reset(c));
                     Ok(None)
                 }
                 _ => {
                     let i = a.i32(3, "index")?.max(-1) as usize;
                     let v = a.st(4, "value")?;
                     let (bytes, packets) = (v.i64(1, "bytes")? as u64, v.i64(2, "packets")? as u64);
-                    pool.try_change(move |sw, first| {
-                        sw.counter_write(c, i, if first { (packets, bytes) } else { (0, 0) })
-                    })
-                    .map_err(cc)?;
-                    pool.flush();
+                    pool.apply(move |sw, first| sw.counter_write(c, i, if first { (packets, bytes) } else { (0, 0) }))
+                        .map_err(cc)?;
                     Ok(None)
                 }
             }
@@ -708,19 +684,17 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                 remainder_reflected: cfg.bool(5, "remainder_reflected")?,
             };
             // Refused parameters change nothing, and go to no worker.
-            pool.try_change(move |sw, _| sw.set_crc_params(c, params)).map_err(|e| match e {
+            pool.apply(move |sw, _| sw.set_crc_params(c, params)).map_err(|e| match e {
                 ConfigError::WrongTypeCalculation => Fault::Code(2),
                 _ => Fault::Code(3), // INVALID_CONFIG
             })?;
-            pool.flush();
             Ok(None)
         }
         "bm_reset_state" => {
             // In place: every worker takes a copy of one state as loaded,
             // so they share its registers and meters as replicas do.
             let loaded = std::sync::Arc::new(sw.loaded_state().map_err(|e| Fault::Internal(e.to_string()))?);
-            pool.change(move |sw, _| sw.restore_state(&loaded));
-            pool.flush();
+            pool.commit(move |sw, _| sw.restore_state(&loaded));
             Ok(None)
         }
         "bm_get_config" => Ok(Some(s(dev.program().json.to_string()))),

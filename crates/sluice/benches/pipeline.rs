@@ -23,7 +23,7 @@
 //!   divide `process/router` by it for the ratio (`sluice bench` and
 //!   `bench/perf-lab.sh` print the ratio themselves).
 //!
-//! Routes are consecutive /24s from 10.0.0.0 (`sluice::bench::RouteLayout::Consecutive`).
+//! Routes are consecutive /24s from 10.0.0.0 (`sluice::p4::bench::RouteLayout::Consecutive`).
 //!
 //! Run: `cargo bench -p sluice --bench pipeline` (add `-- --quick` for a fast pass).
 
@@ -31,7 +31,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use sluice::bench::{router_commands, router_traffic, RouteLayout, ROUTER_JSON};
+use sluice::p4::bench::{router_commands, router_traffic, RouteLayout, ROUTER_JSON};
 use sluice_control::cli;
 use sluice_engine::{load_switch, Switch};
 
@@ -182,7 +182,7 @@ fn reference_router(c: &mut Criterion) {
     let mut g = c.benchmark_group("reference/router");
     g.throughput(Throughput::Elements(32));
     for (label, routes) in [("10", 10u32), ("10k", 10_000), ("1M", 1 << 20)] {
-        let mut r = sluice::bench::reference_router(routes, LAYOUT);
+        let mut r = sluice::p4::bench::reference_router(routes, LAYOUT);
         let traffic = router_traffic(PACKETS, routes, LAYOUT);
         let mut sent = 0usize;
         for batch in traffic.chunks(32) {

@@ -1,7 +1,11 @@
-//! The `sluice` command: replay pcap files through a program, run p4c STF
-//! tests, benchmark in memory, or drive the switch with CLI commands.
+//! The `sluice` command: one subcommand per job of each data plane (the P4
+//! switch, the lwAFTR, the OpenFlow switch and controller), `soak` for all
+//! of them and `top` to watch any running instance. The commands live in
+//! the library, one folder per data plane.
 
-use sluice::{apply_commands, bench, load, replay, stf};
+use sluice::p4::{bench, replay, stf};
+use sluice::{apply_commands, load_with};
+use sluice_engine::ExecMode;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,7 +73,7 @@ enum Cmd {
         duration: f64,
         /// Built-in example to run when no PROGRAM is given (generated configuration and traffic).
         #[arg(long, value_enum, default_value = "router")]
-        example: sluice::bench::Example,
+        example: sluice::p4::bench::Example,
         /// Table entries of the built-in example: routes (router, edge) or hosts (l2_learning).
         #[arg(long, alias = "routes", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
         entries: u32,
@@ -83,7 +87,7 @@ enum Cmd {
         /// real table; big tables then run from memory) or consecutive from
         /// 10.0.0.0 (a million routes then fit in L3).
         #[arg(long, value_enum, default_value = "spread")]
-        route_layout: sluice::bench::RouteLayout,
+        route_layout: sluice::p4::bench::RouteLayout,
         /// Stop after this many packets (for instruction-count profiling).
         #[arg(long)]
         packets: Option<u64>,
@@ -107,6 +111,10 @@ enum Cmd {
         #[arg(long, value_name = "SPEC")]
         inject_faults: Option<sluice_ports::faults::Faults>,
     },
+    /// Watch a running Sluice instance live (rates per port, per worker and
+    /// per stage, drops, updates per second), as `snabb top` does; reads the
+    /// metrics its control socket serves.
+    Top(sluice::top::TopArgs),
     /// Read simple_switch_CLI commands from standard input and print the answers.
     Cli {
         program: PathBuf,
@@ -168,7 +176,7 @@ enum Cmd {
         workers: u32,
         /// Where the routes lie (see `sluice bench --help`).
         #[arg(long, value_enum, default_value = "spread")]
-        route_layout: sluice::bench::RouteLayout,
+        route_layout: sluice::p4::bench::RouteLayout,
         /// Turns the P4 router and the OpenFlow switch take, alternating;
         /// the result gives the medians.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -190,12 +198,12 @@ enum Cmd {
     Controller(sluice::controller::ControllerArgs),
     /// cbench's OpenFlow controller benchmark (same options and output), OpenFlow 1.0 or 1.3.
     #[command(name = "ofbench", disable_version_flag = true)]
-    Ofbench(sluice::ofbench::OfbenchArgs),
+    Ofbench(sluice::controller::ofbench::OfbenchArgs),
     /// An OpenFlow 1.3 switch on live interfaces, driven by controllers or ovs-ofctl.
     Openflow(sluice::openflow::OpenflowArgs),
     /// Measure how fast an OpenFlow 1.3 switch takes flow-mods (adds, then deletes, with barriers).
     #[command(name = "openflow-flow-rate")]
-    OpenflowFlowRate(sluice::openflow_flow_rate::FlowRateArgs),
+    OpenflowFlowRate(sluice::openflow::flow_rate::FlowRateArgs),
     /// Run on live interfaces with bmv2 simple_switch's command line (see `sluice simple_switch --help`).
     #[command(name = "simple_switch", alias = "simple_switch_grpc", disable_help_flag = true)]
     SimpleSwitch {
@@ -210,45 +218,6 @@ enum Cmd {
     },
 }
 
-/// `sluice psa_switch ARGS`: bmv2's psa_switch, whose command line is
-/// simple_switch's; the program must be a PSA one (as psa_switch, which
-/// cannot run a v1model program).
-fn psa_switch(args: &[String]) -> Result<(), String> {
-    let a = sluice::simple_switch::parse(args)?;
-    if let (Some(p), false) = (&a.live.program, a.help) {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-        let model = sluice_json::load_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
-        if !sluice_engine::plan::is_psa(&model) {
-            return Err(format!(
-                "{}: not a PSA program (no egress parser and deparser and no psa_ingress_output_metadata): \
-                 run v1model programs with simple_switch",
-                p.display()
-            ));
-        }
-    }
-    simple_switch(args, false)
-}
-
-/// `sluice simple_switch ARGS`: the bmv2 command line on live ports.
-/// `grpc`: invoked as `simple_switch_grpc`, which serves P4Runtime on
-/// 0.0.0.0:9559 unless told otherwise.
-fn simple_switch(args: &[String], grpc: bool) -> Result<(), String> {
-    let mut a = sluice::simple_switch::parse(args)?;
-    if a.help {
-        print!("{}", sluice::simple_switch::USAGE);
-        return Ok(());
-    }
-    // As bmv2: the Thrift server always runs (port 9090 by default).
-    a.live.thrift_port = Some(a.thrift_port.unwrap_or(9090));
-    a.live.grpc_addr = a.grpc_server_addr.clone().or_else(|| grpc.then(|| "0.0.0.0:9559".to_string()));
-    a.live.cpu_port = a.cpu_port;
-    a.live.device_id = a.device_id.unwrap_or(0);
-    if let Some(n) = a.priority_queues {
-        eprintln!("note: --priority-queues {n} accepted; Sluice has no egress queues (packets go to egress at once)");
-    }
-    sluice::live::run(&a.live).map(|_| ())
-}
-
 fn main() -> ExitCode {
     // Invoked as `simple_switch`, `simple_switch_grpc` or `psa_switch` (a
     // symlink): bmv2's command line.
@@ -256,9 +225,9 @@ fn main() -> ExitCode {
     let called = argv.first().and_then(|a| std::path::Path::new(a).file_name()).and_then(|n| n.to_str()).unwrap_or("");
     if matches!(called, "simple_switch" | "simple_switch_grpc" | "psa_switch") {
         let run = if called == "psa_switch" {
-            psa_switch(&argv[1..])
+            sluice::p4::simple_switch::psa_switch(&argv[1..], ExecMode::Compiled)
         } else {
-            simple_switch(&argv[1..], called == "simple_switch_grpc")
+            sluice::p4::simple_switch::simple_switch(&argv[1..], called == "simple_switch_grpc", ExecMode::Compiled)
         };
         return match run {
             Ok(()) => ExitCode::SUCCESS,
@@ -269,14 +238,12 @@ fn main() -> ExitCode {
         };
     }
     let cli = Cli::parse();
-    if cli.interpret {
-        sluice::set_default_mode(sluice_engine::ExecMode::Interpreted);
-    }
+    let mode = if cli.interpret { ExecMode::Interpreted } else { ExecMode::Compiled };
     let r = match cli.cmd {
         Cmd::Replay { program, commands, ports, then, input, output, trace } => {
-            replay(&program, commands.as_deref(), ports.as_deref(), then.as_deref(), &input, &output, trace)
+            replay(&program, mode, commands.as_deref(), ports.as_deref(), then.as_deref(), &input, &output, trace)
         }
-        Cmd::Stf { program, test, trace } => match stf::run_stf(&program, &test, trace) {
+        Cmd::Stf { program, test, trace } => match stf::run_stf_with(&program, &test, trace, mode) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
@@ -299,6 +266,7 @@ fn main() -> ExitCode {
             inject_faults,
         } => bench::run(&bench::BenchArgs {
             program: program.as_deref(),
+            mode,
             commands: commands.as_deref(),
             pcap: pcap.as_deref(),
             example,
@@ -316,7 +284,7 @@ fn main() -> ExitCode {
         }),
         Cmd::Cli { program, commands } => (|| {
             use std::io::{BufRead, IsTerminal, Write};
-            let mut sw = load(&program)?;
+            let mut sw = load_with(&program, mode)?;
             if let Some(c) = commands {
                 apply_commands(&mut sw, &c, false)?;
             }
@@ -348,7 +316,7 @@ fn main() -> ExitCode {
             }
             Ok(())
         })(),
-        Cmd::Check { program } => load(&program).map(|sw| {
+        Cmd::Check { program } => load_with(&program, mode).map(|sw| {
             println!(
                 "{}: OK ({} tables, {} actions, {} parser states)",
                 program.display(),
@@ -369,6 +337,7 @@ fn main() -> ExitCode {
                 workers: workers as usize,
                 updates_per_second,
                 routes,
+                mode,
             })
         }
         Cmd::OpenflowBench {
@@ -381,7 +350,7 @@ fn main() -> ExitCode {
             no_flow_cache,
             no_table_code,
             show_code,
-        } => sluice::openflow_bench::run(&sluice::openflow_bench::OpenflowBenchArgs {
+        } => sluice::openflow::bench::run(&sluice::openflow::bench::OpenflowBenchArgs {
             entries,
             layout: route_layout,
             duration,
@@ -393,13 +362,18 @@ fn main() -> ExitCode {
             show_code,
         }),
         Cmd::Controller(a) => sluice::controller::run(&a),
-        Cmd::Ofbench(a) => sluice::ofbench::run(&a),
+        Cmd::Ofbench(a) => sluice::controller::ofbench::run(&a),
         Cmd::Openflow(a) => sluice::openflow::run(&a),
-        Cmd::OpenflowFlowRate(a) => sluice::openflow_flow_rate::run(&a),
-        Cmd::SimpleSwitch { args } => simple_switch(&args, argv.get(1).is_some_and(|a| a == "simple_switch_grpc")),
-        Cmd::PsaSwitch { args } => psa_switch(&args),
+        Cmd::OpenflowFlowRate(a) => sluice::openflow::flow_rate::run(&a),
+        Cmd::SimpleSwitch { args } => sluice::p4::simple_switch::simple_switch(
+            &args,
+            argv.get(1).is_some_and(|a| a == "simple_switch_grpc"),
+            mode,
+        ),
+        Cmd::PsaSwitch { args } => sluice::p4::simple_switch::psa_switch(&args, mode),
+        Cmd::Top(a) => sluice::top::run(&a),
         Cmd::Inspect { program, commands, no_code } => (|| {
-            let mut sw = load(&program)?;
+            let mut sw = load_with(&program, mode)?;
             if let Some(c) = commands {
                 apply_commands(&mut sw, &c, false)?;
             }

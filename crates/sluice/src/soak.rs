@@ -39,8 +39,9 @@ use sluice_dataplane::DataPlane;
 use sluice_engine::Switch;
 use sluice_lwaftr::conf::generate_configuration;
 use sluice_lwaftr::{Lwaftr, Options, EXTERNAL, INTERNAL};
+use sluice_node::{Control, Session};
 
-use crate::bench::{router_commands, router_traffic, RouteLayout, ROUTER_JSON};
+use crate::p4::bench::{router_commands, router_traffic, RouteLayout, ROUTER_JSON};
 
 /// The data planes `sluice soak` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,8 @@ pub struct SoakArgs {
     pub updates_per_second: u32,
     /// The router's /24 routes over its 16 next hops.
     pub routes: u32,
+    /// The router compiled to native code, or interpreted (`sluice --interpret`).
+    pub mode: sluice_engine::ExecMode,
 }
 
 /// What a soak run saw.
@@ -166,7 +169,7 @@ fn run_soak<D: DataPlane>(
     traffic: Vec<Vec<u8>>,
     in_port: u32,
     version_of: VersionOf,
-    mut update: impl FnMut(&mut Pool<D>, u8, u8) -> Result<(), String>,
+    mut update: impl FnMut(&mut Session<'_, D>, u8, u8) -> Result<(), String>,
 ) -> Result<SoakReport, String> {
     let workers = a.workers.max(1);
     let mut shares = vec![Vec::new(); workers];
@@ -189,7 +192,7 @@ fn run_soak<D: DataPlane>(
             }) as Box<_>
         })
         .collect();
-    let mut pool = Pool::start(master, ios)?;
+    let control = Control::new(Pool::start(master, ios)?, "soak", None);
     let started = Instant::now();
     let run = Duration::from_secs_f64(a.duration.max(0.1));
     let (mut updates, mut versions) = (0u64, [0u8; 17]);
@@ -202,7 +205,7 @@ fn run_soak<D: DataPlane>(
         while updates < due && started.elapsed() < run {
             let n = (updates % 16) as u8 + 1;
             versions[usize::from(n)] ^= 1;
-            update(&mut pool, n, versions[usize::from(n)]).map_err(|e| format!("update {updates}: {e}"))?;
+            update(&mut control.lock(), n, versions[usize::from(n)]).map_err(|e| format!("update {updates}: {e}"))?;
             updates += 1;
         }
         if rss_start.is_none() && started.elapsed() >= run / 10 {
@@ -210,10 +213,10 @@ fn run_soak<D: DataPlane>(
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    pool.flush();
+    control.lock().flush();
     stop.store(true, Ordering::Relaxed);
     let seconds = started.elapsed().as_secs_f64();
-    pool.finish();
+    control.lock().stop_workers();
     let c: Vec<u64> = counts.iter().map(|x| x.load(Ordering::Relaxed)).collect();
     Ok(SoakReport {
         seconds,
@@ -252,7 +255,7 @@ fn version_command(n: u8, v: u8) -> String {
 
 fn soak_router(a: &SoakArgs) -> Result<SoakReport, String> {
     let mut master = sluice_engine::load_switch(ROUTER_JSON).map_err(|e| e.to_string())?;
-    master.set_mode(crate::default_mode()).map_err(|e| e.to_string())?;
+    master.set_mode(a.mode).map_err(|e| e.to_string())?;
     let layout = RouteLayout::Consecutive;
     if crate::apply_command_text(&mut master, &router_commands(a.routes, layout), "built-in routes", false) > 0 {
         return Err("the built-in routes failed to load".into());
@@ -271,7 +274,7 @@ fn soak_router(a: &SoakArgs) -> Result<SoakReport, String> {
         p[at] = n;
         traffic.push(p);
     }
-    run_soak(a, master, traffic, 0, router_version, |pool: &mut Pool<Switch>, n, v| {
+    run_soak(a, master, traffic, 0, router_version, |pool: &mut Session<'_, Switch>, n, v| {
         run_command(pool, &version_command(n, v)).map(|_| ()).map_err(|e| e.to_string())
     })
 }
@@ -306,7 +309,7 @@ fn lwaftr_traffic(n: usize, mac: [u8; 6]) -> Vec<Vec<u8>> {
             let key = (i % 16) as u8 + 1;
             let addrs = ([203, 0, 113, 9], softwire_ipv4(key).octets());
             let sport = 1024 + (i / 16 % 256) as u16;
-            let mut p = crate::bench::ipv4_udp_frame((mac, [2, 0, 0, 0, 0, 9]), addrs, (sport, 4000), 60);
+            let mut p = crate::p4::bench::ipv4_udp_frame((mac, [2, 0, 0, 0, 0, 9]), addrs, (sport, 4000), 60);
             p[60 - TRAILER] = key;
             p
         })
@@ -323,17 +326,24 @@ fn soak_lwaftr(a: &SoakArgs) -> Result<SoakReport, String> {
     let template = conf.binding_table.softwires[0];
     let opts = Options { on_a_stick: false, deterministic_ids: true, frozen_clock: None };
     let master = Lwaftr::new(&conf, opts)?;
-    run_soak(a, master, lwaftr_traffic(8192, mac), EXTERNAL, lwaftr_version, move |pool: &mut Pool<Lwaftr>, n, v| {
-        let mut s = template;
-        (s.ipv4, s.b4_ipv6) = (softwire_ipv4(n), softwire_b4(n, v));
-        pool.try_change(move |d: &mut Lwaftr, _| {
-            let bt = d.binding_table_mut();
-            bt.remove(s.ipv4, s.psid);
-            bt.add(&s)
-        })?;
-        pool.send_pending();
-        Ok(())
-    })
+    run_soak(
+        a,
+        master,
+        lwaftr_traffic(8192, mac),
+        EXTERNAL,
+        lwaftr_version,
+        move |pool: &mut Session<'_, Lwaftr>, n, v| {
+            let mut s = template;
+            (s.ipv4, s.b4_ipv6) = (softwire_ipv4(n), softwire_b4(n, v));
+            pool.try_change(move |d: &mut Lwaftr, _| {
+                let bt = d.binding_table_mut();
+                bt.remove(s.ipv4, s.psid);
+                bt.add(&s)
+            })?;
+            pool.send_pending();
+            Ok(())
+        },
+    )
 }
 
 // ---------------------------------------------------------------- the OpenFlow switch
@@ -401,7 +411,7 @@ fn soak_openflow(a: &SoakArgs) -> Result<SoakReport, String> {
         traffic.push(p);
     }
     let mut uid = 16u64;
-    run_soak(a, master, traffic, IN_PORT, openflow_version, move |pool: &mut Pool<OfSwitch>, n, v| {
+    run_soak(a, master, traffic, IN_PORT, openflow_version, move |pool: &mut Session<'_, OfSwitch>, n, v| {
         uid += 1;
         let (fm, id) = (openflow_route(n, v, fmc::MODIFY_STRICT), uid);
         // As the agent applies a flow-mod: on the master, then the workers.

@@ -149,7 +149,8 @@ fn inspect_shows_each_stage_and_the_lpm_index_that_entries_bring() {
     let dir = std::env::temp_dir().join(format!("sluice-inspect-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let commands = dir.join("routes.txt");
-    std::fs::write(&commands, sluice::bench::router_commands(100, sluice::bench::RouteLayout::Consecutive)).unwrap();
+    std::fs::write(&commands, sluice::p4::bench::router_commands(100, sluice::p4::bench::RouteLayout::Consecutive))
+        .unwrap();
     let router = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/router.json");
     let empty = sluice(&["inspect", "--no-code", router]);
     for want in [

@@ -82,7 +82,7 @@ fn stf_corpus_passes(dir: &str, min: usize, known: &str, list: &str) {
             continue;
         }
         for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
-            let ok = matches!(sluice::stf::run_stf_with(&json, &stf, false, mode), Ok(true));
+            let ok = matches!(sluice::p4::stf::run_stf_with(&json, &stf, false, mode), Ok(true));
             match (ok, known.contains(&n)) {
                 (false, false) => failed.push(format!("{n} ({mode:?})")),
                 (true, true) => unexpectedly_passing.push(format!("{n} ({mode:?})")),
@@ -138,7 +138,7 @@ fn stf_runner_reports_a_wrong_expectation() {
         .collect();
     let tmp = std::env::temp_dir().join(format!("sluice-broken-{}.stf", std::process::id()));
     std::fs::write(&tmp, broken).unwrap();
-    let r = sluice::stf::run_stf(&dir.join("arith-bmv2.json"), &tmp, false);
+    let r = sluice::p4::stf::run_stf(&dir.join("arith-bmv2.json"), &tmp, false);
     std::fs::remove_file(&tmp).ok();
     assert_eq!(r, Ok(false));
 }
@@ -268,7 +268,7 @@ fn psa_internet_checksum_rewrites_the_ipv4_header_checksum() {
         let stf = tmp.join("test.stf");
         std::fs::write(&stf, format!("packet 0 {}\nexpect 0 {}\n", frame(wrong), frame("b6ab"))).unwrap();
         for mode in [ExecMode::Compiled, ExecMode::Interpreted] {
-            let ok = sluice::stf::run_stf_with(&json, &stf, false, mode);
+            let ok = sluice::p4::stf::run_stf_with(&json, &stf, false, mode);
             assert!(matches!(ok, Ok(true)), "checksum {wrong}, {mode:?}: {ok:?}");
         }
     }

@@ -109,7 +109,7 @@ fn every_bmv2_corpus_case_configured_through_the_stock_cli_is_byte_exact() {
             .collect();
         let outs = {
             let mut pool = dev.pool();
-            sluice::run_inputs(pool.master_mut(), &dir.join("in"), Some(&ports), false).unwrap()
+            sluice::run_inputs(pool.alone().unwrap(), &dir.join("in"), Some(&ports), false).unwrap()
         };
         for p in &ports {
             let want: Vec<Vec<u8>> = sluice_ports::pcapfile::read_pcap(&dir.join(format!("out/{p}.pcap")))
@@ -157,7 +157,7 @@ fn router_tables_counters_and_errors_through_the_stock_cli() {
     let out1 = answers(&cli(port, &(first.join("\n") + "\n")));
     {
         let mut pool = dev.pool();
-        let sw = pool.master_mut();
+        let sw = pool.alone().unwrap();
         let mut frame = vec![0u8; 60];
         frame[12..14].copy_from_slice(&[0x08, 0x00]);
         frame[14] = 0x45;

@@ -316,16 +316,22 @@ impl Net {
         self.query().into_iter().find(|(n, _)| n == name).map_or(0, |(_, v)| v)
     }
 
-    fn config(&self, verb: &str, text: &str) -> String {
-        let out = Command::new(SLUICE).args(["lwaftr", "config", verb, &self.name, text]).output().unwrap();
-        assert!(out.status.success(), "config {verb} failed: {}", String::from_utf8_lossy(&out.stderr));
+    /// `sluice lwaftr config VERB -s snabb-softwire-v3 NAME ARGS...` (Snabb's
+    /// `snabb config`): what it printed.
+    fn config(&self, verb: &str, args: &[&str]) -> String {
+        let out = Command::new(SLUICE)
+            .args(["lwaftr", "config", verb, "-s", "snabb-softwire-v3", &self.name])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "config {verb} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// A `config` request the instance refuses: its error message.
-    fn config_refused(&self, verb: &str, text: &str) -> String {
-        let out = Command::new(SLUICE).args(["lwaftr", "config", verb, &self.name, text]).output().unwrap();
-        assert!(!out.status.success(), "config {verb} {text} was accepted: {}", String::from_utf8_lossy(&out.stdout));
+    fn config_refused(&self, verb: &str, args: &[&str]) -> String {
+        let out = Command::new(SLUICE).args(["lwaftr", "config", verb, &self.name]).args(args).output().unwrap();
+        assert!(!out.status.success(), "config {verb} {args:?} was accepted: {}", String::from_utf8_lossy(&out.stdout));
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
@@ -525,12 +531,20 @@ fn b4_and_internet_through(mut net: Net) {
     let all = q(&["--list-all"]);
     assert!(all.len() > 60 && all.iter().any(|(_, v)| *v == 0), "query --list-all: {all:?}");
 
+    // The configuration and the state by Snabb's paths.
+    let entry = format!("/softwire-config/binding-table/softwire[ipv4={PUBLIC}][psid=1]");
+    assert_eq!(net.config("get", &[&format!("{entry}/b4-ipv6")]).trim(), B4_IP);
+    let state = net.config("get-state", &["-f", "xpath", "/softwire-state"]);
+    let in_v6 = state
+        .lines()
+        .find_map(|l| l.strip_prefix("/softwire-state/in-ipv6-packets "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(in_v6.is_some_and(|n| n > 1000), "get-state: {state}");
+    assert!(state.contains("/softwire-state/discontinuity-time "), "get-state: {state}");
+
     // Softwires change while running: without its softwire the B4's
     // traffic is dropped; added back, it flows again.
-    let sw = format!(
-        "softwire {{ ipv4 {PUBLIC}; psid 1; b4-ipv6 {B4_IP}; br-address {AFTR_V6_IP}; port-set {{ psid-length 6; }} }}"
-    );
-    assert!(net.config("remove", &sw).contains("removed 1"));
+    net.config("remove", &[&entry]);
     let before = net.counter("drop-no-source-softwire-ipv6-packets");
     send(1500);
     let t = Instant::now();
@@ -538,13 +552,30 @@ fn b4_and_internet_through(mut net: Net) {
         assert!(t.elapsed() < Duration::from_secs(5), "traffic of a removed softwire went on: {:?}", net.query());
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(net.config("add", &sw).contains("added 1"));
+    let sw =
+        format!("{{ ipv4 {PUBLIC}; psid 1; b4-ipv6 {B4_IP}; br-address {AFTR_V6_IP}; port-set {{ psid-length 6; }} }}");
+    let table = "/softwire-config/binding-table/softwire";
+    net.config("add", &[table, &sw]);
+    // Updated in place: another B4 address drops the B4's traffic, its own lets it through again.
+    net.config("set", &[&format!("{entry}/b4-ipv6"), "fc00:dead::1"]);
+    let before = net.counter("drop-no-source-softwire-ipv6-packets");
+    send(1500);
+    let t = Instant::now();
+    while net.counter("drop-no-source-softwire-ipv6-packets") < before + 5 {
+        assert!(t.elapsed() < Duration::from_secs(5), "traffic from the old B4 address went on: {:?}", net.query());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    net.config("set", &[&format!("{entry}/b4-ipv6"), B4_IP]);
     // Refused changes change nothing: a port set that differs from the
-    // address's other softwires, a softwire that does not exist, bad text.
+    // address's other softwires, a softwire that does not exist, bad text,
+    // a schema not served.
     let other = sw.replace("psid 1;", "psid 2;").replace("psid-length 6", "psid-length 4");
-    assert!(net.config_refused("add", &other).contains("port set differs"));
-    assert!(net.config_refused("remove", &other).contains("no such softwire"));
-    assert!(net.config_refused("add", "softwire { ipv4 1.2.3; }").contains("1.2.3"));
+    assert!(net.config_refused("add", &[table, &other]).contains("differs from that of softwire"));
+    let absent = format!("/softwire-config/binding-table/softwire[ipv4={PUBLIC}][psid=2]");
+    assert!(net.config_refused("remove", &[&absent]).contains("no entry matching the query"));
+    assert!(net.config_refused("add", &[table, "{ ipv4 1.2.3; }"]).contains("1.2.3"));
+    assert!(net.config_refused("get", &["-s", "ietf-softwire-br", "/"]).contains("unsupported schema"));
+    assert_eq!(net.config("get", &[&format!("{entry}/b4-ipv6")]).trim(), B4_IP, "a refused change changed the table");
     check_iperf(&net, &net.iperf(false, false, "5205"), "TCP B4 -> internet after the softwire came back");
 
     // Every IPv4 header the lwAFTR passed on (its TTL decremented, the

@@ -1333,11 +1333,18 @@ fn compiled_and_interpreted_pipelines_agree() {
 #[test]
 fn injected_faults_in_memory_are_accounted_for_by_the_port_and_the_data_path() {
     use sluice_dataplane::DataPlane;
-    use sluice_ports::faults::{FaultyPort, MemoryPort};
+    use sluice_ports::faults::FaultyPort;
+    use sluice_ports::memory::MemoryPort;
     use sluice_ports::{Port, RxBatch};
-    let w =
-        sluice::bench::example(sluice::bench::Example::Router, 1000, 64, 0, sluice::bench::RouteLayout::Consecutive)
-            .unwrap();
+    let w = sluice::p4::bench::example(
+        sluice::p4::bench::Example::Router,
+        1000,
+        64,
+        0,
+        sluice::p4::bench::RouteLayout::Consecutive,
+        sluice_engine::ExecMode::Compiled,
+    )
+    .unwrap();
     let (mut sw, traffic) = (w.data_plane, w.traffic);
     let mut mem = MemoryPort::new("mem0");
     for _ in 0..4 {

@@ -21,6 +21,7 @@ use common::{case_dirs, check_expect_cli, shared};
 use sluice_control::{cli, run_command};
 use sluice_dataplane::workers::{flow_hash, Pool, WorkerIo};
 use sluice_engine::Switch;
+use sluice_node::Control;
 
 type Outputs = Vec<(u32, Vec<u8>)>;
 
@@ -66,7 +67,8 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
     for l in before {
         let _ = cli::run(&mut master, l);
     }
-    let mut pool = Pool::start(master, ios)?;
+    let control = Control::new(Pool::start(master, ios)?, "p4", None);
+    let mut pool = control.lock();
     for l in after {
         let _ = run_command(&mut pool, l);
     }
@@ -109,7 +111,7 @@ fn run_case_with_workers(dir: &Path, n: usize) -> Result<(), String> {
     let label = format!("{name} ({n} workers)");
     check_expect_cli(dir, &label, |cmd| run_command(&mut pool, cmd).unwrap_or_else(|e| e.to_string()))?;
     drop(txs);
-    pool.finish();
+    pool.stop_workers();
     Ok(())
 }
 
@@ -159,7 +161,7 @@ impl WorkerIo<Switch> for CheckingIo {
 
 #[test]
 fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
-    let mut master = sluice_engine::load_switch(sluice::bench::ROUTER_JSON).unwrap();
+    let mut master = sluice_engine::load_switch(sluice::p4::bench::ROUTER_JSON).unwrap();
     cli::run(&mut master, "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 7").unwrap();
     let added = cli::run(
         &mut master,
@@ -168,7 +170,7 @@ fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
     .unwrap();
     let handle: u32 =
         added.rsplit(' ').next().unwrap().trim().parse().unwrap_or_else(|_| panic!("handle in {added:?}"));
-    let traffic = sluice::bench::router_traffic(1024, 1000, sluice::bench::RouteLayout::Consecutive);
+    let traffic = sluice::p4::bench::router_traffic(1024, 1000, sluice::p4::bench::RouteLayout::Consecutive);
     let workers = 2;
     let mut shares = vec![Vec::new(); workers];
     for p in traffic {
@@ -180,7 +182,8 @@ fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
         .into_iter()
         .map(|t| Box::new(CheckingIo { traffic: t, next: 0, stop: stop.clone(), counts: counts.clone() }) as Box<_>)
         .collect();
-    let mut pool = Pool::start(master, ios).unwrap();
+    let control = Control::new(Pool::start(master, ios).unwrap(), "p4", None);
+    let mut pool = control.lock();
     for i in 0..4000 {
         let line = if i % 2 == 0 {
             format!("table_modify RouterIngress.nexthop RouterIngress.forward {handle} 2 02:00:00:00:00:02 00:5e:00:00:00:bb")
@@ -195,7 +198,8 @@ fn table_updates_under_traffic_are_atomic_per_packet_and_lose_nothing() {
     // The counters the workers keep are merged on read.
     let read = run_command(&mut pool, "counter_read RouterIngress.port_rx 0").unwrap();
     stop.store(true, Ordering::Relaxed);
-    let master = pool.finish();
+    pool.stop_workers();
+    let master = pool.view();
     let c: Vec<u64> = counts.iter().map(|x| x.load(Ordering::Relaxed)).collect();
     assert_eq!(c[4], 0, "{} packets were forwarded with a mix of the old and the new entry", c[4]);
     assert_eq!(c[0], c[1], "{} packets in, {} out: packets were lost", c[0], c[1]);
@@ -223,7 +227,8 @@ fn a_batch_that_adds_an_entry_then_sets_its_direct_meter_keeps_the_rates() {
         }
     }
     let ios: Vec<Box<dyn WorkerIo<Switch>>> = (0..2).map(|_| Box::new(Idle(stop.clone())) as Box<_>).collect();
-    let mut pool = Pool::start(master, ios).unwrap();
+    let control = Control::new(Pool::start(master, ios).unwrap(), "p4", None);
+    let mut pool = control.lock();
     let t = "ingress.acl_wbb_ingress.acl_wbb_ingress_table";
     let m = "ingress.acl_wbb_ingress.acl_wbb_ingress_meter";
     let add = format!("table_add {t} NoAction 1&&&1 0&&&0 0&&&0 0&&&0 0&&&0 => 10");
@@ -233,7 +238,7 @@ fn a_batch_that_adds_an_entry_then_sets_its_direct_meter_keeps_the_rates() {
     let rates = run_command(&mut pool, &format!("meter_get_rates {m} 0")).unwrap();
     assert!(rates.contains("burst size = 100"), "the workers' table_add reset the meter set after it: {rates}");
     stop.store(true, Ordering::Relaxed);
-    pool.finish();
+    pool.stop_workers();
 }
 
 /// A worker that runs its packets once, in batches of 50 at switch time 0
@@ -263,13 +268,13 @@ impl WorkerIo<Switch> for OnceIo {
 fn edge_packets_passed_by_a_policer(workers: usize) -> u64 {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/edge.json");
     let mut master = sluice::load(&path).unwrap();
-    let setup = sluice::bench::edge_acl_commands(10)
-        + &sluice::bench::edge_route_commands(16, sluice::bench::RouteLayout::Consecutive);
+    let setup = sluice::p4::bench::edge_acl_commands(10)
+        + &sluice::p4::bench::edge_route_commands(16, sluice::p4::bench::RouteLayout::Consecutive);
     for line in setup.lines() {
         cli::run(&mut master, line).unwrap_or_else(|e| panic!("{line}: {e:?}"));
     }
     cli::run(&mut master, "meter_set_rates EdgeIngress.policer 0 0.000001:6000 0.000001:12000").unwrap();
-    let traffic = sluice::bench::router_traffic(1000 * workers, 16, sluice::bench::RouteLayout::Consecutive);
+    let traffic = sluice::p4::bench::router_traffic(1000 * workers, 16, sluice::p4::bench::RouteLayout::Consecutive);
     assert!(traffic.iter().all(|p| p.len() == 60));
     let (emitted, done) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let ios: Vec<Box<dyn WorkerIo<Switch>>> = traffic
@@ -316,8 +321,8 @@ fn thrift_reset_state_reaches_every_worker_and_the_registers_stay_shared() {
         txs.push(tx);
         ios.push(Box::new(ChannelIo { rx }));
     }
-    let pool = Pool::start(master, ios).unwrap();
-    let dev = sluice_control::device::Device::new(pool, json.into(), Default::default(), None);
+    let control = Control::new(Pool::start(master, ios).unwrap(), "p4", None);
+    let dev = sluice_control::device::Device::new(control, json.into(), Default::default(), None);
     let cmd = |c: &str| run_command(&mut dev.pool(), c).unwrap_or_else(|e| panic!("{c}: {e}"));
     cmd("act_prof_create_member EdgeIngress.ecmp EdgeIngress.set_nexthop 2 00:00:00:00:00:01 00:00:00:00:00:02");
     cmd("table_indirect_add EdgeIngress.routes 10.0.0.0/8 => 0");

@@ -57,6 +57,9 @@
 //!   engine code, and the table results they hand back;
 //! - `module`: the Cranelift module, the declaration and definition of
 //!   generated functions, code sizes and the perf map.
+//! - `loadfwd`: the passes `module` runs on each generated function before
+//!   Cranelift compiles it (load forwarding across blocks, selects whose
+//!   condition is decided).
 //!
 //! [`TableView`]: crate::tables::TableView
 
@@ -66,6 +69,7 @@ mod forward;
 mod gen;
 mod helpers;
 mod keys;
+mod loadfwd;
 mod module;
 mod parser;
 mod pipeline;

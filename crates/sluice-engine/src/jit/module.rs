@@ -85,8 +85,8 @@ pub(super) fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context, name
     // Headers and valid flags may be carried into joins: the parser's
     // paths meet before the checksum verification reads them again.
     let joins = [region_id(Mem::Wire), region_id(Mem::Valid)];
-    crate::loadfwd::forward_loads(&mut ctx.func, ZERO16.as_ptr() as i64, &joins);
-    crate::loadfwd::fold_decided_selects(&mut ctx.func);
+    super::loadfwd::forward_loads(&mut ctx.func, ZERO16.as_ptr() as i64, &joins);
+    super::loadfwd::fold_decided_selects(&mut ctx.func);
     module.define_function(id, ctx).map_err(|e| format!("cranelift: {e:?}"))?;
     let size = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
     if let Ok(mut s) = CODE_SIZES.lock() {

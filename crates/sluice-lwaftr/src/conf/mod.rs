@@ -4,6 +4,7 @@
 //! ([`Config::to_text`]), and generated for tests and benchmarks
 //! ([`generate_configuration`]).
 
+pub mod data;
 mod generate;
 mod lexer;
 mod parser;

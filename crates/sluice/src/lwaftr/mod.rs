@@ -3,8 +3,9 @@
 //! pcap files as the conformance corpus does, `bench` measures both
 //! directions at once from memory, `generate-configuration` makes large
 //! binding tables and matching traffic; `run` runs it on live interfaces,
-//! `query` and `config` read its counters and change its softwires while it
-//! runs, `loadtest` is the load generator its live benchmark uses.
+//! `query` reads its counters and `config` reads and changes its
+//! configuration while it runs (Snabb's `snabb config`), `loadtest` is the
+//! load generator its live benchmark uses.
 
 pub mod bench;
 pub mod check;
@@ -125,9 +126,12 @@ pub enum LwaftrCommand {
         /// Queue of the instance to run; the first by default.
         #[arg(long)]
         queue: Option<u8>,
-        /// A name `query` and `config` can use instead of the PID.
+        /// A name `query`, `config` and `sluice top` can use instead of the PID.
         #[arg(short, long)]
         name: Option<String>,
+        /// Serve Prometheus metrics at http://ADDR/metrics (`HOST:PORT`, or `:PORT`).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
         /// Stop after this many seconds (else at SIGINT or SIGTERM).
         #[arg(short = 'D', long)]
         duration: Option<f64>,
@@ -164,22 +168,32 @@ pub enum LwaftrCommand {
         #[arg(short = 'D', long, default_value_t = 5.0)]
         duration: f64,
     },
-    /// Add or remove softwires of a running instance, without a restart.
+    /// Read or change a running instance's configuration, or read its
+    /// state, by snabb-softwire-v3 paths (Snabb's `snabb config`): e.g.
+    /// `config add lw1 /softwire-config/binding-table/softwire '{ ipv4 ...; psid ...; ... }'`.
     Config {
-        #[arg(value_parser = ["add", "remove"])]
+        #[arg(value_parser = ["get", "get-state", "set", "add", "remove"])]
         verb: String,
+        /// The schema: snabb-softwire-v3 (the only one served).
+        #[arg(short = 's', long = "schema", alias = "schema-name")]
+        schema: Option<String>,
+        /// Output format of get and get-state: yang (default) or xpath.
+        #[arg(short = 'f', long)]
+        format: Option<String>,
+        /// Print leaves equal to their default too.
+        #[arg(long)]
+        print_default: bool,
         /// PID or --name of the instance.
         instance: String,
-        /// `softwire { ... }` blocks (remove also takes
-        /// /softwire-config/binding-table/softwire[ipv4=A][psid=P] paths);
-        /// `-` or nothing: read standard input.
-        text: Option<String>,
+        /// A path, e.g. /softwire-config/binding-table/softwire[ipv4=A][psid=P].
+        path: String,
+        /// The value of set and add; `-` or nothing: standard input.
+        value: Option<String>,
     },
 }
 
 /// Runs one `sluice lwaftr` subcommand.
 pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
-    HUGE_PAGES.store(true, std::sync::atomic::Ordering::Relaxed);
     match cmd {
         LwaftrCommand::Check { on_a_stick, regen, conf, in_v4, in_v6, out_v4, out_v6, counters } => {
             check::run(&check::CheckArgs { on_a_stick, regen, conf, in_v4, in_v6, out_v4, out_v6, counters })
@@ -212,9 +226,21 @@ pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
             packets,
             packet_size: packet_size as usize,
         }),
-        LwaftrCommand::Run { conf, v4, v6, on_a_stick, workers, device, queue, name, duration, verbose } => {
+        LwaftrCommand::Run { conf, v4, v6, on_a_stick, workers, device, queue, name, metrics, duration, verbose } => {
             let workers = workers as usize;
-            run::run(&run::RunArgs { conf, v4, v6, on_a_stick, workers, device, queue, name, duration, verbose })
+            run::run(&run::RunArgs {
+                conf,
+                v4,
+                v6,
+                on_a_stick,
+                workers,
+                device,
+                queue,
+                name,
+                duration,
+                verbose,
+                metrics,
+            })
         }
         LwaftrCommand::Loadtest { in_v4, in_v6, v4, v6, rate, duration } => {
             loadtest::loadtest(&loadtest::LoadtestArgs { in_v4, in_v6, v4, v6, rate, duration })
@@ -222,7 +248,9 @@ pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
         LwaftrCommand::Query { instance, filter, list_all } => {
             run::query(instance.as_deref(), filter.as_deref(), list_all)
         }
-        LwaftrCommand::Config { verb, instance, text } => run::config(&verb, &instance, text.as_deref()),
+        LwaftrCommand::Config { verb, schema, format, print_default, instance, path, value } => {
+            run::config(&run::ConfigArgs { verb, schema, format, print_default, instance, path, value })
+        }
     }
 }
 
@@ -233,11 +261,10 @@ pub fn load_conf(path: &Path) -> Result<Config, String> {
 }
 
 /// The allocator of the `sluice` binary: the system's, asking the kernel
-/// for transparent huge pages for large blocks once [`HUGE_PAGES`] is set
-/// (by `sluice lwaftr` commands).
+/// for transparent huge pages for every large block.
 ///
-/// Why: a million-softwire binding table is two arrays of tens of MB
-/// (hash slots and records) read at random; on 4 KiB pages nearly every
+/// Why: a million-softwire binding table (or a million-route P4 table)
+/// is arrays of tens of MB read at random; on 4 KiB pages nearly every
 /// lookup also misses the TLB. Where transparent huge pages are enabled
 /// only on request (`madvise`, a common default), nothing else asks.
 /// The advice is given before the block is first written, so its pages
@@ -245,14 +272,11 @@ pub fn load_conf(path: &Path) -> Result<Config, String> {
 /// and changes nothing else.
 pub struct Allocator;
 
-/// Whether large blocks get huge-page advice (off until a `lwaftr` command runs).
-pub static HUGE_PAGES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// Blocks at least this large are advised.
 const HUGE_BLOCK: usize = 4 << 20;
 
 fn advise(ptr: *mut u8, size: usize) {
-    if ptr.is_null() || size < HUGE_BLOCK || !HUGE_PAGES.load(std::sync::atomic::Ordering::Relaxed) {
+    if ptr.is_null() || size < HUGE_BLOCK {
         return;
     }
     // madvise wants a page-aligned start: advise the whole pages inside the block.

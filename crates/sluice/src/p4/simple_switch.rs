@@ -1,14 +1,94 @@
-//! The `simple_switch` command line, so that scripts written for bmv2 only
-//! change the binary's path (`sluice simple_switch ...`, or the `sluice`
-//! binary invoked through a symlink named `simple_switch` or
-//! `simple_switch_grpc`).
+//! `sluice simple_switch`: the P4 switch on live ports with bmv2's
+//! command line, so that scripts written for bmv2 only change the
+//! binary's path (`sluice simple_switch ...`, `sluice psa_switch ...`, or
+//! the `sluice` binary invoked through a symlink named `simple_switch`,
+//! `simple_switch_grpc` or `psa_switch`).
 //!
 //! Every option bmv2 documents is either honoured or refused with a
 //! message: none is silently ignored.
+//!
+//! The run: the program is loaded and its `--commands` applied, then the
+//! switch (or, with `--null-forward`, no pipeline at all) starts as a
+//! node (`sluice_node`) on the live ports, its workers' PacketIns and
+//! digests going to the device the Thrift and P4Runtime servers share;
+//! it stops at SIGINT or SIGTERM and prints the node's report.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
-use crate::live::{LiveOptions, PortSpec};
+use sluice_control::device::{Device, DeviceInfo, Event, EventSink, PortInfo};
+use sluice_dataplane::NullForward;
+use sluice_engine::{ExecMode, Switch};
+pub use sluice_live::{Backend, LiveStats, PortSpec};
+use sluice_live::{LiveConfig, Up, UpSink};
+use sluice_node::{Node, NodeOptions};
+
+/// Everything the live switch is started with.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// The program (`None`: `--no-p4`, every packet is dropped).
+    pub program: Option<PathBuf>,
+    /// Compiled to native code, or interpreted (`sluice --interpret`).
+    pub mode: ExecMode,
+    /// CLI command files applied before traffic starts.
+    pub commands: Vec<PathBuf>,
+    pub ports: Vec<PortSpec>,
+    /// `--pcap DIR`: record `<iface>_in.pcap` and `<iface>_out.pcap`.
+    pub pcap_dir: Option<PathBuf>,
+    /// Per-packet trace on standard error.
+    pub trace: bool,
+    /// Carry virtio-net offload headers (default on).
+    pub offload: bool,
+    /// Worker threads (AF_PACKET ports are shared through PACKET_FANOUT).
+    pub workers: usize,
+    /// No pipeline: every frame of one port goes out of the other (exactly
+    /// two ports). The I/O ceiling the benchmark compares the switch with.
+    pub null_forward: bool,
+    /// bmv2's `--use-files WAIT`: every port is a pair of pcap files, read
+    /// after waiting this many seconds.
+    pub use_files: Option<f64>,
+    /// Serve bmv2's Thrift runtime API on this port.
+    pub thrift_port: Option<u16>,
+    /// Serve P4Runtime on this address (`HOST:PORT`).
+    pub grpc_addr: Option<String>,
+    /// Frames sent to this port go to the P4Runtime client (PacketIn); PacketOut frames enter here.
+    pub cpu_port: Option<u32>,
+    pub device_id: u64,
+    /// Time every stage and print where the time went when stopped.
+    pub profile: bool,
+    /// `--inject-faults SPEC`: faults every port injects (users' own testing).
+    pub faults: Option<sluice_live::Faults>,
+    /// `--metrics ADDR`: Prometheus metrics over HTTP.
+    pub metrics: Option<String>,
+    /// `--name NAME`: the instance's name for `sluice top`.
+    pub name: Option<String>,
+}
+
+impl Default for LiveOptions {
+    fn default() -> LiveOptions {
+        LiveOptions {
+            program: None,
+            mode: ExecMode::Compiled,
+            commands: Vec::new(),
+            ports: Vec::new(),
+            pcap_dir: None,
+            trace: false,
+            offload: true,
+            workers: 1,
+            null_forward: false,
+            use_files: None,
+            thrift_port: None,
+            grpc_addr: None,
+            cpu_port: None,
+            device_id: 0,
+            profile: false,
+            faults: None,
+            metrics: None,
+            name: None,
+        }
+    }
+}
 
 /// The parsed command line.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +122,8 @@ Options of bmv2's simple_switch that Sluice accepts:
                                X_out.pcap (written), processed after WAIT seconds
   --json FILE                  the program (same as the positional argument)
 Sluice options:
+  --metrics ADDR               serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or :PORT)
+  --name NAME                  the instance's name, for `sluice top NAME` (default: its PID)
   --commands FILE              simple_switch_CLI commands applied before traffic starts (repeatable)
   --no-offload                 do not carry virtio-net offload headers (hosts must turn TSO/GSO off)
   --workers N                  worker threads (default 1); AF_PACKET ports are shared by flow hash
@@ -77,10 +159,7 @@ fn split_eq(a: &str) -> (&str, Option<&str>) {
 
 /// Parses simple_switch's arguments (without the program name).
 pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
-    let mut out = SimpleSwitchArgs {
-        live: LiveOptions { offload: true, workers: 1, ..Default::default() },
-        ..Default::default()
-    };
+    let mut out = SimpleSwitchArgs::default();
     let mut positional: Vec<String> = Vec::new();
     let mut no_p4 = false;
     let mut i = 0;
@@ -147,6 +226,8 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
             "--no-offload" => out.live.offload = false,
             "--null-forward" => out.live.null_forward = true,
             "--profile" => out.live.profile = true,
+            "--metrics" => out.live.metrics = Some(val(&mut i)?),
+            "--name" => out.live.name = Some(val(&mut i)?),
             "--inject-faults" => {
                 let spec = val(&mut i)?;
                 out.live.faults = Some(spec.parse().map_err(|e| format!("option --inject-faults: {e}"))?);
@@ -181,7 +262,7 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
     }
     if out.live.use_files.is_some() {
         for p in out.live.ports.iter_mut() {
-            p.backend = crate::live::Backend::Files;
+            p.backend = Backend::Files;
         }
     }
     if matches!(out.log_level.as_deref(), Some("trace" | "debug")) {
@@ -192,6 +273,134 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
     }
     Ok(out)
 }
+
+/// `sluice psa_switch ARGS`: bmv2's psa_switch, whose command line is
+/// simple_switch's; the program must be a PSA one (as psa_switch, which
+/// cannot run a v1model program).
+pub fn psa_switch(args: &[String], mode: ExecMode) -> Result<(), String> {
+    let a = parse(args)?;
+    if let (Some(p), false) = (&a.live.program, a.help) {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        let model = sluice_json::load_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        if !sluice_engine::plan::is_psa(&model) {
+            return Err(format!(
+                "{}: not a PSA program (no egress parser and deparser and no psa_ingress_output_metadata): \
+                 run v1model programs with simple_switch",
+                p.display()
+            ));
+        }
+    }
+    simple_switch(args, false, mode)
+}
+
+/// `sluice simple_switch ARGS`: the bmv2 command line on live ports.
+/// `grpc`: invoked as `simple_switch_grpc`, which serves P4Runtime on
+/// 0.0.0.0:9559 unless told otherwise.
+pub fn simple_switch(args: &[String], grpc: bool, mode: ExecMode) -> Result<(), String> {
+    let mut a = parse(args)?;
+    if a.help {
+        print!("{USAGE}");
+        return Ok(());
+    }
+    // As bmv2: the Thrift server always runs (port 9090 by default).
+    a.live.thrift_port = Some(a.thrift_port.unwrap_or(9090));
+    a.live.grpc_addr = a.grpc_server_addr.clone().or_else(|| grpc.then(|| "0.0.0.0:9559".to_string()));
+    a.live.cpu_port = a.cpu_port;
+    a.live.device_id = a.device_id.unwrap_or(0);
+    a.live.mode = mode;
+    if let Some(n) = a.priority_queues {
+        eprintln!("note: --priority-queues {n} accepted; Sluice has no egress queues (packets go to egress at once)");
+    }
+    run(&a.live).map(|_| ())
+}
+
+/// Runs the switch on live ports until SIGINT or SIGTERM.
+pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
+    if opts.null_forward && opts.ports.len() != 2 {
+        return Err("--null-forward needs exactly two interfaces".into());
+    }
+    let json: String = match &opts.program {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+        // --no-p4: an empty program drops every packet until one is loaded.
+        None => NO_PROGRAM.to_string(),
+    };
+    let mut sw: Switch = match &opts.program {
+        Some(p) => crate::load_with(p, opts.mode)?,
+        None => sluice_engine::load_switch(NO_PROGRAM).map_err(|e| format!("internal empty program: {e}"))?,
+    };
+    if sw.mode() != opts.mode {
+        sw.set_mode(opts.mode).map_err(|e| e.to_string())?;
+    }
+    for c in &opts.commands {
+        let failed = crate::apply_commands(&mut sw, c, false)?;
+        if failed > 0 {
+            return Err(format!("{failed} command(s) of {} failed", c.display()));
+        }
+    }
+    if opts.trace {
+        sw.set_trace(true);
+    }
+    let cfg = LiveConfig {
+        ports: opts.ports.clone(),
+        pcap_dir: opts.pcap_dir.clone(),
+        offload: opts.offload,
+        workers: opts.workers.max(1),
+        cpu_port: opts.cpu_port,
+        profile: opts.profile,
+        faults: opts.faults,
+        memory: Vec::new(),
+    };
+    if let Some(wait) = opts.use_files {
+        eprintln!("sluice: --use-files: starting in {wait} s");
+        std::thread::sleep(Duration::from_secs_f64(wait.max(0.0)));
+    }
+    let node_opts = NodeOptions { kind: "p4", name: opts.name.clone(), duration: None, metrics: opts.metrics.clone() };
+    if opts.null_forward {
+        let nf = NullForward::new(opts.ports[0].port, opts.ports[1].port);
+        let node = Node::start(nf, &cfg, None, &NodeOptions { kind: "null-forward", ..node_opts }, Vec::new())?;
+        eprintln!(
+            "sluice: null forwarder (no pipeline) between ports {} and {}",
+            opts.ports[0].port, opts.ports[1].port
+        );
+        return node.run().result();
+    }
+    // The control servers hold a descriptor per client.
+    crate::raise_descriptor_limit();
+    let (events_tx, events_rx) = EventSink::channel();
+    let up: UpSink<sluice_engine::runtime::Digest> = Arc::new(move |u| match u {
+        Up::PacketIn(f) => events_tx.send(Event::PacketIn(f)),
+        Up::Notification(d) => events_tx.send(Event::Digest(d)),
+    });
+    let mut node = Node::start(sw, &cfg, Some(up), &node_opts, Vec::new())?;
+    let info = DeviceInfo {
+        device_id: opts.device_id,
+        thrift_port: opts.thrift_port,
+        cpu_port: opts.cpu_port,
+        ports: opts.ports.iter().map(|p| PortInfo { number: p.port, iface: p.iface.clone() }).collect(),
+        // Pcap-file ports have no link to ask.
+        link_up: if opts.use_files.is_some() { None } else { Some(sluice_ports::link_is_up) },
+    };
+    let device = Arc::new(Device::new(node.control().clone(), json.into(), info, Some(events_rx)));
+    if let Some(port) = opts.thrift_port {
+        node.serve(sluice_thrift::Thrift::new(device.clone(), port))?;
+    }
+    if let Some(addr) = &opts.grpc_addr {
+        if let Err(e) = node.serve(sluice_p4runtime::P4Runtime::new(device.clone(), addr)) {
+            return Err(node.fail(e));
+        }
+    }
+    eprintln!(
+        "sluice: forwarding on {} port(s) with {} worker(s){}",
+        opts.ports.len(),
+        cfg.workers,
+        if opts.program.is_none() { " and no program loaded (--no-p4): every packet is dropped" } else { "" }
+    );
+    node.run().result()
+}
+
+/// The program `--no-p4` runs until a real one is loaded: it parses nothing
+/// and drops every packet in ingress (`mark_to_drop`), as bmv2 does without a program.
+const NO_PROGRAM: &str = include_str!("no_program.json");
 
 #[cfg(test)]
 mod tests {
@@ -205,10 +414,7 @@ mod tests {
     fn a_tutorial_command_line_parses() {
         let a = parse(&args("-i 1@veth1 -i 2@veth3 --thrift-port 9090 --log-console program.json")).unwrap();
         assert_eq!(a.live.ports.len(), 2);
-        assert_eq!(
-            a.live.ports[1],
-            PortSpec { port: 2, iface: "veth3".into(), backend: crate::live::Backend::AfPacket }
-        );
+        assert_eq!(a.live.ports[1], PortSpec { port: 2, iface: "veth3".into(), backend: Backend::AfPacket });
         assert_eq!(a.thrift_port, Some(9090));
         assert!(a.live.trace);
         assert_eq!(a.live.program, Some(PathBuf::from("program.json")));
@@ -223,7 +429,7 @@ mod tests {
         assert_eq!(a.grpc_server_addr.as_deref(), Some("0.0.0.0:9559"));
         assert_eq!(a.cpu_port, Some(255));
         assert_eq!(a.live.pcap_dir, Some(PathBuf::from("/tmp/p")));
-        assert_eq!(a.live.ports[0].backend, crate::live::Backend::Tap);
+        assert_eq!(a.live.ports[0].backend, Backend::Tap);
         assert_eq!(a.live.program, None);
         let b = parse(&args("--pcap p.json")).unwrap();
         assert_eq!(b.live.pcap_dir, Some(PathBuf::from(".")));

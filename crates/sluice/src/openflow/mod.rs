@@ -1,18 +1,25 @@
+//! The OpenFlow switch's commands: `sluice openflow` (the switch on live
+//! interfaces, this file), `openflow-bench` (`bench.rs`, in memory against
+//! the P4 router) and `openflow-flow-rate` (`flow_rate.rs`).
+//!
 //! `sluice openflow -i 1@veth1 -i 2@veth2 ... [--datapath-id ID]
 //! [--controller tcp:IP:PORT]... [--listen ptcp:PORT[:IP]]... [--workers N]
 //! [--fail-mode secure|standalone] [--inactivity-probe SECS] [--local NAME]`:
-//! the OpenFlow 1.3 switch on live interfaces, until SIGINT or SIGTERM.
+//! the switch runs as a node (`sluice_node`) whose one control server is
+//! the OpenFlow agent, until SIGINT or SIGTERM.
+
+pub mod bench;
+pub mod flow_rate;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use sluice_live::{LiveConfig, PortSpec, Up, UpSink};
-use sluice_ofswitch::switch::{LOCAL_LIVE_PORT, MAX_PENDING_PACKET_INS};
-use sluice_ofswitch::{Agent, AgentConfig, FailMode, Note, OfSwitch, PortInfo};
+use sluice_live::{LiveConfig, PortSpec};
+use sluice_node::{Node, NodeOptions};
+use sluice_ofagent::{Agent, AgentConfig, FailMode};
+use sluice_ofswitch::switch::LOCAL_LIVE_PORT;
+use sluice_ofswitch::{OfSwitch, PortInfo};
 
 /// The arguments of `sluice openflow`.
 #[derive(Debug, Clone, clap::Args)]
@@ -54,14 +61,14 @@ pub struct OpenflowArgs {
     #[arg(long, default_value_t = 5.0)]
     pub inactivity_probe: f64,
     /// Controller connections open at once; one more is closed as soon as it is accepted (counted and reported).
-    #[arg(long, default_value_t = sluice_ofswitch::agent::MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, default_value_t = sluice_ofagent::agent::MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+    /// Serve Prometheus metrics at http://ADDR/metrics (`HOST:PORT`, or `:PORT` for every address).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// The instance's name, for `sluice top NAME` (default: its PID).
+    #[arg(long)]
+    pub name: Option<String>,
 }
 
 fn parse_controller(s: &str) -> Result<SocketAddr, String> {
@@ -153,25 +160,20 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     let inactivity_probe = Duration::from_secs_f64(a.inactivity_probe);
     let mut sw = OfSwitch::new(infos);
     sw.flow_cache = !a.no_flow_cache;
-    // Packet-ins wait here for the agent; when it is full the workers drop them and count it.
-    let (tx, rx) = sync_channel::<Note>(8192);
-    let sink: UpSink<Note> = Arc::new(move |u: Up<Note>| match u {
-        Up::Notification(n) => tx.try_send(n).is_ok(),
-        Up::PacketIn(_) => true,
-    });
+    // Packet-ins wait for the agent in a bounded channel; when it is full the workers drop them and count it.
+    let (sink, notes) = sluice_ofagent::packet_in_channel();
     let cfg = LiveConfig { ports, offload: a.offload, workers: a.workers.max(1), ..LiveConfig::default() };
-    STOP.store(false, Ordering::Relaxed);
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let (mut pool, live) = sluice_live::start(sw, &cfg, Some(sink), stop.clone())?;
+    let opts = NodeOptions {
+        kind: "openflow",
+        name: a.name.clone(),
+        duration: a.duration.map(Duration::from_secs_f64),
+        metrics: a.metrics.clone(),
+    };
+    let mut node = Node::start(sw, &cfg, Some(sink), &opts, Vec::new())?;
     // The local interface exists now: its address and link state.
     if let Some(name) = a.local.clone() {
         let (mac, up) = (mac_of(&name), sluice_ports::link_is_up(&name));
-        pool.change(move |d: &mut OfSwitch, _| {
+        node.control().lock().commit(move |d: &mut OfSwitch, _| {
             if let Some(p) = d.ports.get_mut(&sluice_openflow::port::LOCAL) {
                 (p.hw_addr, p.live) = (mac, up);
             }
@@ -187,58 +189,18 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
         inactivity_probe,
         max_connections: a.max_connections as usize,
     };
-    let mut agent = match Agent::new(pool, rx, agent_cfg) {
-        Ok(ag) => ag,
-        Err(e) => {
-            stop.store(true, Ordering::Relaxed);
-            return Err(e);
-        }
-    };
-    let addrs: Vec<String> = agent.local_addrs().iter().map(|a| format!("ptcp:{}:{}", a.port(), a.ip())).collect();
-    eprintln!(
-        "openflow: datapath {datapath_id:016x}, {} port(s), {} worker(s); listening on {}; controllers: {}; fail mode {}",
-        cfg.ports.len(),
-        cfg.workers,
-        if addrs.is_empty() { "-".to_string() } else { addrs.join(" ") },
-        if a.controllers.is_empty() { "-".to_string() } else { a.controllers.join(" ") },
-        a.fail_mode,
-    );
-    let started = Instant::now();
-    while !STOP.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
-        if a.duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d) {
-            break;
-        }
-        if !agent.poll() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    if let Err(e) = node.serve(Agent::new(node.control().clone(), notes, agent_cfg)) {
+        return Err(node.fail(e));
     }
-    stop.store(true, Ordering::Relaxed);
-    let s = agent.stats.clone();
-    let mut pool = agent.into_pool();
-    pool.merge_counters();
-    let c = &pool.master().counters;
-    let (hits, misses, packet_ins_dropped) = (c.cache_hits, c.cache_misses, c.packet_ins_dropped);
-    let tables = pool.master().describe_tables();
-    let code = if a.show_code { pool.master().code_listing() } else { String::new() };
-    pool.stop_workers();
-    eprintln!(
-        "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent ({} whole for want of a free buffer, \
-         {packet_ins_dropped} dropped by the workers with {MAX_PENDING_PACKET_INS} waiting), {} connections closed \
-         for not reading, {} for silence, {} refused",
-        s.messages_in,
-        s.messages_out,
-        s.errors_sent,
-        s.packet_ins_sent,
-        s.packet_ins_unbuffered,
-        s.connections_closed_stuck,
-        s.silent_closed,
-        s.connections_refused,
-    );
+    let done = node.run();
+    let (hits, misses, tables, code) = done.control.view(|d| {
+        let code = if a.show_code { d.code_listing() } else { String::new() };
+        (d.counters.cache_hits, d.counters.cache_misses, d.describe_tables(), code)
+    });
     eprintln!("openflow: flow cache: {hits} packets replayed a cached walk, {misses} walked the tables");
     for t in tables {
         eprintln!("openflow: {t}");
     }
     eprint!("{code}");
-    eprint!("{}", live.summary());
-    Ok(())
+    done.result().map(|_| ())
 }

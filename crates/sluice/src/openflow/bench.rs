@@ -38,8 +38,8 @@ use sluice_openflow::{
 };
 
 #[cfg(test)]
-use crate::bench::router_traffic;
-use crate::bench::{router_nexthop, RouteLayout};
+use crate::p4::bench::router_traffic;
+use crate::p4::bench::{router_nexthop, RouteLayout};
 
 /// The router's own MAC: the destination of the generated traffic.
 pub const ROUTER_MAC: [u8; 6] = [0, 0x5e, 0, 0, 0, 0xfe];
@@ -142,8 +142,15 @@ pub fn openflow_router(routes: u32, layout: RouteLayout) -> Result<OfSwitch, Str
 
 /// The v1model router workload of `sluice bench` with the same routes
 /// and traffic (without its hand-written reference).
-fn p4_router(routes: u32, layout: RouteLayout) -> Result<crate::bench::Workload, String> {
-    let mut w = crate::bench::example(crate::bench::Example::Router, routes, 64, 0, layout)?;
+fn p4_router(routes: u32, layout: RouteLayout) -> Result<crate::p4::bench::Workload, String> {
+    let mut w = crate::p4::bench::example(
+        crate::p4::bench::Example::Router,
+        routes,
+        64,
+        0,
+        layout,
+        sluice_engine::ExecMode::Compiled,
+    )?;
     w.reference = None;
     w.check = None;
     Ok(w)

@@ -172,9 +172,9 @@ pub fn apply_table_command(sw: &mut Switch, command: &StfCommand) -> Result<bool
     Ok(true)
 }
 
-/// Runs an STF test; `Ok(true)` when every expectation holds.
+/// Runs an STF test on the compiled program; `Ok(true)` when every expectation holds.
 pub fn run_stf(program: &Path, test: &Path, trace: bool) -> Result<bool, String> {
-    run_stf_with(program, test, trace, crate::default_mode())
+    run_stf_with(program, test, trace, sluice_engine::ExecMode::Compiled)
 }
 
 /// [`run_stf`] with an explicit execution mode.

@@ -1,3 +1,6 @@
+//! The OpenFlow controller's commands: `sluice controller` (this file) and
+//! `sluice ofbench` (`ofbench.rs`, cbench's benchmark).
+//!
 //! `sluice controller [--listen tcp:IP:PORT|ssl:IP:PORT] [--threads N] [--app l2|hub|fast-reply|router[,...]]
 //! [--of 1.0,1.3] [--role master|slave|equal --generation-id N] [--duration S]`: an OpenFlow controller running the
 //! shipped applications (`sluice-ofcontroller`), logging switches as they
@@ -5,9 +8,11 @@
 //! until SIGINT or SIGTERM, then a last summary.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub mod ofbench;
 
 use sluice_ofcontroller::{app_by_name, App, Chain, Config, Controller, Counters, MakeApp, APPS};
 
@@ -50,12 +55,6 @@ pub struct ControllerArgs {
     /// Switch connections open at once; one more is closed as soon as it is accepted (counted and logged).
     #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
 }
 
 /// `tcp:IP:PORT`, `tcp:PORT`, `ssl:IP:PORT` or `ssl:PORT`: the address
@@ -139,12 +138,8 @@ pub fn run(a: &ControllerArgs) -> Result<(), String> {
     };
     // Every switch is a descriptor: take the whole limit the system allows.
     crate::raise_descriptor_limit();
-    STOP.store(false, Ordering::Relaxed);
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    let stop = sluice_node::Stop::new();
+    sluice_node::signals::stop_on_signals(&stop);
     let ctl = Controller::start(cfg, make).map_err(|e| format!("--listen {}: {e}", a.listen))?;
     eprintln!(
         "controller: listening on {}:{} (OpenFlow {}, app {}, {} thread(s))",
@@ -154,26 +149,28 @@ pub fn run(a: &ControllerArgs) -> Result<(), String> {
         a.app,
         a.threads
     );
-    let t0 = Instant::now();
+    let end = a.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
     let mut last = snapshot(&ctl.counters);
     let mut tick = Instant::now();
-    while !STOP.load(Ordering::Relaxed) && a.duration.is_none_or(|d| t0.elapsed().as_secs_f64() < d) {
-        std::thread::sleep(Duration::from_millis(50));
-        if tick.elapsed() >= Duration::from_secs(1) {
-            let now = snapshot(&ctl.counters);
-            let secs = tick.elapsed().as_secs_f64();
-            tick = Instant::now();
-            if now[..3] != last[..3] {
-                eprintln!(
-                    "controller: {} switch(es), {:.0} messages/s in, {:.0} out, {:.0} packet-ins/s",
-                    now[3],
-                    (now[0] - last[0]) as f64 / secs,
-                    (now[1] - last[1]) as f64 / secs,
-                    (now[2] - last[2]) as f64 / secs
-                );
-            }
-            last = now;
+    // A line a second with traffic, until the end.
+    loop {
+        let next = tick + Duration::from_secs(1);
+        if stop.wait(Some(end.map_or(next, |e| e.min(next)))) || end.is_some_and(|e| Instant::now() >= e) {
+            break;
         }
+        let now = snapshot(&ctl.counters);
+        let secs = tick.elapsed().as_secs_f64();
+        tick = Instant::now();
+        if now[..3] != last[..3] {
+            eprintln!(
+                "controller: {} switch(es), {:.0} messages/s in, {:.0} out, {:.0} packet-ins/s",
+                now[3],
+                (now[0] - last[0]) as f64 / secs,
+                (now[1] - last[1]) as f64 / secs,
+                (now[2] - last[2]) as f64 / secs
+            );
+        }
+        last = now;
     }
     let c = Arc::clone(&ctl.counters);
     ctl.stop();

@@ -12,12 +12,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluice_bench::ReferenceRun;
-use sluice_engine::Switch;
+use sluice_engine::{ExecMode, Switch};
 
 pub use sluice_bench::ReferenceRouter;
 
 /// The router example, compiled by p4c, embedded so `sluice bench` needs no files.
-pub const ROUTER_JSON: &str = include_str!("../../../examples/router.json");
+pub const ROUTER_JSON: &str = include_str!("../../../../examples/router.json");
 
 /// Where the built-in /24 routes lie in the IPv4 space.
 ///
@@ -268,9 +268,9 @@ fn basic_routing_setup(entries: u32, frame: usize, layout: RouteLayout) -> (Stri
 }
 
 /// The edge example, compiled by p4c.
-pub const EDGE_JSON: &str = include_str!("../../../examples/edge.json");
+pub const EDGE_JSON: &str = include_str!("../../../../examples/edge.json");
 /// The l2_learning example, compiled by p4c.
-pub const L2_JSON: &str = include_str!("../../../examples/l2_learning.json");
+pub const L2_JSON: &str = include_str!("../../../../examples/l2_learning.json");
 
 /// What one bench run replays: the switch, its traffic and ingress port,
 /// and (built-in examples) the hand-written reference router the ratio is
@@ -372,7 +372,14 @@ fn l2_setup(entries: u32, frame: usize) -> (String, Vec<Vec<u8>>) {
 /// Builds one of the [`Example`] workloads with `entries` table entries,
 /// frames of `frame` bytes, (edge) `acl` ACL rules and (router, edge,
 /// basic_routing) routes laid out as `layout` says.
-pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteLayout) -> Result<Workload, String> {
+pub fn example(
+    ex: Example,
+    entries: u32,
+    frame: usize,
+    acl: u32,
+    layout: RouteLayout,
+    mode: ExecMode,
+) -> Result<Workload, String> {
     let n = traffic_count(entries, frame);
     let (json, commands, traffic, port, label) = match ex {
         Example::Router => {
@@ -410,7 +417,7 @@ pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteL
         }
     };
     let mut sw = sluice_engine::load_switch(&json).map_err(|e| e.to_string())?;
-    sw.set_mode(crate::default_mode()).map_err(|e| e.to_string())?;
+    sw.set_mode(mode).map_err(|e| e.to_string())?;
     if crate::apply_command_text(&mut sw, &commands, "built-in configuration", false) > 0 {
         return Err("the built-in configuration failed to load".into());
     }
@@ -471,8 +478,8 @@ pub fn example(ex: Example, entries: u32, frame: usize, acl: u32, layout: RouteL
 }
 
 /// Builds the switch and traffic for a bench run of a program file.
-pub fn setup(program: &Path, commands: Option<&Path>, pcap: Option<&Path>) -> Result<Workload, String> {
-    let mut sw = crate::load(program)?;
+pub fn setup(program: &Path, commands: Option<&Path>, pcap: Option<&Path>, mode: ExecMode) -> Result<Workload, String> {
+    let mut sw = crate::load_with(program, mode)?;
     if let Some(c) = commands {
         crate::apply_commands(&mut sw, c, false)?;
     }
@@ -520,6 +527,8 @@ fn lookup_cache_lines(sw: &Switch) -> Vec<String> {
 /// What to run: a program file with its commands and pcap, or a built-in example.
 pub struct BenchArgs<'a> {
     pub program: Option<&'a Path>,
+    /// Compiled to native code, or interpreted (`sluice --interpret`).
+    pub mode: ExecMode,
     pub commands: Option<&'a Path>,
     pub pcap: Option<&'a Path>,
     pub example: Example,
@@ -549,7 +558,8 @@ pub fn inject_faults(
     frames: &[Vec<u8>],
     faults: sluice_ports::faults::Faults,
 ) -> Result<(Vec<Vec<u8>>, sluice_ports::faults::FaultCounts), String> {
-    use sluice_ports::faults::{FaultyPort, MemoryPort};
+    use sluice_ports::faults::FaultyPort;
+    use sluice_ports::memory::MemoryPort;
     use sluice_ports::{Port, RxBatch};
     if faults.flap.is_some() || faults.send_fail > 0.0 {
         return Err("--inject-faults: flap and send-fail act on live ports; the bench's traffic takes drop, dup, \
@@ -580,8 +590,8 @@ pub fn inject_faults(
 /// gives the turns' medians.
 pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     let mut w = match a.program {
-        None => example(a.example, a.entries, a.frame, a.acl, a.layout)?,
-        Some(p) => setup(p, a.commands, a.pcap)?,
+        None => example(a.example, a.entries, a.frame, a.acl, a.layout, a.mode)?,
+        Some(p) => setup(p, a.commands, a.pcap, a.mode)?,
     };
     if a.no_reference {
         w.reference = None;

@@ -1,0 +1,285 @@
+//! The requests of controllers, as typed changes of the switch.
+//!
+//! Contract: reads one decoded OpenFlow 1.3 request of a connection;
+//! a change (flow, group, meter, port, switch config) is made on the
+//! master copy through the node's `Control` and, only when it succeeded
+//! there, queued for the workers (`Session::try_change`): the reply is
+//! the master's answer, an error the specification's type and code; a
+//! BARRIER_REPLY leaves only once every change before it reached every
+//! worker (`Session::flush`); a packet-out runs after every change made
+//! before it. Slaves get `IS_SLAVE` for what would change the switch.
+//! Reads go to `replies.rs`.
+
+use sluice_ofswitch::control::Removed;
+use sluice_ofswitch::switch::{encode_packet_out, N_TABLES, PACKET_OUT_PORT};
+use sluice_ofswitch::OfSwitch;
+use sluice_openflow::errors::{bad_request, error_type, role_request_failed};
+use sluice_openflow::{
+    capabilities, controller_role, flow_mod_command, port, Action, Features, Message, OfError, Role,
+};
+
+use crate::agent::Agent;
+use crate::buffers::NoPacket;
+
+impl Agent {
+    fn is_slave(&self, ci: usize) -> bool {
+        self.conns.get(ci).and_then(Option::as_ref).is_some_and(|c| c.role == controller_role::SLAVE)
+    }
+
+    pub(crate) fn dispatch(&mut self, ci: usize, raw: &[u8], xid: u32, msg: Message) {
+        let slave_refused = |a: &mut Agent| {
+            let e = OfError::new(error_type::BAD_REQUEST, bad_request::IS_SLAVE, "this connection is a slave");
+            a.error(ci, raw, &e, xid);
+        };
+        match msg {
+            // HELLO and echoes are the connection's own business.
+            Message::Hello(_) | Message::EchoRequest(_) | Message::EchoReply(_) | Message::Error(_) => {}
+            Message::FeaturesRequest => {
+                let f = Features {
+                    datapath_id: self.cfg.datapath_id,
+                    n_buffers: crate::buffers::N_BUFFERS as u32,
+                    n_tables: N_TABLES as u8,
+                    auxiliary_id: 0,
+                    capabilities: capabilities::FLOW_STATS
+                        | capabilities::TABLE_STATS
+                        | capabilities::PORT_STATS
+                        | capabilities::GROUP_STATS,
+                };
+                self.reply(ci, &Message::FeaturesReply(f), xid);
+            }
+            Message::GetConfigRequest => {
+                let c = self.pool().view().config;
+                self.reply(ci, &Message::GetConfigReply(c), xid);
+            }
+            Message::SetConfig(c) => {
+                if self.is_slave(ci) {
+                    return slave_refused(self);
+                }
+                self.pool().change(move |d: &mut OfSwitch, _| d.config = c);
+            }
+            Message::BarrierRequest => {
+                self.pool().flush();
+                self.reply(ci, &Message::BarrierReply, xid);
+            }
+            Message::RoleRequest(r) => self.role(ci, raw, xid, r),
+            Message::GetAsyncRequest => {
+                let Some(a) = self.conns.get(ci).and_then(Option::as_ref).map(|c| c.async_cfg) else { return };
+                self.reply(ci, &Message::GetAsyncReply(a), xid);
+            }
+            Message::SetAsync(a) => {
+                if let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) {
+                    c.async_cfg = a;
+                }
+            }
+            Message::FlowMod(fm) => {
+                if self.is_slave(ci) {
+                    return slave_refused(self);
+                }
+                let uid = self.next_uid;
+                self.next_uid += 1;
+                let now = self.now_ns();
+                // A buffered packet named by an add or modify goes through
+                // the tables once the change is in (deletes ignore it).
+                let buffered = fm.buffer_id != sluice_openflow::NO_BUFFER
+                    && matches!(
+                        fm.command,
+                        flow_mod_command::ADD | flow_mod_command::MODIFY | flow_mod_command::MODIFY_STRICT
+                    );
+                let buffer_id = fm.buffer_id;
+                let prepared = sluice_ofswitch::control::PreparedFlowMod::new(fm);
+                if self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.prepared_flow_mod(&prepared, uid, now))
+                    && buffered
+                {
+                    self.release_buffer(
+                        ci,
+                        raw,
+                        xid,
+                        buffer_id,
+                        None,
+                        &[Action::Output { port: port::TABLE, max_len: 0 }],
+                    );
+                }
+            }
+            Message::GroupMod(gm) => {
+                if self.is_slave(ci) {
+                    return slave_refused(self);
+                }
+                self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.group_mod(&gm));
+            }
+            Message::PortMod(pm) => {
+                if self.is_slave(ci) {
+                    return slave_refused(self);
+                }
+                if !self.pool().view().ports.contains_key(&pm.port_no) {
+                    let e = OfError::new(
+                        error_type::PORT_MOD_FAILED,
+                        sluice_openflow::errors::port_mod_failed::BAD_PORT,
+                        format!("port {}", pm.port_no),
+                    );
+                    return self.error(ci, raw, &e, xid);
+                }
+                let before = self.pool().view().ports.get(&pm.port_no).map(|p| p.config);
+                self.pool().change(move |d: &mut OfSwitch, _| {
+                    if let Some(p) = d.ports.get_mut(&pm.port_no) {
+                        p.config = (p.config & !pm.mask) | (pm.config & pm.mask);
+                    }
+                });
+                // Every controller hears of the new configuration, as
+                // Open vSwitch tells them.
+                if self.pool().view().ports.get(&pm.port_no).map(|p| p.config) != before {
+                    self.port_status(pm.port_no, sluice_openflow::port_reason::MODIFY);
+                }
+            }
+            Message::TableMod { .. } => {}
+            Message::MeterMod(mm) => {
+                if self.is_slave(ci) {
+                    return slave_refused(self);
+                }
+                let now = self.now_ns();
+                self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.meter_mod(&mm, now));
+            }
+            Message::PacketOut(po) => {
+                if self.is_slave(ci) {
+                    return slave_refused(self);
+                }
+                let in_port_ok =
+                    po.in_port <= port::MAX || matches!(po.in_port, port::CONTROLLER | port::LOCAL | port::ANY);
+                if !in_port_ok {
+                    let e = OfError::new(
+                        error_type::BAD_REQUEST,
+                        bad_request::BAD_PORT,
+                        format!("in_port {:#x}", po.in_port),
+                    );
+                    return self.error(ci, raw, &e, xid);
+                }
+                if po.buffer_id != sluice_openflow::NO_BUFFER {
+                    self.release_buffer(ci, raw, xid, po.buffer_id, Some(po.in_port), &po.actions);
+                } else {
+                    self.packet_out(po.in_port, &po.actions, &po.data);
+                }
+            }
+            Message::MultipartRequest { body, .. } => self.multipart(ci, raw, xid, body),
+            Message::QueueGetConfigRequest { port } => {
+                self.reply(ci, &Message::QueueGetConfigReply { port, queues: vec![] }, xid)
+            }
+            Message::Experimenter { .. } => {
+                let e =
+                    OfError::new(error_type::BAD_REQUEST, bad_request::BAD_EXPERIMENTER, "no experimenter messages");
+                self.error(ci, raw, &e, xid);
+            }
+            // Messages only a switch sends.
+            Message::FeaturesReply(_)
+            | Message::GetConfigReply(_)
+            | Message::PacketIn(_)
+            | Message::FlowRemoved(_)
+            | Message::PortStatus { .. }
+            | Message::MultipartReply { .. }
+            | Message::BarrierReply
+            | Message::QueueGetConfigReply { .. }
+            | Message::RoleReply(_)
+            | Message::GetAsyncReply(_) => {
+                let e = OfError::new(error_type::BAD_REQUEST, bad_request::BAD_TYPE, "a message only switches send");
+                self.error(ci, raw, &e, xid);
+            }
+        }
+    }
+
+    /// Runs `actions` on `frame` as a packet-out from `in_port`, after
+    /// every change made so far.
+    fn packet_out(&mut self, in_port: u32, actions: &[Action], frame: &[u8]) {
+        let actions = sluice_openflow::encode_actions(actions);
+        let frame = encode_packet_out(in_port, &actions, frame);
+        self.pool().flush();
+        self.pool().inject(PACKET_OUT_PORT, frame);
+    }
+
+    /// Runs `actions` on the packet kept under `buffer_id` (from
+    /// `in_port`, else the port it came in on), or answers the request
+    /// with BUFFER_EMPTY / BUFFER_UNKNOWN when there is none.
+    fn release_buffer(
+        &mut self,
+        ci: usize,
+        raw: &[u8],
+        xid: u32,
+        buffer_id: u32,
+        in_port: Option<u32>,
+        actions: &[Action],
+    ) {
+        match self.buffers.take(buffer_id) {
+            Ok((frame, came_in)) => self.packet_out(in_port.unwrap_or(came_in), actions, &frame),
+            Err(why) => {
+                let (code, text) = match why {
+                    NoPacket::Empty => (bad_request::BUFFER_EMPTY, "its packet was sent already"),
+                    NoPacket::Unknown => (bad_request::BUFFER_UNKNOWN, "no packet is kept under it"),
+                };
+                let e = OfError::new(error_type::BAD_REQUEST, code, format!("buffer {buffer_id:#x}: {text}"));
+                self.error(ci, raw, &e, xid);
+            }
+        }
+    }
+
+    /// Applies a flow, group or meter change to the master and, when it
+    /// succeeded there, to the workers; reports the entries it removed, or
+    /// answers the request with the change's error.
+    fn modify(
+        &mut self,
+        ci: usize,
+        raw: &[u8],
+        xid: u32,
+        change: impl Fn(&mut OfSwitch) -> Result<Vec<Removed>, OfError> + Send + Sync + 'static,
+    ) -> bool {
+        self.tables_changed();
+        let changed = self.pool().try_change(move |d: &mut OfSwitch, _| change(d));
+        match changed {
+            Ok(removed) => {
+                self.report_removed(removed);
+                true
+            }
+            Err(e) => {
+                self.error(ci, raw, &e, xid);
+                false
+            }
+        }
+    }
+
+    fn role(&mut self, ci: usize, raw: &[u8], xid: u32, r: Role) {
+        match r.role {
+            controller_role::NOCHANGE => {}
+            controller_role::MASTER | controller_role::SLAVE => {
+                if let Some(g) = self.generation {
+                    if (r.generation_id.wrapping_sub(g) as i64) < 0 {
+                        let e = OfError::new(
+                            error_type::ROLE_REQUEST_FAILED,
+                            role_request_failed::STALE,
+                            "stale generation id",
+                        );
+                        return self.error(ci, raw, &e, xid);
+                    }
+                }
+                self.generation = Some(r.generation_id);
+                if r.role == controller_role::MASTER {
+                    for (i, c) in self.conns.iter_mut().enumerate() {
+                        if let Some(c) = c.as_mut().filter(|c| i != ci && c.role == controller_role::MASTER) {
+                            c.role = controller_role::SLAVE;
+                        }
+                    }
+                }
+                self.set_role(ci, r.role);
+            }
+            controller_role::EQUAL => self.set_role(ci, r.role),
+            _ => {
+                let e = OfError::new(error_type::ROLE_REQUEST_FAILED, role_request_failed::BAD_ROLE, "unknown role");
+                return self.error(ci, raw, &e, xid);
+            }
+        }
+        let Some(role) = self.conns.get(ci).and_then(Option::as_ref).map(|c| c.role) else { return };
+        let reply = Role { role, generation_id: self.generation.unwrap_or(0) };
+        self.reply(ci, &Message::RoleReply(reply), xid);
+    }
+
+    fn set_role(&mut self, ci: usize, role: u32) {
+        if let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) {
+            c.role = role;
+        }
+    }
+}
