@@ -1,7 +1,6 @@
 //! The in-memory bench harness of Sluice's data planes (`sluice bench`),
-//! written once for every [`DataPlane`] (the v1model switch today; a
-//! lwAFTR or an OpenFlow switch next), in the spirit of Snabb's `lwaftr
-//! bench`.
+//! written once for every [`DataPlane`] (the P4 switch, the lwAFTR and the
+//! OpenFlow switch run on it), in the spirit of Snabb's `lwaftr bench`.
 //!
 //! What it measures: how many packets per second a data plane runs to
 //! completion when nothing but the data plane costs anything, on `N`

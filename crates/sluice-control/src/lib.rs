@@ -1,12 +1,12 @@
-//! The control API: what every control plane of the v1model switch goes
+//! The P4 switch's control API: what every control plane of the P4 switch goes
 //! through. The Thrift server, the P4Runtime server, `sluice cli`,
 //! `--commands` files, `sluice replay --then` and STF files all reach the
 //! switch here and through the engine's typed runtime API
 //! (`sluice_engine::runtime`), never through its fields: the switch's
 //! program and state are private to the engine.
 //!
-//! - [`device::Device`]: the one switch the servers share (the worker pool,
-//!   the program, the ports, the events going up).
+//! - [`device::Device`]: the one switch the servers share (the node's
+//!   control of it, the program, the ports, the events going up).
 //! - [`cli`]: the `simple_switch_CLI` command language: a line becomes a
 //!   typed [`cli::Command`] that knows its [`Access`], then runtime calls.
 //! - [`run_commands`]: command lines on a pool of workers, each routed by
@@ -45,15 +45,16 @@
 //! sessions and value sets) and shared state (registers and meters, one
 //! copy for every worker). The CLI's commands carry their class in their
 //! type ([`cli::Read`], [`cli::Write`], [`cli::SharedWrite`]); the servers
-//! pick the pool call that matches the runtime method.
+//! pick the session call (`sluice_node::Session`) that matches the runtime
+//! method.
 //!
 //! # Where answers come from
 //!
-//! The pool's master (`sluice_dataplane::workers::Pool::master`) answers
+//! The pool's master (`Session::view`, through the node's lock) answers
 //! every request. It has every change as soon as it is made, so a read of
 //! entries, members or the program needs nothing more. A read of counters
 //! first flushes the pending changes to the workers and waits for them, then
-//! sums every worker's counters into the master (`Pool::read`): the answer
+//! sums every worker's counters into the master (`Session::read`): the answer
 //! counts every packet any worker saw. [`run_commands`] answers every
 //! [`Access::Read`] command that way.
 //!
@@ -62,22 +63,23 @@
 //! A per-replica change is a closure over runtime calls. It is made on the
 //! master first (its answer, an entry handle or an error, is the request's
 //! answer) and, unless it failed there, queued in the pool's change queue
-//! (`Pool::change`, `Pool::try_change`). That queue is the one place where a
+//! (`Session::change`, `Session::try_change`). That queue is the one place where a
 //! table entry, like any other change, crosses from the control plane to the
-//! workers: `Pool::flush` (or `Pool::send_pending`) sends the queued closures
+//! workers: `Session::flush` (or `Session::send_pending`) sends the queued closures
 //! to every worker, which replays them in order between two packet batches,
 //! so no packet sees half a change. What crosses is the change as the master
 //! made it: P4Runtime checks an entry once (`prepare_entry`) and queues its
 //! installation (`install_entry`); a CLI line is parsed once and its typed
 //! command queued; Thrift queues its `add_entry` call. A counter write keeps
 //! its value on one replica and zero on the others, so that merged reads sum
-//! to it. A shared change (`Pool::change_shared`) waits for the queue to
+//! to it. A shared change (`Session::change_shared`) waits for the queue to
 //! drain (a queued entry may reset the meter it sets) and is then made once,
 //! on the master. Only a new program (`Device::install`) crosses otherwise:
 //! every worker gets a fresh replica, whole.
 //!
-//! Concurrency: requests are serialized by the device's pool lock; the
-//! packet path never takes it (see `sluice_dataplane::workers`).
+//! Concurrency: requests are serialized by the node's lock
+//! (`sluice_node::Control::lock`); the packet path never takes it (see
+//! `sluice_dataplane::workers`).
 
 pub mod cli;
 pub mod device;

@@ -25,7 +25,7 @@
 //! - Counters are per replica (plain integers, no atomics); reads gather
 //!   every worker's counters ([`DataPlane::counters`]) and sum them into the
 //!   master ([`DataPlane::merge_counters`]) before answering. State the
-//!   replicas share (the v1model switch's registers and meters) is changed
+//!   replicas share (the P4 switch's registers and meters) is changed
 //!   once, through the master ([`Pool::change_shared`]).
 
 use std::sync::{mpsc, Arc};

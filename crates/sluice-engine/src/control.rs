@@ -255,6 +255,7 @@ impl Exec<'_> {
             return next;
         }
         let hit = self.lookup_hit(ti);
+        self.state.lookups[ti][usize::from(hit.is_none())] += 1;
         if let (Some(h), true) = (hit, tp.support_timeout) {
             self.state.tables[ti].touch(h, self.now_us);
         }

@@ -1,4 +1,4 @@
-//! The v1model switch as a [`DataPlane`]: what the packet loop, the workers,
+//! The P4 switch (v1model and PSA) as a [`DataPlane`]: what the packet loop, the workers,
 //! the replay and the bench drive (see `sluice_dataplane`).
 //!
 //! Replicas: a worker's replica has its own tables, counters and pools and
@@ -28,6 +28,8 @@ pub struct CounterSnapshot {
     pub direct: Vec<Vec<(u32, u64, u64)>>,
     /// Tables with idle timeouts: `(table, entry handle, last hit)` of entries hit since added.
     pub hits: Vec<(usize, u32, Instant)>,
+    /// Per table, `[hits, misses]` of its lookups.
+    pub lookups: Vec<[u64; 2]>,
     /// The switch's own counters.
     pub stats: Stats,
 }
@@ -49,6 +51,7 @@ impl CounterSnapshot {
                 })
                 .collect(),
             hits: last_hits(sw),
+            lookups: sw.state.lookups.clone(),
             stats: sw.stats,
         }
     }
@@ -94,6 +97,8 @@ impl DataPlane for Switch {
 
     fn replica(&self, workers: usize) -> Result<Switch, String> {
         let mut sw = Switch::replica(self).map_err(|e| e.to_string())?;
+        // A replica counts its own lookups from zero.
+        sw.state.lookups.iter_mut().for_each(|c| *c = [0; 2]);
         // Workers that share meter cells with others colour green from leases.
         sw.state.meter_leases.on = workers > 1;
         sw.clock.set(self.clock.on());
@@ -148,6 +153,9 @@ impl DataPlane for Switch {
                 }
             }
         }
+        for (t, c) in self.state.lookups.iter_mut().enumerate() {
+            *c = snaps.iter().filter_map(|s| s.lookups.get(t)).fold([0; 2], |a, l| [a[0] + l[0], a[1] + l[1]]);
+        }
         self.stats = snaps.iter().fold(Stats::default(), |a, s| Stats {
             received: a.received + s.stats.received,
             transmitted: a.transmitted + s.stats.transmitted,
@@ -155,16 +163,29 @@ impl DataPlane for Switch {
         });
     }
 
-    /// Per table its entries (and, for a table with direct counters, what
-    /// they counted); per counter array what each cell counted (arrays of
+    /// Per table its entries, its lookups by result (and, for a table with
+    /// direct counters, what they counted); per counter array what each cell counted (arrays of
     /// more than [`METRIC_CELLS`] cells: their sum, as cell `all`); the
     /// packets the program dropped.
     fn metrics(&self, to: &mut Metrics) {
         let plan = &self.plan;
         for (t, tp) in plan.tables.iter().enumerate() {
+            // Tables p4c made of straight-line code (no key, one action) are no one's tables.
+            if tp.key.is_empty() && tp.inline_default.is_some() {
+                continue;
+            }
             let l = [("table", tp.name.as_str())];
             let ts = &self.state.tables[t];
             to.gauge("sluice_p4_table_entries", "Entries in a P4 table.", &l, ts.entries().count() as f64);
+            let [hits, misses] = self.state.lookups[t];
+            let help = "Lookups in a P4 table, by result: a hit of an entry, or a miss (the default action).";
+            to.counter("sluice_p4_table_lookups_total", help, &[("table", tp.name.as_str()), ("result", "hit")], hits);
+            to.counter(
+                "sluice_p4_table_lookups_total",
+                help,
+                &[("table", tp.name.as_str()), ("result", "miss")],
+                misses,
+            );
             if tp.with_counters {
                 let (p, b) = ts.entries().fold((0, 0), |(p, b), (_, e)| (p + e.packets, b + e.bytes));
                 to.counter(

@@ -451,6 +451,12 @@ impl Switch {
             self.plan.tables[t].default_action.as_ref().map(|(a, d)| (*a, d.clone().into_boxed_slice()));
     }
 
+    /// Reads: the lookups of table `t` this copy made, `[hits, misses]`
+    /// (every worker's, summed, on the master after a read).
+    pub fn table_lookups(&self, t: usize) -> [u64; 2] {
+        self.state.lookups.get(t).copied().unwrap_or_default()
+    }
+
     /// Reads: how many entries table `t` holds.
     pub fn entry_count(&self, t: usize) -> usize {
         self.state.tables[t].len()

@@ -175,6 +175,11 @@ pub struct State {
     pub digests: Vec<Digest>,
     /// Drop statistics by reason.
     pub dropped: u64,
+    /// Per table, the lookups this replica made: `[hits, misses]` (the
+    /// interpreter counts in `Exec::apply_table`, the helpers of generated
+    /// code when they hand a result back, generated code itself for the
+    /// hits it resolves inline).
+    pub lookups: Vec<[u64; 2]>,
 }
 
 impl State {
@@ -210,6 +215,7 @@ impl State {
                 .collect(),
             digests: Vec::new(),
             dropped: 0,
+            lookups: vec![[0; 2]; plan.tables.len()],
         };
         for (ti, t) in plan.tables.iter().enumerate() {
             for (ei, ce) in t.const_entries.iter().enumerate() {

@@ -13,7 +13,9 @@ use crate::multipart::{
 };
 use crate::oxm::{get_match, put_match};
 use crate::types::*;
-use crate::wire::{round8, Put, Reader};
+use crate::wire::{
+    begin_message, close_message, end_message, open_message, put_error, put_switch_config, round8, Put, Reader,
+};
 
 /// `ofp_type`: the header's message type.
 pub mod msg_type {
@@ -130,23 +132,19 @@ fn req_err(code: u16, reason: String) -> OfError {
 /// than 1.3 are accepted only for HELLO (a pre-1.3 HELLO has no
 /// elements) and ERROR; anything else is `BAD_REQUEST / BAD_VERSION`.
 pub fn decode(msg: &[u8]) -> Result<(Header, Message), OfError> {
-    let h = peek_header(msg).ok_or_else(|| req_err(bad_request::BAD_LEN, "message shorter than its header".into()))?;
-    if usize::from(h.length) != msg.len() {
-        return Err(req_err(bad_request::BAD_LEN, format!("header length {} but {} bytes", h.length, msg.len())));
-    }
-    if h.version != OFP13 && h.typ != msg_type::HELLO && h.typ != msg_type::ERROR {
-        return Err(req_err(bad_request::BAD_VERSION, format!("version {}", h.version)));
-    }
-    let mut r = Reader::new(&msg[HEADER_LEN..], (error_type::BAD_REQUEST, bad_request::BAD_LEN));
+    let (h, mut r) = open_message(
+        msg,
+        |h| h.version == OFP13 || h.typ == msg_type::HELLO || h.typ == msg_type::ERROR,
+        |h| format!("version {}", h.version),
+    )?;
     let m = decode_body(&h, &mut r)?;
-    if !r.is_empty() {
-        return Err(req_err(bad_request::BAD_LEN, format!("{} trailing bytes", r.remaining())));
-    }
+    close_message(&r)?;
     Ok((h, m))
 }
 
 fn get_switch_config(r: &mut Reader<'_>) -> Result<SwitchConfig, OfError> {
-    Ok(SwitchConfig { flags: r.u16("flags")?, miss_send_len: r.u16("miss_send_len")? })
+    let (flags, miss_send_len) = crate::wire::get_switch_config(r)?;
+    Ok(SwitchConfig { flags, miss_send_len })
 }
 
 fn get_role(r: &mut Reader<'_>) -> Result<Role, OfError> {
@@ -248,7 +246,8 @@ fn decode_body(h: &Header, r: &mut Reader<'_>) -> Result<Message, OfError> {
             }
         }
         t::ERROR => {
-            Message::Error(ErrorMsg { typ: r.u16("error type")?, code: r.u16("error code")?, data: r.rest().to_vec() })
+            let (typ, code, data) = crate::wire::get_error(r)?;
+            Message::Error(ErrorMsg { typ, code, data })
         }
         t::ECHO_REQUEST => Message::EchoRequest(r.rest().to_vec()),
         t::ECHO_REPLY => Message::EchoReply(r.rest().to_vec()),
@@ -434,11 +433,7 @@ fn put_async(out: &mut Vec<u8>, a: &AsyncConfig) {
 /// appended bytes). `version` is [`OFP13`] except for HELLO and ERROR to
 /// an older peer. Messages are expected to fit in 65535 bytes.
 pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.u8(version);
-    out.u8(msg.type_code());
-    out.u16(0);
-    out.u32(xid);
+    let start = begin_message(out, version, msg.type_code(), xid);
     match msg {
         Message::Hello(elems) => {
             for e in elems {
@@ -459,11 +454,7 @@ pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
                 out.pad8_from(es);
             }
         }
-        Message::Error(e) => {
-            out.u16(e.typ);
-            out.u16(e.code);
-            out.extend_from_slice(&e.data);
-        }
+        Message::Error(e) => put_error(out, e.typ, e.code, &e.data),
         Message::EchoRequest(d) | Message::EchoReply(d) => out.extend_from_slice(d),
         Message::Experimenter { experimenter, exp_type, data } => {
             out.u32(*experimenter);
@@ -484,10 +475,7 @@ pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
             out.u32(f.capabilities);
             out.zeros(4);
         }
-        Message::GetConfigReply(c) | Message::SetConfig(c) => {
-            out.u16(c.flags);
-            out.u16(c.miss_send_len);
-        }
+        Message::GetConfigReply(c) | Message::SetConfig(c) => put_switch_config(out, c.flags, c.miss_send_len),
         Message::PacketIn(p) => {
             out.u32(p.buffer_id);
             out.u16(p.total_len);
@@ -629,7 +617,7 @@ pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
             put_bands(out, &m.bands);
         }
     }
-    out.patch_u16(start + 2, out.len() - start);
+    end_message(out, start);
 }
 
 /// Whether a HELLO's version bitmap (the first one among `elements`)

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use crate::codec::{negotiate, peek_header, HEADER_LEN};
 use crate::errors::{bad_request, error_type, hello_failed};
 use crate::types::{HelloElement, Message as Msg13};
+use crate::wire::{begin_message, end_message, put_error};
 
 /// `ofp_type` values the same in every version.
 pub mod msg_type {
@@ -275,10 +276,9 @@ impl Connection {
                 msg_type::ECHO_REQUEST => {
                     let body = self.input[range.start + HEADER_LEN..range.end].to_vec();
                     self.send(|out| {
-                        out.extend_from_slice(&[version, msg_type::ECHO_REPLY, 0, 0]);
-                        out.extend_from_slice(&h.xid.to_be_bytes());
+                        let start = begin_message(out, version, msg_type::ECHO_REPLY, h.xid);
                         out.extend_from_slice(&body);
-                        patch_length(out, len);
+                        end_message(out, start);
                     });
                 }
                 msg_type::ECHO_REPLY | msg_type::HELLO => {}
@@ -291,14 +291,9 @@ impl Connection {
     /// same in every version).
     pub fn error(&mut self, version: u8, xid: u32, typ: u16, code: u16, data: &[u8]) -> bool {
         self.send(|out| {
-            let start = out.len();
-            out.extend_from_slice(&[version, msg_type::ERROR, 0, 0]);
-            out.extend_from_slice(&xid.to_be_bytes());
-            out.extend_from_slice(&typ.to_be_bytes());
-            out.extend_from_slice(&code.to_be_bytes());
-            out.extend_from_slice(&data[..data.len().min(crate::errors::ERROR_DATA_LEN)]);
-            let n = out.len() - start;
-            patch_length(&mut out[start..], n);
+            let start = begin_message(out, version, msg_type::ERROR, xid);
+            put_error(out, typ, code, &data[..data.len().min(crate::errors::ERROR_DATA_LEN)]);
+            end_message(out, start);
         })
     }
 
@@ -366,8 +361,8 @@ impl Connection {
         self.echoes += 1;
         let xid = self.xid();
         self.send(|out| {
-            out.extend_from_slice(&[v, msg_type::ECHO_REQUEST, 0, HEADER_LEN as u8]);
-            out.extend_from_slice(&xid.to_be_bytes());
+            let start = begin_message(out, v, msg_type::ECHO_REQUEST, xid);
+            end_message(out, start);
         });
     }
 
@@ -408,11 +403,6 @@ impl Connection {
         }
         Ok(())
     }
-}
-
-/// Writes length `n` into the header at the start of `msg`.
-fn patch_length(msg: &mut [u8], n: usize) {
-    msg[2..4].copy_from_slice(&(n as u16).to_be_bytes());
 }
 
 #[cfg(test)]

@@ -7,9 +7,11 @@
 //! [`error10`] writes the ERROR answering a bad request. Statistics
 //! bodies and queue descriptions are kept as raw bytes.
 
-use crate::codec::{peek_header, HEADER_LEN};
 use crate::errors::{OfError, ERROR_DATA_LEN};
-use crate::wire::{Put, Reader};
+use crate::wire::{
+    begin_message, close_message, end_message, get_error, get_switch_config, open_message, put_error,
+    put_switch_config, Put, Reader,
+};
 
 pub use crate::types::OFP10;
 
@@ -520,19 +522,9 @@ fn act_err(code: u16, reason: String) -> OfError {
 /// unknown type `BAD_REQUEST / BAD_TYPE`, a malformed action
 /// `BAD_ACTION / BAD_LEN` or `BAD_TYPE`. Never panics.
 pub fn decode10(msg: &[u8]) -> Result<(u32, Message10), OfError> {
-    let h =
-        peek_header(msg).ok_or_else(|| req_err(bad_request10::BAD_LEN, "message shorter than its header".into()))?;
-    if usize::from(h.length) != msg.len() {
-        return Err(req_err(bad_request10::BAD_LEN, format!("header length {} but {} bytes", h.length, msg.len())));
-    }
-    if h.version != OFP10 {
-        return Err(req_err(bad_request10::BAD_VERSION, format!("version {}, not OpenFlow 1.0", h.version)));
-    }
-    let mut r = Reader::new(&msg[HEADER_LEN..], (error_type10::BAD_REQUEST, bad_request10::BAD_LEN));
+    let (h, mut r) = open_message(msg, |h| h.version == OFP10, |h| format!("version {}, not OpenFlow 1.0", h.version))?;
     let m = decode_body(h.typ, &mut r)?;
-    if !r.is_empty() {
-        return Err(req_err(bad_request10::BAD_LEN, format!("{} trailing bytes", r.remaining())));
-    }
+    close_message(&r)?;
     Ok((h.xid, m))
 }
 
@@ -631,7 +623,10 @@ fn decode_body(typ: u8, r: &mut Reader<'_>) -> Result<Message10, OfError> {
     use msg_type10 as t;
     Ok(match typ {
         t::HELLO => Message10::Hello(r.rest().to_vec()),
-        t::ERROR => Message10::Error { typ: r.u16("error type")?, code: r.u16("error code")?, data: r.rest().to_vec() },
+        t::ERROR => {
+            let (typ, code, data) = get_error(r)?;
+            Message10::Error { typ, code, data }
+        }
         t::ECHO_REQUEST => Message10::EchoRequest(r.rest().to_vec()),
         t::ECHO_REPLY => Message10::EchoReply(r.rest().to_vec()),
         t::VENDOR => Message10::Vendor { vendor: r.u32("vendor")?, data: r.rest().to_vec() },
@@ -654,9 +649,13 @@ fn decode_body(typ: u8, r: &mut Reader<'_>) -> Result<Message10, OfError> {
         }
         t::GET_CONFIG_REQUEST => Message10::GetConfigRequest,
         t::GET_CONFIG_REPLY => {
-            Message10::GetConfigReply { flags: r.u16("flags")?, miss_send_len: r.u16("miss_send_len")? }
+            let (flags, miss_send_len) = get_switch_config(r)?;
+            Message10::GetConfigReply { flags, miss_send_len }
         }
-        t::SET_CONFIG => Message10::SetConfig { flags: r.u16("flags")?, miss_send_len: r.u16("miss_send_len")? },
+        t::SET_CONFIG => {
+            let (flags, miss_send_len) = get_switch_config(r)?;
+            Message10::SetConfig { flags, miss_send_len }
+        }
         t::PACKET_IN => {
             let buffer_id = r.u32("buffer_id")?;
             let total_len = r.u16("total_len")?;
@@ -835,18 +834,10 @@ pub fn encode10(msg: &Message10, xid: u32) -> Vec<u8> {
 /// appended bytes, `xid`) and the body with all the spec's padding.
 /// Messages are expected to fit in 65535 bytes.
 pub fn encode10_into(msg: &Message10, xid: u32, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.u8(OFP10);
-    out.u8(msg.type_code());
-    out.u16(0);
-    out.u32(xid);
+    let start = begin_message(out, OFP10, msg.type_code(), xid);
     match msg {
         Message10::Hello(d) | Message10::EchoRequest(d) | Message10::EchoReply(d) => out.extend_from_slice(d),
-        Message10::Error { typ, code, data } => {
-            out.u16(*typ);
-            out.u16(*code);
-            out.extend_from_slice(data);
-        }
+        Message10::Error { typ, code, data } => put_error(out, *typ, *code, data),
         Message10::Vendor { vendor, data } => {
             out.u32(*vendor);
             out.extend_from_slice(data);
@@ -867,8 +858,7 @@ pub fn encode10_into(msg: &Message10, xid: u32, out: &mut Vec<u8>) {
             }
         }
         Message10::GetConfigReply { flags, miss_send_len } | Message10::SetConfig { flags, miss_send_len } => {
-            out.u16(*flags);
-            out.u16(*miss_send_len);
+            put_switch_config(out, *flags, *miss_send_len)
         }
         Message10::PacketIn(p) => {
             out.u32(p.buffer_id);
@@ -945,7 +935,7 @@ pub fn encode10_into(msg: &Message10, xid: u32, out: &mut Vec<u8>) {
             out.extend_from_slice(queues);
         }
     }
-    out.patch_u16(start + 2, out.len() - start);
+    end_message(out, start);
 }
 
 /// The whole OpenFlow 1.0 ERROR message (header included, with `xid`)

@@ -1,9 +1,14 @@
 //! Bounds-checked reading and small writing helpers for the OpenFlow
 //! wire format: a [`Reader`] over a byte slice whose every read returns
 //! the caller's chosen [`OfError`] on a short buffer (never a panic), and
-//! big-endian appends, 8-byte padding and length patching on `Vec<u8>`.
+//! big-endian appends, 8-byte padding and length patching on `Vec<u8>`;
+//! and what every version lays out alike, written once for 1.0 and 1.3:
+//! the message envelope ([`open_message`], [`close_message`],
+//! [`begin_message`], [`end_message`]) and the bodies the versions share
+//! (ERROR, the switch configuration).
 
-use crate::errors::OfError;
+use crate::codec::{peek_header, Header, HEADER_LEN};
+use crate::errors::{bad_request, error_type, OfError};
 
 /// A cursor over `buf`. Short reads fail with the (type, code) given at
 /// construction, so each structure reports the spec's own length error.
@@ -150,4 +155,79 @@ impl Put for Vec<u8> {
         self.extend_from_slice(&s.as_bytes()[..k]);
         self.zeros(n - k);
     }
+}
+
+fn bad_request_error(code: u16, reason: String) -> OfError {
+    // OFPET_BAD_REQUEST and its BAD_VERSION / BAD_TYPE / BAD_LEN codes have
+    // the same numbers in 1.0 and 1.3.
+    OfError::new(error_type::BAD_REQUEST, code, reason)
+}
+
+/// Opens one whole message for decoding: its header and a reader over
+/// its body (short reads: BAD_REQUEST / BAD_LEN). The header's length
+/// must be `msg.len()`; `version_ok` says whether its version is one this
+/// decoder takes (else BAD_REQUEST / BAD_VERSION saying `version_is`).
+pub(crate) fn open_message<'a>(
+    msg: &'a [u8],
+    version_ok: impl FnOnce(&Header) -> bool,
+    version_is: impl FnOnce(&Header) -> String,
+) -> Result<(Header, Reader<'a>), OfError> {
+    let h = peek_header(msg)
+        .ok_or_else(|| bad_request_error(bad_request::BAD_LEN, "message shorter than its header".into()))?;
+    if usize::from(h.length) != msg.len() {
+        let why = format!("header length {} but {} bytes", h.length, msg.len());
+        return Err(bad_request_error(bad_request::BAD_LEN, why));
+    }
+    if !version_ok(&h) {
+        return Err(bad_request_error(bad_request::BAD_VERSION, version_is(&h)));
+    }
+    Ok((h, Reader::new(&msg[HEADER_LEN..], (error_type::BAD_REQUEST, bad_request::BAD_LEN))))
+}
+
+/// Ends decoding a message: nothing may be left of its body.
+pub(crate) fn close_message(r: &Reader<'_>) -> Result<(), OfError> {
+    if r.is_empty() {
+        return Ok(());
+    }
+    Err(bad_request_error(bad_request::BAD_LEN, format!("{} trailing bytes", r.remaining())))
+}
+
+/// Starts a message in `out` (its length is written by [`end_message`]);
+/// returns where it starts.
+pub(crate) fn begin_message(out: &mut Vec<u8>, version: u8, typ: u8, xid: u32) -> usize {
+    let start = out.len();
+    out.u8(version);
+    out.u8(typ);
+    out.u16(0);
+    out.u32(xid);
+    start
+}
+
+/// Writes the length of the message started at `start`.
+pub(crate) fn end_message(out: &mut Vec<u8>, start: usize) {
+    out.patch_u16(start + 2, out.len() - start);
+}
+
+/// An ERROR body: type, code and the data (the same in every version).
+pub(crate) fn put_error(out: &mut Vec<u8>, typ: u16, code: u16, data: &[u8]) {
+    out.u16(typ);
+    out.u16(code);
+    out.extend_from_slice(data);
+}
+
+/// An ERROR body: `(type, code, data)`.
+pub(crate) fn get_error(r: &mut Reader<'_>) -> Result<(u16, u16, Vec<u8>), OfError> {
+    Ok((r.u16("error type")?, r.u16("error code")?, r.rest().to_vec()))
+}
+
+/// The switch configuration body (GET_CONFIG_REPLY, SET_CONFIG): flags
+/// and `miss_send_len`, the same in every version.
+pub(crate) fn put_switch_config(out: &mut Vec<u8>, flags: u16, miss_send_len: u16) {
+    out.u16(flags);
+    out.u16(miss_send_len);
+}
+
+/// The switch configuration body: `(flags, miss_send_len)`.
+pub(crate) fn get_switch_config(r: &mut Reader<'_>) -> Result<(u16, u16), OfError> {
+    Ok((r.u16("flags")?, r.u16("miss_send_len")?))
 }

@@ -49,6 +49,9 @@ pub struct JitCtx {
     counters: *const CounterView,
     /// In: one [`RegisterView`] per register array of the plan.
     registers: *const RegisterView,
+    /// In: the replica's lookup counts, `[hits, misses]` per table
+    /// (`State::lookups`): generated code counts the hits it resolves inline.
+    lookups: *mut [u64; 2],
     /// Set when a helper ran engine code, which may write any PHV field:
     /// the next packet on this PHV then needs the full setup
     /// ([`SETUP_FULL`]), not only the slots generated code writes.
@@ -88,6 +91,7 @@ impl JitCtx {
             views: views.tables.as_ptr(),
             counters: views.counters.as_ptr(),
             registers: views.registers.as_ptr(),
+            lookups: ex.state.lookups.as_mut_ptr(),
             // A PHV of unknown history: the first setup on it is full.
             dirty: 1,
             meta_fresh: 1,
@@ -130,6 +134,7 @@ pub(super) const OFF_LEN: i32 = std::mem::offset_of!(JitCtx, len) as i32;
 pub(super) const OFF_VIEWS: i32 = std::mem::offset_of!(JitCtx, views) as i32;
 pub(super) const OFF_COUNTERS: i32 = std::mem::offset_of!(JitCtx, counters) as i32;
 pub(super) const OFF_REGISTERS: i32 = std::mem::offset_of!(JitCtx, registers) as i32;
+pub(super) const OFF_LOOKUPS: i32 = std::mem::offset_of!(JitCtx, lookups) as i32;
 // The parser's code reaches the PHV through the same offsets in its context.
 const _: () = assert!(std::mem::offset_of!(ParseCtx, wire) == OFF_WIRE as usize);
 const _: () = assert!(std::mem::offset_of!(ParseCtx, slots) == OFF_SLOTS as usize);

@@ -132,7 +132,11 @@ pub(super) extern "C" fn h_indirect(ctx: *mut JitCtx, ti: u32, rec: *const HotEn
     // SAFETY: called only by generated code with its live context.
     unsafe {
         table_result(ctx, |ex, data| match ex.indirect_for_jit(ti as usize, &hot, data) {
-            Some(r) => r,
+            Some(r) => {
+                // A hit the inline lookup found (`State::lookups`).
+                ex.state.lookups[ti as usize][0] += 1;
+                r
+            }
             None => ex.apply_table_for_jit(ti as usize, data),
         })
     }
@@ -220,6 +224,9 @@ impl Exec<'_> {
     /// applied completely.
     fn result_for_jit(&mut self, ti: usize, hit: Option<u32>, out: &mut [u8; 64]) -> Option<i64> {
         let r = self.action_for_jit(ti, hit, out)?;
+        // The lookup, as `apply_table` counts it (here only, the table not
+        // being applied completely).
+        self.state.lookups[ti][usize::from(hit.is_none())] += 1;
         if let (Some(h), true) = (hit, self.plan.tables[ti].with_counters) {
             // The direct counter, as `apply_table` counts a hit (only here,
             // once the table is not going to be applied completely).

@@ -9,7 +9,7 @@ use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
 use cranelift_frontend::Switch as CaseSwitch;
 
 use super::{band_u, mem, Gen, Mem};
-use crate::jit::abi::{encode_node, OFF_DATA, OFF_VALID, OFF_VIEWS, VIEW_SIZE};
+use crate::jit::abi::{encode_node, OFF_DATA, OFF_LOOKUPS, OFF_VALID, OFF_VIEWS, VIEW_SIZE};
 use crate::plan::Node;
 use crate::tables::TableView;
 
@@ -279,8 +279,16 @@ impl Gen<'_, '_, '_> {
         } else {
             sw.emit(self.b, action, engine);
         }
-        for (t, blk) in trampolines {
-            self.b.switch_to_block(t);
+        for (tr, blk) in trampolines {
+            self.b.switch_to_block(tr);
+            // A hit resolved here, with no helper: counted here
+            // (`State::lookups`, hits first in each table's pair).
+            let counts = self.ptr(OFF_LOOKUPS);
+            let mf = mem(self.b, Mem::Counters);
+            let hits = self.b.ins().load(types::I64, mf, counts, 16 * t as i32);
+            let hits = self.b.ins().iadd_imm_u(hits, 1);
+            let mf = mem(self.b, Mem::Counters);
+            self.b.ins().store(mf, hits, counts, 16 * t as i32);
             self.b.ins().jump(blk, &[data.into()]);
         }
         key
