@@ -230,73 +230,20 @@ fn direct_meter(sw: &Switch, t: usize, h: u32) -> Result<(usize, usize), Fault> 
     Ok((m as usize, cell))
 }
 
-/// Runs one call of the `standard` service, in the file of its group.
+/// Runs one call of the `standard` service, in the file of its group
+/// (each answers a method it does not have with the service's error).
 pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
-    match method {
-        "bm_mt_get_num_entries"
-        | "bm_mt_clear_entries"
-        | "bm_mt_add_entry"
-        | "bm_mt_indirect_add_entry"
-        | "bm_mt_indirect_ws_add_entry"
-        | "bm_mt_set_default_action"
-        | "bm_mt_reset_default_entry"
-        | "bm_mt_indirect_reset_default_entry"
-        | "bm_mt_indirect_set_default_member"
-        | "bm_mt_indirect_ws_set_default_group"
-        | "bm_mt_delete_entry"
-        | "bm_mt_indirect_delete_entry"
-        | "bm_mt_modify_entry"
-        | "bm_mt_indirect_modify_entry"
-        | "bm_mt_indirect_ws_modify_entry"
-        | "bm_mt_set_entry_ttl"
-        | "bm_mt_indirect_set_entry_ttl"
-        | "bm_mt_get_entries"
-        | "bm_mt_get_entry"
-        | "bm_mt_get_default_entry"
-        | "bm_mt_get_entry_from_key" => tables::call(dev, method, a),
-        "bm_mt_act_prof_add_member"
-        | "bm_mt_act_prof_modify_member"
-        | "bm_mt_act_prof_delete_member"
-        | "bm_mt_act_prof_create_group"
-        | "bm_mt_act_prof_delete_group"
-        | "bm_mt_act_prof_add_member_to_group"
-        | "bm_mt_act_prof_remove_member_from_group"
-        | "bm_mt_act_prof_get_members"
-        | "bm_mt_act_prof_get_member"
-        | "bm_mt_act_prof_get_groups"
-        | "bm_mt_act_prof_get_group" => profiles::call(dev, method, a),
-        "bm_mt_read_counter"
-        | "bm_mt_reset_counters"
-        | "bm_mt_write_counter"
-        | "bm_mt_set_meter_rates"
-        | "bm_mt_get_meter_rates"
-        | "bm_counter_read"
-        | "bm_counter_reset_all"
-        | "bm_counter_write"
-        | "bm_meter_array_set_rates"
-        | "bm_meter_set_rates"
-        | "bm_meter_get_rates" => arrays::call(dev, method, a),
-        "bm_parse_vset_add"
-        | "bm_parse_vset_remove"
-        | "bm_parse_vset_get"
-        | "bm_parse_vset_clear"
-        | "bm_learning_ack"
-        | "bm_learning_ack_buffer"
-        | "bm_learning_set_timeout"
-        | "bm_learning_set_buffer_size"
-        | "bm_load_new_config"
-        | "bm_swap_configs"
-        | "bm_dev_mgr_add_port"
-        | "bm_dev_mgr_remove_port"
-        | "bm_dev_mgr_show_ports"
-        | "bm_mgmt_get_info"
-        | "bm_set_crc16_custom_parameters"
-        | "bm_set_crc32_custom_parameters"
-        | "bm_reset_state"
-        | "bm_get_config"
-        | "bm_get_config_md5"
-        | "bm_get_id_from_name"
-        | "bm_serialize_state" => device::call(dev, method, a),
-        _ => Err(Fault::Unknown(format!("standard:{method} is not a method of the standard service"))),
+    let direct = ["bm_mt_read_counter", "bm_mt_reset_counters", "bm_mt_write_counter", "bm_mt_set_meter_rates"];
+    if method.starts_with("bm_mt_act_prof_") {
+        profiles::call(dev, method, a)
+    } else if direct.contains(&method)
+        || method == "bm_mt_get_meter_rates"
+        || ["bm_counter_", "bm_meter_", "bm_register_"].iter().any(|p| method.starts_with(p))
+    {
+        arrays::call(dev, method, a)
+    } else if method.starts_with("bm_mt_") {
+        tables::call(dev, method, a)
+    } else {
+        device::call(dev, method, a)
     }
 }
