@@ -86,8 +86,8 @@ thread_local! {
 /// Gives `sw` native code for every table (and the walk) that has some to take.
 fn compile(sw: &mut OfSwitch) {
     CODE.with_borrow_mut(|cache| {
-        for t in 0..sw.tables.len() {
-            let Some(scan) = sw.tables[t].wants_code() else { continue };
+        for t in 0..sw.tables().len() {
+            let Some(scan) = sw.tables()[t].wants_code() else { continue };
             let code = match cache.tables.get(scan) {
                 Some(c) => c.clone(),
                 None => {
@@ -135,9 +135,9 @@ pub fn differential(data: &[u8]) {
 pub fn differential_frames(data: &[u8]) -> usize {
     let mut emitted = 0;
     let mut plain = switch();
-    plain.flow_cache = false;
+    plain.set_flow_cache(false);
     let mut fast = switch();
-    fast.flow_cache = true;
+    fast.set_flow_cache(true);
     let mut uid = 0u64;
     for raw in messages(data).take(64) {
         let Ok((_, msg)) = sluice_openflow::decode(raw) else { continue };

@@ -535,7 +535,7 @@ impl Server<OfSwitch> for Agent {
         Ok(format!(
             "openflow: datapath {:016x}, {} port(s), {} worker(s); listening on {}; controllers: {}; fail mode {}",
             self.cfg.datapath_id,
-            s.view().ports.len(),
+            s.view().ports().len(),
             s.workers(),
             if addrs.is_empty() { "-".to_string() } else { addrs.join(" ") },
             if controllers.is_empty() { "-".to_string() } else { controllers.join(" ") },
@@ -579,7 +579,7 @@ impl Server<OfSwitch> for Agent {
 
     fn finish(&mut self, control: &Control<OfSwitch>) -> Vec<String> {
         let s = &self.stats;
-        let dropped = control.read(|d| d.counters.packet_ins_dropped);
+        let dropped = control.read(|d| d.counts().packet_ins_dropped);
         vec![format!(
             "openflow: {} messages in, {} out, {} errors sent, {} packet-ins sent ({} whole for want of a free \
              buffer, {dropped} dropped by the workers with {} waiting), {} connections closed for not reading, {} \

@@ -44,7 +44,7 @@ impl Agent {
                 let pool = control.lock();
                 let sw = pool.view();
                 let mut stats = Vec::new();
-                for (tid, t) in sw.tables.iter().enumerate() {
+                for (tid, t) in sw.tables().iter().enumerate() {
                     if req.table_id != sluice_openflow::table::ALL && usize::from(req.table_id) != tid {
                         continue;
                     }
@@ -82,7 +82,7 @@ impl Agent {
                 let pool = control.lock();
                 let sw = pool.view();
                 let mut agg = AggregateStats { packet_count: 0, byte_count: 0, flow_count: 0 };
-                for (tid, t) in sw.tables.iter().enumerate() {
+                for (tid, t) in sw.tables().iter().enumerate() {
                     if req.table_id != sluice_openflow::table::ALL && usize::from(req.table_id) != tid {
                         continue;
                     }
@@ -107,9 +107,9 @@ impl Agent {
                 let t = (0..N_TABLES)
                     .map(|i| TableStats {
                         table_id: i as u8,
-                        active_count: sw.tables[i].len() as u32,
-                        lookup_count: sw.counters.tables[i].0,
-                        matched_count: sw.counters.tables[i].1,
+                        active_count: sw.tables()[i].len() as u32,
+                        lookup_count: sw.counts().tables[i].0,
+                        matched_count: sw.counts().tables[i].1,
                     })
                     .collect();
                 vec![MultipartReply::Table(t)]
@@ -121,11 +121,11 @@ impl Agent {
                 let sw = pool.view();
                 let age = now;
                 let s = sw
-                    .ports
+                    .ports()
                     .keys()
                     .filter(|p| port_no == port::ANY || **p == port_no)
                     .map(|p| {
-                        let c = sw.counters.ports.get(p).copied().unwrap_or_default();
+                        let c = sw.counts().ports.get(p).copied().unwrap_or_default();
                         PortStats {
                             port_no: *p,
                             rx_packets: c[0],
@@ -153,13 +153,13 @@ impl Agent {
                 let pool = control.lock();
                 let sw = pool.view();
                 let s = sw
-                    .groups
+                    .groups()
                     .iter()
                     .filter(|(id, _)| group_id == sluice_openflow::group::ALL || *id == group_id)
                     .map(|(id, g)| {
-                        let c = sw.counters.groups.get(&id).cloned().unwrap_or_default();
+                        let c = sw.counts().groups.get(&id).cloned().unwrap_or_default();
                         let refs = sw
-                            .tables
+                            .tables()
                             .iter()
                             .flat_map(|t| t.flows.values())
                             .filter(|f| flow_outputs_to(f, port::ANY, id))
@@ -184,7 +184,7 @@ impl Agent {
                 let pool = control.lock();
                 let sw = pool.view();
                 let d = sw
-                    .groups
+                    .groups()
                     .iter()
                     .map(|(id, g)| GroupDesc { typ: g.typ, group_id: id, buckets: g.buckets.to_vec() })
                     .collect();
@@ -203,17 +203,17 @@ impl Agent {
                 let pool = control.lock();
                 let sw = pool.view();
                 let s = sw
-                    .meters
+                    .meters()
                     .meters
                     .iter()
                     .filter(|(id, _)| meter_id == sluice_openflow::meter::ALL || **id == meter_id)
                     .map(|(id, m)| {
-                        let c = sw.counters.meters.get(id).cloned().unwrap_or_default();
+                        let c = sw.counts().meters.get(id).cloned().unwrap_or_default();
                         let mut bands = c.2.clone();
                         bands.resize(m.bands.len(), (0, 0));
                         let age = now.saturating_sub(m.added_ns);
                         let flows = sw
-                            .tables
+                            .tables()
                             .iter()
                             .flat_map(|t| t.flows.values())
                             .filter(|f| {
@@ -240,7 +240,7 @@ impl Agent {
                 let pool = control.lock();
                 let sw = pool.view();
                 let s = sw
-                    .meters
+                    .meters()
                     .meters
                     .iter()
                     .filter(|(id, _)| meter_id == sluice_openflow::meter::ALL || **id == meter_id)
@@ -287,7 +287,7 @@ impl Agent {
     }
 
     fn port_descs(&self) -> Vec<PortDesc> {
-        self.pool().view().ports.iter().map(|(n, p)| port_desc(*n, p)).collect()
+        self.pool().view().ports().iter().map(|(n, p)| port_desc(*n, p)).collect()
     }
 }
 

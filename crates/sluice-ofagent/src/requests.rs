@@ -48,14 +48,14 @@ impl Agent {
                 self.reply(ci, &Message::FeaturesReply(f), xid);
             }
             Message::GetConfigRequest => {
-                let c = self.pool().view().config;
+                let c = self.pool().view().config();
                 self.reply(ci, &Message::GetConfigReply(c), xid);
             }
             Message::SetConfig(c) => {
                 if self.is_slave(ci) {
                     return slave_refused(self);
                 }
-                self.pool().change(move |d: &mut OfSwitch, _| d.config = c);
+                self.pool().change(move |d: &mut OfSwitch, _| d.set_config(c));
             }
             Message::BarrierRequest => {
                 self.pool().flush();
@@ -110,24 +110,14 @@ impl Agent {
                 if self.is_slave(ci) {
                     return slave_refused(self);
                 }
-                if !self.pool().view().ports.contains_key(&pm.port_no) {
-                    let e = OfError::new(
-                        error_type::PORT_MOD_FAILED,
-                        sluice_openflow::errors::port_mod_failed::BAD_PORT,
-                        format!("port {}", pm.port_no),
-                    );
-                    return self.error(ci, raw, &e, xid);
-                }
-                let before = self.pool().view().ports.get(&pm.port_no).map(|p| p.config);
-                self.pool().change(move |d: &mut OfSwitch, _| {
-                    if let Some(p) = d.ports.get_mut(&pm.port_no) {
-                        p.config = (p.config & !pm.mask) | (pm.config & pm.mask);
-                    }
-                });
-                // Every controller hears of the new configuration, as
-                // Open vSwitch tells them.
-                if self.pool().view().ports.get(&pm.port_no).map(|p| p.config) != before {
-                    self.port_status(pm.port_no, sluice_openflow::port_reason::MODIFY);
+                let port_no = pm.port_no;
+                let changed = self.pool().try_change(move |d: &mut OfSwitch, _| d.port_mod(&pm));
+                match changed {
+                    Err(e) => self.error(ci, raw, &e, xid),
+                    // Every controller hears of the new configuration, as
+                    // Open vSwitch tells them.
+                    Ok(true) => self.port_status(port_no, sluice_openflow::port_reason::MODIFY),
+                    Ok(false) => {}
                 }
             }
             Message::TableMod { .. } => {}

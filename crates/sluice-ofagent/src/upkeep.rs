@@ -138,7 +138,7 @@ impl Agent {
         let changed: Vec<(u32, bool)> = self
             .pool()
             .view()
-            .ports
+            .ports()
             .iter()
             .filter_map(|(n, p)| {
                 let up = link_up(&p.name);
@@ -153,13 +153,11 @@ impl Agent {
         let moved = changed.clone();
         self.pool().change(move |d: &mut OfSwitch, _| {
             for &(n, up) in &moved {
-                if let Some(p) = d.ports.get_mut(&n) {
-                    p.live = up;
-                }
+                d.set_port_live(n, up);
             }
         });
         for &(n, up) in &changed {
-            let name = self.pool().view().ports.get(&n).map_or(String::new(), |p| p.name.clone());
+            let name = self.pool().view().port(n).map_or(String::new(), |p| p.name.clone());
             eprintln!("openflow: port {n} ({name}): link {}", if up { "up" } else { "down" });
             self.port_status(n, sluice_openflow::port_reason::MODIFY);
         }
@@ -169,7 +167,7 @@ impl Agent {
     /// Sends a PORT_STATUS of port `n` to every controller whose
     /// asynchronous configuration asks for `reason`.
     pub(crate) fn port_status(&mut self, n: u32, reason: u8) {
-        let Some(desc) = self.pool().view().ports.get(&n).map(|p| port_desc(n, p)) else { return };
+        let Some(desc) = self.pool().view().port(n).map(|p| port_desc(n, p)) else { return };
         let m = Message::PortStatus { reason, desc };
         self.broadcast(&m, |c| c.async_cfg.port_status_mask[c.mask_index()] & (1 << reason) != 0);
     }
@@ -187,13 +185,13 @@ impl Agent {
         let alone = !connected
             && (!self.has_controllers()
                 || now.duration_since(self.upkeep.last_controller) >= self.cfg.inactivity_probe * 3);
-        if alone != self.pool().view().fail_open {
+        if alone != self.pool().view().fail_open() {
             if alone {
                 eprintln!("openflow: no controller: standalone, forwarding as a MAC-learning switch");
             } else {
                 eprintln!("openflow: a controller is connected: the flow tables forward again");
             }
-            self.pool().change(move |d: &mut OfSwitch, _| d.fail_open = alone);
+            self.pool().change(move |d: &mut OfSwitch, _| d.set_fail_open(alone));
         }
     }
 
@@ -262,7 +260,7 @@ impl Agent {
         let any_timeout = self
             .pool()
             .view()
-            .tables
+            .tables()
             .iter()
             .any(|t| t.flows.values().any(|f| f.idle_timeout != 0 || f.hard_timeout != 0));
         if !any_timeout {
@@ -274,7 +272,7 @@ impl Agent {
         {
             let control = self.control.clone();
             let pool = control.lock();
-            for (tid, t) in pool.view().tables.iter().enumerate() {
+            for (tid, t) in pool.view().tables().iter().enumerate() {
                 for f in t.flows.values() {
                     let p = counts.get(&f.uid).map_or(0, |c| c.0);
                     let e = self.upkeep.idle.entry(f.uid).or_insert((p, f.added_ns));

@@ -32,12 +32,13 @@
 //! wider than [`KEY_WORDS`] words turns the cache off until the tables
 //! change.
 //!
-//! Concurrency: each replica has its own cache. Any change of the control
-//! plane (flows, groups, meters, ports, configuration) empties it before
-//! the replica's next packet: the worker pool calls
-//! `DataPlane::changed` after a batch of changes, and the switch's own
-//! methods that change tables, groups or meters drain the counts and
-//! empty the cache first, while the entries the counts name still exist.
+//! Concurrency: each replica has its own cache. Any change a walk
+//! depends on (flows, groups, meters, ports) empties it before the
+//! replica's next packet: the switch's change methods drain the counts
+//! and empty the cache themselves (those of tables, groups and meters
+//! first, while the entries the counts name still exist), and the worker
+//! pool calls `DataPlane::changed` after a batch of changes, which does
+//! it again.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};

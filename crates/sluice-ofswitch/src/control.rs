@@ -1,9 +1,11 @@
 //! Changes to the switch's state from the control plane: flow-mods,
-//! group-mods and port-mods, validated as OpenFlow 1.3.5 section 6.4 and
-//! 7.3.4 say and then applied.
+//! group-mods and meter-mods, validated as OpenFlow 1.3.5 section 6.4 and
+//! 7.3.4 say and then applied (port-mods, with the other changes of a
+//! port, are `OfSwitch::port_mod` in the switch).
 //!
 //! Contract: reads a decoded modification; writes the tables, groups or
-//! ports of one [`OfSwitch`] copy. The agent first applies a change to the
+//! meters of one [`OfSwitch`] copy, its flow cache emptied and the walk's
+//! native code dropped first. The agent first applies a change to the
 //! master copy (where validation errors come back as the OpenFlow error to
 //! reply with), then the same change, with the same flow uids, to every
 //! worker's replica between two batches. A change is deterministic given

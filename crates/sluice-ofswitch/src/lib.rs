@@ -6,13 +6,15 @@
 //! - [`prefix`]: the route-table template a table switches to: one
 //!   longest-prefix match instead of the classifier;
 //! - [`switch`]: the pipeline of tables, action sets and groups as a
-//!   `DataPlane` ([`OfSwitch`]), run by Sluice's live loop and bench;
+//!   `DataPlane` ([`OfSwitch`]), run by Sluice's live loop and bench, one
+//!   file per stage; its state is private, read and changed through a
+//!   typed API whose every change keeps the derived state right;
 //! - [`code`]: small tables compiled to native code;
 //! - [`cache`]: the flow cache: walks through the tables recorded once
 //!   and replayed for packets that look the same to every table;
 //! - [`meter`]: meters, their bands' token buckets and statistics;
 //! - [`normal`]: the NORMAL port's MAC learning;
-//! - [`control`]: flow-mods, group-mods and port-mods, validated and
+//! - [`control`]: flow-mods, group-mods and meter-mods, validated and
 //!   applied to every copy of the switch.
 //!
 //! The agent that speaks OpenFlow to controllers is `sluice-ofagent`.

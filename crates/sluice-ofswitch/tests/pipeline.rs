@@ -11,7 +11,7 @@ use sluice_ofswitch::{Note, OfSwitch, PortInfo};
 use sluice_openflow::errors::{bad_action, bad_instruction, bad_match, error_type, flow_mod_failed, group_mod_failed};
 use sluice_openflow::{
     flow_mod_command as fmc, flow_mod_flags, group_mod_command as gmc, group_type, packet_in_reason, port, Action,
-    Bucket, FlowMod, GroupMod, Instruction, Match, OfError, Oxm, OxmField,
+    Bucket, FlowMod, GroupMod, Instruction, Match, OfError, Oxm, OxmField, PortMod, SwitchConfig,
 };
 
 // ---------------------------------------------------------------- frames
@@ -297,6 +297,13 @@ fn notes(sw: &mut OfSwitch) -> Vec<Note> {
     v
 }
 
+/// Sets the configuration bits `mask` of port `n` to `config`'s, as a
+/// PORT_MOD does, and checks that they changed.
+fn port_mod(sw: &mut OfSwitch, n: u32, config: u32, mask: u32) {
+    let pm = PortMod { port_no: n, hw_addr: [0; 6], config, mask, advertise: 0 };
+    assert_eq!(sw.port_mod(&pm), Ok(true), "port {n}'s configuration changes");
+}
+
 fn assert_err(r: Result<Vec<sluice_ofswitch::control::Removed>, OfError>, typ: u16, code: u16) {
     match r {
         Err(e) => assert_eq!((e.typ, e.code), (typ, code), "{e:?}"),
@@ -549,8 +556,8 @@ fn write_metadata_with_mask_and_a_later_table_matches_it() {
         vec![2],
         "the mask kept the high bits 0"
     );
-    assert_eq!(sw.counters.tables[2], (0, 0), "goto skipped table 2");
-    assert_eq!(sw.counters.tables[3], (1, 1));
+    assert_eq!(sw.counts().tables[2], (0, 0), "goto skipped table 2");
+    assert_eq!(sw.counts().tables[3], (1, 1));
 }
 
 // ---------------------------------------------------------------- 3. outputs
@@ -566,7 +573,7 @@ fn outputs_in_port_all_flood_and_the_input_port_itself() {
     add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(3)])]));
     assert!(run(&mut sw, 3, &f).is_empty());
     assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![3]);
-    assert_eq!(sw.counters.unsupported_output, 0, "not sending back is no unsupported port");
+    assert_eq!(sw.counts().unsupported_output, 0, "not sending back is no unsupported port");
     add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::ALL)])]));
     assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![1, 3, 4]);
     add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::FLOOD)])]));
@@ -599,10 +606,10 @@ fn normal_learns_addresses_per_vlan_and_standalone_ignores_the_flows() {
     let mut sw = switch(3);
     add(&mut sw, 1, flow(0, 1, vec![], vec![]));
     assert!(run(&mut sw, 1, &a_to_b).is_empty());
-    sw.fail_open = true;
+    sw.set_fail_open(true);
     assert_eq!(ports_of(&run(&mut sw, 1, &a_to_b)), vec![2, 3]);
     assert_eq!(run(&mut sw, 2, &b_to_a), vec![(1, b_to_a.clone())]);
-    sw.fail_open = false;
+    sw.set_fail_open(false);
     assert!(run(&mut sw, 2, &b_to_a).is_empty(), "the flows again");
 }
 
@@ -651,11 +658,11 @@ fn packet_ins_past_the_bound_are_dropped_and_counted() {
     for _ in 0..MAX_PENDING_PACKET_INS + extra {
         run(&mut sw, 1, &f);
     }
-    assert_eq!(sw.counters.packet_ins_dropped, extra as u64);
+    assert_eq!(sw.counts().packet_ins_dropped, extra as u64);
     assert_eq!(notes(&mut sw).len(), MAX_PENDING_PACKET_INS);
     run(&mut sw, 1, &f);
     assert_eq!(notes(&mut sw).len(), 1, "a drained queue takes packet-ins again");
-    assert_eq!(sw.counters.packet_ins_dropped, extra as u64);
+    assert_eq!(sw.counts().packet_ins_dropped, extra as u64);
 }
 
 #[test]
@@ -664,7 +671,7 @@ fn no_matching_entry_drops_and_counts() {
     assert!(run(&mut sw, 1, &arp_req()).is_empty());
     assert!(notes(&mut sw).is_empty(), "no table-miss entry: no packet-in");
     assert_eq!(sw.stats().dropped, 1);
-    assert_eq!(sw.counters.tables[0], (1, 0));
+    assert_eq!(sw.counts().tables[0], (1, 0));
 }
 
 #[test]
@@ -672,27 +679,48 @@ fn port_config_no_recv_no_fwd_no_packet_in_port_down() {
     use sluice_openflow::port_config::{NO_FWD, NO_PACKET_IN, NO_RECV, PORT_DOWN};
     let mut sw = switch(4);
     add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(port::ALL), out(4), to_controller(0xffff)])]));
-    sw.ports.get_mut(&4).unwrap().config |= NO_FWD;
-    sw.changed(); // what the worker pool does after a change
+    // Each change is in force for the next packet: nothing to call after it.
+    port_mod(&mut sw, 4, NO_FWD, NO_FWD);
     let f = arp_req();
     // NO_FWD drops what any output sends to the port (ALL included).
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2, 3]);
     assert_eq!(DataPlane::counters(&sw).ports[&4][4], 2, "counted as tx dropped");
     assert_eq!(notes(&mut sw).len(), 1);
-    sw.ports.get_mut(&2).unwrap().config |= NO_PACKET_IN;
-    sw.changed();
+    port_mod(&mut sw, 2, NO_PACKET_IN, NO_PACKET_IN);
     assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![1, 3]);
     assert!(notes(&mut sw).is_empty(), "no packet-ins for packets from a NO_PACKET_IN port");
-    sw.ports.get_mut(&3).unwrap().config |= NO_RECV;
-    sw.changed();
+    port_mod(&mut sw, 3, NO_RECV, NO_RECV);
     assert!(run(&mut sw, 3, &f).is_empty());
     assert_eq!(DataPlane::counters(&sw).tables[0].0, 2, "NO_RECV drops before the tables");
     // PORT_DOWN: neither received nor sent to.
-    sw.ports.get_mut(&3).unwrap().config = PORT_DOWN;
-    sw.changed();
+    port_mod(&mut sw, 3, PORT_DOWN, !0);
     assert!(run(&mut sw, 3, &f).is_empty(), "a port configured down receives nothing");
     assert_eq!(DataPlane::counters(&sw).tables[0].0, 2, "PORT_DOWN drops before the tables");
     assert_eq!(ports_of(&run(&mut sw, 2, &f)), vec![1], "a port configured down is sent nothing");
+}
+
+/// The port changes: an unknown port is BAD_PORT (and changes nothing), a
+/// PORT_MOD that leaves the configuration as it was says so, link state
+/// and addresses change only the port named.
+#[test]
+fn port_changes_answer_what_they_did() {
+    use sluice_openflow::port_config::NO_FWD;
+    let mut sw = switch(2);
+    let pm = PortMod { port_no: 9, hw_addr: [0; 6], config: NO_FWD, mask: NO_FWD, advertise: 0 };
+    let e = sw.port_mod(&pm).unwrap_err();
+    assert_eq!((e.typ, e.code), (error_type::PORT_MOD_FAILED, sluice_openflow::errors::port_mod_failed::BAD_PORT));
+    assert_eq!(e.reason, "port 9");
+    port_mod(&mut sw, 2, NO_FWD, NO_FWD);
+    assert_eq!(sw.port_mod(&PortMod { port_no: 2, ..pm }), Ok(false), "already NO_FWD");
+    assert_eq!(sw.port(2).map(|p| p.config), Some(NO_FWD));
+    assert!(!sw.set_port_live(9, false), "no port 9");
+    assert!(!sw.set_port_live(1, true), "already up");
+    assert!(sw.set_port_live(1, false));
+    assert!(!sw.port(1).unwrap().live && sw.port(2).unwrap().live);
+    sw.set_port_address(2, [2, 0, 0, 0, 0, 0x22]);
+    sw.set_port_address(9, [2, 0, 0, 0, 0, 0x99]);
+    assert_eq!(sw.ports().values().map(|p| p.hw_addr[5]).collect::<Vec<_>>(), vec![1, 0x22]);
+    assert!(sw.port(9).is_none());
 }
 
 // ---------------------------------------------------------------- 4. actions
@@ -902,7 +930,7 @@ fn dec_ttl_ipv4_and_ipv6_and_invalid_ttl() {
     let ttl1 = eth(MAC_B, MAC_A, 0x0800, &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 1, udp_seg(1, 2, b"x")));
     assert!(run(&mut sw, 1, &ttl1).is_empty());
     assert!(notes(&mut sw).is_empty(), "flag off: dropped silently");
-    sw.config.flags |= INVALID_TTL_TO_CONTROLLER;
+    sw.set_config(SwitchConfig { flags: sw.config().flags | INVALID_TTL_TO_CONTROLLER, ..sw.config() });
     assert!(run(&mut sw, 1, &ttl1).is_empty());
     let n = notes(&mut sw);
     assert_eq!(n.len(), 1);
@@ -995,7 +1023,7 @@ fn add_replaces_an_identical_entry_and_keeps_counters_unless_reset() {
     run(&mut sw, 1, &f);
     run(&mut sw, 1, &f);
     add(&mut sw, 2, flow(0, 10, m.clone(), vec![apply(vec![out(3)])]));
-    assert_eq!(sw.tables[0].len(), 1);
+    assert_eq!(sw.tables()[0].len(), 1);
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![3]);
     assert_eq!(sw.flow_counts()[&2], (3, 3 * f.len() as u64), "counters carried over");
     let mut fm = flow(0, 10, m.clone(), vec![apply(vec![out(4)])]);
@@ -1006,7 +1034,7 @@ fn add_replaces_an_identical_entry_and_keeps_counters_unless_reset() {
     assert!(!sw.flow_counts().contains_key(&1) && !sw.flow_counts().contains_key(&2), "replaced uids forgotten");
     // Another priority is another entry.
     add(&mut sw, 4, flow(0, 11, m, vec![apply(vec![out(1)])]));
-    assert_eq!(sw.tables[0].len(), 2);
+    assert_eq!(sw.tables()[0].len(), 2);
 }
 
 #[test]
@@ -1026,7 +1054,7 @@ fn check_overlap_refuses_an_overlapping_entry_of_equal_priority() {
     let mut disjoint = flow(0, 10, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[11, 0, 0, 1])], vec![]);
     disjoint.flags = flow_mod_flags::CHECK_OVERLAP;
     sw.flow_mod(&disjoint, 3, 0).unwrap();
-    assert_eq!(sw.tables[0].len(), 3);
+    assert_eq!(sw.tables()[0].len(), 3);
 }
 
 #[test]
@@ -1066,8 +1094,8 @@ fn modify_non_strict_strict_and_cookie_filter() {
     sw.flow_mod(&s, 99, 0).unwrap();
     assert_eq!(ports_of(&run(&mut sw, 1, &to(1))), vec![4]);
     assert_eq!(ports_of(&run(&mut sw, 1, &to(2))), vec![3]);
-    assert_eq!(sw.tables[0].len(), 3, "modify adds nothing");
-    assert_eq!(sw.tables[0].flows[&1].cookie, 0x100, "modify keeps the cookie");
+    assert_eq!(sw.tables()[0].len(), 3, "modify adds nothing");
+    assert_eq!(sw.tables()[0].flows[&1].cookie, 0x100, "modify keeps the cookie");
 }
 
 #[test]
@@ -1085,7 +1113,7 @@ fn delete_non_strict_out_port_all_tables_and_strict() {
     ids.sort();
     assert_eq!(ids, vec![(0, 2), (1, 3)]);
     assert!(removed.iter().all(|r| r.reason == sluice_openflow::flow_removed_reason::DELETE));
-    assert_eq!((sw.tables[0].len(), sw.tables[1].len()), (1, 1));
+    assert_eq!((sw.tables()[0].len(), sw.tables()[1].len()), (1, 1));
     // Strict: priority must match too.
     let s = cmd(flow(0, 11, vec![ipv4_type(), oxm(OxmField::Ipv4Dst, &[10, 0, 0, 1])], vec![]), fmc::DELETE_STRICT);
     assert!(sw.flow_mod(&s, 0, 0).unwrap().is_empty());
@@ -1102,7 +1130,7 @@ fn delete_non_strict_out_port_all_tables_and_strict() {
     // Empty match, all tables: everything.
     let all = sw.flow_mod(&cmd(flow(sluice_openflow::table::ALL, 0, vec![], vec![]), fmc::DELETE), 0, 0).unwrap();
     assert_eq!(all.len(), 2);
-    assert!(sw.tables.iter().all(|t| t.is_empty()));
+    assert!(sw.tables().iter().all(|t| t.is_empty()));
     assert!(run(&mut sw, 1, &udp4([10, 0, 0, 1], [10, 0, 0, 1], 1, 2)).is_empty());
 }
 
@@ -1151,7 +1179,7 @@ fn flow_mod_errors() {
         error_type::BAD_ACTION,
         bad_action::BAD_OUT_PORT,
     );
-    assert!(sw.tables.iter().all(|t| t.is_empty()), "nothing added");
+    assert!(sw.tables().iter().all(|t| t.is_empty()), "nothing added");
 }
 
 // ---------------------------------------------------------------- 6. groups
@@ -1179,8 +1207,8 @@ fn group_all_indirect_and_counters() {
     assert_eq!(o[2].1, f, "a bucket's change stays in its copy");
     assert_eq!(o[3].1, f, "and does not reach the actions after the group");
     let len = f.len() as u64;
-    assert_eq!(sw.counters.groups[&1], (1, len, vec![(1, len), (1, len), (1, len)]));
-    assert_eq!(sw.counters.groups[&2], (1, len, vec![(1, len)]));
+    assert_eq!(sw.counts().groups[&1], (1, len, vec![(1, len), (1, len), (1, len)]));
+    assert_eq!(sw.counts().groups[&2], (1, len, vec![(1, len)]));
 }
 
 #[test]
@@ -1247,17 +1275,14 @@ fn group_fast_failover_takes_the_first_live_bucket() {
     add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![Action::Group(1)])]));
     let f = arp_req();
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2]);
-    sw.ports.get_mut(&2).unwrap().live = false;
-    sw.changed(); // what the worker pool does after a change
+    assert!(sw.set_port_live(2, false));
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![3]);
-    sw.ports.get_mut(&3).unwrap().config |= sluice_openflow::port_config::PORT_DOWN;
-    sw.changed(); // what the worker pool does after a change
+    let down = sluice_openflow::port_config::PORT_DOWN;
+    port_mod(&mut sw, 3, down, down);
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![4]);
-    sw.ports.get_mut(&4).unwrap().live = false;
-    sw.changed(); // what the worker pool does after a change
+    assert!(sw.set_port_live(4, false));
     assert!(run(&mut sw, 1, &f).is_empty(), "no live bucket: dropped");
-    sw.ports.get_mut(&2).unwrap().live = true;
-    sw.changed(); // what the worker pool does after a change
+    assert!(sw.set_port_live(2, true));
     assert_eq!(ports_of(&run(&mut sw, 1, &f)), vec![2]);
 }
 
@@ -1288,8 +1313,8 @@ fn group_mod_errors_and_delete_removes_users() {
     ids.sort();
     assert_eq!(ids, vec![1, 2]);
     assert!(removed.iter().all(|r| r.reason == sluice_openflow::flow_removed_reason::GROUP_DELETE));
-    assert!(sw.groups.is_empty());
-    assert_eq!(sw.tables[0].len(), 1);
+    assert!(sw.groups().is_empty());
+    assert_eq!(sw.tables()[0].len(), 1);
 }
 
 // ---------------------------------------------------------------- 7. packet-out
@@ -1319,7 +1344,7 @@ fn packet_out_to_table_runs_the_pipeline_then_later_actions_see_the_frame() {
     let f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
     let o = packet_out(&mut sw, 3, &[out(port::TABLE), out(2)], &f);
     assert_eq!(o, vec![(4, f.clone()), (2, f)]);
-    assert_eq!(sw.counters.tables[0], (1, 1));
+    assert_eq!(sw.counts().tables[0], (1, 1));
 }
 
 // ---------------------------------------------------------------- 8. counters
@@ -1368,7 +1393,7 @@ fn counters_of_flows_tables_ports_and_replicas() {
 fn the_flow_cache_changes_nothing_but_speed() {
     let build = |cache: bool| {
         let mut sw = switch(4);
-        sw.flow_cache = cache;
+        sw.set_flow_cache(cache);
         sw.group_mod(&group(
             1,
             group_type::ALL,
@@ -1498,8 +1523,7 @@ fn the_flow_cache_changes_nothing_but_speed() {
                     .unwrap();
                 }
                 3 => {
-                    sw.ports.get_mut(&3).unwrap().live = false;
-                    sw.changed(); // what the worker pool does after a change
+                    sw.set_port_live(3, false);
                 }
                 _ => {}
             }
@@ -1511,11 +1535,11 @@ fn the_flow_cache_changes_nothing_but_speed() {
         assert_eq!(notes(&mut cached), notes(&mut plain), "packet-ins after step {step}");
     }
     assert!(
-        cached.counters.cache_hits > 4 * cached.counters.cache_misses,
+        cached.counts().cache_hits > 4 * cached.counts().cache_misses,
         "mostly replays: {:?}",
-        (cached.counters.cache_hits, cached.counters.cache_misses)
+        (cached.counts().cache_hits, cached.counts().cache_misses)
     );
-    assert_eq!(plain.counters.cache_hits, 0);
+    assert_eq!(plain.counts().cache_hits, 0);
     let mut fc: Vec<_> = cached.flow_counts().into_iter().collect();
     let mut fp: Vec<_> = plain.flow_counts().into_iter().collect();
     fc.sort();
@@ -1553,7 +1577,7 @@ fn the_flow_cache_changes_nothing_but_speed() {
 fn next_hop_groups_count_on_the_fast_path() {
     for cache in [true, false] {
         let mut sw = switch(4);
-        sw.flow_cache = cache;
+        sw.set_flow_cache(cache);
         let nh = vec![set(OxmField::EthDst, &[2, 0, 0, 0, 0, 9]), Action::DecNwTtl, out(3)];
         sw.group_mod(&group(7, group_type::INDIRECT, vec![bucket(nh.clone())])).unwrap();
         add(&mut sw, 1, flow(0, 1, vec![], vec![Instruction::GotoTable(1)]));
@@ -1673,7 +1697,7 @@ fn small_tables_on_native_code_find_what_the_scan_finds() {
 #[test]
 fn the_walk_in_native_code_changes_nothing_but_speed() {
     let mut interpreted = switch(4);
-    interpreted.flow_cache = false;
+    interpreted.set_flow_cache(false);
     let goto = |t| Instruction::GotoTable(t);
     let mut flows = vec![
         // Table 0 (scanned): by input port, to table 1, 2, an empty table,
@@ -1720,7 +1744,7 @@ fn the_walk_in_native_code_changes_nothing_but_speed() {
         for (port, f) in &frames {
             assert_eq!(run(a, *port, f), run(b, *port, f), "frame from port {port}: {f:02x?}");
         }
-        assert_eq!(a.counters.tables, b.counters.tables, "table lookups and matches");
+        assert_eq!(a.counts().tables, b.counts().tables, "table lookups and matches");
         assert_eq!(a.flow_counts(), b.flow_counts(), "flow entries' counts");
     };
     same(&mut interpreted, &mut native);

@@ -227,7 +227,7 @@ pub fn run(a: &OpenflowBenchArgs) -> Result<(), String> {
     let mut p4 = p4_router(a.entries, a.layout)?;
     let traffic = std::mem::take(&mut p4.traffic);
     let mut of = openflow_router(a.entries, a.layout)?;
-    of.flow_cache = a.flow_cache;
+    of.set_flow_cache(a.flow_cache);
     if a.table_code {
         for (t, code) in of.compile_tables() {
             of.install_code(t, code);
@@ -308,7 +308,7 @@ mod tests {
         for (layout, routes) in cases {
             let traffic = router_traffic(500, routes, layout);
             let mut of = openflow_router(routes, layout).unwrap();
-            assert_eq!(of.tables[1].runs_prefix(), routes as usize >= sluice_ofswitch::table::PREFIX_MIN);
+            assert_eq!(of.tables()[1].runs_prefix(), routes as usize >= sluice_ofswitch::table::PREFIX_MIN);
             let mut p4 = p4_router(routes, layout).unwrap();
             check_same_output(&mut of, &mut p4.data_plane, &traffic).unwrap();
             // Again, now through the flow cache's replays.

@@ -159,7 +159,7 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     }
     let inactivity_probe = Duration::from_secs_f64(a.inactivity_probe);
     let mut sw = OfSwitch::new(infos);
-    sw.flow_cache = !a.no_flow_cache;
+    sw.set_flow_cache(!a.no_flow_cache);
     // Packet-ins wait for the agent in a bounded channel; when it is full the workers drop them and count it.
     let (sink, notes) = sluice_ofagent::packet_in_channel();
     let cfg = LiveConfig { ports, offload: a.offload, workers: a.workers.max(1), ..LiveConfig::default() };
@@ -174,9 +174,8 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     if let Some(name) = a.local.clone() {
         let (mac, up) = (mac_of(&name), sluice_ports::link_is_up(&name));
         node.control().lock().commit(move |d: &mut OfSwitch, _| {
-            if let Some(p) = d.ports.get_mut(&sluice_openflow::port::LOCAL) {
-                (p.hw_addr, p.live) = (mac, up);
-            }
+            d.set_port_address(sluice_openflow::port::LOCAL, mac);
+            d.set_port_live(sluice_openflow::port::LOCAL, up);
         });
     }
     let agent_cfg = AgentConfig {
@@ -195,7 +194,7 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     let done = node.run();
     let (hits, misses, tables, code) = done.control.view(|d| {
         let code = if a.show_code { d.code_listing() } else { String::new() };
-        (d.counters.cache_hits, d.counters.cache_misses, d.describe_tables(), code)
+        (d.counts().cache_hits, d.counts().cache_misses, d.describe_tables(), code)
     });
     eprintln!("openflow: flow cache: {hits} packets replayed a cached walk, {misses} walked the tables");
     for t in tables {
