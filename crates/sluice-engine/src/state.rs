@@ -177,9 +177,14 @@ pub struct State {
     pub dropped: u64,
     /// Per table, the lookups this replica made: `[hits, misses]` (the
     /// interpreter counts in `Exec::apply_table`, the helpers of generated
-    /// code when they hand a result back, generated code itself for the
-    /// hits it resolves inline).
+    /// code when they hand a result back; the hits generated code resolves
+    /// inline are counted by it, or, for the batch function, added after
+    /// each call from its edge counts, see `jit::flow`).
     pub lookups: Vec<[u64; 2]>,
+    /// Per table, the applies the helpers resolved during the current call
+    /// of the batch function (zero between calls): its inline hits are its
+    /// applies less these.
+    pub resolved: Vec<u64>,
 }
 
 impl State {
@@ -216,6 +221,7 @@ impl State {
             digests: Vec::new(),
             dropped: 0,
             lookups: vec![[0; 2]; plan.tables.len()],
+            resolved: vec![0; plan.tables.len()],
         };
         for (ti, t) in plan.tables.iter().enumerate() {
             for (ei, ce) in t.const_entries.iter().enumerate() {

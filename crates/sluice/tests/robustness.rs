@@ -507,7 +507,8 @@ const BATCH_DIFFERENTIAL_CASES: u32 = 200;
 /// with bit flips, and random bytes, must give the same packets on the
 /// same ports in the same order, each tagged with the index of the input
 /// it came from; state carries over between batches, so counters,
-/// registers and meters must evolve alike too.
+/// registers and meters must evolve alike too, and so must each table's
+/// count of hits and misses.
 #[test]
 fn batched_compiled_and_packet_by_packet_interpreted_switches_agree() {
     let emitted = for_each_program("batched compiled vs interpreted", |p, sw, last| {
@@ -551,6 +552,20 @@ fn batched_compiled_and_packet_by_packet_interpreted_switches_agree() {
                     return Err(TestCaseError::fail(format!(
                         "compiled emitted {compiled:?}\n    interpreted emitted {interpreted:?}"
                     )));
+                }
+                // Every table lookup counted once, as a hit or a miss, on
+                // whichever path resolved it (generated code, a helper, the
+                // interpreter): the telemetry's figures.
+                let (a, b) = (sw.borrow(), twin.borrow());
+                for t in 0..a.program().tables.len() {
+                    if a.table_lookups(t) != b.table_lookups(t) {
+                        return Err(TestCaseError::fail(format!(
+                            "table {}: compiled counted [hits, misses] {:?}, interpreted {:?}",
+                            a.program().tables[t].name,
+                            a.table_lookups(t),
+                            b.table_lookups(t)
+                        )));
+                    }
                 }
                 *total.borrow_mut() += compiled.len() as u64;
                 Ok(())

@@ -11,6 +11,7 @@
 //! compile-time asserts keep the layouts that generated code assumes (one
 //! context inside another, fixed sizes) from changing unnoticed.
 
+use super::flow::EDGE_SLOTS;
 use std::ffi::c_void;
 
 use crate::control::Exec;
@@ -50,8 +51,13 @@ pub struct JitCtx {
     /// In: one [`RegisterView`] per register array of the plan.
     registers: *const RegisterView,
     /// In: the replica's lookup counts, `[hits, misses]` per table
-    /// (`State::lookups`): generated code counts the hits it resolves inline.
+    /// (`State::lookups`): generated code outside the batch function counts
+    /// the hits it resolves inline here.
     lookups: *mut [u64; 2],
+    /// In: set when the batch function derives its inline hits from edge
+    /// counts (see `jit::flow`): the table helpers then also count the
+    /// applies they resolve (`State::resolved`).
+    pub(super) count_resolved: u64,
     /// Set when a helper ran engine code, which may write any PHV field:
     /// the next packet on this PHV then needs the full setup
     /// ([`SETUP_FULL`]), not only the slots generated code writes.
@@ -92,6 +98,7 @@ impl JitCtx {
             counters: views.counters.as_ptr(),
             registers: views.registers.as_ptr(),
             lookups: ex.state.lookups.as_mut_ptr(),
+            count_resolved: 0,
             // A PHV of unknown history: the first setup on it is full.
             dirty: 1,
             meta_fresh: 1,
@@ -346,11 +353,15 @@ impl PktResult {
 
 /// What the batch function reads besides the two contexts it sits beside
 /// in [`FastContexts`]: the packets and where each packet's bytes and
-/// result go.
+/// result go; and where it counts the hits it resolves inline.
 #[repr(C)]
 pub(super) struct BatchCtx {
     pub(super) pkts: *const PktRef,
     pub(super) n: u64,
+    /// Out: the counted edges of the pipelines' graphs (see `jit::flow`),
+    /// folded into `State::lookups` and cleared after each call. Here, beside
+    /// the context pointer, a count is one add to memory.
+    pub(super) edges: [u64; EDGE_SLOTS],
     /// Packet `i`'s headers go to `out + 16 * i * stride16`.
     pub(super) out: *mut u8,
     /// The areas' stride divided by 16 (a multiple of 64 bytes): generated
@@ -371,6 +382,7 @@ pub(super) const B_PKTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, p
 pub(super) const B_N: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, n) as i32;
 pub(super) const B_OUT: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, out) as i32;
 pub(super) const B_STRIDE16: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, stride16) as i32;
+pub(super) const B_EDGES: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, edges) as i32;
 pub(super) const B_RESULTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, results) as i32;
 const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
 const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);

@@ -10,8 +10,9 @@
 //! - writes: per packet, the PHV (a setup, then parsing and forwarding),
 //!   its output area (`out + 16 * i * stride16`: headers, then the
 //!   payload for a transmitted packet) and its `PktResult`; the stashed
-//!   checksum sums (`JitCtx::stash`); clears `JitCtx::dirty` and
-//!   `meta_fresh` when set;
+//!   checksum sums (`JitCtx::stash`); the counted edges of the pipelines'
+//!   graphs (`BatchCtx::edges`, see `jit::flow`); clears `JitCtx::dirty`
+//!   and `meta_fresh` when set;
 //! - leaves: by returning the index of the first packet that needs the
 //!   general path (status 1 or 3; its PHV is left as the forwarding
 //!   function left it), or the number of packets when none does.
@@ -25,6 +26,7 @@ use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
 
 use super::abi::{B_N, B_OUT, B_PKTS, B_RESULTS, B_STRIDE16, OFF_DIRTY, OFF_META_FRESH, PARSE_FROM_FWD, SETUP_WRITTEN};
+use super::flow::{BatchFlow, FlowPlan};
 use super::forward::emit_forward;
 use super::gen::{band_u, mem, Gen, Mem};
 use super::module::{declare_context_function, define, generate};
@@ -39,7 +41,9 @@ use crate::plan::Plan;
 /// [`PktResult`]; it stops after the first packet that needs the general
 /// path and returns its index (the number of packets when none does). Why:
 /// per packet, the Rust loop around the two calls cost about a quarter of
-/// the instructions of the whole path.
+/// the instructions of the whole path. With it, how its tables' applies
+/// follow from its edge counts (see `jit::flow`), unless it counts its
+/// inline hits one by one.
 ///
 /// [`BatchCtx`]: super::abi::BatchCtx
 /// [`PktResult`]: super::abi::PktResult
@@ -53,8 +57,9 @@ pub(super) fn compile_batch(
     parser: &ParserShape,
     forward: &ForwardShape,
     fwd_written: &BTreeSet<u32>,
-) -> Result<FuncId, String> {
+) -> Result<(FuncId, Option<BatchFlow>), String> {
     let (id, mut ctx) = declare_context_function(module, "sluice_batch", 3, true)?;
+    let mut flow = Ok(None);
     // The argument is the forwarding function's context, with the parser's
     // and the batch's beside it (see `FastContexts`).
     generate(plan, module, helpers, fctx, &mut ctx, false, &mut JitStats::default(), |g, fc| {
@@ -64,6 +69,9 @@ pub(super) fn compile_batch(
         };
         let pc = g.b.ins().iadd_imm_s(fc, PARSE_FROM_FWD);
         g.ctx = fc;
+        // Inline hits follow from a few edge counts (see `jit::flow`),
+        // unless the program has too many edges to count.
+        g.flow = Some(FlowPlan::new(plan)).filter(FlowPlan::fits);
         // Only the PHV's two pointers stay in registers. The table views,
         // counters and registers, like the batch's own fields (packets,
         // areas, results), are loaded where they are used: kept across the
@@ -199,13 +207,18 @@ pub(super) fn compile_batch(
 
         g.b.switch_to_block(stop);
         let at = g.b.block_params(stop)[0];
+        flow = match (g.flow.take(), g.flow_overflow) {
+            (Some(_), true) => Err("too many counted edges in the pipelines' graphs".to_string()),
+            (f, _) => Ok(f.map(|f| f.finish(plan))),
+        };
         let v = g.b.ins().ushr_imm_u(at, 4);
         g.b.ins().return_(&[v]);
     });
     listing
         .push_str(&format!("; batch function (parser and forwarding function per packet)\n{}\n", ctx.func.display()));
+    let flow = flow?;
     define(module, id, &mut ctx, "sluice_batch")?;
-    Ok(id)
+    Ok((id, flow))
 }
 
 /// Generates a copy of `n` bytes (known at run time) from `src` to `dst`

@@ -18,6 +18,7 @@
 //!   `Forward`). Emitted inside the batch function, it jumps to the batch's
 //!   block with the status, port, header length and output area instead.
 
+use super::flow::DROPPED_AFTER_INGRESS;
 use std::collections::BTreeSet;
 
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -138,7 +139,18 @@ pub(super) fn emit_forward(
     }
     let spec = read_or_zero(g, spec_f);
     let drop = g.b.ins().icmp_imm_u(IntCC::Equal, spec, crate::v1model::DROP_PORT as i64);
-    bail_if(g, drop, 2, no_port);
+    if g.flow.is_some() {
+        // Counted: egress's entries are the packets that reach it (see `jit::flow`).
+        let out = g.b.create_block();
+        let cont = g.b.create_block();
+        g.b.ins().brif(drop, out, &[], cont, &[]);
+        g.b.switch_to_block(out);
+        g.count_edge_slot(DROPPED_AFTER_INGRESS);
+        ret_with(g, 2, no_port);
+        g.b.switch_to_block(cont);
+    } else {
+        bail_if(g, drop, 2, no_port);
+    }
     // Egress standard metadata, as `Switch::egress_pipeline` sets them.
     let port = spec;
     if egress_std_unread(plan, &shape.sums, &shape.fields) {

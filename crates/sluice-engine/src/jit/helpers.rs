@@ -70,19 +70,25 @@ unsafe fn settle(ctx: *mut JitCtx) -> bool {
 
 pub(super) extern "C" fn h_table(ctx: *mut JitCtx, ti: u32) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    unsafe { table_result(ctx, |ex, data| ex.apply_table_for_jit(ti as usize, data)) }
+    unsafe { table_result(ctx, ti, |ex, data| ex.apply_table_for_jit(ti as usize, data)) }
 }
 
-/// Runs a table helper's work `f` on the context's `Exec` and data area;
-/// when the table was applied by the interpreter (a negative result),
-/// settles the context as `settle` says. The one body of the table helpers.
+/// Runs a table helper's work `f` for table `ti` on the context's `Exec`
+/// and data area; when the table was applied by the interpreter (a
+/// negative result), settles the context as `settle` says. The one body of
+/// the table helpers: in the batch function it also counts the apply as
+/// resolved here (`State::resolved`, see `jit::flow`).
 ///
 /// # Safety
 /// `ctx` must be the live context of a running compiled pipeline.
 #[inline(always)]
-unsafe fn table_result(ctx: *mut JitCtx, f: impl FnOnce(&mut Exec<'_>, &mut [u8; 64]) -> i64) -> i64 {
+unsafe fn table_result(ctx: *mut JitCtx, ti: u32, f: impl FnOnce(&mut Exec<'_>, &mut [u8; 64]) -> i64) -> i64 {
+    let count = (*ctx).count_resolved != 0;
     // A non-negative result hands the action back: the lookup wrote no field.
     let (ex, data) = exec_reading(ctx);
+    if count {
+        ex.state.resolved[ti as usize] += 1;
+    }
     let r = f(ex, data);
     if r < 0 {
         // The interpreter ran the table's action (`settle` marks the PHV dirty).
@@ -131,7 +137,7 @@ pub(super) extern "C" fn h_indirect(ctx: *mut JitCtx, ti: u32, rec: *const HotEn
     let hot = unsafe { *rec };
     // SAFETY: called only by generated code with its live context.
     unsafe {
-        table_result(ctx, |ex, data| match ex.indirect_for_jit(ti as usize, &hot, data) {
+        table_result(ctx, ti, |ex, data| match ex.indirect_for_jit(ti as usize, &hot, data) {
             Some(r) => {
                 // A hit the inline lookup found (`State::lookups`).
                 ex.state.lookups[ti as usize][0] += 1;
@@ -146,14 +152,14 @@ pub(super) extern "C" fn h_indirect(ctx: *mut JitCtx, ti: u32, rec: *const HotEn
 /// `Gen::word_lookup`).
 pub(super) extern "C" fn h_table_words(ctx: *mut JitCtx, ti: u32, w0: u64, w1: u64, w2: u64, w3: u64) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    unsafe { table_result(ctx, |ex, data| ex.apply_table_words_for_jit(ti as usize, [w0, w1, w2, w3], data)) }
+    unsafe { table_result(ctx, ti, |ex, data| ex.apply_table_words_for_jit(ti as usize, [w0, w1, w2, w3], data)) }
 }
 
 /// `h_table` for a table whose integer key generated code built (see
 /// `Gen::inline_lookup`).
 pub(super) extern "C" fn h_table_key(ctx: *mut JitCtx, ti: u32, key: u64) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    unsafe { table_result(ctx, |ex, data| ex.apply_table_key_for_jit(ti as usize, key, data)) }
+    unsafe { table_result(ctx, ti, |ex, data| ex.apply_table_key_for_jit(ti as usize, key, data)) }
 }
 
 /// Executes cell `i` of meter array `arr` for the running packet (as the

@@ -59,12 +59,15 @@
 //!   generated functions, code sizes and the perf map.
 //! - `loadfwd`: the passes `module` runs on each generated function before
 //!   Cranelift compiles it (load forwarding across blocks, selects whose
-//!   condition is decided).
+//!   condition is decided);
+//! - `flow`: which edges of the pipelines' graphs the batch function
+//!   counts, and each table's applies (so its inline hits) from them.
 //!
 //! [`TableView`]: crate::tables::TableView
 
 mod abi;
 mod batch;
+mod flow;
 mod forward;
 mod gen;
 mod helpers;
@@ -136,6 +139,9 @@ pub struct CompiledPipelines {
     forward: Option<ForwardFn>,
     /// The parser and the forwarding function over a batch of packets (see `compile_batch`).
     batch: Option<BatchFn>,
+    /// How the batch function's inline hits follow from its edge counts
+    /// (see `flow`); `None` when it counts them one by one.
+    batch_flow: Option<flow::BatchFlow>,
     /// The lookahead parser with the prefetchable tables' keys (see `compile_keys`).
     keys: Option<(KeysFn, u64, Option<KeyReads>)>,
     /// Bytes the forwarding function may write to its output buffer.
@@ -232,7 +238,8 @@ impl CompiledPipelines {
         assert_eq!(views.tables.len(), ex.plan.tables.len(), "one table view per table");
         assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
         // The batch function points `out` at each packet's area.
-        let fwd = JitCtx::for_exec(ex, std::ptr::null_mut(), views);
+        let mut fwd = JitCtx::for_exec(ex, std::ptr::null_mut(), views);
+        fwd.count_resolved = u64::from(self.batch_flow.is_some());
         FastContexts {
             parse: ParseCtx {
                 exec: std::ptr::null_mut(),
@@ -254,6 +261,7 @@ impl CompiledPipelines {
                 out: std::ptr::null_mut(),
                 stride16: 0,
                 results: std::ptr::null_mut(),
+                edges: [0; flow::EDGE_SLOTS],
             },
         }
     }
@@ -294,13 +302,12 @@ impl CompiledPipelines {
             out.resize(stride * pkts.len(), 0);
         }
         cx.fwd.exec = ex as *mut Exec<'_> as *mut c_void;
-        cx.batch = BatchCtx {
-            pkts: pkts.as_ptr(),
-            n: pkts.len() as u64,
-            out: out.as_mut_ptr(),
-            stride16: stride as u64 / 16,
-            results: results.as_mut_ptr(),
-        };
+        // (`edges` stays as the last call left it: zero.)
+        cx.batch.pkts = pkts.as_ptr();
+        cx.batch.n = pkts.len() as u64;
+        cx.batch.out = out.as_mut_ptr();
+        cx.batch.stride16 = stride as u64 / 16;
+        cx.batch.results = results.as_mut_ptr();
         // SAFETY: the parser reads at most each packet's `len` bytes of its
         // (live) slice and writes inside the PHV of `ex`, which the contexts
         // point at; at `out + i * stride` the forwarding function writes at
@@ -308,6 +315,12 @@ impl CompiledPipelines {
         // more (the stride covers both); views are current for this batch,
         // and the helpers reach `ex`, alive for the call.
         let done = unsafe { f(&mut cx.fwd) } as usize;
+        if let Some(flow) = &self.batch_flow {
+            let ran = if done < pkts.len() { done + 1 } else { pkts.len() };
+            let after_ingress = done < pkts.len() && matches!(results[done].outcome().1, Forward::AfterIngress);
+            let state = &mut *ex.state;
+            flow.fold(&mut cx.batch.edges, ran as u64, after_ingress, &mut state.lookups, &mut state.resolved);
+        }
         if done < pkts.len() && cx.fwd.meta_fresh == 0 {
             // The general path goes on with this packet's metadata.
             fresh_meta(ex.meta, pkts[done].len);
@@ -464,6 +477,10 @@ impl CompiledPipelines {
             }
             _ => None,
         };
+        let (batch_id, batch_flow) = match batch_id {
+            Some((id, flow)) => (Some(id), flow),
+            None => (None, None),
+        };
         let keys_id = match &pshape {
             // A PSA program's packets are never parsed ahead (see `Switch::process_batch_at`).
             Some(_) if plan.psa.is_some() => None,
@@ -519,6 +536,7 @@ impl CompiledPipelines {
             parser_setup,
             forward,
             batch,
+            batch_flow,
             keys,
             forward_out: forward_hdr_max(plan),
             listing,

@@ -192,15 +192,17 @@ impl Gen<'_, '_, '_> {
     pub(super) fn after_action(&mut self, end: ActionEnd, next: Option<Node>) {
         match end {
             ActionEnd::Continue => {
-                let n = self.block_for(next);
+                let n = self.edge_to(next);
                 self.b.ins().jump(n, &[]);
             }
             ActionEnd::Exit => {
-                self.b.ins().jump(self.ret, &[]);
+                let end = self.edge_to(None);
+                self.b.ins().jump(end, &[]);
             }
             ActionEnd::Dynamic(exit) => {
-                let n = self.block_for(next);
-                self.b.ins().brif(exit, self.ret, &[], n, &[]);
+                let n = self.edge_to(next);
+                let end = self.edge_to(None);
+                self.b.ins().brif(exit, end, &[], n, &[]);
             }
         }
     }

@@ -151,7 +151,7 @@ impl Gen<'_, '_, '_> {
             let call = self.call(self.h_cond, &[self.ctx, ci]);
             self.b.inst_results(call)[0]
         };
-        let (t, f) = (self.block_for(cp.true_next), self.block_for(cp.false_next));
+        let (t, f) = (self.edge_to(cp.true_next), self.edge_to(cp.false_next));
         self.b.ins().brif(v, t, &[], f, &[]);
     }
 }

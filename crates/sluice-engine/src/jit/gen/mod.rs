@@ -10,7 +10,7 @@ mod checksum;
 mod expr;
 mod table;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cranelift_codegen::ir::{types, AliasRegionData, Block, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::FunctionBuilder;
@@ -18,8 +18,10 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
 
 use super::abi::{
-    DATA_LEN, HOT_RECORD, OFF_COUNTERS, OFF_DATA, OFF_LEN, OFF_REGISTERS, OFF_SLOTS, OFF_VALID, OFF_VIEWS, OFF_WIRE,
+    B_EDGES, DATA_LEN, HOT_RECORD, OFF_COUNTERS, OFF_DATA, OFF_LEN, OFF_REGISTERS, OFF_SLOTS, OFF_VALID, OFF_VIEWS,
+    OFF_WIRE,
 };
+use super::flow::FlowPlan;
 use super::shape::SumStash;
 use super::JitStats;
 use crate::expr::Fast;
@@ -245,7 +247,23 @@ pub(super) struct Gen<'p, 'b, 'f> {
     /// its sum the end of parsing computes (batch function only, see
     /// [`SumStash`]).
     pub(super) stash: Vec<Option<SumStash>>,
+    /// The batch function's counted edges (see `jit::flow`): jumps
+    /// between nodes go through [`Gen::edge_to`]. `None` elsewhere, where
+    /// inline hits are counted one by one (`Gen::count_inline_hit`).
+    pub(in crate::jit) flow: Option<FlowPlan>,
+    /// Set when an edge the flow plan did not foresee found no slot left.
+    pub(in crate::jit) flow_overflow: bool,
+    /// The node being generated (`None`: the pipeline's entry).
+    node: Option<Node>,
+    /// Pipelines generated so far (0 ingress, 1 egress).
+    bodies: usize,
+    /// Per counted edge of the current pipeline, its counting block (see
+    /// [`Gen::edge_to`]); filled at the pipeline's end.
+    chords: BTreeMap<EdgeKey, (Block, usize, Block)>,
 }
+
+/// An edge between two nodes' keys (`None`: the pipeline's entry or end).
+type EdgeKey = (Option<(u8, u32)>, Option<(u8, u32)>);
 
 fn node_key(n: Node) -> (u8, u32) {
     match n {
@@ -291,6 +309,11 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             track: Vec::new(),
             len: None,
             stash: Vec::new(),
+            flow: None,
+            flow_overflow: false,
+            node: None,
+            bodies: 0,
+            chords: BTreeMap::new(),
         }
     }
 }
@@ -329,15 +352,61 @@ impl Gen<'_, '_, '_> {
     pub(super) fn body(&mut self, init: Option<Node>, after: Block) {
         self.ret = after;
         self.blocks.clear();
-        let first = self.block_for(init);
+        if let Some(f) = &mut self.flow {
+            f.begin(self.bodies);
+        }
+        self.bodies += 1;
+        self.node = None;
+        let first = self.edge_to(init);
         self.b.ins().jump(first, &[]);
         while let Some((n, blk)) = self.work.pop() {
             self.b.switch_to_block(blk);
+            self.node = Some(n);
             match n {
                 Node::Cond(c) => self.cond(c),
                 Node::Table(t) => self.table(t),
             }
         }
+        // The counted edges: one add to `BatchCtx::edges`, then the target.
+        for (_, (blk, slot, target)) in std::mem::take(&mut self.chords) {
+            self.b.switch_to_block(blk);
+            self.count_edge_slot(slot);
+            self.b.ins().jump(target, &[]);
+        }
+    }
+
+    /// The block a jump from the current node to `to` (`None`: the
+    /// pipeline's end) goes to: `to`'s own, or, in the batch function, for
+    /// an edge the flow plan counts, a block that counts it first.
+    pub(super) fn edge_to(&mut self, to: Option<Node>) -> Block {
+        let target = self.block_for(to);
+        let Some(flow) = &mut self.flow else { return target };
+        match flow.edge(self.node, to) {
+            Ok(None) => target,
+            Ok(Some(slot)) => {
+                let key = (self.node.map(node_key), to.map(node_key));
+                if let Some((blk, _, _)) = self.chords.get(&key) {
+                    return *blk;
+                }
+                let blk = self.b.create_block();
+                self.chords.insert(key, (blk, slot, target));
+                blk
+            }
+            Err(()) => {
+                self.flow_overflow = true;
+                target
+            }
+        }
+    }
+
+    /// Adds one to slot `slot` of `BatchCtx::edges` (batch function only).
+    pub(in crate::jit) fn count_edge_slot(&mut self, slot: usize) {
+        let off = B_EDGES + 8 * slot as i32;
+        let mf = mem(self.b, Mem::Counters);
+        let n = self.b.ins().load(types::I64, mf, self.ctx, off);
+        let n = self.b.ins().iadd_imm_u(n, 1);
+        let mf = mem(self.b, Mem::Counters);
+        self.b.ins().store(mf, n, self.ctx, off);
     }
 
     /// The block that runs node `n` (the return block for the end).

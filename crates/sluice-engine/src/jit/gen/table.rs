@@ -281,17 +281,26 @@ impl Gen<'_, '_, '_> {
         }
         for (tr, blk) in trampolines {
             self.b.switch_to_block(tr);
-            // A hit resolved here, with no helper: counted here
-            // (`State::lookups`, hits first in each table's pair).
-            let counts = self.ptr(OFF_LOOKUPS);
-            let mf = mem(self.b, Mem::Counters);
-            let hits = self.b.ins().load(types::I64, mf, counts, 16 * t as i32);
-            let hits = self.b.ins().iadd_imm_u(hits, 1);
-            let mf = mem(self.b, Mem::Counters);
-            self.b.ins().store(mf, hits, counts, 16 * t as i32);
+            self.count_inline_hit(t);
             self.b.ins().jump(blk, &[data.into()]);
         }
         key
+    }
+
+    /// Counts a hit resolved inline, with no helper (`State::lookups`,
+    /// hits first in each table's pair; helpers count what they resolve),
+    /// through `JitCtx::lookups`. Not in the batch function, whose inline
+    /// hits follow from its edge counts (see `jit::flow`).
+    fn count_inline_hit(&mut self, t: u32) {
+        if self.flow.is_some() {
+            return;
+        }
+        let counts = self.ptr(OFF_LOOKUPS);
+        let mf = mem(self.b, Mem::Counters);
+        let hits = self.b.ins().load(types::I64, mf, counts, 16 * t as i32);
+        let hits = self.b.ins().iadd_imm_u(hits, 1);
+        let mf = mem(self.b, Mem::Counters);
+        self.b.ins().store(mf, hits, counts, 16 * t as i32);
     }
 
     pub(super) fn table(&mut self, t: u32) {
@@ -374,13 +383,15 @@ impl Gen<'_, '_, '_> {
         }
         // Not expected (the helper only returns listed actions): end the pipeline.
         self.b.switch_to_block(fallback);
-        self.b.ins().jump(self.ret, &[]);
+        let end = self.edge_to(None);
+        self.b.ins().jump(end, &[]);
 
         // Applied by the interpreter: `-1 - next node`, or i64::MIN on exit.
         self.b.switch_to_block(full);
         let exit = self.b.ins().icmp_imm_u(IntCC::Equal, r, i64::MIN);
         let dispatch = self.b.create_block();
-        self.b.ins().brif(exit, self.ret, &[], dispatch, &[]);
+        let end = self.edge_to(None);
+        self.b.ins().brif(exit, end, &[], dispatch, &[]);
         self.b.switch_to_block(dispatch);
         let minus_one = self.b.ins().iconst(types::I64, -1);
         let enc = self.b.ins().isub(minus_one, r);
@@ -394,7 +405,7 @@ impl Gen<'_, '_, '_> {
             let e = encode_node(n);
             if !seen.contains(&e) {
                 seen.push(e);
-                let blk = self.block_for(n);
+                let blk = self.edge_to(n);
                 sw.set_entry(e as u128, blk);
             }
         }
@@ -403,6 +414,7 @@ impl Gen<'_, '_, '_> {
         // Any other node (not expected): let the interpreter run the rest.
         self.b.switch_to_block(other);
         self.call(self.h_run_from, &[self.ctx, enc]);
-        self.b.ins().jump(self.ret, &[]);
+        let end = self.edge_to(None);
+        self.b.ins().jump(end, &[]);
     }
 }
