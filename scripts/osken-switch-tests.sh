@@ -4,19 +4,27 @@
 # `sluice openflow`, and against Open vSwitch as a reference, in one run.
 # A conformance run, not a benchmark: hence scripts/, not bench/.
 #
-#   scripts/osken-switch-tests.sh [--quick | --cases REGEX] [--targets sluice,ovs]
+#   scripts/osken-switch-tests.sh [--quick | --cases REGEX] [--no-rate] [--targets sluice,ovs]
 #                                 [--results DIR] [--failing-list FILE] [--timeout SECS]
+#                                 [--wait SECS] [--settle SECS]
 #
 #   --quick          one case file per group (action/00_OUTPUT, match/00_IN_PORT,
 #                    group/00_ALL, meter/01_DROP_01_PKTPS_00_100): about 2 min per target
 #   --cases REGEX    only the case files whose path under of13/ matches REGEX
 #                    (grep -E), e.g. 'match/(03|04)_' or 'action/25_SET_FIELD/'
+#   --no-rate        leave out the cases that measure packet/bit rates (every
+#                    group and meter case of the suite checks throughput)
 #   --targets LIST   which targets to test, in order (default sluice,ovs)
 #   --results DIR    where the logs go (default bench/results/osken-switch-<time>)
 #   --failing-list F write Sluice's failing cases to F, one line per case:
 #                    "<group>/<file>: <case>: <tester.py's reason>" (e.g.
 #                    tests/openflow/osken-switch-failing.txt)
 #   --timeout SECS   give up on a target after SECS (default 3600)
+#   --wait SECS      how long tester.py waits for each reply or packet-in it
+#                    expects (default 3, tester.py's own); a passing case never
+#                    waits it out, so a longer wait only slows failing cases
+#   --settle SECS    how long tester.py sleeps before a table-miss case reads
+#                    the lookup counters (default 1, tester.py's own)
 #   STS_NETNS=NAME   the namespace's name (default sts-ns); runs in namespaces
 #                    of different names do not disturb each other's switches
 #
@@ -28,7 +36,8 @@
 # ports N. Both connect to osken-manager running tester.py on 127.0.0.1 in the
 # namespace. Targets: `sluice openflow`, then a second OVS bridge sts-target
 # (dpid 1). OVS runs as its own ovsdb-server/ovs-vswitchd with every file in a
-# temp dir. tester.py does not exit when done: the manager is stopped once its
+# temp dir. tester.py runs through scripts/osken_tester_app.py, which only
+# sets its two waits (--wait, --settle). tester.py does not exit when done: the manager is stopped once its
 # "OK(n) / ERROR(n)" report line appears.
 #
 # Prints per group the OK/failed counts for each target and
@@ -50,6 +59,7 @@ cd "$(dirname "$0")/.."
 REPO=$(pwd)
 
 CASES=""; TARGETS="sluice,ovs"; RESULTS=""; FAILING_LIST=""; TIMEOUT=3600
+NO_RATE=""; WAIT=3; SETTLE=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) CASES='^(action/00_OUTPUT|match/00_IN_PORT|group/00_ALL|meter/01_DROP_01_PKTPS_00_100)\.json$' ;;
@@ -58,6 +68,9 @@ while [ $# -gt 0 ]; do
         --results) RESULTS="$2"; shift ;;
         --failing-list) FAILING_LIST="$2"; shift ;;
         --timeout) TIMEOUT="$2"; shift ;;
+        --no-rate) NO_RATE=1 ;;
+        --wait) WAIT="$2"; shift ;;
+        --settle) SETTLE="$2"; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
@@ -107,14 +120,16 @@ nsx() { ip netns exec "$NS" "$@"; }
 # process (ip execs it), not a subshell whose kill would leave the process running.
 
 # --- The test cases: the whole of13 suite, or the files that match --cases.
+# With --no-rate, the copies lose their rate-measuring cases (a file left with none goes).
 SUITE=$SWITCH_TESTS/of13
-if [ -n "$CASES" ]; then
+if [ -n "$CASES" ] || [ -n "$NO_RATE" ]; then
     SUITE=$TMP/of13
-    (cd "$SWITCH_TESTS/of13" && find . -name '*.json' | sed 's|^\./||' | sort | grep -E -- "$CASES" || true) > "$TMP/cases"
+    (cd "$SWITCH_TESTS/of13" && find . -name '*.json' | sed 's|^\./||' | sort | grep -E -- "${CASES:-.}" || true) > "$TMP/cases"
     [ -s "$TMP/cases" ] || { echo "error: no case file matches '$CASES'" >&2; exit 2; }
     while read -r f; do
         mkdir -p "$SUITE/$(dirname "$f")"; cp "$SWITCH_TESTS/of13/$f" "$SUITE/$f"
     done < "$TMP/cases"
+    [ -z "$NO_RATE" ] || "$OSKEN_PY" scripts/osken_switch_report.py drop-rate-cases "$SUITE"
 fi
 "$OSKEN_PY" scripts/osken_switch_report.py rate-cases "$SUITE" > "$RESULTS/rate-cases.txt"
 
@@ -154,10 +169,10 @@ add_bridge sts-tester 0000000000000002 sts-b
 # run_suite NAME: tester.py against whichever target (dpid 1) is connected; log in $RESULTS/NAME.log.
 run_suite() {
     local log=$RESULTS/$1.log start=$SECONDS
-    ip netns exec "$NS" "$OSKEN_VENV/bin/osken-manager" --ofp-tcp-listen-port "$PORT" \
+    STS_WAIT=$WAIT STS_SETTLE=$SETTLE ip netns exec "$NS" "$OSKEN_VENV/bin/osken-manager" --ofp-tcp-listen-port "$PORT" \
         --test-switch-dir "$SUITE" --test-switch-target 0000000000000001 --test-switch-tester 0000000000000002 \
         --test-switch-target-version openflow13 --test-switch-tester-version openflow13 \
-        "$SWITCH_TESTS/tester.py" > "$log" 2>&1 &
+        "$REPO/scripts/osken_tester_app.py" > "$log" 2>&1 &
     MANAGER_PID=$!
     while kill -0 "$MANAGER_PID" 2>/dev/null; do
         grep -qE '^OK\([0-9]+\) / ERROR\([0-9]+\)' "$log" 2>/dev/null && break 

@@ -18,6 +18,10 @@ hold: a case that never ran (the run was cut short) counts as failed.
 With --reference, a failing case that also failed (or did not run) in the other
 log is tagged "[NAME fails too]".
   osken_switch_report.py rate-cases SUITE_DIR
+lists the cases that measure packet/bit rates, one "<group>/<file>: <case>" a line.
+  osken_switch_report.py drop-rate-cases SUITE_DIR
+rewrites the suite's JSON files (a copy: it changes them in place) without
+their rate-measuring cases, and removes the files left without any case.
 """
 import argparse
 import json
@@ -28,6 +32,11 @@ import sys
 GROUPS = ("action", "match", "group", "meter")
 CASE_RE = re.compile(r"^    (\S.*?)\s+(OK|ERROR)$")
 NOT_REASON_RE = re.compile(r"^(---|\.+$|waiting for switches|dpid=)")
+
+
+def is_rate_case(item):
+    """True for a case whose tests measure a packet or bit rate through the tester."""
+    return any(isinstance(t.get("egress"), dict) and "throughput" in t["egress"] for t in item.get("tests", []))
 
 
 def load_suite(suite_dir):
@@ -46,11 +55,7 @@ def load_suite(suite_dir):
             for item in items:
                 if not isinstance(item, dict):
                     continue
-                rate = any(
-                    isinstance(t.get("egress"), dict) and "throughput" in t["egress"]
-                    for t in item.get("tests", [])
-                )
-                cases.append((item.get("description", "?").strip(), rate))
+                cases.append((item.get("description", "?").strip(), is_rate_case(item)))
             files[desc.strip()] = (rel, cases)
     return files
 
@@ -157,6 +162,22 @@ def rate_list(args):
                 print(f"{rel}: {case}")
 
 
+def drop_rate_cases(args):
+    for root, _dirs, names in os.walk(args.suite):
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(root, name)
+            with open(path) as f:
+                items = json.load(f)
+            kept = [x for x in items if not (isinstance(x, dict) and is_rate_case(x))]
+            if not any(isinstance(x, dict) for x in kept):
+                os.remove(path)
+            elif len(kept) != len(items):
+                with open(path, "w") as f:
+                    json.dump(kept, f, indent=2)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -173,6 +194,9 @@ def main():
     r = sub.add_parser("rate-cases")
     r.add_argument("suite")
     r.set_defaults(func=rate_list)
+    d = sub.add_parser("drop-rate-cases")
+    d.add_argument("suite")
+    d.set_defaults(func=drop_rate_cases)
     args = p.parse_args()
     args.func(args)
 
