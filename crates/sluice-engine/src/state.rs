@@ -181,10 +181,14 @@ pub struct State {
     /// inline are counted by it, or, for the batch function, added after
     /// each call from its edge counts, see `jit::flow`).
     pub lookups: Vec<[u64; 2]>,
-    /// Per table, the applies the helpers resolved during the current call
-    /// of the batch function (zero between calls): its inline hits are its
-    /// applies less these.
-    pub resolved: Vec<u64>,
+    /// Per table, its lookups (hits and misses) when the current call of
+    /// the batch function began: the helpers' lookups during the call are
+    /// the difference, and its inline hits its applies less those.
+    pub lookup_marks: Vec<u64>,
+    /// Per table, lookups the interpreter made during the current call of
+    /// the batch function on a path outside its graph (`h_run_from`; zero
+    /// between calls).
+    pub outside_flow: Vec<u64>,
 }
 
 impl State {
@@ -221,7 +225,8 @@ impl State {
             digests: Vec::new(),
             dropped: 0,
             lookups: vec![[0; 2]; plan.tables.len()],
-            resolved: vec![0; plan.tables.len()],
+            lookup_marks: vec![0; plan.tables.len()],
+            outside_flow: vec![0; plan.tables.len()],
         };
         for (ti, t) in plan.tables.iter().enumerate() {
             for (ei, ce) in t.const_entries.iter().enumerate() {

@@ -55,9 +55,9 @@ pub struct JitCtx {
     /// the hits it resolves inline here.
     lookups: *mut [u64; 2],
     /// In: set when the batch function derives its inline hits from edge
-    /// counts (see `jit::flow`): the table helpers then also count the
-    /// applies they resolve (`State::resolved`).
-    pub(super) count_resolved: u64,
+    /// counts (see `jit::flow`): lookups the interpreter makes off its graph
+    /// are then set apart (`State::outside_flow`).
+    pub(super) in_flow: u64,
     /// Set when a helper ran engine code, which may write any PHV field:
     /// the next packet on this PHV then needs the full setup
     /// ([`SETUP_FULL`]), not only the slots generated code writes.
@@ -98,7 +98,7 @@ impl JitCtx {
             counters: views.counters.as_ptr(),
             registers: views.registers.as_ptr(),
             lookups: ex.state.lookups.as_mut_ptr(),
-            count_resolved: 0,
+            in_flow: 0,
             // A PHV of unknown history: the first setup on it is full.
             dirty: 1,
             meta_fresh: 1,

@@ -11,9 +11,11 @@
 //! spanning tree of the pipeline's graph (flow is conserved at each node).
 //! The tree takes the edges expected to be taken most (a static guess, see
 //! `shares`: the path through the most lookups), so the common path counts
-//! nothing: inline hits of a table are then its applies minus the applies
-//! a helper resolved (`State::resolved`). A wrong guess costs one count on
-//! the edge taken, never a wrong figure.
+//! nothing: inline hits of a table are then its applies minus the lookups
+//! its helpers made during the call (each helper call counts exactly one,
+//! so their number is the difference of `State::lookups` across the call,
+//! `State::lookup_marks`; nothing on the packet path counts them twice).
+//! A wrong guess costs one count on the edge taken, never a wrong figure.
 //!
 //! Contract:
 //! - [`FlowPlan::new`] builds, before the batch function is generated, each
@@ -25,8 +27,11 @@
 //!   which says whether that edge is counted and in which slot of
 //!   `BatchCtx::edges`; an edge the plan did not foresee is counted too;
 //! - [`FlowPlan::finish`] solves each node's applies as a sum of slots and
-//!   pipeline entries ([`BatchFlow`]); [`BatchFlow::fold`] adds each table's
-//!   inline hits to `State::lookups` after each call of the batch function.
+//!   pipeline entries ([`BatchFlow`]); [`BatchFlow::mark`] notes each
+//!   table's lookups before a call of the batch function and
+//!   [`BatchFlow::fold`] adds its inline hits to `State::lookups` after it
+//!   (lookups the interpreter made off the graph, `State::outside_flow`,
+//!   are neither applies nor helper lookups).
 //!
 //! Slot 0 counts packets dropped at the end of ingress (they never enter
 //! egress); egress is entered by every packet a call ran, less those and
@@ -35,6 +40,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::plan::{Node, Plan, Prim};
+use crate::state::State;
 
 /// Slots in `BatchCtx::edges`; a program that needs more counts its inline
 /// hits one by one instead (`Gen::count_inline_hit`).
@@ -385,18 +391,19 @@ pub(super) struct BatchFlow {
 }
 
 impl BatchFlow {
+    /// Before a call: notes each table's lookups in `marks`.
+    pub(super) fn mark(&self, lookups: &[[u64; 2]], marks: &mut [u64]) {
+        for a in self.ingress.iter().chain(&self.egress) {
+            let [h, m] = lookups[a.table];
+            marks[a.table] = h + m;
+        }
+    }
+
     /// After a call that ran `ran` packets (the last one stopping after
     /// ingress when `stopped_after_ingress`): adds each table's inline hits
-    /// (its applies less those a helper resolved, `resolved`) to `lookups`,
-    /// and clears the call's counts.
-    pub(super) fn fold(
-        &self,
-        edges: &mut [u64],
-        ran: u64,
-        stopped_after_ingress: bool,
-        lookups: &mut [[u64; 2]],
-        resolved: &mut [u64],
-    ) {
+    /// (its applies less the lookups its helpers made since [`Self::mark`])
+    /// to `state.lookups`, and clears the call's counts.
+    pub(super) fn fold(&self, edges: &mut [u64], ran: u64, stopped_after_ingress: bool, state: &mut State) {
         let dropped = edges[DROPPED_AFTER_INGRESS];
         let egress_entries = ran - dropped - u64::from(stopped_after_ingress);
         for (list, entries) in [(&self.ingress, ran), (&self.egress, egress_entries)] {
@@ -405,9 +412,12 @@ impl BatchFlow {
                 for (k, f) in &a.slots {
                     n = n.wrapping_add(f.wrapping_mul(edges[*k as usize] as i64));
                 }
-                let inline = (n as u64).wrapping_sub(std::mem::take(&mut resolved[a.table]));
-                debug_assert!(inline as i64 >= 0, "table {}: fewer applies than helper results", a.table);
-                lookups[a.table][0] += inline;
+                let [h, m] = state.lookups[a.table];
+                let outside = std::mem::take(&mut state.outside_flow[a.table]);
+                let helpers = (h + m).wrapping_sub(state.lookup_marks[a.table]).wrapping_sub(outside);
+                let inline = (n as u64).wrapping_sub(helpers);
+                debug_assert!(inline as i64 >= 0, "table {}: fewer applies than helper lookups", a.table);
+                state.lookups[a.table][0] += inline;
             }
         }
         edges[..self.used].iter_mut().for_each(|e| *e = 0);

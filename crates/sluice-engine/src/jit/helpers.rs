@@ -70,25 +70,21 @@ unsafe fn settle(ctx: *mut JitCtx) -> bool {
 
 pub(super) extern "C" fn h_table(ctx: *mut JitCtx, ti: u32) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    unsafe { table_result(ctx, ti, |ex, data| ex.apply_table_for_jit(ti as usize, data)) }
+    unsafe { table_result(ctx, |ex, data| ex.apply_table_for_jit(ti as usize, data)) }
 }
 
-/// Runs a table helper's work `f` for table `ti` on the context's `Exec`
-/// and data area; when the table was applied by the interpreter (a
-/// negative result), settles the context as `settle` says. The one body of
-/// the table helpers: in the batch function it also counts the apply as
-/// resolved here (`State::resolved`, see `jit::flow`).
+/// Runs a table helper's work `f` (one table's lookup, which counts exactly
+/// one lookup of it in `State::lookups`: `jit::flow` relies on that) on the
+/// context's `Exec` and data area; when the table was applied by the
+/// interpreter (a negative result), settles the context as `settle` says.
+/// The one body of the table helpers.
 ///
 /// # Safety
 /// `ctx` must be the live context of a running compiled pipeline.
 #[inline(always)]
-unsafe fn table_result(ctx: *mut JitCtx, ti: u32, f: impl FnOnce(&mut Exec<'_>, &mut [u8; 64]) -> i64) -> i64 {
-    let count = (*ctx).count_resolved != 0;
+unsafe fn table_result(ctx: *mut JitCtx, f: impl FnOnce(&mut Exec<'_>, &mut [u8; 64]) -> i64) -> i64 {
     // A non-negative result hands the action back: the lookup wrote no field.
     let (ex, data) = exec_reading(ctx);
-    if count {
-        ex.state.resolved[ti as usize] += 1;
-    }
     let r = f(ex, data);
     if r < 0 {
         // The interpreter ran the table's action (`settle` marks the PHV dirty).
@@ -122,8 +118,19 @@ pub(super) extern "C" fn h_cond(ctx: *mut JitCtx, ci: u32) -> u32 {
 
 pub(super) extern "C" fn h_run_from(ctx: *mut JitCtx, node: i64) {
     // SAFETY: as above.
+    let in_flow = unsafe { (*ctx).in_flow != 0 };
     let (ex, _) = unsafe { exec_of(ctx) };
-    ex.run_pipeline(decode_node(node));
+    if in_flow {
+        // Lookups off the batch function's graph: not among its applies (`jit::flow`).
+        let before: Vec<u64> = ex.state.lookups.iter().map(|[h, m]| h + m).collect();
+        ex.run_pipeline(decode_node(node));
+        for (t, b) in before.into_iter().enumerate() {
+            let [h, m] = ex.state.lookups[t];
+            ex.state.outside_flow[t] += h + m - b;
+        }
+    } else {
+        ex.run_pipeline(decode_node(node));
+    }
     // SAFETY: as above.
     unsafe { settle(ctx) };
 }
@@ -137,7 +144,7 @@ pub(super) extern "C" fn h_indirect(ctx: *mut JitCtx, ti: u32, rec: *const HotEn
     let hot = unsafe { *rec };
     // SAFETY: called only by generated code with its live context.
     unsafe {
-        table_result(ctx, ti, |ex, data| match ex.indirect_for_jit(ti as usize, &hot, data) {
+        table_result(ctx, |ex, data| match ex.indirect_for_jit(ti as usize, &hot, data) {
             Some(r) => {
                 // A hit the inline lookup found (`State::lookups`).
                 ex.state.lookups[ti as usize][0] += 1;
@@ -152,14 +159,14 @@ pub(super) extern "C" fn h_indirect(ctx: *mut JitCtx, ti: u32, rec: *const HotEn
 /// `Gen::word_lookup`).
 pub(super) extern "C" fn h_table_words(ctx: *mut JitCtx, ti: u32, w0: u64, w1: u64, w2: u64, w3: u64) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    unsafe { table_result(ctx, ti, |ex, data| ex.apply_table_words_for_jit(ti as usize, [w0, w1, w2, w3], data)) }
+    unsafe { table_result(ctx, |ex, data| ex.apply_table_words_for_jit(ti as usize, [w0, w1, w2, w3], data)) }
 }
 
 /// `h_table` for a table whose integer key generated code built (see
 /// `Gen::inline_lookup`).
 pub(super) extern "C" fn h_table_key(ctx: *mut JitCtx, ti: u32, key: u64) -> i64 {
     // SAFETY: called only by generated code with its live context.
-    unsafe { table_result(ctx, ti, |ex, data| ex.apply_table_key_for_jit(ti as usize, key, data)) }
+    unsafe { table_result(ctx, |ex, data| ex.apply_table_key_for_jit(ti as usize, key, data)) }
 }
 
 /// Executes cell `i` of meter array `arr` for the running packet (as the

@@ -239,7 +239,7 @@ impl CompiledPipelines {
         assert_eq!(views.counters.len(), ex.plan.counters.len(), "one counter view per counter array");
         // The batch function points `out` at each packet's area.
         let mut fwd = JitCtx::for_exec(ex, std::ptr::null_mut(), views);
-        fwd.count_resolved = u64::from(self.batch_flow.is_some());
+        fwd.in_flow = u64::from(self.batch_flow.is_some());
         FastContexts {
             parse: ParseCtx {
                 exec: std::ptr::null_mut(),
@@ -314,12 +314,15 @@ impl CompiledPipelines {
         // most `forward_out` header bytes and the payload copy at most `len`
         // more (the stride covers both); views are current for this batch,
         // and the helpers reach `ex`, alive for the call.
+        if let Some(flow) = &self.batch_flow {
+            flow.mark(&ex.state.lookups, &mut ex.state.lookup_marks);
+        }
         let done = unsafe { f(&mut cx.fwd) } as usize;
         if let Some(flow) = &self.batch_flow {
             let ran = if done < pkts.len() { done + 1 } else { pkts.len() };
             let after_ingress = done < pkts.len() && matches!(results[done].outcome().1, Forward::AfterIngress);
             let state = &mut *ex.state;
-            flow.fold(&mut cx.batch.edges, ran as u64, after_ingress, &mut state.lookups, &mut state.resolved);
+            flow.fold(&mut cx.batch.edges, ran as u64, after_ingress, state);
         }
         if done < pkts.len() && cx.fwd.meta_fresh == 0 {
             // The general path goes on with this packet's metadata.
