@@ -36,8 +36,10 @@
 # ports N. Both connect to osken-manager running tester.py on 127.0.0.1 in the
 # namespace. Targets: `sluice openflow`, then a second OVS bridge sts-target
 # (dpid 1). OVS runs as its own ovsdb-server/ovs-vswitchd with every file in a
-# temp dir. tester.py runs through scripts/osken_tester_app.py, which only
-# sets its two waits (--wait, --settle). tester.py does not exit when done: the manager is stopped once its
+# temp dir. tester.py runs through scripts/osken_tester_app.py, which sets
+# its two waits (--wait, --settle), keeps a packet-in that comes before the
+# tester waits for it, and sends each case's packet once Open vSwitch has
+# applied the case's flows to its datapath. tester.py does not exit when done: the manager is stopped once its
 # "OK(n) / ERROR(n)" report line appears.
 #
 # Prints per group the OK/failed counts for each target and
@@ -169,7 +171,7 @@ add_bridge sts-tester 0000000000000002 sts-b
 # run_suite NAME: tester.py against whichever target (dpid 1) is connected; log in $RESULTS/NAME.log.
 run_suite() {
     local log=$RESULTS/$1.log start=$SECONDS
-    STS_WAIT=$WAIT STS_SETTLE=$SETTLE ip netns exec "$NS" "$OSKEN_VENV/bin/osken-manager" --ofp-tcp-listen-port "$PORT" \
+    STS_WAIT=$WAIT STS_SETTLE=$SETTLE STS_OVS_CTL=$TMP/vswitchd.ctl ip netns exec "$NS" "$OSKEN_VENV/bin/osken-manager" --ofp-tcp-listen-port "$PORT" \
         --test-switch-dir "$SUITE" --test-switch-target 0000000000000001 --test-switch-tester 0000000000000002 \
         --test-switch-target-version openflow13 --test-switch-tester-version openflow13 \
         "$REPO/scripts/osken_tester_app.py" > "$log" 2>&1 &
