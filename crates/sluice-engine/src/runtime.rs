@@ -948,10 +948,14 @@ impl Switch {
 
 /// The per-packet trace, data-plane notifications and the state as a whole.
 impl Switch {
-    /// Writes: turns the per-packet trace on (from an empty text) or off
-    /// (dropping what was not drained).
+    /// Writes: turns the per-packet trace on (a trace already on goes on,
+    /// with its packet ids) or off (dropping what was not drained).
     pub fn set_trace(&mut self, on: bool) {
-        self.trace = on.then(String::new);
+        match (on, &self.trace) {
+            (true, None) => self.trace = Some(crate::trace::Trace::new()),
+            (false, Some(_)) => self.trace = None,
+            _ => {}
+        }
     }
 
     /// Reads: everything packets can change besides what they emit (every
@@ -972,10 +976,12 @@ impl Switch {
         self.trace.is_some()
     }
 
-    /// Writes: takes the trace text written since the last drain (`None`
-    /// when tracing is off); tracing stays on.
+    /// Writes: takes the trace since the last drain as bmv2's log lines,
+    /// every level, one per line (`None` when tracing is off); tracing
+    /// stays on.
     pub fn drain_trace(&mut self) -> Option<String> {
-        self.trace.as_mut().map(std::mem::take)
+        let plan = &self.plan;
+        self.trace.as_mut().map(|t| t.take_text(plan))
     }
 
     /// Writes: hands every `digest()` message the pipeline produced since the

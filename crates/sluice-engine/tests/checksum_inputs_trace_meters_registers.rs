@@ -82,17 +82,34 @@ fn trace_shows_parser_tables_and_egress_decision() {
     sw.set_trace(true);
     forward(&mut sw, &packet());
     let t = sw.drain_trace().unwrap();
+    // bmv2's per-packet log lines, in order, for the first packet (id 0).
+    let mut rest = t.as_str();
     for want in [
-        "packet in port 1",
-        "parser state start",
-        "extract ethernet (112 bits)",
-        "extract ipv4 (160 bits)",
-        "table RouterIngress.ipv4_lpm key=0x0a010203 -> hit action RouterIngress.set_nexthop(id=0x0001)",
-        "table RouterIngress.nexthop key=0x0001 -> hit action RouterIngress.forward(port=0x0002",
-        "to egress port 2",
-        "transmit port 2 (41 bytes)",
+        "[0.0] [cxt 0] Processing packet received on port 1",
+        "[0.0] [cxt 0] Parser 'parser': start",
+        "Parser 'parser' entering state 'start'",
+        "Extracting header 'ethernet'",
+        "Extracting header 'ipv4'",
+        "[0.0] [cxt 0] Parser 'parser': end",
+        "Pipeline 'ingress': start",
+        "Applying table 'RouterIngress.ipv4_lpm'",
+        "Looking up key:\n* ",
+        ": 0a010203\n",
+        "Table 'RouterIngress.ipv4_lpm': hit with handle 0",
+        "Action entry is RouterIngress.set_nexthop - 1,",
+        "Action RouterIngress.set_nexthop",
+        "Table 'RouterIngress.nexthop': hit with handle 0",
+        "Action entry is RouterIngress.forward - 2,",
+        "Pipeline 'ingress': end",
+        "Egress port is 2",
+        "Deparser 'deparser': start",
+        "Deparsing header 'ethernet'",
+        "Deparsing header 'ipv4'",
+        "Deparser 'deparser': end",
+        "[0.0] [cxt 0] Transmitting packet of size 41 out of port 2",
     ] {
-        assert!(t.contains(want), "trace lacks {want:?}:\n{t}");
+        let at = rest.find(want).unwrap_or_else(|| panic!("trace lacks {want:?} (in order):\n{t}"));
+        rest = &rest[at + want.len()..];
     }
     // A route miss drops the packet and the trace says where.
     sw.set_trace(true);
@@ -106,8 +123,9 @@ fn trace_shows_parser_tables_and_egress_decision() {
     sw.process(1, &miss, &mut |_, _| out += 1);
     let t = sw.drain_trace().unwrap();
     assert_eq!(out, 0);
-    assert!(t.contains("RouterIngress.ipv4_lpm key=0x0b010203 -> miss"), "{t}");
-    assert!(t.contains("dropped at end of ingress"), "{t}");
+    assert!(t.contains("[1.0] [cxt 0] Table 'RouterIngress.ipv4_lpm': miss"), "the second packet is id 1:\n{t}");
+    assert!(t.contains(": 0b010203\n"), "{t}");
+    assert!(t.contains("Dropping packet at the end of ingress"), "{t}");
 }
 
 /// Direct meters are configured per entry handle (as with bmv2's CLI), the

@@ -12,6 +12,10 @@ mod reader;
 pub use model::*;
 pub use reader::At;
 
+/// The newest BMv2 JSON format version this loader reads (`__meta__.version`
+/// of p4c's current output; bmv2's `--json-version` prints it).
+pub const MAX_JSON_VERSION: &str = "2.23";
+
 use std::fmt;
 
 /// A problem found while loading a program, located by its JSON path.

@@ -138,6 +138,8 @@ pub struct FieldList {
 #[derive(Debug, Clone)]
 pub struct Parser {
     pub name: String,
+    /// The JSON `id` (bmv2's event stream names the parser by it).
+    pub id: u64,
     pub init_state: String,
     pub states: Vec<ParseState>,
     pub path: String,
@@ -222,6 +224,7 @@ pub struct ParseVset {
 #[derive(Debug, Clone)]
 pub struct Deparser {
     pub name: String,
+    pub id: u64,
     pub order: Vec<String>,
     pub primitives: Vec<Primitive>,
     pub path: String,
@@ -286,6 +289,7 @@ pub struct CalcInput {
 #[derive(Debug, Clone)]
 pub struct Checksum {
     pub name: String,
+    pub id: u64,
     pub target: (String, String),
     /// `generic` or `ipv4`.
     pub kind: String,
@@ -464,6 +468,9 @@ pub struct ActionProfile {
 #[derive(Debug, Clone)]
 pub struct Conditional {
     pub name: String,
+    pub id: u64,
+    /// The P4 source of the condition (`source_info.source_fragment`), if given.
+    pub source: Option<String>,
     pub expression: Expr,
     pub true_next: Option<String>,
     pub false_next: Option<String>,
@@ -474,6 +481,7 @@ pub struct Conditional {
 #[derive(Debug, Clone)]
 pub struct Pipeline {
     pub name: String,
+    pub id: u64,
     pub init_table: Option<String>,
     pub tables: Vec<Table>,
     pub action_profiles: Vec<ActionProfile>,
@@ -700,7 +708,7 @@ fn parse_field_list(a: &At) -> Result<FieldList, LoadError> {
 }
 
 fn parse_parser(a: &At) -> Result<Parser, LoadError> {
-    let name = a.str_of("name")?;
+    let (name, id) = name_id(a)?;
     let init_state = a.str_of("init_state")?;
     let mut states = Vec::new();
     for s in a.get("parse_states")?.arr()? {
@@ -740,7 +748,7 @@ fn parse_parser(a: &At) -> Result<Parser, LoadError> {
         }
         states.push(ParseState { name: sname, ops, key, transitions, path: s.path.clone() });
     }
-    Ok(Parser { name, init_state, states, path: a.path.clone() })
+    Ok(Parser { name, id, init_state, states, path: a.path.clone() })
 }
 
 fn parse_parser_op(o: &At) -> Result<ParserOp, LoadError> {
@@ -904,7 +912,7 @@ fn parse_table(t: &At) -> Result<Table, LoadError> {
 }
 
 fn parse_pipeline(p: &At) -> Result<Pipeline, LoadError> {
-    let name = p.str_of("name")?;
+    let (name, id) = name_id(p)?;
     let init_table = opt_str(p, "init_table")?;
     let mut tables = Vec::new();
     for t in p.opt_arr("tables")? {
@@ -934,15 +942,20 @@ fn parse_pipeline(p: &At) -> Result<Pipeline, LoadError> {
     }
     let mut conditionals = Vec::new();
     for c in p.opt_arr("conditionals")? {
+        let (name, id) = name_id(&c)?;
+        let source =
+            c.opt("source_info").and_then(|s| s.opt("source_fragment")).and_then(|f| f.str().ok().map(str::to_string));
         conditionals.push(Conditional {
-            name: c.str_of("name")?,
+            name,
+            id,
+            source,
             expression: parse_expr(&c.get("expression")?)?,
             true_next: opt_str(&c, "true_next")?,
             false_next: opt_str(&c, "false_next")?,
             path: c.path.clone(),
         });
     }
-    Ok(Pipeline { name, init_table, tables, action_profiles, conditionals, path: p.path.clone() })
+    Ok(Pipeline { name, id, init_table, tables, action_profiles, conditionals, path: p.path.clone() })
 }
 
 /// Parses a whole program from its JSON root.
@@ -1039,13 +1052,13 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
         });
     }
     for a in root.opt_arr("deparsers")? {
-        let name = a.str_of("name")?;
+        let (name, id) = name_id(&a)?;
         let order = a.get("order")?.arr()?.iter().map(|x| x.str().map(str::to_string)).collect::<Result<_, _>>()?;
         let mut primitives = Vec::new();
         for pr in a.opt_arr("primitives")? {
             primitives.push(parse_primitive(&pr)?);
         }
-        p.deparsers.push(Deparser { name, order, primitives, path: a.path.clone() });
+        p.deparsers.push(Deparser { name, id, order, primitives, path: a.path.clone() });
     }
     for a in root.opt_arr("meter_arrays")? {
         let (name, id) = name_id(&a)?;
@@ -1108,12 +1121,13 @@ pub fn parse_program(root: &At) -> Result<Program, LoadError> {
         p.calculations.push(Calculation { name, id, algo: a.str_of("algo")?, input, path: a.path.clone() });
     }
     for a in root.opt_arr("checksums")? {
-        let name = a.str_of("name")?;
+        let (name, id) = name_id(&a)?;
         let target = str_pair(&a.get("target")?)?;
         let kind = opt_str(&a, "type")?.unwrap_or_else(|| "generic".into());
         let if_cond = a.opt("if_cond").map(|c| parse_expr(&c)).transpose()?;
         p.checksums.push(Checksum {
             name,
+            id,
             target,
             kind,
             calculation: a.str_of("calculation")?,

@@ -36,7 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sluice_dataplane::workers::{Pool, WorkerIo};
-use sluice_dataplane::{DataPlane, Stop};
+use sluice_dataplane::{DataPlane, Level, Stop};
+use sluice_nanomsg::Publisher;
 use sluice_ports::afpacket::AfPacketPort;
 use sluice_ports::afxdp::{AfXdpInterface, AfXdpPort};
 use sluice_ports::faults::FaultyPort;
@@ -112,6 +113,31 @@ pub struct LiveConfig {
     pub faults: Option<Faults>,
     /// The in-memory wires `memory:NAME` ports name (tests of the loop).
     pub memory: Vec<MemoryWire>,
+    /// Where the per-packet trace goes (nowhere by default: untraced).
+    pub trace: TraceTaps,
+}
+
+/// Where the workers' per-packet trace goes (see
+/// `sluice_dataplane::trace`). A worker traces its batches only while
+/// somebody wants them: a log at info level or finer, or a subscriber to
+/// the event stream (asked once per batch); otherwise the data plane runs
+/// untraced, at full speed.
+#[derive(Debug, Clone, Default)]
+pub struct TraceTaps {
+    /// Per-packet log lines at this level and above go to the log
+    /// ([`log::set_target`]), as `[time] [bmv2] [L] [thread TID] line`.
+    pub log_level: Option<Level>,
+    /// bmv2's event stream (`--nanolog`).
+    pub events: Option<Arc<Publisher>>,
+    /// The device id the event messages carry.
+    pub device_id: u64,
+}
+
+impl TraceTaps {
+    /// Whether a batch run now should be traced.
+    pub fn wanted(&self) -> bool {
+        self.log_level.is_some_and(|l| l <= Level::Info) || self.events.as_ref().is_some_and(|p| p.has_subscribers())
+    }
 }
 
 /// Something the loop sends up to the control plane.
@@ -266,8 +292,8 @@ impl Live {
     }
 }
 
-/// Opens the ports of `cfg` for every worker and starts the workers on
-/// replicas of `dp`. Events for the control plane go to `up`; the workers
+/// Opens the ports of `cfg` (none is fine: ports can be added while
+/// running) for every worker and starts the workers on replicas of `dp`. Events for the control plane go to `up`; the workers
 /// stop when `stop` is set (then stop the pool, and read [`Live`]); a
 /// worker that meets a fatal error sets it, with the error.
 pub fn start<D: DataPlane>(
@@ -276,9 +302,6 @@ pub fn start<D: DataPlane>(
     up: Option<UpSink<D::Notification>>,
     stop: Stop,
 ) -> Result<(Pool<D>, Live), String> {
-    if cfg.ports.is_empty() {
-        return Err("no interfaces: give at least one -i PORT@IFACE".into());
-    }
     let workers = cfg.workers.max(1);
     let mut seen = BTreeMap::new();
     for p in &cfg.ports {

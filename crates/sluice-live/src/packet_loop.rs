@@ -25,11 +25,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_dataplane::workers::{Waker, WorkerIo};
-use sluice_dataplane::{DataPlane, Metrics, Profile, StageClock, Stop, BATCH};
+use sluice_dataplane::{DataPlane, Level, Metrics, Profile, StageClock, Stop, TraceOut, BATCH};
 use sluice_ports::{complete_checksum, link_event, LinkEvent, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
 
 use crate::capture::{Captures, Direction};
-use crate::{Backend, LiveConfig, Opener, PortSpec, Up, UpSink, WorkerReport};
+use crate::{Backend, LiveConfig, Opener, PortSpec, TraceTaps, Up, UpSink, WorkerReport};
 
 /// Largest frame a port receives without offload headers.
 pub(crate) const FRAME: usize = 16384;
@@ -184,6 +184,9 @@ struct Outputs<N> {
     /// The data plane's drop count as last read (a data plane swapped in
     /// by the control plane starts again from zero).
     program_dropped_seen: u64,
+    /// Where the trace goes, and whether the data plane traces now.
+    taps: TraceTaps,
+    traced: bool,
 }
 
 /// One worker's I/O: its ports, its receive buffer and its counters.
@@ -270,6 +273,8 @@ impl<N: Send + 'static> LiveIo<N> {
                 shared,
                 scratch: Vec::new(),
                 program_dropped_seen: 0,
+                taps: cfg.trace.clone(),
+                traced: false,
             },
             offload: cfg.offload,
             fanout_base,
@@ -378,7 +383,11 @@ impl<N> Outputs<N> {
                 stats.up_dropped += 1;
             }
         });
-        dp.drain_log(&mut |s| crate::log::log(s));
+        if self.traced {
+            let mut out = BatchTrace::new(&self.taps);
+            dp.drain_trace(&mut out);
+            out.finish();
+        }
     }
 
     /// Sends what the ports queued.
@@ -609,6 +618,13 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         if self.out.shared.stop.is_set() {
             return false;
         }
+        // Asked again every batch while wanted: a data plane the control
+        // plane swapped in starts untraced.
+        let want = self.out.taps.wanted();
+        if want || self.out.traced {
+            dp.set_tracing(want);
+            self.out.traced = want;
+        }
         if self.last_retry.elapsed() >= RETRY {
             self.last_retry = Instant::now();
             self.out.retry_down_ports(self.worker);
@@ -686,4 +702,62 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         self.out.flush();
         !self.out.shared.stop.is_set()
     }
+}
+
+/// One batch's trace on its way out: log lines with bmv2's prefix (time,
+/// `bmv2`, level, thread) in one chunk for the logger, event messages in
+/// one chunk for the publisher.
+struct BatchTrace<'a> {
+    taps: &'a TraceTaps,
+    /// `[HH:MM:SS.mmm] [bmv2] `, local time, taken once for the batch.
+    stamp: String,
+    thread: i64,
+    text: String,
+    events: Vec<Vec<u8>>,
+}
+
+impl<'a> BatchTrace<'a> {
+    fn new(taps: &'a TraceTaps) -> BatchTrace<'a> {
+        // SAFETY: plain system call.
+        let thread = unsafe { libc::gettid() } as i64;
+        BatchTrace { taps, stamp: clock_stamp(), thread, text: String::new(), events: Vec::new() }
+    }
+
+    fn finish(self) {
+        if !self.text.is_empty() {
+            crate::log::log(self.text);
+        }
+        if let (Some(p), false) = (&self.taps.events, self.events.is_empty()) {
+            p.publish(self.events.iter().map(|m| m.as_slice()));
+        }
+    }
+}
+
+impl TraceOut for BatchTrace<'_> {
+    fn log_level(&self) -> Option<Level> {
+        self.taps.log_level
+    }
+
+    fn log(&mut self, level: Level, line: &str) {
+        use std::fmt::Write;
+        let _ = writeln!(self.text, "{}[{}] [thread {}] {line}", self.stamp, level.letter(), self.thread);
+    }
+
+    fn events(&self) -> Option<u64> {
+        self.taps.events.as_ref().filter(|p| p.has_subscribers()).map(|_| self.taps.device_id)
+    }
+
+    fn event(&mut self, message: &[u8]) {
+        self.events.push(message.to_vec());
+    }
+}
+
+/// `[HH:MM:SS.mmm] [bmv2] `: the start of bmv2's log lines, local time now.
+fn clock_stamp() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = now.as_secs() as libc::time_t;
+    // SAFETY: localtime_r writes into the `tm` we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&secs, &mut tm) };
+    format!("[{:02}:{:02}:{:02}.{:03}] [bmv2] ", tm.tm_hour, tm.tm_min, tm.tm_sec, now.subsec_millis())
 }

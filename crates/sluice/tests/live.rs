@@ -381,35 +381,43 @@ fn a_switch_killed_with_sigkill_leaves_nothing_behind_and_starts_again() {
     assert!(left.is_empty(), "after a clean stop: {left:?}");
 }
 
-/// Per-packet logs toward a standard error nobody reads (a full pipe): the
-/// switch keeps forwarding, drops log chunks and says so once the pipe is
-/// read again.
+/// Per-packet logs toward a standard output nobody reads (a full pipe):
+/// the switch keeps forwarding, drops log chunks and says so on standard
+/// error once the pipe is read again.
 #[test]
 fn a_stalled_reader_of_the_per_packet_log_never_stalls_forwarding() {
     use std::io::Read;
     let lab = Lab::with_veth_hosts(true);
     let cmds = lab.dir.join("commands.txt").display().to_string();
     let json = router_json().display().to_string();
+    // The per-packet log goes to standard output (bmv2's --log-console),
+    // reports to standard error.
     let mut child = Command::new("ip")
         .args(["netns", "exec", &lab.sw, SLUICE, "simple_switch", "-i", "1@s1-eth1", "-i", "2@s1-eth2"])
         .args(["--log-console", "--commands", &cmds, &json])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reports = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    });
     // Started once it forwards (its log is not read meanwhile).
     let t0 = Instant::now();
     while lab.ping(1) != 1 {
         assert!(t0.elapsed() < Duration::from_secs(20), "sluice did not start forwarding");
     }
-    // Each batch logs its packets' traces (about 700 bytes a packet): 6000
+    // Each batch logs its packets' lines (a few kB a packet): 6000
     // packets fill the pipe (64 KiB) and the logger's queue (1024 batches).
     let answered = ping_from(&lab.h1, "10.0.2.1", 3000, "0.001");
-    let mut stderr = child.stderr.take().unwrap();
-    // Reading again lets the logger write its report.
+    let mut stdout = child.stdout.take().unwrap();
+    // Reading again lets the logger go on and write its report.
     let reader = std::thread::spawn(move || {
         let mut bytes = Vec::new();
-        let _ = stderr.read_to_end(&mut bytes);
+        let _ = stdout.read_to_end(&mut bytes);
         String::from_utf8_lossy(&bytes).into_owned()
     });
     std::thread::sleep(Duration::from_millis(1500));
@@ -419,12 +427,12 @@ fn a_stalled_reader_of_the_per_packet_log_never_stalls_forwarding() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
     let log = reader.join().unwrap();
+    let reports = reports.join().unwrap();
     assert_eq!(answered, 3000, "pings while nobody read the log (the log: {} bytes)", log.len());
-    let tail: String = log.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+    assert!(log.contains("] [bmv2] [D] [thread "), "bmv2's log lines on standard output");
     assert!(
-        log.contains("sluice: log: dropped so far"),
-        "the dropped log chunks are reported ({} bytes):\n{tail}",
-        log.len()
+        reports.contains("sluice: log: dropped so far"),
+        "the dropped log chunks are reported on standard error:\n{reports}"
     );
 }
 
@@ -596,4 +604,163 @@ fn injected_faults_on_live_ports_are_counted_and_every_frame_is_accounted_for() 
         rx as i64 >= accounted && rx as i64 <= accounted + ports as i64,
         "received by the ports {rx}, accounted {accounted} (delivered {received_total}):\n{log}"
     );
+}
+
+/// bmv2's event stream and per-packet log, with the options bmv2's Mininet
+/// switch class passes (`--nanolog ipc://...`, `--device-id`, the program
+/// before the log option): a pynng subscriber (`tests/nanolog/one_packet.py`)
+/// decodes one ping's events in bmv2's layout, each naming the program's
+/// elements by their JSON ids, and the log file reads as bmv2's.
+#[test]
+fn bmv2_event_stream_and_log_file_follow_one_packet() {
+    use std::io::BufRead;
+    let mut lab = Lab::with_veth_hosts(true);
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json();
+    let addr = format!("ipc://{}", lab.dir.join("bm-7-log.ipc").display());
+    let log_file = lab.dir.join("s1.log");
+    let (j, lf) = (json.display().to_string(), log_file.display().to_string());
+    // As bmv2's Mininet class: options after the program too.
+    lab.start(&[
+        "-i",
+        "1@s1-eth1",
+        "-i",
+        "2@s1-eth2",
+        "--nanolog",
+        &addr,
+        "--device-id",
+        "7",
+        "--commands",
+        &cmds,
+        &j,
+        "--log-file",
+        &lf,
+    ]);
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/test.sh (it builds the test venv)", python.display());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/nanolog/one_packet.py");
+    let mut sub = Kill(
+        Command::new(&python).arg(&script).arg(&addr).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
+    );
+    let mut lines = std::io::BufReader::new(sub.0.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().and_then(|l| l.ok()).as_deref(), Some("subscribed"));
+    // Tracing starts once the switch has seen the subscriber: ping until a packet went through.
+    let t0 = Instant::now();
+    while sub.0.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "no packet's events came:\n{}", lab.log());
+        lab.ping(1);
+    }
+    let events: Vec<serde_json::Value> =
+        lines.map_while(Result::ok).map(|l| serde_json::from_str(&l).expect("a JSON event")).collect();
+    assert!(!events.is_empty(), "the subscriber printed no event");
+
+    // The JSON ids of the router's elements.
+    let prog: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let id_of = |list: &serde_json::Value, name: &str| -> i64 {
+        list.as_array().unwrap().iter().find(|x| x["name"] == name).unwrap_or_else(|| panic!("{name}"))["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let ingress = prog["pipelines"].as_array().unwrap().iter().find(|p| p["name"] == "ingress").unwrap().clone();
+    let (eth, ipv4) = (id_of(&prog["headers"], "ethernet"), id_of(&prog["headers"], "ipv4"));
+    let want: Vec<(&str, &str, i64)> = vec![
+        ("PACKET_IN", "port_in", 1),
+        ("PARSER_START", "parser_id", id_of(&prog["parsers"], "parser")),
+        ("PARSER_EXTRACT", "header_id", eth),
+        ("PARSER_EXTRACT", "header_id", ipv4),
+        ("PARSER_DONE", "parser_id", id_of(&prog["parsers"], "parser")),
+        ("PIPELINE_START", "pipeline_id", ingress["id"].as_i64().unwrap()),
+        ("TABLE_HIT", "table_id", id_of(&ingress["tables"], "RouterIngress.ipv4_lpm")),
+        ("ACTION_EXECUTE", "action_id", id_of(&prog["actions"], "RouterIngress.set_nexthop")),
+        ("TABLE_HIT", "table_id", id_of(&ingress["tables"], "RouterIngress.nexthop")),
+        ("ACTION_EXECUTE", "action_id", id_of(&prog["actions"], "RouterIngress.forward")),
+        ("PIPELINE_DONE", "pipeline_id", ingress["id"].as_i64().unwrap()),
+        ("DEPARSER_START", "deparser_id", id_of(&prog["deparsers"], "deparser")),
+        ("DEPARSER_EMIT", "header_id", eth),
+        ("DEPARSER_EMIT", "header_id", ipv4),
+        ("DEPARSER_DONE", "deparser_id", id_of(&prog["deparsers"], "deparser")),
+        ("PACKET_OUT", "port_out", 2),
+    ];
+    let mut at = 0;
+    for (kind, field, value) in &want {
+        let found = events[at..].iter().position(|e| e["type"] == *kind && e[*field] == *value);
+        let Some(k) = found else { panic!("no {kind} with {field} {value} (in order) in:\n{events:#?}") };
+        at += k + 1;
+    }
+    for e in &events {
+        assert_eq!((e["switch_id"].as_i64(), e["copy_id"].as_i64()), (Some(7), Some(0)), "{e}");
+        assert_eq!(e["id"], events[0]["id"], "one packet's events");
+    }
+
+    let log = lab.stop();
+    let text = std::fs::read_to_string(&log_file).unwrap();
+    for want in [
+        "] [bmv2] [D] [thread ",
+        "] [cxt 0] Processing packet received on port 1",
+        "Table 'RouterIngress.ipv4_lpm': hit with handle 0",
+        "Transmitting packet of size",
+    ] {
+        assert!(text.contains(want), "the log file lacks {want:?}:\n{}\nswitch:\n{log}", &text[..text.len().min(3000)]);
+    }
+}
+
+/// Sluice in Mininet through its switch class with bmv2's P4Switch
+/// arguments (`mininet/sluice_mininet.py`, installed by the test command
+/// for Debian's python3): two hosts, the router's entries from the stock
+/// `simple_switch_CLI`, ping and an iperf3 flow; the class passes
+/// `--nanolog` and `--log-file` as bmv2's does, and a pynng subscriber
+/// decodes one packet's events (`tests/mininet/p4_router.py`).
+#[test]
+fn a_mininet_topology_runs_sluice_through_its_p4switch_class() {
+    require_tools();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let venv = repo.join(".venv/bin");
+    assert!(venv.join("simple_switch_CLI").exists(), "the test venv is missing: run scripts/test.sh");
+    let dir = std::env::temp_dir().join(format!("sluice-mininet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log_file = dir.join("s1.log");
+    let device = (std::process::id() % 100_000 + 1000).to_string();
+    let subscriber =
+        format!("{} {}", venv.join("python").display(), repo.join("tests/nanolog/one_packet.py").display());
+    let out = Command::new("/usr/bin/python3")
+        .arg(repo.join("tests/mininet/p4_router.py"))
+        .args(["--json", &router_json().display().to_string()])
+        .args(["--cli", &venv.join("simple_switch_CLI").display().to_string()])
+        .args(["--log-file", &log_file.display().to_string(), "--device-id", &device, "--thrift-port", "22090"])
+        .args(["--subscriber", &subscriber])
+        .env("SLUICE", SLUICE)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tests/mininet/p4_router.py with /usr/bin/python3 (Debian's mininet)");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let switch_log = std::fs::read_to_string("/tmp/p4s.s1.log").unwrap_or_default();
+    assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}\nswitch:\n{switch_log}", out.status.code());
+    let r: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the topology's result");
+    assert_eq!(r["pings"], 5, "{r}\nswitch:\n{switch_log}");
+    assert!(r["iperf_bps"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    assert!(!r["cli"].as_str().unwrap_or("").contains("Error"), "the CLI's commands: {}", r["cli"]);
+    assert_eq!(r["subscribed"], "subscribed");
+    let events = r["events"].as_array().expect("events");
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    for want in
+        ["PACKET_IN", "PARSER_START", "PARSER_EXTRACT", "TABLE_HIT", "ACTION_EXECUTE", "DEPARSER_EMIT", "PACKET_OUT"]
+    {
+        assert!(kinds.contains(&want), "no {want} among one packet's events: {kinds:?}");
+    }
+    assert!(
+        events.iter().all(|e| e["switch_id"].as_i64().map(|d| d.to_string()) == Some(device.clone())),
+        "{events:?}"
+    );
+    assert!(
+        switch_log.contains(&format!("ipc:///tmp/bm-{device}-log.ipc")),
+        "the class passed --nanolog:\n{switch_log}"
+    );
+    let text = std::fs::read_to_string(&log_file).unwrap_or_default();
+    assert!(
+        text.contains("Processing packet received on port 1"),
+        "the --log-file log:\n{}",
+        &text[..text.len().min(2000)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

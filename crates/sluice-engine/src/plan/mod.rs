@@ -103,6 +103,77 @@ pub struct Plan {
     /// (`InternetChecksum` calls).
     pub deparse_prims: Vec<Prim>,
     pub egress_deparse_prims: Vec<Prim>,
+    /// Names and JSON ids of the parsers, deparsers, pipelines, headers,
+    /// conditions and checksums, as bmv2's log and event stream give them.
+    pub elements: Elements,
+}
+
+/// The program's elements as bmv2 names and numbers them (its per-packet
+/// log and its event stream, see `crate::trace`).
+#[derive(Debug, Clone, Default)]
+pub struct Elements {
+    /// `(name, JSON id)` of the parser (a PSA program: ingress then egress).
+    pub parsers: Vec<(String, u64)>,
+    /// Each parser's first parse state in `Plan::states`, and its name.
+    pub parser_starts: Vec<(u32, String)>,
+    pub deparsers: Vec<(String, u64)>,
+    /// Ingress, egress.
+    pub pipelines: [(String, u64); 2],
+    /// JSON id by layout header.
+    pub headers: Vec<u64>,
+    /// JSON id by `Plan::conds` index.
+    pub conds: Vec<u64>,
+    /// JSON id by `Plan::checksums` index.
+    pub checksums: Vec<u64>,
+}
+
+impl Elements {
+    fn new(p: &Program, layout: &Layout, conds: &[CondPlan], checksums: &[ChecksumPlan]) -> Elements {
+        let egress_last = |name: &str, egress_name: &str| name == egress_name;
+        let mut parsers: Vec<(String, u64)> = p.parsers.iter().map(|x| (x.name.clone(), x.id)).collect();
+        parsers.sort_by_key(|(n, _)| egress_last(n, psa::EGRESS_PARSER));
+        let mut parser_starts = Vec::new();
+        let mut base = 0u32;
+        for x in &p.parsers {
+            parser_starts.push((base, x.name.clone()));
+            base += x.states.len() as u32;
+        }
+        let mut deparsers: Vec<(String, u64)> = p.deparsers.iter().map(|x| (x.name.clone(), x.id)).collect();
+        deparsers.sort_by_key(|(n, _)| egress_last(n, psa::EGRESS_DEPARSER));
+        let pipeline = |name: &str| {
+            p.pipelines.iter().find(|x| x.name == name).map(|x| (x.name.clone(), x.id)).unwrap_or((name.to_string(), 0))
+        };
+        let header_ids: HashMap<&str, u64> = p.headers.iter().map(|h| (h.name.as_str(), h.id)).collect();
+        let cond_ids: HashMap<&str, u64> =
+            p.pipelines.iter().flat_map(|pl| pl.conditionals.iter().map(|c| (c.name.as_str(), c.id))).collect();
+        let checksum_ids: HashMap<&str, u64> = p.checksums.iter().map(|c| (c.name.as_str(), c.id)).collect();
+        Elements {
+            parsers,
+            parser_starts,
+            deparsers,
+            pipelines: [pipeline("ingress"), pipeline("egress")],
+            headers: layout.headers.iter().map(|h| header_ids.get(h.name.as_str()).copied().unwrap_or(0)).collect(),
+            conds: conds.iter().map(|c| cond_ids.get(c.name.as_str()).copied().unwrap_or(0)).collect(),
+            checksums: checksums.iter().map(|c| checksum_ids.get(c.name.as_str()).copied().unwrap_or(0)).collect(),
+        }
+    }
+
+    /// The ingress (or only) parser, or a PSA program's egress parser.
+    pub fn parser(&self, egress: bool) -> (&str, u64) {
+        let p = self.parsers.get(usize::from(egress)).or(self.parsers.first());
+        p.map(|(n, i)| (n.as_str(), *i)).unwrap_or(("parser", 0))
+    }
+
+    /// The deparser, as [`Elements::parser`].
+    pub fn deparser(&self, egress: bool) -> (&str, u64) {
+        let p = self.deparsers.get(usize::from(egress)).or(self.deparsers.first());
+        p.map(|(n, i)| (n.as_str(), *i)).unwrap_or(("deparser", 0))
+    }
+
+    /// The name of the parser parse state `state` belongs to.
+    pub fn parser_of_state(&self, state: u32) -> &str {
+        self.parser_starts.iter().rev().find(|(s, _)| *s <= state).map(|(_, n)| n.as_str()).unwrap_or("parser")
+    }
 }
 
 /// The v1model intrinsic fields the switch reads and writes.
@@ -145,7 +216,9 @@ pub fn compile(p: &Program) -> Result<Plan, CompileError> {
     let errors = error_codes(p);
     let no_error = errors["NoError"];
     let psa = if psa { Some(psa::PsaFields::of(&layout)?) } else { None };
+    let elements = Elements::new(p, &layout, &conds, &checksums);
     Ok(Plan {
+        elements,
         psa,
         egress_init_state,
         egress_deparse_order,

@@ -165,6 +165,8 @@ pub enum Node {
 #[derive(Debug, Clone)]
 pub struct CondPlan {
     pub name: String,
+    /// The P4 source of the condition, when the JSON gives it (bmv2's log prints it).
+    pub source: Option<String>,
     pub expr: Root,
     pub true_next: Option<Node>,
     pub false_next: Option<Node>,
@@ -524,6 +526,7 @@ pub(super) fn compile_pipelines(
         for c in &pl.conditionals {
             conds.push(CondPlan {
                 name: c.name.clone(),
+                source: c.source.clone(),
                 expr: cx.root(&c.expression, &[], &c.path, 0)?,
                 true_next: node(&c.true_next, &c.path)?,
                 false_next: node(&c.false_next, &c.path)?,

@@ -47,6 +47,9 @@ impl Switch {
         let plan = &self.plan;
         let layout = &plan.layout;
         let order = if egress { &plan.egress_deparse_order } else { &plan.deparse_order };
+        if let Some(t) = self.trace.as_mut() {
+            trace_deparser(t, plan, phv, order, egress);
+        }
         crate::checksum::update_all(plan, &self.state, &self.byte_checksums, phv, &mut self.hash_buf, payload);
         out.clear();
         if let Some(hs) = &self.deparse_wire[usize::from(egress)] {
@@ -117,4 +120,25 @@ impl Switch {
         out.truncate(hdr_bytes);
         out.extend_from_slice(payload);
     }
+}
+
+/// The deparser's trace: its start, the checksums it updates (those whose
+/// target header is valid: a condition is not evaluated again here), each
+/// valid header it emits, its end.
+fn trace_deparser(t: &mut crate::trace::Trace, plan: &crate::plan::Plan, phv: &Phv, order: &[u32], egress: bool) {
+    use crate::trace::Event;
+    t.push(Event::DeparserStart { egress });
+    if !egress || plan.psa.is_some() {
+        for (i, c) in plan.checksums.iter().enumerate() {
+            if c.update && phv.valid()[plan.layout.fields[c.target as usize].header as usize] {
+                t.push(Event::ChecksumUpdate { checksum: i as u32 });
+            }
+        }
+    }
+    for h in order {
+        if phv.valid()[*h as usize] {
+            t.push(Event::Emit { header: *h });
+        }
+    }
+    t.push(Event::DeparserDone { egress });
 }

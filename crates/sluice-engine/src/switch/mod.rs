@@ -93,7 +93,7 @@ pub struct Switch {
     out_buf: Vec<u8>,
     start: Instant,
     /// When set, a per-packet trace is appended here (see `Switch::set_trace`).
-    pub(crate) trace: Option<String>,
+    pub(crate) trace: Option<crate::trace::Trace>,
     pub stats: SwitchStats,
     /// Bound on recirculation/resubmission depth of one input packet (bmv2 has none and can loop forever).
     pub max_recirculations: u32,
@@ -302,7 +302,7 @@ impl Switch {
         let timed = self.clock.start();
         let mut trace = self.trace.take();
         if let Some(t) = trace.as_mut() {
-            t.push_str(if ingress { "  ingress pipeline\n" } else { "  egress pipeline\n" });
+            t.push(crate::trace::Event::PipelineStart { egress: !ingress });
         }
         let mut ex = Exec {
             plan: &self.plan,
@@ -322,7 +322,15 @@ impl Switch {
         if !ran {
             ex.run_pipeline(init);
         }
+        if meta.exit {
+            if let Some(t) = trace.as_mut() {
+                t.note("Packet is marked for exit, interrupting pipeline".into());
+            }
+        }
         meta.exit = false;
+        if let Some(t) = trace.as_mut() {
+            t.push(crate::trace::Event::PipelineDone { egress: !ingress });
+        }
         self.trace = trace;
         self.clock.record(if ingress { STAGE_INGRESS } else { STAGE_EGRESS }, timed, 1);
     }

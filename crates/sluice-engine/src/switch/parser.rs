@@ -16,6 +16,7 @@ use crate::plan::{ExtractTo, POp};
 use crate::value::nbytes;
 
 use super::{Arrival, Switch};
+use crate::trace::Event;
 use crate::v1model::MAX_PARSER_STATES;
 
 impl Switch {
@@ -59,8 +60,18 @@ impl Switch {
         // survive into the new pass.
         self.set_std(&mut phv, self.plan.std.packet_length, len);
         self.set_std(&mut phv, self.plan.std.instance_type, item.instance_type);
-        let item_type = item.instance_type;
-        self.trace_line(|| format!("packet in port {} ({} bytes, instance_type {})\n", item.port, len, item_type));
+        if let Some(t) = self.trace.as_mut() {
+            // A resubmitted or recirculated packet starts over as a packet of its own.
+            t.new_packet();
+            if item.arrived {
+                t.push(Event::PacketIn { port: item.port, len: data.len() });
+            } else {
+                t.note(format!(
+                    "Processing packet of instance type {} (resubmitted or recirculated)",
+                    item.instance_type
+                ));
+            }
+        }
         let consumed = self.parse(&mut phv, data);
         (phv, consumed)
     }
@@ -89,6 +100,10 @@ impl Switch {
         let err = |name: &str| plan.errors.get(name).copied().unwrap_or(0);
         let mut meta = PktMeta::default();
         let mut trace = self.trace.take();
+        let egress = init.is_some() && init == plan.egress_init_state;
+        if let Some(t) = trace.as_mut() {
+            t.push(Event::ParserStart { egress });
+        }
         // bmv2 has no bound on parser loops; Sluice stops a parser that has
         // run MAX_PARSER_STATES states with ParserTimeout instead of hanging.
         let mut visited = 0u32;
@@ -100,7 +115,7 @@ impl Switch {
             }
             let st = &plan.states[si as usize];
             if let Some(t) = trace.as_mut() {
-                t.push_str(&format!("  parser state {}\n", st.name));
+                t.push(Event::ParserState { state: si });
             }
             if let (Some(ex), true) = (&st.wire_extracts, trace.is_none() && cursor.is_multiple_of(8)) {
                 // Only wire-format headers: each extraction is a byte copy.
@@ -177,7 +192,7 @@ impl Switch {
                                 _ => {}
                             }
                             if let Some(t) = trace.as_mut() {
-                                t.push_str(&format!("    extract {} ({} bits)\n", hi.name, bits));
+                                t.push(Event::Extract { header: h });
                             }
                             cursor += bits;
                         }
@@ -316,10 +331,12 @@ impl Switch {
             }
             state = next;
         }
-        if let Some(e) = error {
-            if let Some(t) = trace.as_mut() {
-                t.push_str(&format!("    parser error {e}\n"));
+        if let Some(t) = trace.as_mut() {
+            if let Some(e) = error {
+                let name = plan.errors.iter().find(|(_, v)| **v == e).map_or_else(|| e.to_string(), |(n, _)| n.clone());
+                t.push(Event::ParserError { error: name });
             }
+            t.push(Event::ParserDone { egress });
         }
         self.trace = trace;
         (cursor, error)

@@ -65,10 +65,17 @@ impl Switch {
         let mut phv = self.take_phv();
         phv.reset();
         let packet_path = item.instance_type;
-        self.trace_line(|| format!("packet in port {} ({} bytes, packet_path {packet_path})\n", item.port, data.len()));
+        if let Some(t) = self.trace.as_mut() {
+            t.new_packet();
+            if item.arrived {
+                t.push(crate::trace::Event::PacketIn { port: item.port, len: data.len() });
+            } else {
+                t.note(format!("Processing packet of packet_path {packet_path} (resubmitted or recirculated)"));
+            }
+        }
         self.set_std(&mut phv, f.ig_parser_port, item.port as u128);
         self.set_std(&mut phv, f.ig_parser_path, packet_path);
-        self.trace_line(|| "  ingress parser\n".to_string());
+
         let (cursor, error) = self.psa_parse(&mut phv, data, false);
         let consumed = cursor.div_ceil(8).min(data.len());
         self.set_std(&mut phv, f.ig_port, item.port as u128);
@@ -100,14 +107,14 @@ impl Switch {
             self.psa_to_session(session, c, data, path::CLONE_I2E, egress);
         }
         if self.psa_get(&phv, f.ig_drop) != 0 {
-            self.trace_line(|| "  dropped at end of ingress\n".to_string());
+            self.trace_note(|| "Dropping packet at the end of ingress".to_string());
             self.stats.dropped += 1;
             self.phv_pool.push(phv);
             self.clock.record(STAGE_REPLICATION, timed, 1);
             return;
         }
         if self.psa_get(&phv, f.ig_resubmit) != 0 {
-            self.trace_line(|| "  resubmit\n".to_string());
+            self.trace_note(|| "Resubmitting packet".to_string());
             let mut b = self.take_buf();
             b.extend_from_slice(data);
             ingress.push_back(IngressItem::again(b, item.port, path::RESUBMIT));
@@ -116,7 +123,7 @@ impl Switch {
             return;
         }
         let mut out = std::mem::take(&mut self.out_buf);
-        self.trace_line(|| "  ingress deparser\n".to_string());
+
         let at_deparser = self.clock.record(STAGE_REPLICATION, timed, 1);
         self.deparse_with(&mut phv, &data[consumed..], &mut out, false);
         // The replication after the deparser is charged to the call counted above.
@@ -125,7 +132,7 @@ impl Switch {
         if group != 0 {
             let mut copies = std::mem::take(&mut self.mc_buf);
             self.state.pre.replicate(group, &mut copies);
-            self.trace_line(|| format!("  multicast group {group}: {} copies\n", copies.len()));
+            self.trace_note(|| format!("Multicast requested for packet (group {group}, {} copies)", copies.len()));
             if copies.is_empty() {
                 self.stats.dropped += 1;
             }
@@ -138,7 +145,7 @@ impl Switch {
             self.phv_pool.push(phv);
         } else {
             let port = self.psa_get(&phv, f.ig_egress_port) as u32;
-            self.trace_line(|| format!("  to egress port {port}\n"));
+            self.trace_note(|| format!("Egress port is {port}"));
             self.psa_to_egress(phv, &out, port, 0, path::NORMAL_UNICAST, cos, egress);
         }
         self.out_buf = out;
@@ -185,11 +192,11 @@ impl Switch {
         egress: &mut VecDeque<EgressItem>,
     ) {
         let Some(sess) = self.state.mirror.get(&session).cloned() else {
-            self.trace_line(|| format!("  clone session {session}: not configured\n"));
+            self.trace_note(|| format!("Cloning packet: session {session} is not configured"));
             self.phv_pool.push(phv);
             return;
         };
-        self.trace_line(|| format!("  clone to session {session}\n"));
+        self.trace_note(|| format!("Cloning packet (session {session})"));
         // The session's truncation and class of service, as the PSA specification's PRE applies them.
         let bytes = match sess.truncate {
             Some(t) => &bytes[..bytes.len().min(t as usize)],
@@ -225,10 +232,10 @@ impl Switch {
         let timed = self.clock.start();
         phv.reset_headers();
         let packet_path = self.psa_get(&phv, f.eg_path);
-        self.trace_line(|| format!("  egress port {port} (packet_path {packet_path})\n"));
+        self.trace_note(|| format!("Egress of packet on port {port} (packet_path {packet_path})"));
         self.set_std(&mut phv, f.eg_parser_port, port as u128);
         self.set_std(&mut phv, f.eg_parser_path, packet_path);
-        self.trace_line(|| "  egress parser\n".to_string());
+
         let (cursor, error) = self.psa_parse(&mut phv, &bytes, true);
         let consumed = cursor.div_ceil(8).min(bytes.len());
         self.set_std(&mut phv, f.eg_timestamp, self.now_us() as u128);
@@ -241,7 +248,7 @@ impl Switch {
         self.set_std(&mut phv, f.eg_deparser_port, port as u128);
         let mut out = std::mem::take(&mut self.out_buf);
         let timed = self.clock.start();
-        self.trace_line(|| "  egress deparser\n".to_string());
+
         self.deparse_with(&mut phv, &bytes[consumed..], &mut out, true);
         self.clock.record(STAGE_EGRESS_DEPARSER, timed, 1);
         self.buf_pool.push(bytes);
@@ -252,15 +259,15 @@ impl Switch {
             self.psa_to_session(session, c, &out, path::CLONE_E2E, egress);
         }
         if self.psa_get(&phv, f.eg_drop) != 0 {
-            self.trace_line(|| "  dropped at end of egress\n".to_string());
+            self.trace_note(|| "Dropping packet at the end of egress".to_string());
             self.stats.dropped += 1;
         } else if port == PORT_RECIRCULATE {
-            self.trace_line(|| "  recirculate\n".to_string());
+            self.trace_note(|| "Recirculating packet".to_string());
             let mut b = self.take_buf();
             b.extend_from_slice(&out);
             ingress.push_back(IngressItem::again(b, PORT_RECIRCULATE, path::RECIRCULATE));
         } else {
-            self.trace_line(|| format!("  transmit port {port} ({} bytes)\n", out.len()));
+            self.trace_event(|| crate::trace::Event::PacketOut { port, len: out.len() });
             self.stats.transmitted += 1;
             emit(port, &out);
         }

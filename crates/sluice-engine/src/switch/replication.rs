@@ -20,6 +20,7 @@ use crate::plan::Plan;
 use crate::value::nbytes;
 
 use super::{Switch, STAGE_DEPARSER, STAGE_REPLICATION};
+use crate::trace::Event;
 use crate::v1model::{instance, DROP_PORT};
 
 /// A field value carried into a resubmitted or recirculated packet:
@@ -124,9 +125,17 @@ impl Switch {
         self.egress_q = egress;
     }
 
-    pub(super) fn trace_line(&mut self, s: impl FnOnce() -> String) {
+    /// Adds a note (a debug log line) to the trace, when tracing.
+    pub(super) fn trace_note(&mut self, s: impl FnOnce() -> String) {
         if let Some(t) = self.trace.as_mut() {
-            t.push_str(&s());
+            t.note(s());
+        }
+    }
+
+    /// Adds an event to the trace, when tracing.
+    pub(super) fn trace_event(&mut self, e: impl FnOnce() -> Event) {
+        if let Some(t) = self.trace.as_mut() {
+            t.push(e());
         }
     }
 
@@ -178,11 +187,9 @@ impl Switch {
         let len = data.len() as u128;
         if let Some((session, fl)) = meta.clone.take() {
             let sess = self.state.mirror.get(&(session & 0x7fff)).cloned();
-            self.trace_line(|| {
-                format!(
-                    "  clone I2E session {session}: {}\n",
-                    if sess.is_some() { "configured" } else { "not configured" }
-                )
+            self.trace_note(|| match sess {
+                Some(_) => format!("Cloning packet at ingress (session {session})"),
+                None => format!("Cloning packet at ingress: session {session} is not configured"),
             });
             if let Some(sess) = sess {
                 let mut cphv = self.take_phv();
@@ -202,11 +209,11 @@ impl Switch {
             }
         }
         if let Some((r, l)) = meta.digest {
-            self.trace_line(|| format!("  digest list {l} receiver {r}\n"));
+            self.trace_note(|| format!("Generating digest (learn list {l}, receiver {r})"));
         }
         if let Some(fl) = meta.resubmit {
             let preserved = self.preserved(&phv, fl);
-            self.trace_line(|| "  resubmit\n".to_string());
+            self.trace_note(|| "Resubmitting packet".to_string());
             let mut b = self.take_buf();
             b.extend_from_slice(data);
             ingress.push_back(IngressItem {
@@ -226,7 +233,7 @@ impl Switch {
             self.set_std(&mut phv, self.plan.std.instance_type, instance::REPLICATION);
             let mut copies = std::mem::take(&mut self.mc_buf);
             self.state.pre.replicate(mgid, &mut copies);
-            self.trace_line(|| format!("  multicast group {mgid}: {} copies\n", copies.len()));
+            self.trace_note(|| format!("Multicast requested for packet (group {mgid}, {} copies)", copies.len()));
             for (rid, port) in copies.iter() {
                 self.set_std(&mut phv, self.plan.std.egress_rid, *rid as u128);
                 let mut c = self.take_phv();
@@ -248,7 +255,7 @@ impl Switch {
         }
         let spec = self.get_std(&phv, self.plan.std.egress_spec);
         if spec == DROP_PORT {
-            self.trace_line(|| "  dropped at end of ingress\n".to_string());
+            self.trace_note(|| "Dropping packet at the end of ingress".to_string());
             self.stats.dropped += 1;
             self.phv_pool.push(phv);
             self.clock.record(STAGE_REPLICATION, timed, 1);
@@ -261,7 +268,7 @@ impl Switch {
             truncate: meta.truncate,
             ..Default::default()
         };
-        self.trace_line(|| format!("  to egress port {spec}\n"));
+        self.trace_note(|| format!("Egress port is {spec}"));
         self.clock.record(STAGE_REPLICATION, timed, 1);
         if egress.is_empty() {
             // Nothing queued ahead of it: egress runs on the borrowed payload.
@@ -373,7 +380,7 @@ impl Switch {
         self.set_std(&mut e.phv, self.plan.std.egress_port, e.port as u128);
         self.set_std(&mut e.phv, self.plan.std.egress_spec, 512);
         self.set_std(&mut e.phv, self.plan.std.packet_length, e.meta.len_reg as u128);
-        self.trace_line(|| format!("  egress port {}\n", e.port));
+        self.trace_note(|| format!("Egress of packet on port {}", e.port));
         let mut meta = std::mem::take(&mut e.meta);
         self.run_pipeline(&mut e.phv, &mut meta, false);
         (e, meta)
@@ -391,7 +398,7 @@ impl Switch {
     ) {
         if let Some((session, fl)) = meta.clone.take() {
             if let Some(sess) = self.state.mirror.get(&(session & 0x7fff)).cloned() {
-                self.trace_line(|| format!("  clone E2E session {session}\n"));
+                self.trace_note(|| format!("Cloning packet at egress (session {session})"));
                 let mut c = self.take_phv();
                 c.reset();
                 copy_headers_only(&self.plan, &mut c, &e.phv);
@@ -410,7 +417,7 @@ impl Switch {
             let mut phv = e.phv;
             self.deparse(&mut phv, payload, &mut out);
             let preserved = self.preserved(&phv, fl);
-            self.trace_line(|| "  recirculate\n".to_string());
+            self.trace_note(|| "Recirculating packet".to_string());
             let mut b = self.take_buf();
             b.extend_from_slice(&out);
             ingress.push_back(IngressItem {
@@ -431,7 +438,7 @@ impl Switch {
     /// deparse and transmit (truncated if the pipeline asked).
     fn egress_end(&mut self, mut e: EgressRun, meta: &PktMeta, payload: &[u8], emit: &mut dyn FnMut(u32, &[u8])) {
         if self.get_std(&e.phv, self.plan.std.egress_spec) == DROP_PORT {
-            self.trace_line(|| "  dropped at end of egress\n".to_string());
+            self.trace_note(|| "Dropping packet at the end of egress".to_string());
             self.stats.dropped += 1;
             self.phv_pool.push(e.phv);
             return;
@@ -441,7 +448,7 @@ impl Switch {
         self.deparse(&mut e.phv, payload, &mut out);
         self.clock.record(STAGE_DEPARSER, timed, 1);
         let n = meta.truncate.map_or(out.len(), |t| (t as usize).min(out.len()));
-        self.trace_line(|| format!("  transmit port {} ({} bytes)\n", e.port, n));
+        self.trace_event(|| Event::PacketOut { port: e.port, len: n });
         self.stats.transmitted += 1;
         emit(e.port, &out[..n]);
         self.out_buf = out;

@@ -98,7 +98,9 @@ pub fn run_inputs(
                 outs.entry(p).or_default().push(bytes.to_vec());
             }
         });
-        sluice_dataplane::DataPlane::drain_log(sw, &mut |t| eprint!("{t}"));
+        if let Some(t) = sw.drain_trace() {
+            eprint!("{t}");
+        }
         rest = &rest[n..];
     }
     Ok(outs)

@@ -18,10 +18,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_control::device::{Device, DeviceInfo, Event, EventSink, PortInfo};
+use sluice_dataplane::Level;
 use sluice_dataplane::NullForward;
 use sluice_engine::{ExecMode, Switch};
+use sluice_live::log::{FileLog, LogTarget};
 pub use sluice_live::{Backend, LiveStats, PortSpec};
-use sluice_live::{LiveConfig, Up, UpSink};
+use sluice_live::{LiveConfig, TraceTaps, Up, UpSink};
 use sluice_node::{Node, NodeOptions};
 
 /// Everything the live switch is started with.
@@ -36,8 +38,12 @@ pub struct LiveOptions {
     pub ports: Vec<PortSpec>,
     /// `--pcap DIR`: record `<iface>_in.pcap` and `<iface>_out.pcap`.
     pub pcap_dir: Option<PathBuf>,
-    /// Per-packet trace on standard error.
-    pub trace: bool,
+    /// Where bmv2's per-packet log goes (`--log-console`, `--log-file`).
+    pub log: Option<LogTarget>,
+    /// The least level logged (`--log-level`, bmv2's default: trace).
+    pub log_level: Option<Level>,
+    /// bmv2's event stream (`--nanolog ADDR`).
+    pub nanolog: Option<String>,
     /// Carry virtio-net offload headers (default on).
     pub offload: bool,
     /// Worker threads (AF_PACKET ports are shared through PACKET_FANOUT).
@@ -73,7 +79,9 @@ impl Default for LiveOptions {
             commands: Vec::new(),
             ports: Vec::new(),
             pcap_dir: None,
-            trace: false,
+            log: None,
+            log_level: Some(Level::Trace),
+            nanolog: None,
             offload: true,
             workers: 1,
             null_forward: false,
@@ -98,29 +106,43 @@ pub struct SimpleSwitchArgs {
     pub device_id: Option<u64>,
     pub cpu_port: Option<u32>,
     pub grpc_server_addr: Option<String>,
-    pub log_level: Option<String>,
     pub priority_queues: Option<u32>,
+    /// Notes for options accepted without an effect of their own.
+    pub notes: Vec<String>,
     pub help: bool,
+    /// `--version`, `--json-version`: print and exit.
+    pub print: Option<String>,
 }
 
 /// The options text printed by `--help`.
 pub const USAGE: &str = "\
 usage: sluice simple_switch [options] <path to JSON config file> [-- target options]
 
-Options of bmv2's simple_switch that Sluice accepts:
-  -i, --interface PORT@IFACE   attach IFACE as PORT (repeatable); IFACE may be af_packet:NAME
-                               (default) or tap:NAME (Sluice creates the TAP interface)
+Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
+  -i, --interface PORT@IFACE   attach IFACE as PORT (repeatable; none: add ports later with
+                               the CLI's port_add); IFACE may be af_packet:NAME (default) or
+                               tap:NAME (Sluice creates the TAP interface)
   --thrift-port N              Thrift runtime server port (default 9090; simple_switch_CLI talks to it)
-  --device-id N                device id
-  --log-console                print a per-packet trace on standard error
-  --log-level L                trace, debug, info, warn, error or off (trace/debug print packet traces)
+  --device-id N                device id (in event messages and the default addresses)
+  --nanolog ADDR               bmv2's event stream (packet in/out, parser, tables, actions...)
+                               published over nanomsg pub/sub on ipc://PATH or tcp://HOST:PORT
+  --log-console                per-packet log on standard output, as bmv2's
+  --log-file PATH              per-packet log in PATH (rotated as NAME.1.EXT... at --log-file-max-size)
+  --log-level L                trace (default), debug, info, warn, error or off
+  --log-flush                  flush the log file after every batch of lines
+  --log-file-max-size BYTES    rotate the log file at this size (default 5242880)
+  --log-file-max-files N       rotated log files kept (default 3)
   --pcap [DIR]                 record every port's traffic in DIR/<iface>_in.pcap and _out.pcap
-  --no-p4                      start without a program: every packet is dropped
-  --cpu-port N                 the CPU port (for P4Runtime packet-in/out)
-  --priority-queues N          accepted: Sluice has no egress queues, packets go to egress at once
   --use-files WAIT             every interface X is the pair of files X_in.pcap (read) and
                                X_out.pcap (written), processed after WAIT seconds
+  --no-p4                      start without a program: every packet is dropped
+  --max-port-count N           at most N interfaces (default 512)
   --json FILE                  the program (same as the positional argument)
+  -v, --version                print the version
+  --json-version               print the newest BMv2 JSON version read
+Refused, with the reason: --packet-in, --debugger, --debugger-addr, --restore-state,
+  --dump-packet-data, --notifications-addr, --load-modules, --dp-grpc-server-addr,
+  --grpc-server-ssl and its certificate options, --disable-swap, --drop-port other than 511
 Sluice options:
   --metrics ADDR               serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or :PORT)
   --name NAME                  the instance's name, for `sluice top NAME` (default: its PID)
@@ -135,9 +157,14 @@ Sluice options:
                                SPEC is drop=P,dup=P,reorder=P,truncate=P,corrupt=P (received
                                frames), send-fail=P (sends, as a full ring), flap=UP/DOWN
                                (link schedule, e.g. 5s/1s), seed=N; P from 0 to 1, any subset
-Target options after `--` (simple_switch_grpc):
+Target options after `--`:
   --grpc-server-addr ADDR      P4Runtime server address (default 0.0.0.0:9559 in the simple_switch_grpc form)
-  --cpu-port N                 as above
+  --cpu-port N                 the CPU port (P4Runtime packet-in/out)
+  --enable-swap                accepted: Sluice always accepts a new program
+  --drop-port 511              accepted (511 is the drop port)
+  --priority-queues N, --max-mc-groups N, --max-l1-entries N, --max-l2-entries N
+                               accepted with a note: Sluice has no egress queues, and its
+                               multicast tables grow as needed
 ";
 
 fn value<'a>(args: &'a [String], i: &mut usize, opt: &str) -> Result<&'a str, String> {
@@ -157,11 +184,38 @@ fn split_eq(a: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// Why an option of bmv2's that Sluice does not implement is refused.
+fn refused(opt: &str) -> Option<&'static str> {
+    Some(match opt {
+        "--packet-in" => "packet I/O over a nanomsg PAIR socket is not supported; attach interfaces with -i",
+        "--debugger" | "--debugger-addr" => {
+            "Sluice has no bmv2 debugger (as a bmv2 built without --enable-debugger, which refuses it too)"
+        }
+        "--restore-state" => "bmv2's state dump files are not read; replay the commands with --commands",
+        "--dump-packet-data" => "packet bytes are not logged; record them with --pcap",
+        "--notifications-addr" => {
+            "learning and ageing notifications over nanomsg are not published; use P4Runtime digests"
+        }
+        "--load-modules" => "extern modules (shared libraries for bmv2) cannot be loaded",
+        "--dp-grpc-server-addr" => "packet I/O over gRPC is not supported; attach interfaces with -i",
+        "--grpc-server-ssl"
+        | "--grpc-server-cacert"
+        | "--grpc-server-cert"
+        | "--grpc-server-key"
+        | "--grpc-server-with-client-auth" => "TLS for the P4Runtime server is not implemented",
+        "--disable-swap" => "Sluice always accepts a new program (swapping cannot be turned off)",
+        _ => return None,
+    })
+}
+
 /// Parses simple_switch's arguments (without the program name).
 pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
     let mut out = SimpleSwitchArgs::default();
     let mut positional: Vec<String> = Vec::new();
     let mut no_p4 = false;
+    let mut max_ports = 512usize;
+    let (mut log_console, mut log_file, mut log_flush) = (false, None::<PathBuf>, false);
+    let (mut max_size, mut max_files) = (None::<u64>, None::<u32>);
     let mut i = 0;
     let mut target = false;
     while i < args.len() {
@@ -178,13 +232,30 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
                 None => value(args, i, opt).map(str::to_string),
             }
         };
+        if let Some(why) = refused(opt) {
+            return Err(format!("option {opt} is not supported: {why}"));
+        }
         if target {
             match opt {
                 "--grpc-server-addr" => out.grpc_server_addr = Some(val(&mut i)?),
                 "--cpu-port" => out.cpu_port = Some(number(&val(&mut i)?, opt)?),
+                "--enable-swap" => {}
+                "--drop-port" => {
+                    let p: u32 = number(&val(&mut i)?, opt)?;
+                    if p != 511 {
+                        return Err(format!(
+                            "option --drop-port {p} is not supported: Sluice's drop port is 511 (bmv2's default)"
+                        ));
+                    }
+                }
+                "--priority-queues" => out.priority_queues = Some(number(&val(&mut i)?, opt)?),
+                "--max-mc-groups" | "--max-l1-entries" | "--max-l2-entries" => {
+                    let n: u32 = number(&val(&mut i)?, opt)?;
+                    out.notes.push(format!("{opt} {n} accepted: Sluice's multicast tables grow as needed"));
+                }
                 _ => {
                     return Err(format!(
-                        "unknown target option {raw} (after `--` Sluice accepts --grpc-server-addr and --cpu-port)"
+                        "unknown target option {raw} (see `sluice simple_switch --help` for those after `--`)"
                     ))
                 }
             }
@@ -193,16 +264,31 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
         }
         match opt {
             "-h" | "--help" => out.help = true,
+            "-v" | "--version" => out.print = Some(env!("CARGO_PKG_VERSION").to_string()),
+            "--json-version" => out.print = Some(sluice_json::MAX_JSON_VERSION.to_string()),
             "-i" | "--interface" => out.live.ports.push(PortSpec::parse(&val(&mut i)?)?),
             "--thrift-port" => out.thrift_port = Some(number(&val(&mut i)?, opt)?),
             "--device-id" => out.device_id = Some(number(&val(&mut i)?, opt)?),
-            "--log-console" => out.live.trace = true,
+            "--nanolog" => {
+                let a = val(&mut i)?;
+                sluice_nanomsg::Endpoint::parse(&a).map_err(|e| format!("option --nanolog: {e}"))?;
+                out.live.nanolog = Some(a);
+            }
+            "--log-console" => log_console = true,
+            "--log-file" => log_file = Some(PathBuf::from(val(&mut i)?)),
+            "--log-flush" => log_flush = true,
+            "--log-file-max-size" => {
+                let n: u64 = number(&val(&mut i)?, opt)?;
+                if n == 0 {
+                    return Err("option --log-file-max-size: the size must be above 0".into());
+                }
+                max_size = Some(n);
+            }
+            "--log-file-max-files" => max_files = Some(number(&val(&mut i)?, opt)?),
             "--log-level" | "-L" => {
                 let l = val(&mut i)?;
-                if !matches!(l.as_str(), "trace" | "debug" | "info" | "warn" | "error" | "off") {
-                    return Err(format!("option {opt}: unknown level \"{l}\" (trace, debug, info, warn, error, off)"));
-                }
-                out.log_level = Some(l);
+                out.live.log_level =
+                    Level::parse(&l).map_err(|e| format!("{e} (trace, debug, info, warn, error, off)"))?;
             }
             "--pcap" => {
                 // bmv2 takes an optional directory: `--pcap`, `--pcap=DIR` or `--pcap DIR`.
@@ -219,6 +305,13 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
                 out.live.pcap_dir = Some(PathBuf::from(dir));
             }
             "--no-p4" => no_p4 = true,
+            "--max-port-count" => {
+                let n: i64 = number(&val(&mut i)?, opt)?;
+                if n < 0 {
+                    return Err(format!("option --max-port-count: {n} is negative"));
+                }
+                max_ports = n as usize;
+            }
             "--cpu-port" => out.cpu_port = Some(number(&val(&mut i)?, opt)?),
             "--priority-queues" => out.priority_queues = Some(number(&val(&mut i)?, opt)?),
             "--json" => positional.push(val(&mut i)?),
@@ -250,7 +343,7 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
         }
         i += 1;
     }
-    if out.help {
+    if out.help || out.print.is_some() {
         return Ok(out);
     }
     match (positional.len(), no_p4) {
@@ -260,17 +353,31 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
         (_, true) => return Err("--no-p4 and a JSON program were both given".into()),
         _ => return Err(format!("more than one JSON program given: {}", positional.join(", "))),
     }
+    if out.live.ports.len() > max_ports {
+        return Err(format!("{} interfaces given, more than --max-port-count {max_ports}", out.live.ports.len()));
+    }
     if out.live.use_files.is_some() {
         for p in out.live.ports.iter_mut() {
             p.backend = Backend::Files;
         }
     }
-    if matches!(out.log_level.as_deref(), Some("trace" | "debug")) {
-        out.live.trace = true;
-    }
-    if matches!(out.log_level.as_deref(), Some("info" | "warn" | "error" | "off")) {
-        out.live.trace = false;
-    }
+    out.live.log = match (log_console, log_file) {
+        (true, Some(_)) => return Err("--log-console and --log-file are exclusive".into()),
+        (true, None) => Some(LogTarget::Stdout),
+        (false, Some(path)) => {
+            let mut f = FileLog::new(path);
+            f.flush = log_flush;
+            f.max_size = max_size.unwrap_or(f.max_size);
+            f.max_files = max_files.unwrap_or(f.max_files);
+            Some(LogTarget::File(f))
+        }
+        (false, None) => {
+            if log_flush {
+                out.notes.push("Ignoring --log-flush option because --log-file not specified".into());
+            }
+            None
+        }
+    };
     Ok(out)
 }
 
@@ -301,6 +408,13 @@ pub fn simple_switch(args: &[String], grpc: bool, mode: ExecMode) -> Result<(), 
     if a.help {
         print!("{USAGE}");
         return Ok(());
+    }
+    if let Some(p) = &a.print {
+        println!("{p}");
+        return Ok(());
+    }
+    for n in &a.notes {
+        eprintln!("note: {n}");
     }
     // As bmv2: the Thrift server always runs (port 9090 by default).
     a.live.thrift_port = Some(a.thrift_port.unwrap_or(9090));
@@ -337,8 +451,15 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
             return Err(format!("{failed} command(s) of {} failed", c.display()));
         }
     }
-    if opts.trace {
-        sw.set_trace(true);
+    let mut taps = TraceTaps { device_id: opts.device_id, ..TraceTaps::default() };
+    if let Some(target) = &opts.log {
+        sluice_live::log::set_target(target.clone())?;
+        taps.log_level = opts.log_level;
+    }
+    if let Some(addr) = &opts.nanolog {
+        let p = sluice_nanomsg::Publisher::bind(addr).map_err(|e| format!("--nanolog: {e}"))?;
+        eprintln!("sluice: event stream (--nanolog) published on {}", p.address());
+        taps.events = Some(Arc::new(p));
     }
     let cfg = LiveConfig {
         ports: opts.ports.clone(),
@@ -349,6 +470,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         profile: opts.profile,
         faults: opts.faults,
         memory: Vec::new(),
+        trace: taps.clone(),
     };
     if let Some(wait) = opts.use_files {
         eprintln!("sluice: --use-files: starting in {wait} s");
@@ -416,8 +538,38 @@ mod tests {
         assert_eq!(a.live.ports.len(), 2);
         assert_eq!(a.live.ports[1], PortSpec { port: 2, iface: "veth3".into(), backend: Backend::AfPacket });
         assert_eq!(a.thrift_port, Some(9090));
-        assert!(a.live.trace);
+        assert_eq!(a.live.log, Some(LogTarget::Stdout));
+        assert_eq!(a.live.log_level, Some(Level::Trace), "bmv2's default level");
         assert_eq!(a.live.program, Some(PathBuf::from("program.json")));
+    }
+
+    /// The command line bmv2's Mininet switch class builds (options after
+    /// the JSON, the event stream on an ipc address), and the log options.
+    #[test]
+    fn mininet_and_log_options_parse() {
+        let a = parse(&args(
+            "-i 1@s1-eth1 -i 2@s1-eth2 --pcap --thrift-port 9090 --nanolog ipc:///tmp/bm-0-log.ipc \
+             --device-id 0 simple_router.json --log-console",
+        ))
+        .unwrap();
+        assert_eq!(a.live.nanolog.as_deref(), Some("ipc:///tmp/bm-0-log.ipc"));
+        assert_eq!(a.live.log, Some(LogTarget::Stdout));
+        assert_eq!(a.live.pcap_dir, Some(PathBuf::from(".")));
+        assert_eq!(a.live.program, Some(PathBuf::from("simple_router.json")));
+        let b = parse(&args(
+            "--log-file /tmp/s1.log --log-flush --log-level debug --log-file-max-size 1000 --log-file-max-files 2 p.json",
+        ))
+        .unwrap();
+        let want = FileLog { path: "/tmp/s1.log".into(), flush: true, max_size: 1000, max_files: 2 };
+        assert_eq!(b.live.log, Some(LogTarget::File(want)));
+        assert_eq!(b.live.log_level, Some(Level::Debug));
+        let c = parse(&args("--log-level off --max-port-count 4 -i 1@a --no-p4")).unwrap();
+        assert_eq!(c.live.log_level, None);
+        assert!(c.live.log.is_none());
+        let d = parse(&args("--no-p4 -- --enable-swap --drop-port 511 --max-mc-groups 10")).unwrap();
+        assert!(d.live.ports.is_empty(), "no interface at all is a valid start");
+        assert_eq!(d.notes.len(), 1, "{:?}", d.notes);
+        assert_eq!(parse(&args("--json-version")).unwrap().print.as_deref(), Some("2.23"));
     }
 
     #[test]
@@ -448,7 +600,16 @@ mod tests {
             ("", "no JSON program"),
             ("a.json b.json", "more than one"),
             ("--use-files x p.json", "not a valid number"),
-            ("--log-level loud p.json", "unknown level"),
+            ("--log-level loud p.json", "Invalid value loud for --log-level"),
+            ("--log-console --log-file x p.json", "--log-console and --log-file are exclusive"),
+            ("--nanolog inproc://x p.json", "option --nanolog"),
+            ("--debugger p.json", "option --debugger is not supported: Sluice has no bmv2 debugger"),
+            ("--packet-in ipc:///tmp/x p.json", "option --packet-in is not supported"),
+            ("--restore-state s p.json", "option --restore-state is not supported"),
+            ("p.json -- --grpc-server-ssl", "TLS for the P4Runtime server is not implemented"),
+            ("p.json -- --drop-port 255", "drop port is 511"),
+            ("--max-port-count 1 -i 1@a -i 2@b p.json", "more than --max-port-count 1"),
+            ("--log-file-max-size 0 --log-file l p.json", "above 0"),
         ] {
             match parse(&args(line)) {
                 Err(e) => assert!(e.contains(want), "{line}: {e}"),
