@@ -67,7 +67,47 @@ def _alive(pid):
     return pid is not None and os.path.exists("/proc/%d" % pid)
 
 
-class SluiceP4Switch(Switch):
+class _SluiceProcess(Switch):
+    """What every Sluice switch class shares: its process, started in the
+    background with its output in `self.output`, ready when `_ready()` says
+    so, and stopped with SIGTERM."""
+
+    sw_pid = None
+    output = None
+
+    def _data_ports(self):
+        return ["%d@%s" % (port, intf.name) for port, intf in self.intfs.items()
+                if not intf.IP() and intf.name != "lo"]
+
+    def _ready(self):
+        raise NotImplementedError
+
+    def _launch(self, args, what):
+        info(" ".join(args) + "\n")
+        with tempfile.NamedTemporaryFile() as f:
+            self.cmd(" ".join(args) + " >" + self.output + " 2>&1 & echo $! >> " + f.name)
+            self.sw_pid = int(open(f.name).read().strip())
+        deadline = time.time() + START_TIMEOUT
+        while time.time() < deadline and _alive(self.sw_pid):
+            if self._ready():
+                info("%s %s has been started.\n" % (what, self.name))
+                return
+            time.sleep(0.2)
+        tail = open(self.output).read()[-2000:] if os.path.exists(self.output) else ""
+        error("%s %s did not start correctly.\n%s\n" % (what, self.name, tail))
+        raise SystemExit(1)
+
+    def stop(self, deleteIntfs=True):
+        if _alive(self.sw_pid):
+            self.cmd("kill %d" % self.sw_pid)
+            deadline = time.time() + 30
+            while _alive(self.sw_pid) and time.time() < deadline:
+                time.sleep(0.05)
+        self.sw_pid = None
+        Switch.stop(self, deleteIntfs)
+
+
+class SluiceP4Switch(_SluiceProcess):
     """A P4 switch run by Sluice, with bmv2's P4Switch's arguments."""
 
     device_id = 0
@@ -107,7 +147,6 @@ class SluiceP4Switch(Switch):
             SluiceP4Switch.device_id += 1
         self.nanomsg = "ipc:///tmp/bm-%d-log.ipc" % self.device_id
         self.output = "/tmp/p4s.%s.log" % name
-        self.sw_pid = None
 
     @classmethod
     def setup(cls):
@@ -118,9 +157,8 @@ class SluiceP4Switch(Switch):
 
     def _args(self):
         args = _command(self.sw_path, self._form())
-        for port, intf in self.intfs.items():
-            if not intf.IP() and intf.name != "lo":
-                args += ["-i", "%d@%s" % (port, intf.name)]
+        for p in self._data_ports():
+            args += ["-i", p]
         if self.pcap_dump:
             args += ["--pcap"] if self.pcap_dump is True else ["--pcap", str(self.pcap_dump)]
         args += ["--thrift-port", str(self.thrift_port)]
@@ -137,31 +175,7 @@ class SluiceP4Switch(Switch):
 
     def start(self, controllers):
         info("Starting Sluice P4 switch %s.\n" % self.name)
-        args = self._args()
-        info(" ".join(args) + "\n")
-        with tempfile.NamedTemporaryFile() as f:
-            self.cmd(" ".join(args) + " >" + self.output + " 2>&1 & echo $! >> " + f.name)
-            self.sw_pid = int(open(f.name).read().strip())
-        deadline = time.time() + START_TIMEOUT
-        while time.time() < deadline:
-            if not _alive(self.sw_pid):
-                break
-            if self._ready():
-                info("Sluice P4 switch %s has been started.\n" % self.name)
-                return
-            time.sleep(0.2)
-        tail = open(self.output).read()[-2000:] if os.path.exists(self.output) else ""
-        error("P4 switch %s did not start correctly.\n%s\n" % (self.name, tail))
-        raise SystemExit(1)
-
-    def stop(self, deleteIntfs=True):
-        if _alive(self.sw_pid):
-            self.cmd("kill %d" % self.sw_pid)
-            deadline = time.time() + 30
-            while _alive(self.sw_pid) and time.time() < deadline:
-                time.sleep(0.05)
-        self.sw_pid = None
-        Switch.stop(self, deleteIntfs)
+        self._launch(self._args(), "P4 switch")
 
     def describe(self):
         print("%s -> Thrift port: %d" % (self.name, self.thrift_port))
@@ -213,7 +227,7 @@ class SluiceP4RuntimeSwitch(SluiceP4Switch):
         print("%s -> gRPC port: %d" % (self.name, self.grpc_port))
 
 
-class SluiceOFSwitch(Switch):
+class SluiceOFSwitch(_SluiceProcess):
     """An OpenFlow 1.3 switch run by Sluice (`sluice openflow`), connected to
     Mininet's controllers, as Mininet's UserSwitch and OVSSwitch are. dpctl()
     runs ovs-ofctl against the switch's own listening port."""
@@ -229,7 +243,6 @@ class SluiceOFSwitch(Switch):
             SluiceOFSwitch.next_listen_port += 1
         self.listen_port = int(listen_port)
         self.output = "/tmp/sluice-of.%s.log" % name
-        self.sw_pid = None
 
     @classmethod
     def setup(cls):
@@ -237,34 +250,16 @@ class SluiceOFSwitch(Switch):
 
     def start(self, controllers):
         args = [self.sw_path, "openflow"]
-        for port, intf in self.intfs.items():
-            if not intf.IP() and intf.name != "lo":
-                args += ["-i", "%d@%s" % (port, intf.name)]
+        for p in self._data_ports():
+            args += ["-i", p]
         for c in controllers:
             args += ["--controller", "tcp:%s:%d" % (c.IP(), c.port)]
         args += ["--listen", "ptcp:%d:127.0.0.1" % self.listen_port]
         args += ["--datapath-id", "0x" + self.dpid, "--fail-mode", self.fail_mode, "--name", self.name]
-        info(" ".join(args) + "\n")
-        with tempfile.NamedTemporaryFile() as f:
-            self.cmd(" ".join(args) + " >" + self.output + " 2>&1 & echo $! >> " + f.name)
-            self.sw_pid = int(open(f.name).read().strip())
-        deadline = time.time() + START_TIMEOUT
-        while time.time() < deadline and _alive(self.sw_pid):
-            if _listening(self.listen_port):
-                return
-            time.sleep(0.2)
-        tail = open(self.output).read()[-2000:] if os.path.exists(self.output) else ""
-        error("OpenFlow switch %s did not start correctly.\n%s\n" % (self.name, tail))
-        raise SystemExit(1)
+        self._launch(args, "OpenFlow switch")
 
-    def stop(self, deleteIntfs=True):
-        if _alive(self.sw_pid):
-            self.cmd("kill %d" % self.sw_pid)
-            deadline = time.time() + 30
-            while _alive(self.sw_pid) and time.time() < deadline:
-                time.sleep(0.05)
-        self.sw_pid = None
-        Switch.stop(self, deleteIntfs)
+    def _ready(self):
+        return _listening(self.listen_port)
 
     def dpctl(self, *args):
         """ovs-ofctl COMMAND [ARGS] against this switch (OpenFlow 1.3)."""
