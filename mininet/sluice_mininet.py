@@ -63,6 +63,19 @@ def _listening(port, host="127.0.0.1"):
         return s.connect_ex((host, port)) == 0
 
 
+def _claim_port(name, port, cls, counter):
+    """`port`, or when None the next of the class counter `cls.counter`;
+    exits, as the tutorials' classes do, when another process listens on it."""
+    if port is None:
+        port = getattr(cls, counter)
+        setattr(cls, counter, port + 1)
+    port = int(port)
+    if _listening(port):
+        error("%s cannot bind port %d because it is bound by another process\n" % (name, port))
+        raise SystemExit(1)
+    return port
+
+
 def _alive(pid):
     return pid is not None and os.path.exists("/proc/%d" % pid)
 
@@ -125,13 +138,7 @@ class SluiceP4Switch(_SluiceProcess):
             error("Invalid JSON file: %s\n" % json_path)
             raise SystemExit(1)
         self.json_path = json_path
-        if thrift_port is None:
-            thrift_port = SluiceP4Switch.next_thrift_port
-            SluiceP4Switch.next_thrift_port += 1
-        self.thrift_port = int(thrift_port)
-        if _listening(self.thrift_port):
-            error("%s cannot bind port %d because it is bound by another process\n" % (name, self.thrift_port))
-            raise SystemExit(1)
+        self.thrift_port = _claim_port(name, thrift_port, SluiceP4Switch, "next_thrift_port")
         self.pcap_dump = pcap_dump
         self.log_console = log_console
         self.log_file = log_file
@@ -196,13 +203,7 @@ class SluiceP4RuntimeSwitch(SluiceP4Switch):
     def __init__(self, name, sw_path=None, json_path=None, grpc_port=None, thrift_port=None,
                  pcap_dump=False, log_console=False, verbose=False, device_id=None,
                  enable_debugger=False, log_file=None, **kwargs):
-        if grpc_port is None:
-            grpc_port = SluiceP4RuntimeSwitch.next_grpc_port
-            SluiceP4RuntimeSwitch.next_grpc_port += 1
-        self.grpc_port = int(grpc_port)
-        if _listening(self.grpc_port):
-            error("%s cannot bind port %d because it is bound by another process\n" % (name, self.grpc_port))
-            raise SystemExit(1)
+        self.grpc_port = _claim_port(name, grpc_port, SluiceP4RuntimeSwitch, "next_grpc_port")
         SluiceP4Switch.__init__(self, name, sw_path=sw_path, json_path=json_path, thrift_port=thrift_port,
                                 pcap_dump=pcap_dump, log_console=log_console, log_file=log_file,
                                 verbose=verbose, device_id=device_id, enable_debugger=enable_debugger,

@@ -5,9 +5,10 @@
 //! Contract. Written by: the interpreter and the switch's stages while a
 //! trace is on ([`crate::Switch::set_trace`]; generated code never runs
 //! then). Holds: the events since the last drain, each stamped with its
-//! packet's id and copy id (bmv2's `[id.copy]`: ids count received packets
-//! from 0, a clone or a multicast copy gets the next copy id of its
-//! packet). Leaves: [`Trace::render_log`] gives bmv2's log lines (level and
+//! packet's id and copy id (bmv2's `[id.copy]`: ids count received,
+//! resubmitted and recirculated packets from 0; the copy id is always 0:
+//! a clone or a multicast copy is traced under its packet's id, not yet
+//! numbered apart as bmv2 numbers it). Leaves: [`Trace::render_log`] gives bmv2's log lines (level and
 //! text, without the time and thread prefix a logger adds),
 //! [`Trace::encode_events`] bmv2's event messages (the 40-byte header and
 //! its body, little-endian, with the program's JSON ids), and
@@ -99,8 +100,6 @@ pub struct Trace {
     current: (u64, u64),
     /// The id the next received packet gets.
     next_packet: u64,
-    /// The copy id the next copy of the current packet gets.
-    next_copy: u64,
 }
 
 impl Trace {
@@ -119,30 +118,17 @@ impl Trace {
         self.push(Event::Note(text));
     }
 
-    /// A packet arrives (or comes back, resubmitted or recirculated): the
-    /// next id, copy 0.
-    pub fn new_packet(&mut self) -> (u64, u64) {
+    /// A packet enters ingress with the next id: one received on `port`
+    /// (`arrived`, `len` bytes), or one resubmitted or recirculated, which
+    /// starts over as a packet of its own (`again` says how, as a note).
+    pub fn new_packet(&mut self, port: u32, len: usize, arrived: bool, again: impl FnOnce() -> String) {
         self.current = (self.next_packet, 0);
         self.next_packet += 1;
-        self.next_copy = 1;
-        self.current
-    }
-
-    /// A copy of the current packet (clone, multicast): its stamp.
-    pub fn new_copy(&mut self) -> (u64, u64) {
-        let c = (self.current.0, self.next_copy);
-        self.next_copy += 1;
-        c
-    }
-
-    /// Events from now on belong to packet `stamp`.
-    pub fn resume(&mut self, stamp: (u64, u64)) {
-        self.current = stamp;
-    }
-
-    /// The current packet's stamp.
-    pub fn stamp(&self) -> (u64, u64) {
-        self.current
+        if arrived {
+            self.push(Event::PacketIn { port, len });
+        } else {
+            self.note(again());
+        }
     }
 
     /// Whether nothing was traced since the last drain.
@@ -231,14 +217,6 @@ fn header(m: &mut Vec<u8>, kind: i32, device_id: u64, id: u64, copy: u64) {
     m.extend_from_slice(&0u64.to_le_bytes());
     m.extend_from_slice(&id.to_le_bytes());
     m.extend_from_slice(&copy.to_le_bytes());
-}
-
-/// The event bmv2 sends when the program changes (a swap): type 999, the
-/// switch id, the rest zero.
-pub fn config_change_event(device_id: u64) -> Vec<u8> {
-    let mut m = Vec::with_capacity(40);
-    header(&mut m, 999, device_id, 0, 0);
-    m
 }
 
 fn hex(bytes: &[u8]) -> String {

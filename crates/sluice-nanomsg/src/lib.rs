@@ -238,20 +238,24 @@ impl Publisher {
     /// Publishes `messages` (in order, as one chunk) to every subscriber;
     /// never blocks (see the module documentation for what is dropped).
     pub fn publish<'a>(&self, messages: impl IntoIterator<Item = &'a [u8]>) {
+        let mut messages = messages.into_iter().peekable();
+        if messages.peek().is_none() {
+            return;
+        }
+        if !self.has_subscribers() {
+            // Nobody to frame them for.
+            let n = messages.count() as u64;
+            self.shared.published.fetch_add(n, Ordering::Relaxed);
+            self.shared.unheard.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
         let mut bytes = Vec::new();
         let mut n = 0u64;
         for m in messages {
             frame(&mut bytes, m, self.endpoint.is_ipc());
             n += 1;
         }
-        if n == 0 {
-            return;
-        }
         self.shared.published.fetch_add(n, Ordering::Relaxed);
-        if !self.has_subscribers() {
-            self.shared.unheard.fetch_add(n, Ordering::Relaxed);
-            return;
-        }
         match self.tx.try_send(Chunk { bytes, messages: n }) {
             Ok(()) => {
                 let _ = self.waker.wake();

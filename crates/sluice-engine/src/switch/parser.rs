@@ -61,16 +61,9 @@ impl Switch {
         self.set_std(&mut phv, self.plan.std.packet_length, len);
         self.set_std(&mut phv, self.plan.std.instance_type, item.instance_type);
         if let Some(t) = self.trace.as_mut() {
-            // A resubmitted or recirculated packet starts over as a packet of its own.
-            t.new_packet();
-            if item.arrived {
-                t.push(Event::PacketIn { port: item.port, len: data.len() });
-            } else {
-                t.note(format!(
-                    "Processing packet of instance type {} (resubmitted or recirculated)",
-                    item.instance_type
-                ));
-            }
+            t.new_packet(item.port, data.len(), item.arrived, || {
+                format!("Processing packet of instance type {} (resubmitted or recirculated)", item.instance_type)
+            });
         }
         let consumed = self.parse(&mut phv, data);
         (phv, consumed)

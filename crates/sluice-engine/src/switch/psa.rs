@@ -66,16 +66,12 @@ impl Switch {
         phv.reset();
         let packet_path = item.instance_type;
         if let Some(t) = self.trace.as_mut() {
-            t.new_packet();
-            if item.arrived {
-                t.push(crate::trace::Event::PacketIn { port: item.port, len: data.len() });
-            } else {
-                t.note(format!("Processing packet of packet_path {packet_path} (resubmitted or recirculated)"));
-            }
+            t.new_packet(item.port, data.len(), item.arrived, || {
+                format!("Processing packet of packet_path {packet_path} (resubmitted or recirculated)")
+            });
         }
         self.set_std(&mut phv, f.ig_parser_port, item.port as u128);
         self.set_std(&mut phv, f.ig_parser_path, packet_path);
-
         let (cursor, error) = self.psa_parse(&mut phv, data, false);
         let consumed = cursor.div_ceil(8).min(data.len());
         self.set_std(&mut phv, f.ig_port, item.port as u128);
@@ -123,7 +119,6 @@ impl Switch {
             return;
         }
         let mut out = std::mem::take(&mut self.out_buf);
-
         let at_deparser = self.clock.record(STAGE_REPLICATION, timed, 1);
         self.deparse_with(&mut phv, &data[consumed..], &mut out, false);
         // The replication after the deparser is charged to the call counted above.
@@ -235,7 +230,6 @@ impl Switch {
         self.trace_note(|| format!("Egress of packet on port {port} (packet_path {packet_path})"));
         self.set_std(&mut phv, f.eg_parser_port, port as u128);
         self.set_std(&mut phv, f.eg_parser_path, packet_path);
-
         let (cursor, error) = self.psa_parse(&mut phv, &bytes, true);
         let consumed = cursor.div_ceil(8).min(bytes.len());
         self.set_std(&mut phv, f.eg_timestamp, self.now_us() as u128);
@@ -248,7 +242,6 @@ impl Switch {
         self.set_std(&mut phv, f.eg_deparser_port, port as u128);
         let mut out = std::mem::take(&mut self.out_buf);
         let timed = self.clock.start();
-
         self.deparse_with(&mut phv, &bytes[consumed..], &mut out, true);
         self.clock.record(STAGE_EGRESS_DEPARSER, timed, 1);
         self.buf_pool.push(bytes);
