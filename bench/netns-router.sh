@@ -4,7 +4,8 @@
 # side by side with the same hosts joined by a plain veth pair and by a Linux
 # bridge (the ceilings).
 #
-#   bench/netns-router.sh [--quick] [--backend af_packet|af_xdp|tap] [--offloads on|off|both] [--workers N] [--all-offloads-off]
+#   bench/netns-router.sh [--quick] [--rounds N] [--backend af_packet|af_xdp|tap] [--offloads on|off|both]
+#                         [--workers N] [--all-offloads-off]
 #
 # "off" turns every offload off on the hosts' interfaces, as bmv2's tutorials do. The switch's own
 # veth ends are Sluice's: with the af_packet backend they keep their defaults plus GRO on, so the
@@ -13,15 +14,18 @@
 # bmv2 itself needs; Sluice then runs with --no-offload).
 #
 # Measures: ping latency (median of 20), iperf3 TCP (median of 5 x 10 s; --quick: 3 x 3 s)
-# and UDP 64-byte frames (offered rate, received rate, loss). Everything it
+# and UDP 64-byte frames (offered rate, received rate, loss). --rounds N (default 1) repeats the four
+# set-ups N times, interleaved (veth, bridge, null forwarder, Sluice, then again), and ends with each
+# set-up's median TCP rate over the rounds and Sluice's share of the null forwarder's. Everything it
 # creates (namespaces sl-h1, sl-h2, sl-sw, a bridge) is removed on exit, also on failure.
 # Needs root, iproute2, iperf3, ethtool (installed by scripts/ensure-net-tools.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=5; SECS=10; BACKEND=af_packet; OFFLOADS=both; WORKERS=1; SWITCH_GRO=1
+RUNS=5; SECS=10; BACKEND=af_packet; OFFLOADS=both; WORKERS=1; SWITCH_GRO=1; ROUNDS=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) RUNS=3; SECS=3 ;;
+        --rounds) ROUNDS="$2"; shift ;;
         --backend) BACKEND="$2"; shift ;;
         --offloads) OFFLOADS="$2"; shift ;;
         --workers) WORKERS="$2"; shift ;;
@@ -92,8 +96,9 @@ CMDS
     ip netns exec $SW "$SLUICE" simple_switch -i "$port1" -i "$port2" --workers "$WORKERS" \
         --commands /tmp/sl-router-cmds.txt $extra examples/router.json 2>/tmp/sl-sluice.log &
     SLUICE_PID=$!
-    for _ in $(seq 100); do grep -q "forwarding on" /tmp/sl-sluice.log 2>/dev/null && break; sleep 0.1; done
-    grep -q "forwarding on" /tmp/sl-sluice.log || { cat /tmp/sl-sluice.log >&2; exit 1; }
+    # Started: the router says "forwarding on", the null forwarder names itself.
+    for _ in $(seq 100); do grep -qE "forwarding on|null forwarder" /tmp/sl-sluice.log 2>/dev/null && break; sleep 0.1; done
+    grep -qE "forwarding on|null forwarder" /tmp/sl-sluice.log || { cat /tmp/sl-sluice.log >&2; exit 1; }
     # A TAP port is created by Sluice: it becomes h2's interface.
     [ "$BACKEND" = tap ] && ip netns exec $SW ip link set s1-tap2 netns $H2
     # The null forwarder rewrites nothing: each host's gateway MAC is the other host's.
@@ -138,17 +143,32 @@ print("%.0f %.0f %.1f" % (sent/t/1e3, (tot-lost)/t/1e3, 100.0*lost/max(tot,1)))'
 
 printf "%-28s %-9s %10s %14s %14s %14s %8s\n" setup offloads "ping ms" "TCP Gbit/s" "UDP sent kpps" "UDP recv kpps" "loss %"
 offl_list="on off"; [ "$OFFLOADS" != both ] && offl_list=$OFFLOADS
-for off in $offl_list; do
-    for setup in veth bridge null sluice; do
-        case $setup in
-            null) setup_sluice $off null; label="null forwarder ($BACKEND)" ;;
-            veth) setup_veth $off; label="plain veth (ceiling)" ;;
-            bridge) setup_bridge $off; label="Linux bridge" ;;
-            sluice) setup_sluice $off; label="Sluice router ($BACKEND, ${WORKERS}w)" ;;
-        esac
-        read -r p t us ur ul <<<"$(measure)"
-        printf "%-28s %-9s %10s %14s %14s %14s %8s\n" "$label" "$off" "$p" "$t" "$us" "$ur" "$ul"
-        cleanup; SLUICE_PID=""
+TCP_LOG=$(mktemp)
+for round in $(seq "$ROUNDS"); do
+    for off in $offl_list; do
+        for setup in veth bridge null sluice; do
+            case $setup in
+                null) setup_sluice $off null; label="null forwarder ($BACKEND)" ;;
+                veth) setup_veth $off; label="plain veth (ceiling)" ;;
+                bridge) setup_bridge $off; label="Linux bridge" ;;
+                sluice) setup_sluice $off; label="Sluice router ($BACKEND, ${WORKERS}w)" ;;
+            esac
+            read -r p t us ur ul <<<"$(measure)"
+            printf "%-28s %-9s %10s %14s %14s %14s %8s\n" "$label" "$off" "$p" "$t" "$us" "$ur" "$ul"
+            echo "$off $setup $t" >>"$TCP_LOG"
+            cleanup; SLUICE_PID=""
+        done
     done
 done
+echo
+echo "TCP Gbit/s, median of $ROUNDS interleaved round(s):"
+for off in $offl_list; do
+    for setup in veth bridge null sluice; do
+        printf "  offloads %-4s %-8s %s\n" "$off" "$setup" "$(awk -v o="$off" -v s="$setup" '$1==o && $2==s {print $3}' "$TCP_LOG" | median)"
+    done
+    ratio=$(awk -v o="$off" '$1==o && $2=="null" {n[++i]=$3} $1==o && $2=="sluice" {s[++j]=$3}
+        END {for (k=1; k<=j && k<=i; k++) if (n[k] > 0) printf "%.3f\n", s[k]/n[k]}' "$TCP_LOG" | median)
+    printf "  offloads %-4s Sluice / null forwarder (median of the per-round ratios): %s\n" "$off" "$ratio"
+done
+rm -f "$TCP_LOG"
 echo "machine: $(nproc) CPUs, $(uname -r), $(date -u +%F)"

@@ -13,7 +13,8 @@ runs Sluice by changing the class:
                           --no-p4, the program comes over P4Runtime)
   SluiceOFSwitch          an OpenFlow 1.3 switch as Mininet's UserSwitch or
                           OVSSwitch: controllers from Mininet, dpid, and
-                          ovs-ofctl through dpctl()
+                          ovs-ofctl through dpctl(); offload headers on
+                          (Mininet's hosts keep their offloads)
 
 With `mn`: `mn --custom sluice_mininet.py --switch sluice,json_path=...`
 (the names in `switches` below); `--controller none` for the P4 ones.
@@ -250,7 +251,10 @@ class SluiceOFSwitch(_SluiceProcess):
         pass
 
     def start(self, controllers):
-        args = [self.sw_path, "openflow"]
+        # --offload: Mininet's hosts keep their checksum and segmentation
+        # offloads on (as under Open vSwitch), so their frames carry partial
+        # checksums and 64 KB segments that only virtio-net headers describe.
+        args = [self.sw_path, "openflow", "--offload"]
         for p in self._data_ports():
             args += ["-i", p]
         for c in controllers:

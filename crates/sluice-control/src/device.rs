@@ -16,6 +16,8 @@ use sluice_engine::runtime::Digest;
 use sluice_engine::{ExecMode, Switch};
 use sluice_node::{Control, Session};
 
+use crate::learning::Learning;
+
 /// Something the data plane reports to the control plane.
 #[derive(Debug, Clone)]
 pub enum Event {
@@ -66,6 +68,10 @@ pub struct Device {
     /// The ports attached now (`port_add` / `port_remove` change them).
     ports: Mutex<Vec<PortInfo>>,
     mode: ExecMode,
+    /// Learning notifications for the Thrift control plane (`--notifications-addr`).
+    learning: Mutex<Option<Arc<Learning>>>,
+    /// Where they are published (`bm_mgmt_get_info`).
+    notifications: Mutex<Option<String>>,
     pub info: DeviceInfo,
     pub started: Instant,
 }
@@ -82,6 +88,8 @@ impl Device {
             events: Mutex::new(events),
             ports: Mutex::new(info.ports.clone()),
             mode,
+            learning: Mutex::new(None),
+            notifications: Mutex::new(None),
             info,
             started: Instant::now(),
         }
@@ -119,10 +127,46 @@ impl Device {
 
     /// Replaces the running program with a compiled one (all state starts fresh).
     pub fn install(&self, sw: Switch, json: Arc<str>) -> Result<(), String> {
+        let lists = learn_list_ids(&sw);
         let mut pool = self.pool();
         pool.replace(sw)?;
         *self.program.lock().unwrap_or_else(|e| e.into_inner()) = Program { json };
+        if let Some(l) = self.learning() {
+            l.set_program(&lists);
+        }
         Ok(())
+    }
+
+    /// Starts the learning engine (see [`Learning`]): digests become
+    /// learning notifications sent to `sink`, by a thread that takes the
+    /// device's events (so no other consumer, e.g. P4Runtime, may take
+    /// them). False when the events were already taken.
+    pub fn start_learning(&self, sink: crate::learning::Sink) -> bool {
+        let Some(events) = self.take_events() else { return false };
+        let lists = learn_list_ids(self.pool().view());
+        let l = Arc::new(Learning::new(self.info.device_id, &lists, sink));
+        *self.learning.lock().unwrap_or_else(|e| e.into_inner()) = Some(l.clone());
+        std::thread::Builder::new().name("sluice-learning".into()).spawn(move || l.run(events)).is_ok()
+    }
+
+    /// Records where learning notifications are published.
+    pub fn set_notifications_address(&self, addr: &str) {
+        *self.notifications.lock().unwrap_or_else(|e| e.into_inner()) = Some(addr.to_string());
+    }
+
+    /// Where learning notifications are published: the address given, or
+    /// bmv2's default for this device id.
+    pub fn notifications_address(&self) -> String {
+        self.notifications
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| format!("ipc:///tmp/bmv2-{}-notifications.ipc", self.info.device_id))
+    }
+
+    /// The learning engine, when started.
+    pub fn learning(&self) -> Option<Arc<Learning>> {
+        self.learning.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Compiles a program and keeps it for [`Device::swap_staged`].
@@ -194,6 +238,13 @@ impl Device {
     pub fn take_events(&self) -> Option<Receiver<Event>> {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
+}
+
+/// The learn list ids of a program.
+fn learn_list_ids(sw: &Switch) -> Vec<u64> {
+    let mut ids: Vec<u64> = sw.program().learn_lists.keys().copied().collect();
+    ids.sort_unstable();
+    ids
 }
 
 /// Where the data plane sends events: bounded, never blocks a worker.

@@ -9,6 +9,8 @@
 //!   control of it, the program, the ports, the events going up).
 //! - [`cli`]: the `simple_switch_CLI` command language: a line becomes a
 //!   typed [`cli::Command`] that knows its [`Access`], then runtime calls.
+//! - [`learning`]: bmv2's learning engine (digests as `LEA|`
+//!   notifications, acknowledged over Thrift).
 //! - [`run_commands`]: command lines on a pool of workers, each routed by
 //!   its access class; [`cli::run`] is the same on a lone switch.
 //!
@@ -83,6 +85,7 @@
 
 pub mod cli;
 pub mod device;
+pub mod learning;
 
 use std::collections::HashMap;
 use std::time::Instant;

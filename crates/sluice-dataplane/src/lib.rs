@@ -111,9 +111,19 @@ pub trait DataPlane: Send + Sized + 'static {
     /// `now_ns` is the driver's monotonic clock in nanoseconds (a test
     /// harness may pass a frozen value, e.g. 0 once before any input);
     /// `emit(port, frame)` receives what it sends (no input caused it).
-    /// Drivers call it at start and then periodically (every few
-    /// milliseconds is plenty). The default does nothing.
+    /// Drivers call it once at start, then whenever the interval
+    /// [`DataPlane::tick_interval`] asks for has passed (busy or idle).
+    /// The default does nothing.
     fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, _now_ns: u64, _emit: &mut E) {}
+
+    /// How soon, with no input, the data plane needs its next
+    /// [`DataPlane::tick`] (`None`: not until input comes, the default).
+    /// An idle driver sleeps that long at most, so a data plane with
+    /// nothing due lets its worker sleep until a frame or a control
+    /// message arrives.
+    fn tick_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
 
     /// Turns per-stage timing on or off (off by default: then it costs nothing).
     fn set_profiling(&mut self, _on: bool) {}

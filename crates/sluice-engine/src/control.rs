@@ -639,7 +639,7 @@ impl Exec<'_> {
                             b
                         })
                         .collect();
-                    self.state.digests.push(Digest { list: name.clone(), receiver: r, values });
+                    self.state.digests.push(Digest { list: name.clone(), list_id: *list as u64, receiver: r, values });
                 }
             }
             Prim::CsumClear(ext) => self.meta.csums[*ext as usize] = 0,

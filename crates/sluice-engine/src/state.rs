@@ -148,6 +148,8 @@ pub struct MirrorSession {
 #[derive(Debug, Clone)]
 pub struct Digest {
     pub list: String,
+    /// The learn list's id in the program (bmv2's `list_id`).
+    pub list_id: u64,
     pub receiver: u64,
     /// Field values, big-endian.
     pub values: Vec<Vec<u8>>,

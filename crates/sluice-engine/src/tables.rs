@@ -12,7 +12,8 @@
 //! - one lpm field plus exact ones: an [`ExactMap`] (without direct array)
 //!   per prefix length, probed longest first; a lone lpm field of up to
 //!   32 bits gets a DIR-24-8 structure ([`crate::lpm::DirLpm`]) on top
-//!   from 8 entries on (`DIR_MIN_ENTRIES`), which lookups then read
+//!   from 8 entries on (`DIR_MIN_ENTRIES`; from 1024 while a route shorter
+//!   than a /10 is present, `DIR_MIN_ENTRIES_WITH_SHORT`), which lookups then read
 //!   instead (the per-length maps stay: they find the route a delete
 //!   uncovers);
 //! - anything with ternary, range or optional fields (or several lpm
@@ -135,6 +136,27 @@ enum Index {
 /// not make a switch paint 64 MiB; from 8 routes on, the inline DIR-24-8
 /// lookup measured faster (router example, 10 routes: 12.4 to 15.1 Mpps).
 const DIR_MIN_ENTRIES: usize = 8;
+
+/// A route that paints more than this many top-level slots of the
+/// direct-indexed structure (`2^(24 - plen)` for 32-bit keys: shorter than
+/// a /10) is a short one: a default route paints all 16 Mi slots, 64 MiB
+/// per array and per copy. While a table has one, it gets the structure
+/// only from [`DIR_MIN_ENTRIES_WITH_SHORT`] entries on, so a small routing
+/// table with a default route (a fabric switch) stays a few hundred
+/// kilobytes and a large one pays the painting once for its speed.
+const SHORT_ROUTE_SLOTS: u64 = 1 << 14;
+const DIR_MIN_ENTRIES_WITH_SHORT: usize = 1024;
+
+/// From this many entries on, the structure's top level is advised into
+/// huge pages (fewer TLB misses on a large table; below, one touched slot
+/// would make the kernel fault in 2 MiB).
+const HUGE_MIN_ENTRIES: usize = 4096;
+
+/// Whether a route of prefix length `plen` on a key of `width` bits is short (see [`SHORT_ROUTE_SLOTS`]).
+fn short_route(width: u32, plen: u32) -> bool {
+    let top = width.min(24);
+    plen < top && (1u64 << (top - plen)) > SHORT_ROUTE_SLOTS
+}
 
 /// Why a table operation failed (names follow bmv2's runtime error codes).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -803,21 +825,28 @@ impl TableState {
                         };
                         by_len[pos].2.insert(&k, handle);
                         let fits = self.key.len() == 1 && *width <= 32 && handle <= crate::lpm::MAX_INDEX;
-                        if !fits || !self.accelerate {
-                            // An index past what the structure holds: the maps alone from now on.
+                        let count = self.count + 1;
+                        let has_short = by_len.iter().any(|(l, _, m)| short_route(*width, *l) && !m.is_empty());
+                        let min = if has_short { DIR_MIN_ENTRIES_WITH_SHORT } else { DIR_MIN_ENTRIES };
+                        let short_small = short_route(*width, plen) && count < DIR_MIN_ENTRIES_WITH_SHORT;
+                        if !fits || !self.accelerate || (dir.is_some() && short_small) {
+                            // An index past what the structure holds, or a short route
+                            // in a table too small for what it would paint: the maps alone.
                             *dir = None;
                         } else {
                             if let Some(d) = dir {
-                                std::sync::Arc::make_mut(d).insert(
-                                    crate::value::be_to_u128(&k) as u32,
-                                    plen,
-                                    handle,
-                                    record,
-                                );
-                            } else if self.count + 1 >= DIR_MIN_ENTRIES {
+                                let d = std::sync::Arc::make_mut(d);
+                                d.insert(crate::value::be_to_u128(&k) as u32, plen, handle, record);
+                                if count >= HUGE_MIN_ENTRIES {
+                                    d.use_huge_pages();
+                                }
+                            } else if count >= min {
                                 // Small tables probe the maps; from this size on, every
                                 // entry (this one included) goes into the direct index.
                                 let mut d = crate::lpm::DirLpm::new(*width);
+                                if count >= HUGE_MIN_ENTRIES {
+                                    d.use_huge_pages();
+                                }
                                 for (l, _, m) in by_len.iter().rev() {
                                     m.for_each_int(|key, h| d.insert(key as u32, *l, h, self.hot.of[h as usize]));
                                 }
@@ -1208,13 +1237,14 @@ mod tests {
         for width in [32u32, 20] {
             let len = width.div_ceil(8) as usize;
             let spec = vec![KeyFieldSpec { kind: MatchKind::Lpm, width, off: 0, len }];
-            let mut fast = TableState::new(spec.clone(), 4096);
-            let mut maps = TableState::new(spec, 4096);
+            let mut fast = TableState::new(spec.clone(), 8192);
+            let mut maps = TableState::new(spec, 8192);
             maps.without_accelerators();
             let mut rnd = crate::test_rng(0x2545_f491 ^ width);
             let key = |v: u32| v.to_be_bytes()[4 - len..].to_vec();
             let mut handles = Vec::new();
-            for i in 0..1500u32 {
+            // Enough entries that the structure is built although short routes are present.
+            for i in 0..6000u32 {
                 // Nested prefixes under one /8 so that deletes must find covering routes.
                 let v = (0x0a00_0000 | (rnd() & 0x00ff_f0ff)) >> (32 - width);
                 let plen = [0, 8, 12, 16, 20, 24, 28, 32][rnd() as usize % 8].min(width);
@@ -1239,8 +1269,39 @@ mod tests {
                     assert_eq!(fast.lookup_u128(ki), maps.lookup_u128(ki));
                 }
             }
-            assert!(matches!(&fast.index, Index::Lpm { dir: Some(_), .. }), "the direct index was never built");
+            assert!(
+                matches!(&fast.index, Index::Lpm { dir: Some(_), .. }),
+                "the direct index was never built (width {width}, {} entries)",
+                fast.count
+            );
         }
+    }
+
+    /// A default route would paint the whole top level (64 MiB per array
+    /// and copy): a small table keeps to the maps while it has one, in
+    /// either order, and gets the direct index back without it.
+    #[test]
+    fn a_small_routing_table_with_a_default_route_stays_on_the_maps() {
+        let spec = vec![KeyFieldSpec { kind: MatchKind::Lpm, width: 32, off: 0, len: 4 }];
+        let has_dir = |t: &TableState| matches!(&t.index, Index::Lpm { dir: Some(_), .. });
+        let mut t = TableState::new(spec, 4096);
+        let mut handles = Vec::new();
+        for i in 0..20u8 {
+            handles.push(t.add(entry(vec![FieldMatch::Lpm(vec![10, 1, i, 0], 24)], 0, i.into())).unwrap());
+        }
+        assert!(has_dir(&t), "20 routes of /24: direct-indexed");
+        let default = t.add(entry(vec![FieldMatch::Lpm(vec![0, 0, 0, 0], 0)], 0, 99)).unwrap();
+        assert!(!has_dir(&t), "a default route in a table of 21: the maps alone");
+        assert_eq!(t.lookup(&[10, 1, 3, 9]), Some(3));
+        assert_eq!(t.lookup(&[192, 168, 0, 1]), Some(20), "the default route's entry");
+        t.add(entry(vec![FieldMatch::Lpm(vec![10, 2, 0, 0], 16)], 0, 100)).unwrap();
+        assert!(!has_dir(&t), "still a default route and a small table");
+        t.delete(default).unwrap();
+        t.add(entry(vec![FieldMatch::Lpm(vec![10, 3, 0, 0], 16)], 0, 101)).unwrap();
+        let last = t.add(entry(vec![FieldMatch::Lpm(vec![10, 4, 0, 0], 16)], 0, 102)).unwrap();
+        assert!(has_dir(&t), "no short route left: direct-indexed again");
+        assert_eq!(t.lookup(&[192, 168, 0, 1]), None);
+        assert_eq!(t.lookup(&[10, 4, 7, 7]), Some(last & 0x00ff_ffff));
     }
 
     #[test]

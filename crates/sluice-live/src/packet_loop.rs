@@ -37,9 +37,10 @@ pub(crate) const FRAME: usize = 16384;
 /// How often a worker looks whether the interface of a port that went down is back.
 const RETRY: Duration = Duration::from_millis(100);
 
-/// How often a worker calls the data plane's [`DataPlane::tick`] (work due
-/// without input: ARP/NDP requests and the like).
-const TICK: Duration = Duration::from_millis(10);
+/// The longest a worker sleeps in poll with nothing due: a stop set
+/// without a wake-up (another worker's failure) is seen within it, and
+/// [`WATCH`] is kept. The pool wakes a worker for every control message.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
 
 /// How often a worker asks the link of an AF_XDP or AF_PACKET port that is
 /// up: an XDP socket's poll never reports its interface going down or
@@ -204,6 +205,8 @@ pub(crate) struct LiveIo<N> {
     started: Instant,
     last_tick: Option<Instant>,
     replayed: bool,
+    /// The receive buffer's pages were given back since the last input.
+    rx_released: bool,
     /// This worker's number: the queue it takes of a multi-queue port.
     worker: usize,
 }
@@ -284,6 +287,7 @@ impl<N: Send + 'static> LiveIo<N> {
             started: Instant::now(),
             last_tick: None,
             replayed: false,
+            rx_released: false,
             worker,
         })
     }
@@ -629,7 +633,9 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             self.last_retry = Instant::now();
             self.out.retry_down_ports(self.worker);
         }
-        if self.last_tick.is_none_or(|t| t.elapsed() >= TICK) {
+        // Ticks: once at start, then as often as the data plane asks.
+        let interval = dp.tick_interval();
+        if self.last_tick.is_none_or(|t| interval.is_some_and(|d| t.elapsed() >= d)) {
             self.last_tick = Some(Instant::now());
             let none = VnetHdr::default();
             let out = &mut self.out;
@@ -638,13 +644,40 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             self.out.after_batch(dp);
             self.out.flush();
         }
-        // A short timeout: control messages, the stop flag and ports to
-        // open again are seen within a millisecond or two.
+        // Sleep until a frame, a control message (the pool writes the
+        // eventfd) or the next thing due: a tick the data plane asked for,
+        // a down port to try again, the periodic link watch.
+        let mut wait = IDLE_WAIT;
+        if let (Some(d), Some(t)) = (interval, self.last_tick) {
+            wait = wait.min(d.saturating_sub(t.elapsed()));
+        }
+        if self.out.slots.iter().any(|s| s.link != Link::Up) {
+            wait = wait.min(RETRY.saturating_sub(self.last_retry.elapsed()));
+        }
+        let ms = wait.as_micros().div_ceil(1000) as libc::c_int;
         // SAFETY: `pfds` is a live array of pollfd.
-        let r = unsafe { libc::poll(self.out.pfds.as_mut_ptr(), self.out.pfds.len() as libc::nfds_t, 1) };
+        let r = unsafe { libc::poll(self.out.pfds.as_mut_ptr(), self.out.pfds.len() as libc::nfds_t, ms) };
         if r <= 0 {
+            if r == 0 && wait == IDLE_WAIT && !self.rx_released {
+                // A whole idle wait without input: the buffers' pages go back.
+                self.rx.release_memory();
+                for slot in &mut self.out.slots {
+                    if let Some(p) = slot.port.as_mut() {
+                        p.release_memory();
+                    }
+                }
+                // And what the allocator keeps of freed blocks (glibc keeps
+                // them resident in its arenas until asked).
+                #[cfg(all(target_os = "linux", target_env = "gnu"))]
+                // SAFETY: plain library call; it only returns free memory to the kernel.
+                unsafe {
+                    libc::malloc_trim(0);
+                }
+                self.rx_released = true;
+            }
             return true;
         }
+        self.rx_released = false;
         let nports = self.out.slots.len();
         if self.out.pfds[nports].revents != 0 {
             // The control plane woke us: reset the eventfd; its message is handled after this batch.

@@ -16,7 +16,8 @@
 //!   whatever the number of routes or prefix lengths, at an address known
 //!   from the key alone, so a batch can prefetch it. Memory: two top-level
 //!   arrays of `4 << min(width, 24)` bytes (128 MiB of address space from
-//!   width 24 on, touched only where routes are), advised into huge pages,
+//!   width 24 on, touched only where routes are), advised into huge pages
+//!   when the owner says the table is large ([`DirLpm::use_huge_pages`]),
 //!   plus an extension group of `2^(width - 24)` slots in each array per
 //!   top slot that longer prefixes split. Updates cost the slots a prefix
 //!   covers: `2^(24 - plen)` top slots for a short prefix;
@@ -62,24 +63,37 @@ pub struct DirLpm {
     rtop: Vec<u32>,
     rext: Vec<u32>,
     free_groups: Vec<u32>,
+    /// The top level is advised into huge pages ([`DirLpm::use_huge_pages`]).
+    huge: bool,
 }
 
 impl Clone for DirLpm {
     /// A copy whose top level is advised into huge pages too.
     fn clone(&self) -> DirLpm {
-        let huge_copy = |from: &[u32]| {
-            let mut v = huge_zeroed(from.len());
-            v.copy_from_slice(from);
+        let copy = |from: &[u32]| {
+            let mut v = vec![0; from.len()];
+            if self.huge {
+                crate::mem::advise_huge_pages(&v);
+            } else {
+                crate::mem::advise_small_pages(&v);
+            }
+            // Only the pages holding routes are written (the rest stay untouched zero pages).
+            for (chunk, src) in v.chunks_mut(1024).zip(from.chunks(1024)) {
+                if src.iter().any(|x| *x != 0) {
+                    chunk.copy_from_slice(src);
+                }
+            }
             v
         };
         DirLpm {
             width: self.width,
             low_bits: self.low_bits,
-            top: huge_copy(&self.top),
+            top: copy(&self.top),
             ext: self.ext.clone(),
-            rtop: huge_copy(&self.rtop),
+            rtop: copy(&self.rtop),
             rext: self.rext.clone(),
             free_groups: self.free_groups.clone(),
+            huge: self.huge,
         }
     }
 }
@@ -100,14 +114,31 @@ impl DirLpm {
     pub fn new(width: u32) -> DirLpm {
         assert!((1..=32).contains(&width), "DirLpm keys are 1 to 32 bits wide");
         let top_bits = width.min(24);
-        DirLpm {
+        let d = DirLpm {
             width,
             low_bits: width - top_bits,
-            top: huge_zeroed(1 << top_bits),
+            top: vec![0; 1 << top_bits],
             ext: Vec::new(),
-            rtop: huge_zeroed(1 << top_bits),
+            rtop: vec![0; 1 << top_bits],
             rext: Vec::new(),
             free_groups: Vec::new(),
+            huge: false,
+        };
+        // Small pages until the owner says the table is large (the
+        // program's allocator may advise huge pages for every big block).
+        crate::mem::advise_small_pages(&d.top);
+        crate::mem::advise_small_pages(&d.rtop);
+        d
+    }
+
+    /// Advises the top level into huge pages (a large table: fewer TLB
+    /// misses). Not done for a small one: one route's slot would fault in
+    /// 2 MiB. Copies keep the advice.
+    pub fn use_huge_pages(&mut self) {
+        if !self.huge {
+            crate::mem::advise_huge_pages(&self.top);
+            crate::mem::advise_huge_pages(&self.rtop);
+            self.huge = true;
         }
     }
 
@@ -302,12 +333,6 @@ impl SlotPrefetch<'_> {
 
 /// `len` zeroed slots advised into huge pages. `vec![0; n]` asks the
 /// allocator for zeroed memory: untouched pages cost nothing.
-fn huge_zeroed(len: usize) -> Vec<u32> {
-    let v = vec![0; len];
-    crate::mem::advise_huge_pages(&v);
-    v
-}
-
 /// Asks the CPU to start loading the cache line of `p` (a hint; no effect on results).
 #[inline(always)]
 pub fn prefetch<T>(p: &T) {

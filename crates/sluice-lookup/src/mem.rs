@@ -33,16 +33,27 @@ pub fn copy_short(dst: &mut [u8], src: &[u8]) {
 /// huge pages its 32 translations stay cached. A hint: where the kernel
 /// declines, nothing changes but speed.
 pub fn advise_huge_pages<T>(v: &[T]) {
-    const HUGE: usize = 2 << 20;
+    advise_whole(v, 2 << 20, libc::MADV_HUGEPAGE);
+}
+
+/// `madvise(advice)` on the whole `align`-aligned blocks inside `v`.
+fn advise_whole<T>(v: &[T], align: usize, advice: libc::c_int) {
     let start = v.as_ptr() as usize;
     let end = start + std::mem::size_of_val(v);
-    let first = start.next_multiple_of(HUGE);
-    if end > first + HUGE {
-        let len = (end - first) / HUGE * HUGE;
-        // SAFETY: the range lies inside `v`'s allocation; MADV_HUGEPAGE only
+    let first = start.next_multiple_of(align);
+    if end > first + align {
+        let len = (end - first) / align * align;
+        // SAFETY: the range lies inside `v`'s allocation; the advice only
         // changes how the kernel backs the pages, never their contents.
-        unsafe { libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        unsafe { libc::madvise(first as *mut libc::c_void, len, advice) };
     }
+}
+
+/// Asks the kernel to keep a big, sparsely used array on 4 KiB pages,
+/// whatever a huge-page-advising allocator asked (`MADV_NOHUGEPAGE`):
+/// a few slots written then cost a few pages, not 2 MiB each.
+pub fn advise_small_pages<T>(v: &[T]) {
+    advise_whole(v, 4096, libc::MADV_NOHUGEPAGE);
 }
 
 /// Elements from which [`push_advised`] and [`clone_advised`] ask for

@@ -880,6 +880,15 @@ impl DataPlane for Lwaftr {
     /// of the driver's clock `now_ns`), and frames released by a MAC
     /// another replica learned. The rate limiters keep the plane's own
     /// clock (read once per batch).
+    /// Ticks are needed only while a next hop is unresolved (requests to
+    /// repeat, a MAC another replica may have learned); resolved, the
+    /// worker may sleep until input comes.
+    fn tick_interval(&self) -> Option<std::time::Duration> {
+        let unresolved =
+            (self.nh4.ip.is_some() && self.nh4.mac.is_none()) || (self.nh6.ip.is_some() && self.nh6.mac.is_none());
+        unresolved.then_some(std::time::Duration::from_millis(10))
+    }
+
     fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, now_ns: u64, emit: &mut E) {
         self.clock();
         let now = self.opts.frozen_clock.unwrap_or(now_ns);

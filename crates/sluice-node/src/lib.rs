@@ -14,7 +14,9 @@
 //!   (`<run dir>/<pid>.sock`): metrics and info for `sluice top`, and the
 //!   verbs a data plane adds ([`socket::Handler`]);
 //! - [`metrics`]: `--metrics ADDR`, Prometheus' text format over HTTP;
-//! - [`signals`]: SIGINT and SIGTERM as a stop, for every command.
+//! - [`signals`]: SIGINT and SIGTERM as a stop, for every command;
+//! - [`trim`]: once running, the code pages start-up touched are given
+//!   back (an idle node's resident set is what it uses).
 
 pub mod control;
 pub mod metrics;
@@ -22,6 +24,7 @@ pub mod node;
 pub mod server;
 pub mod signals;
 pub mod socket;
+pub mod trim;
 
 pub use control::{Control, Session};
 pub use node::{Finished, Node, NodeOptions};

@@ -164,6 +164,8 @@ impl<D: DataPlane> Node<D> {
     /// Waits for the end, then stops everything and reports (see the
     /// module documentation).
     pub fn run(self) -> Finished<D> {
+        // Started: the code only start-up ran leaves the resident set.
+        crate::trim::release_start_up_pages();
         self.stop.wait(self.deadline);
         self.stop.set();
         for r in self.servers {

@@ -2,7 +2,8 @@
 //!
 //! - [`LearningSwitch`] (`l2`, cbench's workload): learns each source
 //!   MAC's port per switch; a packet-in for a known destination installs
-//!   a flow (in_port and destination MAC to that port) that also sends
+//!   a flow (in_port, source and destination MAC to that port, as os-ken's
+//!   `simple_switch_13`) that also sends
 //!   the buffered packet on (or a packet-out when the switch did not
 //!   buffer it); an unknown destination is flooded with a packet-out. On
 //!   a 1.3 switch it installs the table-miss flow to the controller
@@ -130,7 +131,15 @@ impl App for LearningSwitch {
                 }
                 match table.get(&dst).copied() {
                     Some(out) if dst[0] & 1 == 0 && out != p.in_port => {
-                        let fields = vec![oxm(OxmField::InPort, &p.in_port.to_be_bytes()), oxm(OxmField::EthDst, &dst)];
+                        // As os-ken's simple_switch_13: the source in the match too, so that
+                        // every new source reaches the controller once per switch and is
+                        // learned there (a flow on in_port and destination alone would carry
+                        // a host's frames past switches that never learn it).
+                        let fields = vec![
+                            oxm(OxmField::InPort, &p.in_port.to_be_bytes()),
+                            oxm(OxmField::EthSrc, &src),
+                            oxm(OxmField::EthDst, &dst),
+                        ];
                         let fm = flow(1, fields, vec![Action::Output { port: out, max_len: 0 }], p.buffer_id);
                         let _ = sw.flow_mod(fm);
                         if p.buffer_id == NO_BUFFER {

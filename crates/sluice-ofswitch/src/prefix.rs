@@ -274,6 +274,8 @@ impl PrefixShape {
             return;
         }
         let mut dir = DirLpm::new(32);
+        // Started from `PREFIX_MIN` entries on (table.rs): a large table, where huge pages pay.
+        dir.use_huge_pages();
         for (len, m) in self.by_len.iter().enumerate() {
             for (addr, (id, _, tag)) in m {
                 dir.insert(*addr, len as u32, *id, record(*id, *tag));

@@ -386,12 +386,23 @@ pub fn start_event_thread(server: Arc<Server>) {
     // Drops not yet reported (the report waits out its second).
     let mut unreported = false;
     let mut last_aging = Instant::now();
+    // Entries with idle timeouts exist: they are checked every AGING_PERIOD.
+    let mut aging = false;
     let _ = std::thread::Builder::new().name("sluice-p4rt-events".into()).spawn(move || loop {
         if last_aging.elapsed() >= AGING_PERIOD {
             last_aging = Instant::now();
-            check_idle_entries(&server);
+            aging = check_idle_entries(&server);
         }
-        let ev = match events.recv_timeout(Duration::from_millis(5)) {
+        // Idle with nothing due, the thread sleeps up to IDLE_WAIT (an
+        // entry with an idle timeout written meanwhile is checked from then on).
+        let wait = if waiting || unreported {
+            Duration::from_millis(5)
+        } else if aging {
+            AGING_PERIOD.saturating_sub(last_aging.elapsed())
+        } else {
+            IDLE_WAIT
+        };
+        let ev = match events.recv_timeout(wait) {
             Ok(e) => Some(e),
             Err(RecvTimeoutError::Timeout) if !waiting && !unreported => continue,
             Err(RecvTimeoutError::Timeout) => None,
@@ -513,15 +524,20 @@ pub fn start_event_thread(server: Arc<Server>) {
 /// How often entries with idle timeouts are checked.
 const AGING_PERIOD: Duration = Duration::from_millis(100);
 
+/// The longest the event thread sleeps with no event, digest or idle
+/// timeout due.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
 /// Tells the primary about entries idle for longer than their timeout
 /// (IdleTimeoutNotification), once per idle period: an entry hit again is
-/// re-armed. Entries are not removed (the controller decides).
-fn check_idle_entries(server: &Server) {
+/// re-armed. Entries are not removed (the controller decides). False when
+/// no entry has an idle timeout.
+fn check_idle_entries(server: &Server) -> bool {
     let mut st = server.state();
     if st.handles.aging.is_empty() {
-        return;
+        return false;
     }
-    let Some(pl) = st.pipeline.clone() else { return };
+    let Some(pl) = st.pipeline.clone() else { return true };
     let st = &mut *st;
     let mut pool = server.dev.pool();
     let hits = sluice_control::last_hits(&mut pool);
@@ -539,7 +555,7 @@ fn check_idle_entries(server: &Server) {
         }
     }
     if idle.is_empty() {
-        return;
+        return true;
     }
     idle.sort();
     let sw = pool.view();
@@ -569,4 +585,5 @@ fn check_idle_entries(server: &Server) {
         }
         st.streams.report_drops();
     }
+    true
 }

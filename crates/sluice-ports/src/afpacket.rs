@@ -51,6 +51,10 @@ const AUX_SPACE: usize = 64;
 /// Socket buffers: room for a few dozen 64 KB segments.
 const SOCKET_BUFFER: libc::c_int = 8 << 20;
 
+/// Bytes of frames a send batch holds before it grows (a batch of full-size
+/// Ethernet frames; offloaded segments grow it, until the port next idles).
+const TX_DATA: usize = BATCH * 2048;
+
 /// An AF_PACKET socket bound to one interface.
 pub struct AfPacketPort {
     name: String,
@@ -179,7 +183,7 @@ impl AfPacketPort {
             offload,
             stats: PortStats::default(),
             kernel_drops: std::cell::Cell::new(0),
-            tx_data: Vec::with_capacity(BATCH * 2048),
+            tx_data: Vec::with_capacity(TX_DATA),
             tx_frames: Vec::with_capacity(BATCH),
             tx_vnet: Vec::with_capacity(BATCH),
             rx_vnet: [[0; VNET_HDR_LEN]; BATCH],
@@ -434,5 +438,12 @@ impl Port for AfPacketPort {
             return Err(link_error(&self.name, LinkEvent::Gone, None));
         }
         index_link(self.ctl.as_raw_fd(), self.ifindex, &self.name)
+    }
+
+    /// The send buffer back to its initial size once large frames grew it.
+    fn release_memory(&mut self) {
+        if self.tx_data.is_empty() && self.tx_data.capacity() > TX_DATA {
+            self.tx_data = Vec::with_capacity(TX_DATA);
+        }
     }
 }

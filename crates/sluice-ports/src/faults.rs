@@ -339,6 +339,10 @@ impl<P: Port> Port for FaultyPort<P> {
         }
         self.inner.check_link()
     }
+
+    fn release_memory(&mut self) {
+        self.inner.release_memory()
+    }
 }
 
 #[cfg(test)]

@@ -185,7 +185,35 @@ pub struct RxBatch {
 impl RxBatch {
     /// Room for [`BATCH`] frames of up to `slot` bytes each.
     pub fn new(slot: usize) -> RxBatch {
-        RxBatch { data: vec![0; slot * BATCH], slot, lens: [0; BATCH], vnet: [VnetHdr::default(); BATCH], count: 0 }
+        let data = vec![0; slot * BATCH];
+        // Small pages: a batch of short frames touches the first page of a
+        // few slots (a huge page would make each touch cost 2 MiB).
+        let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
+        let first = start.next_multiple_of(4096);
+        if end > first + 4096 {
+            // SAFETY: whole pages inside the buffer just allocated; the
+            // advice changes how the kernel backs them, not their contents.
+            unsafe { libc::madvise(first as *mut libc::c_void, (end - first) / 4096 * 4096, libc::MADV_NOHUGEPAGE) };
+        }
+        RxBatch { data, slot, lens: [0; BATCH], vnet: [VnetHdr::default(); BATCH], count: 0 }
+    }
+
+    /// Gives the buffer's pages back to the kernel and forgets the frames
+    /// held (a worker that went idle calls it): a burst of large frames
+    /// leaves nothing resident behind it, and the next frames received
+    /// fault in fresh pages.
+    pub fn release_memory(&mut self) {
+        self.count = 0;
+        // SAFETY: plain system call.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let start = self.data.as_mut_ptr() as usize;
+        let (first, end) = (start.next_multiple_of(page), (start + self.data.len()) / page * page);
+        if end > first {
+            // SAFETY: whole pages inside the buffer this batch owns
+            // exclusively (`&mut self`); their contents become zero, which
+            // is a valid value for bytes and drops no frame still wanted.
+            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED) };
+        }
     }
 
     /// Frames received.
@@ -305,6 +333,11 @@ pub trait Port: Send {
     fn check_link(&self) -> io::Result<()> {
         Ok(())
     }
+
+    /// Gives back memory a burst left behind (send buffers grown for large
+    /// frames); the loop calls it when its worker went idle, after a flush.
+    /// The default keeps everything.
+    fn release_memory(&mut self) {}
 }
 
 /// A boxed port is a port (wrappers such as [`faults::FaultyPort`] take one).
@@ -338,6 +371,9 @@ impl<T: Port + ?Sized> Port for Box<T> {
     }
     fn check_link(&self) -> io::Result<()> {
         (**self).check_link()
+    }
+    fn release_memory(&mut self) {
+        (**self).release_memory()
     }
 }
 

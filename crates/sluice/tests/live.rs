@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 
 use common::lab::*;
 
+/// Mininet names its switches' interfaces in the root namespace (s1-eth1...):
+/// one topology at a time.
+static MININET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Ethernet frames of a pcap file.
 fn pcap_frames(p: &Path) -> Vec<Vec<u8>> {
     sluice_ports::pcapfile::read_pcap(p).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|(_, d)| d).collect()
@@ -713,6 +717,7 @@ fn bmv2_event_stream_and_log_file_follow_one_packet() {
 #[test]
 fn a_mininet_topology_runs_sluice_through_its_p4switch_class() {
     require_tools();
+    let _one = MININET.lock().unwrap_or_else(|e| e.into_inner());
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let venv = repo.join(".venv/bin");
     assert!(venv.join("simple_switch_CLI").exists(), "the test venv is missing: run scripts/test.sh");
@@ -763,4 +768,188 @@ fn a_mininet_topology_runs_sluice_through_its_p4switch_class() {
         &text[..text.len().min(2000)]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Voluntary context switches of each thread of process `pid` (name, count).
+fn thread_wakeups(pid: u32) -> Vec<(String, String, u64)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the switch's threads").flatten() {
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).unwrap_or("").trim().to_string();
+        let tid = t.file_name().to_string_lossy().into_owned();
+        out.push((tid, field("Name:"), field("voluntary_ctxt_switches:").parse().unwrap_or(0)));
+    }
+    out
+}
+
+fn resident_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// An idle switch sleeps: after traffic, with nothing due, no thread of a
+/// `simple_switch_grpc` (workers, Thrift, P4Runtime and its event thread,
+/// control socket, logger) wakes more than 10 times a second, and the
+/// router example's switch stays within 10 MB resident. (Voluntary
+/// context switches count a thread's own sleeps: a busy machine adds
+/// none.)
+#[test]
+fn an_idle_switch_sleeps_and_stays_small() {
+    let mut lab = Lab::with_veth_hosts(true);
+    for ns in [&lab.h1, &lab.h2] {
+        // Quiet hosts: no IPv6 neighbour or router solicitations while idle.
+        sh(&["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+    }
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    let grpc = format!("127.0.0.1:{}", 23000 + std::process::id() % 1000);
+    lab.start_as(
+        "simple_switch_grpc",
+        &[
+            "-i",
+            "1@s1-eth1",
+            "-i",
+            "2@s1-eth2",
+            "--thrift-port",
+            &(24000 + std::process::id() % 1000).to_string(),
+            "--commands",
+            &cmds,
+            &json,
+            "--",
+            "--grpc-server-addr",
+            &grpc,
+        ],
+    );
+    assert_eq!(lab.ping(3), 3, "{}", lab.log());
+    let _ = lab.iperf();
+    let pid = lab.sluice.as_ref().unwrap().id();
+    // Let the last frames and the worker's first idle wait pass.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = thread_wakeups(pid);
+    let secs = 4.0;
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    let after = thread_wakeups(pid);
+    let mut rates = Vec::new();
+    for (tid, name, n) in &after {
+        if let Some((_, _, m)) = before.iter().find(|(t, _, _)| t == tid) {
+            rates.push((name.clone(), (n - m) as f64 / secs));
+        }
+    }
+    assert!(rates.len() >= 5, "threads: {rates:?}");
+    let busy: Vec<_> = rates.iter().filter(|(_, r)| *r > 10.0).collect();
+    assert!(busy.is_empty(), "threads waking more than 10 times a second while idle: {busy:?} (all: {rates:?})");
+    let rss = resident_kb(pid);
+    assert!(rss > 0 && rss <= 10 * 1024, "an idle router switch holds {rss} kB resident (at most 10 MB)");
+    assert_eq!(lab.ping(2), 2, "the switch forwards again after its idle time:\n{}", lab.log());
+    lab.stop();
+}
+
+/// Sixteen Sluice P4 switches in one Mininet topology
+/// (`mininet/sluice_fabric.py`: a routed tree of the router example,
+/// every switch through SluiceP4Switch with bmv2's arguments, routes from
+/// the stock simple_switch_CLI): every host pings every other, one
+/// iperf3 flow crosses the tree, and once idle every switch sleeps (no
+/// thread above 10 wake-ups a second) within 10 MB resident.
+#[test]
+fn a_sixteen_switch_p4_fabric_in_mininet_passes_all_pairs_ping() {
+    require_tools();
+    let _one = MININET.lock().unwrap_or_else(|e| e.into_inner());
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cli = repo.join(".venv/bin/simple_switch_CLI");
+    assert!(cli.exists(), "the test venv is missing: run scripts/test.sh");
+    let out = Command::new("/usr/bin/python3")
+        .arg(repo.join("mininet/sluice_fabric.py"))
+        .args(["--switches", "16", "--ping-all", "--iperf", "--idle", "4", "--thrift-port", "25090"])
+        .args(["--json", &router_json().display().to_string(), "--cli", &cli.display().to_string()])
+        .env("SLUICE", SLUICE)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run mininet/sluice_fabric.py with /usr/bin/python3 (Debian's mininet)");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}", out.status.code());
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the fabric's result");
+    assert_eq!(r["switches"], 16, "{r}");
+    assert_eq!(r["hosts"], 12, "{r}");
+    assert_eq!(r["cli_errors"].as_array().map(Vec::len), Some(0), "{r}");
+    assert_eq!(r["ping_loss_pct"].as_f64(), Some(0.0), "all-pairs ping: {r}\n{stderr}");
+    assert!(r["iperf_bps"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    let idle = &r["idle"];
+    assert_eq!(idle["switches"], 16, "{r}");
+    let wakes = idle["busiest_thread_wakeups_per_s"].as_object().expect("wake-ups per thread");
+    assert!(wakes.values().all(|v| v.as_f64().unwrap_or(99.0) <= 10.0), "idle wake-ups: {r}");
+    assert!(idle["rss_kb_max"].as_u64().unwrap_or(u64::MAX) <= 10 * 1024, "resident memory: {r}");
+}
+
+/// bmv2's learning notifications (`--notifications-addr`, here bmv2's
+/// default address for the device id): the l2 learning example's digests
+/// reach a controller as bmv2's `LEA|` messages over nanomsg
+/// (`tests/nanolog/learning.py`: the address from `bm_mgmt_get_info`, a
+/// pynng subscriber, acknowledgements over Thrift); a fact is not sent
+/// again until acknowledged, then comes with the next buffer id; an
+/// acknowledgement for a list the program lacks gets INVALID_LIST_ID.
+#[test]
+fn learning_notifications_reach_a_nanomsg_controller_and_wait_for_its_ack() {
+    let mut lab = Lab::new();
+    // Quiet hosts: only the traffic the controller script sends makes facts to learn.
+    for ns in [&lab.h1, &lab.h2, &lab.sw] {
+        sh(&["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+        sh(&["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
+    }
+    lab.veth(&lab.h1, "h1-eth0", "s1-eth1");
+    lab.veth(&lab.h2, "h2-eth0", "s1-eth2");
+    sh(&["ip", "-n", &lab.h1, "addr", "add", "10.0.7.1/24", "dev", "h1-eth0"]);
+    for (ns, i) in [(&lab.h1, "h1-eth0"), (&lab.h2, "h2-eth0")] {
+        sh(&["ip", "-n", ns, "link", "set", i, "up"]);
+    }
+    let cmds = lab.dir.join("l2.txt");
+    std::fs::write(&cmds, "mc_mgrp_create 1\nmc_node_create 0 1 2\nmc_node_associate 1 0\n").unwrap();
+    let json = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/l2_learning.json");
+    let device = (std::process::id() % 100_000 + 3000).to_string();
+    let thrift = (26000 + std::process::id() % 1000).to_string();
+    lab.start(&[
+        "-i",
+        "1@s1-eth1",
+        "-i",
+        "2@s1-eth2",
+        "--device-id",
+        &device,
+        "--thrift-port",
+        &thrift,
+        "--commands",
+        &cmds.display().to_string(),
+        &json.display().to_string(),
+    ]);
+    let addr = format!("ipc:///tmp/bmv2-{device}-notifications.ipc");
+    assert!(lab.log().contains(&format!("learning notifications published on {addr}")), "{}", lab.log());
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/test.sh (it builds the test venv)", python.display());
+    let traffic = format!("ip netns exec {} ping -c 2 -i 0.2 -W 1 10.0.7.2", lab.h1);
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw])
+        .arg(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/nanolog/learning.py"))
+        .args([&thrift, &traffic])
+        .output()
+        .expect("run tests/nanolog/learning.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}\n{}", String::from_utf8_lossy(&out.stderr), lab.log());
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the script's result");
+    assert_eq!(r["address"], addr.as_str(), "{r}");
+    let h1_mac = sh(&["ip", "-n", &lab.h1, "-br", "link", "show", "h1-eth0"]);
+    let h1_mac = h1_mac.split_whitespace().nth(2).unwrap_or("").to_string();
+    let first = &r["first"];
+    assert_eq!(first["topic"], "LEA|", "{r}");
+    assert_eq!(first["switch_id"].to_string(), device, "{r}");
+    assert_eq!(first["list_id"], 1, "{r}");
+    assert_eq!(first["samples"], serde_json::json!([{"mac": h1_mac, "port": 1}]), "{r}");
+    assert_eq!(r["repeats_before_ack"], 0, "a fact was sent again before its acknowledgement: {r}");
+    let again = &r["after_ack"];
+    assert_eq!(again["samples"], first["samples"], "acknowledged, the fact is learned again: {r}");
+    assert_eq!(again["buffer_id"].as_u64(), first["buffer_id"].as_u64().map(|b| b + 1), "{r}");
+    assert_eq!(r["bad_list_error"], 4, "INVALID_LIST_ID: {r}");
+    lab.stop();
 }

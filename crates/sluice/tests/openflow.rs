@@ -912,3 +912,70 @@ fn osken_switch_test_suite_one_case_file_per_group_passes() {
     );
     assert_eq!(ok, total, "failing cases:\n{failing}\nstdout:\n{stdout}");
 }
+
+/// Mininet names its switches' interfaces in the root namespace: one topology at a time.
+static MININET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `tests/mininet/of_fabrics.py MODE ARGS` with Debian's python3 and
+/// returns its JSON result and its scratch directory.
+fn of_fabric(mode: &str, args: &[&str]) -> (serde_json::Value, std::path::PathBuf, String) {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("sluice-of-{mode}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new("timeout")
+        .args(["-k", "10", "900", "/usr/bin/python3"])
+        .arg(repo.join("tests/mininet/of_fabrics.py"))
+        .arg(mode)
+        .args(args)
+        .args(["--dir", &dir.display().to_string()])
+        .env("SLUICE", SLUICE)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tests/mininet/of_fabrics.py with /usr/bin/python3 (Debian's mininet)");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let ctl = std::fs::read_to_string(dir.join("controller.log")).unwrap_or_default();
+    assert!(out.status.success(), "exit {:?}\n{stdout}\n{stderr}\ncontroller:\n{ctl}", out.status.code());
+    let r = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the topology's result");
+    (r, dir, format!("{stderr}\ncontroller:\n{ctl}"))
+}
+
+/// A tree of Sluice OpenFlow switches (Mininet's TreeTopo, depth 2,
+/// fanout 2: 3 switches, 4 hosts) through `SluiceOFSwitch` under
+/// `sluice controller --app l2` as Mininet's remote controller: every host
+/// pings every other and one iperf3 flow crosses the root.
+#[test]
+fn a_tree_of_sluice_switches_under_sluice_controller_passes_all_pairs_ping() {
+    require_ovs_ofctl();
+    let _one = MININET.lock().unwrap_or_else(|e| e.into_inner());
+    let port = (28000 + std::process::id() % 1000).to_string();
+    let (r, dir, logs) = of_fabric("tree", &["--port", &port]);
+    assert_eq!((r["switches"].as_u64(), r["hosts"].as_u64()), (Some(3), Some(4)), "{r}");
+    assert_eq!(r["ping_loss_pct"].as_f64(), Some(0.0), "{r}\n{logs}");
+    assert!(r["iperf_bps"].as_f64().unwrap_or(0.0) > 0.0, "{r}\n{logs}");
+    assert_eq!(r["switch_alive"], true, "{r}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Three Sluice OpenFlow switches in a line, stacked under Faucet (a root
+/// by priority, stack ports verified by Faucet's LLDP between the
+/// switches), two hosts on each in one VLAN: every stack port comes up,
+/// every host pings every other and one iperf3 flow crosses the stack.
+#[test]
+fn a_faucet_stack_of_three_sluice_switches_passes_all_pairs_ping() {
+    require_ovs_ofctl();
+    let _one = MININET.lock().unwrap_or_else(|e| e.into_inner());
+    let faucet = faucet();
+    let port = (29000 + std::process::id() % 1000).to_string();
+    let (r, dir, logs) = of_fabric("faucet-stack", &["--port", &port, "--faucet", &faucet]);
+    let flog = std::fs::read_to_string(dir.join("faucet.log")).unwrap_or_default();
+    for (dp, p) in [("sw1", 4), ("sw2", 3), ("sw2", 4), ("sw3", 3)] {
+        assert!(
+            flog.lines().any(|l| l.contains(&format!(" {dp} Stack Port {p} state UP"))),
+            "stack port {p} of {dp} never came up:\n{flog}"
+        );
+    }
+    assert_eq!((r["switches"].as_u64(), r["hosts"].as_u64()), (Some(3), Some(6)), "{r}");
+    assert_eq!(r["ping_loss_pct"].as_f64(), Some(0.0), "{r}\n{logs}\n{flog}");
+    assert!(r["iperf_bps"].as_f64().unwrap_or(0.0) > 0.0, "{r}\n{logs}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -33,9 +33,28 @@ pub(super) fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             Ok(None)
         }
 
-        // ---- learning: Sluice sends digests to P4Runtime only; these are accepted and have no effect.
+        // ---- learning (`--notifications-addr`): without the learning engine
+        // (simple_switch_grpc sends digests to P4Runtime) these have no effect.
         "bm_learning_ack" | "bm_learning_ack_buffer" | "bm_learning_set_timeout" | "bm_learning_set_buffer_size" => {
-            Ok(None)
+            let Some(learning) = dev.learning() else { return Ok(None) };
+            let list = a.i32(2, "list_id")?;
+            let r = match method {
+                "bm_learning_ack_buffer" => learning.ack_buffer(list, a.i64(3, "buffer_id")? as u64),
+                "bm_learning_ack" => {
+                    let ids: Vec<i32> = a
+                        .list(4, "sample_ids")?
+                        .iter()
+                        .map(|v| match v {
+                            Val::I32(i) => *i,
+                            _ => -1,
+                        })
+                        .collect();
+                    learning.ack(list, a.i64(3, "buffer_id")? as u64, &ids)
+                }
+                "bm_learning_set_timeout" => learning.set_timeout(list, a.i32(3, "timeout_ms")?.max(0) as u32),
+                _ => learning.set_buffer_size(list, a.i32(3, "nb_samples")?.max(1) as u32),
+            };
+            r.map(|_| None).map_err(|e| Fault::Code(e as i32))
         }
 
         // ---- program swap, ports, management
@@ -91,7 +110,7 @@ pub(super) fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "bm_mgmt_get_info" => Ok(Some(st(vec![
             (1, Val::I64(dev.info.device_id as i64)),
             (2, Val::I32(dev.info.thrift_port.map_or(0, i32::from))),
-            (3, s(format!("ipc:///tmp/bmv2-{}-notifications.ipc", dev.info.device_id))),
+            (3, s(dev.notifications_address())),
         ]))),
         "bm_set_crc16_custom_parameters" | "bm_set_crc32_custom_parameters" => {
             let name = a.str(2, "calc_name")?;

@@ -44,6 +44,9 @@ pub struct LiveOptions {
     pub log_level: Option<Level>,
     /// bmv2's event stream (`--nanolog ADDR`).
     pub nanolog: Option<String>,
+    /// Where learning notifications are published (`--notifications-addr`;
+    /// default `ipc:///tmp/bmv2-<device id>-notifications.ipc`, as bmv2).
+    pub notifications: Option<String>,
     /// Carry virtio-net offload headers (default on).
     pub offload: bool,
     /// Worker threads (AF_PACKET ports are shared through PACKET_FANOUT).
@@ -82,6 +85,7 @@ impl Default for LiveOptions {
             log: None,
             log_level: Some(Level::Trace),
             nanolog: None,
+            notifications: None,
             offload: true,
             workers: 1,
             null_forward: false,
@@ -126,6 +130,9 @@ Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
   --device-id N                device id (in event messages and the default addresses)
   --nanolog ADDR               bmv2's event stream (packet in/out, parser, tables, actions...)
                                published over nanomsg pub/sub on ipc://PATH or tcp://HOST:PORT
+  --notifications-addr ADDR    learning notifications (digests) published over nanomsg pub/sub as
+                               bmv2's (default ipc:///tmp/bmv2-<device id>-notifications.ipc;
+                               the simple_switch form: simple_switch_grpc sends digests to P4Runtime)
   --log-console                per-packet log on standard output, as bmv2's
   --log-file PATH              per-packet log in PATH (rotated as NAME.1.EXT... at --log-file-max-size)
   --log-level L                trace (default), debug, info, warn, error or off
@@ -141,7 +148,7 @@ Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
   -v, --version                print the version
   --json-version               print the newest BMv2 JSON version read
 Refused, with the reason: --packet-in, --debugger, --debugger-addr, --restore-state,
-  --dump-packet-data, --notifications-addr, --load-modules, --dp-grpc-server-addr,
+  --dump-packet-data, --load-modules, --dp-grpc-server-addr,
   --grpc-server-ssl and its certificate options, --disable-swap, --drop-port other than 511
 Sluice options:
   --metrics ADDR               serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or :PORT)
@@ -193,9 +200,6 @@ fn refused(opt: &str) -> Option<&'static str> {
         }
         "--restore-state" => "bmv2's state dump files are not read; replay the commands with --commands",
         "--dump-packet-data" => "packet bytes are not logged; record them with --pcap",
-        "--notifications-addr" => {
-            "learning and ageing notifications over nanomsg are not published; use P4Runtime digests"
-        }
         "--load-modules" => "extern modules (shared libraries for bmv2) cannot be loaded",
         "--dp-grpc-server-addr" => "packet I/O over gRPC is not supported; attach interfaces with -i",
         "--grpc-server-ssl"
@@ -273,6 +277,11 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
                 let a = val(&mut i)?;
                 sluice_nanomsg::Endpoint::parse(&a).map_err(|e| format!("option --nanolog: {e}"))?;
                 out.live.nanolog = Some(a);
+            }
+            "--notifications-addr" => {
+                let a = val(&mut i)?;
+                sluice_nanomsg::Endpoint::parse(&a).map_err(|e| format!("option --notifications-addr: {e}"))?;
+                out.live.notifications = Some(a);
             }
             "--log-console" => log_console = true,
             "--log-file" => log_file = Some(PathBuf::from(val(&mut i)?)),
@@ -503,6 +512,9 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         link_up: if opts.use_files.is_some() { None } else { Some(sluice_ports::link_is_up) },
     };
     let device = Arc::new(Device::new(node.control().clone(), json.into(), info, Some(events_rx)));
+    if opts.grpc_addr.is_none() {
+        start_notifications(&device, opts)?;
+    }
     if let Some(port) = opts.thrift_port {
         node.serve(sluice_thrift::Thrift::new(device.clone(), port))?;
     }
@@ -518,6 +530,34 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         if opts.program.is_none() { " and no program loaded (--no-p4): every packet is dropped" } else { "" }
     );
     node.run().result()
+}
+
+/// Learning notifications for controllers on the Thrift API: the
+/// device's digests become bmv2's `LEA|` messages on a nanomsg publisher
+/// at `--notifications-addr` (bmv2's default address when not given: a
+/// switch that cannot bind the default one runs without, with a warning).
+fn start_notifications(device: &Device, opts: &LiveOptions) -> Result<(), String> {
+    let given = opts.notifications.is_some();
+    let addr =
+        opts.notifications.clone().unwrap_or_else(|| format!("ipc:///tmp/bmv2-{}-notifications.ipc", opts.device_id));
+    let publisher = match sluice_nanomsg::Publisher::bind(&addr) {
+        Ok(p) => Arc::new(p),
+        Err(e) if given => return Err(format!("--notifications-addr: {e}")),
+        Err(e) => {
+            eprintln!("sluice: warning: learning notifications are not published ({e}); give --notifications-addr");
+            return Ok(());
+        }
+    };
+    eprintln!("sluice: learning notifications published on {}", publisher.address());
+    device.set_notifications_address(publisher.address());
+    let started = device.start_learning(Box::new(move |m: &[u8]| {
+        publisher.publish([m]);
+        true
+    }));
+    if !started {
+        return Err("learning notifications: the device's events are taken".into());
+    }
+    Ok(())
 }
 
 /// The program `--no-p4` runs until a real one is loaded: it parses nothing
