@@ -800,8 +800,9 @@ fn resident_kb(pid: u32) -> u64 {
 #[test]
 fn an_idle_switch_sleeps_and_stays_small() {
     let mut lab = Lab::with_veth_hosts(true);
-    for ns in [&lab.h1, &lab.h2] {
-        // Quiet hosts: no IPv6 neighbour or router solicitations while idle.
+    for ns in [&lab.h1, &lab.h2, &lab.sw] {
+        // Quiet hosts and switch ends: no IPv6 neighbour discovery or
+        // listener reports while idle.
         sh(&["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
     }
     let cmds = lab.dir.join("commands.txt").display().to_string();
@@ -842,7 +843,15 @@ fn an_idle_switch_sleeps_and_stays_small() {
     assert!(rates.len() >= 5, "threads: {rates:?}");
     let busy: Vec<_> = rates.iter().filter(|(_, r)| *r > 10.0).collect();
     assert!(busy.is_empty(), "threads waking more than 10 times a second while idle: {busy:?} (all: {rates:?})");
-    let rss = resident_kb(pid);
+    // Its buffers go back once its worker waited a whole second with
+    // nothing to do; on a busy machine that may take a while: the
+    // property is that it settles there, not how fast.
+    let t0 = Instant::now();
+    let mut rss = resident_kb(pid);
+    while rss > 10 * 1024 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(500));
+        rss = resident_kb(pid);
+    }
     assert!(rss > 0 && rss <= 10 * 1024, "an idle router switch holds {rss} kB resident (at most 10 MB)");
     assert_eq!(lab.ping(2), 2, "the switch forwards again after its idle time:\n{}", lab.log());
     lab.stop();
