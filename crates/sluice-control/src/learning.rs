@@ -56,8 +56,7 @@ pub type Sink = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
 struct List {
     max_samples: usize,
     timeout: Duration,
-    /// The buffer being filled: samples back to back.
-    buffer: Vec<u8>,
+    /// The buffer being filled, sample by sample.
     samples: Vec<Vec<u8>>,
     started: Instant,
     /// The id the buffer being filled will be sent with.
@@ -73,7 +72,6 @@ impl List {
         List {
             max_samples: DEFAULT_BUFFER_SIZE,
             timeout: DEFAULT_TIMEOUT,
-            buffer: Vec::new(),
             samples: Vec::new(),
             started: Instant::now(),
             buffer_id: 0,
@@ -149,7 +147,6 @@ impl Learning {
         if list.samples.is_empty() {
             list.started = Instant::now();
         }
-        list.buffer.extend_from_slice(&sample);
         list.filter.insert(sample.clone());
         list.samples.push(sample);
         if list.samples.len() >= list.max_samples {
@@ -160,15 +157,17 @@ impl Learning {
     /// Sends list `id`'s buffer (not empty).
     fn send(&self, id: i32, list: &mut List, stats: &mut LearnStats) {
         let n = list.samples.len() as u32;
-        let mut msg = Vec::with_capacity(32 + list.buffer.len());
+        let bytes: usize = list.samples.iter().map(Vec::len).sum();
+        let mut msg = Vec::with_capacity(32 + bytes);
         msg.extend_from_slice(b"LEA|");
         msg.extend_from_slice(&self.switch_id.to_le_bytes());
         msg.extend_from_slice(&0u32.to_le_bytes());
         msg.extend_from_slice(&id.to_le_bytes());
         msg.extend_from_slice(&list.buffer_id.to_le_bytes());
         msg.extend_from_slice(&n.to_le_bytes());
-        msg.extend_from_slice(&list.buffer);
-        list.buffer.clear();
+        for s in &list.samples {
+            msg.extend_from_slice(s);
+        }
         let samples = std::mem::take(&mut list.samples).into_iter().map(Some).collect();
         list.unacked.insert(list.buffer_id, samples);
         list.buffer_id += 1;

@@ -125,6 +125,12 @@ pub trait DataPlane: Send + Sized + 'static {
         None
     }
 
+    /// Gives back the memory its batch buffers grew to (large frames, a
+    /// burst of packets): a driver whose worker found nothing to do for a
+    /// whole idle wait calls it, so an idle switch stays small; the next
+    /// batch grows them again as needed. The default does nothing.
+    fn release_memory(&mut self) {}
+
     /// Turns per-stage timing on or off (off by default: then it costs nothing).
     fn set_profiling(&mut self, _on: bool) {}
 

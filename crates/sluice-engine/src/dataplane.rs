@@ -113,6 +113,10 @@ impl DataPlane for Switch {
         self.drain_digests(to);
     }
 
+    fn release_memory(&mut self) {
+        Switch::release_memory(self);
+    }
+
     fn set_tracing(&mut self, on: bool) {
         if on != self.tracing() {
             self.set_trace(on);

@@ -826,8 +826,8 @@ impl TableState {
                         by_len[pos].2.insert(&k, handle);
                         let fits = self.key.len() == 1 && *width <= 32 && handle <= crate::lpm::MAX_INDEX;
                         let count = self.count + 1;
-                        let has_short = by_len.iter().any(|(l, _, m)| short_route(*width, *l) && !m.is_empty());
-                        let min = if has_short { DIR_MIN_ENTRIES_WITH_SHORT } else { DIR_MIN_ENTRIES };
+                        // Asked only when building: whether a short route is in the table.
+                        let has_short = || by_len.iter().any(|(l, _, m)| short_route(*width, *l) && !m.is_empty());
                         let short_small = short_route(*width, plen) && count < DIR_MIN_ENTRIES_WITH_SHORT;
                         if !fits || !self.accelerate || (dir.is_some() && short_small) {
                             // An index past what the structure holds, or a short route
@@ -840,7 +840,8 @@ impl TableState {
                                 if count >= HUGE_MIN_ENTRIES {
                                     d.use_huge_pages();
                                 }
-                            } else if count >= min {
+                            } else if count >= DIR_MIN_ENTRIES && (count >= DIR_MIN_ENTRIES_WITH_SHORT || !has_short())
+                            {
                                 // Small tables probe the maps; from this size on, every
                                 // entry (this one included) goes into the direct index.
                                 let mut d = crate::lpm::DirLpm::new(*width);
@@ -1285,9 +1286,8 @@ mod tests {
         let spec = vec![KeyFieldSpec { kind: MatchKind::Lpm, width: 32, off: 0, len: 4 }];
         let has_dir = |t: &TableState| matches!(&t.index, Index::Lpm { dir: Some(_), .. });
         let mut t = TableState::new(spec, 4096);
-        let mut handles = Vec::new();
         for i in 0..20u8 {
-            handles.push(t.add(entry(vec![FieldMatch::Lpm(vec![10, 1, i, 0], 24)], 0, i.into())).unwrap());
+            t.add(entry(vec![FieldMatch::Lpm(vec![10, 1, i, 0], 24)], 0, i.into())).unwrap();
         }
         assert!(has_dir(&t), "20 routes of /24: direct-indexed");
         let default = t.add(entry(vec![FieldMatch::Lpm(vec![0, 0, 0, 0], 0)], 0, 99)).unwrap();

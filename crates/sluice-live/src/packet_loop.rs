@@ -661,6 +661,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             if r == 0 && wait == IDLE_WAIT && !self.rx_released {
                 // A whole idle wait without input: the buffers' pages go back.
                 self.rx.release_memory();
+                dp.release_memory();
                 for slot in &mut self.out.slots {
                     if let Some(p) = slot.port.as_mut() {
                         p.release_memory();

@@ -440,10 +440,17 @@ impl Port for AfPacketPort {
         index_link(self.ctl.as_raw_fd(), self.ifindex, &self.name)
     }
 
-    /// The send buffer back to its initial size once large frames grew it.
+    /// The send buffer back to its initial size once large frames grew it,
+    /// and its pages back to the kernel (they fault in again on the next send).
     fn release_memory(&mut self) {
-        if self.tx_data.is_empty() && self.tx_data.capacity() > TX_DATA {
+        if !self.tx_data.is_empty() {
+            return;
+        }
+        if self.tx_data.capacity() > TX_DATA {
             self.tx_data = Vec::with_capacity(TX_DATA);
         }
+        // SAFETY: the spare capacity of a buffer this port owns; it holds
+        // no frame (empty), and zero pages are valid bytes.
+        unsafe { crate::advise_whole_pages(self.tx_data.as_mut_ptr(), self.tx_data.capacity(), libc::MADV_DONTNEED) };
     }
 }

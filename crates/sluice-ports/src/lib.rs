@@ -173,6 +173,22 @@ pub fn complete_checksum(frame: &mut [u8], h: &VnetHdr) -> bool {
     true
 }
 
+/// `madvise(advice)` on the whole pages inside `[start, start + len)`.
+///
+/// # Safety
+/// The range must be memory the caller owns exclusively, and the advice
+/// must suit its contents (`MADV_DONTNEED` makes them zero).
+pub(crate) unsafe fn advise_whole_pages(start: *mut u8, len: usize, advice: libc::c_int) {
+    // SAFETY: plain system call.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    let start = start as usize;
+    let (first, end) = (start.next_multiple_of(page), (start + len) / page * page);
+    if end > first {
+        // SAFETY: whole pages inside the range (the caller's word).
+        unsafe { libc::madvise(first as *mut libc::c_void, end - first, advice) };
+    }
+}
+
 /// Frames received by one [`Port::recv`] call, in preallocated slots.
 pub struct RxBatch {
     data: Vec<u8>,
@@ -185,17 +201,25 @@ pub struct RxBatch {
 impl RxBatch {
     /// Room for [`BATCH`] frames of up to `slot` bytes each.
     pub fn new(slot: usize) -> RxBatch {
-        let data = vec![0; slot * BATCH];
+        let mut b = RxBatch {
+            data: vec![0; slot * BATCH],
+            slot,
+            lens: [0; BATCH],
+            vnet: [VnetHdr::default(); BATCH],
+            count: 0,
+        };
         // Small pages: a batch of short frames touches the first page of a
-        // few slots (a huge page would make each touch cost 2 MiB).
-        let (start, end) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
-        let first = start.next_multiple_of(4096);
-        if end > first + 4096 {
-            // SAFETY: whole pages inside the buffer just allocated; the
-            // advice changes how the kernel backs them, not their contents.
-            unsafe { libc::madvise(first as *mut libc::c_void, (end - first) / 4096 * 4096, libc::MADV_NOHUGEPAGE) };
-        }
-        RxBatch { data, slot, lens: [0; BATCH], vnet: [VnetHdr::default(); BATCH], count: 0 }
+        // few slots (a huge page would make each touch cost 2 MiB). The
+        // advice changes how the kernel backs the pages, not their contents.
+        b.advise_pages(libc::MADV_NOHUGEPAGE);
+        b
+    }
+
+    /// `madvise(advice)` on the whole pages of the frame buffer.
+    fn advise_pages(&mut self, advice: libc::c_int) {
+        // SAFETY: the buffer this batch owns exclusively (`&mut self`); see
+        // the callers for what each advice does to its contents.
+        unsafe { advise_whole_pages(self.data.as_mut_ptr(), self.data.len(), advice) }
     }
 
     /// Gives the buffer's pages back to the kernel and forgets the frames
@@ -204,16 +228,9 @@ impl RxBatch {
     /// fault in fresh pages.
     pub fn release_memory(&mut self) {
         self.count = 0;
-        // SAFETY: plain system call.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        let start = self.data.as_mut_ptr() as usize;
-        let (first, end) = (start.next_multiple_of(page), (start + self.data.len()) / page * page);
-        if end > first {
-            // SAFETY: whole pages inside the buffer this batch owns
-            // exclusively (`&mut self`); their contents become zero, which
-            // is a valid value for bytes and drops no frame still wanted.
-            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED) };
-        }
+        // Their contents become zero: a valid value for bytes, and no frame
+        // is still wanted (the count is 0).
+        self.advise_pages(libc::MADV_DONTNEED);
     }
 
     /// Frames received.

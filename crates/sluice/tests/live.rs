@@ -791,6 +791,25 @@ fn resident_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The ten mappings of a process with the most resident memory, one per
+/// line (`kB range name`), for a failure message.
+fn largest_mappings(pid: u32) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut maps: Vec<(u64, String)> = Vec::new();
+    let mut current = String::new();
+    for line in smaps.lines() {
+        if let Some(kb) = line.strip_prefix("Rss:") {
+            let kb = kb.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            maps.push((kb, current.clone()));
+        } else if line.split_whitespace().next().is_some_and(|f| f.contains('-') && !f.ends_with(':')) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            current = format!("{} {}", fields[0], fields.get(5).unwrap_or(&""));
+        }
+    }
+    maps.sort_by_key(|m| std::cmp::Reverse(m.0));
+    maps.iter().take(10).map(|(kb, m)| format!("{kb:>8} kB {m}\n")).collect()
+}
+
 /// An idle switch sleeps: after traffic, with nothing due, no thread of a
 /// `simple_switch_grpc` (workers, Thrift, P4Runtime and its event thread,
 /// control socket, logger) wakes more than 10 times a second, and the
@@ -852,7 +871,11 @@ fn an_idle_switch_sleeps_and_stays_small() {
         std::thread::sleep(Duration::from_millis(500));
         rss = resident_kb(pid);
     }
-    assert!(rss > 0 && rss <= 10 * 1024, "an idle router switch holds {rss} kB resident (at most 10 MB)");
+    assert!(
+        rss > 0 && rss <= 10 * 1024,
+        "an idle router switch holds {rss} kB resident (at most 10 MB); largest mappings:\n{}",
+        largest_mappings(pid)
+    );
     assert_eq!(lab.ping(2), 2, "the switch forwards again after its idle time:\n{}", lab.log());
     lab.stop();
 }

@@ -45,6 +45,10 @@ pub use sluice_dataplane::Stats as SwitchStats;
 /// packets that leave it for the general path, and the other strategies,
 /// time parser, controls, replication and deparser one by one. A PSA
 /// program's second parser and deparser are stages of their own.
+/// Bytes the output buffer and a pooled packet buffer keep when idle
+/// (larger ones, grown by large frames, are given back).
+const OUT_BUF: usize = 16384;
+
 pub(crate) const STAGES: &[&str] = &[
     "parser",
     "ingress",
@@ -186,7 +190,7 @@ impl Switch {
             now: 0,
             hash_buf: sluice_hash::BitPacker::with_capacity(256),
             mc_buf: Vec::new(),
-            out_buf: Vec::with_capacity(16384),
+            out_buf: Vec::with_capacity(OUT_BUF),
             start: Instant::now(),
             trace: None,
             stats: SwitchStats::default(),
@@ -204,6 +208,21 @@ impl Switch {
             views: crate::jit::Views::default(),
             clock: sluice_dataplane::StageClock::new(STAGES),
         })
+    }
+
+    /// Shrinks the buffers large frames grew (the forwarding area, the
+    /// output and pooled packet buffers) back to their initial sizes; a
+    /// worker calls it once idle (see `DataPlane::release_memory`).
+    pub fn release_memory(&mut self) {
+        let initial = crate::jit::forward_hdr_max(&self.plan);
+        if self.fwd_hdr.capacity() > initial {
+            self.fwd_hdr = vec![0; initial];
+        }
+        if self.out_buf.capacity() > OUT_BUF {
+            self.out_buf = Vec::with_capacity(OUT_BUF);
+        }
+        self.buf_pool.retain(|b| b.capacity() <= OUT_BUF);
+        self.buf_pool.shrink_to_fit();
     }
 
     /// A replica for another worker: same program, same execution mode,

@@ -538,8 +538,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
 /// switch that cannot bind the default one runs without, with a warning).
 fn start_notifications(device: &Device, opts: &LiveOptions) -> Result<(), String> {
     let given = opts.notifications.is_some();
-    let addr =
-        opts.notifications.clone().unwrap_or_else(|| format!("ipc:///tmp/bmv2-{}-notifications.ipc", opts.device_id));
+    let addr = opts.notifications.clone().unwrap_or_else(|| device.notifications_address());
     let publisher = match sluice_nanomsg::Publisher::bind(&addr) {
         Ok(p) => Arc::new(p),
         Err(e) if given => return Err(format!("--notifications-addr: {e}")),
