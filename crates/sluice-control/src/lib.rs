@@ -83,6 +83,14 @@
 //! (`sluice_node::Control::lock`); the packet path never takes it (see
 //! `sluice_dataplane::workers`).
 
+/// An action parameter as bmv2's Thrift API returns it, and so as its CLI
+/// prints it: the value's big-endian bytes without leading zero bytes, at
+/// least one (a 16-bit parameter of 1 reads `01`, not `0001`).
+pub fn bmv2_param_bytes(v: &[u8]) -> &[u8] {
+    let first = v.iter().position(|b| *b != 0).unwrap_or(v.len().saturating_sub(1));
+    &v[first..]
+}
+
 pub mod cli;
 pub mod device;
 pub mod learning;

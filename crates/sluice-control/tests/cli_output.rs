@@ -49,7 +49,7 @@ fn table_dump_prints_exact_and_lpm_keys_in_hex_and_each_action_parameter_apart()
             "Match key:",
             "* ethernet.etherType  : EXACT     0800",
             "* ipv4.dstAddr        : LPM       0a010000/16",
-            "Action entry: MyIngress.rewrite - 0003, 00aabbccddee, 020000000001",
+            "Action entry: MyIngress.rewrite - 03, aabbccddee, 020000000001",
             "**********",
             "Dumping entry 0x1",
             "Match key:",
@@ -81,7 +81,7 @@ fn table_dump_of_an_empty_table_shows_the_default_set_by_the_control_plane() {
             "TABLE ENTRIES",
             "==========",
             "Dumping default entry",
-            "Action entry: MyIngress.rewrite - 0007, 000000000007, 000000000008",
+            "Action entry: MyIngress.rewrite - 07, 07, 08",
             "==========",
         ])
     );
@@ -119,7 +119,7 @@ fn ternary_range_validity_and_optional_keys_dump_with_their_priority() {
             "* ipv4_valid          : EXACT     00",
             "* ipv4.protocol       : OPTIONAL  00 &&& 00",
             "Priority: 20",
-            "Action entry: MyIngress.set_port - 0002",
+            "Action entry: MyIngress.set_port - 02",
             "==========",
             "Dumping default entry",
             "Action entry: NoAction - ",
@@ -175,6 +175,20 @@ fn table_dump_entry_shows_one_entry_and_its_idle_timeout() {
 }
 
 #[test]
+fn an_lpm_key_reads_back_as_it_was_added_and_matches_by_its_prefix() {
+    let mut sw = switch();
+    run(&mut sw, &["table_add MyIngress.routes MyIngress.set_port 0x0800 10.1.2.3/16 => 1"]);
+    let dump = run(&mut sw, &["table_dump MyIngress.routes"]);
+    assert!(dump.contains("* ipv4.dstAddr        : LPM       0a010203/16"), "{dump}");
+    // Found by any value of the same prefix, shown as added.
+    let found = run(&mut sw, &["table_dump_entry_from_key MyIngress.routes 0x0800 10.1.0.0/16"]);
+    assert!(found.contains("0a010203/16"), "{found}");
+    // The same prefix with other bits past it is the same key.
+    let dup = cli::run(&mut sw, "table_add MyIngress.routes MyIngress.set_port 0x0800 10.1.9.9/16 => 2").unwrap_err();
+    assert!(dup.to_string().contains("DUPLICATE_ENTRY") || dup.to_string().contains("duplicate"), "{dup}");
+}
+
+#[test]
 fn table_dump_entry_from_key_finds_entries_by_key_and_priority() {
     let mut sw = switch();
     run(&mut sw, &ROUTES);
@@ -186,7 +200,7 @@ fn table_dump_entry_from_key_finds_entries_by_key_and_priority() {
             "Match key:",
             "* ethernet.etherType  : EXACT     0800",
             "* ipv4.dstAddr        : LPM       0a010000/16",
-            "Action entry: MyIngress.rewrite - 0003, 00aabbccddee, 020000000001",
+            "Action entry: MyIngress.rewrite - 03, aabbccddee, 020000000001",
         ])
     );
     assert_eq!(
@@ -199,7 +213,7 @@ fn table_dump_entry_from_key_finds_entries_by_key_and_priority() {
             "* ipv4_valid          : EXACT     01",
             "* ipv4.protocol       : OPTIONAL  06 &&& ff",
             "Priority: 10",
-            "Action entry: MyIngress.set_port - 0004",
+            "Action entry: MyIngress.set_port - 04",
         ])
     );
     for missing in [
@@ -247,10 +261,10 @@ fn indirect_table_dump_lists_entries_then_members_and_groups() {
             "MEMBERS",
             "**********",
             "Dumping member 0",
-            "Action entry: MyIngress.rewrite - 0001, 000000000001, 000000000002",
+            "Action entry: MyIngress.rewrite - 01, 01, 02",
             "**********",
             "Dumping member 1",
-            "Action entry: MyIngress.set_port - 0002",
+            "Action entry: MyIngress.set_port - 02",
             "==========",
             "GROUPS",
             "**********",
@@ -268,7 +282,7 @@ fn indirect_table_dump_lists_entries_then_members_and_groups() {
 fn members_and_groups_dump_through_the_profile_or_its_table() {
     let mut sw = switch();
     run(&mut sw, &ECMP);
-    let member = lines(&["Dumping member 1", "Action entry: MyIngress.set_port - 0002"]);
+    let member = lines(&["Dumping member 1", "Action entry: MyIngress.set_port - 02"]);
     assert_eq!(run(&mut sw, &["act_prof_dump_member MyIngress.ecmp_ap 1"]), member);
     assert_eq!(run(&mut sw, &["table_dump_member MyIngress.ecmp 1"]), member);
     let group = lines(&["Dumping group 0", "Members: [0, 1]"]);
@@ -282,10 +296,10 @@ fn members_and_groups_dump_through_the_profile_or_its_table() {
             "MEMBERS",
             "**********",
             "Dumping member 0",
-            "Action entry: MyIngress.rewrite - 0001, 000000000001, 000000000002",
+            "Action entry: MyIngress.rewrite - 01, 01, 02",
             "**********",
             "Dumping member 1",
-            "Action entry: MyIngress.set_port - 0002",
+            "Action entry: MyIngress.set_port - 02",
             "==========",
             "GROUPS",
             "**********",
@@ -391,6 +405,27 @@ fn mc_dump_lists_groups_with_their_nodes_ports_and_lags() {
             "==========",
         ])
     );
+}
+
+#[test]
+fn lags_are_set_updated_and_dumped_as_simple_pre_lag_shows_them() {
+    let mut sw = switch();
+    run(&mut sw, &["mc_mgrp_create 1", "mc_node_create 0 1 | 3", "mc_node_associate 1 0"]);
+    assert_eq!(run(&mut sw, &["mc_set_lag_membership 3 4 6 5"]), "Setting lag membership: 3 <- 1110000");
+    assert_eq!(run(&mut sw, &["mc_set_lag_membership 256 2"]), "Setting lag membership: 256 <- 100");
+    assert_eq!(cli::run(&mut sw, "mc_set_lag_membership 257 2").unwrap_err().0, "Invalid PRE operation (ERROR)");
+    assert_eq!(cli::run(&mut sw, "mc_set_lag_membership x 2").unwrap_err().0, "Bad format for lag index");
+    assert_eq!(cli::run(&mut sw, "mc_set_lag_membership 3 2 2").unwrap_err().0, "Found duplicate lag number '2'");
+    assert_eq!(cli::run(&mut sw, "mc_node_create 0 1 1").unwrap_err().0, "Found duplicate port number '1'");
+    assert_eq!(cli::run(&mut sw, "mc_node_create 0 -1").unwrap_err().0, "'-1' is not a valid port number");
+    let dump = run(&mut sw, &["mc_dump"]);
+    assert!(dump.contains("  -> (L1h=0, rid=0) -> (ports=[1], lags=[3])"), "{dump}");
+    assert!(dump.ends_with("LAGS\nlag(3) -> ports=[4, 5, 6]\nlag(256) -> ports=[2]\n=========="), "{dump}");
+    // An update replaces both lists: without a LAG list the node has none.
+    assert_eq!(run(&mut sw, &["mc_node_update 0 2"]), "Updating node 0 with port map 100 and lag map ");
+    assert!(run(&mut sw, &["mc_dump"]).contains("(ports=[2], lags=[])"));
+    run(&mut sw, &["mc_node_update 0 | 3 256"]);
+    assert!(run(&mut sw, &["mc_dump"]).contains("(ports=[], lags=[3, 256])"));
 }
 
 #[test]

@@ -301,8 +301,15 @@ fn cli_register_and_meter_answers() {
         cmd_ok(&mut sw, "meter_get_rates EdgeIngress.policer 4"),
         "0: info rate = 0.5, burst size = 100\n1: info rate = 1.0, burst size = 200"
     );
-    assert_contains(&cmd_err(&mut sw, "meter_set_rates EdgeIngress.policer 4 0.5:100"), "expected 2, got 1");
-    assert_contains(&cmd_err(&mut sw, "meter_set_rates EdgeIngress.policer 4 fast:100 1:1"), "Invalid rate \"fast\"");
+    assert_contains(&cmd_err(&mut sw, "meter_set_rates EdgeIngress.policer 4 0.5:100"), "expected 2 but got 1");
+    assert_eq!(
+        cmd_err(&mut sw, "meter_set_rates EdgeIngress.policer 4 2:100 1:200"),
+        "Invalid meter operation (INVALID_INFO_RATE_VALUE)"
+    );
+    assert_contains(
+        &cmd_err(&mut sw, "meter_set_rates EdgeIngress.policer 4 fast:100 1:1"),
+        "Error while parsing rates",
+    );
     assert_eq!(cmd_err(&mut sw, "meter_get_rates EdgeIngress.policer 1024"), "Invalid meter operation (INVALID_INDEX)");
 }
 

@@ -79,6 +79,8 @@ pub enum RtCode {
     DuplicateEntry,
     BadMatchKey,
     DefaultActionIsConst,
+    /// The whole default entry is const (action and data).
+    DefaultEntryIsConst,
     ImmutableTableEntries,
     BadActionData,
     AgeingDisabled,
@@ -88,6 +90,8 @@ pub enum RtCode {
     InvalidIndex,
     /// A meter rate list that is not two `(rate, burst)` pairs.
     BadRatesList,
+    /// A meter's committed rate above its peak rate.
+    InvalidInfoRateValue,
     /// A multicast group that does not exist.
     InvalidMgid,
     InvalidL1Handle,
@@ -131,7 +135,11 @@ impl From<TableError> for RtError {
 
 impl From<RateError> for RtError {
     fn from(e: RateError) -> RtError {
-        RtError { code: RtCode::BadRatesList, message: e.to_string() }
+        let code = match e {
+            RateError::Count(_) => RtCode::BadRatesList,
+            RateError::CommittedAbovePeak => RtCode::InvalidInfoRateValue,
+        };
+        RtError { code, message: e.to_string() }
     }
 }
 
@@ -250,8 +258,9 @@ impl Switch {
     }
 
     /// Reads: checks a match key against table `t`'s key shape and
-    /// normalizes each value to the field's width (an LPM value is masked to
-    /// its prefix).
+    /// normalizes each value to the field's width. An LPM value keeps the
+    /// bits past its prefix: the table cuts them when it adds the entry
+    /// and keeps the value as given for reading back, as bmv2 does.
     pub fn check_match_key(&self, t: usize, matches: Vec<FieldMatch>) -> Result<Vec<FieldMatch>, RtError> {
         let tp = &self.plan.tables[t];
         if matches.len() != tp.key.len() {
@@ -276,9 +285,7 @@ impl Switch {
                     if l > w {
                         return Err(bad(&format!("prefix length {l} is longer than the field ({w} bits)")));
                     }
-                    let mut v = fit(&v)?;
-                    crate::tables::apply_prefix(&mut v, w, l);
-                    FieldMatch::Lpm(v, l)
+                    FieldMatch::Lpm(fit(&v)?, l)
                 }
                 (MatchKind::Ternary, FieldMatch::Ternary(v, m)) => {
                     let (mut v, m) = (fit(&v)?, fit(&m)?);
@@ -365,7 +372,7 @@ impl Switch {
         let matches = self.check_match_key(t, matches)?;
         self.check_entry_action(t, &action)?;
         let priority = if self.table_has_priority(t) { priority } else { 0 };
-        Ok(Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None })
+        Ok(Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None, added_key: None })
     }
 
     /// Writes: adds an entry as given (made by [`Switch::prepare_entry`], or
@@ -423,16 +430,17 @@ impl Switch {
         }
     }
 
-    /// Writes: sets the default action (for a direct table).
+    /// Writes: sets the default action (for a direct table). As in bmv2,
+    /// a table whose whole default entry is const takes none (not even the
+    /// same one), and one whose default action is const takes only that
+    /// action, with any data.
     pub fn set_default_entry(&mut self, t: usize, action: u32, data: Box<[u8]>) -> Result<(), RtError> {
-        if self.plan.tables[t].default_const {
-            let same = self.plan.tables[t].default_action.as_ref().is_some_and(|(a, d)| *a == action && **d == *data);
-            if !same {
-                return fail(
-                    RtCode::DefaultActionIsConst,
-                    format!("table {} has a const default action", self.plan.tables[t].name),
-                );
-            }
+        let tp = &self.plan.tables[t];
+        if tp.default_entry_const {
+            return fail(RtCode::DefaultEntryIsConst, format!("table {} has a const default entry", tp.name));
+        }
+        if tp.default_const && tp.default_action.as_ref().is_none_or(|(a, _)| *a != action) {
+            return fail(RtCode::DefaultActionIsConst, format!("table {} has a const default action", tp.name));
         }
         self.check_table_action(t, action)?;
         self.set_default_as_given(t, action, data);
@@ -478,7 +486,12 @@ impl Switch {
     /// Reads: the handle of the entry with exactly this key (and priority,
     /// when the table has them).
     pub fn find_entry(&self, t: usize, matches: Vec<FieldMatch>, priority: i32) -> Result<Option<u32>, RtError> {
-        let matches = self.check_match_key(t, matches)?;
+        let mut matches = self.check_match_key(t, matches)?;
+        for (k, m) in self.plan.tables[t].key.iter().zip(&mut matches) {
+            if let FieldMatch::Lpm(v, l) = m {
+                crate::tables::apply_prefix(v, k.width, *l);
+            }
+        }
         let priority = if self.table_has_priority(t) { priority } else { 0 };
         let ts = &self.state.tables[t];
         Ok(ts.find(&matches, priority).map(|i| ts.handle_of(i)))
@@ -755,9 +768,8 @@ impl Switch {
         self.set_meter_rates_as_given(m, cell, rates)
     }
 
-    /// Shared write: sets a meter cell's rates as given, in any order (the
-    /// CLI's `meter_set_rates`).
-    pub fn set_meter_rates_as_given(&mut self, m: usize, cell: usize, rates: Vec<(f64, u32)>) -> Result<(), RtError> {
+    /// Sets a meter cell's rates as given (checked by the caller).
+    fn set_meter_rates_as_given(&mut self, m: usize, cell: usize, rates: Vec<(f64, u32)>) -> Result<(), RtError> {
         if self.state.meters.configure(m, cell, rates) {
             Ok(())
         } else {
@@ -833,6 +845,17 @@ impl Switch {
             }
             _ => fail(RtCode::InvalidL1Handle, format!("no node {h}")),
         }
+    }
+
+    /// Writes: sets the member ports of LAG `lag` (replacing them; an
+    /// empty set leaves the LAG with no member).
+    pub fn mc_lag_set_membership(&mut self, lag: u32, ports: BTreeSet<u32>) {
+        self.state.pre.lags.insert(lag, ports);
+    }
+
+    /// Reads: every LAG whose membership was set, with its member ports, by index.
+    pub fn mc_lags(&self) -> impl Iterator<Item = (u32, &BTreeSet<u32>)> + '_ {
+        self.state.pre.lags.iter().map(|(l, p)| (*l, p))
     }
 
     /// Writes: destroys a node (it leaves every group).
@@ -1089,9 +1112,10 @@ mod tests {
         // Committed above peak.
         let meter = sw.index_of(Resource::Meter, "EdgeIngress.policer").unwrap();
         let rates = vec![(2.0, 10), (1.0, 10)];
-        assert_eq!(sw.set_meter_rates(meter, 0, rates.clone()).unwrap_err().code, RtCode::BadRatesList);
-        sw.set_meter_rates_as_given(meter, 0, rates.clone()).unwrap();
-        assert_eq!(sw.meter_rates(meter, 0).unwrap(), rates);
+        assert_eq!(sw.set_meter_rates(meter, 0, rates.clone()).unwrap_err().code, RtCode::InvalidInfoRateValue);
+        assert_eq!(sw.set_meter_rates(meter, 0, vec![(1.0, 10)]).unwrap_err().code, RtCode::BadRatesList);
+        sw.set_meter_rates(meter, 0, vec![(1.0, 10), (2.0, 10)]).unwrap();
+        assert_eq!(sw.meter_rates(meter, 0).unwrap(), vec![(1.0, 10), (2.0, 10)]);
     }
 
     #[test]

@@ -88,14 +88,24 @@ pub struct McNode {
     pub lags: BTreeSet<u32>,
 }
 
-/// The packet replication engine.
+/// The packet replication engine, with bmv2's `SimplePreLAG` link
+/// aggregation: a node lists ports and LAGs; each LAG a node lists gives
+/// one copy, on one of its member ports.
 #[derive(Debug, Clone, Default)]
 pub struct Pre {
     /// Group id -> node handles, in association order.
     pub groups: BTreeMap<u32, Vec<u32>>,
     pub nodes: Vec<Option<McNode>>,
     free_nodes: BTreeSet<u32>,
+    /// LAG index -> member ports (set by `mc_set_lag_membership`).
+    pub lags: BTreeMap<u32, BTreeSet<u32>>,
 }
+
+/// The member a LAG's copy leaves on: bmv2's replication engine has no
+/// per-packet LAG hash and selects as if it were this value (member
+/// `hash % members`, in port order), so every copy of a LAG leaves on the
+/// same port; Sluice selects the same one.
+const LAG_HASH: usize = 0xff;
 
 impl Pre {
     /// Creates a node; returns its handle.
@@ -124,6 +134,14 @@ impl Pre {
                 if let Some(Some(n)) = self.nodes.get(*h as usize) {
                     for p in &n.ports {
                         out.push((n.rid, *p));
+                    }
+                    // A LAG with no membership set, or none left, gives no copy.
+                    for lag in &n.lags {
+                        if let Some(members) = self.lags.get(lag).filter(|m| !m.is_empty()) {
+                            if let Some(p) = members.iter().nth(LAG_HASH % members.len()) {
+                                out.push((n.rid, *p));
+                            }
+                        }
                     }
                 }
             }
@@ -272,6 +290,33 @@ fn install_const_entry(plan: &Plan, st: &mut State, ti: usize, ce: &sluice_json:
             packets: 0,
             bytes: 0,
             timeout_ms: None,
+            added_key: None,
         })
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_lag_of_a_node_gives_one_copy_on_the_member_bmv2_selects() {
+        let mut pre = Pre::default();
+        let set = |v: &[u32]| v.iter().copied().collect::<BTreeSet<u32>>();
+        let h = pre.create_node(7, set(&[1]), set(&[2, 3, 4]));
+        pre.groups.insert(9, vec![h]);
+        // LAG 2: four members, 255 % 4 = 3: the fourth (port 13).
+        pre.lags.insert(2, set(&[10, 11, 12, 13]));
+        // LAG 3: two members, 255 % 2 = 1: the second (port 21).
+        pre.lags.insert(3, set(&[20, 21]));
+        // LAG 4: no member left: no copy.
+        pre.lags.insert(4, set(&[]));
+        let mut out = Vec::new();
+        pre.replicate(9, &mut out);
+        assert_eq!(out, vec![(7, 1), (7, 13), (7, 21)]);
+        // A LAG whose membership was never set gives no copy either.
+        pre.lags.remove(&2);
+        pre.replicate(9, &mut out);
+        assert_eq!(out, vec![(7, 1), (7, 21)]);
+    }
 }

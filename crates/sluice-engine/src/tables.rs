@@ -96,12 +96,24 @@ pub enum EntryAction {
 /// A table entry.
 #[derive(Debug, Clone)]
 pub struct Entry {
+    /// The key as it matches (LPM values cut to their prefix).
     pub matches: Vec<FieldMatch>,
     pub priority: i32,
     pub action: EntryAction,
     pub packets: u64,
     pub bytes: u64,
     pub timeout_ms: Option<u64>,
+    /// The key as it was added, when the table changed it (an LPM value
+    /// with bits set past its prefix, which bmv2 keeps and shows back);
+    /// set by the table, `None` otherwise.
+    pub added_key: Option<Box<[FieldMatch]>>,
+}
+
+impl Entry {
+    /// The key as the control plane gave it (what bmv2's API reads back).
+    pub fn key_as_added(&self) -> &[FieldMatch] {
+        self.added_key.as_deref().unwrap_or(&self.matches)
+    }
 }
 
 /// The prefix length of an entry's LPM field, if it has one.
@@ -741,7 +753,9 @@ impl TableState {
             )));
         }
         // Canonicalize values to the field widths.
-        for (spec, m) in self.key.iter().zip(e.matches.iter_mut()) {
+        // LPM values as given, where cutting them to their prefix changed them.
+        let mut given_lpm: Vec<(usize, Vec<u8>)> = Vec::new();
+        for (i, (spec, m)) in self.key.iter().zip(e.matches.iter_mut()).enumerate() {
             match m {
                 FieldMatch::Exact(v) | FieldMatch::Optional(Some(v)) | FieldMatch::Lpm(v, _) => {
                     refit(v, spec.len, spec.width)
@@ -763,8 +777,22 @@ impl TableState {
                 if *p > spec.width {
                     return Err(TableError::BadMatchKey(format!("prefix length {p} exceeds width {}", spec.width)));
                 }
+                let given = v.clone();
                 apply_prefix(v, spec.width, *p);
+                if *v != given {
+                    given_lpm.push((i, given));
+                }
             }
+        }
+        e.added_key = None;
+        if !given_lpm.is_empty() {
+            let mut key = e.matches.clone();
+            for (i, given) in given_lpm {
+                if let FieldMatch::Lpm(v, _) = &mut key[i] {
+                    *v = given;
+                }
+            }
+            e.added_key = Some(key.into_boxed_slice());
         }
         if let Some(h) = self.find(&e.matches, e.priority) {
             return Err(TableError::DuplicateEntry(self.handle_of(h)));
@@ -1144,6 +1172,7 @@ mod tests {
             packets: 0,
             bytes: 0,
             timeout_ms: None,
+            added_key: None,
         }
     }
 

@@ -46,7 +46,9 @@ impl From<RtError> for Fail {
             | RtCode::InvalidGrpHandle => Code::NotFound,
             RtCode::TableFull => Code::ResourceExhausted,
             RtCode::MbrStillUsed | RtCode::GrpStillUsed | RtCode::EmptyGrp => Code::FailedPrecondition,
-            RtCode::DefaultActionIsConst | RtCode::ImmutableTableEntries => Code::PermissionDenied,
+            RtCode::DefaultActionIsConst | RtCode::DefaultEntryIsConst | RtCode::ImmutableTableEntries => {
+                Code::PermissionDenied
+            }
             RtCode::InvalidIndex => Code::OutOfRange,
             _ => Code::InvalidArgument,
         };

@@ -15,8 +15,9 @@ pub fn mc_code(e: &RtError) -> i32 {
     }
 }
 
-/// LAG indices bmv2's PRE accepts.
-const MAX_LAGS: i16 = 256;
+/// The largest LAG index bmv2's PRE accepts (its table holds 256 LAGs,
+/// and it refuses only indices above that).
+const MAX_LAG_INDEX: i16 = 256;
 
 /// Runs one call of the `simple_pre_lag` service.
 pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
@@ -77,11 +78,11 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "bm_mc_set_lag_membership" => {
             let lag = a.i16(2, "lag_index")?;
-            bits_of_map(a.bin(3, "port_map")?)?;
-            if !(0..MAX_LAGS).contains(&lag) {
+            let ports = bits_of_map(a.bin(3, "port_map")?)?;
+            if !(0..=MAX_LAG_INDEX).contains(&lag) {
                 return Err(Fault::Code(5));
             }
-            // Accepted; Sluice's replication engine does not expand LAGs (a node's LAG map is kept, not used).
+            pool.commit(move |sw, _| sw.mc_lag_set_membership(lag as u32, ports.clone()));
             Ok(None)
         }
         "bm_mc_get_entries" => Ok(Some(s(mc_json(pool.view())))),
@@ -99,5 +100,6 @@ fn mc_json(sw: &sluice_engine::Switch) -> String {
         l1.push(json!({"handle": h, "rid": n.rid, "l2_handle": h}));
         l2.push(json!({"handle": h, "ports": n.ports, "lags": n.lags}));
     }
-    json!({"mgrps": mgrps, "l1_handles": l1, "l2_handles": l2, "lags": []}).to_string()
+    let lags: Vec<_> = sw.mc_lags().map(|(id, ports)| json!({"id": id, "ports": ports})).collect();
+    json!({"mgrps": mgrps, "l1_handles": l1, "l2_handles": l2, "lags": lags}).to_string()
 }

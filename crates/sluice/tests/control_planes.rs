@@ -143,15 +143,7 @@ fn every_bmv2_corpus_case_configured_through_the_stock_cli_is_byte_exact() {
 #[test]
 fn router_tables_counters_and_errors_through_the_stock_cli() {
     let (dev, port) = thrift_device(&repo().join("examples/router.json"));
-    let session = std::fs::read_to_string(repo().join("tests/thrift/router_session.txt")).unwrap();
-    // The file holds `> command` lines, each followed by the CLI's answer.
-    let mut cmds = Vec::new();
-    let mut want = Vec::new();
-    for block in session.split("\n> ").map(|b| b.trim_start_matches("> ")) {
-        let (cmd, answer) = block.split_once('\n').unwrap_or((block, ""));
-        cmds.push(cmd.to_string());
-        want.push(answer.trim_end().to_string());
-    }
+    let (cmds, want) = transcript("router_session.txt");
     // Traffic between the writes and the counter reads: 3 packets into port 1 for 10.0.2.1.
     let first: Vec<String> = cmds.iter().take_while(|c| !c.starts_with("counter_read")).cloned().collect();
     let out1 = answers(&cli(port, &(first.join("\n") + "\n")));
@@ -259,6 +251,50 @@ fn the_built_in_cli_reads_as_the_stock_cli_prints_them() {
     for (k, r) in reads.iter().enumerate() {
         let ours = sluice_control::run_command(&mut pool, r).unwrap_or_else(|e| panic!("`{r}`: {e}"));
         assert_eq!(ours.trim_end(), stock[k], "`{r}`: the built-in CLI printed\n{ours}\nthe stock CLI\n{}", stock[k]);
+    }
+}
+
+/// A CLI transcript of `tests/thrift`: `> command` lines, each followed
+/// by the CLI's answer; `#` lines are comments. Returns the commands and
+/// the answers.
+fn transcript(name: &str) -> (Vec<String>, Vec<String>) {
+    let text = std::fs::read_to_string(repo().join("tests/thrift").join(name)).unwrap();
+    let mut cmds = Vec::new();
+    let mut want: Vec<String> = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(c) = line.strip_prefix("> ") {
+            cmds.push(c.to_string());
+            want.push(String::new());
+        } else {
+            let w = want.last_mut().unwrap_or_else(|| panic!("{name}: a transcript starts with a command"));
+            if !w.is_empty() {
+                w.push('\n');
+            }
+            w.push_str(line);
+        }
+    }
+    (cmds, want)
+}
+
+/// State reads back through the stock CLI exactly as bmv2 shows it: keys
+/// as added, action data as bmv2 returns it, the PRE with its LAGs, errors
+/// by bmv2's names (the transcripts, written from bmv2's documented
+/// behaviour, say what each one checks).
+#[test]
+fn read_back_transcripts_replay_as_bmv2_answers_them() {
+    for (name, program) in [("router_read_back.txt", "router.json"), ("edge_read_back.txt", "edge.json")] {
+        let (cmds, want) = transcript(name);
+        let (dev, port) = thrift_device(&repo().join("examples").join(program));
+        let got = answers(&cli(port, &(cmds.join("\n") + "\n")));
+        assert_eq!(got.len(), cmds.len() + 1, "{name}: one answer per command");
+        for ((c, w), g) in cmds.iter().zip(&want).zip(&got) {
+            assert_eq!(g, w, "{name}, `{c}`: the CLI printed\n{g}\nexpected\n{w}");
+        }
+        if name == "router_read_back.txt" {
+            // The stock CLI prints the LAGs' members wrong; the state holds them.
+            let dump = sluice_control::run_command(&mut dev.pool(), "mc_dump").unwrap();
+            assert!(dump.contains("LAGS\nlag(3) -> ports=[4, 5, 6]\nlag(256) -> ports=[9]\n"), "{dump}");
+        }
     }
 }
 

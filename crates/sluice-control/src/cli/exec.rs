@@ -141,8 +141,13 @@ impl Write {
                     packets: 0,
                     bytes: 0,
                     timeout_ms: None,
+                    added_key: None,
                 };
                 add_entry(sw, *table, entry)
+            }
+            Write::TableResetDefault { table } => {
+                sw.reset_default_entry(*table);
+                DONE
             }
             Write::TableSetDefault { table, action, data } => {
                 sw.set_default_entry(*table, *action, data.clone()).map_err(table_error)?;
@@ -210,12 +215,18 @@ impl Write {
                     "Creating node with rid {rid} , port map {pm} and lag map {lm}\nnode was created with handle {h}"
                 ))
             }
-            Write::McNodeUpdate { node, ports } => {
-                let Some(lags) = sw.mc_node(*node).map(|n| n.lags.clone()) else {
-                    return err("Invalid PRE operation (INVALID_L1_HANDLE)");
-                };
-                sw.mc_node_update(*node, ports.clone(), lags).map_err(pre_error)?;
-                DONE
+            Write::McNodeUpdate { node, ports, lags } => {
+                let (pm, lm) = (port_map(ports), port_map(lags));
+                sw.mc_node_update(*node, ports.clone(), lags.clone()).map_err(pre_error)?;
+                Ok(format!("Updating node {node} with port map {pm} and lag map {lm}"))
+            }
+            Write::McSetLagMembership { lag, ports } => {
+                // bmv2's replication engine holds LAG indices 0 to 256.
+                if *lag > 256 {
+                    return err("Invalid PRE operation (ERROR)");
+                }
+                sw.mc_lag_set_membership(*lag, ports.clone());
+                Ok(format!("Setting lag membership: {lag} <- {}", port_map(ports)))
             }
             Write::McNodeAssociate { mgid, node, associate } => {
                 if sw.mc_node(*node).is_none() {
@@ -292,15 +303,13 @@ impl SharedWrite {
             }
             SharedWrite::MeterSetRates { meter, index: Some(index), rates } => {
                 let cell = meter_cell(sw, *meter, *index)?;
-                match sw.set_meter_rates_as_given(*meter, cell, rates.clone()?) {
-                    Ok(()) => DONE,
-                    Err(_) => err("Invalid meter operation (INVALID_INDEX)"),
-                }
+                sw.set_meter_rates(*meter, cell, rates.clone()?).map_err(|e| rates_error(sw, *meter, e))?;
+                DONE
             }
             SharedWrite::MeterSetRates { meter, index: None, rates } => {
                 let rates = rates.clone()?;
                 for cell in 0..sw.meter_len(*meter) {
-                    let _ = sw.set_meter_rates_as_given(*meter, cell, rates.clone());
+                    sw.set_meter_rates(*meter, cell, rates.clone()).map_err(|e| rates_error(sw, *meter, e))?;
                 }
                 DONE
             }
@@ -338,6 +347,19 @@ fn code_name(c: RtCode) -> &'static str {
         RtCode::InvalidL1Handle => "INVALID_L1_HANDLE",
         _ => "ERROR",
     }
+}
+
+/// A refused rate list as the CLI reports it: a direct meter's through
+/// its table (`bm_mt_set_meter_rates`), an array's by the meter code.
+fn rates_error(sw: &Switch, m: usize, e: RtError) -> CmdError {
+    if sw.program().meters[m].is_direct {
+        return CmdError("Invalid table operation (INVALID_METER_OPERATION)".into());
+    }
+    CmdError(match e.code {
+        RtCode::InvalidInfoRateValue => "Invalid meter operation (INVALID_INFO_RATE_VALUE)".into(),
+        RtCode::BadRatesList => "Invalid meter operation (BAD_RATES_LIST)".into(),
+        _ => "Invalid meter operation (INVALID_INDEX)".into(),
+    })
 }
 
 /// The cell of meter `m` a command's index names: the index itself for a
@@ -381,7 +403,7 @@ fn dump_entry(sw: &Switch, t: usize, h: u32, e: &Entry) -> String {
     let tp = &sw.program().tables[t];
     let w = tp.key.iter().map(|k| k.cli_name.len()).max().unwrap_or(0).max(20);
     let mut out = vec![format!("Dumping entry {h:#x}"), "Match key:".to_string()];
-    for (k, m) in tp.key.iter().zip(&e.matches) {
+    for (k, m) in tp.key.iter().zip(e.key_as_added()) {
         let kind = kind_name(k.kind).to_ascii_uppercase();
         out.push(format!("* {:<w$}: {kind:<10}{}", k.cli_name, match_value(m, k.width)));
     }
@@ -396,13 +418,12 @@ fn dump_entry(sw: &Switch, t: usize, h: u32, e: &Entry) -> String {
     out.join("\n")
 }
 
-/// `Action entry: NAME - P1, P2`, each parameter in hex of its byte width.
+/// `Action entry: NAME - P1, P2`, each parameter in hex as bmv2 returns
+/// it (no leading zero bytes, see [`crate::bmv2_param_bytes`]).
 fn action_str(sw: &Switch, action: u32, data: &[u8]) -> String {
-    format!(
-        "Action entry: {} - {}",
-        sw.program().actions[action as usize].name,
-        sw.unpack_action(action, data).iter().map(|p| hexstr(p)).collect::<Vec<_>>().join(", ")
-    )
+    let params = sw.unpack_action(action, data);
+    let params: Vec<String> = params.iter().map(|p| hexstr(crate::bmv2_param_bytes(p))).collect();
+    format!("Action entry: {} - {}", sw.program().actions[action as usize].name, params.join(", "))
 }
 
 /// What an entry does: its action, `Index: member(M)` or `Index: group(G)`.
@@ -493,7 +514,11 @@ fn dump_mc(sw: &Switch) -> String {
             }
         }
     }
-    out.extend(["==========".to_string(), "LAGS".to_string(), "==========".to_string()]);
+    out.extend(["==========".to_string(), "LAGS".to_string()]);
+    for (lag, ports) in sw.mc_lags() {
+        out.push(format!("lag({lag}) -> ports=[{}]", list(ports)));
+    }
+    out.push("==========".to_string());
     out.join("\n")
 }
 

@@ -148,6 +148,9 @@ pub enum Write {
     },
     /// `table_set_default`
     TableSetDefault { table: usize, action: u32, data: Box<[u8]> },
+    /// `table_reset_default` and `table_indirect_reset_default`: the
+    /// program's default back (a const one too).
+    TableResetDefault { table: usize },
     /// `table_delete`
     TableDelete { table: usize, handle: u32 },
     /// `table_modify`
@@ -173,8 +176,10 @@ pub enum Write {
     McMgrpDestroy { mgid: u32 },
     /// `mc_node_create`
     McNodeCreate { rid: u16, ports: std::collections::BTreeSet<u32>, lags: std::collections::BTreeSet<u32> },
-    /// `mc_node_update`: the ports change, the LAGs stay.
-    McNodeUpdate { node: u32, ports: std::collections::BTreeSet<u32> },
+    /// `mc_node_update`: both lists are replaced (no LAG list: none).
+    McNodeUpdate { node: u32, ports: std::collections::BTreeSet<u32>, lags: std::collections::BTreeSet<u32> },
+    /// `mc_set_lag_membership`: a LAG's member ports.
+    McSetLagMembership { lag: u32, ports: std::collections::BTreeSet<u32> },
     /// `mc_node_associate` (`associate`) and `mc_node_dissociate`; both
     /// succeed when there is nothing to do.
     McNodeAssociate { mgid: u32, node: u32, associate: bool },

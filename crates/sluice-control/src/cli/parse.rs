@@ -32,6 +32,18 @@ pub(super) fn command(sw: &Switch, line: &str) -> R<Command> {
         "table_indirect_add" => write(table_indirect_add(sw, args, false)?),
         "table_indirect_add_with_group" => write(table_indirect_add(sw, args, true)?),
         "table_set_default" => write(table_set_default(sw, args)?),
+        "table_reset_default" | "table_indirect_reset_default" => {
+            if args.len() != 1 {
+                return err(format!("Wrong number of args, expected 1 but got {}", args.len()));
+            }
+            let table = self::table(sw, args[0])?;
+            // Each form resets its kind of table only.
+            let indirect = name == "table_indirect_reset_default";
+            if sw.program().tables[table].profile.is_some() != indirect {
+                return err("Invalid table operation (WRONG_TABLE_TYPE)");
+            }
+            write(Write::TableResetDefault { table })
+        }
         "table_delete" => {
             let (table, handle) = table_and_handle(sw, args)?;
             write(Write::TableDelete { table, handle })
@@ -103,30 +115,26 @@ pub(super) fn command(sw: &Switch, line: &str) -> R<Command> {
         "mc_mgrp_destroy" => write(Write::McMgrpDestroy { mgid: num(args.first())? }),
         "mc_node_create" => {
             let rid = num(args.first())? as u16;
-            let mut ports = BTreeSet::new();
-            let mut lags = BTreeSet::new();
-            let mut in_lags = false;
-            for a in args.iter().skip(1) {
-                if *a == "|" {
-                    in_lags = true;
-                    continue;
-                }
-                let v = port_number(a)?;
-                if in_lags {
-                    lags.insert(v);
-                } else {
-                    ports.insert(v);
-                }
-            }
+            let (ports, lags) = ports_and_lags(&args[1.min(args.len())..])?;
             write(Write::McNodeCreate { rid, ports, lags })
         }
         "mc_node_update" => {
             let node = num(args.first())?;
-            let mut ports = BTreeSet::new();
-            for a in args.iter().skip(1).take_while(|a| **a != "|") {
-                ports.insert(port_number(a)?);
+            if args.len() < 2 {
+                return err("Insufficient number of args");
             }
-            write(Write::McNodeUpdate { node, ports })
+            let (ports, lags) = ports_and_lags(&args[1..])?;
+            write(Write::McNodeUpdate { node, ports, lags })
+        }
+        "mc_set_lag_membership" => {
+            let lag = args.first().and_then(|a| a.parse::<u32>().ok());
+            let Some(lag) = lag else {
+                return err(if args.is_empty() { "Insufficient number of args" } else { "Bad format for lag index" });
+            };
+            if args.len() < 2 {
+                return err("Insufficient number of args");
+            }
+            write(Write::McSetLagMembership { lag, ports: number_set(&args[1..], "lag")? })
         }
         "mc_node_associate" | "mc_node_dissociate" => {
             let (mgid, node) = (num(args.first())?, num(args.get(1))?);
@@ -255,7 +263,10 @@ fn table_add(sw: &Switch, args: &[&str]) -> R<Write> {
     let data = action_data(sw, action, params)?;
     let matches = parse_matches(sw, table, &head[2..])?;
     let action = EntryAction::Direct { action, data };
-    Ok(Write::TableAdd { table, entry: Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None } })
+    Ok(Write::TableAdd {
+        table,
+        entry: Entry { matches, priority, action, packets: 0, bytes: 0, timeout_ms: None, added_key: None },
+    })
 }
 
 /// `table_indirect_add[_with_group] <table> <match fields> => <handle> [priority]`.
@@ -283,10 +294,17 @@ fn table_set_default(sw: &Switch, args: &[&str]) -> R<Write> {
         return err("usage: table_set_default <table> <action> <action params>");
     }
     let table = self::table(sw, args[0])?;
-    if sw.program().tables[table].default_const {
+    let action = table_action(sw, table, args[1])?;
+    let tp = &sw.program().tables[table];
+    if tp.profile.is_some() {
+        return err("Invalid table operation (WRONG_TABLE_TYPE)");
+    }
+    if tp.default_entry_const {
+        return err("Invalid table operation (DEFAULT_ENTRY_IS_CONST)");
+    }
+    if tp.default_const && tp.default_action.as_ref().is_none_or(|(a, _)| *a != action) {
         return err("Invalid table operation (DEFAULT_ACTION_IS_CONST)");
     }
-    let action = table_action(sw, table, args[1])?;
     let data = action_data(sw, action, &args[2..])?;
     Ok(Write::TableSetDefault { table, action, data })
 }
@@ -469,17 +487,37 @@ fn split_priority<'a>(tail: &'a [&'a str], nparams: usize, prio: bool) -> R<(&'a
 
 /// `meter_set_rates`' `rate:burst` pairs: exactly two.
 fn rates(words: &[&str]) -> R<Vec<(f64, u32)>> {
+    if words.len() != 2 {
+        return err(format!("Invalid number of rates, expected 2 but got {}", words.len()));
+    }
     let mut rates = Vec::new();
     for r in words {
-        let (a, b) = r.split_once(':').ok_or_else(|| CmdError(format!("Invalid rate \"{r}\": expected rate:burst")))?;
-        let rate: f64 = a.parse().map_err(|_| CmdError(format!("Invalid rate \"{a}\"")))?;
-        let burst: u32 = b.parse().map_err(|_| CmdError(format!("Invalid burst size \"{b}\"")))?;
-        rates.push((rate, burst));
-    }
-    if rates.len() != 2 {
-        return err(format!("Invalid number of rates: expected 2, got {}", rates.len()));
+        let parsed = r.split_once(':').and_then(|(a, b)| Some((a.parse::<f64>().ok()?, b.parse::<u32>().ok()?)));
+        rates.push(parsed.ok_or_else(|| CmdError("Error while parsing rates".into()))?);
     }
     Ok(rates)
+}
+
+/// A node's `<ports> [ | <lags> ]`, as the CLI reads them (no LAG list: none).
+fn ports_and_lags(args: &[&str]) -> R<(BTreeSet<u32>, BTreeSet<u32>)> {
+    let bar = args.iter().position(|a| *a == "|").unwrap_or(args.len());
+    let lags = if bar < args.len() { &args[bar + 1..] } else { &[][..] };
+    Ok((number_set(&args[..bar], "port")?, number_set(lags, "lag")?))
+}
+
+/// A list of port (or LAG) numbers; one given twice is refused, as the CLI does.
+fn number_set(args: &[&str], what: &str) -> R<BTreeSet<u32>> {
+    let mut set = BTreeSet::new();
+    for a in args {
+        let v = match a.parse::<i64>() {
+            Ok(v) if v >= 0 => port_number(a)?,
+            _ => return err(format!("'{a}' is not a valid {what} number")),
+        };
+        if !set.insert(v) {
+            return err(format!("Found duplicate {what} number '{v}'"));
+        }
+    }
+    Ok(set)
 }
 
 /// A port or LAG number of `mc_node_create` / `mc_node_update`. The answer

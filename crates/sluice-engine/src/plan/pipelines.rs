@@ -64,6 +64,9 @@ pub struct TablePlan {
     pub next_miss: Option<Option<Node>>,
     pub default_action: Option<(u32, Vec<u8>)>,
     pub default_const: bool,
+    /// Its default action's data too (`action_entry_const`): no default
+    /// may be set at all.
+    pub default_entry_const: bool,
     pub const_entries: Vec<sluice_json::ConstEntry>,
     pub support_timeout: bool,
     /// Key as `(slot or validity, bits)` parts when it is at most 16 bytes of
@@ -519,6 +522,7 @@ pub(super) fn compile_pipelines(
                 next_miss,
                 default_action,
                 default_const: t.default_entry.as_ref().is_some_and(|d| d.action_const),
+                default_entry_const: default_const,
                 const_entries: t.entries.clone(),
                 support_timeout: t.support_timeout,
             });

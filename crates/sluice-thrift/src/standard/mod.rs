@@ -36,8 +36,9 @@ pub fn table_code(e: &RtError) -> i32 {
         RtCode::EmptyGrp => 16,
         RtCode::DuplicateEntry => 17,
         RtCode::BadMatchKey => 18,
-        RtCode::BadRatesList => 19,
+        RtCode::BadRatesList | RtCode::InvalidInfoRateValue => 19, // INVALID_METER_OPERATION
         RtCode::DefaultActionIsConst => 20,
+        RtCode::DefaultEntryIsConst => 21,
         RtCode::ImmutableTableEntries => 25,
         RtCode::BadActionData => 26,
         _ => 100,
@@ -51,6 +52,7 @@ fn array_code(e: &RtError, error: i32) -> i32 {
         RtCode::InvalidName => 1,
         RtCode::InvalidIndex => 2,
         RtCode::BadRatesList => 3,
+        RtCode::InvalidInfoRateValue => 4,
         _ => error,
     }
 }
@@ -157,13 +159,20 @@ fn bm_match_param(m: &FieldMatch) -> Val {
     }
 }
 
+/// An action's packed data as bmv2 returns it: each parameter without
+/// leading zero bytes (see `sluice_control::bmv2_param_bytes`).
+fn action_data(sw: &Switch, action: u32, data: &[u8]) -> Val {
+    let params = sw.unpack_action(action, data);
+    bin_list(params.iter().map(|p| sluice_control::bmv2_param_bytes(p).to_vec()).collect())
+}
+
 /// `BmActionEntry` for an action and its packed data.
 fn action_entry(sw: &Switch, a: &EntryAction) -> Val {
     match a {
         EntryAction::Direct { action, data } => st(vec![
             (1, Val::I32(1)),
             (2, s(sw.program().actions[*action as usize].name.clone())),
-            (3, bin_list(sw.unpack_action(*action, data))),
+            (3, action_data(sw, *action, data)),
         ]),
         EntryAction::Member(m) => st(vec![(1, Val::I32(2)), (4, Val::I32(*m as i32))]),
         EntryAction::Group(g) => st(vec![(1, Val::I32(3)), (5, Val::I32(*g as i32))]),
@@ -175,7 +184,7 @@ fn mt_entry(sw: &Switch, t: usize, handle: u32) -> Option<Val> {
     let e = sw.entry(t, handle).ok()?;
     let priority = if sw.table_has_priority(t) { e.priority } else { -1 };
     let mut f = vec![
-        (1, st_list(e.matches.iter().map(bm_match_param).collect())),
+        (1, st_list(e.key_as_added().iter().map(bm_match_param).collect())),
         (2, st(vec![(1, Val::I32(priority))])),
         (3, Val::I32(handle as i32)),
         (4, action_entry(sw, &e.action)),

@@ -66,7 +66,7 @@ pub(super) fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
                 out.push(st(vec![
                     (1, Val::I32(h as i32)),
                     (2, s(sw.program().actions[act as usize].name.clone())),
-                    (3, bin_list(sw.unpack_action(act, data))),
+                    (3, super::action_data(sw, act, data)),
                 ]));
             }
             match one {

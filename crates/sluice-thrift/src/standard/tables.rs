@@ -60,6 +60,10 @@ pub(super) fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "bm_mt_set_default_action" => {
             let t = table(sw, a, 2)?;
+            // An indirect table's default is a member (`bm_mt_indirect_set_default_member`).
+            if sw.program().tables[t].profile.is_some() {
+                return Err(WRONG_TABLE_TYPE);
+            }
             let act = table_action(sw, t, a.str(3, "action_name")?)?;
             let data = sw.pack_action(act, &a.bin_list(4, "action_data")?).map_err(&tc)?;
             pool.apply(move |sw, _| sw.set_default_entry(t, act, data.clone())).map_err(&tc)?;
@@ -67,9 +71,11 @@ pub(super) fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "bm_mt_reset_default_entry" | "bm_mt_indirect_reset_default_entry" => {
             let t = table(sw, a, 2)?;
-            if sw.program().tables[t].default_const {
-                return Err(Fault::Code(20));
+            let indirect = method == "bm_mt_indirect_reset_default_entry";
+            if sw.program().tables[t].profile.is_some() != indirect {
+                return Err(WRONG_TABLE_TYPE);
             }
+            // A const default is put back as it was: bmv2 succeeds too.
             pool.commit(move |sw, _| sw.reset_default_entry(t));
             Ok(None)
         }

@@ -142,7 +142,7 @@ fn run_add(
     };
     // Installed as given: STF keys are built to the table's shape above.
     let action = EntryAction::Direct { action: a, data: data.into_boxed_slice() };
-    let entry = Entry { matches, priority: prio, action, packets: 0, bytes: 0, timeout_ms: None };
+    let entry = Entry { matches, priority: prio, action, packets: 0, bytes: 0, timeout_ms: None, added_key: None };
     sw.install_entry(t, entry).map(|_| ()).map_err(|e| e.message)
 }
 
