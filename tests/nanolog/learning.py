@@ -8,14 +8,20 @@ list id i32, buffer id u64, sample count u32; then the samples, each
 field big-endian in (width + 7) / 8 bytes: here a MAC address and a
 9-bit port), acknowledged with bm_learning_ack_buffer.
 
-  learning.py THRIFT_PORT 'TRAFFIC COMMAND'
+  learning.py THRIFT_PORT 'TRAFFIC COMMAND' [AGEING_TABLE]
 
 Steps, printed as one JSON object: the address bm_mgmt_get_info gives;
 the first notification after the traffic runs; how many notifications
 repeated its samples while it was not acknowledged (traffic run again,
 3 s of listening); the first notification after the acknowledgement
 (the same facts, the next buffer id); the error code of an
-acknowledgement for a list id the program does not have.
+acknowledgement for a list id the program does not have. With
+AGEING_TABLE (a table of MAC addresses forwarding to a port, which the
+program marks for idle timeouts): an entry added there with a TTL of
+500 ms over Thrift, and the first `AGE|` message that follows (bmv2's
+ageing notification: a packed 32-byte header, topic, switch id u64,
+context i32, buffer id u64, table id i32, entry count u32; then the
+entry handles, u32 each) with the handle of the entry added.
 """
 import json
 import shlex
@@ -29,7 +35,8 @@ from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
 from thrift.transport import TSocket, TTransport
 
 from bm_runtime.standard import Standard
-from bm_runtime.standard.ttypes import InvalidLearnOperation
+from bm_runtime.standard.ttypes import (BmAddEntryOptions, BmMatchParam, BmMatchParamExact,
+                                       BmMatchParamType, InvalidLearnOperation)
 
 
 def decode(msg):
@@ -42,6 +49,30 @@ def decode(msg):
         raise SystemExit(f"LEA|: {len(msg)} bytes for {n} samples")
     return {"topic": topic.decode(), "switch_id": switch_id, "cxt_id": cxt, "list_id": list_id,
             "buffer_id": buffer_id, "samples": samples}
+
+
+def decode_age(msg):
+    topic, switch_id, cxt, buffer_id, table_id, n = struct.unpack_from("<4sQiQiI", msg, 0)
+    if len(msg) != 32 + 4 * n:
+        raise SystemExit(f"AGE|: {len(msg)} bytes for {n} entries")
+    handles = list(struct.unpack_from(f"<{n}I", msg, 32))
+    return {"topic": topic.decode(), "switch_id": switch_id, "cxt_id": cxt, "buffer_id": buffer_id,
+            "table_id": table_id, "handles": handles}
+
+
+def ageing(sub, client, table):
+    key = BmMatchParam(type=BmMatchParamType.EXACT, exact=BmMatchParamExact(bytes.fromhex("020000000099")))
+    handle = client.bm_mt_add_entry(0, table, [key], "L2Ingress.forward", [b"\x00\x02"], BmAddEntryOptions())
+    client.bm_mt_set_entry_ttl(0, table, handle, 500)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            msg = sub.recv()
+        except pynng.Timeout:
+            continue
+        if msg[:4] == b"AGE|":
+            return {"handle": handle, "message": decode_age(msg)}
+    return {"handle": handle, "message": None}
 
 
 def next_notification(sub, deadline):
@@ -89,6 +120,8 @@ def main():
         out["bad_list_error"] = None
     except InvalidLearnOperation as e:
         out["bad_list_error"] = e.code
+    if len(sys.argv) > 3:
+        out["ageing"] = ageing(sub, client, sys.argv[3])
     transport.close()
     print(json.dumps(out))
     return 0

@@ -149,6 +149,15 @@ impl Device {
         std::thread::Builder::new().name("sluice-learning".into()).spawn(move || l.run(events)).is_ok()
     }
 
+    /// Starts bmv2's ageing monitor ([`crate::ageing`]): idle-timeout
+    /// notifications to `sink`, one sweep a second, until the device is
+    /// dropped. False when its thread could not start.
+    pub fn start_ageing(self: &Arc<Self>, sink: crate::learning::Sink) -> bool {
+        let ageing = crate::ageing::Ageing::new(self.info.device_id, sink);
+        let device = Arc::downgrade(self);
+        std::thread::Builder::new().name("sluice-ageing".into()).spawn(move || ageing.run(device)).is_ok()
+    }
+
     /// Records where learning notifications are published.
     pub fn set_notifications_address(&self, addr: &str) {
         *self.notifications.lock().unwrap_or_else(|e| e.into_inner()) = Some(addr.to_string());

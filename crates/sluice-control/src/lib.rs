@@ -91,6 +91,7 @@ pub fn bmv2_param_bytes(v: &[u8]) -> &[u8] {
     &v[first..]
 }
 
+pub mod ageing;
 pub mod cli;
 pub mod device;
 pub mod learning;

@@ -923,6 +923,9 @@ fn a_sixteen_switch_p4_fabric_in_mininet_passes_all_pairs_ping() {
 /// pynng subscriber, acknowledgements over Thrift); a fact is not sent
 /// again until acknowledged, then comes with the next buffer id; an
 /// acknowledgement for a list the program lacks gets INVALID_LIST_ID.
+/// With the forwarding table marked for idle timeouts (as bmv2's learning
+/// examples mark theirs), an entry given a TTL over Thrift and never hit
+/// is reported once idle, in an `AGE|` message on the same socket.
 #[test]
 fn learning_notifications_reach_a_nanomsg_controller_and_wait_for_its_ack() {
     let mut lab = Lab::new();
@@ -939,7 +942,16 @@ fn learning_notifications_reach_a_nanomsg_controller_and_wait_for_its_ack() {
     }
     let cmds = lab.dir.join("l2.txt");
     std::fs::write(&cmds, "mc_mgrp_create 1\nmc_node_create 0 1 2\nmc_node_associate 1 0\n").unwrap();
-    let json = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/l2_learning.json");
+    let json =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/l2_learning.json")).unwrap();
+    let at = json.find("\"name\" : \"L2Ingress.forwarding\"").expect("the forwarding table");
+    let flag = "\"support_timeout\" : false";
+    let at = at + json[at..].find(flag).expect("its support_timeout");
+    let mut json = json;
+    json.replace_range(at..at + flag.len(), "\"support_timeout\" : true");
+    let json_path = lab.dir.join("l2_learning_ageing.json");
+    std::fs::write(&json_path, json).unwrap();
+    let json = json_path;
     let device = (std::process::id() % 100_000 + 3000).to_string();
     let thrift = (26000 + std::process::id() % 1000).to_string();
     lab.start(&[
@@ -956,7 +968,7 @@ fn learning_notifications_reach_a_nanomsg_controller_and_wait_for_its_ack() {
         &json.display().to_string(),
     ]);
     let addr = format!("ipc:///tmp/bmv2-{device}-notifications.ipc");
-    assert!(lab.log().contains(&format!("learning notifications published on {addr}")), "{}", lab.log());
+    assert!(lab.log().contains(&format!("learning and ageing notifications published on {addr}")), "{}", lab.log());
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
     assert!(python.exists(), "{} is missing: run scripts/test.sh (it builds the test venv)", python.display());
     let traffic = format!("ip netns exec {} ping -c 2 -i 0.2 -W 1 10.0.7.2", lab.h1);
@@ -964,7 +976,7 @@ fn learning_notifications_reach_a_nanomsg_controller_and_wait_for_its_ack() {
         .args(["netns", "exec", &lab.sw])
         .arg(&python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/nanolog/learning.py"))
-        .args([&thrift, &traffic])
+        .args([&thrift, &traffic, "L2Ingress.forwarding"])
         .output()
         .expect("run tests/nanolog/learning.py");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -983,5 +995,10 @@ fn learning_notifications_reach_a_nanomsg_controller_and_wait_for_its_ack() {
     assert_eq!(again["samples"], first["samples"], "acknowledged, the fact is learned again: {r}");
     assert_eq!(again["buffer_id"].as_u64(), first["buffer_id"].as_u64().map(|b| b + 1), "{r}");
     assert_eq!(r["bad_list_error"], 4, "INVALID_LIST_ID: {r}");
+    let age = &r["ageing"]["message"];
+    assert_eq!(age["topic"], "AGE|", "no ageing notification: {r}");
+    assert_eq!(age["switch_id"].to_string(), device, "{r}");
+    assert_eq!(age["table_id"], 1, "the forwarding table's id: {r}");
+    assert_eq!(age["handles"], serde_json::json!([r["ageing"]["handle"]]), "{r}");
     lab.stop();
 }

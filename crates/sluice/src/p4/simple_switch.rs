@@ -130,7 +130,7 @@ Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
   --device-id N                device id (in event messages and the default addresses)
   --nanolog ADDR               bmv2's event stream (packet in/out, parser, tables, actions...)
                                published over nanomsg pub/sub on ipc://PATH or tcp://HOST:PORT
-  --notifications-addr ADDR    learning notifications (digests) published over nanomsg pub/sub as
+  --notifications-addr ADDR    learning (digests) and ageing notifications published over nanomsg pub/sub as
                                bmv2's (default ipc:///tmp/bmv2-<device id>-notifications.ipc;
                                the simple_switch form: simple_switch_grpc sends digests to P4Runtime)
   --log-console                per-packet log on standard output, as bmv2's
@@ -532,11 +532,12 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     node.run().result()
 }
 
-/// Learning notifications for controllers on the Thrift API: the
-/// device's digests become bmv2's `LEA|` messages on a nanomsg publisher
-/// at `--notifications-addr` (bmv2's default address when not given: a
-/// switch that cannot bind the default one runs without, with a warning).
-fn start_notifications(device: &Device, opts: &LiveOptions) -> Result<(), String> {
+/// Learning and ageing notifications for controllers on the Thrift API:
+/// the device's digests become bmv2's `LEA|` messages, entries idle past
+/// their TTL its `AGE|` messages, on a nanomsg publisher at
+/// `--notifications-addr` (bmv2's default address when not given: a switch
+/// that cannot bind the default one runs without, with a warning).
+fn start_notifications(device: &Arc<Device>, opts: &LiveOptions) -> Result<(), String> {
     let given = opts.notifications.is_some();
     let addr = opts.notifications.clone().unwrap_or_else(|| device.notifications_address());
     let publisher = match sluice_nanomsg::Publisher::bind(&addr) {
@@ -547,14 +548,21 @@ fn start_notifications(device: &Device, opts: &LiveOptions) -> Result<(), String
             return Ok(());
         }
     };
-    eprintln!("sluice: learning notifications published on {}", publisher.address());
+    eprintln!("sluice: learning and ageing notifications published on {}", publisher.address());
     device.set_notifications_address(publisher.address());
+    let ageing = publisher.clone();
     let started = device.start_learning(Box::new(move |m: &[u8]| {
         publisher.publish([m]);
         true
     }));
     if !started {
         return Err("learning notifications: the device's events are taken".into());
+    }
+    if !device.start_ageing(Box::new(move |m: &[u8]| {
+        ageing.publish([m]);
+        true
+    })) {
+        return Err("ageing notifications: their thread could not start".into());
     }
     Ok(())
 }
