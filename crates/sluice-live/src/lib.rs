@@ -131,11 +131,16 @@ pub struct TraceTaps {
     pub events: Option<Arc<Publisher>>,
     /// The device id the event messages carry.
     pub device_id: u64,
+    /// Bytes of each frame received and sent logged in hex at level info
+    /// (`Received packet of length L on port P: HEX`, `Sending packet
+    /// ...`), as bmv2's `--dump-packet-data`; 0: none.
+    pub dump_packet_data: usize,
 }
 
 impl TraceTaps {
     /// Whether a batch run now should be traced.
     pub fn wanted(&self) -> bool {
+        // (Frames dumped are logged at info: the trace is on then too.)
         self.log_level.is_some_and(|l| l <= Level::Info) || self.events.as_ref().is_some_and(|p| p.has_subscribers())
     }
 }

@@ -188,6 +188,10 @@ struct Outputs<N> {
     /// Where the trace goes, and whether the data plane traces now.
     taps: TraceTaps,
     traced: bool,
+    /// This batch's frames dumped (`--dump-packet-data`), received then
+    /// sent, one log line each, written out with the batch's trace.
+    dumped_in: Vec<String>,
+    dumped_out: Vec<String>,
 }
 
 /// One worker's I/O: its ports, its receive buffer and its counters.
@@ -278,6 +282,8 @@ impl<N: Send + 'static> LiveIo<N> {
                 program_dropped_seen: 0,
                 taps: cfg.trace.clone(),
                 traced: false,
+                dumped_in: Vec::new(),
+                dumped_out: Vec::new(),
             },
             offload: cfg.offload,
             fanout_base,
@@ -301,6 +307,12 @@ impl<N: Send + 'static> LiveIo<N> {
                 c.record(number, Direction::In, self.rx.frame(i).0);
             }
         }
+        if self.out.dumps() {
+            for i in 0..n {
+                let line = dump_line("Received", self.rx.frame(i).0, number, self.out.taps.dump_packet_data);
+                self.out.dumped_in.push(line);
+            }
+        }
         let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
         let mut partial = 0u128;
         for (i, f) in frames.iter_mut().enumerate().take(n) {
@@ -321,7 +333,24 @@ impl<N: Send + 'static> LiveIo<N> {
     }
 }
 
+/// bmv2's `--dump-packet-data` line: `Received packet of length L on port
+/// P: HEX` (or `Sending`), the frame's first `max` bytes in lowercase hex.
+fn dump_line(verb: &str, frame: &[u8], port: u32, max: usize) -> String {
+    use std::fmt::Write;
+    let mut s = format!("{verb} packet of length {} on port {port}: ", frame.len());
+    for b in &frame[..frame.len().min(max)] {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
 impl<N> Outputs<N> {
+    /// Whether frames are dumped to the log now (`--dump-packet-data` with
+    /// a log at info or below).
+    fn dumps(&self) -> bool {
+        self.taps.dump_packet_data > 0 && self.taps.log_level.is_some_and(|l| l <= Level::Info)
+    }
+
     /// Sends one emitted frame to port number `p`; `in_len` and `vnet` are
     /// the length and offload header of the frame it came from.
     fn send(&mut self, p: u32, bytes: &[u8], in_len: usize, vnet: &VnetHdr) {
@@ -338,6 +367,7 @@ impl<N> Outputs<N> {
             return;
         };
         let t = self.clock.start();
+        let dump = self.dumps();
         let slot = &mut self.slots[k];
         let (Link::Up, Some(port)) = (slot.link, slot.port.as_mut()) else {
             self.stats.link_dropped += 1;
@@ -361,6 +391,9 @@ impl<N> Outputs<N> {
             Ok(()) => {
                 slot.dirty = true;
                 self.stats.sent += 1;
+                if dump {
+                    self.dumped_out.push(dump_line("Sending", frame, p, self.taps.dump_packet_data));
+                }
                 if let Some(c) = &self.shared.captures {
                     c.record(p, Direction::Out, frame);
                 }
@@ -387,9 +420,17 @@ impl<N> Outputs<N> {
                 stats.up_dropped += 1;
             }
         });
-        if self.traced {
+        if self.traced || !self.dumped_in.is_empty() || !self.dumped_out.is_empty() {
             let mut out = BatchTrace::new(&self.taps);
-            dp.drain_trace(&mut out);
+            for line in self.dumped_in.drain(..) {
+                out.log(Level::Info, &line);
+            }
+            if self.traced {
+                dp.drain_trace(&mut out);
+            }
+            for line in self.dumped_out.drain(..) {
+                out.log(Level::Info, &line);
+            }
             out.finish();
         }
     }

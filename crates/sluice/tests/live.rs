@@ -614,7 +614,8 @@ fn injected_faults_on_live_ports_are_counted_and_every_frame_is_accounted_for() 
 /// switch class passes (`--nanolog ipc://...`, `--device-id`, the program
 /// before the log option): a pynng subscriber (`tests/nanolog/one_packet.py`)
 /// decodes one ping's events in bmv2's layout, each naming the program's
-/// elements by their JSON ids, and the log file reads as bmv2's.
+/// elements by their JSON ids, and the log file reads as bmv2's, with the
+/// frames' first bytes (`--dump-packet-data`).
 #[test]
 fn bmv2_event_stream_and_log_file_follow_one_packet() {
     use std::io::BufRead;
@@ -639,6 +640,8 @@ fn bmv2_event_stream_and_log_file_follow_one_packet() {
         &j,
         "--log-file",
         &lf,
+        "--dump-packet-data",
+        "14",
     ]);
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
     assert!(python.exists(), "{} is missing: run scripts/test.sh (it builds the test venv)", python.display());
@@ -703,9 +706,15 @@ fn bmv2_event_stream_and_log_file_follow_one_packet() {
         "] [cxt 0] Processing packet received on port 1",
         "Table 'RouterIngress.ipv4_lpm': hit with handle 0",
         "Transmitting packet of size",
+        // --dump-packet-data 14: the Ethernet header of the ping in and out.
+        "] [I] [thread ",
+        " on port 1: 0200000001fe0200000001010800\n",
+        " on port 2: 0200000002010200000002fe0800\n",
     ] {
         assert!(text.contains(want), "the log file lacks {want:?}:\n{}\nswitch:\n{log}", &text[..text.len().min(3000)]);
     }
+    assert!(text.contains("Received packet of length 98 on port 1: 0200000001fe"), "{}", &text[..text.len().min(3000)]);
+    assert!(text.contains("Sending packet of length 98 on port 2: 020000000201"), "{}", &text[..text.len().min(3000)]);
 }
 
 /// Sluice in Mininet through its switch class with bmv2's P4Switch

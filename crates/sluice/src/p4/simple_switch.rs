@@ -44,6 +44,9 @@ pub struct LiveOptions {
     pub log_level: Option<Level>,
     /// bmv2's event stream (`--nanolog ADDR`).
     pub nanolog: Option<String>,
+    /// Bytes of each received and sent frame logged at info level
+    /// (`--dump-packet-data`; 0: none).
+    pub dump_packet_data: usize,
     /// Where learning notifications are published (`--notifications-addr`;
     /// default `ipc:///tmp/bmv2-<device id>-notifications.ipc`, as bmv2).
     pub notifications: Option<String>,
@@ -86,6 +89,7 @@ impl Default for LiveOptions {
             log_level: Some(Level::Trace),
             nanolog: None,
             notifications: None,
+            dump_packet_data: 0,
             offload: true,
             workers: 1,
             null_forward: false,
@@ -139,6 +143,7 @@ Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
   --log-flush                  flush the log file after every batch of lines
   --log-file-max-size BYTES    rotate the log file at this size (default 5242880)
   --log-file-max-files N       rotated log files kept (default 3)
+  --dump-packet-data N         log the first N bytes of each frame received and sent (level info)
   --pcap [DIR]                 record every port's traffic in DIR/<iface>_in.pcap and _out.pcap
   --use-files WAIT             every interface X is the pair of files X_in.pcap (read) and
                                X_out.pcap (written), processed after WAIT seconds
@@ -148,7 +153,7 @@ Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
   -v, --version                print the version
   --json-version               print the newest BMv2 JSON version read
 Refused, with the reason: --packet-in, --debugger, --debugger-addr, --restore-state,
-  --dump-packet-data, --load-modules, --dp-grpc-server-addr,
+  --load-modules, --dp-grpc-server-addr,
   --grpc-server-ssl and its certificate options, --disable-swap, --drop-port other than 511
 Sluice options:
   --metrics ADDR               serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or :PORT)
@@ -199,7 +204,6 @@ fn refused(opt: &str) -> Option<&'static str> {
             "Sluice has no bmv2 debugger (as a bmv2 built without --enable-debugger, which refuses it too)"
         }
         "--restore-state" => "bmv2's state dump files are not read; replay the commands with --commands",
-        "--dump-packet-data" => "packet bytes are not logged; record them with --pcap",
         "--load-modules" => "extern modules (shared libraries for bmv2) cannot be loaded",
         "--dp-grpc-server-addr" => "packet I/O over gRPC is not supported; attach interfaces with -i",
         "--grpc-server-ssl"
@@ -286,6 +290,7 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
             "--log-console" => log_console = true,
             "--log-file" => log_file = Some(PathBuf::from(val(&mut i)?)),
             "--log-flush" => log_flush = true,
+            "--dump-packet-data" => out.live.dump_packet_data = number(&val(&mut i)?, opt)?,
             "--log-file-max-size" => {
                 let n: u64 = number(&val(&mut i)?, opt)?;
                 if n == 0 {
@@ -464,6 +469,12 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     if let Some(target) = &opts.log {
         sluice_live::log::set_target(target.clone())?;
         taps.log_level = opts.log_level;
+        if opts.dump_packet_data > 0 && !opts.log_level.is_some_and(|l| l <= Level::Info) {
+            eprintln!(
+                "sluice: warning: --dump-packet-data logs at level info, which the log level excludes: it is ignored"
+            );
+        }
+        taps.dump_packet_data = opts.dump_packet_data;
     }
     if let Some(addr) = &opts.nanolog {
         let p = sluice_nanomsg::Publisher::bind(addr).map_err(|e| format!("--nanolog: {e}"))?;
