@@ -469,7 +469,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     if let Some(target) = &opts.log {
         sluice_live::log::set_target(target.clone())?;
         taps.log_level = opts.log_level;
-        if opts.dump_packet_data > 0 && !opts.log_level.is_some_and(|l| l <= Level::Info) {
+        if opts.dump_packet_data > 0 && opts.log_level.is_none_or(|l| l > Level::Info) {
             eprintln!(
                 "sluice: warning: --dump-packet-data logs at level info, which the log level excludes: it is ignored"
             );
