@@ -280,13 +280,15 @@ impl Live {
         for (w, (_, ports)) in r.iter().enumerate() {
             for (_, name, backend, p) in ports {
                 s.push_str(&format!(
-                    "  {name} ({backend}{}): rx {} pkts {} bytes, tx {} pkts {} bytes, tx dropped {}\n",
+                    "  {name} ({backend}{}): rx {} pkts {} bytes, tx {} pkts {} bytes, tx dropped {}, \
+                     kernel dropped {}\n",
                     if self.workers > 1 { format!(", worker {w}") } else { String::new() },
                     p.rx_packets,
                     p.rx_bytes,
                     p.tx_packets,
                     p.tx_bytes,
-                    p.tx_dropped
+                    p.tx_dropped,
+                    p.rx_dropped
                 ));
                 if !p.faults.is_empty() {
                     s.push_str(&format!("    {}\n", p.faults));

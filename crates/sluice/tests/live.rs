@@ -574,7 +574,8 @@ fn injected_faults_on_live_ports_are_counted_and_every_frame_is_accounted_for() 
     assert!(got > 0, "no ping came back through the faults:\n{}", lab.log());
     let log = lab.stop();
     let field = |line: &str, after: &str| -> u64 {
-        line.split(after).nth(1).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap()
+        let word = line.split(after).nth(1).and_then(|r| r.split_whitespace().next());
+        word.and_then(|n| n.trim_end_matches(',').parse().ok()).unwrap()
     };
     let summary = log.lines().find(|l| l.starts_with("sluice: stopped after")).unwrap_or_else(|| panic!("{log}"));
     let received_total = field(summary, "s: ");
