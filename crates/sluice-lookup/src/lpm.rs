@@ -331,8 +331,6 @@ impl SlotPrefetch<'_> {
     }
 }
 
-/// `len` zeroed slots advised into huge pages. `vec![0; n]` asks the
-/// allocator for zeroed memory: untouched pages cost nothing.
 /// Asks the CPU to start loading the cache line of `p` (a hint; no effect on results).
 #[inline(always)]
 pub fn prefetch<T>(p: &T) {

@@ -876,10 +876,6 @@ impl DataPlane for Lwaftr {
         to.gauge("sluice_lwaftr_softwires", "Softwires in the binding table.", &[], self.bt.len() as f64);
     }
 
-    /// Requests for unresolved next hops (at the first tick, then every 3 s
-    /// of the driver's clock `now_ns`), and frames released by a MAC
-    /// another replica learned. The rate limiters keep the plane's own
-    /// clock (read once per batch).
     /// Ticks are needed only while a next hop is unresolved (requests to
     /// repeat, a MAC another replica may have learned); resolved, the
     /// worker may sleep until input comes.
@@ -889,6 +885,10 @@ impl DataPlane for Lwaftr {
         unresolved.then_some(std::time::Duration::from_millis(10))
     }
 
+    /// Requests for unresolved next hops (at the first tick, then every 3 s
+    /// of the driver's clock `now_ns`), and frames released by a MAC
+    /// another replica learned. The rate limiters keep the plane's own
+    /// clock (read once per batch).
     fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, now_ns: u64, emit: &mut E) {
         self.clock();
         let now = self.opts.frozen_clock.unwrap_or(now_ns);

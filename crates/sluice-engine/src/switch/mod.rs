@@ -40,15 +40,15 @@ pub(crate) use batch::BATCH;
 use replication::{Arrival, EgressItem, IngressItem};
 pub use sluice_dataplane::Stats as SwitchStats;
 
+/// Bytes the output buffer and a pooled packet buffer keep when idle
+/// (larger ones, grown by large frames, are given back).
+const OUT_BUF: usize = 16384;
+
 /// The switch's stages as `--profile` reports them. The fused strategy
 /// times its generated batch function (parser to deparser) as one stage;
 /// packets that leave it for the general path, and the other strategies,
 /// time parser, controls, replication and deparser one by one. A PSA
 /// program's second parser and deparser are stages of their own.
-/// Bytes the output buffer and a pooled packet buffer keep when idle
-/// (larger ones, grown by large frames, are given back).
-const OUT_BUF: usize = 16384;
-
 pub(crate) const STAGES: &[&str] = &[
     "parser",
     "ingress",
