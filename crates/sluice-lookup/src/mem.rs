@@ -1,5 +1,6 @@
-//! Memory helpers the lookup structures and the data planes share: short
-//! copies without a `memcpy` call, and the huge-page hint for big tables.
+//! Memory helpers the lookup structures, the ports and the data planes
+//! share: short copies without a `memcpy` call, the page-size hints for big
+//! arrays, and giving an idle buffer's pages back.
 
 /// Copies `src` into `dst` (same length). Short copies (1 to 64 bytes:
 /// headers, a small frame's payload, a key or hash input field) are done
@@ -38,15 +39,43 @@ pub fn advise_huge_pages<T>(v: &[T]) {
 
 /// `madvise(advice)` on the whole `align`-aligned blocks inside `v`.
 fn advise_whole<T>(v: &[T], align: usize, advice: libc::c_int) {
-    let start = v.as_ptr() as usize;
-    let end = start + std::mem::size_of_val(v);
+    // SAFETY: `v`'s own memory; the advice only changes how the kernel
+    // backs the pages, never their contents.
+    unsafe { advise_range(v.as_ptr() as usize, std::mem::size_of_val(v), align, advice) }
+}
+
+/// `madvise(advice)` on the whole `align`-aligned blocks inside
+/// `[start, start + len)`.
+///
+/// # Safety
+/// The range must be memory the caller owns, and the advice must suit its
+/// contents (`MADV_DONTNEED` makes them zero).
+unsafe fn advise_range(start: usize, len: usize, align: usize, advice: libc::c_int) {
+    let end = start + len;
     let first = start.next_multiple_of(align);
     if end > first + align {
         let len = (end - first) / align * align;
-        // SAFETY: the range lies inside `v`'s allocation; the advice only
-        // changes how the kernel backs the pages, never their contents.
+        // SAFETY: inside the caller's range (its word).
         unsafe { libc::madvise(first as *mut libc::c_void, len, advice) };
     }
+}
+
+/// Gives the whole 4 KiB pages inside `v` back to the kernel
+/// (`MADV_DONTNEED`): they cost nothing until written again and read as
+/// zeros meanwhile. For a buffer whose contents are no longer wanted (an
+/// idle worker's receive buffer).
+pub fn release_pages(v: &mut [u8]) {
+    // SAFETY: `v` is borrowed exclusively, and zero is a valid byte.
+    unsafe { advise_range(v.as_mut_ptr() as usize, v.len(), 4096, libc::MADV_DONTNEED) }
+}
+
+/// The same for the unused capacity of `v` past its length (an empty
+/// send buffer kept for the next batch).
+pub fn release_spare_capacity(v: &mut Vec<u8>) {
+    let spare = v.spare_capacity_mut();
+    // SAFETY: the spare capacity is `v`'s own, borrowed exclusively, and
+    // holds no value (uninitialized bytes; zeros after the advice).
+    unsafe { advise_range(spare.as_mut_ptr() as usize, spare.len(), 4096, libc::MADV_DONTNEED) }
 }
 
 /// Asks the kernel to keep a big, sparsely used array on 4 KiB pages,
@@ -83,4 +112,24 @@ pub fn clone_advised<T: Clone>(v: &[T]) -> Vec<T> {
     }
     out.extend_from_slice(v);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn released_pages_read_as_zeros_and_the_rest_is_kept() {
+        let mut v = vec![7u8; 64 << 10];
+        release_pages(&mut v);
+        // Whole pages inside went back (zeros); the bytes of the partial
+        // pages at the ends, if any, keep their value.
+        let first = v.as_ptr().align_offset(4096);
+        assert!(v[first..first + 4096].iter().all(|b| *b == 0));
+        assert!(v[..first].iter().all(|b| *b == 7));
+        let mut w: Vec<u8> = Vec::with_capacity(64 << 10);
+        w.extend_from_slice(&[1, 2, 3]);
+        release_spare_capacity(&mut w);
+        assert_eq!(w, [1, 2, 3], "the values held stay");
+    }
 }

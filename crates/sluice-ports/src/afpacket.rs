@@ -449,8 +449,6 @@ impl Port for AfPacketPort {
         if self.tx_data.capacity() > TX_DATA {
             self.tx_data = Vec::with_capacity(TX_DATA);
         }
-        // SAFETY: the spare capacity of a buffer this port owns; it holds
-        // no frame (empty), and zero pages are valid bytes.
-        unsafe { crate::advise_whole_pages(self.tx_data.as_mut_ptr(), self.tx_data.capacity(), libc::MADV_DONTNEED) };
+        sluice_lookup::mem::release_spare_capacity(&mut self.tx_data);
     }
 }

@@ -173,22 +173,6 @@ pub fn complete_checksum(frame: &mut [u8], h: &VnetHdr) -> bool {
     true
 }
 
-/// `madvise(advice)` on the whole pages inside `[start, start + len)`.
-///
-/// # Safety
-/// The range must be memory the caller owns exclusively, and the advice
-/// must suit its contents (`MADV_DONTNEED` makes them zero).
-pub(crate) unsafe fn advise_whole_pages(start: *mut u8, len: usize, advice: libc::c_int) {
-    // SAFETY: plain system call.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    let start = start as usize;
-    let (first, end) = (start.next_multiple_of(page), (start + len) / page * page);
-    if end > first {
-        // SAFETY: whole pages inside the range (the caller's word).
-        unsafe { libc::madvise(first as *mut libc::c_void, end - first, advice) };
-    }
-}
-
 /// Frames received by one [`Port::recv`] call, in preallocated slots.
 pub struct RxBatch {
     data: Vec<u8>,
@@ -201,25 +185,11 @@ pub struct RxBatch {
 impl RxBatch {
     /// Room for [`BATCH`] frames of up to `slot` bytes each.
     pub fn new(slot: usize) -> RxBatch {
-        let mut b = RxBatch {
-            data: vec![0; slot * BATCH],
-            slot,
-            lens: [0; BATCH],
-            vnet: [VnetHdr::default(); BATCH],
-            count: 0,
-        };
+        let data = vec![0; slot * BATCH];
         // Small pages: a batch of short frames touches the first page of a
-        // few slots (a huge page would make each touch cost 2 MiB). The
-        // advice changes how the kernel backs the pages, not their contents.
-        b.advise_pages(libc::MADV_NOHUGEPAGE);
-        b
-    }
-
-    /// `madvise(advice)` on the whole pages of the frame buffer.
-    fn advise_pages(&mut self, advice: libc::c_int) {
-        // SAFETY: the buffer this batch owns exclusively (`&mut self`); see
-        // the callers for what each advice does to its contents.
-        unsafe { advise_whole_pages(self.data.as_mut_ptr(), self.data.len(), advice) }
+        // few slots (a huge page would make each touch cost 2 MiB).
+        sluice_lookup::mem::advise_small_pages(&data);
+        RxBatch { data, slot, lens: [0; BATCH], vnet: [VnetHdr::default(); BATCH], count: 0 }
     }
 
     /// Gives the buffer's pages back to the kernel and forgets the frames
@@ -228,9 +198,8 @@ impl RxBatch {
     /// fault in fresh pages.
     pub fn release_memory(&mut self) {
         self.count = 0;
-        // Their contents become zero: a valid value for bytes, and no frame
-        // is still wanted (the count is 0).
-        self.advise_pages(libc::MADV_DONTNEED);
+        // No frame is still wanted (the count is 0).
+        sluice_lookup::mem::release_pages(&mut self.data);
     }
 
     /// Frames received.
