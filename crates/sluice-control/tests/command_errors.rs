@@ -314,6 +314,28 @@ fn cli_register_and_meter_answers() {
 }
 
 #[test]
+fn cli_defaults_follow_bmv2s_const_and_table_kind_rules() {
+    let mut sw = edge();
+    // p4c marks a keyless table's default entry const (action and data): no default at all.
+    assert_eq!(
+        cmd_err(&mut sw, "table_set_default tbl_drop EdgeIngress.drop"),
+        "Invalid table operation (DEFAULT_ENTRY_IS_CONST)"
+    );
+    assert_eq!(cmd_ok(&mut sw, "table_reset_default tbl_drop"), "");
+    // An indirect table takes a member, not a direct default.
+    assert_eq!(
+        cmd_err(&mut sw, "table_set_default EdgeIngress.routes NoAction"),
+        "Invalid table operation (WRONG_TABLE_TYPE)"
+    );
+    assert_eq!(
+        cmd_err(&mut sw, "table_reset_default EdgeIngress.routes"),
+        "Invalid table operation (WRONG_TABLE_TYPE)"
+    );
+    assert_eq!(cmd_ok(&mut sw, "table_indirect_reset_default EdgeIngress.routes"), "");
+    assert_eq!(cmd_ok(&mut sw, "table_set_default EdgeIngress.sources EdgeIngress.permit"), "");
+}
+
+#[test]
 fn cli_indirect_default_takes_a_member() {
     let mut sw = edge();
     assert_eq!(

@@ -848,9 +848,14 @@ impl Switch {
     }
 
     /// Writes: sets the member ports of LAG `lag` (replacing them; an
-    /// empty set leaves the LAG with no member).
-    pub fn mc_lag_set_membership(&mut self, lag: u32, ports: BTreeSet<u32>) {
+    /// empty set leaves the LAG with no member). An index above
+    /// [`crate::state::MAX_LAG_INDEX`] is refused, as bmv2 refuses it.
+    pub fn mc_lag_set_membership(&mut self, lag: u32, ports: BTreeSet<u32>) -> Result<(), RtError> {
+        if lag > crate::state::MAX_LAG_INDEX {
+            return fail(RtCode::PreError, format!("LAG index {lag} is above {}", crate::state::MAX_LAG_INDEX));
+        }
         self.state.pre.lags.insert(lag, ports);
+        Ok(())
     }
 
     /// Reads: every LAG whose membership was set, with its member ports, by index.

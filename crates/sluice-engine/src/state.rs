@@ -107,6 +107,10 @@ pub struct Pre {
 /// same port; Sluice selects the same one.
 const LAG_HASH: usize = 0xff;
 
+/// The largest LAG index bmv2's replication engine takes (its table holds
+/// 256 LAGs, and it refuses only indices above that).
+pub const MAX_LAG_INDEX: u32 = 256;
+
 impl Pre {
     /// Creates a node; returns its handle.
     pub fn create_node(&mut self, rid: u16, ports: BTreeSet<u32>, lags: BTreeSet<u32>) -> u32 {

@@ -15,10 +15,6 @@ pub fn mc_code(e: &RtError) -> i32 {
     }
 }
 
-/// The largest LAG index bmv2's PRE accepts (its table holds 256 LAGs,
-/// and it refuses only indices above that).
-const MAX_LAG_INDEX: i16 = 256;
-
 /// Runs one call of the `simple_pre_lag` service.
 pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
     let mc = code(mc_code);
@@ -77,12 +73,10 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             Ok(None)
         }
         "bm_mc_set_lag_membership" => {
-            let lag = a.i16(2, "lag_index")?;
+            // A negative index is one bmv2 reads as above its largest (unsigned).
+            let lag = u32::try_from(a.i16(2, "lag_index")?).map_err(|_| Fault::Code(5))?;
             let ports = bits_of_map(a.bin(3, "port_map")?)?;
-            if !(0..=MAX_LAG_INDEX).contains(&lag) {
-                return Err(Fault::Code(5));
-            }
-            pool.commit(move |sw, _| sw.mc_lag_set_membership(lag as u32, ports.clone()));
+            pool.apply(move |sw, _| sw.mc_lag_set_membership(lag, ports.clone())).map_err(mc)?;
             Ok(None)
         }
         "bm_mc_get_entries" => Ok(Some(s(mc_json(pool.view())))),

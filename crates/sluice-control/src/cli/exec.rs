@@ -150,7 +150,9 @@ impl Write {
                 DONE
             }
             Write::TableSetDefault { table, action, data } => {
-                sw.set_default_entry(*table, *action, data.clone()).map_err(table_error)?;
+                // A const default is refused by its code's name.
+                sw.set_default_entry(*table, *action, data.clone())
+                    .map_err(|e| CmdError(format!("Invalid table operation ({})", code_name(e.code))))?;
                 DONE
             }
             Write::TableDelete { table, handle } => {
@@ -221,11 +223,7 @@ impl Write {
                 Ok(format!("Updating node {node} with port map {pm} and lag map {lm}"))
             }
             Write::McSetLagMembership { lag, ports } => {
-                // bmv2's replication engine holds LAG indices 0 to 256.
-                if *lag > 256 {
-                    return err("Invalid PRE operation (ERROR)");
-                }
-                sw.mc_lag_set_membership(*lag, ports.clone());
+                sw.mc_lag_set_membership(*lag, ports.clone()).map_err(pre_error)?;
                 Ok(format!("Setting lag membership: {lag} <- {}", port_map(ports)))
             }
             Write::McNodeAssociate { mgid, node, associate } => {
@@ -345,6 +343,9 @@ fn code_name(c: RtCode) -> &'static str {
         RtCode::MbrNotInGrp => "MBR_NOT_IN_GRP",
         RtCode::InvalidMgid => "INVALID_MGID",
         RtCode::InvalidL1Handle => "INVALID_L1_HANDLE",
+        RtCode::DefaultActionIsConst => "DEFAULT_ACTION_IS_CONST",
+        RtCode::DefaultEntryIsConst => "DEFAULT_ENTRY_IS_CONST",
+        RtCode::InvalidActionName => "INVALID_ACTION_NAME",
         _ => "ERROR",
     }
 }

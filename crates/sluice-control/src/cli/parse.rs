@@ -295,15 +295,9 @@ fn table_set_default(sw: &Switch, args: &[&str]) -> R<Write> {
     }
     let table = self::table(sw, args[0])?;
     let action = table_action(sw, table, args[1])?;
-    let tp = &sw.program().tables[table];
-    if tp.profile.is_some() {
+    // (An indirect table's default is a member: its own command.)
+    if sw.program().tables[table].profile.is_some() {
         return err("Invalid table operation (WRONG_TABLE_TYPE)");
-    }
-    if tp.default_entry_const {
-        return err("Invalid table operation (DEFAULT_ENTRY_IS_CONST)");
-    }
-    if tp.default_const && tp.default_action.as_ref().is_none_or(|(a, _)| *a != action) {
-        return err("Invalid table operation (DEFAULT_ACTION_IS_CONST)");
     }
     let data = action_data(sw, action, &args[2..])?;
     Ok(Write::TableSetDefault { table, action, data })
