@@ -39,13 +39,11 @@ pub struct Ageing {
     seen: HashMap<(usize, u32), (Instant, u64)>,
     /// Per table, the handles the previous sweep listed.
     listed: HashMap<usize, HashSet<u32>>,
-    /// Messages the sink could not take.
-    pub dropped: u64,
 }
 
 impl Ageing {
     pub fn new(switch_id: u64, sink: Sink) -> Ageing {
-        Ageing { switch_id, sink, buffer_id: 0, seen: HashMap::new(), listed: HashMap::new(), dropped: 0 }
+        Ageing { switch_id, sink, buffer_id: 0, seen: HashMap::new(), listed: HashMap::new() }
     }
 
     /// One sweep over `sw` at `now`, with `hits` the entries' last hits
@@ -80,11 +78,8 @@ impl Ageing {
             }
             let msg = self.message(tp.id as i32, &new);
             self.buffer_id += 1;
-            if (self.sink)(&msg) {
-                sent += 1;
-            } else {
-                self.dropped += 1;
-            }
+            (self.sink)(&msg);
+            sent += 1;
         }
         // Entries deleted (or whose TTL was taken away) are forgotten.
         self.seen.retain(|k, _| alive.contains(k));
@@ -155,13 +150,7 @@ mod tests {
         let (sw, t) = switch();
         let got = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
         let g = got.clone();
-        let mut a = Ageing::new(
-            7,
-            Box::new(move |m| {
-                g.lock().unwrap().push(m.to_vec());
-                true
-            }),
-        );
+        let mut a = Ageing::new(7, Box::new(move |m| g.lock().unwrap().push(m.to_vec())));
         let t0 = Instant::now();
         let mut hits = HashMap::new();
         // First sight starts the count: nothing aged yet.

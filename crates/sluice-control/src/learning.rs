@@ -49,9 +49,9 @@ pub enum LearnError {
     InvalidListId = 4,
 }
 
-/// Where `LEA|` messages go (the notifications publisher); false when it
-/// could not take one.
-pub type Sink = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
+/// Where `LEA|` and `AGE|` messages go: the notifications publisher, which
+/// never blocks and bounds and counts what it drops itself.
+pub type Sink = Box<dyn Fn(&[u8]) + Send + Sync>;
 
 struct List {
     max_samples: usize,
@@ -98,8 +98,6 @@ pub struct LearnStats {
     /// Dropped as repeats of samples not acknowledged yet.
     pub filtered: u64,
     pub messages: u64,
-    /// Messages the sink refused (no room toward its subscribers).
-    pub messages_dropped: u64,
     /// Samples dropped because a list's filter was full.
     pub overflow: u64,
 }
@@ -172,9 +170,7 @@ impl Learning {
         list.unacked.insert(list.buffer_id, samples);
         list.buffer_id += 1;
         stats.messages += 1;
-        if !(self.sink)(&msg) {
-            stats.messages_dropped += 1;
-        }
+        (self.sink)(&msg);
     }
 
     /// Sends the buffers whose timeout has passed; returns the earliest
@@ -275,14 +271,7 @@ mod tests {
     fn engine() -> (Learning, Arc<Mutex<Vec<Vec<u8>>>>) {
         let sent = Arc::new(Mutex::new(Vec::new()));
         let s = sent.clone();
-        let l = Learning::new(
-            7,
-            &[1],
-            Box::new(move |m| {
-                s.lock().unwrap().push(m.to_vec());
-                true
-            }),
-        );
+        let l = Learning::new(7, &[1], Box::new(move |m| s.lock().unwrap().push(m.to_vec())));
         (l, sent)
     }
 

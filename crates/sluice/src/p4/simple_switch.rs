@@ -562,17 +562,10 @@ fn start_notifications(device: &Arc<Device>, opts: &LiveOptions) -> Result<(), S
     eprintln!("sluice: learning and ageing notifications published on {}", publisher.address());
     device.set_notifications_address(publisher.address());
     let ageing = publisher.clone();
-    let started = device.start_learning(Box::new(move |m: &[u8]| {
-        publisher.publish([m]);
-        true
-    }));
-    if !started {
+    if !device.start_learning(Box::new(move |m: &[u8]| publisher.publish([m]))) {
         return Err("learning notifications: the device's events are taken".into());
     }
-    if !device.start_ageing(Box::new(move |m: &[u8]| {
-        ageing.publish([m]);
-        true
-    })) {
+    if !device.start_ageing(Box::new(move |m: &[u8]| ageing.publish([m]))) {
         return Err("ageing notifications: their thread could not start".into());
     }
     Ok(())
