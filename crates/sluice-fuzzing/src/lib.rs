@@ -24,6 +24,7 @@
 
 pub mod control;
 pub mod lwaftr;
+pub mod nanomsg;
 pub mod openflow;
 pub mod p4;
 pub mod pcap;
@@ -51,6 +52,7 @@ pub const TARGETS: &[Target] = &[
     Target { name: "lwaftr_conf", run: lwaftr::conf },
     Target { name: "lwaftr_plane", run: lwaftr::plane },
     Target { name: "pcap_file", run: pcap::file },
+    Target { name: "packet_in", run: nanomsg::packet_in },
 ];
 
 /// The target called `name`.

@@ -72,6 +72,7 @@ replays! {
     lwaftr_conf_seeds_replay: "lwaftr_conf", 10;
     lwaftr_plane_seeds_replay: "lwaftr_plane", 20;
     pcap_file_seeds_replay: "pcap_file", 10;
+    packet_in_seeds_replay: "packet_in", 3;
 }
 
 /// The seeds of a target, read.

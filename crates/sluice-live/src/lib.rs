@@ -43,6 +43,7 @@ use sluice_ports::afxdp::{AfXdpInterface, AfXdpPort};
 use sluice_ports::faults::FaultyPort;
 pub use sluice_ports::faults::{FaultCounts, Faults};
 use sluice_ports::memory::MemoryWire;
+use sluice_ports::packet_in::PacketInPort;
 use sluice_ports::pcapfile::FilePort;
 use sluice_ports::tap::TapPort;
 use sluice_ports::{Port, PortStats};
@@ -62,6 +63,10 @@ pub enum Backend {
     Files,
     /// An in-memory wire of [`LiveConfig::memory`] (`PORT@memory:NAME`), for tests.
     Memory,
+    /// bmv2's `--packet-in ADDR`: every port's frames over one nanomsg
+    /// PAIR socket bound at the spec's `iface` (an address); the spec's
+    /// port number is not used (each message names its port).
+    PacketIn,
 }
 
 /// One `-i PORT@IFACE` argument.
@@ -181,7 +186,7 @@ impl Opener {
     /// (a TAP device is Sluice's own: opening it creates it).
     fn iface_up(&self) -> bool {
         match self.spec.backend {
-            Backend::Tap => true,
+            Backend::Tap | Backend::PacketIn => true,
             Backend::Memory => self.wire.as_ref().is_some_and(|w| w.link() == sluice_ports::memory::WireLink::Up),
             _ => sluice_ports::link_is_up(&self.spec.iface),
         }
@@ -209,6 +214,7 @@ impl Opener {
                 Box::new(q.pop().ok_or_else(|| io::Error::other("no TAP queue"))?)
             }
             Backend::Files => Box::new(FilePort::open(iface).map_err(io::Error::other)?),
+            Backend::PacketIn => Box::new(PacketInPort::bind(iface)?),
             Backend::Memory => match &self.wire {
                 Some(w) => Box::new(w.port()),
                 None => return Err(io::Error::other(format!("no in-memory wire {iface}"))),
@@ -290,6 +296,9 @@ impl Live {
                     p.tx_dropped,
                     p.rx_dropped
                 ));
+                if p.rx_invalid > 0 {
+                    s.push_str(&format!("    {} messages could not be read as frames\n", p.rx_invalid));
+                }
                 if !p.faults.is_empty() {
                     s.push_str(&format!("    {}\n", p.faults));
                 }
@@ -318,6 +327,12 @@ pub fn start<D: DataPlane>(
         if workers > 1 && p.backend == Backend::Files {
             return Err(format!("port {} ({}): pcap file ports run with one worker: use --workers 1", p.port, p.iface));
         }
+        if workers > 1 && p.backend == Backend::PacketIn {
+            return Err(format!("{}: packet I/O over nanomsg runs with one worker: use --workers 1", p.iface));
+        }
+        if p.backend == Backend::PacketIn && cfg.faults.is_some() {
+            return Err(format!("{}: faults are not injected into packet I/O over nanomsg", p.iface));
+        }
     }
     let mut ifaces = BTreeMap::new();
     for p in &cfg.ports {
@@ -327,7 +342,11 @@ pub fn start<D: DataPlane>(
     }
     let captures = match &cfg.pcap_dir {
         None => None,
-        Some(dir) => Some(Arc::new(capture::Captures::create(dir, &cfg.ports)?)),
+        // (Packet I/O over nanomsg has no interface to name files after.)
+        Some(dir) => {
+            let named: Vec<PortSpec> = cfg.ports.iter().filter(|p| p.backend != Backend::PacketIn).cloned().collect();
+            Some(Arc::new(capture::Captures::create(dir, &named)?))
+        }
     };
     // One PACKET_FANOUT group per interface when several workers share it.
     let fanout_base = (workers > 1).then(|| (std::process::id() as u16).wrapping_mul(31));
@@ -362,9 +381,12 @@ pub fn start<D: DataPlane>(
                     Backend::AfPacket => format!(", fanout over {workers} workers"),
                     _ => format!(", one queue per worker ({workers})"),
                 };
+                let port = match o.spec.backend {
+                    Backend::PacketIn => "every port".to_string(),
+                    _ => format!("port {}", o.spec.port),
+                };
                 log::report(format!(
-                    "port {}: {} via {}{}{spread}",
-                    o.spec.port,
+                    "{port}: {} via {}{}{spread}",
                     o.spec.iface,
                     p.backend(),
                     if p.offload() { " (offload headers on)" } else { "" },

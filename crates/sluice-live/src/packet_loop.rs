@@ -174,6 +174,9 @@ struct Outputs<N> {
     slots: Vec<Slot>,
     /// Port number -> index in `slots` (`usize::MAX`: none).
     by_number: Vec<usize>,
+    /// The slot that carries every port number no slot of its own has
+    /// (packet I/O over nanomsg), if any.
+    catch_all: Option<usize>,
     /// One per slot (descriptor -1 while down), then the wake-up eventfd.
     pfds: Vec<libc::pollfd>,
     stats: LiveStats,
@@ -249,11 +252,16 @@ impl<N: Send + 'static> LiveIo<N> {
             ports.iter().map(|(_, p)| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
         pfds.push(libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 });
         let mut by_number = vec![usize::MAX; 512];
+        let mut catch_all = None;
         let slots: Vec<Slot> = ports
             .into_iter()
             .enumerate()
             .map(|(i, (opener, port))| {
-                by_number[opener.spec.port as usize] = i;
+                if opener.spec.backend == crate::Backend::PacketIn {
+                    catch_all = Some(i);
+                } else {
+                    by_number[opener.spec.port as usize] = i;
+                }
                 Slot {
                     number: opener.spec.port,
                     opener,
@@ -273,6 +281,7 @@ impl<N: Send + 'static> LiveIo<N> {
             out: Outputs {
                 slots,
                 by_number,
+                catch_all,
                 pfds,
                 stats: LiveStats::default(),
                 clock,
@@ -299,37 +308,48 @@ impl<N: Send + 'static> LiveIo<N> {
     }
 
     /// Runs the `n` frames in the receive buffer (from port index `k`)
-    /// through the data plane as one batch and sends what it emits.
+    /// through the data plane and sends what it emits: as one batch, or,
+    /// from a port that carries several ports' frames, one batch per run of
+    /// frames that entered on the same port.
     fn run_frames<D: DataPlane<Notification = N>>(&mut self, dp: &mut D, k: usize, n: usize) {
-        let number = self.out.slots[k].number;
+        let own = self.out.slots[k].number;
+        let port_of = |rx: &RxBatch, i: usize| rx.port_of(i).unwrap_or(own);
         if let Some(c) = &self.out.shared.captures {
             for i in 0..n {
-                c.record(number, Direction::In, self.rx.frame(i).0);
+                c.record(port_of(&self.rx, i), Direction::In, self.rx.frame(i).0);
             }
         }
         if self.out.dumps() {
             for i in 0..n {
-                let line = dump_line("Received", self.rx.frame(i).0, number, self.out.taps.dump_packet_data);
+                let line =
+                    dump_line("Received", self.rx.frame(i).0, port_of(&self.rx, i), self.out.taps.dump_packet_data);
                 self.out.dumped_in.push(line);
             }
         }
         let mut frames: [&[u8]; BATCH] = [&[]; BATCH];
-        let mut partial = 0u128;
         for (i, f) in frames.iter_mut().enumerate().take(n) {
-            let (frame, vnet) = self.rx.frame(i);
-            *f = frame;
-            partial |= u128::from(vnet.needs_csum()) << i;
+            *f = self.rx.frame(i).0;
         }
-        if partial != 0 {
-            dp.partial_checksums(partial);
+        let mut start = 0;
+        while start < n {
+            let number = port_of(&self.rx, start);
+            let end = (start + 1..n).find(|&i| port_of(&self.rx, i) != number).unwrap_or(n);
+            let mut partial = 0u128;
+            for i in start..end {
+                partial |= u128::from(self.rx.frame(i).1.needs_csum()) << (i - start);
+            }
+            if partial != 0 {
+                dp.partial_checksums(partial);
+            }
+            self.out.stats.batches += 1;
+            let (rx, out) = (&self.rx, &mut self.out);
+            dp.process_batch(number, &frames[start..end], &mut |i, p, bytes: &[u8]| {
+                let (input, vnet) = rx.frame(start + i);
+                out.send(p, bytes, input.len(), vnet);
+            });
+            self.out.after_batch(dp);
+            start = end;
         }
-        self.out.stats.batches += 1;
-        let (rx, out) = (&self.rx, &mut self.out);
-        dp.process_batch(number, &frames[..n], &mut |i, p, bytes: &[u8]| {
-            let (input, vnet) = rx.frame(i);
-            out.send(p, bytes, input.len(), vnet);
-        });
-        self.out.after_batch(dp);
     }
 }
 
@@ -362,7 +382,7 @@ impl<N> Outputs<N> {
             }
             return;
         }
-        let Some(&k) = self.by_number.get(p as usize).filter(|k| **k != usize::MAX) else {
+        let Some(k) = self.by_number.get(p as usize).copied().filter(|k| *k != usize::MAX).or(self.catch_all) else {
             self.stats.no_port += 1;
             return;
         };
@@ -387,7 +407,7 @@ impl<N> Outputs<N> {
             frame = &self.scratch;
         }
         let v = if no_offload { VnetHdr::default() } else { v };
-        match port.send(frame, &v) {
+        match port.send_to(p, frame, &v) {
             Ok(()) => {
                 slot.dirty = true;
                 self.stats.sent += 1;
@@ -546,6 +566,10 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         if number >= 511 {
             return Err(format!("port {number} is out of range (0-510)"));
         }
+        if self.out.catch_all.is_some() {
+            // As bmv2: its peer adds ports with its own messages.
+            return Err("with --packet-in, ports are added through the packet I/O socket".into());
+        }
         if self.out.slots.iter().any(|s| s.number == number) {
             return Err(format!("port {number} exists"));
         }
@@ -589,8 +613,13 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         self.out.slots.remove(k);
         self.out.pfds.remove(k);
         self.out.by_number.fill(usize::MAX);
+        self.out.catch_all = None;
         for (i, s) in self.out.slots.iter().enumerate() {
-            self.out.by_number[s.number as usize] = i;
+            if s.opener.spec.backend == crate::Backend::PacketIn {
+                self.out.catch_all = Some(i);
+            } else {
+                self.out.by_number[s.number as usize] = i;
+            }
         }
         Ok(())
     }
@@ -734,6 +763,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             for _ in 0..ROUNDS_PER_PORT {
                 let t = self.out.clock.start();
                 let Some(port) = self.out.slots[k].port.as_mut() else { break };
+                self.rx.untag();
                 let n = match port.recv(&mut self.rx) {
                     Ok(n) => n,
                     Err(e) => match link_event(&e) {

@@ -1,4 +1,7 @@
-//! A nanomsg PUB socket: the publishing end of the Scalability Protocols'
+//! nanomsg sockets, bound: a PUB socket (this file) and a PAIR socket
+//! ([`pair`]).
+//!
+//! The PUB socket: the publishing end of the Scalability Protocols'
 //! publish/subscribe pattern, bound on an `ipc://PATH` or `tcp://HOST:PORT`
 //! address, as bmv2 binds its event logger (`--nanolog`) and its
 //! notifications (`--notifications-addr`). Subscribers are any SP SUB
@@ -34,6 +37,8 @@
 //!   as unheard), as nanomsg drops them;
 //! - dropping the `Publisher` stops the thread and removes the IPC socket
 //!   file.
+
+pub mod pair;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -187,30 +192,7 @@ impl Publisher {
     /// publisher's thread. A stale IPC socket file (nobody accepts on it)
     /// is replaced, as nanomsg does; one somebody listens on is an error.
     pub fn bind(addr: &str) -> Result<Publisher, String> {
-        let endpoint = Endpoint::parse(addr)?;
-        let (listener, address) = match &endpoint {
-            Endpoint::Ipc(path) => {
-                if path.exists() {
-                    if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                        return Err(format!("{addr}: another process listens on this socket"));
-                    }
-                    std::fs::remove_file(path)
-                        .map_err(|e| format!("{addr}: cannot replace {}: {e}", path.display()))?;
-                }
-                let l = UnixListener::bind(path).map_err(|e| format!("{addr}: cannot bind: {e}"))?;
-                (Listener::Unix(l), addr.to_string())
-            }
-            Endpoint::Tcp(hp) => {
-                let sa = hp
-                    .to_socket_addrs()
-                    .map_err(|e| format!("{addr}: {e}"))?
-                    .next()
-                    .ok_or_else(|| format!("{addr}: no address"))?;
-                let l = TcpListener::bind(sa).map_err(|e| format!("{addr}: cannot bind: {e}"))?;
-                let bound = l.local_addr().map_err(|e| format!("{addr}: {e}"))?;
-                (Listener::Tcp(l), format!("tcp://{bound}"))
-            }
-        };
+        let (endpoint, listener, address) = listen(addr)?;
         let poll = Poll::new().map_err(|e| format!("{addr}: poll: {e}"))?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| format!("{addr}: waker: {e}"))?);
         let (tx, rx) = sync_channel(QUEUE);
@@ -288,6 +270,57 @@ impl Drop for Publisher {
         }
         if let Endpoint::Ipc(path) = &self.endpoint {
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Binds `addr` (`ipc://PATH` or `tcp://HOST:PORT`): the endpoint, its
+/// listener, and the address bound (for `tcp://HOST:0`, with the port the
+/// system chose). A stale IPC socket file (nobody accepts on it) is
+/// replaced, as nanomsg does; one somebody listens on is an error.
+fn listen(addr: &str) -> Result<(Endpoint, Listener, String), String> {
+    let endpoint = Endpoint::parse(addr)?;
+    let (listener, address) = match &endpoint {
+        Endpoint::Ipc(path) => {
+            if path.exists() {
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                    return Err(format!("{addr}: another process listens on this socket"));
+                }
+                std::fs::remove_file(path).map_err(|e| format!("{addr}: cannot replace {}: {e}", path.display()))?;
+            }
+            let l = UnixListener::bind(path).map_err(|e| format!("{addr}: cannot bind: {e}"))?;
+            (Listener::Unix(l), addr.to_string())
+        }
+        Endpoint::Tcp(hp) => {
+            let sa = hp
+                .to_socket_addrs()
+                .map_err(|e| format!("{addr}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("{addr}: no address"))?;
+            let l = TcpListener::bind(sa).map_err(|e| format!("{addr}: cannot bind: {e}"))?;
+            let bound = l.local_addr().map_err(|e| format!("{addr}: {e}"))?;
+            (Listener::Tcp(l), format!("tcp://{bound}"))
+        }
+    };
+    Ok((endpoint, listener, address))
+}
+
+impl Listener {
+    fn register(&mut self, reg: &mio::Registry, t: Token) -> std::io::Result<()> {
+        match self {
+            Listener::Unix(l) => reg.register(l, t, Interest::READABLE),
+            Listener::Tcp(l) => reg.register(l, t, Interest::READABLE),
+        }
+    }
+
+    /// Accepts one connection (`WouldBlock` when none is waiting).
+    fn accept(&self) -> std::io::Result<Stream> {
+        match self {
+            Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Listener::Tcp(l) => l.accept().map(|(s, _)| {
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
         }
     }
 }
@@ -382,11 +415,7 @@ struct Thread {
 impl Thread {
     fn run(&mut self) {
         let reg = self.poll.registry().try_clone().expect("registry");
-        let ok = match &mut self.listener {
-            Listener::Unix(l) => reg.register(l, LISTENER, Interest::READABLE),
-            Listener::Tcp(l) => reg.register(l, LISTENER, Interest::READABLE),
-        };
-        if ok.is_err() {
+        if self.listener.register(&reg, LISTENER).is_err() {
             return;
         }
         let mut events = Events::with_capacity(64);
@@ -430,14 +459,7 @@ impl Thread {
 
     fn accept(&mut self, reg: &mio::Registry) {
         loop {
-            let stream = match &self.listener {
-                Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
-                Listener::Tcp(l) => l.accept().map(|(s, _)| {
-                    let _ = s.set_nodelay(true);
-                    Stream::Tcp(s)
-                }),
-            };
-            let mut stream = match stream {
+            let mut stream = match self.listener.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,

@@ -79,6 +79,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod faults;
 pub mod memory;
+pub mod packet_in;
 pub mod pcapfile;
 pub mod tap;
 
@@ -180,6 +181,9 @@ pub struct RxBatch {
     lens: [usize; BATCH],
     vnet: [VnetHdr; BATCH],
     count: usize,
+    /// Each frame's port, for a port that carries several ([`RxBatch::tag`]).
+    ports: [u32; BATCH],
+    tagged: bool,
 }
 
 impl RxBatch {
@@ -189,7 +193,15 @@ impl RxBatch {
         // Small pages: a batch of short frames touches the first page of a
         // few slots (a huge page would make each touch cost 2 MiB).
         sluice_lookup::mem::advise_small_pages(&data);
-        RxBatch { data, slot, lens: [0; BATCH], vnet: [VnetHdr::default(); BATCH], count: 0 }
+        RxBatch {
+            data,
+            slot,
+            lens: [0; BATCH],
+            vnet: [VnetHdr::default(); BATCH],
+            count: 0,
+            ports: [0; BATCH],
+            tagged: false,
+        }
     }
 
     /// Gives the buffer's pages back to the kernel and forgets the frames
@@ -249,6 +261,25 @@ impl RxBatch {
         self.vnet[i] = *vnet;
     }
 
+    /// Says that frame `i` entered on port `port` (a port object that
+    /// carries the frames of several ports, as [`packet_in`]'s); once one
+    /// frame is tagged, every frame of the batch must be.
+    pub fn tag(&mut self, i: usize, port: u32) {
+        self.ports[i] = port;
+        self.tagged = true;
+    }
+
+    /// Forgets the tags (the loop calls it before every `recv`).
+    pub fn untag(&mut self) {
+        self.tagged = false;
+    }
+
+    /// The port frame `i` entered on, when the port that received it
+    /// carries several; `None`: the receiving port's own number.
+    pub fn port_of(&self, i: usize) -> Option<u32> {
+        self.tagged.then(|| self.ports[i])
+    }
+
     /// Says the batch holds the first `n` frames put.
     pub fn set_len(&mut self, n: usize) {
         self.count = n.min(BATCH);
@@ -269,6 +300,10 @@ pub struct PortStats {
     /// `PACKET_STATISTICS` drops, AF_XDP's `rx_dropped` and `rx_ring_full`;
     /// zero for the other backends.
     pub rx_dropped: u64,
+    /// Messages a port carrying several ports' frames could not read as a
+    /// frame ([`packet_in`]: too short, unknown, a bad port or length);
+    /// zero for the other backends.
+    pub rx_invalid: u64,
     /// What a [`faults::FaultyPort`] injected (zero for the other ports).
     pub faults: faults::FaultCounts,
 }
@@ -283,6 +318,7 @@ impl PortStats {
             tx_bytes: self.tx_bytes + o.tx_bytes,
             tx_dropped: self.tx_dropped + o.tx_dropped,
             rx_dropped: self.rx_dropped + o.rx_dropped,
+            rx_invalid: self.rx_invalid + o.rx_invalid,
             faults: self.faults.plus(&o.faults),
         }
     }
@@ -302,6 +338,13 @@ pub trait Port: Send {
     fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize>;
     /// Sends (or queues) one frame; `vnet` is used only when [`Port::offload`].
     fn send(&mut self, frame: &[u8], vnet: &VnetHdr) -> io::Result<()>;
+    /// Sends (or queues) one frame leaving by pipeline port `port`: the
+    /// same as [`Port::send`] for a port that is one pipeline port; a port
+    /// that carries several ([`packet_in`]) sends it with that number.
+    fn send_to(&mut self, port: u32, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        let _ = port;
+        self.send(frame, vnet)
+    }
     /// Sends whatever [`Port::send`] queued.
     fn flush(&mut self) -> io::Result<()>;
     /// Counters so far.
@@ -345,6 +388,9 @@ impl<T: Port + ?Sized> Port for Box<T> {
     }
     fn send(&mut self, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
         (**self).send(frame, vnet)
+    }
+    fn send_to(&mut self, port: u32, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        (**self).send_to(port, frame, vnet)
     }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()

@@ -724,3 +724,42 @@ fn thrift_server_holds_500_connections_and_bounds_connections_idleness_and_sizes
     assert!(reply.contains("cannot read the arguments of standard:bm_load_new_config_file"), "{reply}");
     assert!(reply.contains("exceeds maximum allowed size of 16777216"), "{reply}");
 }
+
+/// The stock CLI's `serialize_state FILE` and `--restore-state FILE`: a
+/// switch started from another's dump has the same tables (as
+/// `table_dump` prints them, with a route and a default the CLI changed
+/// after the commands file) and forwards as it did; a dump given to
+/// another program is refused at start.
+#[test]
+fn serialize_state_then_restore_state_through_the_stock_cli() {
+    let mut lab = Lab::with_veth_hosts(true);
+    let commands = lab.dir.join("commands.txt").display().to_string();
+    let router = common::lab::router_json().display().to_string();
+    let ports = ["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--thrift-port", "9090"];
+    lab.start(&[&ports[..], &["--commands", &commands, &router]].concat());
+    let dump = lab.dir.join("state.txt").display().to_string();
+    let tables = "table_dump RouterIngress.ipv4_lpm\ntable_dump RouterIngress.nexthop\n";
+    let before = lab_cli(
+        &lab,
+        &format!(
+            "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.9.0/24 => 2\n\
+             table_set_default RouterIngress.ipv4_lpm RouterIngress.set_nexthop 1\n{tables}serialize_state {dump}\n"
+        ),
+    );
+    let text = std::fs::read_to_string(&dump).expect("serialize_state wrote its file");
+    assert!(text.contains("table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop"), "{text}");
+    lab.stop();
+    lab.start(&[&ports[..], &["--restore-state", &dump, &router]].concat());
+    assert!(lab.log().contains("state restored from"), "{}", lab.log());
+    let after = lab_cli(&lab, tables);
+    assert_eq!(after[..2], before[2..4], "the restored tables differ");
+    assert_eq!(lab.ping(3), 3, "the restored routes forward:\n{}", lab.log());
+    lab.stop();
+    let edge = repo().join("examples/edge.json").display().to_string();
+    let out = Command::new(SLUICE)
+        .args(["simple_switch", "--no-offload", "--thrift-port", "0", "--restore-state", &dump, &edge])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("does not match the program"), "{err}");
+}

@@ -1012,3 +1012,43 @@ fn learning_notifications_reach_a_nanomsg_controller_and_wait_for_its_ack() {
     assert_eq!(age["handles"], serde_json::json!([r["ageing"]["handle"]]), "{r}");
     lab.stop();
 }
+
+/// bmv2's packet I/O over nanomsg (`--packet-in ADDR`), driven by PTF's own
+/// `nn` platform as P4 developers drive bmv2 with it: the router example's
+/// tests in `tests/ptf` send frames on ports 1 and 2 and expect them
+/// routed, or dropped, over one PAIR socket; the switch's report counts
+/// the frames both ways.
+#[test]
+fn ptf_drives_the_router_over_packet_in_as_it_drives_bmv2() {
+    let mut lab = Lab::new();
+    let cmds = lab.dir.join("commands.txt").display().to_string();
+    let json = router_json().display().to_string();
+    let addr = format!("ipc://{}", lab.dir.join("sw.ipc").display());
+    lab.start(&["--packet-in", &addr, "--commands", &cmds, &json]);
+    assert!(lab.log().contains(&format!("every port: {addr} via packet_in")), "start-up report:\n{}", lab.log());
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let ptf = repo.join(".venv/bin/ptf");
+    assert!(ptf.exists(), "{} is missing: run scripts/test.sh (it builds the test venv)", ptf.display());
+    let out = Command::new(&ptf)
+        .current_dir(&lab.dir)
+        .args(["--test-dir", &repo.join("tests/ptf").display().to_string()])
+        .args(["--platform", "nn", "--device-socket", &format!("0-{{1,2}}@{addr}")])
+        // Patience for a busy machine; the negative checks stay short.
+        .args(["--default-timeout", "60", "--default-negative-timeout", "1"])
+        .args(["--log-file", &lab.dir.join("ptf.log").display().to_string()])
+        .arg("router_test")
+        .output()
+        .expect("run ptf");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ptf failed:\n{text}\nptf.log:\n{}\nswitch:\n{}",
+        std::fs::read_to_string(lab.dir.join("ptf.log")).unwrap_or_default(),
+        lab.log()
+    );
+    assert!(text.contains("Ran 2 tests"), "{text}");
+    let log = lab.stop();
+    // Four frames in (two routed, two dropped), two out.
+    let line = log.lines().find(|l| l.contains("(packet_in)")).unwrap_or_else(|| panic!("no port report:\n{log}"));
+    assert!(line.contains("rx 4 pkts") && line.contains("tx 2 pkts"), "{line}");
+}

@@ -26,6 +26,7 @@
 
 mod exec;
 mod parse;
+pub mod state;
 
 use sluice_engine::runtime::{Entry, EntryAction, FieldMatch, MirrorSession};
 use sluice_engine::Switch;

@@ -134,14 +134,16 @@ impl Switch {
             for &(rid, port) in copies.iter() {
                 let mut c = self.take_phv();
                 c.copy_from(&phv);
-                self.psa_to_egress(c, &out, port, u128::from(rid), path::NORMAL_MULTICAST, cos, egress);
+                let stamp = self.egress_stamp(true);
+                self.psa_to_egress(c, &out, port, u128::from(rid), path::NORMAL_MULTICAST, cos, stamp, egress);
             }
             self.mc_buf = copies;
             self.phv_pool.push(phv);
         } else {
             let port = self.psa_get(&phv, f.ig_egress_port) as u32;
             self.trace_note(|| format!("Egress port is {port}"));
-            self.psa_to_egress(phv, &out, port, 0, path::NORMAL_UNICAST, cos, egress);
+            let stamp = self.egress_stamp(false);
+            self.psa_to_egress(phv, &out, port, 0, path::NORMAL_UNICAST, cos, stamp, egress);
         }
         self.out_buf = out;
         self.clock.extend(STAGE_REPLICATION, timed);
@@ -158,6 +160,7 @@ impl Switch {
         instance: u128,
         packet_path: u128,
         cos: u128,
+        stamp: (u64, u64),
         egress: &mut VecDeque<EgressItem>,
     ) {
         let Some(f) = self.plan.psa.clone() else { return };
@@ -173,6 +176,7 @@ impl Switch {
             payload,
             port,
             PktMeta { len_reg: len, ingress_len: len, ..Default::default() },
+            stamp,
         ));
     }
 
@@ -204,12 +208,16 @@ impl Switch {
             for &(rid, port) in copies.iter() {
                 let mut c = self.take_phv();
                 c.copy_from(&phv);
-                self.psa_to_egress(c, bytes, port, u128::from(rid), packet_path, cos, egress);
+                let stamp = self.egress_stamp(true);
+                self.psa_to_egress(c, bytes, port, u128::from(rid), packet_path, cos, stamp, egress);
             }
             self.mc_buf = copies;
         }
         match sess.port {
-            Some(port) => self.psa_to_egress(phv, bytes, port, 0, packet_path, cos, egress),
+            Some(port) => {
+                let stamp = self.egress_stamp(true);
+                self.psa_to_egress(phv, bytes, port, 0, packet_path, cos, stamp, egress)
+            }
             None => self.phv_pool.push(phv),
         }
     }
@@ -223,6 +231,7 @@ impl Switch {
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
         let Some(f) = self.plan.psa.clone() else { return };
+        self.resume_stamp(e.stamp());
         let (mut phv, bytes, port, mut meta) = e.into_parts();
         let timed = self.clock.start();
         phv.reset_headers();

@@ -63,11 +63,18 @@ pub(super) struct EgressItem {
     payload: Vec<u8>,
     port: u32,
     meta: PktMeta,
+    /// The packet's (id, copy id) in the trace (0 when nothing is traced).
+    stamp: (u64, u64),
 }
 
 impl EgressItem {
-    pub(super) fn new(phv: Box<Phv>, payload: Vec<u8>, port: u32, meta: PktMeta) -> EgressItem {
-        EgressItem { phv, payload, port, meta }
+    pub(super) fn new(phv: Box<Phv>, payload: Vec<u8>, port: u32, meta: PktMeta, stamp: (u64, u64)) -> EgressItem {
+        EgressItem { phv, payload, port, meta, stamp }
+    }
+
+    /// The packet's (id, copy id) in the trace.
+    pub(super) fn stamp(&self) -> (u64, u64) {
+        self.stamp
     }
 
     /// The PHV, payload, port and metadata.
@@ -123,6 +130,23 @@ impl Switch {
         }
         self.ingress_q = ingress;
         self.egress_q = egress;
+    }
+
+    /// The trace stamp of a packet queued for egress: the current packet's
+    /// own, or (`copy`) a new copy id of it; (0, 0) when nothing is traced.
+    pub(super) fn egress_stamp(&mut self, copy: bool) -> (u64, u64) {
+        match self.trace.as_mut() {
+            Some(t) if copy => t.new_copy(),
+            Some(t) => t.current(),
+            None => (0, 0),
+        }
+    }
+
+    /// Stamps the trace's next events with a queued packet's stamp.
+    pub(super) fn resume_stamp(&mut self, stamp: (u64, u64)) {
+        if let Some(t) = self.trace.as_mut() {
+            t.set_current(stamp);
+        }
     }
 
     /// Adds a note (a debug log line) to the trace, when tracing.
@@ -246,7 +270,8 @@ impl Switch {
                     truncate: meta.truncate,
                     ..Default::default()
                 };
-                egress.push_back(EgressItem { phv: c, payload: p, port: *port, meta: m });
+                let stamp = self.egress_stamp(true);
+                egress.push_back(EgressItem { phv: c, payload: p, port: *port, meta: m, stamp });
             }
             self.mc_buf = copies;
             self.phv_pool.push(phv);
@@ -276,7 +301,8 @@ impl Switch {
         } else {
             let mut p = self.take_buf();
             p.extend_from_slice(&data[payload_start..]);
-            egress.push_back(EgressItem { phv, payload: p, port: spec as u32, meta: m });
+            let stamp = self.egress_stamp(false);
+            egress.push_back(EgressItem { phv, payload: p, port: spec as u32, meta: m, stamp });
         }
     }
 
@@ -306,12 +332,14 @@ impl Switch {
                     truncate: meta.truncate,
                     ..Default::default()
                 };
-                egress.push_back(EgressItem { phv: c, payload: payload.clone(), port: *port, meta: m });
+                let stamp = self.egress_stamp(true);
+                egress.push_back(EgressItem { phv: c, payload: payload.clone(), port: *port, meta: m, stamp });
             }
             self.mc_buf = copies;
         }
         if let Some(port) = sess.port {
-            egress.push_back(EgressItem { phv, payload, port, meta });
+            let stamp = self.egress_stamp(true);
+            egress.push_back(EgressItem { phv, payload, port, meta, stamp });
         }
     }
 
@@ -351,6 +379,7 @@ impl Switch {
         egress: &mut VecDeque<EgressItem>,
         emit: &mut dyn FnMut(u32, &[u8]),
     ) {
+        self.resume_stamp(e.stamp);
         self.egress_body(e.phv, e.port, e.meta, &e.payload, ingress, egress, emit);
         self.buf_pool.push(e.payload);
     }

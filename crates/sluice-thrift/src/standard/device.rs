@@ -163,7 +163,10 @@ pub(super) fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             };
             id.map(|i| Some(Val::I32(i))).ok_or(Fault::Code(1))
         }
-        "bm_serialize_state" => Ok(Some(s(String::new()))),
+        "bm_serialize_state" => {
+            let md5 = sluice_control::cli::state::config_md5(&dev.program().json);
+            Ok(Some(s(sluice_control::cli::state::serialize(sw, &md5))))
+        }
         _ => Err(Fault::Unknown(format!("standard:{method} is not a method of the standard service"))),
     }
 }

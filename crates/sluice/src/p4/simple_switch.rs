@@ -35,6 +35,8 @@ pub struct LiveOptions {
     pub mode: ExecMode,
     /// CLI command files applied before traffic starts.
     pub commands: Vec<PathBuf>,
+    /// A `serialize_state` dump restored before the commands (`--restore-state`).
+    pub restore_state: Option<PathBuf>,
     pub ports: Vec<PortSpec>,
     /// `--pcap DIR`: record `<iface>_in.pcap` and `<iface>_out.pcap`.
     pub pcap_dir: Option<PathBuf>,
@@ -83,6 +85,7 @@ impl Default for LiveOptions {
             program: None,
             mode: ExecMode::Compiled,
             commands: Vec::new(),
+            restore_state: None,
             ports: Vec::new(),
             pcap_dir: None,
             log: None,
@@ -144,15 +147,20 @@ Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
   --log-file-max-size BYTES    rotate the log file at this size (default 5242880)
   --log-file-max-files N       rotated log files kept (default 3)
   --dump-packet-data N         log the first N bytes of each frame received and sent (level info)
+  --packet-in ADDR             packet I/O over a nanomsg PAIR socket bound at ipc://PATH or
+                               tcp://HOST:PORT instead of interfaces (-i is ignored), in bmv2's
+                               message layout (PTF's nn platform: --device-socket 0-{1,2}@ADDR)
   --pcap [DIR]                 record every port's traffic in DIR/<iface>_in.pcap and _out.pcap
   --use-files WAIT             every interface X is the pair of files X_in.pcap (read) and
                                X_out.pcap (written), processed after WAIT seconds
+  --restore-state FILE         start with the state a serialize_state dump holds (tables, action
+                               profiles, meter rates), taken from the same program
   --no-p4                      start without a program: every packet is dropped
   --max-port-count N           at most N interfaces (default 512)
   --json FILE                  the program (same as the positional argument)
   -v, --version                print the version
   --json-version               print the newest BMv2 JSON version read
-Refused, with the reason: --packet-in, --debugger, --debugger-addr, --restore-state,
+Refused, with the reason: --debugger, --debugger-addr,
   --load-modules, --dp-grpc-server-addr,
   --grpc-server-ssl and its certificate options, --disable-swap, --drop-port other than 511
 Sluice options:
@@ -199,11 +207,9 @@ fn split_eq(a: &str) -> (&str, Option<&str>) {
 /// Why an option of bmv2's that Sluice does not implement is refused.
 fn refused(opt: &str) -> Option<&'static str> {
     Some(match opt {
-        "--packet-in" => "packet I/O over a nanomsg PAIR socket is not supported; attach interfaces with -i",
         "--debugger" | "--debugger-addr" => {
             "Sluice has no bmv2 debugger (as a bmv2 built without --enable-debugger, which refuses it too)"
         }
-        "--restore-state" => "bmv2's state dump files are not read; replay the commands with --commands",
         "--load-modules" => "extern modules (shared libraries for bmv2) cannot be loaded",
         "--dp-grpc-server-addr" => "packet I/O over gRPC is not supported; attach interfaces with -i",
         "--grpc-server-ssl"
@@ -222,6 +228,7 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
     let mut positional: Vec<String> = Vec::new();
     let mut no_p4 = false;
     let mut max_ports = 512usize;
+    let mut packet_in = None::<String>;
     let (mut log_console, mut log_file, mut log_flush) = (false, None::<PathBuf>, false);
     let (mut max_size, mut max_files) = (None::<u64>, None::<u32>);
     let mut i = 0;
@@ -287,6 +294,11 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
                 sluice_nanomsg::Endpoint::parse(&a).map_err(|e| format!("option --notifications-addr: {e}"))?;
                 out.live.notifications = Some(a);
             }
+            "--packet-in" => {
+                let a = val(&mut i)?;
+                sluice_nanomsg::Endpoint::parse(&a).map_err(|e| format!("option --packet-in: {e}"))?;
+                packet_in = Some(a);
+            }
             "--log-console" => log_console = true,
             "--log-file" => log_file = Some(PathBuf::from(val(&mut i)?)),
             "--log-flush" => log_flush = true,
@@ -319,6 +331,7 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
                 out.live.pcap_dir = Some(PathBuf::from(dir));
             }
             "--no-p4" => no_p4 = true,
+            "--restore-state" => out.live.restore_state = Some(PathBuf::from(val(&mut i)?)),
             "--max-port-count" => {
                 let n: i64 = number(&val(&mut i)?, opt)?;
                 if n < 0 {
@@ -369,6 +382,15 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
     }
     if out.live.ports.len() > max_ports {
         return Err(format!("{} interfaces given, more than --max-port-count {max_ports}", out.live.ports.len()));
+    }
+    if let Some(addr) = packet_in {
+        if out.live.use_files.is_some() {
+            return Err("--use-files and --packet-in are exclusive".into());
+        }
+        if !out.live.ports.is_empty() {
+            out.notes.push("--packet-in: the interfaces given with -i are ignored, as bmv2 ignores them".into());
+        }
+        out.live.ports = vec![PortSpec { port: 0, iface: addr, backend: Backend::PacketIn }];
     }
     if out.live.use_files.is_some() {
         for p in out.live.ports.iter_mut() {
@@ -459,6 +481,13 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     if sw.mode() != opts.mode {
         sw.set_mode(opts.mode).map_err(|e| e.to_string())?;
     }
+    if let Some(path) = &opts.restore_state {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("state dump input file {} cannot be opened: {e}", path.display()))?;
+        let n = sluice_control::cli::state::restore(&mut sw, &sluice_control::cli::state::config_md5(&json), &text)
+            .map_err(|e| format!("--restore-state {}: {e}", path.display()))?;
+        eprintln!("sluice: state restored from {} ({n} commands)", path.display());
+    }
     for c in &opts.commands {
         let failed = crate::apply_commands(&mut sw, c, false)?;
         if failed > 0 {
@@ -518,7 +547,13 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         device_id: opts.device_id,
         thrift_port: opts.thrift_port,
         cpu_port: opts.cpu_port,
-        ports: opts.ports.iter().map(|p| PortInfo { number: p.port, iface: p.iface.clone() }).collect(),
+        // (The ports of packet I/O over nanomsg are the peer's business.)
+        ports: opts
+            .ports
+            .iter()
+            .filter(|p| p.backend != Backend::PacketIn)
+            .map(|p| PortInfo { number: p.port, iface: p.iface.clone() })
+            .collect(),
         // Pcap-file ports have no link to ask.
         link_up: if opts.use_files.is_some() { None } else { Some(sluice_ports::link_is_up) },
     };
@@ -655,8 +690,9 @@ mod tests {
             ("--log-console --log-file x p.json", "--log-console and --log-file are exclusive"),
             ("--nanolog inproc://x p.json", "option --nanolog"),
             ("--debugger p.json", "option --debugger is not supported: Sluice has no bmv2 debugger"),
-            ("--packet-in ipc:///tmp/x p.json", "option --packet-in is not supported"),
-            ("--restore-state s p.json", "option --restore-state is not supported"),
+            ("--packet-in ipc:///tmp/x --use-files 0 p.json", "--use-files and --packet-in are exclusive"),
+            ("--packet-in udp://x p.json", "option --packet-in: udp://x: not a nanomsg address"),
+            ("--restore-state", "option --restore-state needs a value"),
             ("p.json -- --grpc-server-ssl", "TLS for the P4Runtime server is not implemented"),
             ("p.json -- --drop-port 255", "drop port is 511"),
             ("--max-port-count 1 -i 1@a -i 2@b p.json", "more than --max-port-count 1"),
