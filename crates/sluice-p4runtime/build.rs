@@ -14,7 +14,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         // A request that does not decode is INVALID_ARGUMENT (src/codec.rs).
         .codec_path("crate::codec::P4rtCodec")
-        .compile_protos(&["proto/p4/v1/p4runtime.proto", "proto/p4/config/v1/p4info.proto"], &["proto", include])?;
+        .compile_protos(
+            &[
+                "proto/p4/v1/p4runtime.proto",
+                "proto/p4/config/v1/p4info.proto",
+                "proto/p4/bm/dataplane_interface.proto",
+            ],
+            &["proto", include],
+        )?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())
 }

@@ -49,6 +49,11 @@ pub struct DeviceInfo {
     /// plane lists the ports (`None`: every port is reported up, as for
     /// pcap-file ports).
     pub link_up: Option<fn(&str) -> bool>,
+    /// `--disable-swap`: once a program runs, another may not replace it
+    /// ([`Device::check_swap`]).
+    pub swap_disabled: bool,
+    /// Started without a program (`--no-p4`): the first one is always taken.
+    pub started_without_program: bool,
 }
 
 /// The program a device runs.
@@ -72,6 +77,8 @@ pub struct Device {
     learning: Mutex<Option<Arc<Learning>>>,
     /// Where they are published (`bm_mgmt_get_info`).
     notifications: Mutex<Option<String>>,
+    /// A program was installed (or given at start).
+    has_program: std::sync::atomic::AtomicBool,
     pub info: DeviceInfo,
     pub started: Instant,
 }
@@ -90,6 +97,7 @@ impl Device {
             mode,
             learning: Mutex::new(None),
             notifications: Mutex::new(None),
+            has_program: std::sync::atomic::AtomicBool::new(!info.started_without_program),
             info,
             started: Instant::now(),
         }
@@ -125,8 +133,24 @@ impl Device {
         Ok(sw)
     }
 
-    /// Replaces the running program with a compiled one (all state starts fresh).
+    /// Whether program `json` may replace the running one: always, unless
+    /// swapping is disabled (`--disable-swap`), a program already runs and
+    /// `json` is another one; the error says why.
+    pub fn check_swap(&self, json: &str) -> Result<(), String> {
+        if self.info.swap_disabled
+            && self.has_program.load(std::sync::atomic::Ordering::Acquire)
+            && *self.program().json != *json
+        {
+            return Err("config swap is disabled (--disable-swap): the switch keeps its program".into());
+        }
+        Ok(())
+    }
+
+    /// Replaces the running program with a compiled one (all state starts
+    /// fresh); refused as [`Device::check_swap`] says.
     pub fn install(&self, sw: Switch, json: Arc<str>) -> Result<(), String> {
+        self.check_swap(&json)?;
+        self.has_program.store(true, std::sync::atomic::Ordering::Release);
         let lists = learn_list_ids(&sw);
         let mut pool = self.pool();
         pool.replace(sw)?;

@@ -40,6 +40,7 @@ use sluice_dataplane::{DataPlane, Level, Stop};
 use sluice_nanomsg::Publisher;
 use sluice_ports::afpacket::AfPacketPort;
 use sluice_ports::afxdp::{AfXdpInterface, AfXdpPort};
+use sluice_ports::channel::ChannelPorts;
 use sluice_ports::faults::FaultyPort;
 pub use sluice_ports::faults::{FaultCounts, Faults};
 use sluice_ports::memory::MemoryWire;
@@ -67,6 +68,17 @@ pub enum Backend {
     /// PAIR socket bound at the spec's `iface` (an address); the spec's
     /// port number is not used (each message names its port).
     PacketIn,
+    /// bmv2's `--dp-grpc-server-addr ADDR`: every port's frames through
+    /// [`LiveConfig::channel`], which the gRPC service feeds; the spec's
+    /// `iface` names it in reports, its port number is not used.
+    Grpc,
+}
+
+impl Backend {
+    /// Whether one port object of this backend carries every port number.
+    pub fn carries_every_port(self) -> bool {
+        matches!(self, Backend::PacketIn | Backend::Grpc)
+    }
 }
 
 /// One `-i PORT@IFACE` argument.
@@ -120,6 +132,8 @@ pub struct LiveConfig {
     pub memory: Vec<MemoryWire>,
     /// Where the per-packet trace goes (nowhere by default: untraced).
     pub trace: TraceTaps,
+    /// The ports a `grpc` port ([`Backend::Grpc`]) takes its frames from.
+    pub channel: Option<ChannelPorts>,
 }
 
 /// Where the workers' per-packet trace goes (see
@@ -179,6 +193,8 @@ struct Opener {
     faults: Option<Faults>,
     /// The wire of a memory port.
     wire: Option<MemoryWire>,
+    /// The channel of a `grpc` port.
+    channel: Option<ChannelPorts>,
 }
 
 impl Opener {
@@ -186,7 +202,7 @@ impl Opener {
     /// (a TAP device is Sluice's own: opening it creates it).
     fn iface_up(&self) -> bool {
         match self.spec.backend {
-            Backend::Tap | Backend::PacketIn => true,
+            Backend::Tap | Backend::PacketIn | Backend::Grpc => true,
             Backend::Memory => self.wire.as_ref().is_some_and(|w| w.link() == sluice_ports::memory::WireLink::Up),
             _ => sluice_ports::link_is_up(&self.spec.iface),
         }
@@ -215,6 +231,10 @@ impl Opener {
             }
             Backend::Files => Box::new(FilePort::open(iface).map_err(io::Error::other)?),
             Backend::PacketIn => Box::new(PacketInPort::bind(iface)?),
+            Backend::Grpc => match &self.channel {
+                Some(c) => Box::new(c.port()),
+                None => return Err(io::Error::other(format!("{iface}: no channel for its frames"))),
+            },
             Backend::Memory => match &self.wire {
                 Some(w) => Box::new(w.port()),
                 None => return Err(io::Error::other(format!("no in-memory wire {iface}"))),
@@ -327,11 +347,11 @@ pub fn start<D: DataPlane>(
         if workers > 1 && p.backend == Backend::Files {
             return Err(format!("port {} ({}): pcap file ports run with one worker: use --workers 1", p.port, p.iface));
         }
-        if workers > 1 && p.backend == Backend::PacketIn {
-            return Err(format!("{}: packet I/O over nanomsg runs with one worker: use --workers 1", p.iface));
+        if workers > 1 && p.backend.carries_every_port() {
+            return Err(format!("{}: packet I/O over nanomsg or gRPC runs with one worker: use --workers 1", p.iface));
         }
-        if p.backend == Backend::PacketIn && cfg.faults.is_some() {
-            return Err(format!("{}: faults are not injected into packet I/O over nanomsg", p.iface));
+        if p.backend.carries_every_port() && cfg.faults.is_some() {
+            return Err(format!("{}: faults are not injected into packet I/O over nanomsg or gRPC", p.iface));
         }
     }
     let mut ifaces = BTreeMap::new();
@@ -342,9 +362,9 @@ pub fn start<D: DataPlane>(
     }
     let captures = match &cfg.pcap_dir {
         None => None,
-        // (Packet I/O over nanomsg has no interface to name files after.)
+        // (Packet I/O over nanomsg or gRPC has no interface to name files after.)
         Some(dir) => {
-            let named: Vec<PortSpec> = cfg.ports.iter().filter(|p| p.backend != Backend::PacketIn).cloned().collect();
+            let named: Vec<PortSpec> = cfg.ports.iter().filter(|p| !p.backend.carries_every_port()).cloned().collect();
             Some(Arc::new(capture::Captures::create(dir, &named)?))
         }
     };
@@ -362,6 +382,7 @@ pub fn start<D: DataPlane>(
                 xdp: Mutex::new(None),
                 faults: cfg.faults,
                 wire: cfg.memory.iter().find(|w| w.name() == spec.iface).cloned(),
+                channel: (spec.backend == Backend::Grpc).then(|| cfg.channel.clone()).flatten(),
             })
         })
         .collect();
@@ -381,9 +402,9 @@ pub fn start<D: DataPlane>(
                     Backend::AfPacket => format!(", fanout over {workers} workers"),
                     _ => format!(", one queue per worker ({workers})"),
                 };
-                let port = match o.spec.backend {
-                    Backend::PacketIn => "every port".to_string(),
-                    _ => format!("port {}", o.spec.port),
+                let port = match o.spec.backend.carries_every_port() {
+                    true => "every port".to_string(),
+                    false => format!("port {}", o.spec.port),
                 };
                 log::report(format!(
                     "{port}: {} via {}{}{spread}",

@@ -257,7 +257,7 @@ impl<N: Send + 'static> LiveIo<N> {
             .into_iter()
             .enumerate()
             .map(|(i, (opener, port))| {
-                if opener.spec.backend == crate::Backend::PacketIn {
+                if opener.spec.backend.carries_every_port() {
                     catch_all = Some(i);
                 } else {
                     by_number[opener.spec.port as usize] = i;
@@ -345,7 +345,7 @@ impl<N: Send + 'static> LiveIo<N> {
             let (rx, out) = (&self.rx, &mut self.out);
             dp.process_batch(number, &frames[start..end], &mut |i, p, bytes: &[u8]| {
                 let (input, vnet) = rx.frame(start + i);
-                out.send(p, bytes, input.len(), vnet);
+                out.send(p, rx.origin_of(start + i), bytes, input.len(), vnet);
             });
             self.out.after_batch(dp);
             start = end;
@@ -373,7 +373,7 @@ impl<N> Outputs<N> {
 
     /// Sends one emitted frame to port number `p`; `in_len` and `vnet` are
     /// the length and offload header of the frame it came from.
-    fn send(&mut self, p: u32, bytes: &[u8], in_len: usize, vnet: &VnetHdr) {
+    fn send(&mut self, p: u32, origin: u64, bytes: &[u8], in_len: usize, vnet: &VnetHdr) {
         if Some(p) == self.cpu_port {
             if let Some(up) = &self.shared.up {
                 if !up(Up::PacketIn(bytes.to_vec())) {
@@ -407,7 +407,7 @@ impl<N> Outputs<N> {
             frame = &self.scratch;
         }
         let v = if no_offload { VnetHdr::default() } else { v };
-        match port.send_to(p, frame, &v) {
+        match port.send_to(p, origin, frame, &v) {
             Ok(()) => {
                 slot.dirty = true;
                 self.stats.sent += 1;
@@ -557,7 +557,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
     fn inject(&mut self, dp: &mut D, port: u32, frame: &[u8]) {
         let none = VnetHdr::default();
         let out = &mut self.out;
-        dp.process_batch(port, &[frame], &mut |_, p, bytes: &[u8]| out.send(p, bytes, frame.len(), &none));
+        dp.process_batch(port, &[frame], &mut |_, p, bytes: &[u8]| out.send(p, 0, bytes, frame.len(), &none));
         self.out.after_batch(dp);
         self.out.flush();
     }
@@ -567,8 +567,8 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             return Err(format!("port {number} is out of range (0-510)"));
         }
         if self.out.catch_all.is_some() {
-            // As bmv2: its peer adds ports with its own messages.
-            return Err("with --packet-in, ports are added through the packet I/O socket".into());
+            // As bmv2: the peer's frames name their ports.
+            return Err("with packet I/O over nanomsg or gRPC, ports come with the peer's frames".into());
         }
         if self.out.slots.iter().any(|s| s.number == number) {
             return Err(format!("port {number} exists"));
@@ -581,6 +581,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             xdp: Mutex::new(None),
             faults: self.faults,
             wire: None,
+            channel: None,
         });
         let port = opener.open(self.worker).map_err(|e| e.to_string())?;
         if let Some(c) = &self.out.shared.captures {
@@ -615,7 +616,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         self.out.by_number.fill(usize::MAX);
         self.out.catch_all = None;
         for (i, s) in self.out.slots.iter().enumerate() {
-            if s.opener.spec.backend == crate::Backend::PacketIn {
+            if s.opener.spec.backend.carries_every_port() {
                 self.out.catch_all = Some(i);
             } else {
                 self.out.by_number[s.number as usize] = i;
@@ -710,7 +711,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             let none = VnetHdr::default();
             let out = &mut self.out;
             let now = self.started.elapsed().as_nanos() as u64;
-            dp.tick(now, &mut |p, bytes: &[u8]| out.send(p, bytes, bytes.len(), &none));
+            dp.tick(now, &mut |p, bytes: &[u8]| out.send(p, 0, bytes, bytes.len(), &none));
             self.out.after_batch(dp);
             self.out.flush();
         }

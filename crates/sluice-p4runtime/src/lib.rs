@@ -13,6 +13,7 @@
 
 pub mod codec;
 pub mod connections;
+pub mod dataplane;
 pub mod entities;
 pub mod pipeline;
 pub mod stream;
@@ -40,6 +41,9 @@ pub mod proto {
             pub mod v1 {
                 tonic::include_proto!("p4.config.v1");
             }
+        }
+        pub mod bm {
+            tonic::include_proto!("p4.bm");
         }
     }
     pub mod google {
@@ -230,6 +234,7 @@ impl Server {
                 .saved
                 .take()
                 .ok_or_else(|| Status::failed_precondition("COMMIT: no pipeline was saved (VERIFY_AND_SAVE)"))?;
+            self.dev.check_swap(&pl.json).map_err(Status::failed_precondition)?;
             self.dev.install(sw, pl.json.clone()).map_err(Status::internal)?;
             st.pipeline = Some(pl);
             st.handles = Handles::default();
@@ -261,6 +266,7 @@ impl Server {
                 Ok(())
             }
             _ => {
+                self.dev.check_swap(&json).map_err(Status::failed_precondition)?;
                 self.dev.install(sw, json).map_err(Status::internal)?;
                 st.pipeline = Some(pl);
                 st.handles = Handles::default();

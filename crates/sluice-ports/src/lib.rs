@@ -77,6 +77,7 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod channel;
 pub mod faults;
 pub mod memory;
 pub mod packet_in;
@@ -183,6 +184,8 @@ pub struct RxBatch {
     count: usize,
     /// Each frame's port, for a port that carries several ([`RxBatch::tag`]).
     ports: [u32; BATCH],
+    /// Each tagged frame's origin ([`RxBatch::set_origin`]).
+    origins: [u64; BATCH],
     tagged: bool,
 }
 
@@ -200,6 +203,7 @@ impl RxBatch {
             vnet: [VnetHdr::default(); BATCH],
             count: 0,
             ports: [0; BATCH],
+            origins: [0; BATCH],
             tagged: false,
         }
     }
@@ -266,7 +270,23 @@ impl RxBatch {
     /// frame is tagged, every frame of the batch must be.
     pub fn tag(&mut self, i: usize, port: u32) {
         self.ports[i] = port;
+        self.origins[i] = 0;
         self.tagged = true;
+    }
+
+    /// Says which of its producer's frames tagged frame `i` is (a number
+    /// the frames made of it are sent with: [`Port::send_to`]'s `origin`).
+    pub fn set_origin(&mut self, i: usize, origin: u64) {
+        self.origins[i] = origin;
+    }
+
+    /// Tagged frame `i`'s origin (0: none).
+    pub fn origin_of(&self, i: usize) -> u64 {
+        if self.tagged {
+            self.origins[i]
+        } else {
+            0
+        }
     }
 
     /// Forgets the tags (the loop calls it before every `recv`).
@@ -338,11 +358,13 @@ pub trait Port: Send {
     fn recv(&mut self, batch: &mut RxBatch) -> io::Result<usize>;
     /// Sends (or queues) one frame; `vnet` is used only when [`Port::offload`].
     fn send(&mut self, frame: &[u8], vnet: &VnetHdr) -> io::Result<()>;
-    /// Sends (or queues) one frame leaving by pipeline port `port`: the
-    /// same as [`Port::send`] for a port that is one pipeline port; a port
-    /// that carries several ([`packet_in`]) sends it with that number.
-    fn send_to(&mut self, port: u32, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
-        let _ = port;
+    /// Sends (or queues) one frame leaving by pipeline port `port`, made of
+    /// a frame received with origin `origin` (0: none): the same as
+    /// [`Port::send`] for a port that is one pipeline port; a port that
+    /// carries several ([`packet_in`], [`channel`]) sends it with that
+    /// number (and a channel with its origin).
+    fn send_to(&mut self, port: u32, origin: u64, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        let _ = (port, origin);
         self.send(frame, vnet)
     }
     /// Sends whatever [`Port::send`] queued.
@@ -389,8 +411,8 @@ impl<T: Port + ?Sized> Port for Box<T> {
     fn send(&mut self, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
         (**self).send(frame, vnet)
     }
-    fn send_to(&mut self, port: u32, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
-        (**self).send_to(port, frame, vnet)
+    fn send_to(&mut self, port: u32, origin: u64, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        (**self).send_to(port, origin, frame, vnet)
     }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()

@@ -154,7 +154,7 @@ impl Port for PacketInPort {
         Err(io::Error::new(io::ErrorKind::InvalidInput, "a packet-in socket sends frames with their port (send_to)"))
     }
 
-    fn send_to(&mut self, port: u32, frame: &[u8], _vnet: &VnetHdr) -> io::Result<()> {
+    fn send_to(&mut self, port: u32, _origin: u64, frame: &[u8], _vnet: &VnetHdr) -> io::Result<()> {
         let h = Self::header(PACKET_OUT, port as i32, frame.len() as i32);
         if self.pair.send_parts(&[&h, frame]) {
             self.stats.tx_packets += 1;
@@ -235,7 +235,7 @@ mod tests {
         let mut rep = [0u8; 9 + 16];
         c.read_exact(&mut rep).unwrap();
         assert_eq!(&rep[9..], &msg(INFO_REP, 7, 0, &1i32.to_le_bytes())[..]);
-        port.send_to(5, b"xyz", &VnetHdr::default()).unwrap();
+        port.send_to(5, 0, b"xyz", &VnetHdr::default()).unwrap();
         let mut out = [0u8; 9 + 15];
         c.read_exact(&mut out).unwrap();
         assert_eq!(&out[9..], &msg(PACKET_OUT, 5, 3, b"xyz")[..]);

@@ -763,3 +763,65 @@ fn serialize_state_then_restore_state_through_the_stock_cli() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("does not match the program"), "{err}");
 }
+
+/// bmv2's packet I/O over gRPC (`simple_switch_grpc -- --dp-grpc-server-addr`),
+/// driven by a grpcio client (`tests/dp_grpc/router.py`): frames routed
+/// both ways with their request ids, a second client refused, a port set
+/// down and up again, bad status requests refused with bmv2's words, a
+/// frame for another device skipped, and the stream ending after the
+/// client's last request; the switch's report counts the frames.
+#[test]
+fn packet_io_over_grpc_as_simple_switch_grpc_serves_it() {
+    let mut lab = Lab::new();
+    let commands = lab.dir.join("commands.txt").display().to_string();
+    let router = common::lab::router_json().display().to_string();
+    lab.start_as(
+        "simple_switch_grpc",
+        &[
+            "--device-id",
+            "3",
+            "--commands",
+            &commands,
+            &router,
+            "--",
+            "--grpc-server-addr",
+            "127.0.0.1:9559",
+            "--dp-grpc-server-addr",
+            "127.0.0.1:9560",
+        ],
+    );
+    assert!(lab.log().contains("every port: 127.0.0.1:9560 via grpc"), "{}", lab.log());
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw])
+        .arg(venv_bin("python"))
+        .arg(repo().join("tests/dp_grpc/router.py"))
+        .args(["127.0.0.1:9560", "3"])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "router.py failed:\n{text}\nswitch:\n{}", lab.log());
+    assert_eq!(text.matches("ok: ").count(), 7, "{text}");
+    let log = lab.stop();
+    // Five frames in (the other device's skipped), four out, one to the down port dropped.
+    let line = log.lines().find(|l| l.contains("(grpc)")).unwrap_or_else(|| panic!("no port report:\n{log}"));
+    assert!(line.contains("rx 5 pkts") && line.contains("tx 4 pkts") && line.contains("tx dropped 1"), "{line}");
+}
+
+/// `--disable-swap`: the stock CLI's `load_new_config_file` of another
+/// program is refused with bmv2's code (CONFIG_SWAP_DISABLED) and the
+/// switch goes on forwarding with its program; the same program may be
+/// loaded again (nothing is swapped).
+#[test]
+fn disable_swap_keeps_the_running_program() {
+    let mut lab = Lab::with_veth_hosts(true);
+    let commands = lab.dir.join("commands.txt").display().to_string();
+    let router = common::lab::router_json().display().to_string();
+    let edge = repo().join("examples/edge.json").display().to_string();
+    let ports = ["-i", "1@s1-eth1", "-i", "2@s1-eth2", "--thrift-port", "9090", "--commands", &commands];
+    lab.start(&[&ports[..], &[router.as_str(), "--", "--disable-swap"]].concat());
+    let a = lab_cli(&lab, &format!("load_new_config_file {edge}\nswap_configs\nload_new_config_file {router}\n"));
+    assert!(a[0].contains("CONFIG_SWAP_DISABLED"), "another program was taken:\n{a:?}");
+    assert!(a[1].contains("CONFIG_SWAP_DISABLED") || a[1].contains("NO_ONGOING_SWAP"), "{a:?}");
+    assert!(!a[2].contains("Invalid"), "the same program again:\n{a:?}");
+    assert_eq!(lab.ping(3), 3, "the router still forwards:\n{}", lab.log());
+}

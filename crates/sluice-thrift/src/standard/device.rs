@@ -61,11 +61,17 @@ pub(super) fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         "bm_load_new_config" => {
             let json = a.str(1, "config_str")?.to_string();
             drop(pool);
+            if dev.check_swap(&json).is_err() {
+                return Err(Fault::Code(1)); // CONFIG_SWAP_DISABLED
+            }
             dev.stage(&json).map_err(|e| Fault::Internal(format!("the new program cannot be loaded: {e}")))?;
             Ok(None)
         }
         "bm_swap_configs" => {
             drop(pool);
+            if dev.info.swap_disabled && dev.check_swap("").is_err() {
+                return Err(Fault::Code(1)); // CONFIG_SWAP_DISABLED
+            }
             match dev.swap_staged() {
                 Ok(true) => Ok(None),
                 Ok(false) => Err(Fault::Code(3)), // NO_ONGOING_SWAP

@@ -35,6 +35,8 @@ pub struct LiveOptions {
     pub mode: ExecMode,
     /// CLI command files applied before traffic starts.
     pub commands: Vec<PathBuf>,
+    /// `--disable-swap`: once a program runs, no other replaces it.
+    pub swap_disabled: bool,
     /// A `serialize_state` dump restored before the commands (`--restore-state`).
     pub restore_state: Option<PathBuf>,
     pub ports: Vec<PortSpec>,
@@ -85,6 +87,7 @@ impl Default for LiveOptions {
             program: None,
             mode: ExecMode::Compiled,
             commands: Vec::new(),
+            swap_disabled: false,
             restore_state: None,
             ports: Vec::new(),
             pcap_dir: None,
@@ -117,6 +120,8 @@ pub struct SimpleSwitchArgs {
     pub device_id: Option<u64>,
     pub cpu_port: Option<u32>,
     pub grpc_server_addr: Option<String>,
+    /// `--dp-grpc-server-addr`: packet I/O over gRPC instead of interfaces.
+    pub dp_grpc_server_addr: Option<String>,
     pub priority_queues: Option<u32>,
     /// Notes for options accepted without an effect of their own.
     pub notes: Vec<String>,
@@ -161,8 +166,8 @@ Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
   -v, --version                print the version
   --json-version               print the newest BMv2 JSON version read
 Refused, with the reason: --debugger, --debugger-addr,
-  --load-modules, --dp-grpc-server-addr,
-  --grpc-server-ssl and its certificate options, --disable-swap, --drop-port other than 511
+  --load-modules,
+  --grpc-server-ssl and its certificate options, --drop-port other than 511
 Sluice options:
   --metrics ADDR               serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or :PORT)
   --name NAME                  the instance's name, for `sluice top NAME` (default: its PID)
@@ -179,8 +184,12 @@ Sluice options:
                                (link schedule, e.g. 5s/1s), seed=N; P from 0 to 1, any subset
 Target options after `--`:
   --grpc-server-addr ADDR      P4Runtime server address (default 0.0.0.0:9559 in the simple_switch_grpc form)
+  --dp-grpc-server-addr ADDR   packet I/O over gRPC (bmv2's p4.bm.DataplaneInterface) on ADDR instead
+                               of interfaces (-i is ignored)
   --cpu-port N                 the CPU port (P4Runtime packet-in/out)
-  --enable-swap                accepted: Sluice always accepts a new program
+  --enable-swap                accepted: Sluice accepts a new program unless --disable-swap
+  --disable-swap               refuse a program that would replace the running one (Thrift
+                               load_new_config/swap_configs, P4Runtime pipeline changes)
   --drop-port 511              accepted (511 is the drop port)
   --priority-queues N, --max-mc-groups N, --max-l1-entries N, --max-l2-entries N
                                accepted with a note: Sluice has no egress queues, and its
@@ -211,13 +220,11 @@ fn refused(opt: &str) -> Option<&'static str> {
             "Sluice has no bmv2 debugger (as a bmv2 built without --enable-debugger, which refuses it too)"
         }
         "--load-modules" => "extern modules (shared libraries for bmv2) cannot be loaded",
-        "--dp-grpc-server-addr" => "packet I/O over gRPC is not supported; attach interfaces with -i",
         "--grpc-server-ssl"
         | "--grpc-server-cacert"
         | "--grpc-server-cert"
         | "--grpc-server-key"
         | "--grpc-server-with-client-auth" => "TLS for the P4Runtime server is not implemented",
-        "--disable-swap" => "Sluice always accepts a new program (swapping cannot be turned off)",
         _ => return None,
     })
 }
@@ -253,8 +260,10 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
         if target {
             match opt {
                 "--grpc-server-addr" => out.grpc_server_addr = Some(val(&mut i)?),
+                "--dp-grpc-server-addr" => out.dp_grpc_server_addr = Some(val(&mut i)?),
                 "--cpu-port" => out.cpu_port = Some(number(&val(&mut i)?, opt)?),
                 "--enable-swap" => {}
+                "--disable-swap" => out.live.swap_disabled = true,
                 "--drop-port" => {
                     let p: u32 = number(&val(&mut i)?, opt)?;
                     if p != 511 {
@@ -383,6 +392,15 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
     if out.live.ports.len() > max_ports {
         return Err(format!("{} interfaces given, more than --max-port-count {max_ports}", out.live.ports.len()));
     }
+    if let Some(addr) = out.dp_grpc_server_addr.clone() {
+        if packet_in.is_some() {
+            return Err("--packet-in and --dp-grpc-server-addr are exclusive".into());
+        }
+        if !out.live.ports.is_empty() {
+            out.notes.push("--dp-grpc-server-addr: the interfaces given with -i are ignored".into());
+        }
+        out.live.ports = vec![PortSpec { port: 0, iface: addr, backend: Backend::Grpc }];
+    }
     if let Some(addr) = packet_in {
         if out.live.use_files.is_some() {
             return Err("--use-files and --packet-in are exclusive".into());
@@ -510,7 +528,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         eprintln!("sluice: event stream (--nanolog) published on {}", p.address());
         taps.events = Some(Arc::new(p));
     }
-    let cfg = LiveConfig {
+    let mut cfg = LiveConfig {
         ports: opts.ports.clone(),
         pcap_dir: opts.pcap_dir.clone(),
         offload: opts.offload,
@@ -520,7 +538,15 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         faults: opts.faults,
         memory: Vec::new(),
         trace: taps.clone(),
+        channel: None,
     };
+    if let Some(p) = opts.ports.iter().find(|p| p.backend == Backend::Grpc) {
+        let channel =
+            sluice_ports::channel::ChannelPorts::new(&p.iface).map_err(|e| format!("--dp-grpc-server-addr: {e}"))?;
+        let local = sluice_p4runtime::dataplane::start(&p.iface, opts.device_id, channel.clone())?;
+        eprintln!("sluice: packet I/O server (--dp-grpc-server-addr) listening on {local}");
+        cfg.channel = Some(channel);
+    }
     if let Some(wait) = opts.use_files {
         eprintln!("sluice: --use-files: starting in {wait} s");
         std::thread::sleep(Duration::from_secs_f64(wait.max(0.0)));
@@ -547,15 +573,17 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         device_id: opts.device_id,
         thrift_port: opts.thrift_port,
         cpu_port: opts.cpu_port,
-        // (The ports of packet I/O over nanomsg are the peer's business.)
+        // (The ports of packet I/O over nanomsg or gRPC are the peer's business.)
         ports: opts
             .ports
             .iter()
-            .filter(|p| p.backend != Backend::PacketIn)
+            .filter(|p| !p.backend.carries_every_port())
             .map(|p| PortInfo { number: p.port, iface: p.iface.clone() })
             .collect(),
         // Pcap-file ports have no link to ask.
         link_up: if opts.use_files.is_some() { None } else { Some(sluice_ports::link_is_up) },
+        swap_disabled: opts.swap_disabled,
+        started_without_program: opts.program.is_none(),
     };
     let device = Arc::new(Device::new(node.control().clone(), json.into(), info, Some(events_rx)));
     if opts.grpc_addr.is_none() {
@@ -672,6 +700,21 @@ mod tests {
         let b = parse(&args("--pcap p.json")).unwrap();
         assert_eq!(b.live.pcap_dir, Some(PathBuf::from(".")));
         assert_eq!(b.live.program, Some(PathBuf::from("p.json")));
+    }
+
+    #[test]
+    fn packet_io_over_nanomsg_or_grpc_replaces_the_interfaces() {
+        let a = parse(&args("-i 1@veth0 --packet-in ipc:///tmp/s.ipc p.json")).unwrap();
+        assert_eq!(
+            a.live.ports,
+            vec![PortSpec { port: 0, iface: "ipc:///tmp/s.ipc".into(), backend: Backend::PacketIn }]
+        );
+        assert!(a.notes.iter().any(|n| n.contains("ignored")), "{:?}", a.notes);
+        let g = parse(&args("p.json -- --dp-grpc-server-addr 127.0.0.1:9560 --disable-swap")).unwrap();
+        assert_eq!(g.live.ports, vec![PortSpec { port: 0, iface: "127.0.0.1:9560".into(), backend: Backend::Grpc }]);
+        assert!(g.live.swap_disabled);
+        let e = parse(&args("--packet-in ipc:///tmp/s.ipc p.json -- --dp-grpc-server-addr 127.0.0.1:1")).unwrap_err();
+        assert!(e.contains("exclusive"), "{e}");
     }
 
     #[test]
