@@ -42,6 +42,7 @@ declare -A options=(
     [lwaftr_conf]="-max_len=8192"
     [lwaftr_plane]="-max_len=16384"
     [pcap_file]="-max_len=16384"
+    [packet_in]="-max_len=16384"
 )
 if [ $# -gt 0 ]; then
     targets=("$@")
