@@ -37,6 +37,8 @@ def nexthop_update(p4info, update_type, nh, port):
 
 
 def main(args):
+    import re
+
     import grpc
     from google.rpc import code_pb2
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
@@ -104,6 +106,11 @@ def main(args):
     c.check(dup.error is not None and dup.error.code() == grpc.StatusCode.INVALID_ARGUMENT,
             f"stream with a duplicate election id ended with {dup.error and c.rpc_code_name(dup.error)}"
             ", want INVALID_ARGUMENT")
+    # Controllers tell this refusal from others by its words, as bmv2 and
+    # Stratum word it ("Election id already exists", "Election ID is already
+    # used ..."): a backup that meets it picks another id.
+    c.check(re.search(r"election id .*\b(?:used|exists)\b", dup.error.details() or "", re.IGNORECASE) is not None,
+            f"the duplicate election id's refusal reads {dup.error.details()!r}, not as bmv2 or Stratum word it")
 
     c.step("primary B disconnects: A is notified")
     b.close()

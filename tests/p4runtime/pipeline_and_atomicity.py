@@ -13,7 +13,9 @@ router example:
     one; ROLLBACK_ON_ERROR and DATAPLANE_ATOMIC apply nothing; the error
     details name ALREADY_EXISTS for the duplicate;
   * RECONCILE_AND_COMMIT with the same program keeps the entries;
-    VERIFY_AND_COMMIT starts afresh.
+    VERIFY_AND_COMMIT starts afresh;
+  * a table the P4Info marks const refuses entries (PERMISSION_DENIED) and
+    takes a new default entry (its default action is not const).
 """
 import argparse
 import faulthandler
@@ -174,5 +176,26 @@ set_pipeline(Req.RECONCILE_AND_COMMIT, config(8))
 check(routes() == [1, 2] and get(GetReq.COOKIE_ONLY).cookie.cookie == 8, f"after reconcile: {routes()}")
 set_pipeline(Req.VERIFY_AND_COMMIT, config(9))
 check(routes() == [], f"after VERIFY_AND_COMMIT: {routes()}")
+
+step("a const table (is_const_table): its entries are refused, its default entry may change")
+const_info = p4info_pb2.P4Info()
+const_info.CopyFrom(info)
+next(t for t in const_info.tables if t.preamble.id == tid).is_const_table = True
+set_pipeline(Req.VERIFY_AND_COMMIT, p4runtime_pb2.ForwardingPipelineConfig(p4info=const_info, p4_device_config=device_config))
+c, _ = write([route(3)])
+check(c == grpc.StatusCode.UNKNOWN or c == grpc.StatusCode.PERMISSION_DENIED, f"an entry into a const table: {c}")
+w = W(device_id=0, election_id=election)
+u = w.updates.add(type=p4runtime_pb2.Update.MODIFY)
+u.entity.table_entry.table_id = tid
+u.entity.table_entry.is_default_action = True
+u.entity.table_entry.action.action.action_id = aid
+u.entity.table_entry.action.action.params.add(param_id=1, value=b"\x02")
+c, err = code_of(lambda: stub.Write(w))
+check(c == grpc.StatusCode.OK, f"the default entry of a const table: {c} {err and err.details()}")
+r = p4runtime_pb2.ReadRequest(device_id=0)
+d = r.entities.add().table_entry
+d.table_id, d.is_default_action = tid, True
+got = [e.table_entry.action.action for resp in stub.Read(r) for e in resp.entities]
+check(len(got) == 1 and got[0].action_id == aid and got[0].params[0].value == b"\x02", f"the default read back: {got}")
 stream.close()
 print("PASS pipeline_and_atomicity.py")

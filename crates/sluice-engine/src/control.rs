@@ -730,17 +730,8 @@ impl Exec<'_> {
             Prim::Log { fmt, args } => {
                 if let Some(t) = self.trace.as_deref_mut() {
                     let env = Env { layout, phv: &*self.phv, params: data, packet: &[], cursor_bits: 0 };
-                    let mut vals = args.iter().map(|a| a.eval_u128(&env).to_string());
-                    // Each `{}` of the format takes the next argument, as bmv2's log_msg.
-                    let mut text = String::new();
-                    let mut rest = fmt.as_str();
-                    while let Some(i) = rest.find("{}") {
-                        text.push_str(&rest[..i]);
-                        text.push_str(&vals.next().unwrap_or_default());
-                        rest = &rest[i + 2..];
-                    }
-                    text.push_str(rest);
-                    t.push(crate::trace::Event::UserLog(text));
+                    let vals: Vec<String> = args.iter().map(|a| a.eval_u128(&env).to_string()).collect();
+                    t.push(crate::trace::Event::UserLog(format_log_msg(fmt, &vals)));
                 }
             }
             Prim::AssignVl { dst, src } => {
@@ -1039,5 +1030,62 @@ mod tests {
             full += usize::from(gathered.len() == 13);
         }
         assert!(full > 0, "some inputs had every header valid");
+    }
+}
+
+/// A `log_msg` line as bmv2 writes it: each `{...}` of `fmt` (a `{` not
+/// preceded by a backslash, up to the next `}` not preceded by one) takes
+/// the next value in decimal, then escaped braces lose their backslash. A
+/// placeholder without a value stays as written, a `{` without its `}` ends
+/// the substitution, and values left over are appended in brackets (bmv2
+/// stops the whole switch for either mistake; Sluice logs what it can).
+pub fn format_log_msg(fmt: &str, vals: &[String]) -> String {
+    let b = fmt.as_bytes();
+    let mut out = String::with_capacity(fmt.len() + 8 * vals.len());
+    let mut vals = vals.iter();
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if b[i] == b'{' && (i == 0 || b[i - 1] != b'\\') {
+            let mut j = i + 1;
+            while j < b.len() && !(b[j] == b'}' && b[j - 1] != b'\\') {
+                j += 1;
+            }
+            if j == b.len() {
+                break;
+            }
+            if let Some(v) = vals.next() {
+                out.push_str(&fmt[copied..i]);
+                out.push_str(v);
+                copied = j + 1;
+            }
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&fmt[copied..]);
+    let mut out = out.replace("\\{", "{").replace("\\}", "}");
+    let rest: Vec<&str> = vals.map(String::as_str).collect();
+    if !rest.is_empty() {
+        out.push_str(&format!(" [{}]", rest.join(", ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod log_msg_tests {
+    use super::format_log_msg;
+
+    #[test]
+    fn placeholders_take_values_in_order_and_escapes_lose_their_backslash() {
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(format_log_msg("ttl={} port={}", &v(&["63", "2"])), "ttl=63 port=2");
+        assert_eq!(format_log_msg("a {x} b {}", &v(&["1", "2"])), "a 1 b 2");
+        assert_eq!(format_log_msg("set \\{{}\\}", &v(&["7"])), "set {7}");
+        assert_eq!(format_log_msg("no args", &[]), "no args");
+        assert_eq!(format_log_msg("{} and {}", &v(&["1"])), "1 and {}");
+        assert_eq!(format_log_msg("x", &v(&["1"])), "x [1]");
+        assert_eq!(format_log_msg("open { never closed", &v(&["1"])), "open { never closed [1]");
     }
 }

@@ -247,3 +247,35 @@ fn multicast_replicas_are_traced_under_their_own_copy_ids() {
     assert!(!t.contains("[0.5]") && !t.contains("[0.0] [cxt 0] Transmitting"), "{t}");
     assert!(t.contains("[1.0] [cxt 0] Transmitting packet of size 3 out of port 0"), "{t}");
 }
+
+/// `log_msg` with arguments, as p4c writes it (a `parameters_vector` of a
+/// header field and an action parameter): the program loads and the trace
+/// prints the line at info level with the values in decimal, as bmv2.
+#[test]
+fn log_msg_with_arguments_prints_their_values() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/router.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    let action =
+        v["actions"].as_array_mut().unwrap().iter_mut().find(|a| a["name"] == "RouterIngress.forward").unwrap();
+    action["primitives"].as_array_mut().unwrap().push(serde_json::json!({
+        "op": "log_msg",
+        "parameters": [
+            {"type": "string", "value": "ttl={} port={} \\{done\\}"},
+            {"type": "parameters_vector", "value": [
+                {"type": "field", "value": ["ipv4", "ttl"]},
+                {"type": "runtime_data", "value": 0}
+            ]}
+        ]
+    }));
+    let mut sw = sluice_engine::load_switch(&v.to_string()).expect("log_msg with a parameters_vector loads");
+    for c in [
+        "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop 10.0.0.0/8 => 1",
+        "table_add RouterIngress.nexthop RouterIngress.forward 1 => 2 00:00:00:00:00:02 00:00:00:00:00:01",
+    ] {
+        cli::run(&mut sw, c).unwrap();
+    }
+    sw.set_trace(true);
+    forward(&mut sw, &packet());
+    let t = sw.drain_trace().unwrap();
+    assert!(t.contains("ttl=63 port=2 {done}"), "{t}");
+}

@@ -594,8 +594,11 @@ pub fn parse_expr(a: &At) -> Result<Expr, LoadError> {
             Expr::Lookahead(items[0].u32()?, items[1].u32()?)
         }
         "string" => Expr::Str(val.str()?.to_string()),
-        // A field list written in place (PSA externs' arguments).
-        "field_list" if val.v.is_array() => Expr::List(val.arr()?.iter().map(parse_expr).collect::<Result<_, _>>()?),
+        // A field list written in place (PSA externs' arguments), and
+        // log_msg's list of arguments.
+        "field_list" | "parameters_vector" if val.v.is_array() => {
+            Expr::List(val.arr()?.iter().map(parse_expr).collect::<Result<_, _>>()?)
+        }
         "calculation" | "counter_array" | "register_array" | "meter_array" | "extern" | "field_list" | "parse_vset" => {
             Expr::Object { kind: ty.to_string(), name: obj_name(&val)? }
         }

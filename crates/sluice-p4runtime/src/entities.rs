@@ -526,7 +526,10 @@ fn write_table_entry(
 ) -> Result<(), Fail> {
     let t = table(pl, te.table_id)?;
     let ti = t.index;
-    if t.is_const {
+    // A const table's entries are the program's; its default entry may be
+    // changed unless the program makes the default action const (the
+    // engine refuses that with DefaultActionIsConst / DefaultEntryIsConst).
+    if t.is_const && !te.is_default_action {
         return fail(Code::PermissionDenied, format!("table {} is const", t.id));
     }
     if te.is_default_action {

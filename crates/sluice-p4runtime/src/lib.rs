@@ -53,6 +53,10 @@ pub mod proto {
     }
 }
 
+/// The refusal of a request that needs a forwarding pipeline before one is
+/// set, in bmv2's words (controllers match them).
+pub const NO_PIPELINE: &str = "No forwarding pipeline config set for this device";
+
 /// The P4Runtime version Sluice implements (Capabilities answers it).
 pub const API_VERSION: &str = "1.4.1";
 
@@ -117,7 +121,7 @@ impl Server {
 
     /// The pipeline writes and reads use: installed, and still the program the device runs.
     fn pipeline(&self, st: &State) -> Result<Arc<Pipeline>, Status> {
-        let pl = st.pipeline.clone().ok_or_else(|| Status::failed_precondition("no forwarding pipeline is set"))?;
+        let pl = st.pipeline.clone().ok_or_else(|| Status::failed_precondition(NO_PIPELINE))?;
         if !Arc::ptr_eq(&pl.json, &self.dev.program().json) && *pl.json != *self.dev.program().json {
             return Err(Status::failed_precondition(
                 "the program was replaced through the Thrift API: set the forwarding pipeline again",
@@ -390,7 +394,7 @@ impl p4::p4_runtime_server::P4Runtime for Service {
         let s = self.0.clone();
         let req = request.into_inner();
         let resp = blocking(move || s.read(req)).await?;
-        Ok(Response::new(Box::pin(tokio_stream::once(Ok(resp)))))
+        Ok(Response::new(Box::pin(tokio_stream::iter(split_read(resp).into_iter().map(Ok)))))
     }
 
     async fn set_forwarding_pipeline_config(
@@ -427,6 +431,33 @@ impl p4::p4_runtime_server::P4Runtime for Service {
     ) -> Result<Response<p4::CapabilitiesResponse>, Status> {
         Ok(Response::new(p4::CapabilitiesResponse { p4runtime_api_version: API_VERSION.into(), experimental: None }))
     }
+}
+
+/// Encoded bytes of entities one ReadResponse carries at most: a large
+/// Read is streamed as several responses, each far under the 4 MiB gRPC
+/// clients accept by default.
+pub const READ_CHUNK: usize = 1 << 20;
+
+/// Splits a Read's answer into responses of at most [`READ_CHUNK`] bytes of
+/// entities each (an entity larger than that goes alone); an empty answer
+/// is one empty response.
+pub fn split_read(resp: p4::ReadResponse) -> Vec<p4::ReadResponse> {
+    let mut out = Vec::new();
+    let (mut cur, mut size) = (Vec::new(), 0usize);
+    for e in resp.entities {
+        // The entity, its field tag and its length prefix.
+        let n = e.encoded_len() + 1 + prost::length_delimiter_len(e.encoded_len());
+        if size + n > READ_CHUNK && !cur.is_empty() {
+            out.push(p4::ReadResponse { entities: std::mem::take(&mut cur) });
+            size = 0;
+        }
+        size += n;
+        cur.push(e);
+    }
+    if !cur.is_empty() || out.is_empty() {
+        out.push(p4::ReadResponse { entities: cur });
+    }
+    out
 }
 
 /// gRPC's status table names RESOURCE_EXHAUSTED for a request above the
@@ -522,4 +553,28 @@ pub fn start_with(dev: Arc<Device>, addr: &str, limits: connections::Limits) -> 
         })
         .map_err(|e| e.to_string())?;
     Ok(local)
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+
+    #[test]
+    fn a_large_read_is_split_into_responses_under_the_chunk_size_in_order() {
+        let entity = |i: u32| p4::Entity {
+            entity: Some(p4::entity::Entity::TableEntry(p4::TableEntry {
+                table_id: 1,
+                priority: i as i32,
+                metadata: vec![0; 100],
+                ..Default::default()
+            })),
+        };
+        let all: Vec<p4::Entity> = (0..50_000).map(entity).collect();
+        let parts = split_read(p4::ReadResponse { entities: all.clone() });
+        assert!(parts.len() > 1, "{} parts", parts.len());
+        assert!(parts.iter().all(|p| p.encoded_len() <= READ_CHUNK), "a part past the chunk size");
+        let back: Vec<p4::Entity> = parts.into_iter().flat_map(|p| p.entities).collect();
+        assert_eq!(back, all, "entities lost or reordered");
+        assert_eq!(split_read(p4::ReadResponse::default()), vec![p4::ReadResponse::default()]);
+    }
 }

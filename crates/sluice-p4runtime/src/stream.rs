@@ -28,7 +28,7 @@ use crate::entities::minimal;
 use crate::pipeline::{pack_fields, unpack_fields};
 use crate::proto::google::rpc;
 use crate::proto::p4::v1 as p4;
-use crate::Server;
+use crate::{Server, NO_PIPELINE};
 
 /// The outbound side of one StreamChannel.
 pub type Tx = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
@@ -270,8 +270,9 @@ pub fn handle(server: &Server, id: u64, tx: &Tx, msg: p4::StreamMessageRequest) 
             let r = s.roles.entry(role.clone()).or_default();
             if r.clients.iter().any(|c| c.id != id && c.election == Some(e)) {
                 drop(st);
+                // bmv2's words, which controllers match to pick another id.
                 let _ = tx.try_send(Err(Status::invalid_argument(format!(
-                    "election_id {e} is already used by another client of this role"
+                    "Election id already exists (election_id {e} is held by another client of this role)"
                 ))));
                 return false;
             }
@@ -310,7 +311,7 @@ pub fn handle(server: &Server, id: u64, tx: &Tx, msg: p4::StreamMessageRequest) 
                 return refuse(Code::FailedPrecondition, "the switch runs without --cpu-port: no packet-out".into());
             };
             let Some(pl) = pl else {
-                return refuse(Code::FailedPrecondition, "no forwarding pipeline is set".into());
+                return refuse(Code::FailedPrecondition, NO_PIPELINE.into());
             };
             let mut frame = match &pl.ids.packet_out {
                 Some(fields) => {

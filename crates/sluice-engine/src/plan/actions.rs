@@ -426,13 +426,15 @@ impl<'a> Cx<'a> {
                     Some(Expr::Str(s)) => s.clone(),
                     _ => String::new(),
                 };
+                // The arguments: p4c passes them as one `parameters_vector`.
                 let mut args = Vec::new();
-                if let Some(Expr::Op { .. }) = pr.params.get(1) {
-                    // p4c passes a list expression; not decoded further.
-                }
                 for a in pr.params.iter().skip(1) {
-                    if let Ok(r) = self.root(a, params, path, 0) {
-                        args.push(r);
+                    let items = match a {
+                        Expr::List(items) => items.as_slice(),
+                        one => std::slice::from_ref(one),
+                    };
+                    for item in items {
+                        args.push(self.root(item, params, path, 0)?);
                     }
                 }
                 Prim::Log { fmt, args }
