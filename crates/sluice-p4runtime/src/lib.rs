@@ -479,12 +479,48 @@ fn too_large_is_resource_exhausted<B>(mut r: http::Response<B>) -> http::Respons
 pub struct P4Runtime {
     device: Arc<Device>,
     addr: String,
+    tls: Option<Tls>,
 }
 
 impl P4Runtime {
-    /// The server for `device` on `addr` (`HOST:PORT`).
-    pub fn new(device: Arc<Device>, addr: &str) -> P4Runtime {
-        P4Runtime { device, addr: addr.to_string() }
+    /// The server for `device` on `addr` (`HOST:PORT`), over TLS when `tls` says so.
+    pub fn new(device: Arc<Device>, addr: &str, tls: Option<Tls>) -> P4Runtime {
+        P4Runtime { device, addr: addr.to_string(), tls }
+    }
+}
+
+/// TLS on the gRPC server, with bmv2's options: `--grpc-server-ssl`,
+/// `--grpc-server-cert`, `--grpc-server-key`, and for mutual TLS
+/// `--grpc-server-with-client-auth` with `--grpc-server-cacert` (the CA a
+/// client's certificate must be signed by; a client without one is refused).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tls {
+    /// The server's certificate chain (PEM file).
+    pub cert: std::path::PathBuf,
+    /// Its private key (PEM file).
+    pub key: std::path::PathBuf,
+    /// The CA that signs clients' certificates (PEM file).
+    pub ca: Option<std::path::PathBuf>,
+    /// Require a client certificate signed by `ca`.
+    pub client_auth: bool,
+}
+
+impl Tls {
+    /// The server's TLS configuration, its files read; the error names the file.
+    fn config(&self) -> Result<tonic::transport::ServerTlsConfig, String> {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let read =
+            |p: &std::path::Path, what: &str| std::fs::read(p).map_err(|e| format!("{what} {}: {e}", p.display()));
+        let cert = read(&self.cert, "--grpc-server-cert")?;
+        let key = read(&self.key, "--grpc-server-key")?;
+        let mut cfg = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+        if self.client_auth {
+            let ca = self.ca.as_deref().ok_or("--grpc-server-with-client-auth needs --grpc-server-cacert")?;
+            cfg = cfg
+                .client_ca_root(Certificate::from_pem(read(ca, "--grpc-server-cacert")?))
+                .client_auth_optional(false);
+        }
+        Ok(cfg)
     }
 }
 
@@ -494,18 +530,30 @@ impl sluice_node::Server<sluice_engine::Switch> for P4Runtime {
     }
 
     fn start(&mut self, _: &sluice_node::Control<sluice_engine::Switch>) -> Result<String, String> {
-        let local = start(self.device.clone(), &self.addr)?;
-        Ok(format!("sluice: P4Runtime server listening on {local}"))
+        let local = start_with(self.device.clone(), &self.addr, connections::Limits::default(), self.tls.clone())?;
+        let tls = match &self.tls {
+            Some(t) if t.client_auth => " (TLS, client certificates required)",
+            Some(_) => " (TLS)",
+            None => "",
+        };
+        Ok(format!("sluice: P4Runtime server listening on {local}{tls}"))
     }
 }
 
 /// Serves P4Runtime on `addr` from threads of its own; returns once the socket listens.
 pub fn start(dev: Arc<Device>, addr: &str) -> Result<std::net::SocketAddr, String> {
-    start_with(dev, addr, connections::Limits::default())
+    start_with(dev, addr, connections::Limits::default(), None)
 }
 
-/// [`start`] with bounds on the connections other than the defaults.
-pub fn start_with(dev: Arc<Device>, addr: &str, limits: connections::Limits) -> Result<std::net::SocketAddr, String> {
+/// [`start`] with bounds on the connections other than the defaults, and
+/// over TLS when `tls` says so.
+pub fn start_with(
+    dev: Arc<Device>,
+    addr: &str,
+    limits: connections::Limits,
+    tls: Option<Tls>,
+) -> Result<std::net::SocketAddr, String> {
+    let tls = tls.as_ref().map(Tls::config).transpose()?;
     use std::net::ToSocketAddrs;
     let sa = addr
         .to_socket_addrs()
@@ -537,7 +585,14 @@ pub fn start_with(dev: Arc<Device>, addr: &str, limits: connections::Limits) -> 
                 let (incoming, _) = connections::accept(listener, limits);
                 // Large flow-control windows: batched Writes are tens of kilobytes to megabytes.
                 // Keepalive pings find dead peers (a quiet live client is never closed).
-                let r = tonic::transport::Server::builder()
+                let mut builder = tonic::transport::Server::builder();
+                if let Some(cfg) = tls {
+                    builder = match builder.tls_config(cfg) {
+                        Ok(b) => b,
+                        Err(e) => return eprintln!("sluice: P4Runtime server: TLS: {e}"),
+                    };
+                }
+                let r = builder
                     .initial_stream_window_size(Some(8 << 20))
                     .initial_connection_window_size(Some(16 << 20))
                     .http2_keepalive_interval(Some(KEEPALIVE))

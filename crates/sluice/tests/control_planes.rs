@@ -319,6 +319,11 @@ impl Drop for SwitchNs {
 
 impl SwitchNs {
     fn start(tag: &str) -> SwitchNs {
+        SwitchNs::start_with(tag, &[])
+    }
+
+    /// [`SwitchNs::start`] with more target options (after `--`).
+    fn start_with(tag: &str, target: &[&str]) -> SwitchNs {
         require_tools();
         let ns = format!("slp{}-{tag}", std::process::id());
         let dir = std::env::temp_dir().join(&ns);
@@ -337,6 +342,7 @@ impl SwitchNs {
             Command::new("ip")
                 .args(["netns", "exec", &n, SLUICE, "simple_switch_grpc", "--no-p4", "-i", "1@s1", "-i", "2@s2"])
                 .args(["--", "--grpc-server-addr", "127.0.0.1:9559", "--cpu-port", "255"])
+                .args(target)
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -395,6 +401,36 @@ fn p4runtime_shell_drives_the_edge_example_with_packet_io() {
     p4rt_script("edge", "shell_edge.py");
 }
 
+/// P4Runtime over TLS with mutual authentication (`--grpc-server-ssl`,
+/// `--grpc-server-cert`, `--grpc-server-key`,
+/// `--grpc-server-with-client-auth`, `--grpc-server-cacert`): p4runtime-shell
+/// with a certificate works; a client without one, or in plaintext, is
+/// refused (`tests/p4runtime/tls.py`).
+#[test]
+fn p4runtime_over_tls_with_client_certificates() {
+    let certs = std::env::temp_dir().join(format!("slp-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&certs).unwrap();
+    common::lab::certificates(&certs);
+    let f = |n: &str| certs.join(n).display().to_string();
+    let (cert, key, ca) = (f("sw.pem"), f("sw.key"), f("ca.pem"));
+    let ns = SwitchNs::start_with(
+        "tls",
+        &[
+            "--grpc-server-ssl",
+            "--grpc-server-cert",
+            &cert,
+            "--grpc-server-key",
+            &key,
+            "--grpc-server-with-client-auth",
+            "--grpc-server-cacert",
+            &ca,
+        ],
+    );
+    assert!(ns.log().contains("(TLS, client certificates required)"), "{}", ns.log());
+    ns.script_with("tls.py", &venv_bin("python"), &["--certs", &certs.display().to_string()]);
+    let _ = std::fs::remove_dir_all(&certs);
+}
+
 #[test]
 fn p4runtime_arbitration_between_two_clients() {
     p4rt_script("arb", "arbitration.py");
@@ -443,7 +479,7 @@ fn p4runtime_server_bounds_its_connections_and_closes_silent_ones() {
     let json = std::fs::read_to_string(&router).unwrap();
     let dev = Arc::new(Device::standalone(sluice::load(&router).unwrap(), json.into()));
     let limits = sluice_p4runtime::connections::Limits { max_connections: 4, first_bytes: Duration::from_secs(1) };
-    let addr = sluice_p4runtime::start_with(dev, "127.0.0.1:0", limits).unwrap();
+    let addr = sluice_p4runtime::start_with(dev, "127.0.0.1:0", limits, None).unwrap();
     let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
     let client = || {
         let mut c = TcpStream::connect(addr).unwrap();

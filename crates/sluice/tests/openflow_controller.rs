@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::lab::{sh, Kill, Lab, MAC_H1, MAC_H2, SLUICE};
+use common::lab::{certificates, sh, Kill, Lab, MAC_H1, MAC_H2, SLUICE};
 
 fn require(tool: &str, package: &str) {
     let ok = Command::new("sh").args(["-c", &format!("command -v {tool}")]).stdout(Stdio::null()).status();
@@ -352,56 +352,6 @@ fn the_proactive_router_app_routes_between_the_example_subnets() {
         assert!(line.contains("dec_ttl") && !line.contains("n_packets=0,"), "{line}");
     }
     lab.stop();
-}
-
-/// A CA, and certificates it signed for the controller and the switch,
-/// made with openssl in `dir`: (ca.pem, ctl.key, ctl.pem, sw.key, sw.pem).
-fn certificates(dir: &Path) {
-    require("openssl", "openssl");
-    let d = |f: &str| dir.join(f).to_str().unwrap().to_string();
-    sh(&["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &d("ca.key"), "-out", &d("ca.pem")]
-        .into_iter()
-        .chain(["-days", "2", "-subj", "/CN=sluice-test-ca"])
-        .collect::<Vec<_>>());
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n",
-    )
-    .unwrap();
-    for who in ["ctl", "sw"] {
-        let (key, csr, pem) = (d(&format!("{who}.key")), d(&format!("{who}.csr")), d(&format!("{who}.pem")));
-        sh(&[
-            "openssl",
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={who}"),
-        ]);
-        sh(&[
-            "openssl",
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &d("ca.pem"),
-            "-CAkey",
-            &d("ca.key"),
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-extfile",
-            &d("ext.cnf"),
-        ]);
-    }
 }
 
 /// `--listen ssl:`: Open vSwitch connects over TLS (each side checks

@@ -68,6 +68,8 @@ pub struct LiveOptions {
     pub thrift_port: Option<u16>,
     /// Serve P4Runtime on this address (`HOST:PORT`).
     pub grpc_addr: Option<String>,
+    /// Over TLS (`--grpc-server-ssl` and its certificate options).
+    pub grpc_tls: Option<sluice_p4runtime::Tls>,
     /// Frames sent to this port go to the P4Runtime client (PacketIn); PacketOut frames enter here.
     pub cpu_port: Option<u32>,
     pub device_id: u64,
@@ -102,6 +104,7 @@ impl Default for LiveOptions {
             use_files: None,
             thrift_port: None,
             grpc_addr: None,
+            grpc_tls: None,
             cpu_port: None,
             device_id: 0,
             profile: false,
@@ -166,8 +169,7 @@ Options of bmv2's simple_switch, simple_switch_grpc and psa_switch:
   -v, --version                print the version
   --json-version               print the newest BMv2 JSON version read
 Refused, with the reason: --debugger, --debugger-addr,
-  --load-modules,
-  --grpc-server-ssl and its certificate options, --drop-port other than 511
+  --load-modules, --drop-port other than 511
 Sluice options:
   --metrics ADDR               serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or :PORT)
   --name NAME                  the instance's name, for `sluice top NAME` (default: its PID)
@@ -184,6 +186,12 @@ Sluice options:
                                (link schedule, e.g. 5s/1s), seed=N; P from 0 to 1, any subset
 Target options after `--`:
   --grpc-server-addr ADDR      P4Runtime server address (default 0.0.0.0:9559 in the simple_switch_grpc form)
+  --grpc-server-ssl            serve P4Runtime over TLS, with:
+  --grpc-server-cert FILE      the server's certificate (PEM)
+  --grpc-server-key FILE       its private key (PEM)
+  --grpc-server-with-client-auth
+                               require a client certificate signed by:
+  --grpc-server-cacert FILE    the clients' CA (PEM)
   --dp-grpc-server-addr ADDR   packet I/O over gRPC (bmv2's p4.bm.DataplaneInterface) on ADDR instead
                                of interfaces (-i is ignored)
   --cpu-port N                 the CPU port (P4Runtime packet-in/out)
@@ -220,11 +228,6 @@ fn refused(opt: &str) -> Option<&'static str> {
             "Sluice has no bmv2 debugger (as a bmv2 built without --enable-debugger, which refuses it too)"
         }
         "--load-modules" => "extern modules (shared libraries for bmv2) cannot be loaded",
-        "--grpc-server-ssl"
-        | "--grpc-server-cacert"
-        | "--grpc-server-cert"
-        | "--grpc-server-key"
-        | "--grpc-server-with-client-auth" => "TLS for the P4Runtime server is not implemented",
         _ => return None,
     })
 }
@@ -236,6 +239,7 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
     let mut no_p4 = false;
     let mut max_ports = 512usize;
     let mut packet_in = None::<String>;
+    let (mut ssl, mut tls) = (false, sluice_p4runtime::Tls::default());
     let (mut log_console, mut log_file, mut log_flush) = (false, None::<PathBuf>, false);
     let (mut max_size, mut max_files) = (None::<u64>, None::<u32>);
     let mut i = 0;
@@ -261,6 +265,11 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
             match opt {
                 "--grpc-server-addr" => out.grpc_server_addr = Some(val(&mut i)?),
                 "--dp-grpc-server-addr" => out.dp_grpc_server_addr = Some(val(&mut i)?),
+                "--grpc-server-ssl" => ssl = true,
+                "--grpc-server-with-client-auth" => tls.client_auth = true,
+                "--grpc-server-cert" => tls.cert = PathBuf::from(val(&mut i)?),
+                "--grpc-server-key" => tls.key = PathBuf::from(val(&mut i)?),
+                "--grpc-server-cacert" => tls.ca = Some(PathBuf::from(val(&mut i)?)),
                 "--cpu-port" => out.cpu_port = Some(number(&val(&mut i)?, opt)?),
                 "--enable-swap" => {}
                 "--disable-swap" => out.live.swap_disabled = true,
@@ -391,6 +400,22 @@ pub fn parse(args: &[String]) -> Result<SimpleSwitchArgs, String> {
     }
     if out.live.ports.len() > max_ports {
         return Err(format!("{} interfaces given, more than --max-port-count {max_ports}", out.live.ports.len()));
+    }
+    let tls_given = tls != sluice_p4runtime::Tls::default();
+    match (ssl, tls_given) {
+        (true, _) if tls.cert.as_os_str().is_empty() || tls.key.as_os_str().is_empty() => {
+            return Err("--grpc-server-ssl needs --grpc-server-cert and --grpc-server-key".into())
+        }
+        (true, _) if tls.client_auth && tls.ca.is_none() => {
+            return Err("--grpc-server-with-client-auth needs --grpc-server-cacert".into())
+        }
+        (true, _) => out.live.grpc_tls = Some(tls),
+        (false, true) => {
+            return Err(
+                "--grpc-server-cert, -key, -cacert and -with-client-auth take effect with --grpc-server-ssl".into()
+            )
+        }
+        (false, false) => {}
     }
     if let Some(addr) = out.dp_grpc_server_addr.clone() {
         if packet_in.is_some() {
@@ -593,7 +618,7 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
         node.serve(sluice_thrift::Thrift::new(device.clone(), port))?;
     }
     if let Some(addr) = &opts.grpc_addr {
-        if let Err(e) = node.serve(sluice_p4runtime::P4Runtime::new(device.clone(), addr)) {
+        if let Err(e) = node.serve(sluice_p4runtime::P4Runtime::new(device.clone(), addr, opts.grpc_tls.clone())) {
             return Err(node.fail(e));
         }
     }
@@ -736,7 +761,12 @@ mod tests {
             ("--packet-in ipc:///tmp/x --use-files 0 p.json", "--use-files and --packet-in are exclusive"),
             ("--packet-in udp://x p.json", "option --packet-in: udp://x: not a nanomsg address"),
             ("--restore-state", "option --restore-state needs a value"),
-            ("p.json -- --grpc-server-ssl", "TLS for the P4Runtime server is not implemented"),
+            ("p.json -- --grpc-server-ssl", "--grpc-server-ssl needs --grpc-server-cert and --grpc-server-key"),
+            ("p.json -- --grpc-server-cert c.pem", "take effect with --grpc-server-ssl"),
+            (
+                "p.json -- --grpc-server-ssl --grpc-server-cert c --grpc-server-key k --grpc-server-with-client-auth",
+                "needs --grpc-server-cacert",
+            ),
             ("p.json -- --drop-port 255", "drop port is 511"),
             ("--max-port-count 1 -i 1@a -i 2@b p.json", "more than --max-port-count 1"),
             ("--log-file-max-size 0 --log-file l p.json", "above 0"),

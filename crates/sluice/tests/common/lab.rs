@@ -305,3 +305,58 @@ impl Drop for Kill {
         let _ = self.0.wait();
     }
 }
+
+/// A CA, and certificates it signed for a controller and a switch (both
+/// for 127.0.0.1, good for either end of a connection), made with openssl
+/// in `dir`: ca.pem, ctl.key, ctl.pem, sw.key, sw.pem.
+pub fn certificates(dir: &Path) {
+    let ok = Command::new("sh").args(["-c", "command -v openssl"]).stdout(Stdio::null()).status();
+    assert!(
+        ok.is_ok_and(|s| s.success()),
+        "openssl is not installed: run scripts/test.sh (it installs Debian's openssl) or apt-get install openssl"
+    );
+    let d = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    sh(&["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &d("ca.key"), "-out", &d("ca.pem")]
+        .into_iter()
+        .chain(["-days", "2", "-subj", "/CN=sluice-test-ca"])
+        .collect::<Vec<_>>());
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n",
+    )
+    .unwrap();
+    for who in ["ctl", "sw"] {
+        let (key, csr, pem) = (d(&format!("{who}.key")), d(&format!("{who}.csr")), d(&format!("{who}.pem")));
+        sh(&[
+            "openssl",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            &format!("/CN={who}"),
+        ]);
+        sh(&[
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &d("ca.pem"),
+            "-CAkey",
+            &d("ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &d("ext.cnf"),
+        ]);
+    }
+}
