@@ -146,6 +146,17 @@ impl Device {
         Ok(())
     }
 
+    /// [`Device::check_swap`] for the program staged by [`Device::stage`];
+    /// with swapping disabled and a program running, a swap with nothing
+    /// staged is refused too (as bmv2 refuses every swap then).
+    pub fn check_swap_staged(&self) -> Result<(), String> {
+        let staged = self.staged.lock().unwrap_or_else(|e| e.into_inner());
+        match staged.as_ref() {
+            Some((_, p)) => self.check_swap(&p.json),
+            None => self.check_swap(""),
+        }
+    }
+
     /// Replaces the running program with a compiled one (all state starts
     /// fresh); refused as [`Device::check_swap`] says.
     pub fn install(&self, sw: Switch, json: Arc<str>) -> Result<(), String> {

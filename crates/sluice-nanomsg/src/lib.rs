@@ -164,6 +164,21 @@ impl Stream {
             Stream::Tcp(s) => s,
         }
     }
+
+    /// Writes `out[*sent..]` until the socket would block, advancing
+    /// `sent`; `Err` when the connection is gone.
+    fn write_pending(&mut self, out: &[u8], sent: &mut usize) -> Result<(), ()> {
+        while *sent < out.len() {
+            match self.write(&out[*sent..]) {
+                Ok(0) => return Err(()),
+                Ok(n) => *sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Err(()),
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Read for Stream {
@@ -361,15 +376,7 @@ impl Sub {
 
     /// Writes what it can; `Err` when the connection is gone.
     fn write_out(&mut self) -> Result<(), ()> {
-        while self.sent < self.out.len() {
-            match self.stream.write(&self.out[self.sent..]) {
-                Ok(0) => return Err(()),
-                Ok(n) => self.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Err(()),
-            }
-        }
+        self.stream.write_pending(&self.out, &mut self.sent)?;
         if self.sent == self.out.len() {
             self.out.clear();
             self.sent = 0;

@@ -265,15 +265,7 @@ struct Peer {
 impl Peer {
     /// Writes what it can; `Err` when the connection is gone.
     fn write_out(&mut self) -> Result<(), ()> {
-        while self.sent < self.out.len() {
-            match std::io::Write::write(&mut self.stream, &self.out[self.sent..]) {
-                Ok(0) => return Err(()),
-                Ok(n) => self.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return Err(()),
-            }
-        }
+        self.stream.write_pending(&self.out, &mut self.sent)?;
         if self.sent == self.out.len() {
             self.out.clear();
             self.sent = 0;

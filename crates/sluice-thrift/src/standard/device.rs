@@ -69,7 +69,7 @@ pub(super) fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         }
         "bm_swap_configs" => {
             drop(pool);
-            if dev.info.swap_disabled && dev.check_swap("").is_err() {
+            if dev.check_swap_staged().is_err() {
                 return Err(Fault::Code(1)); // CONFIG_SWAP_DISABLED
             }
             match dev.swap_staged() {
