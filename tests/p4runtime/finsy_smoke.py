@@ -7,8 +7,8 @@ with $SLUICE_FINSY_PY when finsy is not importable.
 
 Proves, with a second, independently written client:
   * finsy's handshake works: Capabilities, arbitration (it becomes primary),
-    GetForwardingPipelineConfig / SetForwardingPipelineConfig (p4force); a
-    server without gNMI answers UNIMPLEMENTED, which finsy tolerates.
+    GetForwardingPipelineConfig / SetForwardingPipelineConfig (p4force), and
+    its port list read over gNMI on the same port (gnmi_ports.py tests gNMI).
   * Entries inserted with finsy read back equal (wildcard read per table),
     MODIFY and DELETE are reflected in reads (spec 'TableEntry', 'Read RPC').
   * A frame sent on --if1 leaves --if2 routed (MACs, TTL - 1) and the indexed

@@ -151,6 +151,27 @@ struct Slot {
     dirty: bool,
     /// A replayed file that ended.
     finished: bool,
+    /// Group-addressed frames received and sent (the rest are unicast).
+    casts: Casts,
+}
+
+/// Frames to a group address (I/G bit of the destination set), by kind.
+#[derive(Debug, Default, Clone, Copy)]
+struct Casts {
+    rx_multicast: u64,
+    rx_broadcast: u64,
+    tx_multicast: u64,
+    tx_broadcast: u64,
+}
+
+/// Whether `frame` goes to a group address: `Some(true)` for broadcast,
+/// `Some(false)` for multicast, `None` for unicast (or a runt).
+#[inline]
+fn group_kind(frame: &[u8]) -> Option<bool> {
+    match frame.first() {
+        Some(b) if b & 1 != 0 => Some(frame.len() >= 6 && frame[..6] == [0xff; 6]),
+        _ => None,
+    }
 }
 
 impl Slot {
@@ -271,6 +292,7 @@ impl<N: Send + 'static> LiveIo<N> {
                     last_try: Instant::now(),
                     dirty: false,
                     finished: false,
+                    casts: Casts::default(),
                 }
             })
             .collect();
@@ -411,6 +433,11 @@ impl<N> Outputs<N> {
             Ok(()) => {
                 slot.dirty = true;
                 self.stats.sent += 1;
+                match group_kind(frame) {
+                    Some(true) => slot.casts.tx_broadcast += 1,
+                    Some(false) => slot.casts.tx_multicast += 1,
+                    None => {}
+                }
                 if dump {
                     self.dumped_out.push(dump_line("Sending", frame, p, self.taps.dump_packet_data));
                 }
@@ -597,6 +624,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             last_try: Instant::now(),
             dirty: false,
             finished: false,
+            casts: Casts::default(),
         });
         // The wake-up descriptor stays last.
         let at = self.out.pfds.len() - 1;
@@ -675,6 +703,37 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
             to.counter("sluice_port_received_bytes_total", "Bytes received on a port.", &l, p.rx_bytes);
             to.counter("sluice_port_sent_packets_total", "Frames sent on a port.", &l, p.tx_packets);
             to.counter("sluice_port_sent_bytes_total", "Bytes sent on a port.", &l, p.tx_bytes);
+            let c = &slot.casts;
+            to.counter(
+                "sluice_port_received_multicast_packets_total",
+                "Frames received on a port to a multicast address (broadcast not included).",
+                &l,
+                c.rx_multicast,
+            );
+            to.counter(
+                "sluice_port_received_broadcast_packets_total",
+                "Frames received on a port to the broadcast address.",
+                &l,
+                c.rx_broadcast,
+            );
+            to.counter(
+                "sluice_port_sent_multicast_packets_total",
+                "Frames sent on a port to a multicast address (broadcast not included).",
+                &l,
+                c.tx_multicast,
+            );
+            to.counter(
+                "sluice_port_sent_broadcast_packets_total",
+                "Frames sent on a port to the broadcast address.",
+                &l,
+                c.tx_broadcast,
+            );
+            to.counter(
+                "sluice_port_invalid_frames_total",
+                "Messages a port carrying several ports' frames could not read as a frame.",
+                &l,
+                p.rx_invalid,
+            );
             let drop_help = "Frames a port lost, by reason: the kernel dropped them before they were read \
                              (socket buffer or receive ring full), or they could not be sent.";
             let kernel = [("port", port.as_str()), ("interface", iface), ("reason", "kernel")];
@@ -799,6 +858,14 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
                     break;
                 }
                 self.out.stats.received += n as u64;
+                let casts = &mut self.out.slots[k].casts;
+                for i in 0..n {
+                    match group_kind(self.rx.frame(i).0) {
+                        Some(true) => casts.rx_broadcast += 1,
+                        Some(false) => casts.rx_multicast += 1,
+                        None => {}
+                    }
+                }
                 self.run_frames(dp, k, n);
                 if n < BATCH {
                     break;

@@ -120,6 +120,13 @@ impl<D: DataPlane> Control<D> {
         self.shared.changes.load(Ordering::Relaxed)
     }
 
+    /// What the workers' I/O counts (ports, batches, drops), without the
+    /// data plane's own counters: the cheap part of [`Control::metrics`],
+    /// read as often as telemetry streams need.
+    pub fn io_metrics(&self) -> Metrics {
+        self.lock().pool.io_metrics()
+    }
+
     /// Everything the node counts, as one set of metric families: the
     /// node's own, every worker's I/O, the stage times when profiling, the
     /// data plane's counters (see `sluice_dataplane::telemetry`).

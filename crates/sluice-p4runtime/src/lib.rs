@@ -563,6 +563,9 @@ pub fn start_with(
     let listener = std::net::TcpListener::bind(sa).map_err(|e| format!("P4Runtime server on {sa}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    // gNMI beside P4Runtime, as Stratum serves it: the node's ports.
+    let control = dev.control().clone();
+    let gnmi = sluice_gnmi::service(Arc::new(sluice_gnmi::NodePorts::new(move || control.io_metrics())));
     let server = Server::new(dev);
     stream::start_event_thread(server.clone());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -599,6 +602,7 @@ pub fn start_with(
                     .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
                     .layer(tower::util::MapResponseLayer::new(too_large_is_resource_exhausted))
                     .add_service(svc)
+                    .add_service(gnmi)
                     .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(incoming))
                     .await;
                 if let Err(e) = r {

@@ -524,6 +524,61 @@ pub fn link_is_up(iface: &str) -> bool {
     matches!(name_state(ctl.as_raw_fd(), name), Ok(NameState::Up))
 }
 
+/// What the kernel says of an interface: set up (`ip link set up`, the
+/// administrative state), up with a carrier (the operational state) and
+/// its MAC address, when it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterfaceState {
+    pub admin_up: bool,
+    pub oper_up: bool,
+    pub mac: Option<[u8; 6]>,
+}
+
+/// The state of interface `iface` in the calling thread's network
+/// namespace; an error when there is no such interface.
+pub fn interface_state(iface: &str) -> io::Result<InterfaceState> {
+    let ctl = ioctl_socket()?;
+    let name = ifname(iface)?;
+    let admin_up = flags_via(ctl.as_raw_fd(), name)? & libc::IFF_UP as libc::c_short != 0;
+    let oper_up = name_state(ctl.as_raw_fd(), name)? == NameState::Up;
+    #[repr(C)]
+    struct IfReqAddr {
+        name: [libc::c_char; libc::IFNAMSIZ],
+        addr: libc::sockaddr,
+        _pad: [u8; 8],
+    }
+    // SAFETY: an all-zero sockaddr is valid.
+    let mut req = IfReqAddr { name, addr: unsafe { std::mem::zeroed() }, _pad: [0; 8] };
+    // SAFETY: SIOCGIFHWADDR reads the name and writes the address of a live ifreq.
+    let r = unsafe { libc::ioctl(ctl.as_raw_fd(), libc::SIOCGIFHWADDR as _, &mut req) };
+    let mac = (r == 0 && req.addr.sa_family == libc::ARPHRD_ETHER).then(|| {
+        let mut m = [0u8; 6];
+        for (d, s) in m.iter_mut().zip(req.addr.sa_data.iter()) {
+            *d = *s as u8;
+        }
+        m
+    });
+    Ok(InterfaceState { admin_up, oper_up, mac })
+}
+
+/// Sets interface `iface` up or down (IFF_UP, as `ip link set up|down`):
+/// down, its link partner loses its carrier, as a disabled switch port's
+/// does.
+pub fn set_interface_up(iface: &str, up: bool) -> io::Result<()> {
+    let s = ioctl_socket()?;
+    let mut req = IfReqFlags { name: ifname(iface)?, flags: 0, _pad: [0; 22] };
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS on a live ifreq.
+    check(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) }, &format!("{iface}: SIOCGIFFLAGS"))?;
+    if up {
+        req.flags |= libc::IFF_UP as libc::c_short;
+    } else {
+        req.flags &= !(libc::IFF_UP as libc::c_short);
+    }
+    // SAFETY: as above.
+    check(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS as _, &mut req) }, &format!("{iface}: SIOCSIFFLAGS"))?;
+    Ok(())
+}
+
 /// What [`name_state`] finds of an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NameState {

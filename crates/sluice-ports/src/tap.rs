@@ -47,9 +47,8 @@ pub struct TapPort {
 impl TapPort {
     /// Creates (or attaches to) TAP interface `name` and brings it up.
     pub fn open(name: &str, offload: bool) -> io::Result<TapPort> {
-        let cname = ifname(name)?;
         let port = Self::open_one(name, offload, 0)?;
-        set_up(&cname, name)?;
+        crate::set_interface_up(name, true)?;
         Ok(port)
     }
 
@@ -58,7 +57,6 @@ impl TapPort {
     /// up: one port per queue, for one worker each. The interface goes away
     /// when the last of them is dropped.
     pub fn open_queues(name: &str, offload: bool, queues: usize) -> io::Result<Vec<TapPort>> {
-        let cname = ifname(name)?;
         if queues == 0 || queues > MAX_QUEUES {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -76,7 +74,7 @@ impl TapPort {
                 )
             })?);
         }
-        set_up(&cname, name)?;
+        crate::set_interface_up(name, true)?;
         Ok(ports)
     }
 
@@ -118,18 +116,6 @@ impl TapPort {
             _ => io::Error::new(e.kind(), format!("{}: {what}: {e}", self.name)),
         }
     }
-}
-
-/// Sets IFF_UP on an interface.
-fn set_up(cname: &[libc::c_char; libc::IFNAMSIZ], name: &str) -> io::Result<()> {
-    let s = ioctl_socket()?;
-    let mut req = IfReqFlags { name: *cname, flags: 0, _pad: [0; 22] };
-    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS on a live ifreq.
-    check(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) }, &format!("{name}: SIOCGIFFLAGS"))?;
-    req.flags |= libc::IFF_UP as libc::c_short;
-    // SAFETY: as above.
-    check(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS as _, &mut req) }, &format!("{name}: SIOCSIFFLAGS"))?;
-    Ok(())
 }
 
 impl Port for TapPort {

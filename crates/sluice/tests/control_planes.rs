@@ -558,6 +558,23 @@ fn finsy_connects_writes_and_reads() {
     ns.script("finsy_smoke.py", &python);
 }
 
+/// gNMI on the P4Runtime port (`tests/p4runtime/gnmi_ports.py`): finsy's
+/// Switch takes its ports from it, counters match the frames sent,
+/// a port disabled by Set goes down for the link partner and is reported
+/// by Subscribe ON_CHANGE, and ONCE, POLL, SAMPLE and the refusals behave
+/// as gNMI says, with finsy and pygnmi as clients.
+#[test]
+fn gnmi_serves_ports_counters_and_status_to_finsy_and_pygnmi() {
+    let python = repo().join(".venv/finsy/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test.sh (scripts/ensure-python.sh builds it)",
+        python.display()
+    );
+    let ns = SwitchNs::start("gnmi");
+    ns.script("gnmi_ports.py", &python);
+}
+
 /// Runs `tests/p4runtime/tutorial.py` (p4runtime-shell) in the lab's switch namespace; returns its output.
 fn tutorial(lab: &Lab, args: &[&str]) -> String {
     let out = Command::new("ip")
