@@ -6,7 +6,7 @@
 # calls with the stock Python clients. The in-process figure comes from
 # `cargo bench -p sluice --bench control -- --quick`.
 #
-#   bench/control-plane-inserts.sh [--batch N] [--p4rt-entries N] [--thrift-entries N]
+#   bench/control-plane-inserts.sh [--batch N] [--p4rt-entries N] [--thrift-entries N] [--read-back]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-python.sh

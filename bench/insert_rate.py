@@ -11,7 +11,9 @@ with the clients people use:
     translation, the insert on the master and its replay on the worker.
 
 Tables of the router example: RouterIngress.nexthop (exact, 16-bit key) and
-RouterIngress.ipv4_lpm (LPM, /32 keys). Prints one line per measurement:
+RouterIngress.ipv4_lpm (LPM, /32 keys). With --read-back, ipv4_lpm is then
+read whole by p4runtime-shell with its default settings (a Read answered in
+several responses, each under gRPC's 4 MB default). Prints one line per measurement:
 `<interface> <table> <entries> entries in <s> s = <rate> entries/s`.
 Run through bench/control-plane-inserts.sh, which starts the switch.
 """
@@ -28,6 +30,8 @@ p.add_argument("--thrift-entries", type=int, default=20000)
 p.add_argument("--p4rt-entries", type=int, default=100000)
 p.add_argument("--batch", type=int, default=1000)
 p.add_argument("--in-flight", type=int, default=1, help="Write RPCs outstanding at once (1: each waits for the previous)")
+p.add_argument("--read-back", action="store_true",
+               help="after the P4Runtime inserts, read ipv4_lpm whole with p4runtime-shell (its default settings)")
 a = p.parse_args()
 
 
@@ -121,6 +125,19 @@ def p4rt(table, make, n):
 if os.environ.get("ONLY_EXACT") is None:
     p4rt("ipv4_lpm (lpm)", lpm_entry, a.p4rt_entries)
 p4rt("nexthop (exact)", exact_entry, min(a.p4rt_entries, 65535))
+if a.read_back:
+    # p4runtime-shell as a user runs it: its own channel with gRPC's default
+    # 4 MB receive limit, TableEntry.read() over the whole table, as a backup
+    # client (a lower election id; reads need no primary).
+    import subprocess
+    reader = (
+        "import time, p4runtime_sh.shell as sh\n"
+        f"sh.setup(device_id=0, grpc_addr={a.grpc!r}, election_id=(0, 1), verbose=False)\n"
+        "t0 = time.perf_counter(); n = sum(1 for _ in sh.TableEntry('ipv4_lpm').read())\n"
+        "print(f'p4runtime-shell read of ipv4_lpm: {n} entries in {time.perf_counter() - t0:.1f} s', flush=True)\n"
+        "sh.teardown()\n"
+    )
+    subprocess.run([sys.executable, "-c", reader], check=True)
 stream_reqs.put(None)
 ch.close()
 

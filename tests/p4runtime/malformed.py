@@ -9,8 +9,10 @@ Proves:
     --oversize-mib) is refused with RESOURCE_EXHAUSTED (gRPC's code for a
     message over the limit; tonic's default answer is OUT_OF_RANGE).
   * A failed batch of 60 updates carries one p4.v1.Error per update; one of
-    300 (whose details would exceed the trailer size gRPC clients accept)
-    fails with UNKNOWN and a message naming each failed update by index.
+    300 (whose every detail would exceed the trailer size gRPC clients
+    accept) carries the first updates' details up to a failure, that last
+    one noting how many of the rest failed, and a message naming each
+    failed update by index.
   * A Write batch [valid INSERT, INSERT into an unknown table id] fails with
     the batch error format of spec 'Error Reporting Messages': gRPC
     status UNKNOWN, google.rpc.Status details holding one p4.v1.Error per
@@ -157,14 +159,23 @@ def main(args):
     c.check(len(codes) == 60 and [i for i, k in enumerate(codes) if k != code_pb2.OK] == [5, 59],
             f"per-update codes of the 60-update batch: {codes}")
 
-    c.step("a batch of 300 updates, 3 failing: UNKNOWN, the failures named in the message")
-    # One p4.v1.Error per update would not fit the trailer size gRPC clients accept
-    # (they answer RESOURCE_EXHAUSTED instead of the error): the message names them.
+    c.step("a batch of 300 updates, 3 failing: the first details up to a failure, a note on the rest")
     exc = c.expect_rpc_error(lambda: stub.Write(batch_of(300, (7, 150, 299)), timeout=t),
                              (grpc.StatusCode.UNKNOWN,), "Write batch of 300 with 3 failures")
     msg = exc.details()
-    c.check("3 of 300 updates failed" in msg and all(f"#{i} " in msg for i in (7, 150, 299))
-            and "per-update details omitted" in msg, f"the 300-update batch's message: {msg!r}")
+    c.check("3 of 300 updates failed" in msg and all(f"#{i} " in msg for i in (7, 150, 299)),
+            f"the 300-update batch's message: {msg!r}")
+    st = c.status_details(exc)
+    c.check(st is not None, "the 300-update batch's error carries no google.rpc.Status details")
+    errs = []
+    for detail in st.details:
+        err = p4runtime_pb2.Error()
+        c.check(detail.Unpack(err), f"a detail is not a p4.v1.Error: {detail.type_url}")
+        errs.append(err)
+    failed_at = [i for i, e in enumerate(errs) if e.canonical_code != code_pb2.OK]
+    c.check(len(errs) == 151 and failed_at == [7, 150], f"details: {len(errs)}, failed at {failed_at}")
+    c.check("updates #151 to #299 are not listed" in errs[150].message
+            and "1 of them failed" in errs[150].message, f"the last detail: {errs[150].message!r}")
 
     c.step("the server still serves")
     caps = stub.Capabilities(p4runtime_pb2.CapabilitiesRequest(), timeout=t)

@@ -17,6 +17,11 @@ Proves, against a live server with ports 1 and 2 wired to --if1 / --if2:
   * MulticastGroupEntry and CloneSessionEntry insert / read / modify / delete
     (spec 'PacketReplicationEngineEntry') even though router.p4 never
     replicates.
+  * A batch of 1000 failing updates (MODIFY of entries that do not exist):
+    p4runtime-shell's write raises its P4RuntimeWriteException and prints
+    the errors, index by index, the last one listed telling how many of the
+    rest failed and with which code (spec 'Error Reporting Messages'; the
+    whole status stays under the trailer size gRPC clients accept).
 """
 import common as c
 
@@ -216,6 +221,28 @@ def main(args):
     sh.CloneSessionEntry(5).delete()
     got = [s.session_id for s in sh.CloneSessionEntry().read()]
     c.check(5 not in got, f"clone session 5 still read back after DELETE: {got}")
+
+    c.step("a batch of 1000 failing updates: p4runtime-shell prints their errors")
+    from p4.v1 import p4runtime_pb2
+    from p4runtime_sh.p4runtime import P4RuntimeWriteException
+    req = p4runtime_pb2.WriteRequest()
+    for i in range(1000):
+        up = req.updates.add()
+        up.type = p4runtime_pb2.Update.MODIFY
+        up.entity.table_entry.CopyFrom(nexthop(5000 + i, 2, NH_SRC, "02:00:00:00:00:02").msg())
+    try:
+        sh.client.write(req)
+        c.check(False, "a batch of 1000 MODIFYs of missing entries was accepted")
+    except P4RuntimeWriteException as e:
+        text = str(e)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("* At index")]
+    c.check(len(lines) >= 20, f"p4runtime-shell printed {len(lines)} errors:\n{text}")
+    for i, ln in enumerate(lines):
+        c.check(ln.startswith(f"* At index {i}: NOT_FOUND"), f"error line {i}: {ln!r}")
+    k = len(lines) - 1
+    c.check(f"updates #{k + 1} to #999 are not listed" in lines[-1] and f"{999 - k} of them failed" in lines[-1]
+            and "NOT_FOUND" in lines[-1].split("not listed", 1)[1], f"the last error line: {lines[-1]!r}")
+    c.step(f"p4runtime-shell printed {len(lines)} errors, the last one summing up the other {999 - k}")
 
 
 if __name__ == "__main__":

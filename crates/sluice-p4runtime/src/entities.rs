@@ -12,6 +12,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use prost::Message;
 use sluice_engine::runtime::{fit_value, EntryAction, FieldMatch, MatchKind, MirrorSession, RtCode, RtError};
 use sluice_engine::Switch;
 use sluice_node::Session;
@@ -26,6 +27,63 @@ use p4::entity::Entity as E;
 pub struct Fail {
     pub code: Code,
     pub message: String,
+}
+
+/// Where a Read puts what it finds: each entity kept by the filter is
+/// encoded at once, as a ReadResponse's `entities` field, into parts of at
+/// most `chunk` bytes (one entity larger than that is a part of its own).
+/// The answer is held in its wire form, far smaller than the messages.
+pub struct ReadOut<'a> {
+    chunk: usize,
+    keep: &'a dyn Fn(&p4::Entity) -> bool,
+    parts: Vec<Vec<u8>>,
+    cur: Vec<u8>,
+}
+
+impl<'a> ReadOut<'a> {
+    pub fn new(chunk: usize, keep: &'a dyn Fn(&p4::Entity) -> bool) -> ReadOut<'a> {
+        ReadOut { chunk, keep, parts: Vec::new(), cur: Vec::new() }
+    }
+
+    pub fn push(&mut self, e: p4::Entity) {
+        if !(self.keep)(&e) {
+            return;
+        }
+        let len = e.encoded_len();
+        let n = 1 + prost::length_delimiter_len(len) + len;
+        if !self.cur.is_empty() && self.cur.len() + n > self.chunk {
+            self.parts.push(std::mem::take(&mut self.cur));
+        }
+        prost::encoding::message::encode(1, &e, &mut self.cur);
+    }
+
+    /// The encoded ReadResponses, in order (one, empty, when nothing was found).
+    pub fn finish(mut self) -> Vec<Vec<u8>> {
+        if !self.cur.is_empty() || self.parts.is_empty() {
+            self.parts.push(self.cur);
+        }
+        self.parts
+    }
+}
+
+/// The P4 id an entity belongs to (its table, profile, counter, meter,
+/// register, value set, digest or extern), as role configurations name
+/// it; `None` for PRE entries, which have none.
+pub fn p4_id(e: &E) -> Option<u32> {
+    match e {
+        E::TableEntry(t) => Some(t.table_id),
+        E::ActionProfileMember(m) => Some(m.action_profile_id),
+        E::ActionProfileGroup(g) => Some(g.action_profile_id),
+        E::CounterEntry(c) => Some(c.counter_id),
+        E::DirectCounterEntry(d) => d.table_entry.as_ref().map(|t| t.table_id),
+        E::MeterEntry(m) => Some(m.meter_id),
+        E::DirectMeterEntry(d) => d.table_entry.as_ref().map(|t| t.table_id),
+        E::RegisterEntry(r) => Some(r.register_id),
+        E::PacketReplicationEngineEntry(_) => None,
+        E::ValueSetEntry(v) => Some(v.value_set_id),
+        E::DigestEntry(d) => Some(d.digest_id),
+        E::ExternEntry(x) => Some(x.extern_id),
+    }
 }
 
 /// Shorthand for a failure.
@@ -1034,8 +1092,8 @@ fn default_entry_out(pl: &Pipeline, sw: &Switch, t: &TableIds) -> p4::TableEntry
 }
 
 /// Answers one read request entity (wildcards expand), appending to `out`.
-pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut Vec<p4::Entity>) -> Result<(), Fail> {
-    let push = |out: &mut Vec<p4::Entity>, e: E| out.push(p4::Entity { entity: Some(e) });
+pub fn read(pl: &Pipeline, h: &Handles, sw: &Switch, e: &E, out: &mut ReadOut<'_>) -> Result<(), Fail> {
+    let push = |out: &mut ReadOut<'_>, e: E| out.push(p4::Entity { entity: Some(e) });
     match e {
         E::TableEntry(q) => {
             let tables: Vec<&TableIds> = if q.table_id == 0 {

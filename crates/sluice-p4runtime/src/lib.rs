@@ -149,8 +149,14 @@ impl Server {
             };
             let e = u.entity.as_ref().and_then(|e| e.entity.as_ref());
             updates.push(op.and_then(|op| {
-                e.map(|e| (op, e))
-                    .ok_or_else(|| Fail { code: Code::InvalidArgument, message: "an update without an entity".into() })
+                let e = e.ok_or_else(|| Fail {
+                    code: Code::InvalidArgument,
+                    message: "an update without an entity".into(),
+                })?;
+                st.streams
+                    .may_access(&req.role, entities::p4_id(e))
+                    .map_err(|message| Fail { code: Code::PermissionDenied, message })?;
+                Ok((op, e))
             }));
         }
         let atomic = !matches!(
@@ -206,23 +212,41 @@ impl Server {
         Err(batch_error(&results))
     }
 
-    /// Answers a Read request.
-    pub fn read(&self, req: p4::ReadRequest) -> Result<p4::ReadResponse, Status> {
+    /// Answers a Read request: the entities found, encoded as they are
+    /// found into ReadResponse messages of at most [`READ_CHUNK`] bytes of
+    /// entities each (a large answer is held in its compact wire form and
+    /// sent response by response).
+    pub fn read_parts(&self, req: p4::ReadRequest) -> Result<Vec<Vec<u8>>, Status> {
         self.check_device(req.device_id)?;
         let st = self.state();
         let pl = self.pipeline(&st)?;
         let mut pool = self.dev.pool();
-        let mut out = Vec::new();
+        // A wildcard read gives a role only what it may see.
+        let role = req.role.clone();
+        let keep =
+            |e: &p4::Entity| e.entity.as_ref().is_none_or(|e| st.streams.may_access(&role, entities::p4_id(e)).is_ok());
+        let mut out = entities::ReadOut::new(READ_CHUNK, &keep);
         pool.read(|sw| {
             for e in &req.entities {
                 let Some(e) = e.entity.as_ref() else {
                     return Err(Status::invalid_argument("a read entity is empty"));
                 };
+                let id = entities::p4_id(e).filter(|id| *id != 0);
+                st.streams.may_access(&req.role, id).map_err(Status::permission_denied)?;
                 entities::read(&pl, &st.handles, sw, e, &mut out).map_err(|f| Status::new(f.code, f.message))?;
             }
             Ok(())
         })?;
-        Ok(p4::ReadResponse { entities: out })
+        Ok(out.finish())
+    }
+
+    /// Answers a Read request in one response (for callers in the process).
+    pub fn read(&self, req: p4::ReadRequest) -> Result<p4::ReadResponse, Status> {
+        let mut all = p4::ReadResponse::default();
+        for part in self.read_parts(req)? {
+            all.merge(part.as_slice()).map_err(|e| Status::internal(format!("a read part: {e}")))?;
+        }
+        Ok(all)
     }
 
     /// SetForwardingPipelineConfig.
@@ -231,6 +255,7 @@ impl Server {
         self.check_device(req.device_id)?;
         let mut st = self.state();
         st.streams.check_primary(&req.role, req.election_id)?;
+        st.streams.may_push_pipeline(&req.role)?;
         let action =
             A::try_from(req.action).map_err(|_| Status::invalid_argument(format!("unknown action {}", req.action)))?;
         if action == A::Commit {
@@ -302,59 +327,156 @@ impl Server {
 }
 
 /// Bytes of the encoded `google.rpc.Status` a failed batch's trailer may
-/// carry. gRPC clients refuse trailers over 8-16 KiB (grpc-python's default
-/// soft limit is 8 KiB, after base64: 4 KiB of status is about 5.5 KiB).
-pub const DETAILS_BUDGET: usize = 4096;
+/// carry. gRPC clients refuse trailers over 8 KiB (grpc-python: some
+/// refused from 8 KiB on, every one from 16 KiB; the status message is
+/// sent a second time as `grpc-message`, within [`MESSAGE_BUDGET`]).
+pub const DETAILS_BUDGET: usize = 7000;
 
-/// Longest text of the status message (also a trailer).
-const MESSAGE_BUDGET: usize = 1024;
+/// Longest text of the status message.
+const MESSAGE_BUDGET: usize = 512;
 
-/// The status of a batch with failed updates: UNKNOWN, with one
+/// Longest message of one update's `p4.v1.Error` when the details are cut.
+const DETAIL_MESSAGE: usize = 100;
+
+/// The note that ends a list of details cut short.
+const NOTE_BUDGET: usize = 400;
+
+/// A status code's canonical name (`NOT_FOUND`), as clients print it.
+fn code_name(c: Code) -> &'static str {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    NAMES.get(c as usize).copied().unwrap_or("UNKNOWN")
+}
+
+fn error_any(r: &Result<(), Fail>, limit: usize, note: &str) -> prost_types::Any {
+    let e = match r {
+        Ok(()) => p4::Error { canonical_code: 0, ..Default::default() },
+        Err(f) => p4::Error {
+            canonical_code: f.code as i32,
+            message: if limit == 0 { note.to_string() } else { format!("{}{note}", cut(&f.message, limit)) },
+            ..Default::default()
+        },
+    };
+    prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".into(), value: e.encode_to_vec() }
+}
+
+/// The status of a batch with failed updates: UNKNOWN with one
 /// `p4.v1.Error` per update in update order (the specification's format),
-/// failed updates' messages cut to 100 bytes if that is what fits
-/// [`DETAILS_BUDGET`]. A batch whose details cannot fit (about 110 updates
-/// or more) gets no details: its message says so and names the first
-/// failed updates by index, code and message.
+/// within [`DETAILS_BUDGET`]:
+/// 1. every update, messages cut to [`DETAIL_MESSAGE`] bytes;
+/// 2. else every update with its code and an empty message (the status
+///    message then gives the first message of each code);
+/// 3. else the first updates, as many as fit, the last one listed being a
+///    failure whose message ends with a note on the rest: how many more
+///    failed, by code, with the first index and message of each code.
+///
+/// A client thus reads, for any batch, the code of every listed update at
+/// its index and the count of every failure. The status message says how
+/// many failed and names the first ones by index.
 fn batch_error(results: &[Result<(), Fail>]) -> Status {
-    let failed = results.iter().filter(|r| r.is_err()).count();
-    let first = results.iter().find_map(|r| r.as_ref().err()).map_or(String::new(), |f| f.message.clone());
-    let summary = cut(&format!("{failed} of {} updates failed; first: {first}", results.len()), MESSAGE_BUDGET);
-    for limit in [usize::MAX, 100] {
-        let details: Vec<prost_types::Any> = results
-            .iter()
-            .map(|r| {
-                let e = match r {
-                    Ok(()) => p4::Error { canonical_code: 0, ..Default::default() },
-                    Err(f) => p4::Error {
-                        canonical_code: f.code as i32,
-                        message: cut(&f.message, limit),
-                        ..Default::default()
-                    },
-                };
-                prost_types::Any { type_url: "type.googleapis.com/p4.v1.Error".into(), value: e.encode_to_vec() }
-            })
-            .collect();
-        let status = proto::google::rpc::Status { code: Code::Unknown as i32, message: summary.clone(), details };
-        let bytes = status.encode_to_vec();
-        if bytes.len() <= DETAILS_BUDGET {
-            return Status::with_details(Code::Unknown, summary, bytes.into());
+    let n = results.len();
+    let failed: Vec<(usize, &Fail)> =
+        results.iter().enumerate().filter_map(|(i, r)| r.as_ref().err().map(|f| (i, f))).collect();
+    let status = |message: String, details: Vec<prost_types::Any>| {
+        let st = proto::google::rpc::Status { code: Code::Unknown as i32, message: message.clone(), details };
+        let bytes = st.encode_to_vec();
+        (bytes.len() <= DETAILS_BUDGET).then(|| Status::with_details(Code::Unknown, message, bytes.into()))
+    };
+    let name_failures = |mut message: String, from: usize| {
+        for (i, f) in failed.iter().filter(|(i, _)| *i >= from) {
+            let item = format!(" #{i} {}: {};", code_name(f.code), cut(&f.message, DETAIL_MESSAGE));
+            if message.len() + item.len() > MESSAGE_BUDGET - 4 {
+                message.push_str(" ...");
+                break;
+            }
+            message.push_str(&item);
+        }
+        message
+    };
+    let head = format!("{} of {n} updates failed;", failed.len());
+    // 1. Everything.
+    let all = |limit| results.iter().map(|r| error_any(r, limit, "")).collect::<Vec<_>>();
+    if let Some(s) = status(name_failures(head.clone(), 0), all(DETAIL_MESSAGE)) {
+        return s;
+    }
+    // 2. Every code, no messages: the first message of each code in the status message.
+    let mut by_code: Vec<(Code, usize, usize, &str)> = Vec::new(); // code, count, first index, first message
+    for (i, f) in &failed {
+        match by_code.iter_mut().find(|(c, ..)| *c == f.code) {
+            Some(e) => e.1 += 1,
+            None => by_code.push((f.code, 1, *i, f.message.as_str())),
         }
     }
-    let mut message = format!(
-        "{failed} of {} updates failed; per-update details omitted (more than the {DETAILS_BUDGET} bytes gRPC \
-         clients accept in a trailer: send smaller batches to get them); failed:",
-        results.len()
-    );
-    for (i, r) in results.iter().enumerate() {
-        let Err(f) = r else { continue };
-        let item = format!(" #{i} {:?}: {};", f.code, cut(&f.message, 100));
-        if message.len() + item.len() > MESSAGE_BUDGET - 16 {
-            message.push_str(" ...");
+    let mut codes_text = String::new();
+    for (code, count, first, msg) in &by_code {
+        codes_text.push_str(&format!(" {count} {} (first #{first}: {});", code_name(*code), cut(msg, DETAIL_MESSAGE)));
+    }
+    if let Some(s) = status(cut(&format!("{head}{codes_text}"), MESSAGE_BUDGET), all(0)) {
+        return s;
+    }
+    // 3. The first updates, up to a failure, with a note on the rest.
+    let sizes: Vec<usize> =
+        results.iter().map(|r| prost::encoding::message::encoded_len(3, &error_any(r, DETAIL_MESSAGE, ""))).collect();
+    let room = DETAILS_BUDGET.saturating_sub(MESSAGE_BUDGET + NOTE_BUDGET + 16);
+    let mut used = 0;
+    let mut last = None;
+    for (i, (r, size)) in results.iter().zip(&sizes).enumerate() {
+        if used + size > room {
             break;
         }
-        message.push_str(&item);
+        used += size;
+        if r.is_err() {
+            last = Some(i);
+        }
     }
-    Status::new(Code::Unknown, message)
+    if let Some(k) = last {
+        let mut rest: Vec<(Code, usize, usize, &str)> = Vec::new();
+        for (i, f) in failed.iter().filter(|(i, _)| *i > k) {
+            match rest.iter_mut().find(|(c, ..)| *c == f.code) {
+                Some(e) => e.1 += 1,
+                None => rest.push((f.code, 1, *i, f.message.as_str())),
+            }
+        }
+        let more: usize = rest.iter().map(|r| r.1).sum();
+        let mut note = format!(
+            " [updates #{} to #{} are not listed (gRPC clients refuse a larger status); {more} of them failed:",
+            k + 1,
+            n - 1
+        );
+        for (code, count, first, msg) in &rest {
+            note.push_str(&format!(" {count} {} (first #{first}: {});", code_name(*code), cut(msg, 60)));
+        }
+        let note = format!("{}]", cut(&note, NOTE_BUDGET - 1));
+        let mut details: Vec<prost_types::Any> =
+            results[..k].iter().map(|r| error_any(r, DETAIL_MESSAGE, "")).collect();
+        details.push(error_any(&results[k], DETAIL_MESSAGE, &note));
+        let message = name_failures(format!("{head} the details list updates #0 to #{k};"), 0);
+        if let Some(s) = status(message, details) {
+            return s;
+        }
+    }
+    // No failure fits among the first updates: the message alone names them.
+    Status::new(
+        Code::Unknown,
+        name_failures(format!("{head} per-update details omitted (too large for a gRPC trailer);"), 0),
+    )
 }
 
 /// `text` cut to at most `max` bytes, at a character boundary, marked with "...".
@@ -393,8 +515,12 @@ impl p4::p4_runtime_server::P4Runtime for Service {
     async fn read(&self, request: Request<p4::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
         let s = self.0.clone();
         let req = request.into_inner();
-        let resp = blocking(move || s.read(req)).await?;
-        Ok(Response::new(Box::pin(tokio_stream::iter(split_read(resp).into_iter().map(Ok)))))
+        let parts = blocking(move || s.read_parts(req)).await?;
+        // Each part is decoded only when its turn to be sent comes.
+        let responses = parts
+            .into_iter()
+            .map(|p| p4::ReadResponse::decode(p.as_slice()).map_err(|e| Status::internal(format!("a read part: {e}"))));
+        Ok(Response::new(Box::pin(tokio_stream::iter(responses))))
     }
 
     async fn set_forwarding_pipeline_config(
@@ -437,28 +563,6 @@ impl p4::p4_runtime_server::P4Runtime for Service {
 /// Read is streamed as several responses, each far under the 4 MiB gRPC
 /// clients accept by default.
 pub const READ_CHUNK: usize = 1 << 20;
-
-/// Splits a Read's answer into responses of at most [`READ_CHUNK`] bytes of
-/// entities each (an entity larger than that goes alone); an empty answer
-/// is one empty response.
-pub fn split_read(resp: p4::ReadResponse) -> Vec<p4::ReadResponse> {
-    let mut out = Vec::new();
-    let (mut cur, mut size) = (Vec::new(), 0usize);
-    for e in resp.entities {
-        // The entity, its field tag and its length prefix.
-        let n = e.encoded_len() + 1 + prost::length_delimiter_len(e.encoded_len());
-        if size + n > READ_CHUNK && !cur.is_empty() {
-            out.push(p4::ReadResponse { entities: std::mem::take(&mut cur) });
-            size = 0;
-        }
-        size += n;
-        cur.push(e);
-    }
-    if !cur.is_empty() || out.is_empty() {
-        out.push(p4::ReadResponse { entities: cur });
-    }
-    out
-}
 
 /// gRPC's status table names RESOURCE_EXHAUSTED for a request above the
 /// receive limit; tonic answers OUT_OF_RANGE. Clients (and the P4Runtime
@@ -619,7 +723,7 @@ mod read_tests {
     use super::*;
 
     #[test]
-    fn a_large_read_is_split_into_responses_under_the_chunk_size_in_order() {
+    fn a_large_read_is_encoded_into_responses_under_the_chunk_size_in_order() {
         let entity = |i: u32| p4::Entity {
             entity: Some(p4::entity::Entity::TableEntry(p4::TableEntry {
                 table_id: 1,
@@ -629,11 +733,89 @@ mod read_tests {
             })),
         };
         let all: Vec<p4::Entity> = (0..50_000).map(entity).collect();
-        let parts = split_read(p4::ReadResponse { entities: all.clone() });
+        let keep_all = |_: &p4::Entity| true;
+        let mut out = entities::ReadOut::new(READ_CHUNK, &keep_all);
+        for e in &all {
+            out.push(e.clone());
+        }
+        let parts = out.finish();
         assert!(parts.len() > 1, "{} parts", parts.len());
-        assert!(parts.iter().all(|p| p.encoded_len() <= READ_CHUNK), "a part past the chunk size");
-        let back: Vec<p4::Entity> = parts.into_iter().flat_map(|p| p.entities).collect();
+        assert!(parts.iter().all(|p| p.len() <= READ_CHUNK), "a part past the chunk size");
+        let back: Vec<p4::Entity> =
+            parts.iter().flat_map(|p| p4::ReadResponse::decode(p.as_slice()).unwrap().entities).collect();
         assert_eq!(back, all, "entities lost or reordered");
-        assert_eq!(split_read(p4::ReadResponse::default()), vec![p4::ReadResponse::default()]);
+        let none = entities::ReadOut::new(READ_CHUNK, &keep_all).finish();
+        assert_eq!(none, vec![Vec::<u8>::new()], "an empty answer is one empty response");
+        let odd = |e: &p4::Entity| matches!(&e.entity, Some(p4::entity::Entity::TableEntry(t)) if t.priority % 2 == 1);
+        let mut out = entities::ReadOut::new(READ_CHUNK, &odd);
+        for e in &all[..10] {
+            out.push(e.clone());
+        }
+        assert_eq!(p4::ReadResponse::decode(out.finish()[0].as_slice()).unwrap().entities.len(), 5);
+    }
+}
+
+#[cfg(test)]
+mod batch_error_tests {
+    use super::*;
+
+    fn details(s: &Status) -> Vec<p4::Error> {
+        let st = proto::google::rpc::Status::decode(s.details()).expect("a google.rpc.Status in the details");
+        st.details.iter().map(|a| p4::Error::decode(a.value.as_slice()).unwrap()).collect()
+    }
+
+    fn fail(i: usize) -> Result<(), Fail> {
+        let code = if i.is_multiple_of(3) { Code::AlreadyExists } else { Code::NotFound };
+        Err(Fail { code, message: format!("update {i}: the entry is where it should not be, or not where it should") })
+    }
+
+    #[test]
+    fn every_update_is_listed_while_the_status_fits_the_trailer_budget() {
+        let results: Vec<_> = (0..60).map(|i| if i == 5 || i == 59 { fail(i) } else { Ok(()) }).collect();
+        let s = batch_error(&results);
+        let d = details(&s);
+        assert_eq!(d.len(), 60);
+        assert_eq!(
+            d.iter().enumerate().filter(|(_, e)| e.canonical_code != 0).map(|(i, _)| i).collect::<Vec<_>>(),
+            [5, 59]
+        );
+        assert!(d[5].message.starts_with("update 5:"), "{:?}", d[5]);
+        assert!(s.message().starts_with("2 of 60 updates failed; #5 NOT_FOUND"), "{}", s.message());
+    }
+
+    #[test]
+    fn a_larger_batch_keeps_every_code_and_then_the_first_updates_with_a_note_on_the_rest() {
+        // Every code, messages dropped: 150 failures fit as codes alone.
+        let mid: Vec<_> = (0..150).map(fail).collect();
+        let s = batch_error(&mid);
+        let d = details(&s);
+        assert_eq!(d.len(), 150);
+        assert!(d.iter().all(|e| e.canonical_code != 0 && e.message.is_empty()));
+        assert!(
+            s.message().contains("50 ALREADY_EXISTS (first #0:") && s.message().contains("100 NOT_FOUND (first #1:")
+        );
+        assert!(s.details().len() <= DETAILS_BUDGET);
+
+        // 1000 failures: the first ones with their messages, the last listed one with the note.
+        let big: Vec<_> = (0..1000).map(fail).collect();
+        let s = batch_error(&big);
+        let d = details(&s);
+        let k = d.len() - 1;
+        assert!((20..1000).contains(&k), "{} listed", d.len());
+        for (i, e) in d.iter().enumerate() {
+            assert_eq!(e.canonical_code, big[i].as_ref().unwrap_err().code as i32, "update {i}");
+            assert!(e.message.starts_with(&format!("update {i}:")), "{i}: {}", e.message);
+        }
+        let more = 999 - k;
+        assert!(d[k].message.contains(&format!("updates #{} to #999 are not listed", k + 1)), "{}", d[k].message);
+        assert!(d[k].message.contains(&format!("{more} of them failed")), "{}", d[k].message);
+        assert!(s.message().starts_with(&format!("1000 of 1000 updates failed; the details list updates #0 to #{k};")));
+        assert!(s.details().len() <= DETAILS_BUDGET);
+
+        // Failures only after the budget: the message alone.
+        let late: Vec<_> = (0..1000).map(|i| if i == 999 { fail(i) } else { Ok(()) }).collect();
+        let s = batch_error(&late);
+        assert!(s.details().is_empty());
+        assert!(s.message().contains("#999 "), "{}", s.message());
     }
 }

@@ -5,8 +5,21 @@
 //! the highest election id it has seen; the client holding it is the
 //! primary. When the primary leaves there is no primary (the others are told
 //! NOT_FOUND) until a client arbitrates again with an id at least as high.
-//! Only the primary may write, set the pipeline or send packets; PacketIn
-//! and digests go to the primary of the default role.
+//! Only the primary may write, set the pipeline or send packets.
+//!
+//! Roles (P4Runtime 1.4): a client names its role in its arbitration
+//! update, with a role configuration in Stratum's format
+//! (`stratum.P4RoleConfig`: exclusive and shared P4 ids, whether it
+//! receives PacketIns and which ones by one metadata value, whether it may
+//! push a pipeline); the role's primary's configuration is the role's. A
+//! role with a configuration writes and reads only its entities (PRE
+//! entries, which have no P4 id, are open to every role); an id exclusive
+//! to a role is written by that role alone. The default role, and a role
+//! without a configuration, write and read everything else. Each PacketIn
+//! goes to the primary of every role that receives it (the default role,
+//! roles without a configuration, roles whose configuration asks for them
+//! and whose filter matches); digests and idle-timeout notifications go to
+//! the default role's primary.
 //!
 //! Bounds (a slow or stalled client never slows forwarding or other
 //! clients): each stream's outbound queue holds [`STREAM_QUEUE`] messages,
@@ -59,6 +72,8 @@ struct Client {
     id: u64,
     election: Option<u128>,
     tx: Tx,
+    /// The role configuration this client sent.
+    config: Option<Arc<RoleConfig>>,
 }
 
 #[derive(Default)]
@@ -72,6 +87,71 @@ impl Role {
         let h = self.highest?;
         self.clients.iter().find(|c| c.election == Some(h)).map(|c| c.id)
     }
+
+    fn primary_client(&self) -> Option<&Client> {
+        let p = self.primary()?;
+        self.clients.iter().find(|c| c.id == p)
+    }
+
+    /// The role's configuration: its primary's.
+    fn config(&self) -> Option<&RoleConfig> {
+        self.primary_client().and_then(|c| c.config.as_deref())
+    }
+}
+
+/// The type URL of the role configuration format Sluice reads (Stratum's).
+pub const ROLE_CONFIG_TYPE: &str = "stratum.P4RoleConfig";
+
+/// A role's configuration, as Stratum's `P4RoleConfig` gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RoleConfig {
+    pub exclusive: HashSet<u32>,
+    pub shared: HashSet<u32>,
+    /// Deliver only PacketIns whose metadata `id` equals `value`.
+    pub packet_in_filter: Option<(u32, Vec<u8>)>,
+    pub receives_packet_ins: bool,
+    pub can_push_pipeline: bool,
+}
+
+/// `stratum.P4RoleConfig`'s wire form (our own message with its field numbers).
+#[derive(Clone, PartialEq, prost::Message)]
+struct P4RoleConfig {
+    #[prost(uint32, repeated, tag = "1")]
+    exclusive_p4_ids: Vec<u32>,
+    #[prost(uint32, repeated, tag = "2")]
+    shared_p4_ids: Vec<u32>,
+    #[prost(message, optional, tag = "3")]
+    packet_in_filter: Option<PacketFilter>,
+    #[prost(bool, tag = "4")]
+    receives_packet_ins: bool,
+    #[prost(bool, tag = "5")]
+    can_push_pipeline: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct PacketFilter {
+    #[prost(uint32, tag = "1")]
+    metadata_id: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// A role configuration from an arbitration update's `Role.config`; the
+/// error says why it is refused.
+pub fn role_config(any: &prost_types::Any) -> Result<RoleConfig, String> {
+    let name = any.type_url.rsplit('/').next().unwrap_or_default();
+    if name != ROLE_CONFIG_TYPE {
+        return Err(format!("role config of type '{}' is not supported ({ROLE_CONFIG_TYPE} is)", any.type_url));
+    }
+    let c = <P4RoleConfig as prost::Message>::decode(any.value.as_slice())
+        .map_err(|e| format!("the role config does not decode as {ROLE_CONFIG_TYPE}: {e}"))?;
+    Ok(RoleConfig {
+        exclusive: c.exclusive_p4_ids.into_iter().collect(),
+        shared: c.shared_p4_ids.into_iter().collect(),
+        packet_in_filter: c.packet_in_filter.map(|f| (f.metadata_id, minimal(&f.value))),
+        receives_packet_ins: c.receives_packet_ins,
+        can_push_pipeline: c.can_push_pipeline,
+    })
 }
 
 /// Open streams by role, and the digest queues.
@@ -109,6 +189,56 @@ impl Streams {
             ))),
             None => Err(Status::permission_denied("no client has arbitrated on a stream: there is no primary")),
         }
+    }
+
+    /// Whether role `role` may write (and read) the entity of P4 id `id`
+    /// (`None`: an entity without one, a PRE entry); the error is the
+    /// PERMISSION_DENIED message.
+    pub fn may_access(&self, role: &str, id: Option<u32>) -> Result<(), String> {
+        let Some(id) = id else { return Ok(()) };
+        if let Some(c) = self.roles.get(role).and_then(Role::config) {
+            if c.exclusive.contains(&id) || c.shared.contains(&id) {
+                return Ok(());
+            }
+            return Err(format!("P4 id {id:#x} is not in role '{role}''s configuration"));
+        }
+        for (name, r) in &self.roles {
+            if name != role && r.config().is_some_and(|c| c.exclusive.contains(&id)) {
+                return Err(format!("P4 id {id:#x} is exclusive to role '{name}'"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether role `role` may set the forwarding pipeline.
+    pub fn may_push_pipeline(&self, role: &str) -> Result<(), Status> {
+        match self.roles.get(role).and_then(Role::config) {
+            Some(c) if !c.can_push_pipeline => Err(Status::permission_denied(format!(
+                "role '{role}' may not push a pipeline (its role config says can_push_pipeline false)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends a PacketIn to the primary of every role that receives it;
+    /// false when none took it (no such primary, or their queues full).
+    fn packet_in_to_roles(&self, msg: &p4::StreamMessageResponse, metadata: &[p4::PacketMetadata]) -> bool {
+        let mut sent = false;
+        for r in self.roles.values() {
+            let Some(c) = r.primary_client() else { continue };
+            if let Some(cfg) = c.config.as_deref() {
+                if !cfg.receives_packet_ins {
+                    continue;
+                }
+                if let Some((id, value)) = &cfg.packet_in_filter {
+                    if !metadata.iter().any(|m| m.metadata_id == *id && minimal(&m.value) == *value) {
+                        continue;
+                    }
+                }
+            }
+            sent |= c.tx.try_send(Ok(msg.clone())).is_ok();
+        }
+        sent
     }
 
     /// What was dropped toward clients so far.
@@ -265,8 +395,30 @@ pub fn handle(server: &Server, id: u64, tx: &Tx, msg: p4::StreamMessageRequest) 
                 let _ = tx.try_send(Err(Status::invalid_argument("an arbitration update needs an election_id")));
                 return false;
             };
+            let config = match a.role.as_ref().and_then(|r| r.config.as_ref()) {
+                Some(any) => match role_config(any) {
+                    Ok(c) => Some(Arc::new(c)),
+                    Err(m) => {
+                        let _ = tx.try_send(Err(Status::invalid_argument(m)));
+                        return false;
+                    }
+                },
+                None => None,
+            };
             let mut st = server.state();
             let s = &mut st.streams;
+            let clash = config.as_ref().and_then(|c| {
+                s.roles.iter().find_map(|(name, r)| {
+                    let other = r.config().filter(|_| *name != role)?;
+                    let id = c.exclusive.iter().find(|i| other.exclusive.contains(i) || other.shared.contains(i))?;
+                    Some(format!("role '{role}' claims P4 id {id:#x} exclusively, but role '{name}' has it too"))
+                })
+            });
+            if let Some(m) = clash {
+                drop(st);
+                let _ = tx.try_send(Err(Status::invalid_argument(m)));
+                return false;
+            }
             let r = s.roles.entry(role.clone()).or_default();
             if r.clients.iter().any(|c| c.id != id && c.election == Some(e)) {
                 drop(st);
@@ -283,7 +435,7 @@ pub fn handle(server: &Server, id: u64, tx: &Tx, msg: p4::StreamMessageRequest) 
                 }
             }
             let r = s.roles.entry(role.clone()).or_default();
-            r.clients.push(Client { id, election: Some(e), tx: tx.clone() });
+            r.clients.push(Client { id, election: Some(e), tx: tx.clone(), config });
             if r.highest.is_none_or(|h| e >= h) {
                 r.highest = Some(e);
             }
@@ -297,7 +449,7 @@ pub fn handle(server: &Server, id: u64, tx: &Tx, msg: p4::StreamMessageRequest) 
         }
         Some(U::Packet(p)) => {
             let st = server.state();
-            let is_primary = st.streams.roles.get("").and_then(Role::primary) == Some(id);
+            let is_primary = st.streams.roles.values().any(|r| r.primary() == Some(id));
             let pl = st.pipeline.clone();
             drop(st);
             let refuse = |code: Code, m: String| {
@@ -432,10 +584,11 @@ pub fn start_event_thread(server: Arc<Server>) {
                     }
                     None => (Vec::new(), frame),
                 };
+                let meta = metadata.clone();
                 let msg = p4::StreamMessageResponse {
                     update: Some(p4::stream_message_response::Update::Packet(p4::PacketIn { payload, metadata })),
                 };
-                if !st.streams.to_primary(msg) {
+                if !st.streams.packet_in_to_roles(&msg, &meta) {
                     st.streams.drops.packet_ins += 1;
                 }
             }

@@ -558,6 +558,24 @@ fn finsy_connects_writes_and_reads() {
     ns.script("finsy_smoke.py", &python);
 }
 
+/// P4Runtime 1.4 roles with Stratum's role configurations
+/// (`tests/p4runtime/roles.py`).
+#[test]
+fn roles_limit_writes_reads_pipelines_and_packet_ins_by_their_configuration() {
+    p4rt_script("roles", "roles.py");
+}
+
+/// A primary and a backup controller, both finsy
+/// (`tests/p4runtime/finsy_backup.py`): the backup settles as backup, cannot
+/// write, and takes over when the primary leaves.
+#[test]
+fn finsy_backup_settles_and_takes_over_when_the_primary_leaves() {
+    let python = repo().join(".venv/finsy/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/test.sh", python.display());
+    let ns = SwitchNs::start("backup");
+    ns.script("finsy_backup.py", &python);
+}
+
 /// gNMI on the P4Runtime port (`tests/p4runtime/gnmi_ports.py`): finsy's
 /// Switch takes its ports from it, counters match the frames sent,
 /// a port disabled by Set goes down for the link partner and is reported
@@ -877,4 +895,27 @@ fn disable_swap_keeps_the_running_program() {
     assert!(a[1].contains("CONFIG_SWAP_DISABLED") || a[1].contains("NO_ONGOING_SWAP"), "{a:?}");
     assert!(!a[2].contains("Invalid"), "the same program again:\n{a:?}");
     assert_eq!(lab.ping(3), 3, "the router still forwards:\n{}", lab.log());
+}
+
+/// A 2x2 leaf-spine fabric of Sluice switches (examples/fabric.p4) and four
+/// IPv6 hosts under a controller of our own on finsy's API
+/// (`tests/fabric/leaf_spine.py`): ports from gNMI, links by LLDP
+/// packet-out/in, NDP answered by the controller, routes through
+/// action-profile ECMP groups; all pairs ping6; a port set down by gNMI is
+/// reported by Subscribe ON_CHANGE and the traffic moves to the other spine.
+#[test]
+fn a_leaf_spine_fabric_under_a_finsy_controller_moves_traffic_off_a_port_gnmi_took_down() {
+    require_tools();
+    let python = repo().join(".venv/finsy/bin/python");
+    assert!(python.exists(), "{} is missing: run scripts/test.sh", python.display());
+    let out = Command::new(&python)
+        .arg(repo().join("tests/fabric/leaf_spine.py"))
+        .args(["--sluice", SLUICE, "--program"])
+        .arg(repo().join("examples"))
+        .env("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("PASS leaf_spine.py"), "leaf_spine.py failed:\n{text}");
+    println!("{text}");
 }
