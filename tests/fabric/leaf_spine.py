@@ -409,10 +409,11 @@ async def counters(fy, port, names):
     the hosts' traffic, not the controller's LLDP frames (multicast)."""
     async with fy.GNMIClient(f"127.0.0.1:{port}") as client:
         out = {}
-        for u in await client.get(fy.GNMIPath("interfaces/interface[name=*]/state/counters/out-unicast-pkts")):
-            if u.path["name"] in names:
-                out[u.path["name"]] = u.value
-        return out
+        for u in await client.get(fy.GNMIPath("interfaces/interface[name=*]/state/counters")):
+            if u.path["name"] in names and u.path.last in ("out-unicast-pkts", "out-pkts", "out-multicast-pkts"):
+                out[(u.path["name"], u.path.last)] = u.value
+        log(f"counters of 127.0.0.1:{port}: {out}")
+        return {k[0]: v for k, v in out.items() if k[1] == "out-unicast-pkts"}
 
 
 async def scenario(args, lab):

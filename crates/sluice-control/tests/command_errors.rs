@@ -190,6 +190,14 @@ fn cli_table_full_duplicate_and_invalid_handle() {
 #[test]
 fn cli_action_profile_errors() {
     let mut sw = edge();
+    // An action profile's table takes members and groups, not actions.
+    assert_eq!(
+        cmd_err(
+            &mut sw,
+            "table_add EdgeIngress.routes EdgeIngress.set_nexthop 10.0.0.0/8 => 2 00:00:00:00:00:01 00:00:00:00:00:02"
+        ),
+        "Invalid table operation (WRONG_TABLE_TYPE)"
+    );
     assert_eq!(
         cmd_ok(
             &mut sw,

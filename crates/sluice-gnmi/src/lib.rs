@@ -9,7 +9,8 @@
 //! (a snapshot of the ports and a way to enable or disable one);
 //! [`NodePorts`] makes one from the node's port metrics and the kernel's
 //! view of each interface. The service ([`service`]) is added to a tonic
-//! server by its owner (the P4Runtime server adds it to its own).
+//! server by its owner (the P4Runtime server adds it to its own); the data
+//! planes without one serve it alone ([`GnmiServer`], `--gnmi ADDR`).
 
 use std::sync::Arc;
 
@@ -103,4 +104,68 @@ pub fn service(ports: Arc<dyn Ports>) -> proto::g_nmi_server::GNmiServer<service
     proto::g_nmi_server::GNmiServer::new(service::Gnmi::new(ports))
         .max_decoding_message_size(4 << 20)
         .max_encoding_message_size(64 << 20)
+}
+
+/// Serves gNMI alone on `addr` (`HOST:PORT`) from threads of its own, for
+/// a data plane without a P4Runtime server; returns once the socket
+/// listens.
+pub fn start(addr: &str, ports: Arc<dyn Ports>) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let sa = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("--gnmi {addr}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--gnmi {addr}: no address"))?;
+    let listener = std::net::TcpListener::bind(sa).map_err(|e| format!("gNMI server on {sa}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("sluice-gnmi")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("gNMI runtime: {e}"))?;
+    std::thread::Builder::new()
+        .name("sluice-gnmi-main".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => return eprintln!("sluice: gNMI server: {e}"),
+                };
+                let r = tonic::transport::Server::builder()
+                    .add_service(service(ports))
+                    .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                    .await;
+                if let Err(e) = r {
+                    eprintln!("sluice: gNMI server stopped: {e}");
+                }
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(local)
+}
+
+/// gNMI as a server of a node (`--gnmi ADDR` of the data planes without
+/// P4Runtime): the node's ports, read from its I/O metrics.
+pub struct GnmiServer {
+    addr: String,
+}
+
+impl GnmiServer {
+    pub fn new(addr: &str) -> GnmiServer {
+        GnmiServer { addr: addr.to_string() }
+    }
+}
+
+impl<D: sluice_dataplane::DataPlane> sluice_node::Server<D> for GnmiServer {
+    fn name(&self) -> &'static str {
+        "gNMI"
+    }
+
+    fn start(&mut self, control: &sluice_node::Control<D>) -> Result<String, String> {
+        let c = control.clone();
+        let local = start(&self.addr, Arc::new(NodePorts::new(move || c.io_metrics())))?;
+        Ok(format!("sluice: gNMI server listening on {local}"))
+    }
 }

@@ -1,8 +1,8 @@
 //! The gNMI service: Capabilities, Get, Set and Subscribe over the tree of
 //! `tree.rs`.
 //!
-//! Contract. Reads: snapshots of the ports (at most one every
-//! [`FRESH`], shared by every request and stream). Writes: a port's
+//! Contract. Reads: snapshots of the ports (one per Get and Set; the
+//! streams share one at most [`FRESH`] old). Writes: a port's
 //! enabled state (Set). Values of leaves are typed scalars (`uint_val`,
 //! `string_val`, `bool_val`) whatever the encoding, as the gNMI
 //! specification asks for scalars; JSON and JSON_IETF encode the subtrees
@@ -77,14 +77,31 @@ impl Inner {
         s
     }
 
+    /// A snapshot taken now, kept for the streams' next ticks.
+    fn snapshot_fresh(&self) -> Arc<Vec<PortState>> {
+        let s = Arc::new(self.ports.snapshot());
+        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), s.clone()));
+        s
+    }
+
     fn forget(&self) {
         *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
+/// A snapshot for a stream's tick (shared with the other streams' if recent).
 async fn snapshot(inner: &Arc<Inner>) -> Result<Arc<Vec<PortState>>, Status> {
     let i = inner.clone();
     tokio::task::spawn_blocking(move || i.snapshot_now()).await.map_err(|e| Status::internal(format!("snapshot: {e}")))
+}
+
+/// A snapshot taken for this request: a Get or a Set sees every frame
+/// counted before it arrived.
+async fn snapshot_fresh(inner: &Arc<Inner>) -> Result<Arc<Vec<PortState>>, Status> {
+    let i = inner.clone();
+    tokio::task::spawn_blocking(move || i.snapshot_fresh())
+        .await
+        .map_err(|e| Status::internal(format!("snapshot: {e}")))
 }
 
 fn now_ns() -> i64 {
@@ -204,7 +221,7 @@ impl proto::g_nmi_server::GNmi for Gnmi {
             Ok(proto::get_request::DataType::Operational) => c == Class::Operational,
             _ => true,
         };
-        let ports = snapshot(&self.inner).await?;
+        let ports = snapshot_fresh(&self.inner).await?;
         let leaves: Vec<Leaf> = tree::leaves(&ports).into_iter().filter(|l| wanted(l.class)).collect();
         let timestamp = now_ns();
         let mut notification = Vec::with_capacity(pats.len());
@@ -235,7 +252,7 @@ impl proto::g_nmi_server::GNmi for Gnmi {
             ops.push(SetOp::Update(u));
             results.push((u.path.clone(), Operation::Update));
         }
-        let ports = snapshot(&self.inner).await?;
+        let ports = snapshot_fresh(&self.inner).await?;
         let changes = tree::plan_set(r.prefix.as_ref(), &ops, &ports).map_err(|(c, m)| Status::new(c, m))?;
         let inner = self.inner.clone();
         let before: HashMap<String, bool> = ports.iter().map(|p| (p.name.clone(), p.admin_up)).collect();

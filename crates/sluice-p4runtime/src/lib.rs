@@ -326,14 +326,26 @@ impl Server {
     }
 }
 
-/// Bytes of the encoded `google.rpc.Status` a failed batch's trailer may
-/// carry. gRPC clients refuse trailers over 8 KiB (grpc-python: some
-/// refused from 8 KiB on, every one from 16 KiB; the status message is
-/// sent a second time as `grpc-message`, within [`MESSAGE_BUDGET`]).
-pub const DETAILS_BUDGET: usize = 7000;
+/// Bytes of a failed batch's trailers that gRPC clients accept: the
+/// `grpc-status-details-bin` (the encoded `google.rpc.Status`, in base64)
+/// and `grpc-message` (percent-encoded) within grpc-python's soft limit of
+/// 8 KiB for the whole header block (from 8 KiB some are refused, all from
+/// 16 KiB), the other headers of the block (about 300 bytes) left room.
+pub const TRAILER_BUDGET: usize = 7600;
 
 /// Longest text of the status message.
 const MESSAGE_BUDGET: usize = 512;
+
+/// Bytes `text` takes as a `grpc-message` (percent-encoded).
+fn grpc_message_len(text: &str) -> usize {
+    text.bytes().map(|b| if (0x20..=0x7e).contains(&b) && b != b'%' { 1 } else { 3 }).sum()
+}
+
+/// Whether a status whose encoding is `status` bytes long, with message
+/// `message`, fits [`TRAILER_BUDGET`].
+fn fits_trailer(status: usize, message: &str) -> bool {
+    4 * status.div_ceil(3) + grpc_message_len(message) <= TRAILER_BUDGET
+}
 
 /// Longest message of one update's `p4.v1.Error` when the details are cut.
 const DETAIL_MESSAGE: usize = 100;
@@ -379,7 +391,7 @@ fn error_any(r: &Result<(), Fail>, limit: usize, note: &str) -> prost_types::Any
 
 /// The status of a batch with failed updates: UNKNOWN with one
 /// `p4.v1.Error` per update in update order (the specification's format),
-/// within [`DETAILS_BUDGET`]:
+/// within [`TRAILER_BUDGET`]:
 /// 1. every update, messages cut to [`DETAIL_MESSAGE`] bytes;
 /// 2. else every update with its code and an empty message (the status
 ///    message then gives the first message of each code);
@@ -397,7 +409,7 @@ fn batch_error(results: &[Result<(), Fail>]) -> Status {
     let status = |message: String, details: Vec<prost_types::Any>| {
         let st = proto::google::rpc::Status { code: Code::Unknown as i32, message: message.clone(), details };
         let bytes = st.encode_to_vec();
-        (bytes.len() <= DETAILS_BUDGET).then(|| Status::with_details(Code::Unknown, message, bytes.into()))
+        fits_trailer(bytes.len(), &message).then(|| Status::with_details(Code::Unknown, message, bytes.into()))
     };
     let name_failures = |mut message: String, from: usize| {
         for (i, f) in failed.iter().filter(|(i, _)| *i >= from) {
@@ -434,19 +446,22 @@ fn batch_error(results: &[Result<(), Fail>]) -> Status {
     // 3. The first updates, up to a failure, with a note on the rest.
     let sizes: Vec<usize> =
         results.iter().map(|r| prost::encoding::message::encoded_len(3, &error_any(r, DETAIL_MESSAGE, ""))).collect();
-    let room = DETAILS_BUDGET.saturating_sub(MESSAGE_BUDGET + NOTE_BUDGET + 16);
-    let mut used = 0;
-    let mut last = None;
-    for (i, (r, size)) in results.iter().zip(&sizes).enumerate() {
-        if used + size > room {
-            break;
+    // Raw bytes for the details: what base64 leaves of the budget, less the
+    // message (twice: in the status and as grpc-message) and the note.
+    let mut room = (TRAILER_BUDGET * 3 / 4).saturating_sub(3 * MESSAGE_BUDGET + NOTE_BUDGET + 16);
+    for _ in 0..4 {
+        let mut used = 0;
+        let mut last = None;
+        for (i, (r, size)) in results.iter().zip(&sizes).enumerate() {
+            if used + size > room {
+                break;
+            }
+            used += size;
+            if r.is_err() {
+                last = Some(i);
+            }
         }
-        used += size;
-        if r.is_err() {
-            last = Some(i);
-        }
-    }
-    if let Some(k) = last {
+        let Some(k) = last else { break };
         let mut rest: Vec<(Code, usize, usize, &str)> = Vec::new();
         for (i, f) in failed.iter().filter(|(i, _)| *i > k) {
             match rest.iter_mut().find(|(c, ..)| *c == f.code) {
@@ -471,6 +486,8 @@ fn batch_error(results: &[Result<(), Fail>]) -> Status {
         if let Some(s) = status(message, details) {
             return s;
         }
+        // Messages that percent-encode long: fewer details.
+        room = room * 3 / 4;
     }
     // No failure fits among the first updates: the message alone names them.
     Status::new(
@@ -785,16 +802,16 @@ mod batch_error_tests {
 
     #[test]
     fn a_larger_batch_keeps_every_code_and_then_the_first_updates_with_a_note_on_the_rest() {
-        // Every code, messages dropped: 150 failures fit as codes alone.
-        let mid: Vec<_> = (0..150).map(fail).collect();
+        // Every code, messages dropped: 100 failures fit as codes alone.
+        let mid: Vec<_> = (0..100).map(fail).collect();
         let s = batch_error(&mid);
         let d = details(&s);
-        assert_eq!(d.len(), 150);
+        assert_eq!(d.len(), 100);
         assert!(d.iter().all(|e| e.canonical_code != 0 && e.message.is_empty()));
         assert!(
-            s.message().contains("50 ALREADY_EXISTS (first #0:") && s.message().contains("100 NOT_FOUND (first #1:")
+            s.message().contains("34 ALREADY_EXISTS (first #0:") && s.message().contains("66 NOT_FOUND (first #1:")
         );
-        assert!(s.details().len() <= DETAILS_BUDGET);
+        assert!(fits_trailer(s.details().len(), s.message()));
 
         // 1000 failures: the first ones with their messages, the last listed one with the note.
         let big: Vec<_> = (0..1000).map(fail).collect();
@@ -810,7 +827,7 @@ mod batch_error_tests {
         assert!(d[k].message.contains(&format!("updates #{} to #999 are not listed", k + 1)), "{}", d[k].message);
         assert!(d[k].message.contains(&format!("{more} of them failed")), "{}", d[k].message);
         assert!(s.message().starts_with(&format!("1000 of 1000 updates failed; the details list updates #0 to #{k};")));
-        assert!(s.details().len() <= DETAILS_BUDGET);
+        assert!(fits_trailer(s.details().len(), s.message()));
 
         // Failures only after the budget: the message alone.
         let late: Vec<_> = (0..1000).map(|i| if i == 999 { fail(i) } else { Ok(()) }).collect();

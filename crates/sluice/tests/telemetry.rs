@@ -1,7 +1,8 @@
 //! Telemetry of every data plane, read by the tools users read it with:
 //! a real Prometheus server (Debian's) scrapes `--metrics` of the P4
 //! switch, the lwAFTR and the OpenFlow switch, and its answers match the
-//! frames each was sent; `sluice top`, run in a terminal multiplexer
+//! frames each was sent, and so do their gNMI servers (`--gnmi`, read
+//! with pygnmi); `sluice top`, run in a terminal multiplexer
 //! (tmux), shows a rate while traffic flows.
 //!
 //! Everything runs in two network namespaces the test makes (a switch
@@ -220,7 +221,20 @@ fn prometheus_scrapes_each_data_plane_and_its_counts_match_the_frames_sent() {
     let conf_s = conf.to_str().unwrap();
     net.sluice(
         "lwaftr",
-        &["lwaftr", "run", "--conf", conf_s, "--v4", "lw-4", "--v6", "lw-6", "--metrics", "127.0.0.1:9102"],
+        &[
+            "lwaftr",
+            "run",
+            "--conf",
+            conf_s,
+            "--v4",
+            "lw-4",
+            "--v6",
+            "lw-6",
+            "--metrics",
+            "127.0.0.1:9102",
+            "--gnmi",
+            "127.0.0.1:9112",
+        ],
         "running with",
     );
 
@@ -229,7 +243,19 @@ fn prometheus_scrapes_each_data_plane_and_its_counts_match_the_frames_sent() {
     net.link("of-2", "h-of-2");
     net.sluice(
         "openflow",
-        &["openflow", "-i", "1@of-1", "-i", "2@of-2", "--listen", "ptcp:6653:127.0.0.1", "--metrics", "127.0.0.1:9103"],
+        &[
+            "openflow",
+            "-i",
+            "1@of-1",
+            "-i",
+            "2@of-2",
+            "--listen",
+            "ptcp:6653:127.0.0.1",
+            "--metrics",
+            "127.0.0.1:9103",
+            "--gnmi",
+            "127.0.0.1:9113",
+        ],
         "listening on",
     );
     net.in_sw(&["ovs-ofctl", "-O", "OpenFlow13", "add-flow", "tcp:127.0.0.1:6653", "in_port=1,actions=output:2"]);
@@ -281,6 +307,22 @@ fn prometheus_scrapes_each_data_plane_and_its_counts_match_the_frames_sent() {
     prometheus_shows(&net, &format!("sluice_port_sent_packets_total{{{of},port=\"2\"}}"), 300.0);
     // The flow-mod, and the code compiled for the table since, are changes.
     prometheus_shows(&net, &format!("count(sluice_control_changes_total{{{of}}} > 0)"), 1.0);
+
+    // The same counts over gNMI (`--gnmi`), read by pygnmi.
+    let gnmi = |addr: &str| -> serde_json::Value {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let python = repo.join(".venv/finsy/bin/python");
+        let script = repo.join("tests/p4runtime/pygnmi_client.py");
+        let out = net.in_sw(&[python.to_str().unwrap(), script.to_str().unwrap(), "--addr", addr, "counters"]);
+        serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let of = gnmi("127.0.0.1:9113");
+    assert_eq!(of["of-1"]["in-pkts"], 300, "{of}");
+    assert_eq!(of["of-1"]["in-unicast-pkts"], 300, "{of}");
+    assert_eq!(of["of-2"]["out-pkts"], 300, "{of}");
+    let lw = gnmi("127.0.0.1:9112");
+    assert_eq!(lw["lw-4"]["in-pkts"], 100, "{lw}");
+    assert_eq!(lw["lw-6"]["out-pkts"], 100, "{lw}");
 }
 
 #[test]

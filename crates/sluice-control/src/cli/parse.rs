@@ -262,6 +262,10 @@ fn table_add(sw: &Switch, args: &[&str]) -> R<Write> {
     let (params, priority) = split_priority(tail, np, prio)?;
     let data = action_data(sw, action, params)?;
     let matches = parse_matches(sw, table, &head[2..])?;
+    // An action profile's table takes members and groups (table_indirect_add).
+    if sw.program().tables[table].profile.is_some() {
+        return err("Invalid table operation (WRONG_TABLE_TYPE)");
+    }
     let action = EntryAction::Direct { action, data };
     Ok(Write::TableAdd {
         table,

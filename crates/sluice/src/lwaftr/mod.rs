@@ -132,6 +132,9 @@ pub enum LwaftrCommand {
         /// Serve Prometheus metrics at http://ADDR/metrics (`HOST:PORT`, or `:PORT`).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
+        /// Serve gNMI at ADDR (`HOST:PORT`): the two ports in the OpenConfig interfaces model (names, status, counters).
+        #[arg(long, value_name = "ADDR")]
+        gnmi: Option<String>,
         /// Stop after this many seconds (else at SIGINT or SIGTERM).
         #[arg(short = 'D', long)]
         duration: Option<f64>,
@@ -226,7 +229,20 @@ pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
             packets,
             packet_size: packet_size as usize,
         }),
-        LwaftrCommand::Run { conf, v4, v6, on_a_stick, workers, device, queue, name, metrics, duration, verbose } => {
+        LwaftrCommand::Run {
+            conf,
+            v4,
+            v6,
+            on_a_stick,
+            workers,
+            device,
+            queue,
+            name,
+            metrics,
+            gnmi,
+            duration,
+            verbose,
+        } => {
             let workers = workers as usize;
             run::run(&run::RunArgs {
                 conf,
@@ -240,6 +256,7 @@ pub fn main(cmd: LwaftrCommand) -> Result<(), String> {
                 duration,
                 verbose,
                 metrics,
+                gnmi,
             })
         }
         LwaftrCommand::Loadtest { in_v4, in_v6, v4, v6, rate, duration } => {

@@ -39,6 +39,8 @@ pub struct RunArgs {
     pub verbose: bool,
     /// `--metrics ADDR`: Prometheus metrics over HTTP.
     pub metrics: Option<String>,
+    /// `--gnmi ADDR`: the ports over gNMI.
+    pub gnmi: Option<String>,
 }
 
 /// `PORT@[backend:]IFACE` for the live loop.
@@ -80,6 +82,11 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     let server = ConfigServer::new(conf, a.device.clone(), a.queue, opts);
     let mut node = Node::start(plane, &cfg, None, &node_opts, vec![Box::new(server)])?;
     eprintln!("lwaftr: running with {} worker(s)", cfg.workers);
+    if let Some(addr) = &a.gnmi {
+        if let Err(e) = node.serve(sluice_gnmi::GnmiServer::new(addr)) {
+            return Err(node.fail(e));
+        }
+    }
     if a.verbose {
         if let Err(e) = node.serve(Rates) {
             return Err(node.fail(e));

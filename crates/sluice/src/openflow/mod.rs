@@ -69,6 +69,9 @@ pub struct OpenflowArgs {
     /// The instance's name, for `sluice top NAME` (default: its PID).
     #[arg(long)]
     pub name: Option<String>,
+    /// Serve gNMI at ADDR (`HOST:PORT`): the ports in the OpenConfig interfaces model (names, ids, status, counters; enable or disable by Set).
+    #[arg(long, value_name = "ADDR")]
+    pub gnmi: Option<String>,
 }
 
 fn parse_controller(s: &str) -> Result<SocketAddr, String> {
@@ -190,6 +193,11 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     };
     if let Err(e) = node.serve(Agent::new(node.control().clone(), notes, agent_cfg)) {
         return Err(node.fail(e));
+    }
+    if let Some(addr) = &a.gnmi {
+        if let Err(e) = node.serve(sluice_gnmi::GnmiServer::new(addr)) {
+            return Err(node.fail(e));
+        }
     }
     let done = node.run();
     let (hits, misses, tables, code) = done.control.view(|d| {
