@@ -7,16 +7,31 @@ cd "$(dirname "$0")/.."
 source scripts/ensure-tools.sh
 # Live-port tests need iproute2, iperf3, ethtool and ping (installed with apt when missing).
 source scripts/ensure-net-tools.sh
-# The stock control-plane clients (simple_switch_CLI, p4runtime-shell, finsy) in .venv.
-source scripts/ensure-python.sh
 if [ ! -d ../shared/conformance ]; then
     echo "error: ../shared/conformance not found beside the repository (the conformance corpora are required)" >&2
     exit 1
 fi
+# The stock control-plane clients (simple_switch_CLI, p4runtime-shell, finsy,
+# pygnmi, os-ken, Faucet) in .venv: built in the background while Rust
+# compiles (pip mostly waits on downloads, rustc on the CPU), then sourced
+# for their paths before the tests run.
+venv_log="$(mktemp)"
+(source scripts/ensure-python.sh) >"$venv_log" 2>&1 &
+venv_pid=$!
+trap 'kill "$venv_pid" 2>/dev/null || true; rm -f "$venv_log"' EXIT
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --profile test-release -- -D warnings
+echo "== cargo test (build)"
+cargo test --workspace --profile test-release --no-run
+if ! wait "$venv_pid"; then
+    cat "$venv_log" >&2
+    echo "error: the Python clients' venvs could not be built (scripts/ensure-python.sh, output above)" >&2
+    exit 1
+fi
+cat "$venv_log" >&2
+source scripts/ensure-python.sh
 echo "== cargo test"
 cargo test --workspace --profile test-release
 echo "== perf lab report script"
