@@ -89,17 +89,12 @@ impl Inner {
     }
 }
 
-/// A snapshot for a stream's tick (shared with the other streams' if recent).
-async fn snapshot(inner: &Arc<Inner>) -> Result<Arc<Vec<PortState>>, Status> {
+/// A snapshot of the ports, on a blocking thread: `fresh`, taken for this
+/// request (a Get or a Set sees every frame counted before it arrived);
+/// else, for a stream's tick, shared with the other streams' if recent.
+async fn snapshot(inner: &Arc<Inner>, fresh: bool) -> Result<Arc<Vec<PortState>>, Status> {
     let i = inner.clone();
-    tokio::task::spawn_blocking(move || i.snapshot_now()).await.map_err(|e| Status::internal(format!("snapshot: {e}")))
-}
-
-/// A snapshot taken for this request: a Get or a Set sees every frame
-/// counted before it arrived.
-async fn snapshot_fresh(inner: &Arc<Inner>) -> Result<Arc<Vec<PortState>>, Status> {
-    let i = inner.clone();
-    tokio::task::spawn_blocking(move || i.snapshot_fresh())
+    tokio::task::spawn_blocking(move || if fresh { i.snapshot_fresh() } else { i.snapshot_now() })
         .await
         .map_err(|e| Status::internal(format!("snapshot: {e}")))
 }
@@ -121,12 +116,14 @@ fn answer_prefix(prefix: Option<&proto::Path>) -> Result<(Option<proto::Path>, u
     }
 }
 
+/// Concrete elements as an answer's path, the prefix's `skip` first
+/// elements taken off.
+fn relative_path(elems: &[Elem], skip: usize) -> proto::Path {
+    proto::Path { elem: tree::to_proto(&elems[skip.min(elems.len())..]), ..Default::default() }
+}
+
 fn leaf_update(l: &Leaf, skip: usize) -> proto::Update {
-    proto::Update {
-        path: Some(proto::Path { elem: tree::to_proto(&l.path[skip.min(l.path.len())..]), ..Default::default() }),
-        val: Some(tree::typed(&l.value)),
-        duplicates: 0,
-    }
+    proto::Update { path: Some(relative_path(&l.path, skip)), val: Some(tree::typed(&l.value)), duplicates: 0 }
 }
 
 /// The updates answering `pat` from `leaves` in `enc`: each leaf (PROTO,
@@ -158,7 +155,7 @@ fn updates_for(pat: &Pattern, leaves: &[Leaf], enc: Encoding, skip: usize) -> Ve
         use proto::typed_value::Value as V;
         let value = if enc == Encoding::JsonIetf { V::JsonIetfVal(json) } else { V::JsonVal(json) };
         out.push(proto::Update {
-            path: Some(proto::Path { elem: tree::to_proto(&node[skip.min(node.len())..]), ..Default::default() }),
+            path: Some(relative_path(node, skip)),
             val: Some(proto::TypedValue { value: Some(value) }),
             duplicates: 0,
         });
@@ -221,7 +218,7 @@ impl proto::g_nmi_server::GNmi for Gnmi {
             Ok(proto::get_request::DataType::Operational) => c == Class::Operational,
             _ => true,
         };
-        let ports = snapshot_fresh(&self.inner).await?;
+        let ports = snapshot(&self.inner, true).await?;
         let leaves: Vec<Leaf> = tree::leaves(&ports).into_iter().filter(|l| wanted(l.class)).collect();
         let timestamp = now_ns();
         let mut notification = Vec::with_capacity(pats.len());
@@ -252,7 +249,7 @@ impl proto::g_nmi_server::GNmi for Gnmi {
             ops.push(SetOp::Update(u));
             results.push((u.path.clone(), Operation::Update));
         }
-        let ports = snapshot_fresh(&self.inner).await?;
+        let ports = snapshot(&self.inner, true).await?;
         let changes = tree::plan_set(r.prefix.as_ref(), &ops, &ports).map_err(|(c, m)| Status::new(c, m))?;
         let inner = self.inner.clone();
         let before: HashMap<String, bool> = ports.iter().map(|p| (p.name.clone(), p.admin_up)).collect();
@@ -462,7 +459,7 @@ fn due(sub: &mut Sub, leaves: &[Leaf], now: Instant) -> (Vec<Leaf>, Vec<Vec<Elem
 async fn run(inner: Arc<Inner>, mut plan: Plan, mut inbound: Streaming<proto::SubscribeRequest>, tx: Tx) {
     let quiet = plan.updates_only;
     if plan.mode != ListMode::Poll {
-        let Ok(ports) = snapshot(&inner).await else { return };
+        let Ok(ports) = snapshot(&inner, false).await else { return };
         if !send_all(&tx, &mut plan, &ports, quiet).await || !send(&tx, SubResp::SyncResponse(true)).await {
             return;
         }
@@ -474,7 +471,7 @@ async fn run(inner: Arc<Inner>, mut plan: Plan, mut inbound: Streaming<proto::Su
         ListMode::Poll => loop {
             match inbound.message().await {
                 Ok(Some(proto::SubscribeRequest { request: Some(SubReq::Poll(_)) })) => {
-                    let Ok(ports) = snapshot(&inner).await else { return };
+                    let Ok(ports) = snapshot(&inner, false).await else { return };
                     if !send_all(&tx, &mut plan, &ports, quiet).await || !send(&tx, SubResp::SyncResponse(true)).await {
                         return;
                     }
@@ -493,16 +490,13 @@ async fn run(inner: Arc<Inner>, mut plan: Plan, mut inbound: Streaming<proto::Su
             loop {
                 tokio::select! {
                     _ = tick.tick() => {
-                        let Ok(ports) = snapshot(&inner).await else { return };
+                        let Ok(ports) = snapshot(&inner, false).await else { return };
                         let leaves = tree::leaves(&ports);
                         let now = Instant::now();
                         for i in 0..plan.subs.len() {
                             let (pick, gone) = due(&mut plan.subs[i], &leaves, now);
                             let update = pick.iter().map(|l| leaf_update(l, plan.skip)).collect();
-                            let delete = gone
-                                .iter()
-                                .map(|p| proto::Path { elem: tree::to_proto(&p[plan.skip.min(p.len())..]), ..Default::default() })
-                                .collect();
+                            let delete = gone.iter().map(|p| relative_path(p, plan.skip)).collect();
                             if !send_notification(&tx, &plan, update, delete).await {
                                 return;
                             }
@@ -544,18 +538,7 @@ mod tests {
     }
 
     fn pat(text: &str) -> Pattern {
-        let elem = text
-            .split('/')
-            .filter(|s| !s.is_empty())
-            .map(|s| match s.split_once('[') {
-                Some((n, k)) => {
-                    let (k, v) = k.trim_end_matches(']').split_once('=').unwrap();
-                    proto::PathElem { name: n.into(), key: [(k.to_string(), v.to_string())].into_iter().collect() }
-                }
-                None => proto::PathElem { name: s.into(), key: Default::default() },
-            })
-            .collect();
-        tree::pattern(None, Some(&proto::Path { elem, ..Default::default() })).unwrap()
+        tree::pattern(None, Some(&tree::path(text))).unwrap()
     }
 
     #[test]

@@ -497,6 +497,26 @@ fn flatten_json(at: Vec<String>, j: &Value, out: &mut Vec<(Vec<String>, Scalar)>
     Ok(())
 }
 
+/// A path from its text (`/a/b[k=v]/c`, one key per element at most), for tests.
+#[cfg(test)]
+pub(crate) fn path(text: &str) -> proto::Path {
+    let elem = text
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let (name, key) = match s.split_once('[') {
+                Some((n, k)) => {
+                    let (k, v) = k.trim_end_matches(']').split_once('=').unwrap();
+                    (n, [(k.to_string(), v.to_string())].into_iter().collect())
+                }
+                None => (s, Default::default()),
+            };
+            proto::PathElem { name: name.into(), key }
+        })
+        .collect();
+    proto::Path { elem, ..Default::default() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,24 +532,6 @@ mod tests {
             last_change: 5,
             counters: Counters { in_pkts: 7, in_octets: 700, ..Default::default() },
         }
-    }
-
-    fn path(text: &str) -> proto::Path {
-        let elem = text
-            .split('/')
-            .filter(|s| !s.is_empty())
-            .map(|s| {
-                let (name, key) = match s.split_once('[') {
-                    Some((n, k)) => {
-                        let (k, v) = k.trim_end_matches(']').split_once('=').unwrap();
-                        (n, [(k.to_string(), v.to_string())].into_iter().collect())
-                    }
-                    None => (s, Default::default()),
-                };
-                proto::PathElem { name: name.into(), key }
-            })
-            .collect();
-        proto::Path { elem, ..Default::default() }
     }
 
     fn matching(p: &str, ports: &[PortState]) -> Vec<String> {

@@ -429,17 +429,7 @@ fn batch_error(results: &[Result<(), Fail>]) -> Status {
         return s;
     }
     // 2. Every code, no messages: the first message of each code in the status message.
-    let mut by_code: Vec<(Code, usize, usize, &str)> = Vec::new(); // code, count, first index, first message
-    for (i, f) in &failed {
-        match by_code.iter_mut().find(|(c, ..)| *c == f.code) {
-            Some(e) => e.1 += 1,
-            None => by_code.push((f.code, 1, *i, f.message.as_str())),
-        }
-    }
-    let mut codes_text = String::new();
-    for (code, count, first, msg) in &by_code {
-        codes_text.push_str(&format!(" {count} {} (first #{first}: {});", code_name(*code), cut(msg, DETAIL_MESSAGE)));
-    }
+    let (_, codes_text) = tally(&failed, DETAIL_MESSAGE);
     if let Some(s) = status(cut(&format!("{head}{codes_text}"), MESSAGE_BUDGET), all(0)) {
         return s;
     }
@@ -462,22 +452,13 @@ fn batch_error(results: &[Result<(), Fail>]) -> Status {
             }
         }
         let Some(k) = last else { break };
-        let mut rest: Vec<(Code, usize, usize, &str)> = Vec::new();
-        for (i, f) in failed.iter().filter(|(i, _)| *i > k) {
-            match rest.iter_mut().find(|(c, ..)| *c == f.code) {
-                Some(e) => e.1 += 1,
-                None => rest.push((f.code, 1, *i, f.message.as_str())),
-            }
-        }
-        let more: usize = rest.iter().map(|r| r.1).sum();
-        let mut note = format!(
-            " [updates #{} to #{} are not listed (gRPC clients refuse a larger status); {more} of them failed:",
+        let rest: Vec<(usize, &Fail)> = failed.iter().filter(|(i, _)| *i > k).copied().collect();
+        let (more, rest_text) = tally(&rest, 60);
+        let note = format!(
+            " [updates #{} to #{} are not listed (gRPC clients refuse a larger status); {more} of them failed:{rest_text}",
             k + 1,
             n - 1
         );
-        for (code, count, first, msg) in &rest {
-            note.push_str(&format!(" {count} {} (first #{first}: {});", code_name(*code), cut(msg, 60)));
-        }
         let note = format!("{}]", cut(&note, NOTE_BUDGET - 1));
         let mut details: Vec<prost_types::Any> =
             results[..k].iter().map(|r| error_any(r, DETAIL_MESSAGE, "")).collect();
@@ -494,6 +475,24 @@ fn batch_error(results: &[Result<(), Fail>]) -> Status {
         Code::Unknown,
         name_failures(format!("{head} per-update details omitted (too large for a gRPC trailer);"), 0),
     )
+}
+
+/// Failures (update index, failure) counted by code, in the order of each
+/// code's first failure: how many, and " N CODE (first #I: message);" per
+/// code, messages cut to `message_len` bytes.
+fn tally(failures: &[(usize, &Fail)], message_len: usize) -> (usize, String) {
+    let mut by_code: Vec<(Code, usize, usize, &str)> = Vec::new(); // code, count, first index, first message
+    for (i, f) in failures {
+        match by_code.iter_mut().find(|(c, ..)| *c == f.code) {
+            Some(e) => e.1 += 1,
+            None => by_code.push((f.code, 1, *i, f.message.as_str())),
+        }
+    }
+    let mut text = String::new();
+    for (code, count, first, msg) in &by_code {
+        text.push_str(&format!(" {count} {} (first #{first}: {});", code_name(*code), cut(msg, message_len)));
+    }
+    (failures.len(), text)
 }
 
 /// `text` cut to at most `max` bytes, at a character boundary, marked with "...".
