@@ -162,6 +162,9 @@ pub struct Agent {
     pub(crate) next_uid: u64,
     pub(crate) start: Instant,
     pub(crate) generation: Option<u64>,
+    /// Whether the workers send INVALID_TTL packet-ins (some connection
+    /// up asks for them), as last told to them.
+    invalid_ttl_wanted: bool,
     pub(crate) upkeep: crate::upkeep::Upkeep,
     /// Packets kept for the controllers' packet-outs and flow-mods.
     pub(crate) buffers: PacketBuffers,
@@ -202,6 +205,7 @@ impl Agent {
             next_uid: 1,
             start: now,
             generation: None,
+            invalid_ttl_wanted: false,
             upkeep: crate::upkeep::Upkeep::new(now),
             buffers: PacketBuffers::default(),
             refused_reported: (0, None),
@@ -474,6 +478,20 @@ impl Agent {
         }
     }
 
+    /// Tells the workers whether packets whose TTL runs out go to the
+    /// controllers: while a connection up asks for INVALID_TTL packet-ins
+    /// (its asynchronous configuration), so that no one's flood of
+    /// expiring packets fills the packet-in queue for nothing.
+    fn sync_invalid_ttl(&mut self) {
+        let bit = 1 << sluice_openflow::packet_in_reason::INVALID_TTL;
+        let wanted =
+            self.conns.iter().flatten().any(|c| c.up() && c.async_cfg.packet_in_mask[c.mask_index()] & bit != 0);
+        if wanted != self.invalid_ttl_wanted {
+            self.invalid_ttl_wanted = wanted;
+            self.pool().change(move |d: &mut OfSwitch, _| d.set_invalid_ttl_packet_ins(wanted));
+        }
+    }
+
     /// How long the poll may wait: until the next timer, a second at most,
     /// not at all while a connection has more to read.
     fn wait(&self) -> Duration {
@@ -498,6 +516,7 @@ impl Agent {
         self.notes_more = self.forward_packet_ins() >= PACKET_INS_PER_ROUND;
         self.upkeep();
         self.connect();
+        self.sync_invalid_ttl();
         // What this round changed leaves for the workers now, not at the
         // next barrier (a controller need not send one); they apply it
         // while this thread goes on (a barrier, a read or a packet-out

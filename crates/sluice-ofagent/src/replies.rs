@@ -18,6 +18,8 @@ use sluice_openflow::{
     TableFeatures, TableStats,
 };
 
+use sluice_ofswitch::features;
+
 use crate::agent::Agent;
 
 impl Agent {
@@ -190,13 +192,18 @@ impl Agent {
                     .collect();
                 vec![MultipartReply::GroupDesc(d)]
             }
-            MultipartRequest::GroupFeatures => vec![MultipartReply::GroupFeatures(GroupFeatures {
-                types: 0b1111,
-                capabilities: 0b1111,
-                max_groups: [65535; 4],
-                // Every action type this switch runs in buckets.
-                actions: [0x01fb_9801, 0, 0, 0],
-            })],
+            MultipartRequest::GroupFeatures => {
+                // Every action type this switch runs, in the buckets of every group type.
+                let actions = features::bitmap(features::ACTION_TYPES.iter().copied());
+                let types = features::bitmap(features::GROUP_TYPES.iter().map(|t| u16::from(*t)));
+                let per_type = |t: u8| if features::GROUP_TYPES.contains(&t) { actions } else { 0 };
+                vec![MultipartReply::GroupFeatures(GroupFeatures {
+                    types,
+                    capabilities: features::GROUP_CAPABILITIES,
+                    max_groups: [65535; 4],
+                    actions: [per_type(0), per_type(1), per_type(2), per_type(3)],
+                })]
+            }
             MultipartRequest::Meter { meter_id } => {
                 self.pool().merge_counters();
                 let control = self.control.clone();
@@ -293,35 +300,40 @@ impl Agent {
 
 /// How port `n` is described to controllers.
 pub(crate) fn port_desc(n: u32, p: &sluice_ofswitch::switch::PortInfo) -> PortDesc {
+    // The link's speed as the kernel reports it now (none while it is down).
+    let (curr, curr_speed) = features::link_features(sluice_ports::link_speed(&p.name));
     PortDesc {
         port_no: n,
         hw_addr: p.hw_addr,
         name: p.name.chars().take(15).collect(),
         config: p.config,
         state: if p.live { sluice_openflow::port_state::LIVE } else { sluice_openflow::port_state::LINK_DOWN },
-        curr: 0x2820,
+        curr,
         advertised: 0,
         supported: 0,
         peer: 0,
-        curr_speed: 10_000_000,
-        max_speed: 10_000_000,
+        curr_speed,
+        max_speed: curr_speed,
     }
 }
 
-/// The features this switch reports for table `id` (every table alike).
+/// The features this switch reports for table `id` (every table alike,
+/// but the last has no table to go to).
 fn table_features(id: usize) -> TableFeatures {
-    let instructions: Vec<(u16, u32)> = vec![(1, 0), (2, 0), (3, 0), (4, 0), (5, 0)];
-    let actions: Vec<(u16, u32)> =
-        [0u16, 11, 12, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27].iter().map(|t| (*t, 0)).collect();
-    let header = |f: u8| {
-        let field = OxmField::from_wire(sluice_openflow::oxm_class::OPENFLOW_BASIC, f);
-        let len = field.value_len().unwrap_or(0) as u32;
-        (u32::from(sluice_openflow::oxm_class::OPENFLOW_BASIC) << 16) | (u32::from(f) << 9) | len
-    };
-    // Every basic field matches; set-field covers the packet's fields.
-    let fields: Vec<u32> = (0u8..=39).map(header).collect();
-    let settable: Vec<u32> = (3u8..=38).map(header).collect();
     let next: Vec<u8> = ((id + 1)..N_TABLES).map(|t| t as u8).collect();
+    let instructions: Vec<(u16, u32)> = features::INSTRUCTION_TYPES
+        .iter()
+        .filter(|t| **t != sluice_openflow::action::instruction_type::GOTO_TABLE || !next.is_empty())
+        .map(|t| (*t, 0))
+        .collect();
+    let actions: Vec<(u16, u32)> = features::ACTION_TYPES.iter().map(|t| (*t, 0)).collect();
+    let header = |field: OxmField| {
+        let (class, f) = (field.class(), field.number());
+        let len = field.value_len().unwrap_or(0) as u32;
+        (u32::from(class) << 16) | (u32::from(f) << 9) | len
+    };
+    let fields: Vec<u32> = features::match_fields().map(header).collect();
+    let settable: Vec<u32> = features::match_fields().filter(|f| features::settable(*f)).map(header).collect();
     TableFeatures {
         table_id: id as u8,
         // Unnamed, as Open vSwitch's (ovs-ofctl then prints table numbers).

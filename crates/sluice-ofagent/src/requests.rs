@@ -13,9 +13,9 @@
 use sluice_ofswitch::control::Removed;
 use sluice_ofswitch::switch::{encode_packet_out, N_TABLES, PACKET_OUT_PORT};
 use sluice_ofswitch::OfSwitch;
-use sluice_openflow::errors::{bad_request, error_type, role_request_failed};
+use sluice_openflow::errors::{bad_request, error_type, role_request_failed, switch_config_failed};
 use sluice_openflow::{
-    capabilities, controller_role, flow_mod_command, port, Action, Features, Message, OfError, Role,
+    capabilities, config_flags, controller_role, flow_mod_command, port, Action, Features, Message, OfError, Role,
 };
 
 use crate::agent::Agent;
@@ -54,6 +54,17 @@ impl Agent {
             Message::SetConfig(c) => {
                 if self.is_slave(ci) {
                     return slave_refused(self);
+                }
+                // Fragments are passed (NORMAL) or dropped (DROP); the
+                // switch does not reassemble them, and says so as Open
+                // vSwitch does.
+                if c.flags & config_flags::FRAG_MASK > config_flags::FRAG_DROP {
+                    let e = OfError::new(
+                        error_type::SWITCH_CONFIG_FAILED,
+                        switch_config_failed::BAD_FLAGS,
+                        "fragment reassembly is not supported",
+                    );
+                    return self.error(ci, raw, &e, xid);
                 }
                 self.pool().change(move |d: &mut OfSwitch, _| d.set_config(c));
             }
@@ -263,7 +274,9 @@ impl Agent {
             }
         }
         let Some(role) = self.conns.get(ci).and_then(Option::as_ref).map(|c| c.role) else { return };
-        let reply = Role { role, generation_id: self.generation.unwrap_or(0) };
+        // No generation id yet: Open vSwitch answers 2^64-1, as the
+        // specification's "undefined" generation.
+        let reply = Role { role, generation_id: self.generation.unwrap_or(u64::MAX) };
         self.reply(ci, &Message::RoleReply(reply), xid);
     }
 

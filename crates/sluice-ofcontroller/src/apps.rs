@@ -3,7 +3,8 @@
 //! - [`LearningSwitch`] (`l2`, cbench's workload): learns each source
 //!   MAC's port per switch; a packet-in for a known destination installs
 //!   a flow (in_port, source and destination MAC to that port, as os-ken's
-//!   `simple_switch_13`) that also sends
+//!   `simple_switch_13`, idle for [`LEARNED_IDLE_TIMEOUT`] seconds at
+//!   most) that also sends
 //!   the buffered packet on (or a packet-out when the switch did not
 //!   buffer it); an unknown destination is flooded with a packet-out. On
 //!   a 1.3 switch it installs the table-miss flow to the controller
@@ -92,6 +93,11 @@ fn send_out(sw: &mut Switch<'_>, p: &PacketIn, to: u32) {
     let _ = sw.packet_out(po);
 }
 
+/// The idle timeout (seconds) of the learning switch's flows: Open
+/// vSwitch's MAC aging time, so a flow goes once its hosts have been quiet
+/// that long (and the next frame is learned again).
+pub const LEARNED_IDLE_TIMEOUT: u16 = 300;
+
 /// Addresses learned per switch at most; a full table starts over.
 const MAX_MACS: usize = 1 << 20;
 
@@ -140,7 +146,8 @@ impl App for LearningSwitch {
                             oxm(OxmField::EthSrc, &src),
                             oxm(OxmField::EthDst, &dst),
                         ];
-                        let fm = flow(1, fields, vec![Action::Output { port: out, max_len: 0 }], p.buffer_id);
+                        let mut fm = flow(1, fields, vec![Action::Output { port: out, max_len: 0 }], p.buffer_id);
+                        fm.idle_timeout = LEARNED_IDLE_TIMEOUT;
                         let _ = sw.flow_mod(fm);
                         if p.buffer_id == NO_BUFFER {
                             send_out(sw, p, out);

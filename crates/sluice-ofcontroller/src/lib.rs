@@ -38,7 +38,9 @@ mod apps;
 mod server;
 mod translate;
 
-pub use apps::{app_by_name, Chain, FastReply, Hub, LearningSwitch, MakeApp, Route, Router, APPS, ROUTES};
+pub use apps::{
+    app_by_name, Chain, FastReply, Hub, LearningSwitch, MakeApp, Route, Router, APPS, LEARNED_IDLE_TIMEOUT, ROUTES,
+};
 pub use server::{tls_config, Config, Controller, Counters, Event, Log, PacketIn, Switch};
 pub use translate::{
     flow_mod_to_10, packet_in_from_10, packet_in_from_13, packet_out_to_10, port10_to_32, port32_to_10,

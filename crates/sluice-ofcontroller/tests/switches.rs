@@ -75,6 +75,15 @@ fn learns(s: &mut TcpStream) {
     let (_, m) = of10::decode10(&read_msg(s).unwrap()).unwrap();
     let Message10::FlowMod(fm) = m else { panic!("expected a flow-mod, got {m:?}") };
     assert_eq!((fm.matched.in_port, fm.matched.dl_dst), (2, [2, 0, 0, 0, 0, 1]));
+    // The source too (a host is learned on every switch its frames cross),
+    // and an idle timeout: the flow goes when its hosts stop talking.
+    assert_eq!(fm.matched.dl_src, [2, 0, 0, 0, 0, 2]);
+    assert_eq!(
+        fm.matched.wildcards & (of10::wildcards::DL_SRC | of10::wildcards::DL_DST | of10::wildcards::IN_PORT),
+        0
+    );
+    assert_eq!(fm.idle_timeout, sluice_ofcontroller::LEARNED_IDLE_TIMEOUT);
+    assert!(fm.idle_timeout > 0);
     assert_eq!(fm.actions, vec![of10::Action10::Output { port: 1, max_len: 0 }]);
     // Not buffered by the switch: the packet itself goes on.
     let (_, m) = of10::decode10(&read_msg(s).unwrap()).unwrap();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use sluice_openflow::errors::{bad_action, bad_instruction, bad_match, error_type, flow_mod_failed, group_mod_failed};
 use sluice_openflow::{
     flow_mod_command as fmc, flow_mod_flags, group_mod_command as gmc, group_type, port, Action, FlowMod, FlowRemoved,
-    GroupMod, Instruction, Match, MeterMod, OfError, OxmField,
+    GroupMod, Instruction, Match, MeterMod, OfError,
 };
 
 use crate::switch::{Group, OfSwitch, N_TABLES};
@@ -101,10 +101,7 @@ fn check_action(sw: &OfSwitch, a: &Action) -> Result<(), OfError> {
             return Err(err(error_type::BAD_ACTION, bad_action::BAD_ARGUMENT, format!("push_mpls ethertype {t:#06x}")));
         }
         Action::SetField(o) => {
-            if o.mask.is_some() || crate::fields::slot(o.field).is_none() {
-                return Err(err(error_type::BAD_ACTION, bad_action::BAD_SET_TYPE, format!("set_field {:?}", o.field)));
-            }
-            if matches!(o.field, OxmField::InPort | OxmField::InPhyPort | OxmField::Metadata | OxmField::Ipv6Exthdr) {
+            if o.mask.is_some() || !crate::features::settable(o.field) {
                 return Err(err(error_type::BAD_ACTION, bad_action::BAD_SET_TYPE, format!("set_field {:?}", o.field)));
             }
             if o.field.value_len() != Some(o.value.len()) {
@@ -116,6 +113,9 @@ fn check_action(sw: &OfSwitch, a: &Action) -> Result<(), OfError> {
         }
         Action::Experimenter { .. } => {
             return Err(err(error_type::BAD_ACTION, bad_action::BAD_EXPERIMENTER, "no experimenter actions"));
+        }
+        _ if !crate::features::runs_action(a) => {
+            return Err(err(error_type::BAD_ACTION, bad_action::BAD_TYPE, format!("action type {}", a.type_code())));
         }
         _ => {}
     }
@@ -167,6 +167,7 @@ fn check_instructions(sw: &OfSwitch, table: u8, ins: &[Instruction]) -> Result<(
                 ));
             }
         };
+        debug_assert!(crate::features::INSTRUCTION_TYPES.contains(&t));
         if !seen.insert(t) {
             return Err(err(error_type::BAD_INSTRUCTION, bad_instruction::UNSUP_INST, "an instruction type twice"));
         }
@@ -368,7 +369,7 @@ impl OfSwitch {
                         format!("group {id}"),
                     ));
                 }
-                if gm.typ > group_type::FF {
+                if !crate::features::GROUP_TYPES.contains(&gm.typ) {
                     return Err(err(
                         error_type::GROUP_MOD_FAILED,
                         group_mod_failed::BAD_TYPE,

@@ -14,6 +14,9 @@
 //!   and replayed for packets that look the same to every table;
 //! - [`meter`]: meters, their bands' token buckets and statistics;
 //! - [`normal`]: the NORMAL port's MAC learning;
+//! - [`features`]: what the switch supports (action, instruction, group
+//!   and meter band types, fields, link speeds), which its features
+//!   replies and its checks both read;
 //! - [`control`]: flow-mods, group-mods and meter-mods, validated and
 //!   applied to every copy of the switch.
 //!
@@ -22,6 +25,7 @@
 pub mod cache;
 pub mod code;
 pub mod control;
+pub mod features;
 pub mod fields;
 pub mod meter;
 pub mod normal;

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 
 use sluice_dataplane::DataPlane;
-use sluice_ofswitch::switch::{encode_packet_out, INVALID_TTL_TO_CONTROLLER, PACKET_OUT_PORT};
+use sluice_ofswitch::switch::{encode_packet_out, is_ip_fragment, PACKET_OUT_PORT};
 use sluice_ofswitch::{Note, OfSwitch, PortInfo};
+use sluice_openflow::config_flags;
 use sluice_openflow::errors::{bad_action, bad_instruction, bad_match, error_type, flow_mod_failed, group_mod_failed};
 use sluice_openflow::{
     flow_mod_command as fmc, flow_mod_flags, group_mod_command as gmc, group_type, packet_in_reason, port, Action,
@@ -929,8 +930,8 @@ fn dec_ttl_ipv4_and_ipv6_and_invalid_ttl() {
     assert!(checksums_ok(&o[0].1));
     let ttl1 = eth(MAC_B, MAC_A, 0x0800, &ipv4([10, 0, 0, 1], [10, 0, 0, 2], 17, 1, udp_seg(1, 2, b"x")));
     assert!(run(&mut sw, 1, &ttl1).is_empty());
-    assert!(notes(&mut sw).is_empty(), "flag off: dropped silently");
-    sw.set_config(SwitchConfig { flags: sw.config().flags | INVALID_TTL_TO_CONTROLLER, ..sw.config() });
+    assert!(notes(&mut sw).is_empty(), "no controller asked: dropped silently");
+    sw.set_invalid_ttl_packet_ins(true);
     assert!(run(&mut sw, 1, &ttl1).is_empty());
     let n = notes(&mut sw);
     assert_eq!(n.len(), 1);
@@ -941,6 +942,38 @@ fn dec_ttl_ipv4_and_ipv6_and_invalid_ttl() {
     add(&mut sw, 1, flow(0, 1, vec![], vec![write(vec![out(2), Action::DecNwTtl])]));
     assert!(run(&mut sw, 1, &ttl1).is_empty());
     assert_eq!(run(&mut sw, 1, &f4)[0].1[22], 63);
+}
+
+#[test]
+fn set_config_frag_drop_drops_every_fragment_and_passes_whole_packets() {
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![apply(vec![out(2)])]));
+    let whole = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1, 2);
+    let mut first = whole.clone();
+    first[20] = 0x20; // more fragments, offset 0
+    let mut last = whole.clone();
+    last[21] = 0x10; // offset 16 * 8 bytes, no more fragments
+    let mut df = whole.clone();
+    df[20] = 0x40; // don't fragment: a whole packet
+    let mut frag6 = udp6(v6(1), v6(2));
+    frag6[20] = 44; // a fragment header follows the IPv6 header
+    assert!(is_ip_fragment(&first) && is_ip_fragment(&last) && is_ip_fragment(&frag6));
+    assert!(!is_ip_fragment(&whole) && !is_ip_fragment(&df) && !is_ip_fragment(&udp6(v6(1), v6(2))));
+    // Normal handling: fragments go through the tables as any packet.
+    assert_eq!(run(&mut sw, 1, &first).len(), 1);
+    let frames: Vec<&[u8]> = vec![&whole, &first, &df, &last, &frag6];
+    let count = |sw: &mut OfSwitch, frames: &[&[u8]]| {
+        let mut n = 0;
+        sw.process_batch(1, frames, &mut |_, _, _: &[u8]| n += 1);
+        n
+    };
+    assert_eq!(count(&mut sw, &frames), 5);
+    sw.set_config(SwitchConfig { flags: config_flags::FRAG_DROP, ..sw.config() });
+    assert_eq!(count(&mut sw, &frames), 2, "only the whole packets pass");
+    assert!(run(&mut sw, 1, &last).is_empty());
+    assert_eq!(run(&mut sw, 1, &whole).len(), 1);
+    // A batch of whole packets keeps the batched path.
+    assert_eq!(count(&mut sw, &[&whole, &df, &whole]), 3);
 }
 
 #[test]

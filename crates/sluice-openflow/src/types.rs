@@ -221,6 +221,17 @@ pub mod ipv6_exthdr {
     pub const UNSEQ: u16 = 1 << 8;
 }
 
+/// `ofp_config_flags`: what the switch does with IP fragments.
+pub mod config_flags {
+    /// No special handling: fragments go through the tables.
+    pub const FRAG_NORMAL: u16 = 0;
+    /// Fragments are dropped.
+    pub const FRAG_DROP: u16 = 1;
+    /// Fragments are reassembled (not supported by Sluice).
+    pub const FRAG_REASM: u16 = 2;
+    pub const FRAG_MASK: u16 = 3;
+}
+
 /// `ofp_capabilities` bits.
 pub mod capabilities {
     pub const FLOW_STATS: u32 = 1 << 0;

@@ -5,7 +5,12 @@
 //! the frames it sends itself (PACKET_IGNORE_OUTGOING) and, with offload,
 //! carries virtio-net headers (PACKET_VNET_HDR). Several sockets on one
 //! interface can form a PACKET_FANOUT group that the kernel balances by flow
-//! hash, one socket per worker.
+//! hash, one socket per worker. The group does not ask the kernel to
+//! reassemble IP fragments (PACKET_FANOUT_FLAG_DEFRAG): reassembled, a
+//! datagram bigger than the link's MTU could not be sent on. The kernel
+//! hashes a fragment by its addresses alone (every fragment of a datagram
+//! then goes to one worker, in order) and forwarders pass fragments as
+//! they come.
 //!
 //! VLAN tags: the kernel takes an 802.1Q/802.1ad tag out of every frame
 //! it receives (into the packet's metadata) before a packet socket sees
@@ -37,7 +42,6 @@ const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_FANOUT_HASH: u32 = 0;
-const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 const PACKET_OUTGOING: u8 = 4;
 const PACKET_AUXDATA: libc::c_int = 8;
 const PACKET_STATISTICS: libc::c_int = 6;
@@ -172,7 +176,7 @@ impl AfPacketPort {
         mreq.mr_type = PACKET_MR_PROMISC;
         setsockopt(raw, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq, &format!("{name}: promiscuous mode"))?;
         if let Some(group) = fanout {
-            let arg: u32 = u32::from(group) | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
+            let arg: u32 = u32::from(group) | (PACKET_FANOUT_HASH << 16);
             setsockopt(raw, SOL_PACKET, PACKET_FANOUT, &arg, &format!("{name}: PACKET_FANOUT"))?;
         }
         Ok(AfPacketPort {

@@ -194,7 +194,7 @@ enum Cmd {
         #[arg(long)]
         show_code: bool,
     },
-    /// An OpenFlow 1.0/1.3 controller running the shipped applications (learning switch, hub, fast reply).
+    /// An OpenFlow 1.0/1.3 controller running the shipped applications (learning switch, hub, fast reply, router).
     Controller(sluice::controller::ControllerArgs),
     /// cbench's OpenFlow controller benchmark (same options and output), OpenFlow 1.0 or 1.3.
     #[command(name = "ofbench", disable_version_flag = true)]

@@ -196,6 +196,11 @@ def step(s, name, m):
     r = read(s)
     print(name, "closed" if r is None else "type=%d error=%s" % (r[1], r[8:12].hex() if r[1] == 1 else "-"), flush=True)
 a = conn()
+# ROLE_REQUEST NOCHANGE before any role was asked: the generation id is
+# undefined, 2^64-1 as Open vSwitch answers.
+a.sendall(msg(24, 1, struct.pack("!I4xQ", 0, 5)))
+r = read(a)
+print("role-nochange type=%d role=%d generation=%x" % (r[1], struct.unpack("!I", r[8:12])[0], struct.unpack("!Q", r[16:24])[0]))
 step(a, "unknown-type", msg(200, 2, b""))
 step(a, "backward-goto", flow_mod(3, 0, EMPTY_MATCH, struct.pack("!HHB3x", 1, 8, 0)))
 step(a, "unknown-multipart", msg(18, 4, struct.pack("!HH4x", 99, 0)))
@@ -223,6 +228,8 @@ fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
             .unwrap_or_else(|| panic!("no {name} line:\n{text}\n{}", lab.log()))
             .to_string()
     };
+    // ROLE_REPLY (25), role EQUAL (1), undefined generation id.
+    assert_eq!(line("role-nochange"), "role-nochange type=25 role=1 generation=ffffffffffffffff", "{text}");
     // ERROR (type 1) with OFPET_BAD_REQUEST / OFPBRC_BAD_TYPE (1, 1).
     assert_eq!(line("unknown-type"), "unknown-type type=1 error=00010001", "{text}");
     // OFPET_BAD_INSTRUCTION / OFPBIC_BAD_TABLE_ID (3, 2).
@@ -253,6 +260,134 @@ fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
         ],
     );
     assert_eq!(lab.ping(3), 3, "{}", lab.log());
+}
+
+/// The features replies say what the switch does: every group type lists
+/// the actions its buckets run (VLAN pop and set-field among them); the
+/// tables list the meter instruction, and the last table no goto; the
+/// ports report the speed their links have (veth: 10 Gbit/s, full duplex)
+/// with the feature bit of that speed.
+#[test]
+fn features_replies_say_what_the_switch_does() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &[]);
+    let groups = ofctl_ok(&lab, &["dump-group-features"]);
+    for kind in ["all group:", "select group:", "indirect group:", "fast failover group:"] {
+        let actions = groups
+            .split(kind)
+            .nth(1)
+            .and_then(|t| t.lines().find(|l| l.contains("actions:")))
+            .unwrap_or_else(|| panic!("no actions for {kind}\n{groups}"));
+        for a in ["output", "group", "set_field", "strip_vlan", "push_vlan", "dec_ttl", "push_mpls", "set_queue"] {
+            assert!(actions.split_whitespace().any(|w| w == a), "{kind} lacks {a}:\n{groups}");
+        }
+    }
+    let tables = ofctl_ok(&lab, &["dump-table-features"]);
+    let first = tables.split("table 0:").nth(1).unwrap_or_else(|| panic!("{tables}"));
+    let ins = first.lines().find(|l| l.contains("instructions:")).unwrap_or_else(|| panic!("{tables}"));
+    assert!(ins.contains("meter") && ins.contains("goto_table"), "table 0: {ins}");
+    let last = tables.split("table 63:").nth(1).unwrap_or_else(|| panic!("{tables}"));
+    let ins = last.lines().find(|l| l.contains("instructions:")).unwrap_or_else(|| panic!("{tables}"));
+    assert!(ins.contains("meter") && !ins.contains("goto_table"), "table 63: {ins}");
+    assert!(!last.contains("next tables"), "table 63 goes nowhere:\n{last}");
+    let ports = ofctl_ok(&lab, &["dump-ports-desc"]);
+    assert_eq!(ports.matches("current:    10GB-FD\n").count(), 2, "{ports}");
+    assert_eq!(ports.matches("speed: 10000 Mbps now, 10000 Mbps max").count(), 2, "{ports}");
+    lab.stop();
+}
+
+/// Adds the two routes of the two-subnet lab with ovs-ofctl (TTL
+/// decremented, both MAC addresses rewritten).
+fn add_routes(lab: &Lab) {
+    for (net, src, dst, port) in [("10.0.2.0/24", MAC_SW2, MAC_H2, 2), ("10.0.1.0/24", MAC_SW1, MAC_H1, 1)] {
+        let flow =
+            format!("priority=5,ip,nw_dst={net},actions=dec_ttl,mod_dl_src:{src},mod_dl_dst:{dst},output:{port}");
+        ofctl_ok(lab, &["add-flow", &flow]);
+    }
+}
+
+/// `ping ARGS... 10.0.2.1` from h1; its output.
+fn ping_h2(lab: &Lab, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.h1, "ping"])
+        .args(args)
+        .arg("10.0.2.1")
+        .output()
+        .expect("run ping");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `ovs-ofctl set-frags drop` drops every IPv4 fragment (a ping too big
+/// for the link's MTU gets no answer, a small one does); `normal` lets them
+/// through again; `reassemble`, which the switch cannot do, is refused
+/// with OFPSCFC_BAD_FLAGS as Open vSwitch refuses it, and changes nothing.
+#[test]
+fn set_frags_drop_drops_fragments_and_reassemble_is_refused() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &["--workers", "2"]);
+    add_routes(&lab);
+    let big = ["-c", "3", "-i", "0.2", "-W", "2", "-s", "3000"];
+    assert_eq!(common::lab::received(&ping_h2(&lab, &big)), 3, "fragmented pings pass by default\n{}", lab.log());
+    ofctl_ok(&lab, &["set-frags", "drop"]);
+    assert!(ofctl_ok(&lab, &["get-frags"]).contains("drop"));
+    assert_eq!(common::lab::received(&ping_h2(&lab, &big)), 0, "fragments dropped\n{}", lab.log());
+    assert_eq!(lab.ping(3), 3, "whole packets still pass\n{}", lab.log());
+    let (ok, out) = ofctl(&lab, &["set-frags", "reassemble"]);
+    assert!(!ok && out.contains("OFPSCFC_BAD_FLAGS"), "reassembly refused:\n{out}");
+    assert!(ofctl_ok(&lab, &["get-frags"]).contains("drop"), "a refused mode changes nothing");
+    ofctl_ok(&lab, &["set-frags", "normal"]);
+    assert_eq!(common::lab::received(&ping_h2(&lab, &big)), 3, "fragments pass again\n{}", lab.log());
+    // The exit summary counts what went through the flow cache or the tables.
+    let log = lab.stop();
+    let line = log.lines().find(|l| l.contains("openflow: flow cache:")).unwrap_or_else(|| panic!("{log}"));
+    let n: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(n.len() == 2 && n[0] + n[1] >= 20, "forwarded packets counted: {line}");
+}
+
+/// An os-ken application of our own routes between the two hosts as
+/// os-ken's REST router does (dec_ttl in every route) and asks for
+/// INVALID_TTL packet-ins the OpenFlow 1.3 way, with SET_ASYNC; `ping -t 1`
+/// through it gets the application's "Time to live exceeded".
+#[test]
+fn expired_ttls_reach_an_os_ken_router_that_asked_for_them_with_set_async() {
+    require_ovs_ofctl();
+    let manager = osken_manager();
+    let app = format!("{}/../../tests/openflow/ttl_router_13.py", env!("CARGO_MANIFEST_DIR"));
+    let mut lab = Lab::with_veth_hosts(false);
+    let ctl_log = std::fs::File::create(lab.dir.join("osken.log")).unwrap();
+    let ports = format!("1,10.0.1.254,{MAC_SW1},10.0.1.0/24,{MAC_H1};2,10.0.2.254,{MAC_SW2},10.0.2.0/24,{MAC_H2}");
+    let controller = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, &manager, "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", "16634"])
+        .arg(&app)
+        .env("ROUTER_PORTS", ports)
+        .stdout(ctl_log.try_clone().unwrap())
+        .stderr(ctl_log)
+        .spawn()
+        .expect("start osken-manager");
+    let controller = Kill(controller);
+    start(&mut lab, &["--controller", "tcp:127.0.0.1:16634"]);
+    let osken_log = || std::fs::read_to_string(lab.dir.join("osken.log")).unwrap_or_default();
+    let t0 = Instant::now();
+    while !osken_log().contains("routes installed") {
+        assert!(t0.elapsed() < Duration::from_secs(60), "os-ken never saw the switch:\n{}\n{}", osken_log(), lab.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t0 = Instant::now();
+    while lab.ping(1) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no route through the switch:\n{}\n{}", osken_log(), lab.log());
+    }
+    let out = ping_h2(&lab, &["-c", "3", "-i", "0.5", "-W", "10", "-t", "1"]);
+    assert!(
+        out.contains("From 10.0.1.254") && out.contains("Time to live exceeded"),
+        "ping -t 1 through the router:\n{out}\n{}\n{}",
+        osken_log(),
+        lab.log()
+    );
+    assert!(osken_log().contains("invalid-ttl packet-in from port 1"), "{}", osken_log());
+    drop(controller);
+    lab.stop();
 }
 
 /// Holds 500 OpenFlow connections (each past its HELLO) open on the
@@ -672,7 +807,12 @@ fn standalone_fail_mode_forwards_as_a_learning_switch_while_no_controller_is_con
     wait_log(&lab, alone, 2);
     let got = common::lab::ping_from(&lab.h1, "10.0.9.2", 5, "0.2");
     assert!(got >= 4, "ping once the controller went: {got} of 5\n{}", lab.log());
-    lab.stop();
+    // The exit summary says where the packets went: NORMAL, standing alone.
+    let log = lab.stop();
+    let line = log.lines().find(|l| l.contains("openflow: flow cache:")).unwrap_or_else(|| panic!("{log}"));
+    let alone: u64 =
+        line.split("; ").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(alone >= 8, "packets forwarded standing alone, in the summary: {line}");
 }
 
 /// `--local NAME`: a TAP interface as OpenFlow's LOCAL port, the

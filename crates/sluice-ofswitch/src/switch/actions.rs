@@ -16,7 +16,7 @@
 use sluice_openflow::{port, Action, OxmField};
 
 use super::pipeline::Pkt;
-use super::{Note, OfSwitch, INVALID_TTL_TO_CONTROLLER, MAX_PENDING_PACKET_INS};
+use super::{Note, OfSwitch, MAX_PENDING_PACKET_INS};
 use crate::cache::Op;
 use crate::fields::{self, Meta};
 
@@ -501,8 +501,8 @@ impl OfSwitch {
     }
 
     /// Decrements the IPv4 TTL or IPv6 hop limit; one that would reach
-    /// zero drops the packet (and sends it to the controller if the
-    /// switch's configuration asks).
+    /// zero drops the packet (and sends it to the controllers if one of
+    /// them asked for INVALID_TTL packet-ins).
     #[inline]
     pub(super) fn dec_nw_ttl(&mut self, pkt: &mut Pkt, table_id: u8, cookie: u64) -> Result<(), Stop> {
         pkt.parsed();
@@ -513,7 +513,7 @@ impl OfSwitch {
     }
 
     fn invalid_ttl(&mut self, pkt: &mut Pkt, table_id: u8, cookie: u64) -> Result<(), Stop> {
-        if self.config.flags & INVALID_TTL_TO_CONTROLLER != 0 {
+        if self.ttl_packet_ins {
             let n = Note::PacketIn {
                 in_port: pkt.meta.in_port,
                 reason: sluice_openflow::packet_in_reason::INVALID_TTL,

@@ -84,6 +84,9 @@ pub struct Counters {
     /// Packets the flow cache served, and those that walked the tables.
     pub cache_hits: u64,
     pub cache_misses: u64,
+    /// Packets forwarded by the NORMAL port while the switch stood alone
+    /// (fail mode standalone without a controller): neither cached nor walked.
+    pub standalone: u64,
 }
 
 /// Adds `p` packets and `b` bytes of what a recorded walk counts to the
@@ -203,6 +206,7 @@ impl OfSwitch {
             sum.packet_ins_dropped += r.packet_ins_dropped;
             sum.cache_hits += r.cache_hits;
             sum.cache_misses += r.cache_misses;
+            sum.standalone += r.standalone;
             sum.unsupported_output += r.unsupported_output;
             for (k, v) in &r.meters {
                 add_counts(sum.meters.entry(*k).or_default(), v);

@@ -61,7 +61,7 @@ use std::sync::Arc;
 
 use sluice_dataplane::{DataPlane, Metrics, Stats};
 use sluice_openflow::errors::{error_type, port_mod_failed};
-use sluice_openflow::{port, OfError, PortMod, SwitchConfig};
+use sluice_openflow::{config_flags, port, OfError, PortMod, SwitchConfig};
 
 use crate::cache::{FlowCache, Key};
 use crate::code::{PipelineCode, TableCode, TableShape};
@@ -102,9 +102,6 @@ pub const LOCAL_LIVE_PORT: u32 = 0;
 /// Packet-ins a replica holds before the agent drains them; more are
 /// dropped and counted.
 pub const MAX_PENDING_PACKET_INS: usize = 4096;
-
-/// `OFPC_INVALID_TTL_TO_CONTROLLER` in the switch config flags.
-pub const INVALID_TTL_TO_CONTROLLER: u16 = 4;
 
 /// What a replica reports to the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +166,10 @@ pub struct OfSwitch {
     rec: Option<Recording>,
     /// Where the NORMAL port has seen each address (see [`crate::normal`]).
     macs: MacTable,
+    /// Whether a packet whose TTL runs out goes to the controllers (some
+    /// connection's asynchronous configuration asks for INVALID_TTL
+    /// packet-ins; see [`OfSwitch::set_invalid_ttl_packet_ins`]).
+    ttl_packet_ins: bool,
     /// Standing alone (fail mode standalone, no controller): every packet
     /// goes to the NORMAL port, the tables are not looked at.
     fail_open: bool,
@@ -209,6 +210,7 @@ impl OfSwitch {
             rec: None,
             macs: MacTable::default(),
             fail_open: false,
+            ttl_packet_ins: false,
             pipeline: None,
             batch: Vec::new(),
             partial: 0,
@@ -271,9 +273,23 @@ impl OfSwitch {
     }
 
     /// Sets the switch configuration (SET_CONFIG). Nothing is derived from
-    /// it: an invalid TTL reads it when it happens, replayed walks too.
+    /// it: the fragment handling is read per batch.
     pub fn set_config(&mut self, config: SwitchConfig) {
         self.config = config;
+    }
+
+    /// Whether packets whose TTL runs out are sent to the controllers as
+    /// INVALID_TTL packet-ins (the agent sets it while any connection's
+    /// asynchronous configuration asks for them). Nothing is derived from
+    /// it: an invalid TTL reads it when it happens, replayed walks too.
+    pub fn set_invalid_ttl_packet_ins(&mut self, on: bool) {
+        self.ttl_packet_ins = on;
+    }
+
+    /// Whether INVALID_TTL packet-ins are sent (see
+    /// [`OfSwitch::set_invalid_ttl_packet_ins`]).
+    pub fn invalid_ttl_packet_ins(&self) -> bool {
+        self.ttl_packet_ins
     }
 
     /// Sets port `n`'s link state; whether it changed (false for a port the
@@ -481,6 +497,44 @@ impl OfSwitch {
     }
 }
 
+/// Whether `frame` is an IPv4 or IPv6 fragment (any of them, the first
+/// too), behind up to two VLAN tags; an IPv6 fragment header is looked
+/// for behind hop-by-hop, routing and destination options headers.
+pub fn is_ip_fragment(frame: &[u8]) -> bool {
+    let be16 = |at: usize| frame.get(at..at + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    let mut at = 12;
+    let mut ethertype = be16(at);
+    for _ in 0..2 {
+        if ethertype != 0x8100 && ethertype != 0x88a8 {
+            break;
+        }
+        at += 4;
+        ethertype = be16(at);
+    }
+    let ip = at + 2;
+    match ethertype {
+        // More fragments, or an offset.
+        0x0800 => frame.get(ip).is_some_and(|b| b >> 4 == 4) && be16(ip + 6) & 0x3fff != 0,
+        0x86dd => {
+            let Some(mut next) = frame.get(ip + 6).copied() else { return false };
+            let mut hdr = ip + 40;
+            for _ in 0..8 {
+                match next {
+                    44 => return true,
+                    0 | 43 | 60 => {
+                        let (Some(&n), Some(&len)) = (frame.get(hdr), frame.get(hdr + 1)) else { return false };
+                        next = n;
+                        hdr += 8 + 8 * usize::from(len);
+                    }
+                    _ => return false,
+                }
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
 impl DataPlane for OfSwitch {
     type Notification = Note;
     type Counters = Counters;
@@ -497,7 +551,11 @@ impl DataPlane for OfSwitch {
         }
         let c = self.port_count(port);
         c[0] += frames.len() as u64;
-        if frames.len() > 1 && !self.fail_open && self.port_bits(port) & PORT_NO_RECV == 0 {
+        // SET_CONFIG's FRAG_DROP: a batch holding fragments takes the
+        // frame-by-frame path, which drops them (one flag test otherwise).
+        let frag_drop = self.config.flags & config_flags::FRAG_MASK == config_flags::FRAG_DROP
+            && frames.iter().any(|f| is_ip_fragment(f));
+        if frames.len() > 1 && !self.fail_open && !frag_drop && self.port_bits(port) & PORT_NO_RECV == 0 {
             // Its bytes counted as its frames are read.
             self.process_pipelined(port, frames, partial, emit);
             return;
@@ -508,8 +566,13 @@ impl DataPlane for OfSwitch {
             return;
         }
         if self.fail_open {
+            self.counters.standalone += frames.len() as u64;
             let meta = Meta { in_port: port, in_phy_port: port, ..Meta::default() };
             for (i, f) in frames.iter().enumerate() {
+                if frag_drop && is_ip_fragment(f) {
+                    self.stats.dropped += 1;
+                    continue;
+                }
                 let mut buf = self.spare.pop().unwrap_or_default();
                 buf.clear();
                 buf.extend_from_slice(f);
@@ -520,6 +583,10 @@ impl DataPlane for OfSwitch {
             return;
         }
         for (i, f) in frames.iter().enumerate() {
+            if frag_drop && is_ip_fragment(f) {
+                self.stats.dropped += 1;
+                continue;
+            }
             let mut buf = self.spare.pop().unwrap_or_default();
             buf.clear();
             buf.extend_from_slice(f);

@@ -200,11 +200,15 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
         }
     }
     let done = node.run();
-    let (hits, misses, tables, code) = done.control.view(|d| {
+    let (c, tables, code) = done.control.view(|d| {
         let code = if a.show_code { d.code_listing() } else { String::new() };
-        (d.counts().cache_hits, d.counts().cache_misses, d.describe_tables(), code)
+        let c = d.counts();
+        ((c.cache_hits, c.cache_misses, c.standalone), d.describe_tables(), code)
     });
-    eprintln!("openflow: flow cache: {hits} packets replayed a cached walk, {misses} walked the tables");
+    let (hits, misses, alone) = c;
+    let alone =
+        if alone > 0 { format!("; {alone} forwarded by the NORMAL port standing alone") } else { String::new() };
+    eprintln!("openflow: flow cache: {hits} packets replayed a cached walk, {misses} walked the tables{alone}");
     for t in tables {
         eprintln!("openflow: {t}");
     }
