@@ -24,7 +24,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use sluice_node::{Control, Server, Session, Stop};
 use sluice_ofswitch::OfSwitch;
 use sluice_openflow::connection::{Closed, Connection, Frame, Full, Incoming, Settings};
-use sluice_openflow::{controller_role, AsyncConfig, Message, OfError, OFP13};
+use sluice_openflow::{controller_role, of10, translate10, AsyncConfig, Message, OfError, OFP10, OFP13};
 
 use crate::buffers::PacketBuffers;
 use crate::notes::Notes;
@@ -123,6 +123,16 @@ impl Conn {
     /// Whether this connection is past its HELLO.
     pub(crate) fn up(&self) -> bool {
         self.link.version().is_some() && self.link.closed().is_none()
+    }
+
+    /// Whether it wants packet-ins of the reason whose bit is `bit`
+    /// (its asynchronous configuration; a 1.0 peer, which has no word for
+    /// an expired TTL, never gets those).
+    pub(crate) fn wants_packet_in(&self, bit: u32) -> bool {
+        let ttl = 1 << sluice_openflow::packet_in_reason::INVALID_TTL;
+        self.up()
+            && self.async_cfg.packet_in_mask[self.mask_index()] & bit != 0
+            && !(bit == ttl && self.link.version() == Some(OFP10))
     }
 
     /// The index (master/equal 0, slave 1) of its asynchronous configuration's masks.
@@ -243,7 +253,22 @@ impl Agent {
     pub(crate) fn reply(&mut self, ci: usize, m: &Message, xid: u32) {
         let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) else { return };
         let v = c.link.version().unwrap_or(OFP13);
-        if c.link.send(|out| sluice_openflow::encode_into(m, v, xid, out)) {
+        let sent = if v == OFP10 {
+            // What 1.0 has no form of is not sent to a 1.0 peer.
+            let Some(m10) = translate10::message_to_10(m) else { return };
+            c.link.send(|out| of10::encode10_into(&m10, xid, out))
+        } else {
+            c.link.send(|out| sluice_openflow::encode_into(m, v, xid, out))
+        };
+        if sent {
+            self.stats.messages_out += 1;
+        }
+    }
+
+    /// Queues the OpenFlow 1.0 message `m` on connection `ci`.
+    pub(crate) fn reply10(&mut self, ci: usize, m: &of10::Message10, xid: u32) {
+        let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) else { return };
+        if c.link.send(|out| of10::encode10_into(m, xid, out)) {
             self.stats.messages_out += 1;
         }
     }
@@ -254,7 +279,8 @@ impl Agent {
         let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) else { return };
         eprintln!("openflow: {}: error to {}: {}", self.cfg.datapath_id, c.peer, e);
         let v = c.link.version().unwrap_or(OFP13);
-        if c.link.error(v, xid, e.typ, e.code, raw) {
+        let (typ, code) = if v == OFP10 { translate10::error_to_10(e.typ, e.code) } else { (e.typ, e.code) };
+        if c.link.error(v, xid, typ, code, raw) {
             self.stats.messages_out += 1;
         }
     }
@@ -274,7 +300,9 @@ impl Agent {
 
     fn settings(&self) -> Settings {
         Settings {
-            versions: vec![OFP13],
+            // OpenFlow 1.0 for the peers that speak nothing newer
+            // (ovs-ofctl without -O), 1.3 for the others.
+            versions: vec![OFP10, OFP13],
             echo_interval: self.cfg.inactivity_probe,
             max_output: MAX_OUTPUT_BYTES,
             when_full: Full::Close,
@@ -416,7 +444,12 @@ impl Agent {
         let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) else { return };
         // A copy: the request is quoted in errors while the connection answers.
         let raw = c.link.bytes(frame).to_vec();
-        match sluice_openflow::decode(&raw) {
+        let decoded = if c.link.version() == Some(OFP10) {
+            translate10::request_from_10(&raw)
+        } else {
+            sluice_openflow::decode(&raw).map(|(h, m)| (h.xid, m))
+        };
+        match decoded {
             Ok((_, msg)) => self.dispatch(ci, &raw, frame.xid, msg),
             Err(e) => self.error(ci, &raw, &e, frame.xid),
         }
@@ -484,8 +517,7 @@ impl Agent {
     /// expiring packets fills the packet-in queue for nothing.
     fn sync_invalid_ttl(&mut self) {
         let bit = 1 << sluice_openflow::packet_in_reason::INVALID_TTL;
-        let wanted =
-            self.conns.iter().flatten().any(|c| c.up() && c.async_cfg.packet_in_mask[c.mask_index()] & bit != 0);
+        let wanted = self.conns.iter().flatten().any(|c| c.wants_packet_in(bit));
         if wanted != self.invalid_ttl_wanted {
             self.invalid_ttl_wanted = wanted;
             self.pool().change(move |d: &mut OfSwitch, _| d.set_invalid_ttl_packet_ins(wanted));

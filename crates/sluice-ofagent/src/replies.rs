@@ -293,7 +293,7 @@ impl Agent {
         }
     }
 
-    fn port_descs(&self) -> Vec<PortDesc> {
+    pub(crate) fn port_descs(&self) -> Vec<PortDesc> {
         self.pool().view().ports().iter().map(|(n, p)| port_desc(*n, p)).collect()
     }
 }

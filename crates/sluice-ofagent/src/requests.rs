@@ -18,10 +18,16 @@ use sluice_openflow::{
     capabilities, config_flags, controller_role, flow_mod_command, port, Action, Features, Message, OfError, Role,
 };
 
+use sluice_openflow::{of10, translate10, OFP10};
+
 use crate::agent::Agent;
 use crate::buffers::NoPacket;
 
 impl Agent {
+    fn version(&self, ci: usize) -> Option<u8> {
+        self.conns.get(ci).and_then(Option::as_ref).and_then(|c| c.link.version())
+    }
+
     fn is_slave(&self, ci: usize) -> bool {
         self.conns.get(ci).and_then(Option::as_ref).is_some_and(|c| c.role == controller_role::SLAVE)
     }
@@ -34,6 +40,21 @@ impl Agent {
         match msg {
             // HELLO and echoes are the connection's own business.
             Message::Hello(_) | Message::EchoRequest(_) | Message::EchoReply(_) | Message::Error(_) => {}
+            Message::FeaturesRequest if self.version(ci) == Some(OFP10) => {
+                // 1.0's reply lists the ports, and the action types.
+                let ports = self.port_descs().iter().filter_map(translate10::phy_port_10).collect();
+                let f = of10::FeaturesReply10 {
+                    datapath_id: self.cfg.datapath_id,
+                    n_buffers: crate::buffers::N_BUFFERS as u32,
+                    n_tables: N_TABLES as u8,
+                    // Flow, table and port statistics; ARP addresses matched as nw_src/nw_dst.
+                    capabilities: 0x1 | 0x2 | 0x4 | 0x80,
+                    // OUTPUT to ENQUEUE: every 1.0 action.
+                    actions: 0xfff,
+                    ports,
+                };
+                self.reply10(ci, &of10::Message10::FeaturesReply(f), xid);
+            }
             Message::FeaturesRequest => {
                 let f = Features {
                     datapath_id: self.cfg.datapath_id,

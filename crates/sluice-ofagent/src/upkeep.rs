@@ -204,7 +204,7 @@ impl Agent {
             let Some(n) = self.notes.next() else { break };
             taken += 1;
             let Note::PacketIn { in_port, reason, table_id, cookie, total_len, mut data, max_len, metadata } = n;
-            let wanted = |c: &Conn| c.up() && c.async_cfg.packet_in_mask[c.mask_index()] & (1 << reason) != 0;
+            let wanted = |c: &Conn| c.wants_packet_in(1 << reason);
             if !self.conns.iter().flatten().any(wanted) {
                 continue;
             }

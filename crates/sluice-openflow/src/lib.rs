@@ -28,6 +28,7 @@ mod lists;
 pub mod multipart;
 pub mod of10;
 pub mod oxm;
+pub mod translate10;
 pub mod types;
 mod wire;
 

@@ -528,7 +528,7 @@ pub fn decode10(msg: &[u8]) -> Result<(u32, Message10), OfError> {
     Ok((h.xid, m))
 }
 
-fn get_match(r: &mut Reader<'_>) -> Result<Match10, OfError> {
+pub(crate) fn get_match(r: &mut Reader<'_>) -> Result<Match10, OfError> {
     let wildcards = r.u32("wildcards")?;
     let in_port = r.u16("in_port")?;
     let dl_src = r.array("dl_src")?;
@@ -572,7 +572,7 @@ fn get_port(r: &mut Reader<'_>) -> Result<PhyPort10, OfError> {
 }
 
 /// Reads a whole action list (all of `buf`).
-fn get_actions(buf: &[u8]) -> Result<Vec<Action10>, OfError> {
+pub(crate) fn get_actions(buf: &[u8]) -> Result<Vec<Action10>, OfError> {
     let mut r = Reader::new(buf, (error_type10::BAD_ACTION, bad_action10::BAD_LEN));
     let mut v = Vec::new();
     while !r.is_empty() {
@@ -757,7 +757,7 @@ fn decode_body(typ: u8, r: &mut Reader<'_>) -> Result<Message10, OfError> {
     })
 }
 
-fn put_match(out: &mut Vec<u8>, m: &Match10) {
+pub(crate) fn put_match(out: &mut Vec<u8>, m: &Match10) {
     out.u32(m.wildcards);
     out.u16(m.in_port);
     out.extend_from_slice(&m.dl_src);
@@ -775,7 +775,7 @@ fn put_match(out: &mut Vec<u8>, m: &Match10) {
     out.u16(m.tp_dst);
 }
 
-fn put_port(out: &mut Vec<u8>, p: &PhyPort10) {
+pub(crate) fn put_port(out: &mut Vec<u8>, p: &PhyPort10) {
     out.u16(p.port_no);
     out.extend_from_slice(&p.hw_addr);
     out.string(&p.name, PORT_NAME10_LEN);
@@ -784,7 +784,7 @@ fn put_port(out: &mut Vec<u8>, p: &PhyPort10) {
     }
 }
 
-fn put_action(out: &mut Vec<u8>, a: &Action10) {
+pub(crate) fn put_action(out: &mut Vec<u8>, a: &Action10) {
     let start = out.len();
     out.u16(a.type_code());
     out.u16(0);

@@ -262,6 +262,64 @@ fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
     assert_eq!(lab.ping(3), 3, "{}", lab.log());
 }
 
+/// `ovs-ofctl` without `-O` speaks OpenFlow 1.0, as a new user runs it:
+/// the switch negotiates 1.0, shows its ports, takes flows (a 1.0 match
+/// with a prefix and a transport port, 1.0 actions), dumps them with their
+/// counters after a ping went through, dumps ports and tables, deletes by
+/// match, and answers what 1.0 cannot say with a 1.0 error.
+#[test]
+fn ovs_ofctl_without_a_version_speaks_openflow_1_0() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &[]);
+    let ofctl10 = |args: &[&str]| -> (bool, String) {
+        let target = format!("tcp:127.0.0.1:{PORT}");
+        let out = Command::new("ip")
+            .args(["netns", "exec", &lab.sw, "ovs-ofctl", "--timeout=10", args[0], &target])
+            .args(&args[1..])
+            .output()
+            .expect("run ovs-ofctl");
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let ok = |args: &[&str]| {
+        let (ok, out) = ofctl10(args);
+        assert!(ok, "ovs-ofctl {args:?} failed:\n{out}\n{}", lab.log());
+        out
+    };
+    let show = ok(&["show"]);
+    assert!(show.starts_with("OFPT_FEATURES_REPLY (xid="), "a 1.0 reply (no OF1.3 tag):\n{show}");
+    assert!(
+        show.contains("dpid:0000000000000001") && show.contains("1(s1-eth1)") && show.contains("2(s1-eth2)"),
+        "{show}"
+    );
+    for (net, src, dst, port) in [("10.0.2.0/24", MAC_SW2, MAC_H2, 2), ("10.0.1.0/24", MAC_SW1, MAC_H1, 1)] {
+        ok(&[
+            "add-flow",
+            &format!("priority=5,ip,nw_dst={net},actions=mod_dl_src:{src},mod_dl_dst:{dst},output:{port}"),
+        ]);
+    }
+    ok(&["add-flow", "priority=9,tcp,nw_dst=10.0.2.0/24,tp_dst=7,actions=mod_tp_dst:9,output:2"]);
+    assert_eq!(lab.ping(3), 3, "ping through 1.0 flows\n{}", lab.log());
+    let dump = ok(&["dump-flows"]);
+    assert!(dump.starts_with("OFPST_FLOW reply (xid="), "{dump}");
+    assert!(packets_of(&dump, "nw_dst=10.0.2.0/24 actions") >= 3, "{dump}");
+    assert!(dump.contains("priority=9,tcp,nw_dst=10.0.2.0/24,tp_dst=7 actions=mod_tp_dst:9,output:2"), "{dump}");
+    let ports = ok(&["dump-ports"]);
+    assert!(ports.starts_with("OFPST_PORT reply") && ports.contains("port  1: rx pkts="), "{ports}");
+    assert!(ok(&["dump-tables"]).contains("table 0"));
+    ok(&["del-flows", "tcp"]);
+    let dump = ok(&["dump-flows"]);
+    assert_eq!(dump.lines().filter(|l| l.contains("actions=")).count(), 2, "{dump}");
+    // An output to the first port number 1.0 reserves (0xff00) is refused
+    // with 1.0's BAD_OUT_PORT.
+    let (ok_bad, out) = ofctl10(&["add-flow", "priority=3,actions=output:65280"]);
+    assert!(!ok_bad && out.contains("OFPBAC_BAD_OUT_PORT"), "{out}");
+    lab.stop();
+}
+
 /// The features replies say what the switch does: every group type lists
 /// the actions its buckets run (VLAN pop and set-field among them); the
 /// tables list the meter instruction, and the last table no goto; the
