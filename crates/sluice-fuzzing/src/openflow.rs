@@ -21,6 +21,13 @@ pub fn decode13(data: &[u8]) {
         let (_, again) = sluice_openflow::decode(&bytes).expect("re-encoded message decodes");
         assert_eq!(again, msg);
     }
+    // A flow monitor request's body (the ONF extension) either decodes to
+    // what encodes back to a request that decodes the same, or is refused.
+    if let Ok(m) = sluice_openflow::monitor::decode_monitor_request(data) {
+        let again =
+            sluice_openflow::monitor::decode_monitor_request(&sluice_openflow::monitor::encode_monitor_request(&m));
+        assert_eq!(again.expect("re-encoded monitor request decodes"), m);
+    }
 }
 
 /// Target `openflow10_decode`: the same for OpenFlow 1.0.
@@ -30,6 +37,14 @@ pub fn decode10(data: &[u8]) {
         let bytes = encode10(&msg, xid);
         let (xid2, again) = decode10(&bytes).expect("re-encoded message decodes");
         assert_eq!((xid2, again), (xid, msg));
+    }
+    // What a switch makes of a 1.0 request: the 1.3 message it means (or
+    // an error), and that message's answer said in 1.0 again, never a panic.
+    if let Ok((_, msg)) = sluice_openflow::translate10::request_from_10(data) {
+        let _ = sluice_openflow::translate10::message_to_10(&msg);
+        if let sluice_openflow::Message::FlowMod(fm) = &msg {
+            let _ = sluice_openflow::translate10::match_to_10(&fm.matched);
+        }
     }
 }
 

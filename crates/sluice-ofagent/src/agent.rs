@@ -117,6 +117,10 @@ pub(crate) struct Conn {
     connecting: bool,
     /// Writability asked of the poll.
     writable: bool,
+    /// Its open bundles (see `bundles.rs`).
+    pub(crate) bundles: crate::bundles::Bundles,
+    /// Its flow monitors (see `monitors.rs`).
+    pub(crate) monitors: Vec<crate::monitors::Monitor>,
 }
 
 impl Conn {
@@ -175,6 +179,8 @@ pub struct Agent {
     /// Whether the workers send INVALID_TTL packet-ins (some connection
     /// up asks for them), as last told to them.
     invalid_ttl_wanted: bool,
+    /// Flow monitors on every connection (none: flow changes skip them).
+    pub(crate) monitors: usize,
     pub(crate) upkeep: crate::upkeep::Upkeep,
     /// Packets kept for the controllers' packet-outs and flow-mods.
     pub(crate) buffers: PacketBuffers,
@@ -216,6 +222,7 @@ impl Agent {
             start: now,
             generation: None,
             invalid_ttl_wanted: false,
+            monitors: 0,
             upkeep: crate::upkeep::Upkeep::new(now),
             buffers: PacketBuffers::default(),
             refused_reported: (0, None),
@@ -338,6 +345,8 @@ impl Agent {
             active,
             connecting,
             writable: connecting,
+            bundles: crate::bundles::Bundles::new(),
+            monitors: Vec::new(),
         });
         true
     }
@@ -484,6 +493,9 @@ impl Agent {
             }
             self.free.push(ci);
             self.more.retain(|m| *m != ci);
+            if !c.monitors.is_empty() {
+                self.count_monitors();
+            }
             match why {
                 Closed::Silent => {
                     self.stats.silent_closed += 1;

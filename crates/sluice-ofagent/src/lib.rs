@@ -3,15 +3,18 @@
 //!
 //! Where an OpenFlow message goes: bytes from a controller are framed,
 //! HELLO-negotiated and echoed by `sluice_openflow::connection` (`agent.rs`
-//! owns the sockets); a whole request is decoded with `sluice_openflow` and
-//! handled in `requests.rs` (flow-mods, group-mods, meter-mods, port-mods,
+//! owns the sockets); a whole request is decoded with `sluice_openflow`
+//! (a 1.0 peer's translated to 1.3 by `sluice_openflow::translate10`, and
+//! the answers back) and handled in `requests.rs` (flow-mods, group-mods, meter-mods, port-mods,
 //! packet-outs, config, roles, barriers), where a change becomes a typed
 //! change of `sluice_ofswitch::OfSwitch` and reaches the workers through
 //! the node's `Control` (the pool's change queue); reads are answered in
 //! `replies.rs` (statistics, descriptions, features); what the switch says
 //! on its own (packet-ins from the workers, flow-removed, port status) and
 //! what the clock brings (flow expiry, link watching, compiling small
-//! tables, standalone mode) are in `upkeep.rs`.
+//! tables, standalone mode) are in `upkeep.rs`; bundles (flow-mods
+//! committed all or nothing) in `bundles.rs`; flow monitors (flow changes
+//! told to the connections that asked) in `monitors.rs`.
 //!
 //! Concurrency invariants:
 //! - one thread (the server's) runs the agent: its connections, packet
@@ -26,6 +29,8 @@
 
 pub mod agent;
 pub mod buffers;
+mod bundles;
+mod monitors;
 pub mod notes;
 mod replies;
 mod requests;

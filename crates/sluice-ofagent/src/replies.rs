@@ -280,6 +280,12 @@ impl Agent {
                 );
                 return self.error(ci, raw, &e, xid);
             }
+            MultipartRequest::Experimenter { experimenter, exp_type, data }
+                if experimenter == sluice_openflow::monitor::ONF_EXPERIMENTER
+                    && exp_type == sluice_openflow::monitor::ONF_FLOW_MONITOR =>
+            {
+                return self.monitor_request(ci, raw, xid, &data);
+            }
             MultipartRequest::Experimenter { .. } => {
                 let e =
                     OfError::new(error_type::BAD_REQUEST, bad_request::BAD_EXPERIMENTER, "no experimenter multiparts");

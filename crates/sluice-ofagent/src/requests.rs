@@ -118,10 +118,13 @@ impl Agent {
                         flow_mod_command::ADD | flow_mod_command::MODIFY | flow_mod_command::MODIFY_STRICT
                     );
                 let buffer_id = fm.buffer_id;
+                let for_monitors = (self.monitors > 0).then(|| fm.clone());
                 let prepared = sluice_ofswitch::control::PreparedFlowMod::new(fm);
-                if self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.prepared_flow_mod(&prepared, uid, now))
-                    && buffered
-                {
+                let done = self.modify(ci, raw, xid, move |d: &mut OfSwitch| d.prepared_flow_mod(&prepared, uid, now));
+                if let Some(fm) = for_monitors.filter(|_| done) {
+                    self.monitor_flow_mod(&fm, Some((ci, xid)));
+                }
+                if done && buffered {
                     self.release_buffer(
                         ci,
                         raw,
@@ -184,10 +187,8 @@ impl Agent {
             Message::QueueGetConfigRequest { port } => {
                 self.reply(ci, &Message::QueueGetConfigReply { port, queues: vec![] }, xid)
             }
-            Message::Experimenter { .. } => {
-                let e =
-                    OfError::new(error_type::BAD_REQUEST, bad_request::BAD_EXPERIMENTER, "no experimenter messages");
-                self.error(ci, raw, &e, xid);
+            Message::Experimenter { experimenter, exp_type, data } => {
+                self.experimenter(ci, raw, xid, experimenter, exp_type, &data)
             }
             // Messages only a switch sends.
             Message::FeaturesReply(_)

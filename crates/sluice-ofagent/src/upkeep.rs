@@ -239,6 +239,7 @@ impl Agent {
 
     /// Sends FLOW_REMOVED for the removed flows that asked for it.
     pub(crate) fn report_removed(&mut self, removed: Vec<Removed>) {
+        self.monitor_removed(&removed, None);
         if removed.iter().all(|r| r.flow.flags & flow_mod_flags::SEND_FLOW_REM == 0) {
             return;
         }

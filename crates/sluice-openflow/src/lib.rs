@@ -25,6 +25,7 @@ pub mod codec;
 pub mod connection;
 pub mod errors;
 mod lists;
+pub mod monitor;
 pub mod multipart;
 pub mod of10;
 pub mod oxm;

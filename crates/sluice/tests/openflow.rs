@@ -53,13 +53,15 @@ fn start(lab: &mut Lab, extra: &[&str]) {
     }
 }
 
-/// `ovs-ofctl -O OpenFlow13 ARGS...` against the switch; (success, stdout + stderr).
+/// `ovs-ofctl -O OpenFlow13 [--OPTIONS] COMMAND ARGS...` against the
+/// switch; (success, stdout + stderr).
 fn ofctl(lab: &Lab, args: &[&str]) -> (bool, String) {
     let target = format!("tcp:127.0.0.1:{PORT}");
     let mut a: Vec<&str> = vec!["netns", "exec", &lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "--timeout=10"];
-    a.push(args[0]);
+    let options = args.iter().take_while(|x| x.starts_with("--")).count();
+    a.extend_from_slice(&args[..=options]);
     a.push(&target);
-    a.extend_from_slice(&args[1..]);
+    a.extend_from_slice(&args[options + 1..]);
     let out = Command::new("ip").args(&a).output().expect("run ovs-ofctl");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
@@ -317,6 +319,82 @@ fn ovs_ofctl_without_a_version_speaks_openflow_1_0() {
     // with 1.0's BAD_OUT_PORT.
     let (ok_bad, out) = ofctl10(&["add-flow", "priority=3,actions=output:65280"]);
     assert!(!ok_bad && out.contains("OFPBAC_BAD_OUT_PORT"), "{out}");
+    lab.stop();
+}
+
+/// Bundles and flow monitors as ovs-ofctl uses them over OpenFlow 1.3
+/// (the ONF extensions): `--bundle add-flows` commits every flow, a bundle
+/// with one bad flow applies none of them (the flow's own error, then the
+/// bundle's); `monitor watch:` lists the flows there are, then streams the
+/// flows another connection adds and deletes.
+#[test]
+fn bundles_commit_all_or_nothing_and_monitors_stream_other_connections_changes() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &[]);
+    ofctl_ok(&lab, &["add-flow", "priority=7,in_port=2,actions=output:1"]);
+    let target = format!("tcp:127.0.0.1:{PORT}");
+    // ovs-ofctl prints the initial reply on standard output and the
+    // updates after it on standard error: both into one pipe, line-buffered
+    // (stdbuf: its output to a pipe is otherwise held back).
+    let script = format!("exec stdbuf -oL ovs-ofctl -O OpenFlow13 monitor {target} watch: 2>&1");
+    let monitor = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ovs-ofctl monitor");
+    let mut monitor = Kill(monitor);
+    // Its lines, read on a thread; each wait is generous (a minute), for a
+    // busy machine, and a monitor that says nothing fails the test.
+    let lines = {
+        let out = monitor.0.stdout.take().expect("monitor's output");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    };
+    let mut seen = String::new();
+    let read_until = |seen: &mut String, needle: &str| {
+        while !seen.contains(needle) {
+            match lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) => {
+                    seen.push_str(&l);
+                    seen.push('\n');
+                }
+                Err(_) => panic!("the monitor never said {needle:?}:\n{seen}\n{}", lab.log()),
+            }
+        }
+    };
+    // Its initial reply lists the flow there is before the changes below.
+    read_until(&mut seen, "event=ADDED table=0 cookie=0 in_port=2 actions=output:1");
+
+    let good = lab.dir.join("good.txt");
+    std::fs::write(&good, "priority=1,in_port=1,ip,actions=output:2\npriority=2,in_port=1,arp,actions=output:2\n")
+        .unwrap();
+    ofctl_ok(&lab, &["--bundle", "add-flows", good.to_str().unwrap()]);
+    let dump = ofctl_ok(&lab, &["dump-flows"]);
+    assert!(dump.contains("priority=1,ip,in_port=1") && dump.contains("priority=2,arp,in_port=1"), "{dump}");
+    read_until(&mut seen, "event=ADDED table=0 cookie=0 arp,in_port=1 actions=output:2");
+
+    let bad = lab.dir.join("bad.txt");
+    std::fs::write(&bad, "priority=3,in_port=2,ip,actions=output:1\npriority=4,actions=group:77\n").unwrap();
+    let (ok, text) = ofctl(&lab, &["--bundle", "add-flows", bad.to_str().unwrap()]);
+    assert!(!ok && text.contains("OFPBAC_BAD_OUT_GROUP") && text.contains("OFPBFC_MSG_FAILED"), "{text}");
+    let after = ofctl_ok(&lab, &["dump-flows"]);
+    assert!(!after.contains("priority=3"), "a failed bundle applied one of its flows:\n{after}");
+    assert_eq!(after.lines().filter(|l| l.contains("actions=")).count(), 3, "{after}");
+
+    ofctl_ok(&lab, &["del-flows", "arp"]);
+    read_until(&mut seen, "event=DELETED reason=delete table=0 cookie=0 arp,in_port=1");
+    assert!(!seen.contains("in_port=2,ip"), "the failed bundle's flow was reported:\n{seen}");
+    drop(monitor);
     lab.stop();
 }
 
