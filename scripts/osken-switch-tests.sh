@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# os-ken's OpenFlow 1.3 switch test suite (os_ken/tests/switch/tester.py with
-# its of13 JSON cases: action, match, group, meter; 991 cases) against
-# `sluice openflow`, and against Open vSwitch as a reference, in one run.
+# os-ken's switch test suite (os_ken/tests/switch/tester.py with its JSON
+# cases: of13 by default, 991 cases in action, match, group, meter; of10 with
+# --version of10, 192 cases in action and match) against `sluice openflow`, and
+# against Open vSwitch as a reference, in one run.
 # A conformance run, not a benchmark: hence scripts/, not bench/.
 #
 #   scripts/osken-switch-tests.sh [--quick | --cases REGEX] [--no-rate] [--targets sluice,ovs]
 #                                 [--results DIR] [--failing-list FILE] [--timeout SECS]
-#                                 [--wait SECS] [--settle SECS]
+#                                 [--wait SECS] [--settle SECS] [--version of10|of13]
 #
+#   --version V      the suite's OpenFlow version (default of13): the target
+#                    switches (Sluice with --protocols, the OVS bridge with
+#                    protocols=) speak only that version; the tester bridge
+#                    speaks 1.3
 #   --quick          one case file per group (action/00_OUTPUT, match/00_IN_PORT,
 #                    group/00_ALL, meter/01_DROP_01_PKTPS_00_100): about 2 min per target
 #   --cases REGEX    only the case files whose path under of13/ matches REGEX
@@ -61,7 +66,7 @@ cd "$(dirname "$0")/.."
 REPO=$(pwd)
 
 CASES=""; TARGETS="sluice,ovs"; RESULTS=""; FAILING_LIST=""; TIMEOUT=3600
-NO_RATE=""; WAIT=3; SETTLE=1
+NO_RATE=""; WAIT=3; SETTLE=1; VERSION=of13
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) CASES='^(action/00_OUTPUT|match/00_IN_PORT|group/00_ALL|meter/01_DROP_01_PKTPS_00_100)\.json$' ;;
@@ -73,12 +78,18 @@ while [ $# -gt 0 ]; do
         --no-rate) NO_RATE=1 ;;
         --wait) WAIT="$2"; shift ;;
         --settle) SETTLE="$2"; shift ;;
+        --version) VERSION="$2"; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
 [ "$(id -u)" = 0 ] || { echo "error: run as root" >&2; exit 2; }
+case "$VERSION" in
+    of10) OFP_NAME=openflow10; OVS_PROTO=OpenFlow10 ;;
+    of13) OFP_NAME=openflow13; OVS_PROTO=OpenFlow13 ;;
+    *) echo "error: --version $VERSION: of10 or of13 (Sluice does not speak OpenFlow 1.4 yet)" >&2; exit 2 ;;
+esac
 
 SLUICE=${SLUICE:-$REPO/target/release/sluice}
 [ -x "$SLUICE" ] || { echo "error: $SLUICE is missing (cargo build --release -p sluice)" >&2; exit 2; }
@@ -89,7 +100,7 @@ if [ ! -x "$OSKEN_VENV/bin/osken-manager" ]; then
 fi
 OSKEN_PY=$OSKEN_VENV/bin/python
 SWITCH_TESTS=$("$OSKEN_PY" -c 'import os, os_ken.tests.switch as m; print(os.path.dirname(m.__file__))')
-[ -d "$SWITCH_TESTS/of13" ] || { echo "error: $SWITCH_TESTS/of13 is missing from the os-ken install" >&2; exit 2; }
+[ -d "$SWITCH_TESTS/$VERSION" ] || { echo "error: $SWITCH_TESTS/$VERSION is missing from the os-ken install" >&2; exit 2; }
 command -v ovs-vswitchd >/dev/null || { apt-get update -qq && apt-get install -y -qq openvswitch-switch >/dev/null; }
 command -v ethtool >/dev/null || { apt-get update -qq && apt-get install -y -qq ethtool >/dev/null; }
 
@@ -121,15 +132,15 @@ nsx() { ip netns exec "$NS" "$@"; }
 # Background processes start with `ip netns exec` itself, not through nsx: then $! is the
 # process (ip execs it), not a subshell whose kill would leave the process running.
 
-# --- The test cases: the whole of13 suite, or the files that match --cases.
+# --- The test cases: the version's whole suite, or the files that match --cases.
 # With --no-rate, the copies lose their rate-measuring cases (a file left with none goes).
-SUITE=$SWITCH_TESTS/of13
+SUITE=$SWITCH_TESTS/$VERSION
 if [ -n "$CASES" ] || [ -n "$NO_RATE" ]; then
-    SUITE=$TMP/of13
-    (cd "$SWITCH_TESTS/of13" && find . -name '*.json' | sed 's|^\./||' | sort | grep -E -- "${CASES:-.}" || true) > "$TMP/cases"
+    SUITE=$TMP/$VERSION
+    (cd "$SWITCH_TESTS/$VERSION" && find . -name '*.json' | sed 's|^\./||' | sort | grep -E -- "${CASES:-.}" || true) > "$TMP/cases"
     [ -s "$TMP/cases" ] || { echo "error: no case file matches '$CASES'" >&2; exit 2; }
     while read -r f; do
-        mkdir -p "$SUITE/$(dirname "$f")"; cp "$SWITCH_TESTS/of13/$f" "$SUITE/$f"
+        mkdir -p "$SUITE/$(dirname "$f")"; cp "$SWITCH_TESTS/$VERSION/$f" "$SUITE/$f"
     done < "$TMP/cases"
     [ -z "$NO_RATE" ] || "$OSKEN_PY" scripts/osken_switch_report.py drop-rate-cases "$SUITE"
 fi
@@ -156,9 +167,9 @@ nsx ovsdb-server "$TMP/conf.db" --remote="punix:$TMP/db.sock" --pidfile="$TMP/ov
 nsx ovs-vswitchd "unix:$TMP/db.sock" --pidfile="$TMP/vswitchd.pid" --unixctl="$TMP/vswitchd.ctl" \
     --log-file="$TMP/ovs-vswitchd.log" --detach --no-chdir
 
-# add_bridge NAME DPID PORT-PREFIX: an OpenFlow 1.3 netdev bridge with ports 1-3 on PREFIX1-3.
+# add_bridge NAME DPID PORT-PREFIX PROTOCOL: a netdev bridge speaking PROTOCOL with ports 1-3 on PREFIX1-3.
 add_bridge() {
-    "${VSCTL[@]}" add-br "$1" -- set bridge "$1" datapath_type=netdev protocols=OpenFlow13 \
+    "${VSCTL[@]}" add-br "$1" -- set bridge "$1" datapath_type=netdev protocols="$4" \
         fail-mode=secure other-config:datapath-id="$2" other-config:disable-in-band=true
     for i in 1 2 3; do
         "${VSCTL[@]}" add-port "$1" "$3$i" -- set interface "$3$i" ofport_request="$i"
@@ -166,14 +177,14 @@ add_bridge() {
     "${VSCTL[@]}" set-controller "$1" "tcp:127.0.0.1:$PORT"
     "${VSCTL[@]}" set controller "$1" max_backoff=1000
 }
-add_bridge sts-tester 0000000000000002 sts-b
+add_bridge sts-tester 0000000000000002 sts-b OpenFlow13
 
 # run_suite NAME: tester.py against whichever target (dpid 1) is connected; log in $RESULTS/NAME.log.
 run_suite() {
     local log=$RESULTS/$1.log start=$SECONDS
     STS_WAIT=$WAIT STS_SETTLE=$SETTLE STS_OVS_CTL=$TMP/vswitchd.ctl ip netns exec "$NS" "$OSKEN_VENV/bin/osken-manager" --ofp-tcp-listen-port "$PORT" \
         --test-switch-dir "$SUITE" --test-switch-target 0000000000000001 --test-switch-tester 0000000000000002 \
-        --test-switch-target-version openflow13 --test-switch-tester-version openflow13 \
+        --test-switch-target-version "$OFP_NAME" --test-switch-tester-version openflow13 \
         "$REPO/scripts/osken_tester_app.py" > "$log" 2>&1 &
     MANAGER_PID=$!
     while kill -0 "$MANAGER_PID" 2>/dev/null; do
@@ -193,13 +204,13 @@ for target in ${TARGETS//,/ }; do
     case "$target" in
         sluice)
             ip netns exec "$NS" "$SLUICE" openflow -i 1@sts-a1 -i 2@sts-a2 -i 3@sts-a3 \
-                --controller "tcp:127.0.0.1:$PORT" --datapath-id 1 > "$RESULTS/sluice-switch.log" 2>&1 &
+                --controller "tcp:127.0.0.1:$PORT" --datapath-id 1 --protocols "$OVS_PROTO" > "$RESULTS/sluice-switch.log" 2>&1 &
             SLUICE_PID=$!
             run_suite sluice
             kill "$SLUICE_PID" 2>/dev/null || true; wait "$SLUICE_PID" 2>/dev/null || true
             SLUICE_PID="" ;;
         ovs)
-            add_bridge sts-target 0000000000000001 sts-a
+            add_bridge sts-target 0000000000000001 sts-a "$OVS_PROTO"
             run_suite ovs
             "${VSCTL[@]}" del-br sts-target ;;
         *) echo "error: unknown target $target (sluice, ovs)" >&2; exit 2 ;;

@@ -146,7 +146,8 @@ def summary(args):
         print("\n".join(out))
     if args.failing:
         with open(args.failing, "w") as f:
-            f.write(f"# os-ken 3.1.1 switch test suite (of13): cases {args.label} failed, with tester.py's reason.\n")
+            version = os.path.basename(os.path.normpath(args.suite))
+            f.write(f"# os-ken 3.1.1 switch test suite ({version}): cases {args.label} failed, with tester.py's reason.\n")
             f.write("# Written by scripts/osken-switch-tests.sh; [rate] marks cases that measure packet/bit rates.\n")
             for line in failing:
                 f.write(line + "\n")

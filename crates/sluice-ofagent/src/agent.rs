@@ -86,6 +86,8 @@ pub struct AgentConfig {
     /// Connections open at once (zero: [`MAX_CONNECTIONS`]); one more
     /// accepted on a listener is closed at once, counted and reported.
     pub max_connections: usize,
+    /// The OpenFlow versions spoken (`of10::OFP10`, `OFP13`; empty: both).
+    pub versions: Vec<u8>,
 }
 
 /// Counters of the agent itself.
@@ -103,6 +105,9 @@ pub struct AgentStats {
     /// Connections closed for silence (echo requests unanswered, or no HELLO).
     pub silent_closed: u64,
 }
+
+/// The bit standing for [`IMPLICIT_MISS`](sluice_ofswitch::switch::IMPLICIT_MISS) packet-ins (beyond every 32-bit mask).
+pub(crate) const IMPLICIT_MISS_BIT: u64 = 1 << 63;
 
 /// One controller connection.
 pub(crate) struct Conn {
@@ -131,12 +136,17 @@ impl Conn {
 
     /// Whether it wants packet-ins of the reason whose bit is `bit`
     /// (its asynchronous configuration; a 1.0 peer, which has no word for
-    /// an expired TTL, never gets those).
-    pub(crate) fn wants_packet_in(&self, bit: u32) -> bool {
-        let ttl = 1 << sluice_openflow::packet_in_reason::INVALID_TTL;
-        self.up()
-            && self.async_cfg.packet_in_mask[self.mask_index()] & bit != 0
-            && !(bit == ttl && self.link.version() == Some(OFP10))
+    /// an expired TTL, never gets those; [`IMPLICIT_MISS_BIT`], a table
+    /// miss, goes to 1.0 peers that want NO_MATCH packet-ins only).
+    pub(crate) fn wants_packet_in(&self, bit: u64) -> bool {
+        use sluice_openflow::packet_in_reason::{INVALID_TTL, NO_MATCH};
+        let v10 = self.link.version() == Some(OFP10);
+        let (bit, ok) = match bit {
+            IMPLICIT_MISS_BIT => (1 << NO_MATCH, v10),
+            b if b == 1 << INVALID_TTL => (b, !v10),
+            b => (b, true),
+        };
+        self.up() && ok && u64::from(self.async_cfg.packet_in_mask[self.mask_index()]) & bit != 0
     }
 
     /// The index (master/equal 0, slave 1) of its asynchronous configuration's masks.
@@ -179,6 +189,8 @@ pub struct Agent {
     /// Whether the workers send INVALID_TTL packet-ins (some connection
     /// up asks for them), as last told to them.
     invalid_ttl_wanted: bool,
+    /// Whether the workers send table misses up ([`IMPLICIT_MISS`](sluice_ofswitch::switch::IMPLICIT_MISS)), as last told.
+    miss_wanted: bool,
     /// Flow monitors on every connection (none: flow changes skip them).
     pub(crate) monitors: usize,
     pub(crate) upkeep: crate::upkeep::Upkeep,
@@ -222,6 +234,7 @@ impl Agent {
             start: now,
             generation: None,
             invalid_ttl_wanted: false,
+            miss_wanted: false,
             monitors: 0,
             upkeep: crate::upkeep::Upkeep::new(now),
             buffers: PacketBuffers::default(),
@@ -308,8 +321,8 @@ impl Agent {
     fn settings(&self) -> Settings {
         Settings {
             // OpenFlow 1.0 for the peers that speak nothing newer
-            // (ovs-ofctl without -O), 1.3 for the others.
-            versions: vec![OFP10, OFP13],
+            // (ovs-ofctl without -O), 1.3 for the others, unless told.
+            versions: if self.cfg.versions.is_empty() { vec![OFP10, OFP13] } else { self.cfg.versions.clone() },
             echo_interval: self.cfg.inactivity_probe,
             max_output: MAX_OUTPUT_BYTES,
             when_full: Full::Close,
@@ -526,13 +539,21 @@ impl Agent {
     /// Tells the workers whether packets whose TTL runs out go to the
     /// controllers: while a connection up asks for INVALID_TTL packet-ins
     /// (its asynchronous configuration), so that no one's flood of
-    /// expiring packets fills the packet-in queue for nothing.
+    /// expiring packets fills the packet-in queue for nothing; and whether
+    /// table misses do (while an OpenFlow 1.0 connection wants NO_MATCH
+    /// packet-ins).
     fn sync_invalid_ttl(&mut self) {
         let bit = 1 << sluice_openflow::packet_in_reason::INVALID_TTL;
         let wanted = self.conns.iter().flatten().any(|c| c.wants_packet_in(bit));
         if wanted != self.invalid_ttl_wanted {
             self.invalid_ttl_wanted = wanted;
             self.pool().change(move |d: &mut OfSwitch, _| d.set_invalid_ttl_packet_ins(wanted));
+        }
+        // Table misses go to OpenFlow 1.0 controllers, as 1.0 switches send them.
+        let miss = self.conns.iter().flatten().any(|c| c.wants_packet_in(IMPLICIT_MISS_BIT));
+        if miss != self.miss_wanted {
+            self.miss_wanted = miss;
+            self.pool().change(move |d: &mut OfSwitch, _| d.set_miss_packet_ins(miss));
         }
     }
 

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use sluice_ofswitch::control::Removed;
+use sluice_ofswitch::switch::IMPLICIT_MISS;
 use sluice_ofswitch::{Note, OfSwitch};
 use sluice_openflow::{flow_mod_flags, Match, Message, Oxm, OxmField, PacketIn};
 
@@ -204,7 +205,10 @@ impl Agent {
             let Some(n) = self.notes.next() else { break };
             taken += 1;
             let Note::PacketIn { in_port, reason, table_id, cookie, total_len, mut data, max_len, metadata } = n;
-            let wanted = |c: &Conn| c.wants_packet_in(1 << reason);
+            let bit = if reason == IMPLICIT_MISS { crate::agent::IMPLICIT_MISS_BIT } else { 1 << reason };
+            let wanted = |c: &Conn| c.wants_packet_in(bit);
+            // Said as a table miss (to the 1.0 peers that get it).
+            let reason = if reason == IMPLICIT_MISS { sluice_openflow::packet_in_reason::NO_MATCH } else { reason };
             if !self.conns.iter().flatten().any(wanted) {
                 continue;
             }

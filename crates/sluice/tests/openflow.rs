@@ -1029,6 +1029,57 @@ fn os_ken_learning_switch(miss_max_len: Option<u16>) {
     lab.stop();
 }
 
+/// os-ken's OpenFlow 1.0 learning switch (our copy of its old 1.0
+/// example) drives the switch in 1.0: table misses reach it as 1.0
+/// packet-ins (a 1.0 switch sends them without a table-miss entry, up to
+/// 128 bytes of them); its 1.0 flow-mods and packet-outs send them on; the
+/// learned flows carry the pings.
+#[test]
+fn os_ken_openflow_1_0_learning_switch_gets_table_misses_and_programs_the_switch() {
+    require_ovs_ofctl();
+    let manager = osken_manager();
+    let app = format!("{}/../../tests/openflow/l2_learning_10.py", env!("CARGO_MANIFEST_DIR"));
+    let mut lab = one_subnet_lab();
+    let ctl_log = std::fs::File::create(lab.dir.join("osken.log")).unwrap();
+    let controller = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, &manager, "--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", "16635"])
+        .arg(&app)
+        .stdout(ctl_log.try_clone().unwrap())
+        .stderr(ctl_log)
+        .spawn()
+        .expect("start osken-manager");
+    let controller = Kill(controller);
+    start(&mut lab, &["--controller", "tcp:127.0.0.1:16635"]);
+    let osken_log = || std::fs::read_to_string(lab.dir.join("osken.log")).unwrap_or_default();
+    // The first pings may go before os-ken has the switch: wait for one answer.
+    let t0 = Instant::now();
+    while common::lab::ping_from(&lab.h1, "10.0.9.2", 1, "0.2") == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no ping through the 1.0 controller:\n{}\n{}",
+            osken_log(),
+            lab.log()
+        );
+    }
+    assert_eq!(common::lab::ping_from(&lab.h1, "10.0.9.2", 5, "0.2"), 5, "{}\n{}", osken_log(), lab.log());
+    let log = osken_log();
+    let misses: Vec<&str> = log.lines().filter(|l| l.contains("packet-in") && l.contains("(reason 0)")).collect();
+    assert!(!misses.is_empty(), "no table-miss packet-in:\n{log}");
+    let (ok, dump) = {
+        let target = format!("tcp:127.0.0.1:{PORT}");
+        let out = Command::new("ip")
+            .args(["netns", "exec", &lab.sw, "ovs-ofctl", "--timeout=10", "dump-flows", &target])
+            .output()
+            .expect("run ovs-ofctl");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    assert!(ok, "{dump}");
+    let learned: Vec<&str> = dump.lines().filter(|l| l.contains("dl_src=") && l.contains("dl_dst=")).collect();
+    assert!(learned.len() >= 2 && learned.iter().any(|l| !l.contains("n_packets=0")), "learned flows:\n{dump}");
+    drop(controller);
+    lab.stop();
+}
+
 /// Faucet from the test command's venv (`SLUICE_FAUCET`), else `.venv/faucet`.
 fn faucet() -> String {
     let p = std::env::var("SLUICE_FAUCET")

@@ -16,7 +16,7 @@
 use sluice_openflow::{port, Action, OxmField};
 
 use super::pipeline::Pkt;
-use super::{Note, OfSwitch, MAX_PENDING_PACKET_INS};
+use super::{Note, OfSwitch, IMPLICIT_MISS, MAX_PENDING_PACKET_INS};
 use crate::cache::Op;
 use crate::fields::{self, Meta};
 
@@ -510,6 +510,22 @@ impl OfSwitch {
             return self.invalid_ttl(pkt, table_id, cookie);
         }
         Ok(())
+    }
+
+    /// Sends a packet that missed table `table_id` to the agent as an
+    /// [`IMPLICIT_MISS`] packet-in of `miss_send_len` bytes.
+    pub(super) fn implicit_miss(&mut self, pkt: &mut Pkt, table_id: u8) {
+        let n = Note::PacketIn {
+            in_port: pkt.meta.in_port,
+            reason: IMPLICIT_MISS,
+            table_id,
+            cookie: u64::MAX,
+            total_len: pkt.buf.len().min(usize::from(u16::MAX)) as u16,
+            data: pkt.for_controller(),
+            max_len: self.config.miss_send_len,
+            metadata: pkt.meta.metadata,
+        };
+        self.note(n);
     }
 
     fn invalid_ttl(&mut self, pkt: &mut Pkt, table_id: u8, cookie: u64) -> Result<(), Stop> {

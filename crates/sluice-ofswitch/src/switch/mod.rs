@@ -103,6 +103,12 @@ pub const LOCAL_LIVE_PORT: u32 = 0;
 /// dropped and counted.
 pub const MAX_PENDING_PACKET_INS: usize = 4096;
 
+/// A packet-in reason of the switch's own: a packet that missed a table
+/// without a table-miss entry, which an OpenFlow 1.0 switch sends to its
+/// controllers (1.3 drops it). The agent sends it as NO_MATCH, to 1.0
+/// connections only (see [`OfSwitch::set_miss_packet_ins`]).
+pub const IMPLICIT_MISS: u8 = 0xff;
+
 /// What a replica reports to the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Note {
@@ -170,6 +176,9 @@ pub struct OfSwitch {
     /// connection's asynchronous configuration asks for INVALID_TTL
     /// packet-ins; see [`OfSwitch::set_invalid_ttl_packet_ins`]).
     ttl_packet_ins: bool,
+    /// Whether a table miss goes to the controllers as an
+    /// [`IMPLICIT_MISS`] packet-in (see [`OfSwitch::set_miss_packet_ins`]).
+    miss_packet_ins: bool,
     /// Standing alone (fail mode standalone, no controller): every packet
     /// goes to the NORMAL port, the tables are not looked at.
     fail_open: bool,
@@ -211,6 +220,7 @@ impl OfSwitch {
             macs: MacTable::default(),
             fail_open: false,
             ttl_packet_ins: false,
+            miss_packet_ins: false,
             pipeline: None,
             batch: Vec::new(),
             partial: 0,
@@ -284,6 +294,20 @@ impl OfSwitch {
     /// it: an invalid TTL reads it when it happens, replayed walks too.
     pub fn set_invalid_ttl_packet_ins(&mut self, on: bool) {
         self.ttl_packet_ins = on;
+    }
+
+    /// Whether a packet that misses a table without a table-miss entry
+    /// goes to the controllers as an [`IMPLICIT_MISS`] packet-in of
+    /// `miss_send_len` bytes (the agent sets it while an OpenFlow 1.0
+    /// controller, whose switches do so, is connected); off, it is
+    /// dropped, as OpenFlow 1.3 says. The flow cache is emptied: it
+    /// recorded misses as drops.
+    pub fn set_miss_packet_ins(&mut self, on: bool) {
+        if self.miss_packet_ins != on {
+            self.forget_walks();
+            self.pipeline = None;
+            self.miss_packet_ins = on;
+        }
     }
 
     /// Whether INVALID_TTL packet-ins are sent (see

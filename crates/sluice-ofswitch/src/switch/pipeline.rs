@@ -472,6 +472,11 @@ impl OfSwitch {
                     r.counts.push(Count::Miss { table: table as u8 });
                     r.push(Op::Drop);
                 }
+                if self.miss_packet_ins {
+                    // Not replayed: each such packet goes to the agent.
+                    self.uncacheable();
+                    self.implicit_miss(pkt, table as u8);
+                }
                 self.stats.dropped += 1;
                 break;
             };

@@ -4,7 +4,8 @@
 //!
 //! `sluice openflow -i 1@veth1 -i 2@veth2 ... [--datapath-id ID]
 //! [--controller tcp:IP:PORT]... [--listen ptcp:PORT[:IP]]... [--workers N]
-//! [--fail-mode secure|standalone] [--inactivity-probe SECS] [--local NAME]`:
+//! [--fail-mode secure|standalone] [--inactivity-probe SECS] [--local NAME]
+//! [--protocols OpenFlow10,OpenFlow13]`:
 //! the switch runs as a node (`sluice_node`) whose one control server is
 //! the OpenFlow agent, until SIGINT or SIGTERM.
 
@@ -72,6 +73,9 @@ pub struct OpenflowArgs {
     /// Serve gNMI at ADDR (`HOST:PORT`): the ports in the OpenConfig interfaces model (names, ids, status, counters; enable or disable by Set).
     #[arg(long, value_name = "ADDR")]
     pub gnmi: Option<String>,
+    /// The OpenFlow versions spoken, comma-separated, as Open vSwitch's bridge `protocols`: OpenFlow10, OpenFlow13 (default both).
+    #[arg(long, default_value = "OpenFlow10,OpenFlow13")]
+    pub protocols: String,
 }
 
 fn parse_controller(s: &str) -> Result<SocketAddr, String> {
@@ -161,6 +165,7 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
         return Err(format!("--inactivity-probe {}: expected seconds from 0.1 to 3600", a.inactivity_probe));
     }
     let inactivity_probe = Duration::from_secs_f64(a.inactivity_probe);
+    let versions = parse_protocols(&a.protocols)?;
     let mut sw = OfSwitch::new(infos);
     sw.set_flow_cache(!a.no_flow_cache);
     // Packet-ins wait for the agent in a bounded channel; when it is full the workers drop them and count it.
@@ -190,6 +195,7 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
         fail_mode,
         inactivity_probe,
         max_connections: a.max_connections as usize,
+        versions,
     };
     if let Err(e) = node.serve(Agent::new(node.control().clone(), notes, agent_cfg)) {
         return Err(node.fail(e));
@@ -214,4 +220,22 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     }
     eprint!("{code}");
     done.result().map(|_| ())
+}
+
+/// The wire versions of a `--protocols` list (Open vSwitch's names).
+fn parse_protocols(list: &str) -> Result<Vec<u8>, String> {
+    let mut v = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        v.push(match name {
+            "OpenFlow10" => sluice_openflow::OFP10,
+            "OpenFlow13" => sluice_openflow::OFP13,
+            other => return Err(format!("--protocols: {other} is not spoken here (OpenFlow10, OpenFlow13)")),
+        });
+    }
+    if v.is_empty() {
+        return Err("--protocols: no version given".into());
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
 }
