@@ -9,7 +9,9 @@
 //! code); a 1.0 match translates to 1.3 field by field, a field whose
 //! prerequisites the match does not give (an IP address without the IPv4
 //! ethertype, a port without a transport protocol) being dropped, as Open
-//! vSwitch normalises such matches. Actions translate where the other
+//! vSwitch normalises such matches (an IPv6 match keeps its ToS, protocol
+//! and ports, as Open vSwitch reads them; a VLAN priority without an id
+//! matches any tagged frame of that priority). Actions translate where the other
 //! version has them (1.0's set-transport-port needs the match's protocol);
 //! anything else is an error naming it. Port numbers map between the two
 //! numbering spaces (1.0's reserved ports 0xfff8..0xffff are 1.3's
@@ -95,6 +97,8 @@ pub fn match_to_10(m: &Match) -> Result<Match10, String> {
                 o.dl_type = be(v) as u16;
                 o.wildcards &= !w::DL_TYPE;
             }
+            // Any tagged frame (the present bit alone): 1.0 leaves dl_vlan wildcarded.
+            OxmField::VlanVid if f.mask.as_deref() == Some(&[0x10, 0][..]) && be(v) & 0x1000 != 0 => {}
             OxmField::VlanVid => {
                 unmasked("the VLAN id")?;
                 let vid = be(v) as u16;
@@ -123,12 +127,12 @@ pub fn match_to_10(m: &Match) -> Result<Match10, String> {
                 let bits = prefix_wild(f.mask.as_deref())?;
                 o.wildcards = (o.wildcards & !(0x3f << w::NW_DST_SHIFT)) | (bits << w::NW_DST_SHIFT);
             }
-            OxmField::TcpSrc | OxmField::UdpSrc | OxmField::SctpSrc | OxmField::Icmpv4Type => {
+            OxmField::TcpSrc | OxmField::UdpSrc | OxmField::SctpSrc | OxmField::Icmpv4Type | OxmField::Icmpv6Type => {
                 unmasked("transport ports")?;
                 o.tp_src = be(v) as u16;
                 o.wildcards &= !w::TP_SRC;
             }
-            OxmField::TcpDst | OxmField::UdpDst | OxmField::SctpDst | OxmField::Icmpv4Code => {
+            OxmField::TcpDst | OxmField::UdpDst | OxmField::SctpDst | OxmField::Icmpv4Code | OxmField::Icmpv6Code => {
                 unmasked("transport ports")?;
                 o.tp_dst = be(v) as u16;
                 o.wildcards &= !w::TP_DST;
@@ -177,6 +181,10 @@ pub fn match_from_10(m: &Match10) -> Match {
         if has(w::DL_VLAN_PCP) && vid != 0 {
             f.push(oxm(OxmField::VlanPcp, &[m.dl_vlan_pcp & 7]));
         }
+    } else if has(w::DL_VLAN_PCP) {
+        // A priority without an id: any tagged frame of that priority.
+        f.push(Oxm { field: OxmField::VlanVid, value: vec![0x10, 0], mask: Some(vec![0x10, 0]) });
+        f.push(oxm(OxmField::VlanPcp, &[m.dl_vlan_pcp & 7]));
     }
     if !has(w::DL_TYPE) {
         return Match { fields: f };
@@ -192,12 +200,17 @@ pub fn match_from_10(m: &Match10) -> Match {
             f.extend(prefix_oxm(OxmField::ArpSpa, m.nw_src, src_wild));
             f.extend(prefix_oxm(OxmField::ArpTpa, m.nw_dst, dst_wild));
         }
-        0x0800 => {
+        // IPv4, and IPv6 as Open vSwitch reads a 1.0 match (its ToS,
+        // protocol and ports; its addresses have no place in 1.0).
+        0x0800 | 0x86dd => {
+            let v4 = m.dl_type == 0x0800;
             if has(w::NW_TOS) {
                 f.push(oxm(OxmField::IpDscp, &[m.nw_tos >> 2]));
             }
-            f.extend(prefix_oxm(OxmField::Ipv4Src, m.nw_src, src_wild));
-            f.extend(prefix_oxm(OxmField::Ipv4Dst, m.nw_dst, dst_wild));
+            if v4 {
+                f.extend(prefix_oxm(OxmField::Ipv4Src, m.nw_src, src_wild));
+                f.extend(prefix_oxm(OxmField::Ipv4Dst, m.nw_dst, dst_wild));
+            }
             if has(w::NW_PROTO) {
                 f.push(oxm(OxmField::IpProto, &[m.nw_proto]));
                 let ports = match m.nw_proto {
@@ -213,12 +226,17 @@ pub fn match_from_10(m: &Match10) -> Match {
                     if has(w::TP_DST) {
                         f.push(oxm(dst, &m.tp_dst.to_be_bytes()));
                     }
-                } else if m.nw_proto == 1 {
+                } else if (m.nw_proto == 1 && v4) || (m.nw_proto == 58 && !v4) {
+                    let (typ, code) = if v4 {
+                        (OxmField::Icmpv4Type, OxmField::Icmpv4Code)
+                    } else {
+                        (OxmField::Icmpv6Type, OxmField::Icmpv6Code)
+                    };
                     if has(w::TP_SRC) {
-                        f.push(oxm(OxmField::Icmpv4Type, &[m.tp_src as u8]));
+                        f.push(oxm(typ, &[m.tp_src as u8]));
                     }
                     if has(w::TP_DST) {
-                        f.push(oxm(OxmField::Icmpv4Code, &[m.tp_dst as u8]));
+                        f.push(oxm(code, &[m.tp_dst as u8]));
                     }
                 }
             }
@@ -676,6 +694,21 @@ mod tests {
         let mut bare = Match10 { wildcards: w::ALL & !(0x3f << w::NW_SRC_SHIFT), ..Match10::default() };
         bare.nw_src = 1;
         assert!(match_from_10(&bare).fields.is_empty());
+        // IPv6: ToS, protocol and ports kept; a priority without an id.
+        let mut v6 = Match10 {
+            wildcards: w::ALL & !(w::DL_TYPE | w::NW_PROTO | w::TP_SRC | w::DL_VLAN_PCP),
+            ..Match10::default()
+        };
+        (v6.dl_type, v6.nw_proto, v6.tp_src, v6.dl_vlan_pcp) = (0x86dd, 17, 53, 3);
+        let m13 = match_from_10(&v6);
+        let fields: Vec<OxmField> = m13.fields.iter().map(|f| f.field).collect();
+        assert_eq!(
+            fields,
+            vec![OxmField::VlanVid, OxmField::VlanPcp, OxmField::EthType, OxmField::IpProto, OxmField::UdpSrc]
+        );
+        let back = match_to_10(&m13).unwrap();
+        assert_eq!(back.wildcards & (w::DL_VLAN | w::DL_VLAN_PCP), w::DL_VLAN);
+        assert_eq!(match_from_10(&back), m13);
     }
 
     #[test]
