@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # os-ken's switch test suite (os_ken/tests/switch/tester.py with its JSON
 # cases: of13 by default, 991 cases in action, match, group, meter; of10 with
-# --version of10, 192 cases in action and match) against `sluice openflow`, and
+# --version of10, 192 cases in action and match; of14 with --version of14,
+# of13's and the PBB_UCA ones) against `sluice openflow`, and
 # against Open vSwitch as a reference, in one run.
 # A conformance run, not a benchmark: hence scripts/, not bench/.
 #
 #   scripts/osken-switch-tests.sh [--quick | --cases REGEX] [--no-rate] [--targets sluice,ovs]
 #                                 [--results DIR] [--failing-list FILE] [--timeout SECS]
-#                                 [--wait SECS] [--settle SECS] [--version of10|of13]
+#                                 [--wait SECS] [--settle SECS] [--version of10|of13|of14]
 #
 #   --version V      the suite's OpenFlow version (default of13): the target
 #                    switches (Sluice with --protocols, the OVS bridge with
@@ -15,7 +16,7 @@
 #                    speaks 1.3
 #   --quick          one case file per group (action/00_OUTPUT, match/00_IN_PORT,
 #                    group/00_ALL, meter/01_DROP_01_PKTPS_00_100): about 2 min per target
-#   --cases REGEX    only the case files whose path under of13/ matches REGEX
+#   --cases REGEX    only the case files whose path under the version's folder matches REGEX
 #                    (grep -E), e.g. 'match/(03|04)_' or 'action/25_SET_FIELD/'
 #   --no-rate        leave out the cases that measure packet/bit rates (every
 #                    group and meter case of the suite checks throughput)
@@ -88,7 +89,8 @@ done
 case "$VERSION" in
     of10) OFP_NAME=openflow10; OVS_PROTO=OpenFlow10 ;;
     of13) OFP_NAME=openflow13; OVS_PROTO=OpenFlow13 ;;
-    *) echo "error: --version $VERSION: of10 or of13 (Sluice does not speak OpenFlow 1.4 yet)" >&2; exit 2 ;;
+    of14) OFP_NAME=openflow14; OVS_PROTO=OpenFlow14 ;;
+    *) echo "error: --version $VERSION: of10, of13 or of14" >&2; exit 2 ;;
 esac
 
 SLUICE=${SLUICE:-$REPO/target/release/sluice}

@@ -24,7 +24,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use sluice_node::{Control, Server, Session, Stop};
 use sluice_ofswitch::OfSwitch;
 use sluice_openflow::connection::{Closed, Connection, Frame, Full, Incoming, Settings};
-use sluice_openflow::{controller_role, of10, translate10, AsyncConfig, Message, OfError, OFP10, OFP13};
+use sluice_openflow::{controller_role, of10, translate10, AsyncConfig, Message, OfError, OFP10, OFP13, OFP14};
 
 use crate::buffers::PacketBuffers;
 use crate::notes::Notes;
@@ -86,7 +86,7 @@ pub struct AgentConfig {
     /// Connections open at once (zero: [`MAX_CONNECTIONS`]); one more
     /// accepted on a listener is closed at once, counted and reported.
     pub max_connections: usize,
-    /// The OpenFlow versions spoken (`of10::OFP10`, `OFP13`; empty: both).
+    /// The OpenFlow versions spoken (`of10::OFP10`, `OFP13`, `OFP14`; empty: all three).
     pub versions: Vec<u8>,
 }
 
@@ -139,8 +139,13 @@ impl Conn {
     /// an expired TTL, never gets those; [`IMPLICIT_MISS_BIT`], a table
     /// miss, goes to 1.0 peers that want NO_MATCH packet-ins only).
     pub(crate) fn wants_packet_in(&self, bit: u64) -> bool {
-        use sluice_openflow::packet_in_reason::{INVALID_TTL, NO_MATCH};
+        use sluice_openflow::packet_in_reason::{for_version, INVALID_TTL, NO_MATCH};
         let v10 = self.link.version() == Some(OFP10);
+        // Before 1.4, the ACTION bit stands for 1.4's refinements of it.
+        let bit = match (bit.trailing_zeros(), self.link.version()) {
+            (r @ 0..=7, Some(v)) => 1 << for_version(r as u8, v),
+            _ => bit,
+        };
         let (bit, ok) = match bit {
             IMPLICIT_MISS_BIT => (1 << NO_MATCH, v10),
             b if b == 1 << INVALID_TTL => (b, !v10),
@@ -162,10 +167,25 @@ struct Active {
     connected: bool,
 }
 
+/// OpenFlow 1.4's defaults: 1.3's, with the refined packet-in reasons
+/// (action set, group, packet-out) and the flow-removed reasons of
+/// meter deletion and eviction for the master.
+fn default_async_14() -> AsyncConfig {
+    let mut a = default_async();
+    a.packet_in_mask[0] |= 0x38;
+    a.flow_removed_mask[0] = 0x3f;
+    a
+}
+
 fn default_async() -> AsyncConfig {
     // OpenFlow 1.3.5 defaults: master/equal get every packet-in, port
     // status and flow-removed reason; slaves get port status only.
-    AsyncConfig { packet_in_mask: [0x7, 0], port_status_mask: [0x7, 0x7], flow_removed_mask: [0xf, 0] }
+    AsyncConfig {
+        packet_in_mask: [0x7, 0],
+        port_status_mask: [0x7, 0x7],
+        flow_removed_mask: [0xf, 0],
+        ..AsyncConfig::default()
+    }
 }
 
 /// The agent (see the crate documentation).
@@ -321,8 +341,9 @@ impl Agent {
     fn settings(&self) -> Settings {
         Settings {
             // OpenFlow 1.0 for the peers that speak nothing newer
-            // (ovs-ofctl without -O), 1.3 for the others, unless told.
-            versions: if self.cfg.versions.is_empty() { vec![OFP10, OFP13] } else { self.cfg.versions.clone() },
+            // (ovs-ofctl without -O), 1.3 and 1.4 for the others, unless
+            // told (Open vSwitch's bridges speak 1.0 to 1.4 by default).
+            versions: if self.cfg.versions.is_empty() { vec![OFP10, OFP13, OFP14] } else { self.cfg.versions.clone() },
             echo_interval: self.cfg.inactivity_probe,
             max_output: MAX_OUTPUT_BYTES,
             when_full: Full::Close,
@@ -452,7 +473,14 @@ impl Agent {
             let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) else { return };
             match c.link.next_incoming() {
                 None => break,
-                Some(Incoming::Negotiated(_)) => self.stats.messages_in += 1,
+                Some(Incoming::Negotiated(v)) => {
+                    self.stats.messages_in += 1;
+                    if v >= OFP14 {
+                        if let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) {
+                            c.async_cfg = default_async_14();
+                        }
+                    }
+                }
                 Some(Incoming::Message(frame)) => {
                     self.stats.messages_in += 1;
                     self.request(ci, &frame);

@@ -13,8 +13,10 @@
 //! they reach the master and every worker as one change (no packet sees
 //! half a bundle) and the commit is answered. Bounds: 64 open bundles per
 //! connection (OUT_OF_BUNDLES), 100 000 messages per bundle
-//! (MSG_TOO_MANY). Errors of the ONF extension are experimenter errors
-//! (type 0xffff, code 2300 + the 1.4 code, experimenter 0x4f4e4600).
+//! (MSG_TOO_MANY). To a 1.4 peer, replies are BUNDLE_CONTROL messages and
+//! errors BUNDLE_FAILED; to a 1.3 peer (the ONF extension) replies are
+//! ONF experimenter messages and errors experimenter errors (type 0xffff,
+//! code 2300 + the 1.4 code, experimenter 0x4f4e4600).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +24,7 @@ use std::sync::Arc;
 use sluice_ofswitch::control::PreparedFlowMod;
 use sluice_ofswitch::OfSwitch;
 use sluice_openflow::errors::{bad_request, error_type};
-use sluice_openflow::{Message, OfError};
+use sluice_openflow::{BundleControl, Message, OfError};
 
 use crate::agent::Agent;
 
@@ -108,11 +110,36 @@ impl Agent {
         }
     }
 
-    /// Sends the bundle error `code` (an ONF experimenter error).
+    /// Whether connection `ci` speaks OpenFlow 1.4 or later.
+    fn of14(&self, ci: usize) -> bool {
+        self.conns
+            .get(ci)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.link.version())
+            .is_some_and(|v| v >= sluice_openflow::OFP14)
+    }
+
+    /// A 1.4 BUNDLE_CONTROL (`body`: after the header) of connection `ci`.
+    pub(crate) fn bundle_control14(&mut self, ci: usize, raw: &[u8], xid: u32) {
+        self.bundle_control(ci, raw, xid, &raw[8.min(raw.len())..]);
+    }
+
+    /// A 1.4 BUNDLE_ADD_MESSAGE of connection `ci`.
+    pub(crate) fn bundle_add14(&mut self, ci: usize, raw: &[u8], xid: u32) {
+        self.bundle_add(ci, raw, xid, &raw[8.min(raw.len())..]);
+    }
+
+    /// Sends the bundle error `code`: BUNDLE_FAILED to a 1.4 peer, an
+    /// ONF experimenter error to a 1.3 one.
     fn bundle_error(&mut self, ci: usize, raw: &[u8], xid: u32, code: u16, why: &str) {
-        let mut data = ONF.to_be_bytes().to_vec();
-        data.extend_from_slice(&raw[..raw.len().min(64)]);
-        let e = OfError::new(error_type::EXPERIMENTER, 2300 + code, why.to_string());
+        let quoted = &raw[..raw.len().min(64)];
+        let (e, data) = if self.of14(ci) {
+            (OfError::new(error_type::BUNDLE_FAILED, code, why.to_string()), quoted.to_vec())
+        } else {
+            let mut data = ONF.to_be_bytes().to_vec();
+            data.extend_from_slice(quoted);
+            (OfError::new(error_type::EXPERIMENTER, 2300 + code, why.to_string()), data)
+        };
         self.stats.errors_sent += 1;
         let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) else { return };
         eprintln!("openflow: {}: error to {}: bundle: {why}", self.cfg.datapath_id, c.peer);
@@ -123,6 +150,10 @@ impl Agent {
     }
 
     fn bundle_reply(&mut self, ci: usize, xid: u32, id: u32, typ: u16, flags: u16) {
+        if self.of14(ci) {
+            let m = BundleControl { bundle_id: id, typ, flags, properties: Vec::new() };
+            return self.reply(ci, &Message::BundleControl(m), xid);
+        }
         let mut data = Vec::with_capacity(8);
         data.extend_from_slice(&id.to_be_bytes());
         data.extend_from_slice(&typ.to_be_bytes());

@@ -1,28 +1,32 @@
-//! Flow monitors: connections that asked (`sluice_openflow::monitor`, the
-//! ONF extension of OpenFlow 1.3) to hear of flows as they are added,
-//! changed and deleted.
+//! Flow monitors: connections that asked (`sluice_openflow::monitor`:
+//! OpenFlow 1.4's FLOW_MONITOR multipart, or the ONF extension of
+//! OpenFlow 1.3) to hear of flows as they are added, changed and deleted.
 //!
 //! Contract: a monitor belongs to its connection (at most 64 each; it goes
 //! with the connection). Its request is answered with the flows it
-//! matches now (when it asked for them), as ADDED updates in multipart
-//! replies under the request's xid. Afterwards every flow change the
-//! agent makes is reported to each monitor it matches (table, out_port,
-//! match: the flow's match within the monitor's) as an unsolicited
-//! multipart reply (xid 0): an added flow as ADDED, a modify flow-mod as
+//! matches now (when it asked for them), as INITIAL updates (ADDED in the
+//! ONF form) in multipart replies under the request's xid. Afterwards
+//! every flow change the agent makes is reported to each monitor it
+//! matches (table, out_port, out_group, match: the flow's match within the
+//! monitor's) as an unsolicited multipart reply (xid 0), in the form of
+//! the connection's version: an added flow as ADDED, a modify flow-mod as
 //! MODIFIED with the flow-mod's match and new instructions, a removed
-//! flow (deleted, expired, its group or meter deleted) as DELETED with its
+//! flow (deleted, expired, its group or meter deleted) as REMOVED with its
 //! reason. A connection's own changes come abbreviated (the change's xid)
-//! unless its monitor asked for them in full. Updates go through the
-//! connection's bounded outbox like every message: a monitor that stops
-//! reading is closed as any stuck connection.
+//! unless its monitor asked for them in full. 1.4 monitors are added, modified and deleted by
+//! command (FLOW_MONITOR_FAILED for an id in use or unknown). Updates go
+//! through the connection's bounded outbox like every message: a monitor
+//! that stops reading is closed as any stuck connection.
 
 use std::sync::Arc;
 
 use sluice_ofswitch::control::{flow_outputs_to, Removed};
 use sluice_ofswitch::table::{Flow, Pattern};
+use sluice_openflow::errors::flow_monitor_failed;
 use sluice_openflow::errors::{bad_request, error_type};
 use sluice_openflow::monitor::{
-    self, monitor_flags as mf, update_event, FlowMonitorRequest, FlowUpdate, ONF_EXPERIMENTER, ONF_FLOW_MONITOR,
+    self, monitor_command, monitor_flags as mf, FlowMonitorRequest, FlowUpdate, UpdateEvent, ONF_EXPERIMENTER,
+    ONF_FLOW_MONITOR,
 };
 use sluice_openflow::{FlowMod, Instruction, Match, Message, MultipartReply, OfError};
 
@@ -41,7 +45,7 @@ pub(crate) struct Monitor {
 
 /// A flow change as monitors are told of it.
 pub(crate) struct Change<'a> {
-    pub event: u16,
+    pub event: UpdateEvent,
     pub reason: u16,
     pub table_id: u8,
     pub priority: u16,
@@ -66,7 +70,7 @@ impl Change<'_> {
             table_id: self.table_id,
             cookie: self.cookie,
             matched: self.matched,
-            instructions: (actions && self.event != update_event::DELETED).then_some(self.instructions),
+            instructions: (actions && self.event != UpdateEvent::Removed).then_some(self.instructions),
         }
     }
 }
@@ -74,16 +78,19 @@ impl Change<'_> {
 impl Monitor {
     /// Whether the monitor's table, out_port and match cover the changed flow.
     fn covers(&self, c: &Change<'_>) -> bool {
+        use sluice_openflow::{group, port, Action};
+        let (out_port, out_group) = (self.req.out_port, self.req.out_group);
         let port_ok = match c.flow {
-            Some(f) => flow_outputs_to(f, self.req.out_port, sluice_openflow::group::ANY),
+            Some(f) => flow_outputs_to(f, out_port, out_group),
             None => {
-                self.req.out_port == sluice_openflow::port::ANY
-                    || c.instructions.iter().any(|i| match i {
-                        Instruction::ApplyActions(a) | Instruction::WriteActions(a) => a.iter().any(
-                            |x| matches!(x, sluice_openflow::Action::Output { port, .. } if *port == self.req.out_port),
-                        ),
+                let any = |ok: &dyn Fn(&Action) -> bool| {
+                    c.instructions.iter().any(|i| match i {
+                        Instruction::ApplyActions(a) | Instruction::WriteActions(a) => a.iter().any(ok),
                         _ => false,
                     })
+                };
+                (out_port == port::ANY || any(&|x| matches!(x, Action::Output { port, .. } if *port == out_port)))
+                    && (out_group == group::ANY || any(&|x| matches!(x, Action::Group(g) if *g == out_group)))
             }
         };
         (self.req.table_id == sluice_openflow::table::ALL || self.req.table_id == c.table_id)
@@ -94,9 +101,9 @@ impl Monitor {
     /// Whether the monitor asked to hear of this change.
     fn wants(&self, c: &Change<'_>) -> bool {
         let want = match c.event {
-            update_event::ADDED => mf::ADD,
-            update_event::DELETED => mf::DELETE,
-            _ => mf::MODIFY,
+            UpdateEvent::Initial | UpdateEvent::Added => mf::ADD,
+            UpdateEvent::Removed => mf::DELETE,
+            UpdateEvent::Modified => mf::MODIFY,
         };
         self.req.flags & want != 0 && self.covers(c)
     }
@@ -114,8 +121,65 @@ impl Agent {
             let e = OfError::new(error_type::BAD_REQUEST, bad_request::EPERM, "64 flow monitors on this connection");
             return self.error(ci, raw, &e, xid);
         }
+        let parts = self.install_monitor(ci, req, false);
+        let n = parts.len();
+        for (i, data) in parts.into_iter().enumerate() {
+            let flags = if i + 1 < n { sluice_openflow::MULTIPART_MORE } else { 0 };
+            let body =
+                MultipartReply::Experimenter { experimenter: ONF_EXPERIMENTER, exp_type: ONF_FLOW_MONITOR, data };
+            self.reply(ci, &Message::MultipartReply { flags, body }, xid);
+        }
+    }
+
+    /// An OpenFlow 1.4 FLOW_MONITOR request of connection `ci`: each
+    /// monitor added, modified or deleted in turn; the first that cannot
+    /// be is answered with its error, and the rest left undone.
+    pub(crate) fn monitor_request14(&mut self, ci: usize, raw: &[u8], xid: u32, reqs: Vec<FlowMonitorRequest>) {
+        let mut updates = vec![Vec::new()];
+        for req in reqs {
+            let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) else { return };
+            let exists = c.monitors.iter().any(|m| m.req.id == req.id);
+            let refused = match req.command {
+                monitor_command::ADD if exists => Some((flow_monitor_failed::MONITOR_EXISTS, "monitor id in use")),
+                monitor_command::ADD if c.monitors.len() >= MAX_MONITORS => {
+                    Some((flow_monitor_failed::UNKNOWN, "64 flow monitors on this connection"))
+                }
+                monitor_command::MODIFY | monitor_command::DELETE if !exists => {
+                    Some((flow_monitor_failed::UNKNOWN_MONITOR, "no monitor of that id"))
+                }
+                monitor_command::ADD | monitor_command::MODIFY | monitor_command::DELETE => None,
+                _ => Some((flow_monitor_failed::BAD_COMMAND, "flow monitor command")),
+            };
+            if let Some((code, why)) = refused {
+                let e = OfError::new(error_type::FLOW_MONITOR_FAILED, code, why);
+                return self.error(ci, raw, &e, xid);
+            }
+            if req.command == monitor_command::DELETE {
+                c.monitors.retain(|m| m.req.id != req.id);
+                self.count_monitors();
+                continue;
+            }
+            for part in self.install_monitor(ci, req, true) {
+                let last = updates.last_mut().expect("one part");
+                if !last.is_empty() && last.len() + part.len() > REPLY_BYTES {
+                    updates.push(part);
+                } else {
+                    last.extend_from_slice(&part);
+                }
+            }
+        }
+        let n = updates.len();
+        for (i, data) in updates.into_iter().enumerate() {
+            let flags = if i + 1 < n { sluice_openflow::MULTIPART_MORE } else { 0 };
+            self.reply(ci, &Message::MultipartReply { flags, body: MultipartReply::FlowMonitor(data) }, xid);
+        }
+    }
+
+    /// Keeps monitor `req` on connection `ci` (replacing one of its id)
+    /// and returns the updates for the flows it matches now, if it asked
+    /// for them, in parts of at most about `REPLY_BYTES` (at least one).
+    fn install_monitor(&mut self, ci: usize, req: FlowMonitorRequest, of14: bool) -> Vec<Vec<u8>> {
         let monitor = Monitor { pattern: Pattern::of(&req.matched), req };
-        // The flows it matches now, when asked.
         let mut parts = vec![Vec::new()];
         if monitor.req.flags & mf::INITIAL != 0 {
             let actions = monitor.req.flags & mf::ACTIONS != 0;
@@ -125,7 +189,7 @@ impl Agent {
             for (tid, t) in sw.tables().iter().enumerate() {
                 for f in t.flows.values() {
                     let change = Change {
-                        event: update_event::ADDED,
+                        event: UpdateEvent::Initial,
                         reason: 0,
                         table_id: tid as u8,
                         priority: f.priority,
@@ -140,7 +204,7 @@ impl Agent {
                         continue;
                     }
                     let out = parts.last_mut().expect("one part");
-                    monitor::put_flow_update(out, &change.update(actions));
+                    monitor::put_flow_update(out, &change.update(actions), of14);
                     if out.len() > REPLY_BYTES {
                         parts.push(Vec::new());
                     }
@@ -156,13 +220,7 @@ impl Agent {
             c.monitors.push(monitor);
         }
         self.count_monitors();
-        let n = parts.len();
-        for (i, data) in parts.into_iter().enumerate() {
-            let flags = if i + 1 < n { sluice_openflow::MULTIPART_MORE } else { 0 };
-            let body =
-                MultipartReply::Experimenter { experimenter: ONF_EXPERIMENTER, exp_type: ONF_FLOW_MONITOR, data };
-            self.reply(ci, &Message::MultipartReply { flags, body }, xid);
-        }
+        parts
     }
 
     /// Counts the monitors of every connection (after one is added or a
@@ -179,14 +237,19 @@ impl Agent {
         }
         for ci in 0..self.conns.len() {
             let Some(c) = self.conns[ci].as_ref().filter(|c| c.up()) else { continue };
+            let own = origin.is_some_and(|(oc, _)| oc == ci);
             let Some(m) = c.monitors.iter().find(|m| m.wants(change)) else { continue };
+            let of14 = c.link.version().is_some_and(|v| v >= sluice_openflow::OFP14);
             let mut data = Vec::new();
             match origin {
-                Some((oc, xid)) if oc == ci && m.req.flags & mf::OWN == 0 => monitor::put_abbrev_update(&mut data, xid),
-                _ => monitor::put_flow_update(&mut data, &change.update(m.req.flags & mf::ACTIONS != 0)),
+                Some((_, xid)) if own && m.req.flags & mf::OWN == 0 => monitor::put_abbrev_update(&mut data, xid, of14),
+                _ => monitor::put_flow_update(&mut data, &change.update(m.req.flags & mf::ACTIONS != 0), of14),
             }
-            let body =
-                MultipartReply::Experimenter { experimenter: ONF_EXPERIMENTER, exp_type: ONF_FLOW_MONITOR, data };
+            let body = if of14 {
+                MultipartReply::FlowMonitor(data)
+            } else {
+                MultipartReply::Experimenter { experimenter: ONF_EXPERIMENTER, exp_type: ONF_FLOW_MONITOR, data }
+            };
             self.reply(ci, &Message::MultipartReply { flags: 0, body }, 0);
         }
     }
@@ -199,8 +262,8 @@ impl Agent {
             return;
         }
         let event = match fm.command {
-            c::ADD => update_event::ADDED,
-            c::MODIFY | c::MODIFY_STRICT => update_event::MODIFIED,
+            c::ADD => UpdateEvent::Added,
+            c::MODIFY | c::MODIFY_STRICT => UpdateEvent::Modified,
             _ => return,
         };
         let change = Change {
@@ -227,7 +290,7 @@ impl Agent {
             let f: &Flow = &r.flow;
             let instructions: Arc<[Instruction]> = f.instructions.clone();
             let change = Change {
-                event: update_event::DELETED,
+                event: UpdateEvent::Removed,
                 reason: u16::from(r.reason),
                 table_id: r.table_id,
                 priority: f.priority,

@@ -14,7 +14,7 @@ use sluice_ofswitch::table::Pattern;
 use sluice_openflow::errors::{bad_request, error_type};
 use sluice_openflow::{
     port, AggregateStats, Desc, FlowStats, GroupDesc, GroupFeatures, GroupStats, Message, MeterConfig, MeterFeatures,
-    MeterStats, MultipartReply, MultipartRequest, OfError, OxmField, PortDesc, PortStats, TableFeatureProp,
+    MeterStats, MultipartReply, MultipartRequest, OfError, OxmField, PortDesc, PortStats, TableDesc, TableFeatureProp,
     TableFeatures, TableStats,
 };
 
@@ -280,6 +280,12 @@ impl Agent {
                 );
                 return self.error(ci, raw, &e, xid);
             }
+            MultipartRequest::TableDesc => vec![MultipartReply::TableDesc(
+                (0..N_TABLES).map(|t| TableDesc { table_id: t as u8, config: 0 }).collect(),
+            )],
+            // No port has queues configured.
+            MultipartRequest::QueueDesc { .. } => vec![MultipartReply::QueueDesc(vec![])],
+            MultipartRequest::FlowMonitor(reqs) => return self.monitor_request14(ci, raw, xid, reqs),
             MultipartRequest::Experimenter { experimenter, exp_type, data }
                 if experimenter == sluice_openflow::monitor::ONF_EXPERIMENTER
                     && exp_type == sluice_openflow::monitor::ONF_FLOW_MONITOR =>

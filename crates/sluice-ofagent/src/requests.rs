@@ -1,6 +1,7 @@
 //! The requests of controllers, as typed changes of the switch.
 //!
-//! Contract: reads one decoded OpenFlow 1.3 request of a connection;
+//! Contract: reads one decoded OpenFlow 1.3 or 1.4 request of a connection
+//! (1.0 ones arrive translated to 1.3);
 //! a change (flow, group, meter, port, switch config) is made on the
 //! master copy through the node's `Control` and, only when it succeeded
 //! there, queued for the workers (`Session::try_change`): the reply is
@@ -22,6 +23,9 @@ use sluice_openflow::{of10, translate10, OFP10};
 
 use crate::agent::Agent;
 use crate::buffers::NoPacket;
+
+/// The ONF extension's ROLE_STATUS for OpenFlow 1.3.
+const ONF_ROLE_STATUS: u32 = 1911;
 
 impl Agent {
     fn version(&self, ci: usize) -> Option<u8> {
@@ -100,9 +104,21 @@ impl Agent {
             }
             Message::SetAsync(a) => {
                 if let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) {
-                    c.async_cfg = a;
+                    // 1.3 sets three pairs of masks; the others stay.
+                    c.async_cfg.packet_in_mask = a.packet_in_mask;
+                    c.async_cfg.port_status_mask = a.port_status_mask;
+                    c.async_cfg.flow_removed_mask = a.flow_removed_mask;
                 }
             }
+            Message::SetAsyncProps(props) => {
+                if let Some(c) = self.conns.get_mut(ci).and_then(Option::as_mut) {
+                    for p in props {
+                        c.async_cfg.apply(p);
+                    }
+                }
+            }
+            Message::BundleControl(_) => self.bundle_control14(ci, raw, xid),
+            Message::BundleAdd(_) => self.bundle_add14(ci, raw, xid),
             Message::FlowMod(fm) => {
                 if self.is_slave(ci) {
                     return slave_refused(self);
@@ -155,7 +171,24 @@ impl Agent {
                     Ok(false) => {}
                 }
             }
-            Message::TableMod { .. } => {}
+            Message::TableMod { table_id, config } => {
+                // 1.3's deprecated bits are ignored, as the specification
+                // says; eviction and vacancy events (1.4) are not done.
+                let e = if table_id as usize >= N_TABLES && table_id != sluice_openflow::table::ALL {
+                    Some(OfError::new(error_type::TABLE_MOD_FAILED, 0, format!("no table {table_id}")))
+                } else if config & !0x3 != 0 {
+                    Some(OfError::new(
+                        error_type::TABLE_MOD_FAILED,
+                        1,
+                        format!("table config {config:#x}: eviction and vacancy events are not supported"),
+                    ))
+                } else {
+                    None
+                };
+                if let Some(e) = e {
+                    self.error(ci, raw, &e, xid);
+                }
+            }
             Message::MeterMod(mm) => {
                 if self.is_slave(ci) {
                     return slave_refused(self);
@@ -200,6 +233,7 @@ impl Agent {
             | Message::BarrierReply
             | Message::QueueGetConfigReply { .. }
             | Message::RoleReply(_)
+            | Message::RoleStatus { .. }
             | Message::GetAsyncReply(_) => {
                 let e = OfError::new(error_type::BAD_REQUEST, bad_request::BAD_TYPE, "a message only switches send");
                 self.error(ci, raw, &e, xid);
@@ -281,10 +315,17 @@ impl Agent {
                 }
                 self.generation = Some(r.generation_id);
                 if r.role == controller_role::MASTER {
-                    for (i, c) in self.conns.iter_mut().enumerate() {
-                        if let Some(c) = c.as_mut().filter(|c| i != ci && c.role == controller_role::MASTER) {
-                            c.role = controller_role::SLAVE;
+                    // The master before is a slave now, and told so (1.4's
+                    // ROLE_STATUS, the ONF extension's for 1.3), as Open
+                    // vSwitch tells it.
+                    let generation_id = r.generation_id;
+                    for i in 0..self.conns.len() {
+                        let Some(c) = self.conns[i].as_mut() else { continue };
+                        if i == ci || c.role != controller_role::MASTER {
+                            continue;
                         }
+                        c.role = controller_role::SLAVE;
+                        self.role_status(i, controller_role::SLAVE, generation_id);
                     }
                 }
                 self.set_role(ci, r.role);
@@ -300,6 +341,24 @@ impl Agent {
         // specification's "undefined" generation.
         let reply = Role { role, generation_id: self.generation.unwrap_or(u64::MAX) };
         self.reply(ci, &Message::RoleReply(reply), xid);
+    }
+
+    /// Tells connection `ci` its role changed at another's request.
+    fn role_status(&mut self, ci: usize, role: u32, generation_id: u64) {
+        let reason = sluice_openflow::role_reason::MASTER_REQUEST;
+        match self.version(ci) {
+            Some(v) if v >= sluice_openflow::OFP14 => {
+                self.reply(ci, &Message::RoleStatus { role, reason, generation_id }, 0);
+            }
+            Some(sluice_openflow::OFP13) => {
+                let mut data = role.to_be_bytes().to_vec();
+                data.extend_from_slice(&[reason, 0, 0, 0]);
+                data.extend_from_slice(&generation_id.to_be_bytes());
+                let m = Message::Experimenter { experimenter: crate::bundles::ONF, exp_type: ONF_ROLE_STATUS, data };
+                self.reply(ci, &m, 0);
+            }
+            _ => {}
+        }
     }
 
     fn set_role(&mut self, ci: usize, role: u32) {

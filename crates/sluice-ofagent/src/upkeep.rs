@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use sluice_ofswitch::control::Removed;
 use sluice_ofswitch::switch::IMPLICIT_MISS;
 use sluice_ofswitch::{Note, OfSwitch};
-use sluice_openflow::{flow_mod_flags, Match, Message, Oxm, OxmField, PacketIn};
+use sluice_openflow::{flow_mod_flags, packet_in_reason, Match, Message, Oxm, OxmField, PacketIn, OFP13, OFP14};
 
 use crate::agent::{Agent, Conn, FailMode, PACKET_INS_PER_ROUND};
 use crate::replies::port_desc;
@@ -234,9 +234,16 @@ impl Agent {
             }
             let matched = Match { fields };
             data.truncate(sluice_openflow::packet_in_room(&matched));
+            // 1.4's refined reasons are ACTION to older peers.
+            let reason13 = packet_in_reason::for_version(reason, OFP13);
+            let of14 = |c: &Conn| c.link.version().is_some_and(|v| v >= OFP14);
             let pi = PacketIn { buffer_id, total_len, reason, table_id, cookie, matched, data };
+            if reason13 != reason {
+                let m = Message::PacketIn(PacketIn { reason: reason13, ..pi.clone() });
+                self.stats.packet_ins_sent += self.broadcast(&m, |c| !of14(c) && wanted(c));
+            }
             let m = Message::PacketIn(pi);
-            self.stats.packet_ins_sent += self.broadcast(&m, wanted);
+            self.stats.packet_ins_sent += self.broadcast(&m, |c| (reason13 == reason || of14(c)) && wanted(c));
         }
         taken
     }

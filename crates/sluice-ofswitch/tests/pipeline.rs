@@ -1255,7 +1255,19 @@ fn controller_output_from_a_group_reports_the_flow_table_and_cookie() {
     run(&mut sw, 1, &arp_req());
     let n = notes(&mut sw);
     let Note::PacketIn { reason, table_id, cookie, .. } = &n[0];
-    assert_eq!((*reason, *table_id, *cookie), (packet_in_reason::ACTION, 2, 0x77));
+    // OpenFlow 1.4's GROUP reason (the agent says ACTION to older peers).
+    assert_eq!((*reason, *table_id, *cookie), (packet_in_reason::GROUP, 2, 0x77));
+    assert_eq!(packet_in_reason::for_version(*reason, sluice_openflow::OFP13), packet_in_reason::ACTION);
+}
+
+#[test]
+fn controller_output_from_the_action_set_is_said_so() {
+    let mut sw = switch(4);
+    add(&mut sw, 1, flow(0, 1, vec![], vec![write(vec![to_controller(0xffff)])]));
+    run(&mut sw, 1, &arp_req());
+    let n = notes(&mut sw);
+    let Note::PacketIn { reason, .. } = &n[0];
+    assert_eq!(*reason, packet_in_reason::ACTION_SET);
 }
 
 fn select_bucket(weight: u16, p: u32) -> Bucket {

@@ -1,9 +1,18 @@
-//! OpenFlow 1.3 messages on the wire (OpenFlow 1.3.5, section 7): the
-//! 8-byte header ([`peek_header`] for stream framing), [`decode`] of
-//! exactly one whole message into a [`Message`] (with the spec's error
-//! type and code for anything malformed, never a panic), [`encode`] /
-//! [`encode_into`] of a [`Message`] with all padding, and HELLO version
-//! negotiation ([`negotiate`]).
+//! OpenFlow 1.3 and 1.4 messages on the wire (OpenFlow 1.3.5 and 1.4.1,
+//! section 7): the 8-byte header ([`peek_header`] for stream framing),
+//! [`decode`] of exactly one whole message into a [`Message`] (with the
+//! spec's error type and code for anything malformed, never a panic),
+//! [`encode`] / [`encode_into`] of a [`Message`] with all padding in the
+//! version asked for, and HELLO version negotiation ([`negotiate`]).
+//!
+//! The two versions share every message but these: 1.4 puts the speeds
+//! and feature bits of a port, the error counters of port statistics and
+//! a port mod's advertised features in properties, gives port and queue
+//! statistics a length, sets the asynchronous configuration by
+//! properties ([`Message::SetAsyncProps`]; its reply carries all twelve),
+//! lets a table mod carry properties, and adds ROLE_STATUS, the bundle
+//! messages and the table description, queue description and flow
+//! monitor multiparts.
 
 use crate::action::{get_actions, get_instructions, put_actions, put_instructions};
 use crate::errors::{bad_request, error_type, OfError};
@@ -49,6 +58,12 @@ pub mod msg_type {
     pub const GET_ASYNC_REPLY: u8 = 27;
     pub const SET_ASYNC: u8 = 28;
     pub const METER_MOD: u8 = 29;
+    /// OpenFlow 1.4+.
+    pub const ROLE_STATUS: u8 = 30;
+    pub const TABLE_STATUS: u8 = 31;
+    pub const REQUESTFORWARD: u8 = 32;
+    pub const BUNDLE_CONTROL: u8 = 33;
+    pub const BUNDLE_ADD_MESSAGE: u8 = 34;
 }
 
 /// `OFPHET_VERSIONBITMAP`.
@@ -117,8 +132,11 @@ impl Message {
             Message::RoleReply(_) => t::ROLE_REPLY,
             Message::GetAsyncRequest => t::GET_ASYNC_REQUEST,
             Message::GetAsyncReply(_) => t::GET_ASYNC_REPLY,
-            Message::SetAsync(_) => t::SET_ASYNC,
+            Message::SetAsync(_) | Message::SetAsyncProps(_) => t::SET_ASYNC,
             Message::MeterMod(_) => t::METER_MOD,
+            Message::RoleStatus { .. } => t::ROLE_STATUS,
+            Message::BundleControl(_) => t::BUNDLE_CONTROL,
+            Message::BundleAdd(_) => t::BUNDLE_ADD_MESSAGE,
         }
     }
 }
@@ -129,12 +147,12 @@ fn req_err(code: u16, reason: String) -> OfError {
 
 /// Decodes exactly one whole message. `msg.len()` must equal the
 /// header's length (`BAD_REQUEST / BAD_LEN` otherwise). Versions other
-/// than 1.3 are accepted only for HELLO (a pre-1.3 HELLO has no
+/// than 1.3 and 1.4 are accepted only for HELLO (a pre-1.3 HELLO has no
 /// elements) and ERROR; anything else is `BAD_REQUEST / BAD_VERSION`.
 pub fn decode(msg: &[u8]) -> Result<(Header, Message), OfError> {
     let (h, mut r) = open_message(
         msg,
-        |h| h.version == OFP13 || h.typ == msg_type::HELLO || h.typ == msg_type::ERROR,
+        |h| h.version == OFP13 || h.version == OFP14 || h.typ == msg_type::HELLO || h.typ == msg_type::ERROR,
         |h| format!("version {}", h.version),
     )?;
     let m = decode_body(&h, &mut r)?;
@@ -158,7 +176,61 @@ fn get_async(r: &mut Reader<'_>) -> Result<AsyncConfig, OfError> {
     for v in &mut w {
         *v = r.u32("async mask")?;
     }
-    Ok(AsyncConfig { packet_in_mask: [w[0], w[1]], port_status_mask: [w[2], w[3]], flow_removed_mask: [w[4], w[5]] })
+    Ok(AsyncConfig {
+        packet_in_mask: [w[0], w[1]],
+        port_status_mask: [w[2], w[3]],
+        flow_removed_mask: [w[4], w[5]],
+        ..AsyncConfig::default()
+    })
+}
+
+/// OpenFlow 1.4's asynchronous configuration properties: each 8 bytes
+/// (type, length 8, mask); an experimenter one is refused.
+fn get_async_props(r: &mut Reader<'_>) -> Result<Vec<AsyncProp>, OfError> {
+    use crate::errors::bad_property as bp;
+    let mut v = Vec::new();
+    while !r.is_empty() {
+        let typ = r.u16("property type")?;
+        let len = r.u16("property length")?;
+        if typ >= async_prop_type::EXPERIMENTER_SLAVE {
+            return Err(OfError::new(error_type::BAD_PROPERTY, bp::BAD_EXPERIMENTER, "experimenter async property"));
+        }
+        if typ > async_prop_type::REQUESTFORWARD_MASTER {
+            return Err(OfError::new(error_type::BAD_PROPERTY, bp::BAD_TYPE, format!("async property type {typ}")));
+        }
+        if len != 8 {
+            return Err(OfError::new(error_type::BAD_PROPERTY, bp::BAD_LEN, format!("async property length {len}")));
+        }
+        v.push(AsyncProp { typ, mask: r.u32("mask")? });
+    }
+    Ok(v)
+}
+
+fn put_async_props(out: &mut Vec<u8>, props: &[AsyncProp]) {
+    for p in props {
+        out.u16(p.typ);
+        out.u16(8);
+        out.u32(p.mask);
+    }
+}
+
+/// Properties of a 1.4 structure kept as their bytes: each a type and a
+/// length of at least 4, padded to 8 bytes (the padding may end the
+/// message short).
+fn get_raw_props(r: &mut Reader<'_>) -> Result<Vec<u8>, OfError> {
+    let all = r.rest();
+    let mut p = Reader::new(all, (error_type::BAD_PROPERTY, crate::errors::bad_property::BAD_LEN));
+    while !p.is_empty() {
+        p.u16("property type")?;
+        let len = usize::from(p.u16("property length")?);
+        if len < 4 {
+            return Err(p.len_err(&format!("property length {len}")));
+        }
+        p.skip(len - 4, "property")?;
+        let pad = round8(len) - len;
+        p.skip(pad.min(p.remaining()), "property padding")?;
+    }
+    Ok(all.to_vec())
 }
 
 fn get_hello(r: &mut Reader<'_>) -> Result<Vec<HelloElement>, OfError> {
@@ -297,7 +369,7 @@ fn decode_body(h: &Header, r: &mut Reader<'_>) -> Result<Message, OfError> {
         t::PORT_STATUS => {
             let reason = r.u8("reason")?;
             r.skip(7, "pad")?;
-            Message::PortStatus { reason, desc: get_port(r)? }
+            Message::PortStatus { reason, desc: get_port(r, h.version)? }
         }
         t::PACKET_OUT => {
             let buffer_id = r.u32("buffer_id")?;
@@ -352,23 +424,31 @@ fn decode_body(h: &Header, r: &mut Reader<'_>) -> Result<Message, OfError> {
             r.skip(2, "pad")?;
             let config = r.u32("config")?;
             let mask = r.u32("mask")?;
-            let advertise = r.u32("advertise")?;
-            r.skip(4, "pad")?;
+            let advertise = if h.version >= OFP14 { get_port_mod_props(r)? } else { r.u32("advertise")? };
+            if h.version < OFP14 {
+                r.skip(4, "pad")?;
+            }
             Message::PortMod(PortMod { port_no, hw_addr, config, mask, advertise })
         }
         t::TABLE_MOD => {
             let table_id = r.u8("table_id")?;
             r.skip(3, "pad")?;
-            Message::TableMod { table_id, config: r.u32("config")? }
+            let config = r.u32("config")?;
+            if h.version >= OFP14 {
+                // Eviction and vacancy properties: framing checked; the
+                // config bits that would turn them on are refused.
+                get_raw_props(r)?;
+            }
+            Message::TableMod { table_id, config }
         }
         t::MULTIPART_REQUEST | t::MULTIPART_REPLY => {
             let typ = r.u16("multipart type")?;
             let flags = r.u16("flags")?;
             r.skip(4, "pad")?;
             if h.typ == t::MULTIPART_REQUEST {
-                Message::MultipartRequest { flags, body: get_request(typ, r)? }
+                Message::MultipartRequest { flags, body: get_request(typ, r, h.version)? }
             } else {
-                Message::MultipartReply { flags, body: get_reply(typ, r)? }
+                Message::MultipartReply { flags, body: get_reply(typ, r, h.version)? }
             }
         }
         t::BARRIER_REQUEST => Message::BarrierRequest,
@@ -386,6 +466,14 @@ fn decode_body(h: &Header, r: &mut Reader<'_>) -> Result<Message, OfError> {
         t::ROLE_REQUEST => Message::RoleRequest(get_role(r)?),
         t::ROLE_REPLY => Message::RoleReply(get_role(r)?),
         t::GET_ASYNC_REQUEST => Message::GetAsyncRequest,
+        t::GET_ASYNC_REPLY if h.version >= OFP14 => {
+            let mut a = AsyncConfig::default();
+            for p in get_async_props(r)? {
+                a.apply(p);
+            }
+            Message::GetAsyncReply(a)
+        }
+        t::SET_ASYNC if h.version >= OFP14 => Message::SetAsyncProps(get_async_props(r)?),
         t::GET_ASYNC_REPLY => Message::GetAsyncReply(get_async(r)?),
         t::SET_ASYNC => Message::SetAsync(get_async(r)?),
         t::METER_MOD => {
@@ -394,8 +482,57 @@ fn decode_body(h: &Header, r: &mut Reader<'_>) -> Result<Message, OfError> {
             let meter_id = r.u32("meter_id")?;
             Message::MeterMod(MeterMod { command, flags, meter_id, bands: get_bands(r)? })
         }
+        t::ROLE_STATUS if h.version >= OFP14 => {
+            let role = r.u32("role")?;
+            let reason = r.u8("reason")?;
+            r.skip(3, "pad")?;
+            let generation_id = r.u64("generation_id")?;
+            get_raw_props(r)?;
+            Message::RoleStatus { role, reason, generation_id }
+        }
+        t::BUNDLE_CONTROL if h.version >= OFP14 => {
+            let bundle_id = r.u32("bundle_id")?;
+            let typ = r.u16("type")?;
+            let flags = r.u16("flags")?;
+            Message::BundleControl(BundleControl { bundle_id, typ, flags, properties: get_raw_props(r)? })
+        }
+        t::BUNDLE_ADD_MESSAGE if h.version >= OFP14 => {
+            let bundle_id = r.u32("bundle_id")?;
+            r.skip(2, "pad")?;
+            let flags = r.u16("flags")?;
+            let rest = r.rest();
+            let inner = peek_header(rest).ok_or_else(|| r.len_err("bundle add: no message"))?;
+            let len = usize::from(inner.length);
+            if len < HEADER_LEN || len > rest.len() {
+                return Err(r.len_err(&format!("bundle add: message length {len} of {}", rest.len())));
+            }
+            let message = rest[..len].to_vec();
+            let mut r = Reader::new(&rest[len..], (error_type::BAD_REQUEST, bad_request::BAD_LEN));
+            let r = &mut r;
+            // The message is padded to 8 bytes before any property.
+            let pad = round8(message.len()) - message.len();
+            r.skip(pad.min(r.remaining()), "bundle add: padding")?;
+            Message::BundleAdd(BundleAdd { bundle_id, flags, message, properties: get_raw_props(r)? })
+        }
         other => return Err(req_err(bad_request::BAD_TYPE, format!("unknown message type {other}"))),
     })
+}
+
+/// OpenFlow 1.4's port mod properties: the advertised features of the
+/// ethernet one (0 without); optical or experimenter ones are refused.
+fn get_port_mod_props(r: &mut Reader<'_>) -> Result<u32, OfError> {
+    use crate::errors::bad_property as bp;
+    let mut advertise = 0;
+    while !r.is_empty() {
+        let typ = r.u16("property type")?;
+        let len = r.u16("property length")?;
+        match (typ, len) {
+            (0, 8) => advertise = r.u32("advertise")?,
+            (0, _) => return Err(OfError::new(error_type::BAD_PROPERTY, bp::BAD_LEN, "ethernet property length")),
+            _ => return Err(OfError::new(error_type::BAD_PROPERTY, bp::BAD_TYPE, format!("port mod property {typ}"))),
+        }
+    }
+    Ok(advertise)
 }
 
 /// How many bytes of a packet a `PACKET_IN` with `matched` carries at
@@ -430,8 +567,10 @@ fn put_async(out: &mut Vec<u8>, a: &AsyncConfig) {
 }
 
 /// Appends one message to `out` (the header's length covers exactly the
-/// appended bytes). `version` is [`OFP13`] except for HELLO and ERROR to
-/// an older peer. Messages are expected to fit in 65535 bytes.
+/// appended bytes). `version` is [`OFP13`] or [`OFP14`] (the 1.4-only
+/// messages are written as they are whatever it says), or older for
+/// HELLO and ERROR to an older peer. Messages are expected to fit in
+/// 65535 bytes.
 pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
     let start = begin_message(out, version, msg.type_code(), xid);
     match msg {
@@ -502,7 +641,7 @@ pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
         Message::PortStatus { reason, desc } => {
             out.u8(*reason);
             out.zeros(7);
-            put_port(out, desc);
+            put_port(out, desc, version);
         }
         Message::PacketOut(p) => {
             out.u32(p.buffer_id);
@@ -545,8 +684,14 @@ pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
             out.zeros(2);
             out.u32(p.config);
             out.u32(p.mask);
+            if version >= OFP14 {
+                out.u16(0);
+                out.u16(8);
+            }
             out.u32(p.advertise);
-            out.zeros(4);
+            if version < OFP14 {
+                out.zeros(4);
+            }
         }
         Message::TableMod { table_id, config } => {
             out.u8(*table_id);
@@ -563,7 +708,7 @@ pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
             out.u16(reply_type(body));
             out.u16(*flags);
             out.zeros(4);
-            put_reply(out, body);
+            put_reply(out, body, version);
         }
         Message::QueueGetConfigRequest { port } => {
             out.u32(*port);
@@ -609,12 +754,37 @@ pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
             }
         }
         Message::RoleRequest(r) | Message::RoleReply(r) => put_role(out, r),
+        Message::GetAsyncReply(a) | Message::SetAsync(a) if version >= OFP14 => put_async_props(out, &a.props()),
         Message::GetAsyncReply(a) | Message::SetAsync(a) => put_async(out, a),
+        Message::SetAsyncProps(props) => put_async_props(out, props),
         Message::MeterMod(m) => {
             out.u16(m.command);
             out.u16(m.flags);
             out.u32(m.meter_id);
             put_bands(out, &m.bands);
+        }
+        Message::RoleStatus { role, reason, generation_id } => {
+            out.u32(*role);
+            out.u8(*reason);
+            out.zeros(3);
+            out.u64(*generation_id);
+        }
+        Message::BundleControl(b) => {
+            out.u32(b.bundle_id);
+            out.u16(b.typ);
+            out.u16(b.flags);
+            out.extend_from_slice(&b.properties);
+        }
+        Message::BundleAdd(b) => {
+            out.u32(b.bundle_id);
+            out.zeros(2);
+            out.u16(b.flags);
+            out.extend_from_slice(&b.message);
+            if !b.properties.is_empty() {
+                let pad = round8(b.message.len()) - b.message.len();
+                out.zeros(pad);
+                out.extend_from_slice(&b.properties);
+            }
         }
     }
     end_message(out, start);

@@ -22,7 +22,44 @@ pub mod error_type {
     pub const ROLE_REQUEST_FAILED: u16 = 11;
     pub const METER_MOD_FAILED: u16 = 12;
     pub const TABLE_FEATURES_FAILED: u16 = 13;
+    /// OpenFlow 1.4+.
+    pub const BAD_PROPERTY: u16 = 14;
+    pub const ASYNC_CONFIG_FAILED: u16 = 15;
+    pub const FLOW_MONITOR_FAILED: u16 = 16;
+    pub const BUNDLE_FAILED: u16 = 17;
     pub const EXPERIMENTER: u16 = 0xffff;
+}
+
+/// `ofp_bad_property_code` (OpenFlow 1.4).
+pub mod bad_property {
+    pub const BAD_TYPE: u16 = 0;
+    pub const BAD_LEN: u16 = 1;
+    pub const BAD_VALUE: u16 = 2;
+    pub const TOO_MANY: u16 = 3;
+    pub const DUP_TYPE: u16 = 4;
+    pub const BAD_EXPERIMENTER: u16 = 5;
+    pub const BAD_EXP_TYPE: u16 = 6;
+    pub const BAD_EXP_VALUE: u16 = 7;
+    pub const EPERM: u16 = 8;
+}
+
+/// `ofp_async_config_failed_code` (OpenFlow 1.4).
+pub mod async_config_failed {
+    pub const INVALID: u16 = 0;
+    pub const UNSUPPORTED: u16 = 1;
+    pub const EPERM: u16 = 2;
+}
+
+/// `ofp_flow_monitor_failed_code` (OpenFlow 1.4).
+pub mod flow_monitor_failed {
+    pub const UNKNOWN: u16 = 0;
+    pub const MONITOR_EXISTS: u16 = 1;
+    pub const INVALID_MONITOR: u16 = 2;
+    pub const UNKNOWN_MONITOR: u16 = 3;
+    pub const BAD_COMMAND: u16 = 4;
+    pub const BAD_FLAGS: u16 = 5;
+    pub const BAD_TABLE_ID: u16 = 6;
+    pub const BAD_OUT: u16 = 7;
 }
 
 /// `ofp_hello_failed_code`.
@@ -206,9 +243,10 @@ impl OfError {
         OfError { typ, code, reason: reason.into() }
     }
 
-    /// Whether `typ` is one of the specification's error types.
+    /// Whether `typ` is one of the specification's error types (up to
+    /// OpenFlow 1.4's).
     pub fn is_spec_type(typ: u16) -> bool {
-        typ <= error_type::TABLE_FEATURES_FAILED || typ == error_type::EXPERIMENTER
+        typ <= error_type::BUNDLE_FAILED || typ == error_type::EXPERIMENTER
     }
 }
 
@@ -229,6 +267,10 @@ fn type_name(typ: u16) -> &'static str {
         error_type::ROLE_REQUEST_FAILED => "ROLE_REQUEST_FAILED",
         error_type::METER_MOD_FAILED => "METER_MOD_FAILED",
         error_type::TABLE_FEATURES_FAILED => "TABLE_FEATURES_FAILED",
+        error_type::BAD_PROPERTY => "BAD_PROPERTY",
+        error_type::ASYNC_CONFIG_FAILED => "ASYNC_CONFIG_FAILED",
+        error_type::FLOW_MONITOR_FAILED => "FLOW_MONITOR_FAILED",
+        error_type::BUNDLE_FAILED => "BUNDLE_FAILED",
         error_type::EXPERIMENTER => "EXPERIMENTER",
         _ => "UNKNOWN",
     }

@@ -6,7 +6,7 @@
 //! property types (each padded to 8).
 
 use crate::action::{get_actions, get_instructions, put_actions, put_instructions};
-use crate::errors::{bad_request, error_type, meter_mod_failed, table_features_failed, OfError};
+use crate::errors::{bad_property, bad_request, error_type, meter_mod_failed, table_features_failed, OfError};
 use crate::oxm::{get_match, put_match};
 use crate::types::*;
 use crate::wire::{round8, Put, Reader};
@@ -27,6 +27,10 @@ pub mod multipart_type {
     pub const METER_FEATURES: u16 = 11;
     pub const TABLE_FEATURES: u16 = 12;
     pub const PORT_DESC: u16 = 13;
+    /// OpenFlow 1.4+.
+    pub const TABLE_DESC: u16 = 14;
+    pub const QUEUE_DESC: u16 = 15;
+    pub const FLOW_MONITOR: u16 = 16;
     pub const EXPERIMENTER: u16 = 0xffff;
 }
 
@@ -75,36 +79,98 @@ fn framed<'a>(r: &mut Reader<'a>, len: usize, consumed: usize, min: usize, what:
 
 // ---- ofp_port --------------------------------------------------------
 
-pub(crate) fn put_port(out: &mut Vec<u8>, p: &PortDesc) {
+/// `ofp_port_desc_prop_type` / `ofp_port_stats_prop_type` ETHERNET (1.4).
+const PROP_ETHERNET: u16 = 0;
+
+/// Appends a port description: OpenFlow 1.3's 64-byte form, or 1.4's
+/// 40 bytes and an ethernet property (the speeds and feature bits).
+pub(crate) fn put_port(out: &mut Vec<u8>, p: &PortDesc, version: u8) {
+    let start = out.len();
     out.u32(p.port_no);
-    out.zeros(4);
+    if version >= OFP14 {
+        out.u16(0);
+        out.zeros(2);
+    } else {
+        out.zeros(4);
+    }
     out.extend_from_slice(&p.hw_addr);
     out.zeros(2);
     out.string(&p.name, 16);
-    for v in [p.config, p.state, p.curr, p.advertised, p.supported, p.peer, p.curr_speed, p.max_speed] {
+    out.u32(p.config);
+    out.u32(p.state);
+    if version >= OFP14 {
+        out.u16(PROP_ETHERNET);
+        out.u16(32);
+        out.zeros(4);
+    }
+    for v in [p.curr, p.advertised, p.supported, p.peer, p.curr_speed, p.max_speed] {
         out.u32(v);
+    }
+    if version >= OFP14 {
+        out.patch_u16(start + 4, out.len() - start);
     }
 }
 
-pub(crate) fn get_port(r: &mut Reader<'_>) -> Result<PortDesc, OfError> {
+/// Reads the properties of an OpenFlow 1.4 structure (all of `r`): each
+/// `(type, reader over its body)`, their 8-byte padding skipped.
+fn get_props<'a>(r: &mut Reader<'a>) -> Result<Vec<(u16, Reader<'a>)>, OfError> {
+    let mut v = Vec::new();
+    while !r.is_empty() {
+        let typ = r.u16("property type")?;
+        let len = usize::from(r.u16("property length")?);
+        if len < 4 {
+            return Err(prop_err(bad_property::BAD_LEN, format!("property length {len}")));
+        }
+        let b = r.sub(len - 4, "property")?;
+        let pad = crate::wire::round8(len) - len;
+        r.skip(pad.min(r.remaining()), "property padding")?;
+        v.push((typ, b));
+    }
+    Ok(v)
+}
+
+fn prop_err(code: u16, reason: String) -> OfError {
+    OfError::new(error_type::BAD_PROPERTY, code, reason)
+}
+
+pub(crate) fn get_port(r: &mut Reader<'_>, version: u8) -> Result<PortDesc, OfError> {
     let port_no = r.u32("port_no")?;
-    r.skip(4, "pad")?;
+    let mut body;
+    let r: &mut Reader<'_> = if version >= OFP14 {
+        let len = usize::from(r.u16("port length")?);
+        body = framed(r, len, 6, 40, "port")?;
+        body.skip(2, "pad")?;
+        &mut body
+    } else {
+        r.skip(4, "pad")?;
+        r
+    };
     let hw_addr = r.array("hw_addr")?;
     r.skip(2, "pad")?;
     let name = r.string(16, "name")?;
-    Ok(PortDesc {
-        port_no,
-        hw_addr,
-        name,
-        config: r.u32("config")?,
-        state: r.u32("state")?,
-        curr: r.u32("curr")?,
-        advertised: r.u32("advertised")?,
-        supported: r.u32("supported")?,
-        peer: r.u32("peer")?,
-        curr_speed: r.u32("curr_speed")?,
-        max_speed: r.u32("max_speed")?,
-    })
+    let config = r.u32("config")?;
+    let state = r.u32("state")?;
+    let mut p = PortDesc { port_no, hw_addr, name, config, state, ..PortDesc::default() };
+    let mut eth = |b: &mut Reader<'_>| -> Result<(), OfError> {
+        p.curr = b.u32("curr")?;
+        p.advertised = b.u32("advertised")?;
+        p.supported = b.u32("supported")?;
+        p.peer = b.u32("peer")?;
+        p.curr_speed = b.u32("curr_speed")?;
+        p.max_speed = b.u32("max_speed")?;
+        Ok(())
+    };
+    if version >= OFP14 {
+        for (typ, mut b) in get_props(r)? {
+            if typ == PROP_ETHERNET {
+                b.skip(4, "pad")?;
+                eth(&mut b)?;
+            }
+        }
+    } else {
+        eth(r)?;
+    }
+    Ok(p)
 }
 
 // ---- buckets and meter bands -----------------------------------------
@@ -413,6 +479,9 @@ pub fn request_type(b: &MultipartRequest) -> u16 {
         MultipartRequest::MeterFeatures => t::METER_FEATURES,
         MultipartRequest::TableFeatures(_) => t::TABLE_FEATURES,
         MultipartRequest::PortDesc => t::PORT_DESC,
+        MultipartRequest::TableDesc => t::TABLE_DESC,
+        MultipartRequest::QueueDesc { .. } => t::QUEUE_DESC,
+        MultipartRequest::FlowMonitor(_) => t::FLOW_MONITOR,
         MultipartRequest::Experimenter { .. } => t::EXPERIMENTER,
     }
 }
@@ -435,6 +504,9 @@ pub fn reply_type(b: &MultipartReply) -> u16 {
         MultipartReply::MeterFeatures(_) => t::METER_FEATURES,
         MultipartReply::TableFeatures(_) => t::TABLE_FEATURES,
         MultipartReply::PortDesc(_) => t::PORT_DESC,
+        MultipartReply::TableDesc(_) => t::TABLE_DESC,
+        MultipartReply::QueueDesc(_) => t::QUEUE_DESC,
+        MultipartReply::FlowMonitor(_) => t::FLOW_MONITOR,
         MultipartReply::Experimenter { .. } => t::EXPERIMENTER,
     }
 }
@@ -443,6 +515,7 @@ pub fn reply_type(b: &MultipartReply) -> u16 {
 pub(crate) fn put_request(out: &mut Vec<u8>, b: &MultipartRequest) {
     match b {
         MultipartRequest::Desc
+        | MultipartRequest::TableDesc
         | MultipartRequest::Table
         | MultipartRequest::GroupDesc
         | MultipartRequest::GroupFeatures
@@ -453,10 +526,11 @@ pub(crate) fn put_request(out: &mut Vec<u8>, b: &MultipartRequest) {
             out.u32(*port_no);
             out.zeros(4);
         }
-        MultipartRequest::Queue { port_no, queue_id } => {
+        MultipartRequest::Queue { port_no, queue_id } | MultipartRequest::QueueDesc { port_no, queue_id } => {
             out.u32(*port_no);
             out.u32(*queue_id);
         }
+        MultipartRequest::FlowMonitor(ms) => ms.iter().for_each(|m| crate::monitor::put_monitor_request14(out, m)),
         MultipartRequest::Group { group_id: id }
         | MultipartRequest::Meter { meter_id: id }
         | MultipartRequest::MeterConfig { meter_id: id } => {
@@ -480,10 +554,21 @@ fn empty(r: &Reader<'_>, what: &str) -> Result<(), OfError> {
     }
 }
 
-/// Reads a request body of multipart type `typ` (all of `r`).
-pub(crate) fn get_request(typ: u16, r: &mut Reader<'_>) -> Result<MultipartRequest, OfError> {
+/// Reads a request body of multipart type `typ` (all of `r`) in `version`.
+pub(crate) fn get_request(typ: u16, r: &mut Reader<'_>, version: u8) -> Result<MultipartRequest, OfError> {
     use multipart_type as t;
     let body = match typ {
+        t::TABLE_DESC if version >= OFP14 => MultipartRequest::TableDesc,
+        t::QUEUE_DESC if version >= OFP14 => {
+            MultipartRequest::QueueDesc { port_no: r.u32("port_no")?, queue_id: r.u32("queue_id")? }
+        }
+        t::FLOW_MONITOR if version >= OFP14 => {
+            let mut v = Vec::new();
+            while !r.is_empty() {
+                v.push(crate::monitor::get_monitor_request14(r)?);
+            }
+            MultipartRequest::FlowMonitor(v)
+        }
         t::DESC => MultipartRequest::Desc,
         t::TABLE => MultipartRequest::Table,
         t::GROUP_DESC => MultipartRequest::GroupDesc,
@@ -525,8 +610,9 @@ fn bad_multipart(typ: u16) -> OfError {
 
 // ---- replies -----------------------------------------------------------
 
-/// Appends a reply body (after the multipart header).
-pub(crate) fn put_reply(out: &mut Vec<u8>, b: &MultipartReply) {
+/// Appends a reply body (after the multipart header) in `version`.
+pub(crate) fn put_reply(out: &mut Vec<u8>, b: &MultipartReply, version: u8) {
+    let of14 = version >= OFP14;
     match b {
         MultipartReply::Desc(d) => {
             out.string(&d.mfr_desc, 256);
@@ -571,6 +657,33 @@ pub(crate) fn put_reply(out: &mut Vec<u8>, b: &MultipartReply) {
                 out.u64(t.matched_count);
             }
         }
+        MultipartReply::PortStats(ps) if of14 => {
+            for p in ps {
+                out.u16(120);
+                out.zeros(2);
+                out.u32(p.port_no);
+                out.u32(p.duration_sec);
+                out.u32(p.duration_nsec);
+                for v in [
+                    p.rx_packets,
+                    p.tx_packets,
+                    p.rx_bytes,
+                    p.tx_bytes,
+                    p.rx_dropped,
+                    p.tx_dropped,
+                    p.rx_errors,
+                    p.tx_errors,
+                ] {
+                    out.u64(v);
+                }
+                out.u16(PROP_ETHERNET);
+                out.u16(40);
+                out.zeros(4);
+                for v in [p.rx_frame_err, p.rx_over_err, p.rx_crc_err, p.collisions] {
+                    out.u64(v);
+                }
+            }
+        }
         MultipartReply::PortStats(ps) => {
             for p in ps {
                 out.u32(p.port_no);
@@ -597,6 +710,10 @@ pub(crate) fn put_reply(out: &mut Vec<u8>, b: &MultipartReply) {
         }
         MultipartReply::Queue(qs) => {
             for q in qs {
+                if of14 {
+                    out.u16(48);
+                    out.zeros(6);
+                }
                 out.u32(q.port_no);
                 out.u32(q.queue_id);
                 out.u64(q.tx_bytes);
@@ -679,7 +796,46 @@ pub(crate) fn put_reply(out: &mut Vec<u8>, b: &MultipartReply) {
             out.zeros(2);
         }
         MultipartReply::TableFeatures(ts) => ts.iter().for_each(|t| put_table_features(out, t)),
-        MultipartReply::PortDesc(ps) => ps.iter().for_each(|p| put_port(out, p)),
+        MultipartReply::PortDesc(ps) => ps.iter().for_each(|p| put_port(out, p, version)),
+        MultipartReply::TableDesc(ts) => {
+            for t in ts {
+                out.u16(8);
+                out.u8(t.table_id);
+                out.zeros(1);
+                out.u32(t.config);
+            }
+        }
+        MultipartReply::QueueDesc(qs) => {
+            for q in qs {
+                out.u32(q.port_no);
+                out.u32(q.queue_id);
+                let at = out.len();
+                out.u16(0);
+                out.zeros(6);
+                for p in &q.properties {
+                    let ps = out.len();
+                    match p {
+                        QueueProp::MinRate(rate) | QueueProp::MaxRate(rate) => {
+                            out.u16(if matches!(p, QueueProp::MinRate(_)) { 1 } else { 2 });
+                            out.u16(8);
+                            out.u16(*rate);
+                            out.zeros(2);
+                        }
+                        QueueProp::Experimenter { experimenter, data } => {
+                            out.u16(0xffff);
+                            out.u16(0);
+                            out.u32(*experimenter);
+                            out.u32(0);
+                            out.extend_from_slice(data);
+                            out.patch_u16(ps + 2, out.len() - ps);
+                            out.pad8_from(ps);
+                        }
+                    }
+                }
+                out.patch_u16(at, out.len() - at + 8);
+            }
+        }
+        MultipartReply::FlowMonitor(data) => out.extend_from_slice(data),
         MultipartReply::Experimenter { experimenter, exp_type, data } => {
             out.u32(*experimenter);
             out.u32(*exp_type);
@@ -705,15 +861,127 @@ fn records<T>(
     Ok(v)
 }
 
+/// Port statistics from their twelve counters in 1.3's order.
+fn port_stats(port_no: u32, c: [u64; 12], duration_sec: u32, duration_nsec: u32) -> PortStats {
+    PortStats {
+        port_no,
+        rx_packets: c[0],
+        tx_packets: c[1],
+        rx_bytes: c[2],
+        tx_bytes: c[3],
+        rx_dropped: c[4],
+        tx_dropped: c[5],
+        rx_errors: c[6],
+        tx_errors: c[7],
+        rx_frame_err: c[8],
+        rx_over_err: c[9],
+        rx_crc_err: c[10],
+        collisions: c[11],
+        duration_sec,
+        duration_nsec,
+    }
+}
+
 /// Per-bucket or per-band counter pairs filling `r`.
 fn counter_pairs(r: &mut Reader<'_>) -> Result<Vec<(u64, u64)>, OfError> {
     records(r, 16, |b| Ok((b.u64("packets")?, b.u64("bytes")?)))
 }
 
-/// Reads a reply body of multipart type `typ` (all of `r`).
-pub(crate) fn get_reply(typ: u16, r: &mut Reader<'_>) -> Result<MultipartReply, OfError> {
+/// Reads a reply body of multipart type `typ` (all of `r`) in `version`.
+pub(crate) fn get_reply(typ: u16, r: &mut Reader<'_>, version: u8) -> Result<MultipartReply, OfError> {
     use multipart_type as t;
+    let of14 = version >= OFP14;
     let body = match typ {
+        t::PORT_STATS if of14 => {
+            let mut v = Vec::new();
+            while !r.is_empty() {
+                let len = usize::from(r.u16("port stats length")?);
+                let mut b = framed(r, len, 2, 80, "port stats")?;
+                b.skip(2, "pad")?;
+                let port_no = b.u32("port_no")?;
+                let duration_sec = b.u32("duration_sec")?;
+                let duration_nsec = b.u32("duration_nsec")?;
+                let mut c = [0u64; 12];
+                for v in &mut c[..8] {
+                    *v = b.u64("counter")?;
+                }
+                for (typ, mut p) in get_props(&mut b)? {
+                    if typ == PROP_ETHERNET {
+                        p.skip(4, "pad")?;
+                        for v in &mut c[8..] {
+                            *v = p.u64("counter")?;
+                        }
+                    }
+                }
+                v.push(port_stats(port_no, c, duration_sec, duration_nsec));
+            }
+            MultipartReply::PortStats(v)
+        }
+        t::QUEUE if of14 => {
+            let mut v = Vec::new();
+            while !r.is_empty() {
+                let len = usize::from(r.u16("queue stats length")?);
+                let mut b = framed(r, len, 2, 48, "queue stats")?;
+                b.skip(6, "pad")?;
+                v.push(QueueStats {
+                    port_no: b.u32("port_no")?,
+                    queue_id: b.u32("queue_id")?,
+                    tx_bytes: b.u64("tx_bytes")?,
+                    tx_packets: b.u64("tx_packets")?,
+                    tx_errors: b.u64("tx_errors")?,
+                    duration_sec: b.u32("duration_sec")?,
+                    duration_nsec: b.u32("duration_nsec")?,
+                });
+                get_props(&mut b)?;
+            }
+            MultipartReply::Queue(v)
+        }
+        t::PORT_DESC if of14 => {
+            let mut v = Vec::new();
+            while !r.is_empty() {
+                v.push(get_port(r, version)?);
+            }
+            MultipartReply::PortDesc(v)
+        }
+        t::TABLE_DESC if of14 => {
+            let mut v = Vec::new();
+            while !r.is_empty() {
+                let len = usize::from(r.u16("table desc length")?);
+                let mut b = framed(r, len, 2, 8, "table desc")?;
+                let table_id = b.u8("table_id")?;
+                b.skip(1, "pad")?;
+                let config = b.u32("config")?;
+                get_props(&mut b)?;
+                v.push(TableDesc { table_id, config });
+            }
+            MultipartReply::TableDesc(v)
+        }
+        t::QUEUE_DESC if of14 => {
+            let mut v = Vec::new();
+            while !r.is_empty() {
+                let port_no = r.u32("port_no")?;
+                let queue_id = r.u32("queue_id")?;
+                let len = usize::from(r.u16("queue desc length")?);
+                let mut b = framed(r, len, 10, 16, "queue desc")?;
+                b.skip(6, "pad")?;
+                let mut properties = Vec::new();
+                for (typ, mut p) in get_props(&mut b)? {
+                    properties.push(match typ {
+                        1 => QueueProp::MinRate(p.u16("rate")?),
+                        2 => QueueProp::MaxRate(p.u16("rate")?),
+                        0xffff => {
+                            let experimenter = p.u32("experimenter")?;
+                            p.skip(4, "exp_type")?;
+                            QueueProp::Experimenter { experimenter, data: p.rest().to_vec() }
+                        }
+                        other => return Err(prop_err(bad_property::BAD_TYPE, format!("queue property {other}"))),
+                    });
+                }
+                v.push(QueueDesc { port_no, queue_id, properties });
+            }
+            MultipartReply::QueueDesc(v)
+        }
+        t::FLOW_MONITOR if of14 => MultipartReply::FlowMonitor(r.rest().to_vec()),
         t::DESC => MultipartReply::Desc(Desc {
             mfr_desc: r.string(256, "mfr_desc")?,
             hw_desc: r.string(256, "hw_desc")?,
@@ -783,23 +1051,7 @@ pub(crate) fn get_reply(typ: u16, r: &mut Reader<'_>) -> Result<MultipartReply, 
             for v in &mut c {
                 *v = b.u64("counter")?;
             }
-            Ok(PortStats {
-                port_no,
-                rx_packets: c[0],
-                tx_packets: c[1],
-                rx_bytes: c[2],
-                tx_bytes: c[3],
-                rx_dropped: c[4],
-                tx_dropped: c[5],
-                rx_errors: c[6],
-                tx_errors: c[7],
-                rx_frame_err: c[8],
-                rx_over_err: c[9],
-                rx_crc_err: c[10],
-                collisions: c[11],
-                duration_sec: b.u32("duration_sec")?,
-                duration_nsec: b.u32("duration_nsec")?,
-            })
+            Ok(port_stats(port_no, c, b.u32("duration_sec")?, b.u32("duration_nsec")?))
         })?),
         t::QUEUE => MultipartReply::Queue(records(r, 40, |b| {
             Ok(QueueStats {
@@ -913,7 +1165,7 @@ pub(crate) fn get_reply(typ: u16, r: &mut Reader<'_>) -> Result<MultipartReply, 
             MultipartReply::MeterFeatures(m)
         }
         t::TABLE_FEATURES => MultipartReply::TableFeatures(get_table_features_list(r)?),
-        t::PORT_DESC => MultipartReply::PortDesc(records(r, 64, get_port)?),
+        t::PORT_DESC => MultipartReply::PortDesc(records(r, 64, |b| get_port(b, version))?),
         t::EXPERIMENTER => MultipartReply::Experimenter {
             experimenter: r.u32("experimenter")?,
             exp_type: r.u32("exp_type")?,

@@ -5,6 +5,11 @@
 
 /// OpenFlow 1.3's version byte.
 pub const OFP13: u8 = 4;
+/// OpenFlow 1.4's version byte: the same messages with properties in
+/// ports, port and queue statistics, port and table mods and the
+/// asynchronous configuration, and bundles, flow monitors, role status,
+/// table and queue descriptions (OpenFlow 1.4.1, section 7).
+pub const OFP14: u8 = 5;
 /// OpenFlow 1.0's version byte (the 1.0 messages are in [`crate::of10`]).
 pub const OFP10: u8 = 1;
 
@@ -279,8 +284,24 @@ pub struct PacketIn {
 /// `ofp_packet_in_reason`.
 pub mod packet_in_reason {
     pub const NO_MATCH: u8 = 0;
+    /// 1.4's APPLY_ACTION.
     pub const ACTION: u8 = 1;
     pub const INVALID_TTL: u8 = 2;
+    /// OpenFlow 1.4+ (ACTION to older peers): output to the controller
+    /// from the action set, a group's bucket, a packet-out.
+    pub const ACTION_SET: u8 = 3;
+    pub const GROUP: u8 = 4;
+    pub const PACKET_OUT: u8 = 5;
+
+    /// The reason as a peer of `version` knows it: 1.4's refinements of
+    /// ACTION are ACTION before 1.4.
+    pub fn for_version(reason: u8, version: u8) -> u8 {
+        if version < crate::OFP14 && (ACTION_SET..=PACKET_OUT).contains(&reason) {
+            ACTION
+        } else {
+            reason
+        }
+    }
 }
 
 /// `FLOW_REMOVED` (`ofp_flow_removed`).
@@ -451,12 +472,129 @@ pub mod controller_role {
 }
 
 /// `GET_ASYNC_REPLY` / `SET_ASYNC` (`ofp_async_config`): index 0 is for
-/// the master or equal role, 1 for slave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// the master or equal role, 1 for slave. OpenFlow 1.3 carries the first
+/// three pairs; 1.4 carries each mask as a property (`async_prop_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AsyncConfig {
     pub packet_in_mask: [u32; 2],
     pub port_status_mask: [u32; 2],
     pub flow_removed_mask: [u32; 2],
+    /// OpenFlow 1.4+: ROLE_STATUS, TABLE_STATUS and REQUESTFORWARD.
+    pub role_status_mask: [u32; 2],
+    pub table_status_mask: [u32; 2],
+    pub requestforward_mask: [u32; 2],
+}
+
+/// `ofp_async_config_prop_type` (OpenFlow 1.4): even types set the slave
+/// mask, odd ones the master's.
+pub mod async_prop_type {
+    pub const PACKET_IN_SLAVE: u16 = 0;
+    pub const PACKET_IN_MASTER: u16 = 1;
+    pub const PORT_STATUS_SLAVE: u16 = 2;
+    pub const PORT_STATUS_MASTER: u16 = 3;
+    pub const FLOW_REMOVED_SLAVE: u16 = 4;
+    pub const FLOW_REMOVED_MASTER: u16 = 5;
+    pub const ROLE_STATUS_SLAVE: u16 = 6;
+    pub const ROLE_STATUS_MASTER: u16 = 7;
+    pub const TABLE_STATUS_SLAVE: u16 = 8;
+    pub const TABLE_STATUS_MASTER: u16 = 9;
+    pub const REQUESTFORWARD_SLAVE: u16 = 10;
+    pub const REQUESTFORWARD_MASTER: u16 = 11;
+    pub const EXPERIMENTER_SLAVE: u16 = 0xfffe;
+    pub const EXPERIMENTER_MASTER: u16 = 0xffff;
+}
+
+/// One OpenFlow 1.4 asynchronous configuration property: a mask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AsyncProp {
+    /// An `async_prop_type` from 0 to 11.
+    pub typ: u16,
+    pub mask: u32,
+}
+
+impl AsyncConfig {
+    /// The mask pair a property type sets (`None` beyond REQUESTFORWARD).
+    fn pair(&mut self, typ: u16) -> Option<&mut [u32; 2]> {
+        Some(match typ / 2 {
+            0 => &mut self.packet_in_mask,
+            1 => &mut self.port_status_mask,
+            2 => &mut self.flow_removed_mask,
+            3 => &mut self.role_status_mask,
+            4 => &mut self.table_status_mask,
+            5 => &mut self.requestforward_mask,
+            _ => return None,
+        })
+    }
+
+    /// Sets the mask a property stands for; false for an unknown type.
+    pub fn apply(&mut self, p: AsyncProp) -> bool {
+        // Odd types are the master's (index 0), even ones the slave's (1).
+        let i = usize::from(p.typ.is_multiple_of(2));
+        match self.pair(p.typ) {
+            Some(pair) => {
+                pair[i] = p.mask;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every mask as an OpenFlow 1.4 property, in type order.
+    pub fn props(&self) -> Vec<AsyncProp> {
+        let mut me = *self;
+        (0..12u16)
+            .map(|typ| {
+                let i = usize::from(typ.is_multiple_of(2));
+                AsyncProp { typ, mask: me.pair(typ).map_or(0, |p| p[i]) }
+            })
+            .collect()
+    }
+}
+
+/// `ofp_controller_role_reason` (ROLE_STATUS, OpenFlow 1.4).
+pub mod role_reason {
+    pub const MASTER_REQUEST: u8 = 0;
+    pub const CONFIG: u8 = 1;
+    pub const EXPERIMENTER: u8 = 2;
+}
+
+/// `ofp_bundle_ctrl_msg` (OpenFlow 1.4 BUNDLE_CONTROL; the ONF extension
+/// for 1.3 carries the same body). Properties are kept as their bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleControl {
+    pub bundle_id: u32,
+    /// `ofp_bundle_ctrl_type`.
+    pub typ: u16,
+    /// `ofp_bundle_flags`: ATOMIC 1, ORDERED 2.
+    pub flags: u16,
+    pub properties: Vec<u8>,
+}
+
+/// `ofp_bundle_add_msg` (OpenFlow 1.4 BUNDLE_ADD_MESSAGE): the added
+/// message whole (its own header's length says where it ends), then the
+/// properties as their bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleAdd {
+    pub bundle_id: u32,
+    pub flags: u16,
+    pub message: Vec<u8>,
+    pub properties: Vec<u8>,
+}
+
+/// `ofp_table_desc` (OpenFlow 1.4 table description; properties left out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableDesc {
+    pub table_id: u8,
+    pub config: u32,
+}
+
+/// `ofp_queue_desc` (OpenFlow 1.4 queue description): rates in tenths of
+/// a percent, as queue configuration has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueDesc {
+    pub port_no: u32,
+    pub queue_id: u32,
+    pub properties: Vec<QueueProp>,
 }
 
 /// A queue property (`ofp_queue_prop_*`).
@@ -696,6 +834,15 @@ pub enum MultipartRequest {
     /// Empty to ask for the tables' features; a list to set them.
     TableFeatures(Vec<TableFeatures>),
     PortDesc,
+    /// OpenFlow 1.4+.
+    TableDesc,
+    /// OpenFlow 1.4+.
+    QueueDesc {
+        port_no: u32,
+        queue_id: u32,
+    },
+    /// OpenFlow 1.4+: one or more monitor requests.
+    FlowMonitor(Vec<crate::monitor::FlowMonitorRequest>),
     Experimenter {
         experimenter: u32,
         exp_type: u32,
@@ -720,20 +867,35 @@ pub enum MultipartReply {
     MeterFeatures(MeterFeatures),
     TableFeatures(Vec<TableFeatures>),
     PortDesc(Vec<PortDesc>),
-    Experimenter { experimenter: u32, exp_type: u32, data: Vec<u8> },
+    /// OpenFlow 1.4+.
+    TableDesc(Vec<TableDesc>),
+    /// OpenFlow 1.4+.
+    QueueDesc(Vec<QueueDesc>),
+    /// OpenFlow 1.4+: flow updates as their bytes (`crate::monitor`).
+    FlowMonitor(Vec<u8>),
+    Experimenter {
+        experimenter: u32,
+        exp_type: u32,
+        data: Vec<u8>,
+    },
 }
 
 /// `ofp_multipart_request_flags` / `ofp_multipart_reply_flags`.
 pub const MULTIPART_MORE: u16 = 1;
 
-/// Every OpenFlow 1.3 message (the header's type says which).
+/// Every OpenFlow 1.3 and 1.4 message (the header's type says which; the
+/// variants marked 1.4 exist only there).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     Hello(Vec<HelloElement>),
     Error(ErrorMsg),
     EchoRequest(Vec<u8>),
     EchoReply(Vec<u8>),
-    Experimenter { experimenter: u32, exp_type: u32, data: Vec<u8> },
+    Experimenter {
+        experimenter: u32,
+        exp_type: u32,
+        data: Vec<u8>,
+    },
     FeaturesRequest,
     FeaturesReply(Features),
     GetConfigRequest,
@@ -741,22 +903,51 @@ pub enum Message {
     SetConfig(SwitchConfig),
     PacketIn(PacketIn),
     FlowRemoved(FlowRemoved),
-    PortStatus { reason: u8, desc: PortDesc },
+    PortStatus {
+        reason: u8,
+        desc: PortDesc,
+    },
     PacketOut(PacketOut),
     FlowMod(FlowMod),
     GroupMod(GroupMod),
     PortMod(PortMod),
-    TableMod { table_id: u8, config: u32 },
-    MultipartRequest { flags: u16, body: MultipartRequest },
-    MultipartReply { flags: u16, body: MultipartReply },
+    TableMod {
+        table_id: u8,
+        config: u32,
+    },
+    MultipartRequest {
+        flags: u16,
+        body: MultipartRequest,
+    },
+    MultipartReply {
+        flags: u16,
+        body: MultipartReply,
+    },
     BarrierRequest,
     BarrierReply,
-    QueueGetConfigRequest { port: u32 },
-    QueueGetConfigReply { port: u32, queues: Vec<PacketQueue> },
+    QueueGetConfigRequest {
+        port: u32,
+    },
+    QueueGetConfigReply {
+        port: u32,
+        queues: Vec<PacketQueue>,
+    },
     RoleRequest(Role),
     RoleReply(Role),
     GetAsyncRequest,
     GetAsyncReply(AsyncConfig),
     SetAsync(AsyncConfig),
+    /// OpenFlow 1.4's SET_ASYNC: the masks it sets, each a property.
+    SetAsyncProps(Vec<AsyncProp>),
     MeterMod(MeterMod),
+    /// OpenFlow 1.4: a controller's role changed by another's request.
+    RoleStatus {
+        role: u32,
+        reason: u8,
+        generation_id: u64,
+    },
+    /// OpenFlow 1.4.
+    BundleControl(BundleControl),
+    /// OpenFlow 1.4.
+    BundleAdd(BundleAdd),
 }

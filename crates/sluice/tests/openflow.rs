@@ -56,8 +56,16 @@ fn start(lab: &mut Lab, extra: &[&str]) {
 /// `ovs-ofctl -O OpenFlow13 [--OPTIONS] COMMAND ARGS...` against the
 /// switch; (success, stdout + stderr).
 fn ofctl(lab: &Lab, args: &[&str]) -> (bool, String) {
+    ofctl_in(lab, "OpenFlow13", args)
+}
+
+/// `ofctl` in another OpenFlow version ("": ovs-ofctl's own choice).
+fn ofctl_in(lab: &Lab, version: &str, args: &[&str]) -> (bool, String) {
     let target = format!("tcp:127.0.0.1:{PORT}");
-    let mut a: Vec<&str> = vec!["netns", "exec", &lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "--timeout=10"];
+    let mut a: Vec<&str> = vec!["netns", "exec", &lab.sw, "ovs-ofctl", "--timeout=10"];
+    if !version.is_empty() {
+        a.extend(["-O", version]);
+    }
     let options = args.iter().take_while(|x| x.starts_with("--")).count();
     a.extend_from_slice(&args[..=options]);
     a.push(&target);
@@ -395,6 +403,169 @@ fn bundles_commit_all_or_nothing_and_monitors_stream_other_connections_changes()
     read_until(&mut seen, "event=DELETED reason=delete table=0 cookie=0 arp,in_port=1");
     assert!(!seen.contains("in_port=2,ip"), "the failed bundle's flow was reported:\n{seen}");
     drop(monitor);
+    lab.stop();
+}
+
+/// A raw OpenFlow 1.4 client: ROLE_STATUS to a master that another
+/// controller displaced, the asynchronous configuration as properties,
+/// table and queue descriptions.
+const CLIENT14: &str = r#"
+import socket, struct, sys
+def read(s):
+    b = b""
+    while len(b) < 8 or len(b) < struct.unpack("!H", b[2:4])[0]:
+        need = 8 - len(b) if len(b) < 8 else struct.unpack("!H", b[2:4])[0] - len(b)
+        c = s.recv(need)
+        if not c: return None
+        b += c
+    return b
+def msg(typ, xid, body):
+    return struct.pack("!BBHI", 5, typ, 8 + len(body), xid) + body
+def conn():
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+    s.sendall(msg(0, 1, struct.pack("!HHI", 1, 8, 1 << 5)))
+    h = read(s)
+    print("hello version=%d" % h[0], flush=True)
+    return s
+a, b = conn(), conn()
+a.sendall(msg(24, 2, struct.pack("!I4xQ", 2, 1)))
+print("a-role type=%d" % read(a)[1])
+b.sendall(msg(24, 3, struct.pack("!I4xQ", 2, 2)))
+print("b-role type=%d" % read(b)[1])
+r = read(a)
+role, reason, gen = struct.unpack("!IB3xQ", r[8:24])
+print("role-status type=%d role=%d reason=%d generation=%d" % (r[1], role, reason, gen))
+# SET_ASYNC: the master's packet-in mask only; GET_ASYNC: all twelve.
+b.sendall(msg(28, 4, struct.pack("!HHI", 1, 8, 0x2)))
+b.sendall(msg(26, 5, b""))
+r = read(b)
+props = [struct.unpack("!HHI", r[i:i + 8]) for i in range(8, len(r), 8)]
+print("async type=%d props=%d packet-in-master=%#x port-status-slave=%#x" % (
+    r[1], len(props), dict((t, m) for t, _, m in props)[1], dict((t, m) for t, _, m in props)[2]))
+b.sendall(msg(18, 6, struct.pack("!HH4x", 14, 0)))
+r = read(b)
+print("table-desc type=%d mp=%d tables=%d" % (r[1], struct.unpack("!H", r[8:10])[0], (len(r) - 16) // 8))
+b.sendall(msg(18, 7, struct.pack("!HH4xII", 15, 0, 0xffffffff, 0xffffffff)))
+r = read(b)
+print("queue-desc type=%d mp=%d len=%d" % (r[1], struct.unpack("!H", r[8:10])[0], len(r)))
+# An experimenter async property: OFPET_BAD_PROPERTY / BAD_EXPERIMENTER (14, 5).
+b.sendall(msg(28, 8, struct.pack("!HHI", 0xffff, 8, 1)))
+r = read(b)
+print("bad-async type=%d error=%s" % (r[1], r[8:12].hex()))
+"#;
+
+/// An OpenFlow 1.4 controller as Open vSwitch's tools are one: ports
+/// described and counted with 1.4's properties, a port mod, plain
+/// `ovs-ofctl --bundle` (which speaks 1.4 only), a 1.4 flow monitor, and
+/// (a raw client) ROLE_STATUS, the asynchronous configuration as
+/// properties, table and queue descriptions.
+#[test]
+fn openflow_1_4_peers_get_ports_bundles_monitors_and_role_status() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &[]);
+    let of14 = |args: &[&str]| {
+        let (ok, out) = ofctl_in(&lab, "OpenFlow14", args);
+        assert!(ok, "ovs-ofctl -O OpenFlow14 {args:?} failed:\n{out}\nswitch log:\n{}", lab.log());
+        out
+    };
+    let show = of14(&["show"]);
+    assert!(show.contains("OFPT_FEATURES_REPLY (OF1.4)"), "{show}");
+    let desc = of14(&["dump-ports-desc"]);
+    assert!(desc.contains("OFPST_PORT_DESC reply (OF1.4)"), "{desc}");
+    assert_eq!(desc.matches("current:    10GB-FD\n").count(), 2, "{desc}");
+    assert_eq!(desc.matches("speed: 10000 Mbps now, 10000 Mbps max").count(), 2, "{desc}");
+
+    // A 1.4 flow monitor, watching from before the changes below.
+    let target = format!("tcp:127.0.0.1:{PORT}");
+    let script = format!("exec stdbuf -oL ovs-ofctl -O OpenFlow14 monitor {target} watch: 2>&1");
+    let monitor = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ovs-ofctl monitor");
+    let mut monitor = Kill(monitor);
+    let lines = {
+        let out = monitor.0.stdout.take().expect("monitor's output");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    };
+    let mut seen = String::new();
+    let read_until = |seen: &mut String, needle: &str| {
+        while !seen.contains(needle) {
+            match lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) => {
+                    seen.push_str(&l);
+                    seen.push('\n');
+                }
+                Err(_) => panic!("the monitor never said {needle:?}:\n{seen}\n{}", lab.log()),
+            }
+        }
+    };
+    read_until(&mut seen, "OFPST_FLOW_MONITOR reply (OF1.4)");
+
+    // Plain `ovs-ofctl --bundle` offers OpenFlow 1.4 and later only.
+    let flows = lab.dir.join("flows.txt");
+    std::fs::write(&flows, "priority=1,in_port=1,actions=output:2\npriority=1,in_port=2,actions=output:1\n").unwrap();
+    let (ok, out) = ofctl_in(&lab, "", &["--bundle", "add-flows", flows.to_str().unwrap()]);
+    assert!(ok, "ovs-ofctl --bundle add-flows failed:\n{out}\n{}", lab.log());
+    read_until(&mut seen, "event=ADDED table=0 cookie=0 in_port=2 actions=output:1");
+    let bad = lab.dir.join("bad.txt");
+    std::fs::write(&bad, "priority=3,ip,actions=output:1\npriority=4,actions=group:77\n").unwrap();
+    let (ok, text) = ofctl_in(&lab, "", &["--bundle", "add-flows", bad.to_str().unwrap()]);
+    assert!(!ok && text.contains("OFPBAC_BAD_OUT_GROUP") && text.contains("OFPBFC_MSG_FAILED"), "{text}");
+    assert!(!of14(&["dump-flows"]).contains("priority=3"), "a failed bundle applied one of its flows");
+
+    // Traffic (routed by flows from a 1.3 peer) counted in 1.4's port statistics.
+    add_routes(&lab);
+    assert_eq!(lab.ping(3), 3, "{}", lab.log());
+    let ports = of14(&["dump-ports"]);
+    assert!(ports.contains("OFPST_PORT reply (OF1.4)"), "{ports}");
+    let rx1: u64 = ports
+        .split("port  1: rx pkts=")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{ports}"));
+    assert!(rx1 >= 3, "{ports}");
+    assert!(ports.contains("duration="), "{ports}");
+
+    // A 1.4 port mod (its advertised features in a property).
+    of14(&["mod-port", "1", "no-packet-in"]);
+    let desc = of14(&["dump-ports-desc"]);
+    assert!(desc.split(" 2(").next().is_some_and(|p1| p1.contains("NO_PACKET_IN")), "{desc}");
+
+    of14(&["del-flows", "in_port=1"]);
+    read_until(&mut seen, "event=DELETED reason=delete table=0 cookie=0 in_port=1");
+    drop(monitor);
+
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.sw, "python3", "-c", CLIENT14, PORT])
+        .output()
+        .expect("run python3");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    for want in [
+        "hello version=5",
+        "a-role type=25",
+        "b-role type=25",
+        // ROLE_STATUS (30): slave now, at another's master request, with its generation.
+        "role-status type=30 role=3 reason=0 generation=2",
+        "async type=27 props=12 packet-in-master=0x2 port-status-slave=0x7",
+        "table-desc type=19 mp=14 tables=64",
+        "queue-desc type=19 mp=15 len=16",
+        "bad-async type=1 error=000e0005",
+    ] {
+        assert!(text.contains(want), "no {want:?} in:\n{text}\n{}", lab.log());
+    }
     lab.stop();
 }
 

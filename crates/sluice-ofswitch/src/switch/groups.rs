@@ -204,7 +204,7 @@ impl OfSwitch {
                 idx,
                 &mut copy,
                 &buckets[i].actions,
-                sluice_openflow::packet_in_reason::ACTION,
+                sluice_openflow::packet_in_reason::GROUP,
                 table_id,
                 cookie,
                 depth + 1,

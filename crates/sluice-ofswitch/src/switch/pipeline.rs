@@ -572,6 +572,12 @@ impl OfSwitch {
                         n += 1;
                         let Some(a) = a else { continue };
                         let one = std::slice::from_ref(a);
+                        // Said as from the action set (1.4's reason).
+                        let reason = if reason == sluice_openflow::packet_in_reason::ACTION {
+                            sluice_openflow::packet_in_reason::ACTION_SET
+                        } else {
+                            reason
+                        };
                         if self.run_actions(idx, pkt, one, reason, table as u8, cookie, 0, emit).is_err() {
                             self.uncacheable();
                             break;
@@ -667,6 +673,7 @@ impl OfSwitch {
         let frame = raw[6 + alen..].to_vec();
         let meta = Meta { in_port, in_phy_port: in_port, ..Meta::default() };
         let mut pkt = Pkt::new(frame, meta);
-        let _ = self.run_actions(idx, &mut pkt, &actions, sluice_openflow::packet_in_reason::ACTION, 0, 0, 0, emit);
+        let reason = sluice_openflow::packet_in_reason::PACKET_OUT;
+        let _ = self.run_actions(idx, &mut pkt, &actions, reason, 0, 0, 0, emit);
     }
 }

@@ -5,7 +5,7 @@
 //! `sluice openflow -i 1@veth1 -i 2@veth2 ... [--datapath-id ID]
 //! [--controller tcp:IP:PORT]... [--listen ptcp:PORT[:IP]]... [--workers N]
 //! [--fail-mode secure|standalone] [--inactivity-probe SECS] [--local NAME]
-//! [--protocols OpenFlow10,OpenFlow13]`:
+//! [--protocols OpenFlow10,OpenFlow13,OpenFlow14]`:
 //! the switch runs as a node (`sluice_node`) whose one control server is
 //! the OpenFlow agent, until SIGINT or SIGTERM.
 
@@ -73,8 +73,8 @@ pub struct OpenflowArgs {
     /// Serve gNMI at ADDR (`HOST:PORT`): the ports in the OpenConfig interfaces model (names, ids, status, counters; enable or disable by Set).
     #[arg(long, value_name = "ADDR")]
     pub gnmi: Option<String>,
-    /// The OpenFlow versions spoken, comma-separated, as Open vSwitch's bridge `protocols`: OpenFlow10, OpenFlow13 (default both).
-    #[arg(long, default_value = "OpenFlow10,OpenFlow13")]
+    /// The OpenFlow versions spoken, comma-separated, as Open vSwitch's bridge `protocols`: OpenFlow10, OpenFlow13, OpenFlow14 (default all three).
+    #[arg(long, default_value = "OpenFlow10,OpenFlow13,OpenFlow14")]
     pub protocols: String,
 }
 
@@ -229,7 +229,10 @@ fn parse_protocols(list: &str) -> Result<Vec<u8>, String> {
         v.push(match name {
             "OpenFlow10" => sluice_openflow::OFP10,
             "OpenFlow13" => sluice_openflow::OFP13,
-            other => return Err(format!("--protocols: {other} is not spoken here (OpenFlow10, OpenFlow13)")),
+            "OpenFlow14" => sluice_openflow::OFP14,
+            other => {
+                return Err(format!("--protocols: {other} is not spoken here (OpenFlow10, OpenFlow13, OpenFlow14)"))
+            }
         });
     }
     if v.is_empty() {
