@@ -17,8 +17,8 @@
 use crate::action::{get_actions, get_instructions, put_actions, put_instructions};
 use crate::errors::{bad_request, error_type, OfError};
 use crate::multipart::{
-    get_bands, get_buckets, get_port, get_reply, get_request, put_bands, put_buckets, put_port, put_reply, put_request,
-    reply_type, request_type,
+    get_bands, get_buckets, get_port, get_props, get_reply, get_request, put_bands, put_buckets, put_port, put_reply,
+    put_request, reply_type, request_type,
 };
 use crate::oxm::{get_match, put_match};
 use crate::types::*;
@@ -220,16 +220,7 @@ fn put_async_props(out: &mut Vec<u8>, props: &[AsyncProp]) {
 fn get_raw_props(r: &mut Reader<'_>) -> Result<Vec<u8>, OfError> {
     let all = r.rest();
     let mut p = Reader::new(all, (error_type::BAD_PROPERTY, crate::errors::bad_property::BAD_LEN));
-    while !p.is_empty() {
-        p.u16("property type")?;
-        let len = usize::from(p.u16("property length")?);
-        if len < 4 {
-            return Err(p.len_err(&format!("property length {len}")));
-        }
-        p.skip(len - 4, "property")?;
-        let pad = round8(len) - len;
-        p.skip(pad.min(p.remaining()), "property padding")?;
-    }
+    get_props(&mut p)?;
     Ok(all.to_vec())
 }
 

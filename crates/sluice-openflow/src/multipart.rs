@@ -113,7 +113,7 @@ pub(crate) fn put_port(out: &mut Vec<u8>, p: &PortDesc, version: u8) {
 
 /// Reads the properties of an OpenFlow 1.4 structure (all of `r`): each
 /// `(type, reader over its body)`, their 8-byte padding skipped.
-fn get_props<'a>(r: &mut Reader<'a>) -> Result<Vec<(u16, Reader<'a>)>, OfError> {
+pub(crate) fn get_props<'a>(r: &mut Reader<'a>) -> Result<Vec<(u16, Reader<'a>)>, OfError> {
     let mut v = Vec::new();
     while !r.is_empty() {
         let typ = r.u16("property type")?;
@@ -659,51 +659,24 @@ pub(crate) fn put_reply(out: &mut Vec<u8>, b: &MultipartReply, version: u8) {
         }
         MultipartReply::PortStats(ps) if of14 => {
             for p in ps {
+                let c = p.counters();
                 out.u16(120);
                 out.zeros(2);
                 out.u32(p.port_no);
                 out.u32(p.duration_sec);
                 out.u32(p.duration_nsec);
-                for v in [
-                    p.rx_packets,
-                    p.tx_packets,
-                    p.rx_bytes,
-                    p.tx_bytes,
-                    p.rx_dropped,
-                    p.tx_dropped,
-                    p.rx_errors,
-                    p.tx_errors,
-                ] {
-                    out.u64(v);
-                }
+                c[..8].iter().for_each(|v| out.u64(*v));
                 out.u16(PROP_ETHERNET);
                 out.u16(40);
                 out.zeros(4);
-                for v in [p.rx_frame_err, p.rx_over_err, p.rx_crc_err, p.collisions] {
-                    out.u64(v);
-                }
+                c[8..].iter().for_each(|v| out.u64(*v));
             }
         }
         MultipartReply::PortStats(ps) => {
             for p in ps {
                 out.u32(p.port_no);
                 out.zeros(4);
-                for v in [
-                    p.rx_packets,
-                    p.tx_packets,
-                    p.rx_bytes,
-                    p.tx_bytes,
-                    p.rx_dropped,
-                    p.tx_dropped,
-                    p.rx_errors,
-                    p.tx_errors,
-                    p.rx_frame_err,
-                    p.rx_over_err,
-                    p.rx_crc_err,
-                    p.collisions,
-                ] {
-                    out.u64(v);
-                }
+                p.counters().iter().for_each(|v| out.u64(*v));
                 out.u32(p.duration_sec);
                 out.u32(p.duration_nsec);
             }

@@ -583,22 +583,7 @@ fn stats_reply_10(body: &MultipartReply) -> Option<(u16, Vec<u8>)> {
                 let Ok(n) = port32_to_10(p.port_no) else { continue };
                 out.u16(n);
                 out.zeros(6);
-                for v in [
-                    p.rx_packets,
-                    p.tx_packets,
-                    p.rx_bytes,
-                    p.tx_bytes,
-                    p.rx_dropped,
-                    p.tx_dropped,
-                    p.rx_errors,
-                    p.tx_errors,
-                    p.rx_frame_err,
-                    p.rx_over_err,
-                    p.rx_crc_err,
-                    p.collisions,
-                ] {
-                    out.u64(v);
-                }
+                p.counters().iter().for_each(|v| out.u64(*v));
             }
             stats_type10::PORT
         }

@@ -678,6 +678,27 @@ pub struct PortStats {
     pub duration_nsec: u32,
 }
 
+impl PortStats {
+    /// Its twelve counters in OpenFlow 1.3's order (rx/tx packets, bytes,
+    /// dropped, errors, then frame, overrun and CRC errors, collisions).
+    pub fn counters(&self) -> [u64; 12] {
+        [
+            self.rx_packets,
+            self.tx_packets,
+            self.rx_bytes,
+            self.tx_bytes,
+            self.rx_dropped,
+            self.tx_dropped,
+            self.rx_errors,
+            self.tx_errors,
+            self.rx_frame_err,
+            self.rx_over_err,
+            self.rx_crc_err,
+            self.collisions,
+        ]
+    }
+}
+
 /// `ofp_queue_stats`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueStats {

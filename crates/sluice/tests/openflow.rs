@@ -330,6 +330,58 @@ fn ovs_ofctl_without_a_version_speaks_openflow_1_0() {
     lab.stop();
 }
 
+/// `ovs-ofctl -O VERSION monitor ... watch:` against the switch, its
+/// lines read on a thread.
+struct FlowMonitor {
+    _child: Kill,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Every line read so far.
+    seen: String,
+}
+
+impl FlowMonitor {
+    fn start(lab: &Lab, version: &str) -> FlowMonitor {
+        let target = format!("tcp:127.0.0.1:{PORT}");
+        // ovs-ofctl prints some updates on standard error: both into one
+        // pipe, line-buffered (stdbuf: its output to a pipe is otherwise
+        // held back).
+        let script = format!("exec stdbuf -oL ovs-ofctl -O {version} monitor {target} watch: 2>&1");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &lab.sw, "sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start ovs-ofctl monitor");
+        let mut child = Kill(child);
+        let out = child.0.stdout.take().expect("monitor's output");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        FlowMonitor { _child: child, lines, seen: String::new() }
+    }
+
+    /// Reads lines until one holds `needle`; each wait is generous (a
+    /// minute), for a busy machine, and a monitor that says nothing fails
+    /// the test.
+    fn read_until(&mut self, lab: &Lab, needle: &str) {
+        while !self.seen.contains(needle) {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) => {
+                    self.seen.push_str(&l);
+                    self.seen.push('\n');
+                }
+                Err(_) => panic!("the monitor never said {needle:?}:\n{}\n{}", self.seen, lab.log()),
+            }
+        }
+    }
+}
+
 /// Bundles and flow monitors as ovs-ofctl uses them over OpenFlow 1.3
 /// (the ONF extensions): `--bundle add-flows` commits every flow, a bundle
 /// with one bad flow applies none of them (the flow's own error, then the
@@ -341,47 +393,9 @@ fn bundles_commit_all_or_nothing_and_monitors_stream_other_connections_changes()
     let mut lab = Lab::with_veth_hosts(false);
     start(&mut lab, &[]);
     ofctl_ok(&lab, &["add-flow", "priority=7,in_port=2,actions=output:1"]);
-    let target = format!("tcp:127.0.0.1:{PORT}");
-    // ovs-ofctl prints the initial reply on standard output and the
-    // updates after it on standard error: both into one pipe, line-buffered
-    // (stdbuf: its output to a pipe is otherwise held back).
-    let script = format!("exec stdbuf -oL ovs-ofctl -O OpenFlow13 monitor {target} watch: 2>&1");
-    let monitor = Command::new("ip")
-        .args(["netns", "exec", &lab.sw, "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start ovs-ofctl monitor");
-    let mut monitor = Kill(monitor);
-    // Its lines, read on a thread; each wait is generous (a minute), for a
-    // busy machine, and a monitor that says nothing fails the test.
-    let lines = {
-        let out = monitor.0.stdout.take().expect("monitor's output");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        rx
-    };
-    let mut seen = String::new();
-    let read_until = |seen: &mut String, needle: &str| {
-        while !seen.contains(needle) {
-            match lines.recv_timeout(Duration::from_secs(60)) {
-                Ok(l) => {
-                    seen.push_str(&l);
-                    seen.push('\n');
-                }
-                Err(_) => panic!("the monitor never said {needle:?}:\n{seen}\n{}", lab.log()),
-            }
-        }
-    };
+    let mut monitor = FlowMonitor::start(&lab, "OpenFlow13");
     // Its initial reply lists the flow there is before the changes below.
-    read_until(&mut seen, "event=ADDED table=0 cookie=0 in_port=2 actions=output:1");
+    monitor.read_until(&lab, "event=ADDED table=0 cookie=0 in_port=2 actions=output:1");
 
     let good = lab.dir.join("good.txt");
     std::fs::write(&good, "priority=1,in_port=1,ip,actions=output:2\npriority=2,in_port=1,arp,actions=output:2\n")
@@ -389,7 +403,7 @@ fn bundles_commit_all_or_nothing_and_monitors_stream_other_connections_changes()
     ofctl_ok(&lab, &["--bundle", "add-flows", good.to_str().unwrap()]);
     let dump = ofctl_ok(&lab, &["dump-flows"]);
     assert!(dump.contains("priority=1,ip,in_port=1") && dump.contains("priority=2,arp,in_port=1"), "{dump}");
-    read_until(&mut seen, "event=ADDED table=0 cookie=0 arp,in_port=1 actions=output:2");
+    monitor.read_until(&lab, "event=ADDED table=0 cookie=0 arp,in_port=1 actions=output:2");
 
     let bad = lab.dir.join("bad.txt");
     std::fs::write(&bad, "priority=3,in_port=2,ip,actions=output:1\npriority=4,actions=group:77\n").unwrap();
@@ -400,8 +414,8 @@ fn bundles_commit_all_or_nothing_and_monitors_stream_other_connections_changes()
     assert_eq!(after.lines().filter(|l| l.contains("actions=")).count(), 3, "{after}");
 
     ofctl_ok(&lab, &["del-flows", "arp"]);
-    read_until(&mut seen, "event=DELETED reason=delete table=0 cookie=0 arp,in_port=1");
-    assert!(!seen.contains("in_port=2,ip"), "the failed bundle's flow was reported:\n{seen}");
+    monitor.read_until(&lab, "event=DELETED reason=delete table=0 cookie=0 arp,in_port=1");
+    assert!(!monitor.seen.contains("in_port=2,ip"), "the failed bundle's flow was reported:\n{}", monitor.seen);
     drop(monitor);
     lab.stop();
 }
@@ -477,48 +491,15 @@ fn openflow_1_4_peers_get_ports_bundles_monitors_and_role_status() {
     assert_eq!(desc.matches("speed: 10000 Mbps now, 10000 Mbps max").count(), 2, "{desc}");
 
     // A 1.4 flow monitor, watching from before the changes below.
-    let target = format!("tcp:127.0.0.1:{PORT}");
-    let script = format!("exec stdbuf -oL ovs-ofctl -O OpenFlow14 monitor {target} watch: 2>&1");
-    let monitor = Command::new("ip")
-        .args(["netns", "exec", &lab.sw, "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start ovs-ofctl monitor");
-    let mut monitor = Kill(monitor);
-    let lines = {
-        let out = monitor.0.stdout.take().expect("monitor's output");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        rx
-    };
-    let mut seen = String::new();
-    let read_until = |seen: &mut String, needle: &str| {
-        while !seen.contains(needle) {
-            match lines.recv_timeout(Duration::from_secs(60)) {
-                Ok(l) => {
-                    seen.push_str(&l);
-                    seen.push('\n');
-                }
-                Err(_) => panic!("the monitor never said {needle:?}:\n{seen}\n{}", lab.log()),
-            }
-        }
-    };
-    read_until(&mut seen, "OFPST_FLOW_MONITOR reply (OF1.4)");
+    let mut monitor = FlowMonitor::start(&lab, "OpenFlow14");
+    monitor.read_until(&lab, "OFPST_FLOW_MONITOR reply (OF1.4)");
 
     // Plain `ovs-ofctl --bundle` offers OpenFlow 1.4 and later only.
     let flows = lab.dir.join("flows.txt");
     std::fs::write(&flows, "priority=1,in_port=1,actions=output:2\npriority=1,in_port=2,actions=output:1\n").unwrap();
     let (ok, out) = ofctl_in(&lab, "", &["--bundle", "add-flows", flows.to_str().unwrap()]);
     assert!(ok, "ovs-ofctl --bundle add-flows failed:\n{out}\n{}", lab.log());
-    read_until(&mut seen, "event=ADDED table=0 cookie=0 in_port=2 actions=output:1");
+    monitor.read_until(&lab, "event=ADDED table=0 cookie=0 in_port=2 actions=output:1");
     let bad = lab.dir.join("bad.txt");
     std::fs::write(&bad, "priority=3,ip,actions=output:1\npriority=4,actions=group:77\n").unwrap();
     let (ok, text) = ofctl_in(&lab, "", &["--bundle", "add-flows", bad.to_str().unwrap()]);
@@ -545,7 +526,7 @@ fn openflow_1_4_peers_get_ports_bundles_monitors_and_role_status() {
     assert!(desc.split(" 2(").next().is_some_and(|p1| p1.contains("NO_PACKET_IN")), "{desc}");
 
     of14(&["del-flows", "in_port=1"]);
-    read_until(&mut seen, "event=DELETED reason=delete table=0 cookie=0 in_port=1");
+    monitor.read_until(&lab, "event=DELETED reason=delete table=0 cookie=0 in_port=1");
     drop(monitor);
 
     let out = Command::new("ip")
