@@ -6,6 +6,7 @@
 //! property types (each padded to 8).
 
 use crate::action::{get_actions, get_instructions, put_actions, put_instructions};
+use crate::codec::queue_prop_type;
 use crate::errors::{bad_property, bad_request, error_type, meter_mod_failed, table_features_failed, OfError};
 use crate::oxm::{get_match, put_match};
 use crate::types::*;
@@ -789,13 +790,14 @@ pub(crate) fn put_reply(out: &mut Vec<u8>, b: &MultipartReply, version: u8) {
                     let ps = out.len();
                     match p {
                         QueueProp::MinRate(rate) | QueueProp::MaxRate(rate) => {
-                            out.u16(if matches!(p, QueueProp::MinRate(_)) { 1 } else { 2 });
+                            let min = matches!(p, QueueProp::MinRate(_));
+                            out.u16(if min { queue_prop_type::MIN_RATE } else { queue_prop_type::MAX_RATE });
                             out.u16(8);
                             out.u16(*rate);
                             out.zeros(2);
                         }
                         QueueProp::Experimenter { experimenter, data } => {
-                            out.u16(0xffff);
+                            out.u16(queue_prop_type::EXPERIMENTER);
                             out.u16(0);
                             out.u32(*experimenter);
                             out.u32(0);
@@ -940,9 +942,9 @@ pub(crate) fn get_reply(typ: u16, r: &mut Reader<'_>, version: u8) -> Result<Mul
                 let mut properties = Vec::new();
                 for (typ, mut p) in get_props(&mut b)? {
                     properties.push(match typ {
-                        1 => QueueProp::MinRate(p.u16("rate")?),
-                        2 => QueueProp::MaxRate(p.u16("rate")?),
-                        0xffff => {
+                        queue_prop_type::MIN_RATE => QueueProp::MinRate(p.u16("rate")?),
+                        queue_prop_type::MAX_RATE => QueueProp::MaxRate(p.u16("rate")?),
+                        queue_prop_type::EXPERIMENTER => {
                             let experimenter = p.u32("experimenter")?;
                             p.skip(4, "exp_type")?;
                             QueueProp::Experimenter { experimenter, data: p.rest().to_vec() }

@@ -180,13 +180,11 @@ fn tx_packets(ports: &str) -> u64 {
 /// A raw OpenFlow client (python3, in the switch namespace): each step
 /// sends a message and prints the type (and, for an ERROR, the error type
 /// and code) of what comes back, or "closed".
-const CLIENT: &str = r#"
+/// What the raw OpenFlow clients below share: one whole message read
+/// from a socket (None once it closes), and a message in the script's
+/// VERSION.
+const PY_OPENFLOW: &str = r#"
 import socket, struct, sys
-def conn():
-    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
-    s.sendall(bytes.fromhex("04000010000000010001000800000010"))
-    read(s)  # the switch's HELLO
-    return s
 def read(s):
     b = b""
     while len(b) < 8 or len(b) < struct.unpack("!H", b[2:4])[0]:
@@ -196,7 +194,16 @@ def read(s):
         b += c
     return b
 def msg(typ, xid, body):
-    return struct.pack("!BBHI", 4, typ, 8 + len(body), xid) + body
+    return struct.pack("!BBHI", VERSION, typ, 8 + len(body), xid) + body
+"#;
+
+const CLIENT: &str = r#"
+VERSION = 4
+def conn():
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+    s.sendall(bytes.fromhex("04000010000000010001000800000010"))
+    read(s)  # the switch's HELLO
+    return s
 def flow_mod(xid, table, match, instructions):
     head = struct.pack("!QQBBHHHIIIH2x", 0, 0, table, 0, 0, 0, 0x8000, 0xffffffff, 0xffffffff, 0xffffffff, 0)
     return msg(14, xid, head + match + instructions)
@@ -228,7 +235,7 @@ fn hostile_control_messages_get_errors_and_the_switch_keeps_serving() {
     let mut lab = Lab::with_veth_hosts(false);
     start(&mut lab, &[]);
     let out = Command::new("ip")
-        .args(["netns", "exec", &lab.sw, "python3", "-c", CLIENT, PORT])
+        .args(["netns", "exec", &lab.sw, "python3", "-c", &format!("{PY_OPENFLOW}{CLIENT}"), PORT])
         .output()
         .expect("run python3");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -424,17 +431,7 @@ fn bundles_commit_all_or_nothing_and_monitors_stream_other_connections_changes()
 /// controller displaced, the asynchronous configuration as properties,
 /// table and queue descriptions.
 const CLIENT14: &str = r#"
-import socket, struct, sys
-def read(s):
-    b = b""
-    while len(b) < 8 or len(b) < struct.unpack("!H", b[2:4])[0]:
-        need = 8 - len(b) if len(b) < 8 else struct.unpack("!H", b[2:4])[0] - len(b)
-        c = s.recv(need)
-        if not c: return None
-        b += c
-    return b
-def msg(typ, xid, body):
-    return struct.pack("!BBHI", 5, typ, 8 + len(body), xid) + body
+VERSION = 5
 def conn():
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
     s.sendall(msg(0, 1, struct.pack("!HHI", 1, 8, 1 << 5)))
@@ -530,7 +527,7 @@ fn openflow_1_4_peers_get_ports_bundles_monitors_and_role_status() {
     drop(monitor);
 
     let out = Command::new("ip")
-        .args(["netns", "exec", &lab.sw, "python3", "-c", CLIENT14, PORT])
+        .args(["netns", "exec", &lab.sw, "python3", "-c", &format!("{PY_OPENFLOW}{CLIENT14}"), PORT])
         .output()
         .expect("run python3");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
