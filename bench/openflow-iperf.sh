@@ -40,7 +40,8 @@
 # deletes): flows/s added and deleted, and the UDP Gbit/s meanwhile. Open vSwitch takes them on
 # a passive controller port (set-controller ptcp:). With several rounds the table shows medians.
 # Prints one Markdown table and a last line
-# `result: BACKEND tcp_ratio=<sluice/ovs> udp_ratio=<...> flowmod_add_ratio=<...>` per backend.
+# `result: BACKEND tcp_ratio=<sluice/ovs> udp_ratio=<...> flowmod_add_ratio=<...> tcp_gbps=<sluice>
+# ovs_tcp_gbps=<ovs> null_tcp_gbps=<null forwarder> tcp_null_ratio=<sluice/null>` per backend.
 #
 # Needs root. Installs iperf3, ethtool, ping and openvswitch-switch with apt when missing.
 # Uses target/release/sluice (or $SLUICE); it does not build it. Everything it creates
@@ -343,5 +344,8 @@ a, b = sys.argv[1:]
 print("n/a" if "n/a" in (a, b) or float(b) == 0 else "%.2f" % (float(a) / float(b)))' "$1" "$2"; }
 for b in $BACKENDS; do
     read -r st su _ _ _ _ _ sfa _ <<<"${SUM[sluice-$b]}"
-    echo "result: $b tcp_ratio=$(ratio "$st" "$ot") udp_ratio=$(ratio "$su" "$ou") flowmod_add_ratio=$(ratio "$sfa" "$ofa")"
+    nt=n/a
+    [ -n "${SUM[null-$b]:-}" ] && read -r nt _ <<<"${SUM[null-$b]}"
+    echo "result: $b tcp_ratio=$(ratio "$st" "$ot") udp_ratio=$(ratio "$su" "$ou") flowmod_add_ratio=$(ratio "$sfa" "$ofa")" \
+         "tcp_gbps=$st ovs_tcp_gbps=$ot null_tcp_gbps=$nt tcp_null_ratio=$(ratio "$st" "$nt")"
 done

@@ -23,6 +23,8 @@
 
 use hashbrown::HashMap;
 
+use crate::mac_table::{mac_key, MacTable};
+
 use sluice_openflow::{
     flow_mod_command, port, Action, FlowMod, Instruction, Match, Oxm, OxmField, PacketOut, NO_BUFFER, OFP13,
 };
@@ -41,7 +43,7 @@ pub fn app_by_name(name: &str) -> Option<MakeApp> {
     Some(match name {
         "l2" => || Box::<LearningSwitch>::default(),
         "hub" => || Box::new(Hub),
-        "fast-reply" => || Box::new(FastReply),
+        "fast-reply" => || Box::<FastReply>::default(),
         "router" => || Box::new(Router),
         _ => return None,
     })
@@ -81,16 +83,22 @@ fn flow(priority: u16, fields: Vec<Oxm>, actions: Vec<Action>, buffer_id: u32) -
 }
 
 /// Sends packet-in `p` out of `to` with a packet-out (the switch's
-/// buffer, or the packet's bytes when it kept none).
-fn send_out(sw: &mut Switch<'_>, p: &PacketIn, to: u32) {
-    let data = if p.buffer_id == NO_BUFFER { p.data.clone() } else { Vec::new() };
-    let po = PacketOut {
-        buffer_id: p.buffer_id,
-        in_port: p.in_port,
-        actions: vec![Action::Output { port: to, max_len: 0 }],
-        data,
-    };
+/// buffer, or the packet's bytes when it kept none), through `po`, a
+/// packet-out kept for reuse.
+fn send_out(sw: &mut Switch<'_>, po: &mut PacketOut, p: &PacketIn, to: u32) {
+    po.buffer_id = p.buffer_id;
+    po.in_port = p.in_port;
+    po.actions.clear();
+    po.actions.push(Action::Output { port: to, max_len: 0 });
+    po.data.clear();
+    if p.buffer_id == NO_BUFFER {
+        po.data.extend_from_slice(&p.data);
+    }
     let _ = sw.packet_out(po);
+}
+
+fn empty_packet_out() -> PacketOut {
+    PacketOut { buffer_id: NO_BUFFER, in_port: 0, actions: Vec::new(), data: Vec::new() }
 }
 
 /// The idle timeout (seconds) of the learning switch's flows: Open
@@ -102,61 +110,95 @@ pub const LEARNED_IDLE_TIMEOUT: u16 = 300;
 const MAX_MACS: usize = 1 << 20;
 
 /// The MAC-learning switch (`l2`).
-#[derive(Default)]
 pub struct LearningSwitch {
-    macs: HashMap<u64, HashMap<[u8; 6], u32>>,
+    macs: HashMap<u64, MacTable>,
+    /// The learned flow, sent again and again with its fields rewritten
+    /// (in_port, source, destination, output port, buffer).
+    learned: FlowMod,
+    packet_out: PacketOut,
+}
+
+impl Default for LearningSwitch {
+    fn default() -> LearningSwitch {
+        // As os-ken's simple_switch_13: the source in the match too, so that
+        // every new source reaches the controller once per switch and is
+        // learned there (a flow on in_port and destination alone would carry
+        // a host's frames past switches that never learn it).
+        let fields =
+            vec![oxm(OxmField::InPort, &[0; 4]), oxm(OxmField::EthSrc, &[0; 6]), oxm(OxmField::EthDst, &[0; 6])];
+        let mut learned = flow(1, fields, vec![Action::Output { port: 0, max_len: 0 }], NO_BUFFER);
+        learned.idle_timeout = LEARNED_IDLE_TIMEOUT;
+        LearningSwitch { macs: HashMap::new(), learned, packet_out: empty_packet_out() }
+    }
+}
+
+/// The destination and source MAC of a frame (none when it is shorter
+/// than the two).
+fn macs_of(data: &[u8]) -> Option<([u8; 6], [u8; 6])> {
+    let h = data.get(..12)?;
+    Some((h[..6].try_into().expect("6 bytes"), h[6..12].try_into().expect("6 bytes")))
+}
+
+impl LearningSwitch {
+    fn packet_in(&mut self, sw: &mut Switch<'_>, p: &PacketIn) {
+        let Some((dst, src)) = macs_of(&p.data) else { return };
+        let table = self.macs.entry(sw.dpid).or_default();
+        let src_key = mac_key(&src);
+        if src[0] & 1 == 0 {
+            if table.len() >= MAX_MACS && !table.contains(src_key) {
+                table.clear();
+            }
+            table.insert(src_key, p.in_port);
+        }
+        match table.get(mac_key(&dst)) {
+            Some(out) if dst[0] & 1 == 0 && out != p.in_port => {
+                let fm = &mut self.learned;
+                fm.matched.fields[0].value.copy_from_slice(&p.in_port.to_be_bytes());
+                fm.matched.fields[1].value.copy_from_slice(&src);
+                fm.matched.fields[2].value.copy_from_slice(&dst);
+                if let Some(Instruction::ApplyActions(a)) = fm.instructions.first_mut() {
+                    a[0] = Action::Output { port: out, max_len: 0 };
+                }
+                fm.buffer_id = p.buffer_id;
+                let _ = sw.flow_mod(fm);
+                if p.buffer_id == NO_BUFFER {
+                    send_out(sw, &mut self.packet_out, p, out);
+                }
+            }
+            _ => send_out(sw, &mut self.packet_out, p, port::FLOOD),
+        }
+    }
 }
 
 impl App for LearningSwitch {
     fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
         match ev {
             Event::SwitchUp { .. } => {
-                self.macs.insert(sw.dpid, HashMap::new());
+                self.macs.insert(sw.dpid, MacTable::default());
                 if sw.version == OFP13 {
                     let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
-                    let _ = sw.flow_mod(flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
+                    let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
                 }
             }
             Event::SwitchDown => {
                 self.macs.remove(&sw.dpid);
             }
-            Event::PacketIn(p) => {
-                let Some((dst, src)) = p.data.get(..12).map(|h| {
-                    let dst: [u8; 6] = h[..6].try_into().expect("6 bytes");
-                    let src: [u8; 6] = h[6..12].try_into().expect("6 bytes");
-                    (dst, src)
-                }) else {
-                    return;
-                };
-                let table = self.macs.entry(sw.dpid).or_default();
-                if src[0] & 1 == 0 {
-                    if table.len() >= MAX_MACS && !table.contains_key(&src) {
-                        table.clear();
-                    }
-                    table.insert(src, p.in_port);
-                }
-                match table.get(&dst).copied() {
-                    Some(out) if dst[0] & 1 == 0 && out != p.in_port => {
-                        // As os-ken's simple_switch_13: the source in the match too, so that
-                        // every new source reaches the controller once per switch and is
-                        // learned there (a flow on in_port and destination alone would carry
-                        // a host's frames past switches that never learn it).
-                        let fields = vec![
-                            oxm(OxmField::InPort, &p.in_port.to_be_bytes()),
-                            oxm(OxmField::EthSrc, &src),
-                            oxm(OxmField::EthDst, &dst),
-                        ];
-                        let mut fm = flow(1, fields, vec![Action::Output { port: out, max_len: 0 }], p.buffer_id);
-                        fm.idle_timeout = LEARNED_IDLE_TIMEOUT;
-                        let _ = sw.flow_mod(fm);
-                        if p.buffer_id == NO_BUFFER {
-                            send_out(sw, p, out);
-                        }
-                    }
-                    _ => send_out(sw, p, port::FLOOD),
-                }
-            }
+            Event::PacketIn(p) => self.packet_in(sw, p),
             _ => {}
+        }
+    }
+
+    /// Starts loading every packet's source and destination slots, then
+    /// handles them in order.
+    fn packet_ins(&mut self, sw: &mut Switch<'_>, batch: &[PacketIn]) {
+        if let Some(table) = self.macs.get(&sw.dpid) {
+            for (dst, src) in batch.iter().filter_map(|p| macs_of(&p.data)) {
+                table.prefetch(mac_key(&src));
+                table.prefetch(mac_key(&dst));
+            }
+        }
+        for p in batch {
+            self.packet_in(sw, p);
         }
     }
 }
@@ -169,22 +211,32 @@ impl App for Hub {
         match ev {
             Event::SwitchUp { .. } if sw.version == OFP13 => {
                 let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
-                let _ = sw.flow_mod(flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
+                let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
             }
-            Event::PacketIn(p) => send_out(sw, p, port::FLOOD),
+            Event::PacketIn(p) => send_out(sw, &mut empty_packet_out(), p, port::FLOOD),
             _ => {}
         }
     }
 }
 
 /// The fast reply (`fast-reply`): one fixed flow-mod per packet-in.
-pub struct FastReply;
+pub struct FastReply {
+    reply: FlowMod,
+}
+
+impl Default for FastReply {
+    fn default() -> FastReply {
+        let fields = vec![oxm(OxmField::InPort, &[0; 4])];
+        FastReply { reply: flow(1, fields, vec![Action::Output { port: 1, max_len: 0 }], NO_BUFFER) }
+    }
+}
 
 impl App for FastReply {
     fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
         if let Event::PacketIn(p) = ev {
-            let fields = vec![oxm(OxmField::InPort, &p.in_port.to_be_bytes())];
-            let _ = sw.flow_mod(flow(1, fields, vec![Action::Output { port: 1, max_len: 0 }], p.buffer_id));
+            self.reply.matched.fields[0].value.copy_from_slice(&p.in_port.to_be_bytes());
+            self.reply.buffer_id = p.buffer_id;
+            let _ = sw.flow_mod(&self.reply);
         }
     }
 }
@@ -226,7 +278,7 @@ impl App for Router {
                 actions.push(Action::DecNwTtl);
             }
             actions.push(Action::Output { port, max_len: 0 });
-            let _ = sw.flow_mod(flow(10, fields, actions, NO_BUFFER));
+            let _ = sw.flow_mod(&flow(10, fields, actions, NO_BUFFER));
         }
     }
 }

@@ -21,6 +21,11 @@
 //!   what it cannot); [`Switch::send10`] and [`Switch::send13`] send any
 //!   message as is. Several applications run in one controller as a
 //!   [`Chain`].
+//! - Packet-ins read together from one switch reach the application as
+//!   one batch ([`App::packet_ins`]), each parsed into a reused
+//!   [`PacketIn`]; flow-mods and packet-outs are encoded (translated for
+//!   1.0 into reused messages) straight into the connection's buffer: no
+//!   allocation per message on that path.
 //! - Outgoing messages are appended to the connection's buffer and
 //!   written once per round of events (batched). A switch that stops
 //!   reading fills its buffer up to [`Config::max_pending`] bytes; what
@@ -35,6 +40,7 @@
 //! connection to close, through its channel and a `mio::Waker`.
 
 mod apps;
+pub mod mac_table;
 mod server;
 mod translate;
 
@@ -43,10 +49,22 @@ pub use apps::{
 };
 pub use server::{tls_config, Config, Controller, Counters, Event, Log, PacketIn, Switch};
 pub use translate::{
-    flow_mod_to_10, packet_in_from_10, packet_in_from_13, packet_out_to_10, port10_to_32, port32_to_10,
+    flow_mod_to_10, flow_mod_to_10_into, packet_in_from_10, packet_in_from_13, packet_out_to_10, packet_out_to_10_into,
+    port10_to_32, port32_to_10,
 };
 
 /// An application: called for every event of the switches on its thread.
 pub trait App: Send {
     fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>);
+
+    /// Packet-ins that arrived together from one switch, in order (up to
+    /// a few dozen, all read in one go). By default each is an
+    /// [`Event::PacketIn`]; an application that looks something up per
+    /// packet can start every lookup's memory load before the first one
+    /// is needed. Any other message from the switch comes after them.
+    fn packet_ins(&mut self, sw: &mut Switch<'_>, batch: &[PacketIn]) {
+        for p in batch {
+            self.event(sw, &Event::PacketIn(p));
+        }
+    }
 }

@@ -28,10 +28,12 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use sluice_openflow::connection::{Closed, Connection, Full, Incoming, Settings};
-use sluice_openflow::of10::{self, Message10};
+use sluice_openflow::of10::{self, FlowMod10, Message10, PacketOut10};
 use sluice_openflow::{errors, FlowMod, Message, MultipartReply, MultipartRequest, PacketOut, PortDesc, OFP13};
 
-use crate::translate::{flow_mod_to_10, packet_in_from_10, packet_in_from_13, packet_out_to_10, port10_to_32};
+use crate::translate::{
+    flow_mod_to_10_into, packet_in_from_10, packet_in_from_13, packet_out_to_10_into, port10_to_32,
+};
 use crate::App;
 
 /// How the controller runs.
@@ -151,7 +153,7 @@ fn add(c: &AtomicU64, n: u64) {
 }
 
 /// A packet-in, whichever the version.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PacketIn {
     pub buffer_id: u32,
     /// In 1.3 numbering (1.0's reserved ports mapped).
@@ -213,6 +215,26 @@ pub struct Switch<'a> {
     link: &'a mut Connection,
     barriers: &'a mut HashMap<u32, BarrierFn>,
     counters: &'a Counters,
+    scratch: &'a mut Scratch10,
+}
+
+/// The worker's 1.0 messages that requests are translated into, reused
+/// so that a translated send allocates nothing once their lists have
+/// grown.
+#[derive(Default)]
+struct Scratch10 {
+    flow_mod: FlowMod10,
+    packet_out: PacketOut10,
+}
+
+/// Appends one message to `link`'s outbox, counted as sent or dropped.
+fn push(link: &mut Connection, counters: &Counters, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+    if !link.send(encode) {
+        add(&counters.dropped_out, 1);
+        return false;
+    }
+    add(&counters.messages_out, 1);
+    true
 }
 
 impl Switch<'_> {
@@ -222,12 +244,7 @@ impl Switch<'_> {
     }
 
     fn push(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
-        if !self.link.send(encode) {
-            add(&self.counters.dropped_out, 1);
-            return false;
-        }
-        add(&self.counters.messages_out, 1);
-        true
+        push(self.link, self.counters, encode)
     }
 
     /// Sends a 1.3 message as is (to a 1.3 switch).
@@ -250,27 +267,31 @@ impl Switch<'_> {
     }
 
     /// Sends a flow-mod, translated for a 1.0 switch; an error (counted)
-    /// when 1.0 cannot say it.
-    pub fn flow_mod(&mut self, fm: FlowMod) -> Result<(), String> {
+    /// when 1.0 cannot say it. Written straight into the connection's
+    /// outbox (nothing allocated per call).
+    pub fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), String> {
         let xid = self.xid();
         if self.version == OFP13 {
-            self.send13(&Message::FlowMod(fm), xid);
+            self.push(|b| sluice_openflow::encode_flow_mod_into(fm, OFP13, xid, b));
             return Ok(());
         }
-        let m = flow_mod_to_10(&fm).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
-        self.send10(&m, xid);
+        flow_mod_to_10_into(fm, &mut self.scratch.flow_mod).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
+        let f = &self.scratch.flow_mod;
+        push(self.link, self.counters, |b| of10::encode_flow_mod10_into(f, xid, b));
         Ok(())
     }
 
     /// Sends a packet-out, translated for a 1.0 switch.
-    pub fn packet_out(&mut self, po: PacketOut) -> Result<(), String> {
+    pub fn packet_out(&mut self, po: &PacketOut) -> Result<(), String> {
         let xid = self.xid();
         if self.version == OFP13 {
-            self.send13(&Message::PacketOut(po), xid);
+            self.push(|b| sluice_openflow::encode_packet_out_into(po, OFP13, xid, b));
             return Ok(());
         }
-        let m = packet_out_to_10(&po).inspect_err(|_| add(&self.counters.untranslatable, 1))?;
-        self.send10(&m, xid);
+        packet_out_to_10_into(po, &mut self.scratch.packet_out)
+            .inspect_err(|_| add(&self.counters.untranslatable, 1))?;
+        let p = &self.scratch.packet_out;
+        push(self.link, self.counters, |b| of10::encode_packet_out10_into(p, xid, b));
         Ok(())
     }
 
@@ -315,9 +336,9 @@ struct Conn {
 
 impl Conn {
     /// The application's view of this connection.
-    fn switch<'a>(&'a mut self, counters: &'a Counters) -> Switch<'a> {
+    fn switch<'a>(&'a mut self, counters: &'a Counters, scratch: &'a mut Scratch10) -> Switch<'a> {
         let version = self.link.version().unwrap_or(0);
-        Switch { dpid: self.dpid, version, link: &mut self.link, barriers: &mut self.barriers, counters }
+        Switch { dpid: self.dpid, version, link: &mut self.link, barriers: &mut self.barriers, counters, scratch }
     }
 }
 
@@ -347,7 +368,13 @@ struct Worker {
     /// left in the socket.
     more: Vec<usize>,
     /// Where reads land first.
-    scratch: Vec<u8>,
+    read_buf: Vec<u8>,
+    scratch: Scratch10,
+    /// Packet-ins of one connection read together, handed to the
+    /// application as one batch: the first `batch_len` are current, the
+    /// rest keep their buffers for reuse.
+    batch: Vec<PacketIn>,
+    batch_len: usize,
 }
 
 const WAKER: Token = Token(usize::MAX);
@@ -355,6 +382,77 @@ const WAKER: Token = Token(usize::MAX);
 /// (a connection that had more is read again in the next round, without
 /// waiting for new readiness: readiness is edge-triggered).
 const READ_ROUND: usize = 64 << 10;
+
+/// Most packet-ins handed to the application at once: enough for the
+/// lookups of one batch to overlap, few enough that what they loaded is
+/// still in the first-level cache when they are used.
+const BATCH: usize = 32;
+
+fn be16(m: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([m[at], m[at + 1]])
+}
+
+fn be32(m: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(m[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// Reads PACKET_IN `m` (a whole message of `version`) into `out`, reusing
+/// its data buffer, when it has the layout every switch sends: 1.0's, or
+/// 1.3's with a match of pipeline fields only (in_port, in_phy_port,
+/// metadata, tunnel id, unmasked). False otherwise (`out` then holds
+/// nothing of use): the codec decodes it, or says what is wrong with it.
+fn parse_packet_in(m: &[u8], version: u8, out: &mut PacketIn) -> bool {
+    if version == of10::OFP10 {
+        if m.len() < 18 {
+            return false;
+        }
+        out.buffer_id = be32(m, 8);
+        out.total_len = be16(m, 12);
+        out.in_port = port10_to_32(be16(m, 14));
+        out.reason = m[16];
+        out.table_id = 0;
+        out.cookie = 0;
+        out.data.clear();
+        out.data.extend_from_slice(&m[18..]);
+        return true;
+    }
+    // header, buffer_id, total_len, reason, table_id, cookie; then the match.
+    if version != OFP13 || m.len() < 32 || be16(m, 24) != 1 {
+        return false;
+    }
+    let end = 24 + usize::from(be16(m, 26));
+    let data = 24 + usize::from(be16(m, 26)).div_ceil(8) * 8 + 2;
+    if end < 28 || data > m.len() {
+        return false;
+    }
+    let mut in_port = 0;
+    let mut at = 28;
+    while at < end {
+        if at + 4 > end {
+            return false;
+        }
+        let (class, field_and_mask, len) = (be16(m, at), m[at + 2], usize::from(m[at + 3]));
+        // OpenFlow basic class, unmasked (the byte is field << 1 | has-mask):
+        // IN_PORT 0 and IN_PHY_PORT 1 of 4 bytes, METADATA 2 and TUNNEL_ID 38 of 8.
+        let known = class == 0x8000 && matches!((field_and_mask, len), (0 | 2, 4) | (4, 8) | (76, 8));
+        if !known || at + 4 + len > end {
+            return false;
+        }
+        if field_and_mask == 0 {
+            in_port = be32(m, at + 4);
+        }
+        at += 4 + len;
+    }
+    out.buffer_id = be32(m, 8);
+    out.total_len = be16(m, 12);
+    out.reason = m[14];
+    out.table_id = m[15];
+    out.cookie = u64::from_be_bytes(m[16..24].try_into().expect("8 bytes"));
+    out.in_port = in_port;
+    out.data.clear();
+    out.data.extend_from_slice(&m[data..]);
+    true
+}
 
 /// A running controller.
 pub struct Controller {
@@ -406,7 +504,10 @@ impl Controller {
                 counters: Arc::clone(&counters),
                 dpids: Arc::clone(&dpids),
                 more: Vec::new(),
-                scratch: vec![0; 64 << 10],
+                read_buf: vec![0; 64 << 10],
+                scratch: Scratch10::default(),
+                batch: Vec::new(),
+                batch_len: 0,
             };
             let stop = Arc::clone(&stop);
             threads.push(std::thread::Builder::new().name(format!("of-ctl-{id}")).spawn(move || w.run(&stop))?);
@@ -608,7 +709,7 @@ impl Worker {
                 }
             }
             self.log(&format!("switch {:#018x} down", c.dpid));
-            let mut sw = c.switch(&self.counters);
+            let mut sw = c.switch(&self.counters, &mut self.scratch);
             self.app.event(&mut sw, &Event::SwitchDown);
         }
     }
@@ -654,7 +755,7 @@ impl Worker {
                             (true, false)
                         }
                     };
-                    if c.link.read_from(&mut tls.reader(), &mut self.scratch, READ_ROUND, now).is_err() {
+                    if c.link.read_from(&mut tls.reader(), &mut self.read_buf, READ_ROUND, now).is_err() {
                         // The session has nothing more now (plaintext drained).
                     }
                     if eof {
@@ -670,7 +771,7 @@ impl Worker {
                 }
                 more
             } else {
-                match c.link.read_from(&mut c.stream, &mut self.scratch, READ_ROUND, now) {
+                match c.link.read_from(&mut c.stream, &mut self.read_buf, READ_ROUND, now) {
                     Ok(more) => more,
                     Err(_) => {
                         failed = Some("read error".into());
@@ -698,21 +799,55 @@ impl Worker {
             let alive = match incoming {
                 Incoming::Negotiated(_) => {
                     c.stage = Stage::Features;
-                    c.switch(&self.counters).request(&Message::FeaturesRequest, &Message10::FeaturesRequest);
+                    c.switch(&self.counters, &mut self.scratch)
+                        .request(&Message::FeaturesRequest, &Message10::FeaturesRequest);
                     true
                 }
-                Incoming::Message(frame) => self.handle(i, &frame),
+                Incoming::Message(frame) => {
+                    // A packet-in of a switch that is up joins the batch;
+                    // anything else goes after the batch so far.
+                    let packet_in = matches!(c.stage, Stage::Up)
+                        && frame.typ == sluice_openflow::msg_type::PACKET_IN
+                        && c.link.version() == Some(frame.version);
+                    if packet_in {
+                        if self.batch_len == self.batch.len() {
+                            self.batch.push(PacketIn::default());
+                        }
+                        if parse_packet_in(c.link.bytes(&frame), frame.version, &mut self.batch[self.batch_len]) {
+                            self.batch_len += 1;
+                            if self.batch_len == BATCH {
+                                self.deliver(i);
+                            }
+                            continue;
+                        }
+                    }
+                    self.deliver(i);
+                    self.handle(i, &frame)
+                }
             };
             if !alive {
                 add(&self.counters.messages_in, n);
                 return;
             }
         }
+        self.deliver(i);
         add(&self.counters.messages_in, n);
         if let Some(why) = self.conns.get(i).and_then(Option::as_ref).and_then(|c| c.link.closed().cloned()) {
             return self.closed_by_link(i, why);
         }
         self.flush(i);
+    }
+
+    /// Hands the batched packet-ins of connection `i` to the application.
+    fn deliver(&mut self, i: usize) {
+        let n = std::mem::take(&mut self.batch_len);
+        if n == 0 {
+            return;
+        }
+        add(&self.counters.packet_ins, n as u64);
+        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else { return };
+        let mut sw = c.switch(&self.counters, &mut self.scratch);
+        self.app.packet_ins(&mut sw, &self.batch[..n]);
     }
 
     /// Writes what waits; asks for writability when the socket is full.
@@ -854,7 +989,7 @@ impl Worker {
             }
         }
         let Some(c) = self.conns[i].as_mut() else { return };
-        let mut sw = c.switch(&self.counters);
+        let mut sw = c.switch(&self.counters, &mut self.scratch);
         if let (Some((role, generation_id)), OFP13) = (self.cfg.role, version) {
             let xid = sw.xid();
             sw.send13(&Message::RoleRequest(sluice_openflow::Role { role, generation_id }), xid);
@@ -870,7 +1005,7 @@ impl Worker {
             (Stage::Features, Message::FeaturesReply(f)) => {
                 c.dpid = f.datapath_id;
                 c.stage = Stage::PortDesc(Vec::new(), Vec::new());
-                let mut sw = c.switch(&self.counters);
+                let mut sw = c.switch(&self.counters, &mut self.scratch);
                 let xid = sw.xid();
                 sw.send13(&Message::MultipartRequest { flags: 0, body: MultipartRequest::PortDesc }, xid);
             }
@@ -898,7 +1033,7 @@ impl Worker {
                 }
             }
             (Stage::Up, m) => {
-                let mut sw = c.switch(&self.counters);
+                let mut sw = c.switch(&self.counters, &mut self.scratch);
                 match m {
                     Message::PacketIn(p) => {
                         add(&self.counters.packet_ins, 1);
@@ -940,7 +1075,7 @@ impl Worker {
                 self.up(i, ports);
             }
             (Stage::Up, m) => {
-                let mut sw = c.switch(&self.counters);
+                let mut sw = c.switch(&self.counters, &mut self.scratch);
                 match m {
                     Message10::PacketIn(p) => {
                         add(&self.counters.packet_ins, 1);
@@ -987,5 +1122,95 @@ fn port_desc_from_10(p: &of10::PhyPort10) -> PortDesc {
         peer: p.peer,
         curr_speed: 0,
         max_speed: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_openflow::{Match, Oxm, OxmField};
+
+    /// The fast parse reads what the codec decodes, and leaves to the codec
+    /// what it does not know.
+    #[test]
+    fn packet_ins_parse_as_the_codec_decodes_them() {
+        let data: Vec<u8> = (0..64).collect();
+        let mut out = PacketIn { data: vec![9; 200], ..PacketIn::default() };
+        let p10 = of10::PacketIn10 { buffer_id: 7, total_len: 64, in_port: 0xfffe, reason: 1, data: data.clone() };
+        let m = of10::encode10(&Message10::PacketIn(p10.clone()), 3);
+        assert!(parse_packet_in(&m, of10::OFP10, &mut out));
+        assert_eq!(out, packet_in_from_10(p10));
+        assert!(!parse_packet_in(&m[..17], of10::OFP10, &mut out), "shorter than 1.0's header");
+
+        let oxm = |field, value: &[u8]| Oxm { field, value: value.to_vec(), mask: None };
+        for fields in [
+            vec![oxm(OxmField::InPort, &[0, 0, 0, 5])],
+            vec![],
+            vec![oxm(OxmField::InPort, &[0, 0, 0, 6]), oxm(OxmField::Metadata, &[1; 8])],
+        ] {
+            let p13 = sluice_openflow::PacketIn {
+                buffer_id: 0xffff_ffff,
+                total_len: 64,
+                reason: 0,
+                table_id: 3,
+                cookie: 0x0102_0304_0506_0708,
+                matched: Match { fields },
+                data: data.clone(),
+            };
+            let mut m = Vec::new();
+            sluice_openflow::encode_into(&Message::PacketIn(p13.clone()), OFP13, 4, &mut m);
+            assert!(parse_packet_in(&m, OFP13, &mut out));
+            assert_eq!(out, packet_in_from_13(p13));
+        }
+        // A field a packet-in does not carry: the codec's.
+        let p13 = sluice_openflow::PacketIn {
+            buffer_id: 1,
+            total_len: 64,
+            reason: 0,
+            table_id: 0,
+            cookie: 0,
+            matched: Match { fields: vec![oxm(OxmField::EthType, &[8, 0])] },
+            data,
+        };
+        let mut m = Vec::new();
+        sluice_openflow::encode_into(&Message::PacketIn(p13), OFP13, 4, &mut m);
+        assert!(!parse_packet_in(&m, OFP13, &mut out));
+        // A match length past the message.
+        m[27] = 200;
+        assert!(!parse_packet_in(&m, OFP13, &mut out));
+    }
+
+    /// Bytes from the network: every truncation and every single-byte
+    /// corruption of both versions' packet-ins parses or is refused, never
+    /// panics.
+    #[test]
+    fn packet_in_parse_never_panics() {
+        let mut out = PacketIn::default();
+        let data = vec![0xab; 64];
+        let p10 = of10::PacketIn10 { buffer_id: 7, total_len: 64, in_port: 3, reason: 0, data: data.clone() };
+        let m10 = of10::encode10(&Message10::PacketIn(p10), 1);
+        let p13 = sluice_openflow::PacketIn {
+            buffer_id: 1,
+            total_len: 64,
+            reason: 0,
+            table_id: 0,
+            cookie: 0,
+            matched: Match { fields: vec![Oxm { field: OxmField::InPort, value: vec![0, 0, 0, 1], mask: None }] },
+            data,
+        };
+        let mut m13 = Vec::new();
+        sluice_openflow::encode_into(&Message::PacketIn(p13), OFP13, 4, &mut m13);
+        for (m, version) in [(m10, of10::OFP10), (m13, OFP13)] {
+            for n in 0..=m.len() {
+                parse_packet_in(&m[..n], version, &mut out);
+            }
+            for at in 0..m.len() {
+                for v in [0u8, 1, 0x7f, 0x80, 0xff] {
+                    let mut c = m.clone();
+                    c[at] = v;
+                    parse_packet_in(&c, version, &mut out);
+                }
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! actions and port numbers (what 1.0 cannot say is an error naming it).
 
 use sluice_openflow::of10::{self, FlowMod10, Message10, PacketOut10};
-pub use sluice_openflow::translate10::{actions_to_10, match_to_10, port10_to_32, port32_to_10};
+pub use sluice_openflow::translate10::{actions_to_10_into, match_to_10, port10_to_32, port32_to_10};
 use sluice_openflow::{FlowMod, Instruction, OxmField, PacketOut};
 
 use crate::server::PacketIn;
@@ -13,45 +13,59 @@ use crate::server::PacketIn;
 /// A 1.3 flow-mod as a 1.0 FLOW_MOD: table 0 only, its actions those of
 /// one apply-actions (or write-actions) instruction.
 pub fn flow_mod_to_10(fm: &FlowMod) -> Result<Message10, String> {
+    let mut out = FlowMod10::default();
+    flow_mod_to_10_into(fm, &mut out)?;
+    Ok(Message10::FlowMod(out))
+}
+
+/// [`flow_mod_to_10`] into `out`, whose action list is reused (cleared,
+/// then filled): no allocation once it has grown. `out` is unspecified
+/// after an error.
+pub fn flow_mod_to_10_into(fm: &FlowMod, out: &mut FlowMod10) -> Result<(), String> {
     if fm.table_id != 0 && fm.table_id != 0xff {
         return Err(format!("OpenFlow 1.0 has one table, not table {}", fm.table_id));
     }
-    let mut actions = Vec::new();
+    out.actions.clear();
+    let mut seen = false;
     for i in &fm.instructions {
         match i {
-            Instruction::ApplyActions(a) | Instruction::WriteActions(a) if actions.is_empty() => {
-                actions = actions_to_10(a)?
+            Instruction::ApplyActions(a) | Instruction::WriteActions(a) if !seen => {
+                seen = true;
+                actions_to_10_into(a, &mut out.actions)?;
             }
             other => return Err(format!("OpenFlow 1.0 has no instruction {other:?}")),
         }
     }
-    Ok(Message10::FlowMod(FlowMod10 {
-        matched: match_to_10(&fm.matched)?,
-        cookie: fm.cookie,
-        command: u16::from(fm.command),
-        idle_timeout: fm.idle_timeout,
-        hard_timeout: fm.hard_timeout,
-        priority: fm.priority,
-        buffer_id: fm.buffer_id,
-        out_port: if fm.out_port == sluice_openflow::port::ANY {
-            of10::port10::NONE
-        } else {
-            port32_to_10(fm.out_port)?
-        },
-        // SEND_FLOW_REM and CHECK_OVERLAP have the same bits; 1.3's others have no 1.0 meaning.
-        flags: fm.flags & 0x3,
-        actions,
-    }))
+    out.matched = match_to_10(&fm.matched)?;
+    out.cookie = fm.cookie;
+    out.command = u16::from(fm.command);
+    out.idle_timeout = fm.idle_timeout;
+    out.hard_timeout = fm.hard_timeout;
+    out.priority = fm.priority;
+    out.buffer_id = fm.buffer_id;
+    out.out_port =
+        if fm.out_port == sluice_openflow::port::ANY { of10::port10::NONE } else { port32_to_10(fm.out_port)? };
+    // SEND_FLOW_REM and CHECK_OVERLAP have the same bits; 1.3's others have no 1.0 meaning.
+    out.flags = fm.flags & 0x3;
+    Ok(())
 }
 
 /// A 1.3 packet-out as a 1.0 PACKET_OUT.
 pub fn packet_out_to_10(po: &PacketOut) -> Result<Message10, String> {
-    Ok(Message10::PacketOut(PacketOut10 {
-        buffer_id: po.buffer_id,
-        in_port: port32_to_10(po.in_port)?,
-        actions: actions_to_10(&po.actions)?,
-        data: po.data.clone(),
-    }))
+    let mut out = PacketOut10::default();
+    packet_out_to_10_into(po, &mut out)?;
+    Ok(Message10::PacketOut(out))
+}
+
+/// [`packet_out_to_10`] into `out`, whose action list and data are reused.
+pub fn packet_out_to_10_into(po: &PacketOut, out: &mut PacketOut10) -> Result<(), String> {
+    out.buffer_id = po.buffer_id;
+    out.in_port = port32_to_10(po.in_port)?;
+    out.actions.clear();
+    actions_to_10_into(&po.actions, &mut out.actions)?;
+    out.data.clear();
+    out.data.extend_from_slice(&po.data);
+    Ok(())
 }
 
 /// A 1.3 packet-in as the neutral one (its in_port from the match).

@@ -557,6 +557,52 @@ fn put_async(out: &mut Vec<u8>, a: &AsyncConfig) {
     }
 }
 
+fn put_packet_out(out: &mut Vec<u8>, p: &PacketOut) {
+    out.u32(p.buffer_id);
+    out.u32(p.in_port);
+    let at = out.len();
+    out.u16(0);
+    out.zeros(6);
+    let as_ = out.len();
+    put_actions(out, &p.actions);
+    out.patch_u16(at, out.len() - as_);
+    out.extend_from_slice(&p.data);
+}
+
+fn put_flow_mod(out: &mut Vec<u8>, f: &FlowMod) {
+    out.u64(f.cookie);
+    out.u64(f.cookie_mask);
+    out.u8(f.table_id);
+    out.u8(f.command);
+    out.u16(f.idle_timeout);
+    out.u16(f.hard_timeout);
+    out.u16(f.priority);
+    out.u32(f.buffer_id);
+    out.u32(f.out_port);
+    out.u32(f.out_group);
+    out.u16(f.flags);
+    out.zeros(2);
+    put_match(out, &f.matched);
+    put_instructions(out, &f.instructions);
+}
+
+/// Appends a FLOW_MOD of `f`, as [`encode_into`] writes
+/// `Message::FlowMod(f)`, without the message around it (a sender that
+/// keeps one flow-mod and changes a few fields between sends).
+pub fn encode_flow_mod_into(f: &FlowMod, version: u8, xid: u32, out: &mut Vec<u8>) {
+    let start = begin_message(out, version, msg_type::FLOW_MOD, xid);
+    put_flow_mod(out, f);
+    end_message(out, start);
+}
+
+/// Appends a PACKET_OUT of `p`, as [`encode_into`] writes
+/// `Message::PacketOut(p)`.
+pub fn encode_packet_out_into(p: &PacketOut, version: u8, xid: u32, out: &mut Vec<u8>) {
+    let start = begin_message(out, version, msg_type::PACKET_OUT, xid);
+    put_packet_out(out, p);
+    end_message(out, start);
+}
+
 /// Appends one message to `out` (the header's length covers exactly the
 /// appended bytes). `version` is [`OFP13`] or [`OFP14`] (the 1.4-only
 /// messages are written as they are whatever it says), or older for
@@ -634,33 +680,8 @@ pub fn encode_into(msg: &Message, version: u8, xid: u32, out: &mut Vec<u8>) {
             out.zeros(7);
             put_port(out, desc, version);
         }
-        Message::PacketOut(p) => {
-            out.u32(p.buffer_id);
-            out.u32(p.in_port);
-            let at = out.len();
-            out.u16(0);
-            out.zeros(6);
-            let as_ = out.len();
-            put_actions(out, &p.actions);
-            out.patch_u16(at, out.len() - as_);
-            out.extend_from_slice(&p.data);
-        }
-        Message::FlowMod(f) => {
-            out.u64(f.cookie);
-            out.u64(f.cookie_mask);
-            out.u8(f.table_id);
-            out.u8(f.command);
-            out.u16(f.idle_timeout);
-            out.u16(f.hard_timeout);
-            out.u16(f.priority);
-            out.u32(f.buffer_id);
-            out.u32(f.out_port);
-            out.u32(f.out_group);
-            out.u16(f.flags);
-            out.zeros(2);
-            put_match(out, &f.matched);
-            put_instructions(out, &f.instructions);
-        }
+        Message::PacketOut(p) => put_packet_out(out, p),
+        Message::FlowMod(f) => put_flow_mod(out, f),
         Message::GroupMod(g) => {
             out.u16(g.command);
             out.u8(g.typ);

@@ -358,7 +358,7 @@ pub struct PacketIn10 {
 
 /// `ofp_packet_out`: actions to apply to a buffered packet
 /// (`buffer_id`) or to `data` (with `buffer_id` [`NO_BUFFER10`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PacketOut10 {
     pub buffer_id: u32,
     pub in_port: u16,
@@ -368,7 +368,7 @@ pub struct PacketOut10 {
 
 /// `ofp_flow_mod`: add, change or delete flows (`command`, see
 /// [`flow_mod_command10`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FlowMod10 {
     pub matched: Match10,
     pub cookie: u64,
@@ -821,6 +821,50 @@ pub(crate) fn put_action(out: &mut Vec<u8>, a: &Action10) {
     out.patch_u16(start + 2, out.len() - start);
 }
 
+fn put_packet_out(out: &mut Vec<u8>, p: &PacketOut10) {
+    out.u32(p.buffer_id);
+    out.u16(p.in_port);
+    let at = out.len();
+    out.u16(0);
+    let actions_start = out.len();
+    for a in &p.actions {
+        put_action(out, a);
+    }
+    out.patch_u16(at, out.len() - actions_start);
+    out.extend_from_slice(&p.data);
+}
+
+fn put_flow_mod(out: &mut Vec<u8>, f: &FlowMod10) {
+    put_match(out, &f.matched);
+    out.u64(f.cookie);
+    out.u16(f.command);
+    out.u16(f.idle_timeout);
+    out.u16(f.hard_timeout);
+    out.u16(f.priority);
+    out.u32(f.buffer_id);
+    out.u16(f.out_port);
+    out.u16(f.flags);
+    for a in &f.actions {
+        put_action(out, a);
+    }
+}
+
+/// Appends a FLOW_MOD of `f`, as [`encode10_into`] writes
+/// `Message10::FlowMod(f)` (for a sender that reuses one flow-mod).
+pub fn encode_flow_mod10_into(f: &FlowMod10, xid: u32, out: &mut Vec<u8>) {
+    let start = begin_message(out, OFP10, msg_type10::FLOW_MOD, xid);
+    put_flow_mod(out, f);
+    end_message(out, start);
+}
+
+/// Appends a PACKET_OUT of `p`, as [`encode10_into`] writes
+/// `Message10::PacketOut(p)`.
+pub fn encode_packet_out10_into(p: &PacketOut10, xid: u32, out: &mut Vec<u8>) {
+    let start = begin_message(out, OFP10, msg_type10::PACKET_OUT, xid);
+    put_packet_out(out, p);
+    end_message(out, start);
+}
+
 /// Encodes one OpenFlow 1.0 message into a new buffer (see
 /// [`encode10_into`]).
 pub fn encode10(msg: &Message10, xid: u32) -> Vec<u8> {
@@ -886,32 +930,8 @@ pub fn encode10_into(msg: &Message10, xid: u32, out: &mut Vec<u8>) {
             out.zeros(7);
             put_port(out, &p.desc);
         }
-        Message10::PacketOut(p) => {
-            out.u32(p.buffer_id);
-            out.u16(p.in_port);
-            let at = out.len();
-            out.u16(0);
-            let actions_start = out.len();
-            for a in &p.actions {
-                put_action(out, a);
-            }
-            out.patch_u16(at, out.len() - actions_start);
-            out.extend_from_slice(&p.data);
-        }
-        Message10::FlowMod(f) => {
-            put_match(out, &f.matched);
-            out.u64(f.cookie);
-            out.u16(f.command);
-            out.u16(f.idle_timeout);
-            out.u16(f.hard_timeout);
-            out.u16(f.priority);
-            out.u32(f.buffer_id);
-            out.u16(f.out_port);
-            out.u16(f.flags);
-            for a in &f.actions {
-                put_action(out, a);
-            }
-        }
+        Message10::PacketOut(p) => put_packet_out(out, p),
+        Message10::FlowMod(f) => put_flow_mod(out, f),
         Message10::PortMod(p) => {
             out.u16(p.port_no);
             out.extend_from_slice(&p.hw_addr);

@@ -249,6 +249,13 @@ pub fn match_from_10(m: &Match10) -> Match {
 /// 1.3 actions as 1.0 actions.
 pub fn actions_to_10(actions: &[Action]) -> Result<Vec<Action10>, String> {
     let mut out = Vec::with_capacity(actions.len());
+    actions_to_10_into(actions, &mut out)?;
+    Ok(out)
+}
+
+/// 1.3 actions as 1.0 actions, appended to `out` (on an error, those
+/// before the action 1.0 cannot say have been appended).
+pub fn actions_to_10_into(actions: &[Action], out: &mut Vec<Action10>) -> Result<(), String> {
     for a in actions {
         out.push(match a {
             Action::Output { port, max_len } => Action10::Output { port: port32_to_10(*port)?, max_len: *max_len },
@@ -271,7 +278,7 @@ pub fn actions_to_10(actions: &[Action]) -> Result<Vec<Action10>, String> {
             other => return Err(format!("OpenFlow 1.0 has no action {other:?}")),
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 fn act_err(code: u16, reason: String) -> OfError {

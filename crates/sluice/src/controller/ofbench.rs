@@ -1,39 +1,43 @@
-//! `sluice ofbench`: cbench's controller benchmark, its options and its
-//! output, for OpenFlow 1.0 and 1.3.
+//! `sluice ofbench`: cbench's controller benchmark, its options, its
+//! bytes on the wire and its output, for OpenFlow 1.0 and 1.3.
 //!
 //! Contract: emulates `-s` switches, each a TCP connection to the
-//! controller at `-c`:`-p`. Each sends HELLO, answers FEATURES_REQUEST
-//! (datapath id = its number, from 1), GET_CONFIG, echo, barrier, the
-//! description and port-description requests and role requests, and
-//! then, with `-L 1` (the default), sends one gratuitous ARP from MAC
+//! controller at `-c`:`-p` (Nagle's algorithm left on, as cbench leaves
+//! it). Each sends HELLO, answers FEATURES_REQUEST (datapath id = its
+//! number, from 1), GET_CONFIG, echo, barrier, the description and
+//! port-description requests and role requests, and then, with `-L 1`
+//! (the default), sends cbench's gratuitous ARP from MAC
 //! 80:00:00:00:00:<id> on port 2 (buffer none) so a learning switch
-//! knows that destination. Then it sends packet-ins (in_port 1, buffer
-//! ids counting up, 64-byte IPv4 frames from one of `-M` source MACs per
-//! switch to 80:00:00:00:00:<id>): in throughput mode (`-t`) as many as
-//! keep 64 KiB queued toward the controller, in latency mode one at a
-//! time, the next when the answer came. An answer is a FLOW_MOD (add or
-//! modify-strict) or a non-LLDP PACKET_OUT. Every `-m` ms it prints the
-//! answers of each switch in that period and their total per ms; after
-//! `-l` periods the `RESULT:` line gives min/max/avg/stdev of responses/s
-//! over the periods, leaving out `-w` warmup and `-C` cooldown periods.
-//! A last `CHECK:` line says what the answers were: flow-mods (and how
-//! many did not send the learned destination to port 2), packet-outs,
-//! and ERROR messages.
+//! knows that destination. Then it sends cbench's packet-ins (in_port 1,
+//! buffer ids counting up modulo 100 000, cbench's 64-byte IPv4 frame
+//! from a source MAC carrying the switch's current MAC number, little
+//! endian, in bytes 1-4, to 80:00:00:00:00:<id>): in throughput mode
+//! (`-t`) as many as keep 64 KiB queued toward the controller, in latency
+//! mode one at a time, the next when the answer came. An answer is a
+//! FLOW_MOD (add or modify-strict) or a non-LLDP PACKET_OUT.
 //!
-//! One thread and one `mio` poll drive every switch. The handshake's
-//! answers are decoded and encoded by `sluice-openflow`; the packet-ins
-//! and the reading of the answers, on the measured path, are written
-//! here byte by byte (a packet-in built in place, an answer framed and a
-//! few fields read): the generator does little per message, and with the
-//! controller on the other core it is not what limits the figure
-//! (`docs/controller.md` says how that was checked).
+//! Timing and counting are cbench's: one `poll` over every switch asking
+//! for reading and writing; per ready switch one read (whole messages
+//! handled) and one write (topped up to 64 KiB first). A test runs `-m`
+//! ms (plus `-D`, which is subtracted again); then, after 100 ms, each
+//! switch's answers are taken and what the controller sent meanwhile is
+//! read and thrown away. Each test prints the answers of each switch and
+//! their total per ms; after `-l` tests the `RESULT:` line gives
+//! min/max/avg/stdev of responses/s over the tests, leaving out `-w`
+//! warmup and `-C` cooldown tests. A last `CHECK:` line says what the
+//! answers were: flow-mods (and how many did not send the learned
+//! destination to port 2), packet-outs, and ERROR messages.
+//!
+//! One thread drives every switch. The handshake's answers are decoded
+//! and encoded by `sluice-openflow`; the packet-ins and the reading of
+//! the answers, on the measured path, are written here byte by byte (a
+//! packet-in copied from its template, an answer framed in place and a
+//! few fields read).
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::ToSocketAddrs;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
-
-use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token};
 
 /// The arguments, as cbench spells them.
 #[derive(Debug, Clone, clap::Args)]
@@ -78,9 +82,12 @@ pub struct OfbenchArgs {
 
 const OFP10: u8 = 1;
 const OFP13: u8 = 4;
-/// Bytes a switch keeps queued toward the controller in throughput mode.
+/// Bytes a switch keeps queued toward the controller in throughput mode
+/// (cbench's buffer length).
 const QUEUE: usize = 65536;
 const LEARNED_PORT: u32 = 2;
+/// Buffer ids cycle below this, as cbench's.
+const BUFFER_IDS: u32 = 100_000;
 
 #[derive(PartialEq)]
 enum Stage {
@@ -90,19 +97,93 @@ enum Stage {
     Ready,
 }
 
-struct Fake {
+/// Bytes between `start` and `end` of `data`: cbench's message buffer
+/// (read into the tail, taken from the head, grown when full).
+struct Buf {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Buf {
+    fn new() -> Buf {
+        Buf { data: vec![0; QUEUE], start: 0, end: 0 }
+    }
+
+    fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.end + bytes.len() > self.data.len() {
+            self.compact();
+            if self.end + bytes.len() > self.data.len() {
+                self.data.resize((self.end + bytes.len()).next_power_of_two(), 0);
+            }
+        }
+        self.data[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+        self.end += bytes.len();
+    }
+
+    fn compact(&mut self) {
+        self.data.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+    }
+
+    fn consumed(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// One read from `stream` into the free tail (grown when there is
+    /// none): the bytes read.
+    fn read_from(&mut self, stream: &mut TcpStream) -> std::io::Result<usize> {
+        if self.end == self.data.len() {
+            self.compact();
+            if self.end == self.data.len() {
+                self.data.resize(self.data.len() * 2, 0);
+            }
+        }
+        let n = stream.read(&mut self.data[self.end..])?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// The first whole message, if there is one (its length read from
+    /// its header); an error for a length under 8.
+    fn message(&self) -> Result<Option<&[u8]>, usize> {
+        if self.len() < 8 {
+            return Ok(None);
+        }
+        let len = usize::from(u16_at(&self.data, self.start + 2));
+        if len < 8 {
+            return Err(len);
+        }
+        Ok((self.len() >= len).then(|| &self.data[self.start..self.start + len]))
+    }
+}
+
+/// One emulated switch's state; its socket and buffers are in [`Fake`].
+struct State {
     id: u32,
-    stream: TcpStream,
     stage: Stage,
-    inbuf: Vec<u8>,
-    out: Vec<u8>,
-    sent: usize,
     xid: u32,
     buffer_id: u32,
     mac: u32,
     /// Answers outstanding (latency mode sends when none is).
     probes: i64,
     count: u64,
+}
+
+struct Fake {
+    stream: TcpStream,
+    inbuf: Buf,
+    out: Buf,
+    state: State,
 }
 
 /// What the answers were, over the whole run.
@@ -130,24 +211,35 @@ fn header(out: &mut Vec<u8>, version: u8, typ: u8, len: usize, xid: u32) {
     out.extend_from_slice(&xid.to_be_bytes());
 }
 
-/// The 64-byte frame of a packet-in: to 80:00:00:00:00:<id>, from a MAC
-/// that carries `mac` and `id`, IPv4 192.168.0.40 -> 192.168.1.40.
+/// cbench's packet-in frame: 80:00:00:00:00:01 <- 00:00:00:00:00:02,
+/// IPv4 192.168.0.40 -> 192.168.1.40, protocol 255, TTL 64, total length
+/// 50, and its 30 bytes of payload; 64 bytes.
+const FRAME: [u8; 64] = [
+    0x80, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x08, 0x00, // Ethernet
+    0x45, 0x00, 0x00, 0x32, 0x00, 0x00, 0x00, 0x00, 0x40, 0xff, 0xf7, 0x2c, // IPv4 ...
+    0xc0, 0xa8, 0x00, 0x28, 0xc0, 0xa8, 0x01, 0x28, // ... addresses
+    0x7a, 0x18, 0x58, 0x6b, 0x11, 0x08, 0x97, 0xf5, 0x19, 0xe2, 0x65, 0x7e, 0x07, 0xcc, 0x31, 0xc3, 0x11, 0xc7, 0xc4,
+    0x0c, 0x8b, 0x95, 0x51, 0x51, 0x33, 0x54, 0x51, 0xd5, 0x00, 0x36, // payload
+];
+
+/// The frame of a packet-in: cbench's, to 80:00:00:00:00:<id>, from
+/// 00:m0:m1:m2:m3:<id> where m0..m3 are `mac` little endian (cbench copies
+/// the number's bytes as the machine holds them; byte 4 is then
+/// overwritten by the id).
 fn frame(id: u32, mac: u32) -> [u8; 64] {
-    let mut f = [0u8; 64];
-    f[..6].copy_from_slice(&[0x80, 0, 0, 0, 0, id as u8]);
-    f[6] = 0;
-    f[7..11].copy_from_slice(&mac.to_be_bytes());
+    let mut f = FRAME;
+    f[7..11].copy_from_slice(&mac.to_le_bytes());
+    f[5] = id as u8;
     f[11] = id as u8;
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    f[14..34].copy_from_slice(&[0x45, 0, 0, 50, 0, 0, 0, 0, 64, 0xff, 0, 0, 192, 168, 0, 40, 192, 168, 1, 40]);
     f
 }
 
-/// A gratuitous ARP reply from 80:00:00:00:00:<id>.
-fn garp(id: u32) -> [u8; 60] {
+/// cbench's gratuitous ARP reply from 80:00:00:00:00:<id>, 192.168.<id>.40,
+/// padded to 64 bytes.
+fn garp(id: u32) -> [u8; 64] {
     let mac = [0x80, 0, 0, 0, 0, id as u8];
     let ip = [192, 168, id as u8, 40];
-    let mut f = [0u8; 60];
+    let mut f = [0u8; 64];
     f[..6].copy_from_slice(&[0xff; 6]);
     f[6..12].copy_from_slice(&mac);
     f[12..14].copy_from_slice(&[0x08, 0x06]);
@@ -182,38 +274,51 @@ fn packet_in(out: &mut Vec<u8>, version: u8, xid: u32, buffer_id: u32, in_port: 
     out.extend_from_slice(data);
 }
 
-impl Fake {
+impl State {
     fn next_xid(&mut self) -> u32 {
+        let xid = self.xid;
         self.xid = self.xid.wrapping_add(1);
-        self.xid
+        xid
     }
 
     /// Queues the next packet-in.
-    fn probe(&mut self, version: u8, macs: u32) {
+    fn probe(&mut self, out: &mut Buf, scratch: &mut Vec<u8>, version: u8, macs: u32) {
         let xid = self.next_xid();
-        let f = frame(self.id, self.mac);
-        packet_in(&mut self.out, version, xid, self.buffer_id, 1, &f);
+        scratch.clear();
+        packet_in(scratch, version, xid, self.buffer_id, 1, &frame(self.id, self.mac));
+        out.push(scratch);
         self.mac = (self.mac + 1) % macs;
-        // cbench's buffer ids cycle below 256; never the "no buffer" id.
-        self.buffer_id = (self.buffer_id + 1) % 256;
+        self.buffer_id = (self.buffer_id + 1) % BUFFER_IDS;
         self.probes += 1;
     }
 
     /// Answers one whole message from the controller.
-    fn handle(&mut self, m: &[u8], version: u8, learn: bool, delay: Duration, check: &mut Check) {
+    #[allow(clippy::too_many_arguments)]
+    fn handle(
+        &mut self,
+        m: &[u8],
+        out: &mut Buf,
+        scratch: &mut Vec<u8>,
+        version: u8,
+        learn: bool,
+        delay: Duration,
+        check: &mut Check,
+    ) {
         let typ = m[1];
         let ready = self.stage == Stage::Ready;
         match (version, typ) {
             (_, 1) => check.errors += 1,
             (_, 5) => {
-                self.answer(m, version);
+                self.answer(m, out, scratch, version);
                 if learn {
                     let xid = self.next_xid();
-                    packet_in(&mut self.out, version, xid, 0xffff_ffff, LEARNED_PORT, &garp(self.id));
+                    scratch.clear();
+                    packet_in(scratch, version, xid, 0xffff_ffff, LEARNED_PORT, &garp(self.id));
+                    out.push(scratch);
                 }
                 self.stage = Stage::Waiting(Instant::now() + delay);
             }
-            (_, 2 | 7) | (OFP10, 16 | 18) | (OFP13, 18 | 20 | 24) => self.answer(m, version),
+            (_, 2 | 7) | (OFP10, 16 | 18) | (OFP13, 18 | 20 | 24) => self.answer(m, out, scratch, version),
             (OFP10, 14) | (OFP13, 14) => {
                 let (command, actions) = if version == OFP10 {
                     (u16_at(m, 56), 72)
@@ -248,7 +353,8 @@ impl Fake {
     /// Answers a request of the handshake (features, configuration,
     /// description and port descriptions, echo, barrier, role) through the
     /// codec: the switch has one port, 1 (`veth1`); statistics are empty.
-    fn answer(&mut self, m: &[u8], version: u8) {
+    fn answer(&mut self, m: &[u8], out: &mut Buf, scratch: &mut Vec<u8>, version: u8) {
+        scratch.clear();
         let mac = [2, 0, 0, 0, 1, self.id as u8];
         if version == OFP10 {
             use sluice_openflow::of10::{decode10, encode10_into, FeaturesReply10, Message10, PhyPort10};
@@ -284,7 +390,8 @@ impl Fake {
                 }
                 _ => return,
             };
-            encode10_into(&reply, xid, &mut self.out);
+            encode10_into(&reply, xid, scratch);
+            out.push(scratch);
             return;
         }
         use sluice_openflow::{
@@ -342,7 +449,8 @@ impl Fake {
             }
             _ => return,
         };
-        sluice_openflow::encode_into(&reply, OFP13, h.xid, &mut self.out);
+        sluice_openflow::encode_into(&reply, OFP13, h.xid, scratch);
+        out.push(scratch);
     }
 
     /// Whether flow-mod `m` is a table-miss entry: priority 0, nothing matched.
@@ -382,6 +490,85 @@ impl Fake {
     }
 }
 
+impl Fake {
+    /// One read, then every whole message handled (cbench's read).
+    fn read(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        version: u8,
+        learn: bool,
+        delay: Duration,
+        check: &mut Check,
+    ) -> Result<(), String> {
+        let id = self.state.id;
+        match self.inbuf.read_from(&mut self.stream) {
+            Ok(0) => return Err(format!("switch {id}: the controller closed the connection")),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => return Ok(()),
+            Err(e) => return Err(format!("switch {id}: {e}")),
+        }
+        loop {
+            let m = match self.inbuf.message() {
+                Ok(Some(m)) => m,
+                Ok(None) => return Ok(()),
+                Err(len) => return Err(format!("switch {id}: a message of length {len} from the controller")),
+            };
+            let len = m.len();
+            self.state.handle(m, &mut self.out, scratch, version, learn, delay, check);
+            self.inbuf.consumed(len);
+        }
+    }
+
+    /// Packet-ins as the mode allows, then one write (cbench's write).
+    fn write(&mut self, scratch: &mut Vec<u8>, version: u8, throughput: bool, macs: u32) -> Result<(), String> {
+        let s = &mut self.state;
+        if let Stage::Waiting(t) = s.stage {
+            if Instant::now() > t {
+                s.stage = Stage::Ready;
+                s.count = 0;
+                s.probes = 0;
+            }
+        } else if s.stage == Stage::Ready {
+            if throughput {
+                let size = if version == OFP10 { 18 + 64 } else { 42 + 64 };
+                for _ in 0..QUEUE.saturating_sub(self.out.len()) / size {
+                    s.probe(&mut self.out, scratch, version, macs);
+                }
+            } else if s.probes == 0 {
+                s.probe(&mut self.out, scratch, version, macs);
+            }
+        }
+        if self.out.len() > 0 {
+            match self.stream.write(&self.out.data[self.out.start..self.out.end]) {
+                Ok(n) => self.out.consumed(n),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                Err(e) => return Err(format!("switch {}: {e}", s.id)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The answers counted since the last call; what waits in the socket
+    /// is read and dropped, whole messages, as cbench does between tests.
+    fn take_count(&mut self) -> Result<u64, String> {
+        let count = std::mem::take(&mut self.state.count);
+        self.state.probes = 0;
+        loop {
+            match self.inbuf.read_from(&mut self.stream) {
+                Ok(0) => return Err(format!("switch {}: the controller closed the connection", self.state.id)),
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(count),
+                Err(e) => return Err(format!("switch {}: {e}", self.state.id)),
+            }
+            while let Ok(Some(m)) = self.inbuf.message() {
+                let len = m.len();
+                self.inbuf.consumed(len);
+            }
+        }
+    }
+}
+
 fn clock() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let (s, ms) = (now.as_secs() % 86_400, now.subsec_millis());
@@ -415,120 +602,66 @@ pub fn run(a: &OfbenchArgs) -> Result<(), String> {
     println!("   OpenFlow {}", a.version);
     // Raise the descriptor limit for many switches.
     crate::raise_descriptor_limit();
-    let mut poll = Poll::new().map_err(|e| e.to_string())?;
     let mut fakes = Vec::with_capacity(a.switches as usize);
     for i in 0..a.switches {
-        let s = std::net::TcpStream::connect(addr).map_err(|e| format!("connecting to {addr}: {e}"))?;
-        s.set_nodelay(true).map_err(|e| e.to_string())?;
-        s.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let mut stream = TcpStream::from_std(s);
-        poll.registry()
-            .register(&mut stream, Token(i as usize), Interest::READABLE | Interest::WRITABLE)
-            .map_err(|e| e.to_string())?;
+        // Nagle's algorithm stays on, as cbench leaves it (it never turns
+        // TCP_NODELAY on): small top-ups coalesce into larger segments.
+        let stream = TcpStream::connect(addr).map_err(|e| format!("connecting to {addr}: {e}"))?;
+        stream.set_nonblocking(true).map_err(|e| e.to_string())?;
         let mut f = Fake {
-            id: i + 1,
             stream,
-            stage: Stage::Handshake,
-            inbuf: Vec::with_capacity(1 << 17),
-            out: Vec::with_capacity(QUEUE * 2),
-            sent: 0,
-            xid: 1,
-            buffer_id: 1,
-            mac: 0,
-            probes: 0,
-            count: 0,
+            inbuf: Buf::new(),
+            out: Buf::new(),
+            state: State { id: i + 1, stage: Stage::Handshake, xid: 1, buffer_id: 1, mac: 0, probes: 0, count: 0 },
         };
         // HELLO with a version bitmap of the one version.
-        header(&mut f.out, version, 0, 16, 1);
-        f.out.extend_from_slice(&[0, 1, 0, 8]);
-        f.out.extend_from_slice(&(1u32 << version).to_be_bytes());
+        let mut hello = Vec::new();
+        header(&mut hello, version, 0, 16, 1);
+        hello.extend_from_slice(&[0, 1, 0, 8]);
+        hello.extend_from_slice(&(1u32 << version).to_be_bytes());
+        f.out.push(&hello);
         fakes.push(f);
     }
     let mut check = Check::default();
-    let mut events = Events::with_capacity(1024);
-    let period = Duration::from_millis(a.ms);
     let mut results = Vec::new();
-    let mut buf = vec![0u8; 1 << 16];
     let delay = Duration::from_millis(a.delay);
+    let total_wait = Duration::from_millis(a.ms + a.delay);
+    let learn = a.learn == 1;
+    let mut scratch = Vec::with_capacity(256);
+    let mut pollfds: Vec<libc::pollfd> = fakes
+        .iter()
+        .map(|f| libc::pollfd { fd: f.stream.as_raw_fd(), events: libc::POLLIN | libc::POLLOUT, revents: 0 })
+        .collect();
     for test in 0..a.loops {
         let start = Instant::now();
-        let end = start + period;
-        for f in &mut fakes {
-            f.count = 0;
-        }
-        loop {
-            let now = Instant::now();
-            if now >= end {
-                break;
+        let passed = loop {
+            let elapsed = start.elapsed();
+            if elapsed > total_wait {
+                break elapsed;
             }
-            poll.poll(&mut events, Some((end - now).min(Duration::from_millis(10)))).map_err(|e| e.to_string())?;
-            for ev in events.iter() {
-                let f = &mut fakes[ev.token().0];
-                if !(ev.is_readable() || ev.is_read_closed()) {
+            // SAFETY: `pollfds` is a live array of `pollfds.len()` entries.
+            let n = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 1000) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == ErrorKind::Interrupted {
                     continue;
                 }
-                loop {
-                    match f.stream.read(&mut buf) {
-                        Ok(0) => return Err(format!("switch {}: the controller closed the connection", f.id)),
-                        Ok(n) => f.inbuf.extend_from_slice(&buf[..n]),
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(e) => return Err(format!("switch {}: {e}", f.id)),
-                    }
-                }
-                let mut at = 0;
-                while f.inbuf.len() - at >= 8 {
-                    let len = usize::from(u16_at(&f.inbuf, at + 2));
-                    if len < 8 {
-                        return Err(format!("switch {}: a message of length {len} from the controller", f.id));
-                    }
-                    if f.inbuf.len() - at < len {
-                        break;
-                    }
-                    let m = f.inbuf[at..at + len].to_vec();
-                    at += len;
-                    f.handle(&m, version, a.learn == 1, delay, &mut check);
-                }
-                f.inbuf.drain(..at);
+                return Err(format!("poll: {e}"));
             }
-            // Every switch: packet-ins as the mode allows, then write.
-            let now = Instant::now();
-            for f in &mut fakes {
-                if let Stage::Waiting(t) = f.stage {
-                    if now >= t {
-                        f.stage = Stage::Ready;
-                        f.count = 0;
-                        f.probes = 0;
-                    }
+            for (f, p) in fakes.iter_mut().zip(&pollfds) {
+                if p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                    f.read(&mut scratch, version, learn, delay, &mut check)?;
                 }
-                if f.stage == Stage::Ready {
-                    if a.throughput {
-                        while f.out.len() - f.sent < QUEUE {
-                            f.probe(version, a.macs);
-                        }
-                    } else if f.probes == 0 {
-                        f.probe(version, a.macs);
-                    }
-                }
-                while f.sent < f.out.len() {
-                    match f.stream.write(&f.out[f.sent..]) {
-                        Ok(n) => f.sent += n,
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(e) => return Err(format!("switch {}: {e}", f.id)),
-                    }
-                }
-                if f.sent == f.out.len() {
-                    f.out.clear();
-                    f.sent = 0;
-                } else if f.sent >= QUEUE {
-                    f.out.drain(..f.sent);
-                    f.sent = 0;
+                if p.revents & libc::POLLOUT != 0 {
+                    f.write(&mut scratch, version, a.throughput, a.macs)?;
                 }
             }
-        }
-        let ms = start.elapsed().as_secs_f64() * 1000.0;
-        let counts: Vec<u64> = fakes.iter().map(|f| f.count).collect();
+        };
+        // cbench waits 100 ms, then takes each switch's count and reads
+        // away what the controller sent meanwhile, uncounted.
+        std::thread::sleep(Duration::from_millis(100));
+        let counts: Vec<u64> = fakes.iter_mut().map(Fake::take_count).collect::<Result<_, _>>()?;
+        let ms = passed.saturating_sub(delay).as_secs_f64() * 1000.0;
         let total: u64 = counts.iter().sum();
         let per_ms = total as f64 / ms;
         let list: Vec<String> = counts.iter().map(u64::to_string).collect();
@@ -552,7 +685,7 @@ pub fn run(a: &OfbenchArgs) -> Result<(), String> {
         a.switches,
         results.len()
     );
-    let silent = fakes.iter().filter(|f| f.stage != Stage::Ready).count();
+    let silent = fakes.iter().filter(|f| f.state.stage != Stage::Ready).count();
     println!(
         "CHECK: {} flow-mods ({} table-miss, {} others not sending the learned destination to port {LEARNED_PORT}), {} packet-outs, {} errors, {silent} switches never ready",
         check.flow_mods, check.table_miss, check.wrong, check.packet_outs, check.errors
