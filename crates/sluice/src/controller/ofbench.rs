@@ -114,15 +114,19 @@ impl Buf {
         self.end - self.start
     }
 
-    fn push(&mut self, bytes: &[u8]) {
+    /// Appends `bytes`; the copy, to write into.
+    fn push(&mut self, bytes: &[u8]) -> &mut [u8] {
         if self.end + bytes.len() > self.data.len() {
             self.compact();
             if self.end + bytes.len() > self.data.len() {
                 self.data.resize((self.end + bytes.len()).next_power_of_two(), 0);
             }
         }
-        self.data[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+        let at = self.end;
         self.end += bytes.len();
+        let copy = &mut self.data[at..self.end];
+        copy.copy_from_slice(bytes);
+        copy
     }
 
     fn compact(&mut self) {
@@ -177,6 +181,10 @@ struct State {
     /// Answers outstanding (latency mode sends when none is).
     probes: i64,
     count: u64,
+    /// This switch's packet-in, copied for each probe with its
+    /// transaction id, buffer id and source MAC written in (as cbench
+    /// copies its template).
+    template: Vec<u8>,
 }
 
 struct Fake {
@@ -282,11 +290,15 @@ impl State {
     }
 
     /// Queues the next packet-in.
-    fn probe(&mut self, out: &mut Buf, scratch: &mut Vec<u8>, version: u8, macs: u32) {
+    fn probe(&mut self, out: &mut Buf, macs: u32) {
         let xid = self.next_xid();
-        scratch.clear();
-        packet_in(scratch, version, xid, self.buffer_id, 1, &frame(self.id, self.mac));
-        out.push(scratch);
+        let m = out.push(&self.template);
+        m[4..8].copy_from_slice(&xid.to_be_bytes());
+        m[8..12].copy_from_slice(&self.buffer_id.to_be_bytes());
+        // The frame is the template's last 64 bytes; the MAC counter is in
+        // bytes 1-4 of its source address.
+        let src = m.len() - 64 + 7;
+        m[src..src + 4].copy_from_slice(&self.mac.to_le_bytes());
         self.mac = (self.mac + 1) % macs;
         self.buffer_id = (self.buffer_id + 1) % BUFFER_IDS;
         self.probes += 1;
@@ -520,7 +532,7 @@ impl Fake {
     }
 
     /// Packet-ins as the mode allows, then one write (cbench's write).
-    fn write(&mut self, scratch: &mut Vec<u8>, version: u8, throughput: bool, macs: u32) -> Result<(), String> {
+    fn write(&mut self, throughput: bool, macs: u32) -> Result<(), String> {
         let s = &mut self.state;
         if let Stage::Waiting(t) = s.stage {
             if Instant::now() > t {
@@ -530,12 +542,11 @@ impl Fake {
             }
         } else if s.stage == Stage::Ready {
             if throughput {
-                let size = if version == OFP10 { 18 + 64 } else { 42 + 64 };
-                for _ in 0..QUEUE.saturating_sub(self.out.len()) / size {
-                    s.probe(&mut self.out, scratch, version, macs);
+                for _ in 0..QUEUE.saturating_sub(self.out.len()) / s.template.len() {
+                    s.probe(&mut self.out, macs);
                 }
             } else if s.probes == 0 {
-                s.probe(&mut self.out, scratch, version, macs);
+                s.probe(&mut self.out, macs);
             }
         }
         if self.out.len() > 0 {
@@ -612,7 +623,20 @@ pub fn run(a: &OfbenchArgs) -> Result<(), String> {
             stream,
             inbuf: Buf::new(),
             out: Buf::new(),
-            state: State { id: i + 1, stage: Stage::Handshake, xid: 1, buffer_id: 1, mac: 0, probes: 0, count: 0 },
+            state: State {
+                id: i + 1,
+                stage: Stage::Handshake,
+                xid: 1,
+                buffer_id: 1,
+                mac: 0,
+                probes: 0,
+                count: 0,
+                template: {
+                    let mut t = Vec::new();
+                    packet_in(&mut t, version, 0, 0, 1, &frame(i + 1, 0));
+                    t
+                },
+            },
         };
         // HELLO with a version bitmap of the one version.
         let mut hello = Vec::new();
@@ -653,7 +677,7 @@ pub fn run(a: &OfbenchArgs) -> Result<(), String> {
                     f.read(&mut scratch, version, learn, delay, &mut check)?;
                 }
                 if p.revents & libc::POLLOUT != 0 {
-                    f.write(&mut scratch, version, a.throughput, a.macs)?;
+                    f.write(a.throughput, a.macs)?;
                 }
             }
         };
