@@ -104,12 +104,17 @@ def run(cmd, timeout, **kw):
     return p.stdout
 
 
+def listening(port):
+    """Whether anything listens on TCP `port`."""
+    out = subprocess.run(["ss", "-Htln", f"sport = :{port}"], stdout=subprocess.PIPE, text=True).stdout
+    return bool(out.strip())
+
+
 def wait_port_free(port, timeout=30):
     """Waits until nothing listens on 127.0.0.1:`port`."""
     end = time.time() + timeout
     while time.time() < end:
-        out = subprocess.run(["ss", "-Htln", f"sport = :{port}"], stdout=subprocess.PIPE, text=True).stdout
-        if not out.strip():
+        if not listening(port):
             return
         time.sleep(0.2)
     die(f"port {port} is still in use after {timeout} s")
@@ -120,11 +125,16 @@ def wait_listening(port, proc, timeout=30):
     while time.time() < end:
         if proc.poll() is not None:
             die(f"the controller exited with status {proc.returncode} before listening on {port}")
-        out = subprocess.run(["ss", "-Htln", f"sport = :{port}"], stdout=subprocess.PIPE, text=True).stdout
-        if out.strip():
+        if listening(port):
             return
         time.sleep(0.1)
     die(f"nothing listens on {port} after {timeout} s")
+
+
+def sluice_controller(args, threads):
+    """`sluice controller`'s learning switch on CONTROLLER_PORT with `threads` workers."""
+    return [args.sluice, "controller", "--listen", f"tcp:127.0.0.1:{CONTROLLER_PORT}", "--app", "l2",
+            "--threads", str(threads)]
 
 
 # ---------------------------------------------------------------- lwAFTR
@@ -250,8 +260,7 @@ class Case:
 
 def controller_cases(args):
     cbench = [args.cbench]
-    sluice = lambda threads: [args.sluice, "controller", "--listen", f"tcp:127.0.0.1:{CONTROLLER_PORT}",
-                              "--app", "l2", "--threads", str(threads)]
+    sluice = lambda threads: sluice_controller(args, threads)
     cases = []
     cpu = {}
 
@@ -283,8 +292,7 @@ def controller_cases(args):
 def ofbench_cases(args):
     ofbench = [args.sluice, "ofbench"]
     cbench = [args.cbench]
-    sluice_ctl = [args.sluice, "controller", "--listen", f"tcp:127.0.0.1:{CONTROLLER_PORT}", "--app", "l2",
-                  "--threads", "2"]
+    sluice_ctl = sluice_controller(args, 2)
     fluid = [args.msg_controller, "l2"]
     gen = lambda g, ctl: (lambda: generator_run(g, ctl, True)[0])
     return [

@@ -112,8 +112,13 @@ const MAX_MACS: usize = 1 << 20;
 /// The MAC-learning switch (`l2`).
 pub struct LearningSwitch {
     macs: HashMap<u64, MacTable>,
-    /// The learned flow, sent again and again with its fields rewritten
-    /// (in_port, source, destination, output port, buffer).
+    replies: Replies,
+}
+
+/// The learning switch's answers, kept and rewritten for each packet-in.
+struct Replies {
+    /// The learned flow (in_port, source, destination, output port and
+    /// buffer rewritten each time).
     learned: FlowMod,
     packet_out: PacketOut,
 }
@@ -128,7 +133,7 @@ impl Default for LearningSwitch {
             vec![oxm(OxmField::InPort, &[0; 4]), oxm(OxmField::EthSrc, &[0; 6]), oxm(OxmField::EthDst, &[0; 6])];
         let mut learned = flow(1, fields, vec![Action::Output { port: 0, max_len: 0 }], NO_BUFFER);
         learned.idle_timeout = LEARNED_IDLE_TIMEOUT;
-        LearningSwitch { macs: HashMap::new(), learned, packet_out: empty_packet_out() }
+        LearningSwitch { macs: HashMap::new(), replies: Replies { learned, packet_out: empty_packet_out() } }
     }
 }
 
@@ -139,10 +144,10 @@ fn macs_of(data: &[u8]) -> Option<([u8; 6], [u8; 6])> {
     Some((h[..6].try_into().expect("6 bytes"), h[6..12].try_into().expect("6 bytes")))
 }
 
-impl LearningSwitch {
-    fn packet_in(&mut self, sw: &mut Switch<'_>, p: &PacketIn) {
+impl Replies {
+    /// Learns `p`'s source in `table` (the switch's) and answers `p`.
+    fn packet_in(&mut self, table: &mut MacTable, sw: &mut Switch<'_>, p: &PacketIn) {
         let Some((dst, src)) = macs_of(&p.data) else { return };
-        let table = self.macs.entry(sw.dpid).or_default();
         let src_key = mac_key(&src);
         if src[0] & 1 == 0 {
             if table.len() >= MAX_MACS && !table.contains(src_key) {
@@ -170,35 +175,40 @@ impl LearningSwitch {
     }
 }
 
+/// On a 1.3 switch, the table-miss flow to the controller (1.3 switches
+/// send nothing to the controller without one).
+fn table_miss_to_controller(sw: &mut Switch<'_>) {
+    if sw.version == OFP13 {
+        let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
+        let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
+    }
+}
+
 impl App for LearningSwitch {
     fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
         match ev {
             Event::SwitchUp { .. } => {
                 self.macs.insert(sw.dpid, MacTable::default());
-                if sw.version == OFP13 {
-                    let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
-                    let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
-                }
+                table_miss_to_controller(sw);
             }
             Event::SwitchDown => {
                 self.macs.remove(&sw.dpid);
             }
-            Event::PacketIn(p) => self.packet_in(sw, p),
+            Event::PacketIn(p) => self.replies.packet_in(self.macs.entry(sw.dpid).or_default(), sw, p),
             _ => {}
         }
     }
 
     /// Starts loading every packet's source and destination slots, then
-    /// handles them in order.
+    /// handles them in order (the switch's table found once).
     fn packet_ins(&mut self, sw: &mut Switch<'_>, batch: &[PacketIn]) {
-        if let Some(table) = self.macs.get(&sw.dpid) {
-            for (dst, src) in batch.iter().filter_map(|p| macs_of(&p.data)) {
-                table.prefetch(mac_key(&src));
-                table.prefetch(mac_key(&dst));
-            }
+        let table = self.macs.entry(sw.dpid).or_default();
+        for (dst, src) in batch.iter().filter_map(|p| macs_of(&p.data)) {
+            table.prefetch(mac_key(&src));
+            table.prefetch(mac_key(&dst));
         }
         for p in batch {
-            self.packet_in(sw, p);
+            self.replies.packet_in(table, sw, p);
         }
     }
 }
@@ -209,10 +219,7 @@ pub struct Hub;
 impl App for Hub {
     fn event(&mut self, sw: &mut Switch<'_>, ev: &Event<'_>) {
         match ev {
-            Event::SwitchUp { .. } if sw.version == OFP13 => {
-                let to_controller = Action::Output { port: port::CONTROLLER, max_len: 0xffff };
-                let _ = sw.flow_mod(&flow(0, Vec::new(), vec![to_controller], NO_BUFFER));
-            }
+            Event::SwitchUp { .. } => table_miss_to_controller(sw),
             Event::PacketIn(p) => send_out(sw, &mut empty_packet_out(), p, port::FLOOD),
             _ => {}
         }

@@ -1130,50 +1130,55 @@ mod tests {
     use super::*;
     use sluice_openflow::{Match, Oxm, OxmField};
 
+    fn oxm(field: OxmField, value: &[u8]) -> Oxm {
+        Oxm { field, value: value.to_vec(), mask: None }
+    }
+
+    fn packet_in10(data: &[u8]) -> of10::PacketIn10 {
+        of10::PacketIn10 { buffer_id: 7, total_len: 64, in_port: 0xfffe, reason: 1, data: data.to_vec() }
+    }
+
+    fn packet_in13(fields: Vec<Oxm>, data: &[u8]) -> sluice_openflow::PacketIn {
+        sluice_openflow::PacketIn {
+            buffer_id: 0xffff_ffff,
+            total_len: 64,
+            reason: 0,
+            table_id: 3,
+            cookie: 0x0102_0304_0506_0708,
+            matched: Match { fields },
+            data: data.to_vec(),
+        }
+    }
+
+    fn encode13(p: &sluice_openflow::PacketIn) -> Vec<u8> {
+        let mut m = Vec::new();
+        sluice_openflow::encode_into(&Message::PacketIn(p.clone()), OFP13, 4, &mut m);
+        m
+    }
+
     /// The fast parse reads what the codec decodes, and leaves to the codec
     /// what it does not know.
     #[test]
     fn packet_ins_parse_as_the_codec_decodes_them() {
         let data: Vec<u8> = (0..64).collect();
         let mut out = PacketIn { data: vec![9; 200], ..PacketIn::default() };
-        let p10 = of10::PacketIn10 { buffer_id: 7, total_len: 64, in_port: 0xfffe, reason: 1, data: data.clone() };
+        let p10 = packet_in10(&data);
         let m = of10::encode10(&Message10::PacketIn(p10.clone()), 3);
         assert!(parse_packet_in(&m, of10::OFP10, &mut out));
         assert_eq!(out, packet_in_from_10(p10));
         assert!(!parse_packet_in(&m[..17], of10::OFP10, &mut out), "shorter than 1.0's header");
 
-        let oxm = |field, value: &[u8]| Oxm { field, value: value.to_vec(), mask: None };
         for fields in [
             vec![oxm(OxmField::InPort, &[0, 0, 0, 5])],
             vec![],
             vec![oxm(OxmField::InPort, &[0, 0, 0, 6]), oxm(OxmField::Metadata, &[1; 8])],
         ] {
-            let p13 = sluice_openflow::PacketIn {
-                buffer_id: 0xffff_ffff,
-                total_len: 64,
-                reason: 0,
-                table_id: 3,
-                cookie: 0x0102_0304_0506_0708,
-                matched: Match { fields },
-                data: data.clone(),
-            };
-            let mut m = Vec::new();
-            sluice_openflow::encode_into(&Message::PacketIn(p13.clone()), OFP13, 4, &mut m);
-            assert!(parse_packet_in(&m, OFP13, &mut out));
+            let p13 = packet_in13(fields, &data);
+            assert!(parse_packet_in(&encode13(&p13), OFP13, &mut out));
             assert_eq!(out, packet_in_from_13(p13));
         }
         // A field a packet-in does not carry: the codec's.
-        let p13 = sluice_openflow::PacketIn {
-            buffer_id: 1,
-            total_len: 64,
-            reason: 0,
-            table_id: 0,
-            cookie: 0,
-            matched: Match { fields: vec![oxm(OxmField::EthType, &[8, 0])] },
-            data,
-        };
-        let mut m = Vec::new();
-        sluice_openflow::encode_into(&Message::PacketIn(p13), OFP13, 4, &mut m);
+        let mut m = encode13(&packet_in13(vec![oxm(OxmField::EthType, &[8, 0])], &data));
         assert!(!parse_packet_in(&m, OFP13, &mut out));
         // A match length past the message.
         m[27] = 200;
@@ -1186,20 +1191,9 @@ mod tests {
     #[test]
     fn packet_in_parse_never_panics() {
         let mut out = PacketIn::default();
-        let data = vec![0xab; 64];
-        let p10 = of10::PacketIn10 { buffer_id: 7, total_len: 64, in_port: 3, reason: 0, data: data.clone() };
-        let m10 = of10::encode10(&Message10::PacketIn(p10), 1);
-        let p13 = sluice_openflow::PacketIn {
-            buffer_id: 1,
-            total_len: 64,
-            reason: 0,
-            table_id: 0,
-            cookie: 0,
-            matched: Match { fields: vec![Oxm { field: OxmField::InPort, value: vec![0, 0, 0, 1], mask: None }] },
-            data,
-        };
-        let mut m13 = Vec::new();
-        sluice_openflow::encode_into(&Message::PacketIn(p13), OFP13, 4, &mut m13);
+        let data = [0xab; 64];
+        let m10 = of10::encode10(&Message10::PacketIn(packet_in10(&data)), 1);
+        let m13 = encode13(&packet_in13(vec![oxm(OxmField::InPort, &[0, 0, 0, 1])], &data));
         for (m, version) in [(m10, of10::OFP10), (m13, OFP13)] {
             for n in 0..=m.len() {
                 parse_packet_in(&m[..n], version, &mut out);
