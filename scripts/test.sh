@@ -21,8 +21,6 @@ venv_pid=$!
 trap 'kill "$venv_pid" 2>/dev/null || true; rm -f "$venv_log"' EXIT
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
-cargo clippy --workspace --all-targets --profile test-release -- -D warnings
 echo "== cargo test (build)"
 cargo test --workspace --profile test-release --no-run
 if ! wait "$venv_pid"; then
@@ -32,7 +30,32 @@ if ! wait "$venv_pid"; then
 fi
 cat "$venv_log" >&2
 source scripts/ensure-python.sh
+# Clippy runs beside the tests, in its own target directory (no lock
+# shared with the test run): the tests spend much of their time waiting on
+# namespaces, peers and sockets, so the lints use cores the tests leave,
+# and the tests run on a busy machine, as they must be able to. Its output
+# is printed once the tests end; a lint fails the suite.
+clippy_log="$(mktemp)"
+echo "== cargo clippy (beside the tests; output below when they end)"
+CARGO_TARGET_DIR=target/clippy cargo clippy --workspace --all-targets --profile test-release -- -D warnings \
+    >"$clippy_log" 2>&1 &
+clippy_pid=$!
+trap 'kill "$venv_pid" "$clippy_pid" 2>/dev/null || true; rm -f "$venv_log" "$clippy_log"' EXIT
 echo "== cargo test"
-cargo test --workspace --profile test-release
+tests_status=0
+cargo test --workspace --profile test-release || tests_status=$?
+clippy_status=0
+wait "$clippy_pid" || clippy_status=$?
+echo "== cargo clippy (output)"
+cat "$clippy_log"
+if [ "$clippy_status" -ne 0 ]; then
+    echo "error: cargo clippy found warnings or errors (output above)" >&2
+fi
+if [ "$tests_status" -ne 0 ]; then
+    echo "error: cargo test failed (its output is above the clippy output)" >&2
+fi
+if [ "$tests_status" -ne 0 ] || [ "$clippy_status" -ne 0 ]; then
+    exit 1
+fi
 echo "== perf lab report script"
 python3 -m unittest bench/test_perf_lab_report.py

@@ -198,6 +198,11 @@ impl OpenMap {
         self.len == 0
     }
 
+    /// Bytes of its slots (what a lookup may touch).
+    pub fn slot_bytes(&self) -> usize {
+        std::mem::size_of_val(self.slots.as_slice())
+    }
+
     /// `(slots, slot count - 1, shift)` for generated code's probe.
     pub fn raw_parts(&self) -> (*const Slot, u64, u32) {
         (self.slots.as_ptr(), self.mask() as u64, self.shift)

@@ -185,6 +185,11 @@ impl<V: Copy + Default> InlineMap<V> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// Bytes of its slots (what a lookup may touch).
+    pub fn slot_bytes(&self) -> usize {
+        std::mem::size_of_val(self.slots.as_slice())
+    }
 }
 
 #[cfg(test)]

@@ -783,7 +783,7 @@ impl DataPlane for Lwaftr {
 
     fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
         self.clock();
-        if frames.len() > 1 {
+        if frames.len() > 1 && self.bt.worth_prefetching() {
             self.prefetch_batch(port, frames);
         }
         for (i, raw) in frames.iter().enumerate() {
