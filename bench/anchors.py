@@ -29,7 +29,9 @@ Comparisons (a section each, chosen with --only):
               `sluice controller --app l2 --threads N`; cbench's latency mode
               (no -t); flows/ms and flows/ms per CPU-second of the controller.
   ofbench     `sluice ofbench` against stock cbench, same options, on
-              libfluid's msg_controller l2 and on `sluice controller`.
+              libfluid's msg_controller l2 (the -1thread build when given)
+              and on `sluice controller --threads 1`, the generator pinned
+              to CPU 0 and the controller to CPU 1 (taskset).
   router      `sluice bench --example router` against the hand-written
               reference router (the bench runs both, turn by turn) at 10,
               10 000 and 1 000 000 routes, 64 B, one worker.
@@ -290,15 +292,21 @@ def controller_cases(args):
 
 
 def ofbench_cases(args):
-    ofbench = [args.sluice, "ofbench"]
-    cbench = [args.cbench]
-    sluice_ctl = sluice_controller(args, 2)
-    fluid = [args.msg_controller, "l2"]
+    """The two generators on one core and the controller, one thread, on the other: the
+    generator's own cost then takes nothing from the controller, so the two read the same
+    when they send the same requests and count the same answers."""
+    pin = lambda cpu, cmd: ["taskset", "-c", str(cpu), *cmd]
+    ofbench = pin(0, [args.sluice, "ofbench"])
+    cbench = pin(0, [args.cbench])
+    sluice_ctl = pin(1, sluice_controller(args, 1))
+    fluid = pin(1, [args.msg_controller_1thread or args.msg_controller, "l2"])
     gen = lambda g, ctl: (lambda: generator_run(g, ctl, True)[0])
     return [
-        Case("generator: `sluice ofbench` against stock cbench, on libfluid msg_controller l2 (flows/ms)",
+        Case("generator: `sluice ofbench` against stock cbench, on libfluid msg_controller l2, "
+             "generator and controller on separate cores (flows/ms)",
              gen(ofbench, fluid), "cbench", gen(cbench, fluid), (0.95, 1.05)),
-        Case("generator: `sluice ofbench` against stock cbench, on `sluice controller --threads 2` (flows/ms)",
+        Case("generator: `sluice ofbench` against stock cbench, on `sluice controller --threads 1`, "
+             "generator and controller on separate cores (flows/ms)",
              gen(ofbench, sluice_ctl), "cbench", gen(cbench, sluice_ctl), (0.95, 1.05)),
     ]
 

@@ -160,7 +160,7 @@ impl BindingTable {
 
     /// The PSID `port` maps to on `ipv4`: `None` for an unknown address or
     /// a reserved port.
-    #[inline]
+    #[inline(always)]
     pub fn psid(&self, ipv4: u32, port: u16) -> Option<u16> {
         let p = AddrParams(self.addrs.get(u64::from(ipv4))?);
         let (k, a) = (p.k(), p.a());
@@ -172,8 +172,9 @@ impl BindingTable {
         Some(((u32::from(port) >> m) as u16) & mask)
     }
 
-    /// The softwire serving (`ipv4`, `port`).
-    #[inline]
+    /// The softwire serving (`ipv4`, `port`). Inlined: the caller keeps
+    /// the fields it reads in registers instead of a copy of the entry.
+    #[inline(always)]
     pub fn lookup(&self, ipv4: u32, port: u16) -> Option<Entry> {
         let psid = self.psid(ipv4, port)?;
         let b = self.softwires.get(key(ipv4, psid))?;
