@@ -22,6 +22,7 @@
 //! plane sends them. A frame the data plane drops leaves nothing and is
 //! counted in [`Stats::dropped`].
 
+pub mod egress_queues;
 pub mod profile;
 pub mod stop;
 pub mod telemetry;

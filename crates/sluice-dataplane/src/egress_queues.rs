@@ -1,0 +1,627 @@
+//! Egress queues: the traffic manager a data plane puts between the end
+//! of its ingress processing and its egress (bmv2's egress buffers, an
+//! OpenFlow port's queues).
+//!
+//! Contract:
+//! - per port, `priorities` FIFO queues (queue 0 the lowest priority,
+//!   `priorities - 1` the highest, as bmv2's `qid`), each bounded by a depth
+//!   in packets (bmv2's default: 64); a packet arriving at a full queue is
+//!   dropped (tail drop), handed back to the caller and counted;
+//! - optional rates, per port and per queue: packets per second (bmv2's
+//!   `set_queue_rate`: a pacer, one packet per 1/rate) or bits per second
+//!   (a token bucket whose burst defaults to one 1 500-byte frame); a
+//!   packet leaves when its queue's rate and its port's rate both allow it;
+//! - scheduling per port: strict priority among the queues whose own rate
+//!   allows a packet now (a rate-limited high queue does not hold back
+//!   lower ones); ports are independent (separate links);
+//! - time is the caller's, in nanoseconds on any monotonic clock, passed to
+//!   every call; each departure carries its enqueue and dequeue times and
+//!   the depths (in packets, before its own enqueue and after its own
+//!   dequeue) of its queue and of its port's queues together;
+//! - cost when unused: nothing is allocated for a port until a packet or a
+//!   setting names it; [`EgressQueues::shaping`] says whether any rate is
+//!   set: when none is, no packet ever waits for time, and a caller may
+//!   hand departures straight on in the batch that queued them.
+//!
+//! Concurrency: none inside; a worker owns its queues (`&mut self` for
+//! everything that changes them).
+
+use std::collections::VecDeque;
+
+/// bmv2's default depth of an egress queue, in packets.
+pub const DEFAULT_DEPTH: usize = 64;
+
+/// Highest port number the queues accept (bmv2's 9-bit ports, 0-511).
+pub const MAX_PORT: u32 = 511;
+
+/// Burst of a bits-per-second rate unless given: one 1 500-byte frame.
+pub const DEFAULT_BURST_BITS: u64 = 1500 * 8;
+
+/// A rate limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    /// At most this many packets per second, paced (no burst).
+    PacketsPerSecond(f64),
+    /// At most this many bits per second of frame bytes, with a burst of
+    /// `burst_bits`.
+    BitsPerSecond { bits: f64, burst_bits: u64 },
+}
+
+impl Rate {
+    /// Bits per second with the default burst.
+    pub fn bits_per_second(bits: f64) -> Rate {
+        Rate::BitsPerSecond { bits, burst_bits: DEFAULT_BURST_BITS }
+    }
+}
+
+/// A token bucket in tokens (packets, or bits) per nanosecond.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    rate: Rate,
+    per_ns: f64,
+    burst: f64,
+    tokens: f64,
+    last_ns: u64,
+}
+
+impl Bucket {
+    fn new(rate: Rate, now_ns: u64) -> Bucket {
+        let (per_ns, burst) = match rate {
+            Rate::PacketsPerSecond(p) => (p / 1e9, 1.0),
+            Rate::BitsPerSecond { bits, burst_bits } => (bits / 1e9, burst_bits.max(1) as f64),
+        };
+        Bucket { rate, per_ns, burst, tokens: burst, last_ns: now_ns }
+    }
+
+    fn cost(&self, bytes: u32) -> f64 {
+        match self.rate {
+            Rate::PacketsPerSecond(_) => 1.0,
+            Rate::BitsPerSecond { .. } => f64::from(bytes) * 8.0,
+        }
+    }
+
+    fn refill(&mut self, now_ns: u64) {
+        if now_ns > self.last_ns {
+            self.tokens = (self.tokens + (now_ns - self.last_ns) as f64 * self.per_ns).min(self.burst);
+            self.last_ns = now_ns;
+        }
+    }
+
+    /// What a packet of `bytes` needs in the bucket to leave: its cost, or
+    /// the whole burst for a packet costlier than the burst (it then
+    /// leaves the bucket in debt, so the average rate holds).
+    fn need(&self, bytes: u32) -> f64 {
+        self.cost(bytes).min(self.burst)
+    }
+
+    /// Whether a packet of `bytes` may leave at `now_ns`.
+    fn allows(&mut self, bytes: u32, now_ns: u64) -> bool {
+        self.refill(now_ns);
+        self.tokens + 1e-9 >= self.need(bytes)
+    }
+
+    fn take(&mut self, bytes: u32) {
+        self.tokens -= self.cost(bytes);
+    }
+
+    /// When a packet of `bytes` may leave (`now_ns` or later; never for a
+    /// zero rate).
+    fn ready_at(&mut self, bytes: u32, now_ns: u64) -> Option<u64> {
+        self.refill(now_ns);
+        let missing = self.need(bytes) - self.tokens;
+        if missing <= 1e-9 {
+            return Some(now_ns);
+        }
+        if self.per_ns <= 0.0 {
+            return None;
+        }
+        Some(now_ns + (missing / self.per_ns).ceil() as u64)
+    }
+}
+
+/// Counters of one queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Packets queued.
+    pub enqueued: u64,
+    /// Packets that left.
+    pub dequeued: u64,
+    /// Bytes that left.
+    pub dequeued_bytes: u64,
+    /// Packets dropped at a full queue.
+    pub dropped: u64,
+}
+
+struct Held<T> {
+    item: T,
+    bytes: u32,
+    enq_ns: u64,
+    enq_depth: u32,
+    enq_port_depth: u32,
+}
+
+struct Queue<T> {
+    items: VecDeque<Held<T>>,
+    depth: usize,
+    rate: Option<Bucket>,
+    stats: QueueStats,
+}
+
+impl<T> Queue<T> {
+    fn new(depth: usize) -> Queue<T> {
+        Queue { items: VecDeque::new(), depth, rate: None, stats: QueueStats::default() }
+    }
+}
+
+struct PortQueues<T> {
+    queues: Vec<Queue<T>>,
+    rate: Option<Bucket>,
+    queued: usize,
+}
+
+/// A packet leaving its queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Departure<T> {
+    /// What was queued.
+    pub item: T,
+    /// Its port.
+    pub port: u32,
+    /// Its queue (0 = lowest priority).
+    pub queue: usize,
+    /// Its frame's bytes, as given at enqueue.
+    pub bytes: u32,
+    /// When it was queued (ns, the caller's clock).
+    pub enq_ns: u64,
+    /// When it left.
+    pub deq_ns: u64,
+    /// Packets in its queue when it arrived (before it).
+    pub enq_depth: u32,
+    /// Packets in its port's queues together when it arrived.
+    pub enq_port_depth: u32,
+    /// Packets left in its queue after it left.
+    pub deq_depth: u32,
+    /// Packets left in its port's queues together after it left.
+    pub deq_port_depth: u32,
+}
+
+/// What [`EgressQueues::enqueue`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Enqueue<T> {
+    /// Queued behind `depth` packets of its queue.
+    Queued { depth: u32 },
+    /// The queue was full (or the port out of range): dropped and counted;
+    /// the item comes back.
+    Dropped(T),
+}
+
+/// Every port's queues (see the module documentation).
+pub struct EgressQueues<T> {
+    priorities: usize,
+    default_depth: usize,
+    /// The rate of every queue of ports yet to come (set for all ports).
+    default_rate: Option<Rate>,
+    ports: Vec<Option<PortQueues<T>>>,
+    queued: usize,
+    rates: usize,
+    /// Packets dropped because their port was beyond [`MAX_PORT`].
+    pub out_of_range: u64,
+}
+
+impl<T> EgressQueues<T> {
+    /// Queues of `priorities` levels (at least 1) and the default depth.
+    pub fn new(priorities: usize) -> EgressQueues<T> {
+        EgressQueues {
+            priorities: priorities.max(1),
+            default_depth: DEFAULT_DEPTH,
+            default_rate: None,
+            ports: Vec::new(),
+            queued: 0,
+            rates: 0,
+            out_of_range: 0,
+        }
+    }
+
+    /// Priority levels per port.
+    pub fn priorities(&self) -> usize {
+        self.priorities
+    }
+
+    /// Packets waiting, all ports together.
+    pub fn len(&self) -> usize {
+        self.queued
+    }
+
+    /// Whether no packet waits.
+    pub fn is_empty(&self) -> bool {
+        self.queued == 0
+    }
+
+    /// Whether any rate is set (otherwise no packet ever waits for time).
+    pub fn shaping(&self) -> bool {
+        self.rates > 0
+    }
+
+    /// `port`'s queues, made (with the defaults) on first use; `None` out of range.
+    fn port_mut(&mut self, port: u32, now_ns: u64) -> Option<&mut PortQueues<T>> {
+        if port > MAX_PORT {
+            return None;
+        }
+        let i = port as usize;
+        if self.ports.len() <= i {
+            self.ports.resize_with(i + 1, || None);
+        }
+        if self.ports[i].is_none() {
+            let (n, depth, rate) = (self.priorities, self.default_depth, self.default_rate);
+            let queues =
+                (0..n).map(|_| Queue { rate: rate.map(|r| Bucket::new(r, now_ns)), ..Queue::new(depth) }).collect();
+            self.rates += if rate.is_some() { n } else { 0 };
+            self.ports[i] = Some(PortQueues { queues, rate: None, queued: 0 });
+        }
+        self.ports[i].as_mut()
+    }
+
+    /// The queues named by `port` (`None`: every port, the ones to come
+    /// included) and `queue` (`None`: every queue of the port).
+    fn each_queue(
+        &mut self,
+        port: Option<u32>,
+        queue: Option<usize>,
+        now_ns: u64,
+        mut f: impl FnMut(&mut Queue<T>),
+    ) -> bool {
+        if queue.is_some_and(|q| q >= self.priorities) {
+            return false;
+        }
+        let ports: Vec<u32> = match port {
+            Some(p) if p > MAX_PORT => return false,
+            Some(p) => vec![p],
+            None => (0..self.ports.len() as u32).filter(|&p| self.ports[p as usize].is_some()).collect(),
+        };
+        for p in ports {
+            let pq = self.port_mut(p, now_ns).expect("port in range");
+            match queue {
+                Some(q) => f(&mut pq.queues[q]),
+                None => pq.queues.iter_mut().for_each(&mut f),
+            }
+        }
+        true
+    }
+
+    /// Sets the depth (packets, at least 1) of a queue, of every queue of a
+    /// port, or of every queue (ports not yet seen included: `port` None).
+    /// Packets already beyond a smaller depth stay. False for a port or
+    /// queue out of range.
+    pub fn set_depth(&mut self, port: Option<u32>, queue: Option<usize>, depth: usize) -> bool {
+        let depth = depth.max(1);
+        if port.is_none() && queue.is_none() {
+            self.default_depth = depth;
+        }
+        self.each_queue(port, queue, 0, |q| q.depth = depth)
+    }
+
+    /// Sets (or with `None` removes) the rate of a queue, of every queue of a
+    /// port, or of every queue (ports not yet seen included: `port` None).
+    /// False for a port or queue out of range.
+    pub fn set_queue_rate(&mut self, port: Option<u32>, queue: Option<usize>, rate: Option<Rate>, now_ns: u64) -> bool {
+        if port.is_none() && queue.is_none() {
+            self.default_rate = rate;
+        }
+        let mut delta: isize = 0;
+        let ok = self.each_queue(port, queue, now_ns, |q| {
+            delta += isize::from(rate.is_some()) - isize::from(q.rate.is_some());
+            q.rate = rate.map(|r| Bucket::new(r, now_ns));
+        });
+        self.rates = (self.rates as isize + delta) as usize;
+        ok
+    }
+
+    /// Sets (or removes) the rate of a port, all its queues together.
+    pub fn set_port_rate(&mut self, port: u32, rate: Option<Rate>, now_ns: u64) -> bool {
+        let Some(pq) = self.port_mut(port, now_ns) else { return false };
+        let delta = isize::from(rate.is_some()) - isize::from(pq.rate.is_some());
+        pq.rate = rate.map(|r| Bucket::new(r, now_ns));
+        self.rates = (self.rates as isize + delta) as usize;
+        true
+    }
+
+    /// Queues `item` (a frame of `bytes`) on `port`'s queue `queue`
+    /// (clamped to the highest priority).
+    pub fn enqueue(&mut self, port: u32, queue: usize, bytes: u32, item: T, now_ns: u64) -> Enqueue<T> {
+        let queue = queue.min(self.priorities - 1);
+        let Some(pq) = self.port_mut(port, now_ns) else {
+            self.out_of_range += 1;
+            return Enqueue::Dropped(item);
+        };
+        let port_depth = pq.queued as u32;
+        let q = &mut pq.queues[queue];
+        if q.items.len() >= q.depth {
+            q.stats.dropped += 1;
+            return Enqueue::Dropped(item);
+        }
+        let depth = q.items.len() as u32;
+        q.items.push_back(Held { item, bytes, enq_ns: now_ns, enq_depth: depth, enq_port_depth: port_depth });
+        q.stats.enqueued += 1;
+        pq.queued += 1;
+        self.queued += 1;
+        Enqueue::Queued { depth }
+    }
+
+    /// Hands `out` every packet allowed to leave at `now_ns`, at most
+    /// `budget` of them, port by port, each port's in strict priority.
+    /// Returns how many left.
+    pub fn dequeue(&mut self, now_ns: u64, budget: usize, mut out: impl FnMut(Departure<T>)) -> usize {
+        let mut sent = 0;
+        if self.queued == 0 {
+            return 0;
+        }
+        for (p, slot) in self.ports.iter_mut().enumerate() {
+            let Some(pq) = slot else { continue };
+            while sent < budget && pq.queued > 0 {
+                // The highest queue with a packet its own rate lets go.
+                let pick = (0..pq.queues.len()).rev().find(|&i| {
+                    let q = &mut pq.queues[i];
+                    match (q.items.front(), q.rate.as_mut()) {
+                        (None, _) => false,
+                        (Some(_), None) => true,
+                        (Some(h), Some(b)) => b.allows(h.bytes, now_ns),
+                    }
+                });
+                let Some(i) = pick else { break };
+                let bytes = pq.queues[i].items.front().map_or(0, |h| h.bytes);
+                if let Some(b) = pq.rate.as_mut() {
+                    if !b.allows(bytes, now_ns) {
+                        break;
+                    }
+                    b.take(bytes);
+                }
+                let q = &mut pq.queues[i];
+                if let Some(b) = q.rate.as_mut() {
+                    b.take(bytes);
+                }
+                let h = q.items.pop_front().expect("picked a non-empty queue");
+                q.stats.dequeued += 1;
+                q.stats.dequeued_bytes += u64::from(h.bytes);
+                pq.queued -= 1;
+                self.queued -= 1;
+                sent += 1;
+                out(Departure {
+                    item: h.item,
+                    port: p as u32,
+                    queue: i,
+                    bytes: h.bytes,
+                    enq_ns: h.enq_ns,
+                    deq_ns: now_ns,
+                    enq_depth: h.enq_depth,
+                    enq_port_depth: h.enq_port_depth,
+                    deq_depth: q.items.len() as u32,
+                    deq_port_depth: pq.queued as u32,
+                });
+            }
+            if sent == budget {
+                break;
+            }
+        }
+        sent
+    }
+
+    /// The earliest time at which a waiting packet may leave (`now_ns` when
+    /// one may leave now; `None` when none waits or none ever can: a zero rate).
+    pub fn next_departure(&mut self, now_ns: u64) -> Option<u64> {
+        let mut best: Option<u64> = None;
+        for pq in self.ports.iter_mut().flatten() {
+            if pq.queued == 0 {
+                continue;
+            }
+            let mut port_best: Option<u64> = None;
+            let mut head_bytes = 0;
+            for q in pq.queues.iter_mut().rev() {
+                let Some(h) = q.items.front() else { continue };
+                let t = match q.rate.as_mut() {
+                    None => Some(now_ns),
+                    Some(b) => b.ready_at(h.bytes, now_ns),
+                };
+                if let Some(t) = t {
+                    if port_best.is_none_or(|b| t < b) {
+                        port_best = Some(t);
+                        head_bytes = h.bytes;
+                    }
+                }
+            }
+            let Some(mut t) = port_best else { continue };
+            if let Some(b) = pq.rate.as_mut() {
+                match b.ready_at(head_bytes, t) {
+                    Some(u) => t = t.max(u),
+                    None => continue,
+                }
+            }
+            if best.is_none_or(|b| t < b) {
+                best = Some(t);
+            }
+        }
+        best
+    }
+
+    /// The counters of `port`'s queue `queue` (zeros for one never used).
+    pub fn stats(&self, port: u32, queue: usize) -> QueueStats {
+        self.ports
+            .get(port as usize)
+            .and_then(|p| p.as_ref())
+            .and_then(|p| p.queues.get(queue))
+            .map_or_else(QueueStats::default, |q| q.stats)
+    }
+
+    /// Packets waiting in `port`'s queue `queue`.
+    pub fn depth(&self, port: u32, queue: usize) -> usize {
+        self.ports
+            .get(port as usize)
+            .and_then(|p| p.as_ref())
+            .and_then(|p| p.queues.get(queue))
+            .map_or(0, |q| q.items.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn drain(q: &mut EgressQueues<u32>, now: u64) -> Vec<Departure<u32>> {
+        let mut v = Vec::new();
+        q.dequeue(now, usize::MAX, |d| v.push(d));
+        v
+    }
+
+    #[test]
+    fn fifo_without_rates_and_tail_drop_at_the_default_depth() {
+        let mut q = EgressQueues::new(1);
+        assert!(!q.shaping());
+        for i in 0..70 {
+            let r = q.enqueue(3, 0, 100, i, 0);
+            if i < 64 {
+                assert_eq!(r, Enqueue::Queued { depth: i });
+            } else {
+                assert_eq!(r, Enqueue::Dropped(i));
+            }
+        }
+        assert_eq!(q.stats(3, 0).dropped, 6);
+        assert_eq!(q.next_departure(5), Some(5));
+        let out = drain(&mut q, 5);
+        assert_eq!(out.iter().map(|d| d.item).collect::<Vec<_>>(), (0..64).collect::<Vec<_>>());
+        assert_eq!(out[0].deq_depth, 63);
+        assert_eq!(out[63].deq_depth, 0);
+        assert_eq!(out[10].enq_depth, 10);
+        assert!(q.is_empty());
+        assert_eq!(q.next_departure(6), None);
+    }
+
+    #[test]
+    fn strict_priority_serves_the_highest_queue_first() {
+        let mut q = EgressQueues::new(3);
+        q.enqueue(1, 0, 64, 10, 0);
+        q.enqueue(1, 2, 64, 20, 0);
+        q.enqueue(1, 1, 64, 30, 0);
+        q.enqueue(1, 2, 64, 21, 0);
+        q.enqueue(1, 9, 64, 22, 0); // clamped to the highest
+        let out = drain(&mut q, 0);
+        assert_eq!(
+            out.iter().map(|d| (d.item, d.queue)).collect::<Vec<_>>(),
+            [(20, 2), (21, 2), (22, 2), (30, 1), (10, 0)]
+        );
+        assert_eq!(out[0].enq_port_depth, 1);
+        assert_eq!(out[0].deq_port_depth, 4);
+    }
+
+    #[test]
+    fn packets_per_second_paces_departures() {
+        let mut q = EgressQueues::new(1);
+        assert!(q.set_queue_rate(Some(2), Some(0), Some(Rate::PacketsPerSecond(1000.0)), 0));
+        assert!(q.shaping());
+        for i in 0..50 {
+            q.enqueue(2, 0, 1500, i, 0);
+        }
+        // One at once (the bucket starts full), then one per millisecond.
+        let mut left = drain(&mut q, 0).len();
+        assert_eq!(left, 1);
+        let mut now = 0;
+        while !q.is_empty() {
+            let t = q.next_departure(now).expect("a rate above zero");
+            assert!(t > now);
+            now = t;
+            let out = drain(&mut q, now);
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].deq_ns - out[0].enq_ns, now);
+            left += 1;
+        }
+        assert_eq!(left, 50);
+        // 49 gaps of 1 ms.
+        assert!((49 * MS..49 * MS + 50).contains(&now), "{now}");
+    }
+
+    #[test]
+    fn bits_per_second_holds_the_rate_within_one_percent() {
+        for bits in [1e6, 1e8, 1e10] {
+            let mut q = EgressQueues::new(1);
+            q.set_port_rate(0, Some(Rate::bits_per_second(bits)), 0);
+            let mut now = 0;
+            let mut sent_bits = 0u64;
+            let mut next = 0u32;
+            // Keep the queue full for a simulated interval of 10 000 frames' time.
+            let frame = 1000u32;
+            let span = (10_000.0 * f64::from(frame) * 8.0 / bits * 1e9) as u64;
+            while now < span {
+                while q.depth(0, 0) < 64 {
+                    q.enqueue(0, 0, frame, next, now);
+                    next += 1;
+                }
+                for d in drain(&mut q, now) {
+                    sent_bits += u64::from(d.bytes) * 8;
+                }
+                now = q.next_departure(now).expect("frames wait");
+            }
+            let achieved = sent_bits as f64 / (span as f64 / 1e9);
+            assert!((achieved / bits - 1.0).abs() < 0.01, "{bits} b/s: achieved {achieved}");
+        }
+    }
+
+    #[test]
+    fn a_rate_limited_high_queue_does_not_hold_back_a_lower_one() {
+        let mut q = EgressQueues::new(2);
+        q.set_queue_rate(Some(0), Some(1), Some(Rate::PacketsPerSecond(1.0)), 0);
+        q.enqueue(0, 1, 64, 1, 0);
+        q.enqueue(0, 1, 64, 2, 0);
+        q.enqueue(0, 0, 64, 3, 0);
+        let out = drain(&mut q, 10);
+        assert_eq!(out.iter().map(|d| d.item).collect::<Vec<_>>(), [1, 3]);
+        // The bucket was full at 0 and emptied at 10 ns: one token a second later.
+        assert_eq!(q.next_departure(10), Some(1_000_000_010));
+    }
+
+    #[test]
+    fn a_congested_low_class_leaves_the_high_class_untouched() {
+        // A port paced at 1 000 packets/s; the low class offers 2 000/s and
+        // fills its queue, the high class 100/s and never waits more than
+        // one departure.
+        let mut q = EgressQueues::new(2);
+        q.set_port_rate(5, Some(Rate::PacketsPerSecond(1000.0)), 0);
+        let (mut low_drop, mut high_delay_max, mut low_delay_max) = (0, 0, 0);
+        for step in 0..20_000u64 {
+            let now = step * MS / 2; // every 0.5 ms
+            if let Enqueue::Dropped(_) = q.enqueue(5, 0, 100, 0, now) {
+                low_drop += 1;
+            }
+            if step % 20 == 0 {
+                assert!(matches!(q.enqueue(5, 1, 100, 1, now), Enqueue::Queued { .. }));
+            }
+            q.dequeue(now, usize::MAX, |d| {
+                let delay = d.deq_ns - d.enq_ns;
+                if d.item == 1 {
+                    high_delay_max = high_delay_max.max(delay);
+                } else {
+                    low_delay_max = low_delay_max.max(delay);
+                }
+            });
+        }
+        assert!(low_drop > 4000, "{low_drop}");
+        assert!(high_delay_max <= MS, "{high_delay_max}");
+        assert!(low_delay_max >= 60 * MS, "{low_delay_max}");
+        assert_eq!(q.stats(5, 1).dropped, 0);
+    }
+
+    #[test]
+    fn settings_out_of_range_are_refused_and_depths_apply_to_new_ports() {
+        let mut q: EgressQueues<u32> = EgressQueues::new(2);
+        assert!(!q.set_depth(Some(512), None, 10));
+        assert!(!q.set_depth(None, Some(2), 10));
+        assert!(q.set_depth(None, None, 2));
+        q.enqueue(7, 0, 64, 1, 0);
+        q.enqueue(7, 0, 64, 2, 0);
+        assert_eq!(q.enqueue(7, 0, 64, 3, 0), Enqueue::Dropped(3));
+        assert_eq!(q.enqueue(600, 0, 64, 4, 0), Enqueue::Dropped(4));
+        assert_eq!(q.out_of_range, 1);
+        assert!(q.set_queue_rate(None, None, Some(Rate::PacketsPerSecond(10.0)), 0));
+        assert!(q.shaping());
+        assert!(q.set_queue_rate(None, None, None, 0));
+        assert!(!q.shaping());
+    }
+}
