@@ -106,7 +106,7 @@ impl Bucket {
 
     /// When a packet of `bytes` may leave (`now_ns` or later; never for a
     /// zero rate).
-    fn ready_at(&mut self, bytes: u32, now_ns: u64) -> Option<u64> {
+    fn ready_at(mut self, bytes: u32, now_ns: u64) -> Option<u64> {
         self.refill(now_ns);
         let missing = self.need(bytes) - self.tokens;
         if missing <= 1e-9 {
@@ -406,17 +406,17 @@ impl<T> EgressQueues<T> {
 
     /// The earliest time at which a waiting packet may leave (`now_ns` when
     /// one may leave now; `None` when none waits or none ever can: a zero rate).
-    pub fn next_departure(&mut self, now_ns: u64) -> Option<u64> {
+    pub fn next_departure(&self, now_ns: u64) -> Option<u64> {
         let mut best: Option<u64> = None;
-        for pq in self.ports.iter_mut().flatten() {
+        for pq in self.ports.iter().flatten() {
             if pq.queued == 0 {
                 continue;
             }
             let mut port_best: Option<u64> = None;
             let mut head_bytes = 0;
-            for q in pq.queues.iter_mut().rev() {
+            for q in pq.queues.iter().rev() {
                 let Some(h) = q.items.front() else { continue };
-                let t = match q.rate.as_mut() {
+                let t = match q.rate {
                     None => Some(now_ns),
                     Some(b) => b.ready_at(h.bytes, now_ns),
                 };
@@ -428,7 +428,7 @@ impl<T> EgressQueues<T> {
                 }
             }
             let Some(mut t) = port_best else { continue };
-            if let Some(b) = pq.rate.as_mut() {
+            if let Some(b) = pq.rate {
                 match b.ready_at(head_bytes, t) {
                     Some(u) => t = t.max(u),
                     None => continue,
@@ -439,6 +439,35 @@ impl<T> EgressQueues<T> {
             }
         }
         best
+    }
+
+    /// Queues of the same settings (priorities, depths, rates, their
+    /// buckets full) holding nothing, counters at zero: for a replica.
+    pub fn settings_copy<U>(&self, now_ns: u64) -> EgressQueues<U> {
+        let fresh = |b: &Option<Bucket>| b.map(|b| Bucket::new(b.rate, now_ns));
+        EgressQueues {
+            priorities: self.priorities,
+            default_depth: self.default_depth,
+            default_rate: self.default_rate,
+            ports: self
+                .ports
+                .iter()
+                .map(|p| {
+                    p.as_ref().map(|p| PortQueues {
+                        queues: p
+                            .queues
+                            .iter()
+                            .map(|q| Queue { rate: fresh(&q.rate), ..Queue::new(q.depth) })
+                            .collect(),
+                        rate: fresh(&p.rate),
+                        queued: 0,
+                    })
+                })
+                .collect(),
+            queued: 0,
+            rates: self.rates,
+            out_of_range: 0,
+        }
     }
 
     /// The counters of `port`'s queue `queue` (zeros for one never used).

@@ -109,6 +109,20 @@ impl DataPlane for Switch {
         self.stats
     }
 
+    /// Queued packets whose time has come leave (egress queues with rates).
+    fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, _now_ns: u64, emit: &mut E) {
+        if self.queued_packets() > 0 {
+            let now = self.clock_us();
+            self.release_queued_at(now, &mut |p, d| emit(p, d));
+        }
+    }
+
+    /// Until the next queued packet may leave, when queues with rates hold some.
+    fn tick_interval(&self) -> Option<std::time::Duration> {
+        let at = self.next_queue_departure_us()?;
+        Some(std::time::Duration::from_micros(at.saturating_sub(self.clock_us())))
+    }
+
     fn drain_notifications(&mut self, to: &mut dyn FnMut(Digest)) {
         self.drain_digests(to);
     }

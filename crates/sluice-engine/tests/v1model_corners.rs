@@ -593,3 +593,126 @@ fn a_calculation_constant_needs_a_bitwidth_and_no_sign() {
     let e = sluice_engine::load_switch(&program.to_string()).err().expect("refused").to_string();
     assert!(e.starts_with("calculations[1].input[1]") && e.contains("negative"), "{e}");
 }
+
+// ------------------------------------------------------------ egress queues
+
+/// A program whose `q` header carries a priority (3 bits, then 5 of
+/// padding) that ingress copies to `standard_metadata.priority` (egress
+/// port 1), and three 32-bit fields egress fills with `enq_qdepth`,
+/// `deq_timedelta` and `deq_qdepth`, as p4c emits `hdr.q.x = (bit<32>)
+/// standard_metadata.y`.
+fn queue_program() -> Value {
+    let widen =
+        |f: &str| json!({"type": "expression", "value": {"op": "&", "left": std_f(f), "right": hex("0xffffffff")}});
+    json!({
+        "header_types": [
+            {"name": "scalars_0", "id": 0, "fields": []},
+            std_meta_type(1),
+            {"name": "q_t", "id": 2, "fields": [["prio", 3, false], ["pad", 5, false], ["enq_qdepth", 32, false],
+                ["deq_timedelta", 32, false], ["deq_qdepth", 32, false]]}
+        ],
+        "headers": [
+            {"name": "scalars", "id": 0, "header_type": "scalars_0", "metadata": true},
+            {"name": "standard_metadata", "id": 1, "header_type": "standard_metadata", "metadata": true},
+            {"name": "q", "id": 2, "header_type": "q_t", "metadata": false}
+        ],
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start",
+            "parse_states": [state(0, "start", vec![extract("q")], vec![], &[], None)]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["q"]}],
+        "actions": [
+            action(0, "to_port_1", vec![
+                assign(std_f("egress_spec"), hex("0x0001")),
+                assign(std_f("priority"), field("q", "prio")),
+            ]),
+            action(1, "report", vec![
+                assign(field("q", "enq_qdepth"), widen("enq_qdepth")),
+                assign(field("q", "deq_timedelta"), widen("deq_timedelta")),
+                assign(field("q", "deq_qdepth"), widen("deq_qdepth")),
+            ]),
+        ],
+        "pipelines": [
+            pipeline(0, "ingress", Some("tbl_to_port_1"), vec![call(0, "tbl_to_port_1", 0, "to_port_1", None)], vec![]),
+            pipeline(1, "egress", Some("tbl_report"), vec![call(1, "tbl_report", 1, "report", None)], vec![])
+        ]
+    })
+}
+
+/// A packet of priority `prio` whose payload byte is `tag`.
+fn queued_packet(prio: u8, tag: u8) -> Vec<u8> {
+    let mut p = vec![prio << 5];
+    p.extend_from_slice(&[0xee; 12]);
+    p.push(tag);
+    p
+}
+
+/// `(tag, enq_qdepth, deq_timedelta, deq_qdepth)` of a packet that left.
+fn queue_report(b: &[u8]) -> (u8, u32, u32, u32) {
+    let word = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+    (b[13], word(1), word(5), word(9))
+}
+
+fn released(sw: &mut Switch, now_us: u64) -> Vec<(u8, u32, u32, u32)> {
+    let mut out = Vec::new();
+    sw.release_queued_at(now_us, &mut |port, b| {
+        assert_eq!(port, 1);
+        out.push(queue_report(b));
+    });
+    out
+}
+
+#[test]
+fn a_paced_egress_queue_fills_drops_when_full_and_reports_depths_and_delay() {
+    for (mode, mut sw) in switches(&queue_program(), &[]) {
+        // One packet per second on port 1: bmv2's `set_queue_rate 1 1`.
+        assert!(sw.set_queue_rate(Some(1), None, 1), "{mode:?}");
+        let mut sent = Vec::new();
+        for tag in 0..70u8 {
+            sw.process_at(0, &queued_packet(0, tag), 0, &mut |_, b| sent.push(b.to_vec()));
+        }
+        assert!(sent.is_empty(), "{mode:?}: with a rate, packets leave only when released");
+        // bmv2's default depth: 64 queued, the other 6 dropped.
+        assert_eq!(sw.queued_packets(), 64, "{mode:?}");
+        assert_eq!(sw.queue_drops(1, 0), 6, "{mode:?}");
+        assert_eq!(sw.stats.dropped, 6, "{mode:?}");
+        // The bucket starts full: one leaves at once, the next a second later.
+        assert_eq!(released(&mut sw, 0), [(0, 0, 0, 63)], "{mode:?}");
+        assert_eq!(sw.next_queue_departure_us(), Some(1_000_000), "{mode:?}");
+        assert!(released(&mut sw, 999_999).is_empty(), "{mode:?}");
+        assert_eq!(released(&mut sw, 1_000_000), [(1, 1, 1_000_000, 62)], "{mode:?}");
+        // Each packet reports the queue it found: the depth grows with the queue.
+        assert_eq!(released(&mut sw, 3_000_000), [(2, 2, 3_000_000, 61)], "{mode:?}");
+    }
+}
+
+#[test]
+fn a_high_priority_class_leaves_before_a_congested_low_one_untouched() {
+    for (mode, mut sw) in switches(&queue_program(), &[]) {
+        sw.set_priority_queues(2);
+        // The low class (priority 0) paced at 1 packet/s, the high one not.
+        assert!(sw.set_queue_rate(Some(1), Some(0), 1), "{mode:?}");
+        for tag in 0..20u8 {
+            sw.process_at(0, &queued_packet(0, tag), 0, &mut |_, _| {});
+        }
+        sw.process_at(0, &queued_packet(1, 100), 10, &mut |_, _| {});
+        let out = released(&mut sw, 10);
+        // Strict priority: the high packet first, without delay or queue; then
+        // the one low packet the rate allows.
+        assert_eq!(out, [(100, 0, 0, 0), (0, 0, 10, 19)], "{mode:?}");
+        // A priority beyond the queues is dropped, as bmv2 does.
+        let before = sw.stats.dropped;
+        sw.process_at(0, &queued_packet(5, 101), 20, &mut |_, _| {});
+        assert_eq!(sw.stats.dropped, before + 1, "{mode:?}");
+    }
+}
+
+#[test]
+fn priority_queues_without_rates_send_in_the_same_batch() {
+    for (mode, mut sw) in switches(&queue_program(), &[]) {
+        sw.set_priority_queues(8);
+        let out = run(&mut sw, &queued_packet(3, 7));
+        assert_eq!(out.len(), 1, "{mode:?}");
+        assert_eq!(queue_report(&out[0].1), (7, 0, 0, 0), "{mode:?}");
+        assert_eq!(sw.queued_packets(), 0, "{mode:?}");
+        assert_eq!(sw.next_queue_departure_us(), None, "{mode:?}");
+    }
+}

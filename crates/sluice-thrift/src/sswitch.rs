@@ -55,21 +55,50 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
             let port = pool.view().mirror_session(id).and_then(|s| s.port).map_or(-1, |p| p as i32);
             Ok(Some(Val::I32(port)))
         }
-        // Sluice sends each packet as soon as it is processed: there is no
-        // egress queue to size or pace. The calls succeed (status 0) and
-        // change nothing; the README says so.
-        "set_egress_queue_depth"
-        | "set_all_egress_queue_depths"
-        | "set_egress_queue_rate"
-        | "set_all_egress_queue_rates"
-        | "set_egress_priority_queue_depth"
-        | "set_egress_priority_queue_rate" => Ok(Some(Val::I32(0))),
+        // The egress queues (the engine's traffic manager): status 0 when
+        // set, 1 for a port or priority out of range.
+        "set_egress_queue_depth" | "set_all_egress_queue_depths" | "set_egress_priority_queue_depth" => {
+            let (port, priority, depth) = match method {
+                "set_all_egress_queue_depths" => (None, None, a.i32(1, "depth_pkts")?),
+                "set_egress_queue_depth" => (Some(a.i32(1, "port_num")?), None, a.i32(2, "depth_pkts")?),
+                _ => (Some(a.i32(1, "port_num")?), Some(a.i32(2, "priority")?), a.i32(3, "depth_pkts")?),
+            };
+            let Some((port, priority)) = queue_of(port, priority) else { return Ok(Some(Val::I32(1))) };
+            let depth = depth.max(1) as usize;
+            let ok = pool.apply(move |sw, _| if sw.set_queue_depth(port, priority, depth) { Ok(()) } else { Err(()) });
+            Ok(Some(Val::I32(if ok.is_ok() { 0 } else { 1 })))
+        }
+        "set_egress_queue_rate" | "set_all_egress_queue_rates" | "set_egress_priority_queue_rate" => {
+            let (port, priority, rate) = match method {
+                "set_all_egress_queue_rates" => (None, None, a.i64(1, "rate_pps")?),
+                "set_egress_queue_rate" => (Some(a.i32(1, "port_num")?), None, a.i64(2, "rate_pps")?),
+                _ => (Some(a.i32(1, "port_num")?), Some(a.i32(2, "priority")?), a.i64(3, "rate_pps")?),
+            };
+            let Some((port, priority)) = queue_of(port, priority) else { return Ok(Some(Val::I32(1))) };
+            let rate = rate.max(0) as u64;
+            let ok = pool.apply(move |sw, _| if sw.set_queue_rate(port, priority, rate) { Ok(()) } else { Err(()) });
+            Ok(Some(Val::I32(if ok.is_ok() { 0 } else { 1 })))
+        }
         "get_time_elapsed_us" => Ok(Some(Val::I64(dev.started.elapsed().as_micros() as i64))),
         "get_time_since_epoch_us" => Ok(Some(Val::I64(
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
         ))),
         _ => Err(Fault::Unknown(format!("simple_switch:{method} is not a method of the simple_switch service"))),
     }
+}
+
+/// A queue named by a call: negative numbers are out of range.
+#[allow(clippy::type_complexity)]
+fn queue_of(port: Option<i32>, priority: Option<i32>) -> Option<(Option<u32>, Option<usize>)> {
+    let port = match port {
+        Some(p) => Some(u32::try_from(p).ok()?),
+        None => None,
+    };
+    let priority = match priority {
+        Some(q) => Some(usize::try_from(q).ok()?),
+        None => None,
+    };
+    Some((port, priority))
 }
 
 /// Runs one call of the `psa_switch` service (bmv2's `psa_switch.thrift`).

@@ -157,7 +157,8 @@ impl Switch {
     /// which the control plane changes between batches.
     pub(crate) fn strategy(&self) -> Strategy {
         let big_from = |n: usize| self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= n);
-        let fused = self.trace.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_fast_path());
+        let fused =
+            self.trace.is_none() && self.tm.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_fast_path());
         if fused {
             return Strategy::Fused { prefetch: self.preparse && big_from(FAST_PREFETCH_MIN_ENTRIES) };
         }
@@ -480,7 +481,8 @@ impl Switch {
     /// deparser in one native call), when the program has one and nothing
     /// is being traced.
     fn forward(&mut self, phv: &mut Phv, meta: &mut PktMeta, len: u32) -> Option<crate::jit::Forward> {
-        let compiled = self.compiled.as_ref().filter(|c| c.has_forward() && self.trace.is_none())?;
+        let compiled =
+            self.compiled.as_ref().filter(|c| c.has_forward() && self.trace.is_none() && self.tm.is_none())?;
         let mut ex = Exec {
             plan: &self.plan,
             state: &mut self.state,

@@ -24,10 +24,13 @@ mod deparser;
 mod inspect;
 mod parser;
 mod psa;
+mod queues;
 mod replication;
 
 use std::collections::VecDeque;
 use std::time::Instant;
+
+use sluice_dataplane::egress_queues::EgressQueues;
 
 use crate::checksum::ByteChecksum;
 use crate::control::{Exec, PktMeta};
@@ -86,6 +89,15 @@ pub struct Switch {
     act_buf: Vec<u8>,
     ingress_q: VecDeque<IngressItem>,
     egress_q: VecDeque<EgressItem>,
+    /// The traffic manager: per-port egress queues, made when a priority
+    /// count above one, a depth or a rate is set (`None`: packets go from
+    /// ingress to egress at once, the fast paths stay on).
+    tm: Option<Box<EgressQueues<EgressItem>>>,
+    /// Priority queues per port (`--priority-queues`; 1 by default).
+    priority_queues: usize,
+    /// Set while [`Switch::release_queued_at`] runs: queued packets may
+    /// leave even when rates are set (otherwise they leave only there).
+    tm_release: bool,
     /// Time of the packet being processed, µs since start (read once per packet).
     now: u64,
     hash_buf: sluice_hash::BitPacker,
@@ -187,6 +199,9 @@ impl Switch {
             act_buf: Vec::with_capacity(256),
             ingress_q: VecDeque::new(),
             egress_q: VecDeque::new(),
+            tm: None,
+            priority_queues: 1,
+            tm_release: false,
             now: 0,
             hash_buf: sluice_hash::BitPacker::with_capacity(256),
             mc_buf: Vec::new(),
@@ -238,6 +253,8 @@ impl Switch {
         sw.state = self.state.clone();
         sw.set_mode(self.mode())?;
         sw.max_recirculations = self.max_recirculations;
+        sw.priority_queues = self.priority_queues;
+        sw.tm = self.tm.as_ref().map(|t| Box::new(t.settings_copy(self.now * 1000)));
         sw.set_trace(self.tracing());
         Ok(sw)
     }

@@ -10,7 +10,9 @@
 //! Leaves: a transmitted packet is deparsed and handed to `emit(port,
 //! bytes)` (truncated if asked); a dropped one is counted; a resubmitted or
 //! recirculated one goes back to ingress, at most `max_recirculations`
-//! passes per input. Queues drain egress first, then the next ingress pass.
+//! passes per input. Queues drain egress first, then the next ingress pass;
+//! with a traffic manager (`queues.rs`), packets bound for egress wait in
+//! their port's queue first and run egress when they leave it.
 
 use std::collections::VecDeque;
 
@@ -58,11 +60,11 @@ pub(super) struct Arrival<'a> {
 
 pub(super) struct EgressItem {
     /// Boxed so that queueing a packet moves a pointer, not the PHV's vectors.
-    phv: Box<Phv>,
+    pub(super) phv: Box<Phv>,
     /// Payload bytes (unparsed remainder).
-    payload: Vec<u8>,
-    port: u32,
-    meta: PktMeta,
+    pub(super) payload: Vec<u8>,
+    pub(super) port: u32,
+    pub(super) meta: PktMeta,
     /// The packet's (id, copy id) in the trace (0 when nothing is traced).
     stamp: (u64, u64),
 }
@@ -100,15 +102,29 @@ impl Switch {
         let mut egress = std::mem::take(&mut self.egress_q);
         start(self, &mut ingress, &mut egress, emit);
         let mut passes = 1;
-        while !(egress.is_empty() && ingress.is_empty()) {
-            while let Some(e) = egress.pop_front() {
+        loop {
+            // With a traffic manager, what ingress (or an egress clone) sent
+            // toward egress waits in its port's queue; what may leave now
+            // comes back, and only that runs egress in this round.
+            if self.tm.is_some() {
+                self.through_queues(&mut egress);
+            }
+            if egress.is_empty() && ingress.is_empty() {
+                break;
+            }
+            // Without queues, egress drains in this round, new copies included.
+            let round = if self.tm.is_some() { egress.len() } else { usize::MAX };
+            let mut ran = 0;
+            while ran < round {
+                let Some(e) = egress.pop_front() else { break };
+                ran += 1;
                 if self.plan.psa.is_some() {
                     self.psa_egress(e, &mut ingress, &mut egress, emit);
                 } else {
                     self.egress(e, &mut ingress, &mut egress, emit);
                 }
             }
-            let Some(item) = ingress.pop_front() else { break };
+            let Some(item) = ingress.pop_front() else { continue };
             passes += 1;
             if passes > self.max_recirculations + 1 {
                 self.stats.dropped += 1;
@@ -295,7 +311,7 @@ impl Switch {
         };
         self.trace_note(|| format!("Egress port is {spec}"));
         self.clock.record(STAGE_REPLICATION, timed, 1);
-        if egress.is_empty() {
+        if egress.is_empty() && self.tm.is_none() {
             // Nothing queued ahead of it: egress runs on the borrowed payload.
             self.egress_body(phv, spec as u32, m, &data[payload_start..], ingress, egress, emit);
         } else {

@@ -81,6 +81,9 @@ pub struct LiveOptions {
     pub metrics: Option<String>,
     /// `--name NAME`: the instance's name for `sluice top`.
     pub name: Option<String>,
+    /// `--priority-queues N`: egress queues per port (1: no traffic
+    /// manager until a queue depth or rate is set).
+    pub priority_queues: usize,
 }
 
 impl Default for LiveOptions {
@@ -111,6 +114,7 @@ impl Default for LiveOptions {
             faults: None,
             metrics: None,
             name: None,
+            priority_queues: 1,
         }
     }
 }
@@ -199,9 +203,9 @@ Target options after `--`:
   --disable-swap               refuse a program that would replace the running one (Thrift
                                load_new_config/swap_configs, P4Runtime pipeline changes)
   --drop-port 511              accepted (511 is the drop port)
-  --priority-queues N, --max-mc-groups N, --max-l1-entries N, --max-l2-entries N
-                               accepted with a note: Sluice has no egress queues, and its
-                               multicast tables grow as needed
+  --priority-queues N          N strict-priority egress queues per port (priority chooses one)
+  --max-mc-groups N, --max-l1-entries N, --max-l2-entries N
+                               accepted with a note: Sluice's multicast tables grow as needed
 ";
 
 fn value<'a>(args: &'a [String], i: &mut usize, opt: &str) -> Result<&'a str, String> {
@@ -501,9 +505,7 @@ pub fn simple_switch(args: &[String], grpc: bool, mode: ExecMode) -> Result<(), 
     a.live.cpu_port = a.cpu_port;
     a.live.device_id = a.device_id.unwrap_or(0);
     a.live.mode = mode;
-    if let Some(n) = a.priority_queues {
-        eprintln!("note: --priority-queues {n} accepted; Sluice has no egress queues (packets go to egress at once)");
-    }
+    a.live.priority_queues = a.priority_queues.map_or(1, |n| n.max(1) as usize);
     run(&a.live).map(|_| ())
 }
 
@@ -523,6 +525,9 @@ pub fn run(opts: &LiveOptions) -> Result<LiveStats, String> {
     };
     if sw.mode() != opts.mode {
         sw.set_mode(opts.mode).map_err(|e| e.to_string())?;
+    }
+    if opts.priority_queues > 1 {
+        sw.set_priority_queues(opts.priority_queues);
     }
     if let Some(path) = &opts.restore_state {
         let text = std::fs::read_to_string(path)

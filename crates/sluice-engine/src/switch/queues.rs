@@ -1,0 +1,149 @@
+//! The traffic manager between ingress and egress: bmv2 `simple_switch`'s
+//! egress queues (`--priority-queues`, `set_queue_depth`, `set_queue_rate`).
+//!
+//! Contract. Reads: packets the replication stage sends toward egress, with
+//! their egress port and `standard_metadata.priority`; the queue settings
+//! (priorities per port, depths in packets, rates in packets per second).
+//! Writes: the shared egress queues ([`EgressQueues`]), the queueing
+//! metadata of each packet that leaves (v1model: `enq_timestamp` and
+//! `deq_timedelta` in microseconds, `enq_qdepth` and `deq_qdepth` in packets
+//! of the packet's own queue, as bmv2 reads `size(port, priority)`), the
+//! drop count. Leaves: a packet whose priority is out of range, or whose
+//! queue is full, is dropped and counted (bmv2 drops both); the others
+//! leave in strict priority, paced by the rates. Without any rate, what a
+//! batch queues leaves in that batch; with rates, queued packets leave
+//! only from [`Switch::release_queued_at`] (the data plane's `tick`, which
+//! the packet loop calls when [`Switch::next_queue_departure_us`] comes), so
+//! a departure is never credited to an unrelated input frame.
+//! No queue exists until a setting asks for one: the fast paths (the fused
+//! batch function, egress on the borrowed payload) run only without one.
+
+use std::collections::VecDeque;
+
+use sluice_dataplane::egress_queues::{EgressQueues, Enqueue, Rate};
+
+use super::replication::EgressItem;
+use super::Switch;
+
+impl Switch {
+    fn queues_mut(&mut self) -> &mut EgressQueues<EgressItem> {
+        let n = self.priority_queues;
+        self.tm.get_or_insert_with(|| Box::new(EgressQueues::new(n)))
+    }
+
+    /// Sets the number of priority queues per port (bmv2's
+    /// `--priority-queues`; at least 1). More than one makes the traffic
+    /// manager; packets already queued are dropped (a start-up setting).
+    pub fn set_priority_queues(&mut self, n: usize) {
+        self.priority_queues = n.max(1);
+        if let Some(old) = self.tm.take() {
+            self.stats.dropped += old.len() as u64;
+        }
+        if self.priority_queues > 1 {
+            self.queues_mut();
+        }
+    }
+
+    /// Priority queues per port.
+    pub fn priority_queues(&self) -> usize {
+        self.priority_queues
+    }
+
+    /// Sets the depth in packets of `port`'s queue of `priority` (`None`:
+    /// all of the port's; `port` `None`: every port). False when the port
+    /// (above 511) or the priority is out of range.
+    pub fn set_queue_depth(&mut self, port: Option<u32>, priority: Option<usize>, depth: usize) -> bool {
+        self.queues_mut().set_depth(port, priority, depth)
+    }
+
+    /// Sets the rate in packets per second of `port`'s queue of `priority`
+    /// (as [`Switch::set_queue_depth`]); 0 removes the limit.
+    pub fn set_queue_rate(&mut self, port: Option<u32>, priority: Option<usize>, pps: u64) -> bool {
+        // The switch's time of its last batch: the clock its queues run on.
+        let now = self.now * 1000;
+        let rate = (pps > 0).then_some(Rate::PacketsPerSecond(pps as f64));
+        self.queues_mut().set_queue_rate(port, priority, rate, now)
+    }
+
+    /// Packets waiting in the egress queues.
+    pub fn queued_packets(&self) -> usize {
+        self.tm.as_ref().map_or(0, |t| t.len())
+    }
+
+    /// Packets dropped so far at `port`'s full queue of `priority`.
+    pub fn queue_drops(&self, port: u32, priority: usize) -> u64 {
+        self.tm.as_ref().map_or(0, |t| t.stats(port, priority).dropped)
+    }
+
+    /// Moves what waits in `egress` into the queues, then (without rates,
+    /// or from `release_queued_at`) back what may leave now, with its
+    /// queueing metadata set.
+    pub(super) fn through_queues(&mut self, egress: &mut VecDeque<EgressItem>) {
+        let Some(mut tm) = self.tm.take() else { return };
+        let now_ns = self.now * 1000;
+        while let Some(e) = egress.pop_front() {
+            let priority = self.get_std(&e.phv, self.plan.std.priority) as usize;
+            let dropped = if priority >= tm.priorities() {
+                self.trace_note(|| format!("Priority {priority} out of range, dropping packet"));
+                Some(e)
+            } else {
+                let depth = tm.len();
+                let bytes = e.meta.len_reg;
+                match tm.enqueue(e.port, priority, bytes, e, now_ns) {
+                    Enqueue::Queued { .. } => None,
+                    Enqueue::Dropped(e) => {
+                        self.trace_note(|| format!("Egress queue full ({depth} packets queued), dropping packet"));
+                        Some(e)
+                    }
+                }
+            };
+            if let Some(e) = dropped {
+                self.stats.dropped += 1;
+                self.phv_pool.push(e.phv);
+                self.buf_pool.push(e.payload);
+            }
+        }
+        if !tm.shaping() || self.tm_release {
+            tm.dequeue(now_ns, usize::MAX, |d| {
+                let mut e = d.item;
+                let std = &self.plan.std;
+                self.set_std(&mut e.phv, std.enq_timestamp, u128::from(d.enq_ns / 1000));
+                self.set_std(&mut e.phv, std.enq_qdepth, u128::from(d.enq_depth));
+                self.set_std(&mut e.phv, std.deq_timedelta, u128::from((d.deq_ns - d.enq_ns) / 1000));
+                self.set_std(&mut e.phv, std.deq_qdepth, u128::from(d.deq_depth));
+                egress.push_back(e);
+            });
+        }
+        self.tm = Some(tm);
+    }
+
+    /// Lets every queued packet whose time has come (at `now_us` of this
+    /// switch's clock) leave and run egress; `emit(port, bytes)` gets what
+    /// is sent.
+    pub fn release_queued_at(&mut self, now_us: u64, emit: &mut dyn FnMut(u32, &[u8])) {
+        if self.tm.as_ref().is_none_or(|t| t.is_empty()) {
+            return;
+        }
+        self.now = now_us;
+        self.refresh_views();
+        self.tm_release = true;
+        self.with_queues(emit, |_, _, _, _| {});
+        self.tm_release = false;
+    }
+
+    /// When (µs of this switch's clock) the next queued packet may leave:
+    /// `None` when none waits, or when packets leave with the batch that
+    /// queued them (no rates).
+    pub fn next_queue_departure_us(&self) -> Option<u64> {
+        let tm = self.tm.as_ref()?;
+        if !tm.shaping() {
+            return None;
+        }
+        tm.next_departure(self.now_us() * 1000).map(|ns| ns.div_ceil(1000))
+    }
+
+    /// Microseconds since this switch started (its clock).
+    pub fn clock_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+}
