@@ -175,6 +175,41 @@ fn router_tables_counters_and_errors_through_the_stock_cli() {
     assert_eq!(got.len(), cmds.len());
 }
 
+/// `set_queue_depth` and `set_queue_rate` through the stock CLI size and
+/// pace the router's egress queue of port 2: with a depth of 2 and one
+/// packet a second, of 5 packets routed at once 2 wait, 3 are dropped, and
+/// the first leaves when the queues are released.
+#[test]
+fn egress_queue_depth_and_rate_through_the_stock_cli() {
+    let (dev, port) = thrift_device(&repo().join("examples/router.json"));
+    let (cmds, _) = transcript("router_session.txt");
+    let routes: Vec<String> = cmds.iter().take_while(|c| !c.starts_with("counter_read")).cloned().collect();
+    cli(port, &(routes.join("\n") + "\nset_queue_depth 2 2\nset_queue_rate 1 2\n"));
+    let mut pool = dev.pool();
+    let sw = pool.alone().unwrap();
+    let mut frame = vec![0u8; 60];
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    frame[14] = 0x45;
+    frame[16..18].copy_from_slice(&46u16.to_be_bytes());
+    frame[22] = 64;
+    frame[23] = 17;
+    frame[26..30].copy_from_slice(&[10, 0, 1, 1]);
+    frame[30..34].copy_from_slice(&[10, 0, 2, 1]);
+    let csum = sluice_hash::ipv4_header_checksum(&frame[14..34]);
+    frame[24..26].copy_from_slice(&csum.to_be_bytes());
+    let mut sent = 0;
+    for _ in 0..5 {
+        sw.process_at(1, &frame, 0, &mut |_, _| sent += 1);
+    }
+    assert_eq!(sent, 0, "paced packets leave only when the queues are released");
+    assert_eq!(sw.queued_packets(), 2);
+    assert_eq!(sw.queue_drops(2, 0), 3);
+    let mut out = Vec::new();
+    sw.release_queued_at(0, &mut |p, _| out.push(p));
+    assert_eq!(out, [2], "one packet leaves at once, on the routed port");
+    assert_eq!(sw.next_queue_departure_us(), Some(1_000_000), "the next one a second later");
+}
+
 /// The built-in CLI (`sluice cli`, `--commands`, `replay --then`) answers
 /// every read command with the text the stock CLI prints for the same
 /// state over Thrift: the engine's test program (every match kind but
