@@ -202,7 +202,9 @@ pub struct EgressQueues<T> {
     default_rate: Option<Rate>,
     ports: Vec<Option<PortQueues<T>>>,
     queued: usize,
-    rates: usize,
+    /// Whether any rate is set (the default rate, a port's or a queue's):
+    /// recomputed whenever a rate changes.
+    shaping: bool,
     /// Packets dropped because their port was beyond [`MAX_PORT`].
     pub out_of_range: u64,
 }
@@ -216,7 +218,7 @@ impl<T> EgressQueues<T> {
             default_rate: None,
             ports: Vec::new(),
             queued: 0,
-            rates: 0,
+            shaping: false,
             out_of_range: 0,
         }
     }
@@ -238,7 +240,7 @@ impl<T> EgressQueues<T> {
 
     /// Whether any rate is set (otherwise no packet ever waits for time).
     pub fn shaping(&self) -> bool {
-        self.rates > 0
+        self.shaping
     }
 
     /// `port`'s queues, made (with the defaults) on first use; `None` out of range.
@@ -254,7 +256,6 @@ impl<T> EgressQueues<T> {
             let (n, depth, rate) = (self.priorities, self.default_depth, self.default_rate);
             let queues =
                 (0..n).map(|_| Queue { rate: rate.map(|r| Bucket::new(r, now_ns)), ..Queue::new(depth) }).collect();
-            self.rates += if rate.is_some() { n } else { 0 };
             self.ports[i] = Some(PortQueues { queues, rate: None, queued: 0 });
         }
         self.ports[i].as_mut()
@@ -306,21 +307,22 @@ impl<T> EgressQueues<T> {
         if port.is_none() && queue.is_none() {
             self.default_rate = rate;
         }
-        let mut delta: isize = 0;
-        let ok = self.each_queue(port, queue, now_ns, |q| {
-            delta += isize::from(rate.is_some()) - isize::from(q.rate.is_some());
-            q.rate = rate.map(|r| Bucket::new(r, now_ns));
-        });
-        self.rates = (self.rates as isize + delta) as usize;
+        let ok = self.each_queue(port, queue, now_ns, |q| q.rate = rate.map(|r| Bucket::new(r, now_ns)));
+        self.note_rates();
         ok
+    }
+
+    /// Recomputes [`EgressQueues::shaping`] after a rate changed.
+    fn note_rates(&mut self) {
+        self.shaping = self.default_rate.is_some()
+            || self.ports.iter().flatten().any(|p| p.rate.is_some() || p.queues.iter().any(|q| q.rate.is_some()));
     }
 
     /// Sets (or removes) the rate of a port, all its queues together.
     pub fn set_port_rate(&mut self, port: u32, rate: Option<Rate>, now_ns: u64) -> bool {
         let Some(pq) = self.port_mut(port, now_ns) else { return false };
-        let delta = isize::from(rate.is_some()) - isize::from(pq.rate.is_some());
         pq.rate = rate.map(|r| Bucket::new(r, now_ns));
-        self.rates = (self.rates as isize + delta) as usize;
+        self.note_rates();
         true
     }
 
@@ -465,7 +467,7 @@ impl<T> EgressQueues<T> {
                 })
                 .collect(),
             queued: 0,
-            rates: self.rates,
+            shaping: self.shaping,
             out_of_range: 0,
         }
     }

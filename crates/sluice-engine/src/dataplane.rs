@@ -111,10 +111,8 @@ impl DataPlane for Switch {
 
     /// Queued packets whose time has come leave (egress queues with rates).
     fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, _now_ns: u64, emit: &mut E) {
-        if self.queued_packets() > 0 {
-            let now = self.clock_us();
-            self.release_queued_at(now, &mut |p, d| emit(p, d));
-        }
+        let now = self.clock_us();
+        self.release_queued_at(now, &mut |p, d| emit(p, d));
     }
 
     /// Until the next queued packet may leave, when queues with rates hold some.

@@ -58,24 +58,14 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
         // The egress queues (the engine's traffic manager): status 0 when
         // set, 1 for a port or priority out of range.
         "set_egress_queue_depth" | "set_all_egress_queue_depths" | "set_egress_priority_queue_depth" => {
-            let (port, priority, depth) = match method {
-                "set_all_egress_queue_depths" => (None, None, a.i32(1, "depth_pkts")?),
-                "set_egress_queue_depth" => (Some(a.i32(1, "port_num")?), None, a.i32(2, "depth_pkts")?),
-                _ => (Some(a.i32(1, "port_num")?), Some(a.i32(2, "priority")?), a.i32(3, "depth_pkts")?),
-            };
-            let Some((port, priority)) = queue_of(port, priority) else { return Ok(Some(Val::I32(1))) };
-            let depth = depth.max(1) as usize;
+            let Some((port, priority, at)) = queue_of(method, a)? else { return Ok(Some(Val::I32(1))) };
+            let depth = a.i32(at, "depth_pkts")?.max(1) as usize;
             let ok = pool.apply(move |sw, _| if sw.set_queue_depth(port, priority, depth) { Ok(()) } else { Err(()) });
             Ok(Some(Val::I32(if ok.is_ok() { 0 } else { 1 })))
         }
         "set_egress_queue_rate" | "set_all_egress_queue_rates" | "set_egress_priority_queue_rate" => {
-            let (port, priority, rate) = match method {
-                "set_all_egress_queue_rates" => (None, None, a.i64(1, "rate_pps")?),
-                "set_egress_queue_rate" => (Some(a.i32(1, "port_num")?), None, a.i64(2, "rate_pps")?),
-                _ => (Some(a.i32(1, "port_num")?), Some(a.i32(2, "priority")?), a.i64(3, "rate_pps")?),
-            };
-            let Some((port, priority)) = queue_of(port, priority) else { return Ok(Some(Val::I32(1))) };
-            let rate = rate.max(0) as u64;
+            let Some((port, priority, at)) = queue_of(method, a)? else { return Ok(Some(Val::I32(1))) };
+            let rate = a.i64(at, "rate_pps")?.max(0) as u64;
             let ok = pool.apply(move |sw, _| if sw.set_queue_rate(port, priority, rate) { Ok(()) } else { Err(()) });
             Ok(Some(Val::I32(if ok.is_ok() { 0 } else { 1 })))
         }
@@ -87,18 +77,24 @@ pub fn call(dev: &Device, method: &str, a: &Fields) -> Answer {
     }
 }
 
-/// A queue named by a call: negative numbers are out of range.
+/// The queue a queue call names and the field id of its value: `set_all_*`
+/// names every queue (value 1), `set_egress_queue_*` a port's (value 2),
+/// `set_egress_priority_queue_*` one priority of a port (value 3). `None`
+/// for a negative port or priority (out of range).
 #[allow(clippy::type_complexity)]
-fn queue_of(port: Option<i32>, priority: Option<i32>) -> Option<(Option<u32>, Option<usize>)> {
-    let port = match port {
-        Some(p) => Some(u32::try_from(p).ok()?),
-        None => None,
+fn queue_of(method: &str, a: &Fields) -> Result<Option<(Option<u32>, Option<usize>, i16)>, Fault> {
+    let (port, priority, at) = if method.starts_with("set_all_") {
+        (None, None, 1)
+    } else if method.starts_with("set_egress_priority_queue_") {
+        (Some(a.i32(1, "port_num")?), Some(a.i32(2, "priority")?), 3)
+    } else {
+        (Some(a.i32(1, "port_num")?), None, 2)
     };
-    let priority = match priority {
-        Some(q) => Some(usize::try_from(q).ok()?),
-        None => None,
+    let (Ok(port), Ok(priority)) = (port.map(u32::try_from).transpose(), priority.map(usize::try_from).transpose())
+    else {
+        return Ok(None);
     };
-    Some((port, priority))
+    Ok(Some((port, priority, at)))
 }
 
 /// Runs one call of the `psa_switch` service (bmv2's `psa_switch.thrift`).

@@ -140,6 +140,22 @@ fn every_bmv2_corpus_case_configured_through_the_stock_cli_is_byte_exact() {
 }
 
 /// The router example through a CLI session: every answer as bmv2's CLI prints it.
+/// A 60-byte UDP frame from 10.0.1.1 to 10.0.2.1 (TTL 64, checksum set):
+/// what the router example's session routes to port 2.
+fn udp_10_0_1_1_to_10_0_2_1() -> Vec<u8> {
+    let mut frame = vec![0u8; 60];
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    frame[14] = 0x45;
+    frame[16..18].copy_from_slice(&46u16.to_be_bytes());
+    frame[22] = 64;
+    frame[23] = 17;
+    frame[26..30].copy_from_slice(&[10, 0, 1, 1]);
+    frame[30..34].copy_from_slice(&[10, 0, 2, 1]);
+    let csum = sluice_hash::ipv4_header_checksum(&frame[14..34]);
+    frame[24..26].copy_from_slice(&csum.to_be_bytes());
+    frame
+}
+
 #[test]
 fn router_tables_counters_and_errors_through_the_stock_cli() {
     let (dev, port) = thrift_device(&repo().join("examples/router.json"));
@@ -150,16 +166,7 @@ fn router_tables_counters_and_errors_through_the_stock_cli() {
     {
         let mut pool = dev.pool();
         let sw = pool.alone().unwrap();
-        let mut frame = vec![0u8; 60];
-        frame[12..14].copy_from_slice(&[0x08, 0x00]);
-        frame[14] = 0x45;
-        frame[16..18].copy_from_slice(&46u16.to_be_bytes());
-        frame[22] = 64;
-        frame[23] = 17;
-        frame[26..30].copy_from_slice(&[10, 0, 1, 1]);
-        frame[30..34].copy_from_slice(&[10, 0, 2, 1]);
-        let csum = sluice_hash::ipv4_header_checksum(&frame[14..34]);
-        frame[24..26].copy_from_slice(&csum.to_be_bytes());
+        let frame = udp_10_0_1_1_to_10_0_2_1();
         let mut sent = 0;
         for _ in 0..3 {
             sw.process(1, &frame, &mut |p, _| sent += u32::from(p == 2));
@@ -187,16 +194,7 @@ fn egress_queue_depth_and_rate_through_the_stock_cli() {
     cli(port, &(routes.join("\n") + "\nset_queue_depth 2 2\nset_queue_rate 1 2\n"));
     let mut pool = dev.pool();
     let sw = pool.alone().unwrap();
-    let mut frame = vec![0u8; 60];
-    frame[12..14].copy_from_slice(&[0x08, 0x00]);
-    frame[14] = 0x45;
-    frame[16..18].copy_from_slice(&46u16.to_be_bytes());
-    frame[22] = 64;
-    frame[23] = 17;
-    frame[26..30].copy_from_slice(&[10, 0, 1, 1]);
-    frame[30..34].copy_from_slice(&[10, 0, 2, 1]);
-    let csum = sluice_hash::ipv4_header_checksum(&frame[14..34]);
-    frame[24..26].copy_from_slice(&csum.to_be_bytes());
+    let frame = udp_10_0_1_1_to_10_0_2_1();
     let mut sent = 0;
     for _ in 0..5 {
         sw.process_at(1, &frame, 0, &mut |_, _| sent += 1);

@@ -117,7 +117,7 @@ impl Switch {
     /// doc): they share one reading of the clock (ingress timestamps have
     /// microsecond resolution anyway).
     pub fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
-        let now = self.start.elapsed().as_micros() as u64;
+        let now = self.clock_us();
         self.process_batch_at(port, frames, now, emit);
     }
 

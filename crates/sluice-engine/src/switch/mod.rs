@@ -299,6 +299,11 @@ impl Switch {
         self.now
     }
 
+    /// This switch's clock now: microseconds since it started.
+    pub fn clock_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
     /// The instant a time of this switch's clock (µs since it started) stands for.
     pub fn instant_at(&self, us: u64) -> Instant {
         self.start + std::time::Duration::from_micros(us)

@@ -87,12 +87,11 @@ impl Switch {
                 self.trace_note(|| format!("Priority {priority} out of range, dropping packet"));
                 Some(e)
             } else {
-                let depth = tm.len();
-                let bytes = e.meta.len_reg;
-                match tm.enqueue(e.port, priority, bytes, e, now_ns) {
+                let (port, bytes) = (e.port, e.meta.len_reg);
+                match tm.enqueue(port, priority, bytes, e, now_ns) {
                     Enqueue::Queued { .. } => None,
                     Enqueue::Dropped(e) => {
-                        self.trace_note(|| format!("Egress queue full ({depth} packets queued), dropping packet"));
+                        self.trace_note(|| format!("Egress queue {priority} of port {port} full, dropping packet"));
                         Some(e)
                     }
                 }
@@ -140,10 +139,5 @@ impl Switch {
             return None;
         }
         tm.next_departure(self.now_us() * 1000).map(|ns| ns.div_ceil(1000))
-    }
-
-    /// Microseconds since this switch started (its clock).
-    pub fn clock_us(&self) -> u64 {
-        self.start.elapsed().as_micros() as u64
     }
 }
