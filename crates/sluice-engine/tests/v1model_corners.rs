@@ -716,3 +716,217 @@ fn priority_queues_without_rates_send_in_the_same_batch() {
         assert_eq!(sw.next_queue_departure_us(), None, "{mode:?}");
     }
 }
+
+/// The P4 tutorials' explicit congestion notification program, written as
+/// p4c emits it (there is no P4 compiler here): IPv4 with `diffserv` split
+/// into a 6-bit `tos` and the 2-bit `ecn`; ingress sends IPv4 to port 1
+/// with the TTL decremented; egress sets `ecn` to 3 (congestion
+/// experienced) on an ECN-capable packet (`ecn` 1 or 2) whose
+/// `enq_qdepth` reached `ECN_THRESHOLD` (10); the deparser recomputes the
+/// header checksum.
+fn ecn_program() -> Value {
+    let ipv4 = ["version", "ihl", "tos", "ecn", "totalLen", "identification", "flags", "fragOffset", "ttl", "protocol"];
+    let mut csum_input: Vec<Value> = ipv4.iter().map(|f| field("ipv4", f)).collect();
+    csum_input.extend([field("ipv4", "srcAddr"), field("ipv4", "dstAddr")]);
+    let ect = op("or", op("==", field("ipv4", "ecn"), hex("0x01")), op("==", field("ipv4", "ecn"), hex("0x02")));
+    let ttl_minus_1 = op("&", op("+", field("ipv4", "ttl"), hex("0xff")), hex("0xff"));
+    json!({
+        "header_types": [
+            {"name": "scalars_0", "id": 0, "fields": []},
+            std_meta_type(1),
+            {"name": "ethernet_t", "id": 2, "fields": [["dstAddr", 48, false], ["srcAddr", 48, false], ["etherType", 16, false]]},
+            {"name": "ipv4_t", "id": 3, "fields": [
+                ["version", 4, false], ["ihl", 4, false], ["tos", 6, false], ["ecn", 2, false], ["totalLen", 16, false],
+                ["identification", 16, false], ["flags", 3, false], ["fragOffset", 13, false], ["ttl", 8, false],
+                ["protocol", 8, false], ["hdrChecksum", 16, false], ["srcAddr", 32, false], ["dstAddr", 32, false]]}
+        ],
+        "headers": [
+            {"name": "scalars", "id": 0, "header_type": "scalars_0", "metadata": true},
+            {"name": "standard_metadata", "id": 1, "header_type": "standard_metadata", "metadata": true},
+            {"name": "ethernet", "id": 2, "header_type": "ethernet_t", "metadata": false},
+            {"name": "ipv4", "id": 3, "header_type": "ipv4_t", "metadata": false}
+        ],
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start", "parse_states": [
+            state(0, "start", vec![extract("ethernet")], vec![field("ethernet", "etherType")], &[("0x0800", "parse_ipv4")], None),
+            state(1, "parse_ipv4", vec![extract("ipv4")], vec![], &[], None)
+        ]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["ethernet", "ipv4"]}],
+        "calculations": [{"name": "calc", "id": 0, "algo": "csum16", "input": csum_input}],
+        "checksums": [{"name": "cksum", "id": 0, "target": ["ipv4", "hdrChecksum"], "type": "generic", "calculation": "calc",
+            "verify": false, "update": true, "if_cond": op("d2b", Value::Null, field("ipv4", "$valid$"))}],
+        "actions": [
+            action(0, "ipv4_forward", vec![
+                assign(std_f("egress_spec"), hex("0x0001")),
+                assign(field("ipv4", "ttl"), ttl_minus_1),
+            ]),
+            action(1, "mark_ecn", vec![assign(field("ipv4", "ecn"), hex("0x03"))]),
+        ],
+        "pipelines": [
+            pipeline(0, "ingress", Some("node_2"), vec![call(0, "tbl_ipv4_forward", 0, "ipv4_forward", None)],
+                vec![cond(0, "node_2", op("d2b", Value::Null, field("ipv4", "$valid$")), Some("tbl_ipv4_forward"), None)]),
+            pipeline(1, "egress", Some("node_5"), vec![call(1, "tbl_mark_ecn", 1, "mark_ecn", None)], vec![
+                cond(1, "node_5", ect, Some("node_6"), None),
+                cond(2, "node_6", op(">=", std_f("enq_qdepth"), hex("0x00000a")), Some("tbl_mark_ecn"), None)
+            ])
+        ]
+    })
+}
+
+/// Ethernet + IPv4 (TTL 64, a correct checksum) with `ecn` in the low two
+/// bits of the traffic class and `seq` in the identification field.
+fn ecn_packet(ecn: u8, seq: u16) -> Vec<u8> {
+    let mut p = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    p.extend_from_slice(&[0x45, 0xb8 | ecn, 0, 46, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 1, 1]);
+    p[18..20].copy_from_slice(&seq.to_be_bytes());
+    let c = internet_checksum(&p[14..34]);
+    p[24..26].copy_from_slice(&c.to_be_bytes());
+    p.extend_from_slice(&[0x5a; 26]);
+    p
+}
+
+#[test]
+fn ecn_marks_packets_enqueued_above_the_threshold_on_a_port_paced_below_the_offered_load() {
+    for (mode, mut sw) in switches(&ecn_program(), &[]) {
+        // Port 1 paced at 1 000 packets/s (`set_queue_rate 1000 1`) while a
+        // packet arrives every 500 µs: the queue grows by one every 1 ms.
+        assert!(sw.set_queue_rate(Some(1), None, 1000), "{mode:?}");
+        let mut departed: Vec<Vec<u8>> = Vec::new();
+        // What the queue held when each packet arrived, counted from outside:
+        // the packets before it that had not left yet.
+        let mut depth_at_enqueue = Vec::new();
+        for seq in 0..60u16 {
+            let t = u64::from(seq) * 500;
+            sw.release_queued_at(t, &mut |port, b| {
+                assert_eq!(port, 1);
+                departed.push(b.to_vec());
+            });
+            depth_at_enqueue.push(usize::from(seq) - departed.len());
+            // Every third packet is not ECN-capable; the others alternate
+            // ECT(1) and ECT(0).
+            let ecn = [0, 1, 2][usize::from(seq) % 3];
+            sw.process_at(0, &ecn_packet(ecn, seq), t, &mut |_, _| panic!("a paced port sends only on release"));
+        }
+        // Then the queue drains at the port's rate.
+        while let Some(t) = sw.next_queue_departure_us() {
+            sw.release_queued_at(t, &mut |_, b| departed.push(b.to_vec()));
+        }
+        assert_eq!(departed.len(), 60, "{mode:?}: the queue never filled (64 deep)");
+        let mut marked = 0;
+        for b in &departed {
+            let seq = u16::from_be_bytes([b[18], b[19]]);
+            let sent_ecn = [0, 1, 2][usize::from(seq) % 3];
+            let congested = depth_at_enqueue[usize::from(seq)] >= 10;
+            let want = if sent_ecn != 0 && congested { 3 } else { sent_ecn };
+            assert_eq!(
+                b[15] & 3,
+                want,
+                "{mode:?}: packet {seq}, enqueued behind {}",
+                depth_at_enqueue[usize::from(seq)]
+            );
+            assert_eq!(b[15] >> 2, 0xb8 >> 2, "{mode:?}: the traffic class is kept");
+            assert_eq!(b[22], 63, "{mode:?}: TTL decremented");
+            assert_eq!(internet_checksum(&b[14..34]), 0, "{mode:?}: packet {seq}'s header checksum");
+            marked += usize::from(b[15] & 3 == 3);
+        }
+        // FIFO order, and the queue did build past the threshold.
+        let seqs: Vec<u16> = departed.iter().map(|b| u16::from_be_bytes([b[18], b[19]])).collect();
+        assert_eq!(seqs, (0..60).collect::<Vec<_>>(), "{mode:?}");
+        assert!(depth_at_enqueue[59] >= 25, "{mode:?}: {depth_at_enqueue:?}");
+        assert!(marked >= 20, "{mode:?}: {marked} marked");
+
+        // The same load without a rate: no queue builds, nothing is marked.
+        let mut sw = sluice_engine::load_switch(&ecn_program().to_string()).expect("loads");
+        sw.set_mode(mode).expect("mode");
+        for seq in 0..60u16 {
+            let out = run(&mut sw, &ecn_packet(1, seq));
+            assert_eq!(out.len(), 1, "{mode:?}");
+            assert_eq!(out[0].1[15] & 3, 1, "{mode:?}: unmarked without congestion");
+        }
+    }
+}
+
+/// An in-band telemetry program in P4_14's style (the queueing fields in
+/// their own `queueing_metadata` header, with `qid`), written as p4c emits
+/// it: a `probe` header (priority: 3 bits, hops: 5) sends the packet to port
+/// 1 at its priority; egress appends one `int_rec` per hop (qid: 8,
+/// enq_qdepth: 32, deq_timedelta: 32) after the probe and counts the hop.
+fn int_program() -> Value {
+    let widen = |f: &str| op("&", field("queueing_metadata", f), hex("0xffffffff"));
+    json!({
+        "header_types": [
+            {"name": "standard_metadata", "id": 0, "fields": [
+                ["ingress_port", 9, false], ["egress_spec", 9, false], ["egress_port", 9, false],
+                ["instance_type", 32, false], ["packet_length", 32, false], ["priority", 3, false], ["_padding", 5, false]]},
+            {"name": "queueing_metadata_t", "id": 1, "fields": [
+                ["enq_timestamp", 48, false], ["enq_qdepth", 19, false], ["deq_timedelta", 32, false],
+                ["deq_qdepth", 19, false], ["qid", 8, false], ["_padding", 2, false]]},
+            {"name": "probe_t", "id": 2, "fields": [["priority", 3, false], ["hops", 5, false]]},
+            {"name": "int_rec_t", "id": 3, "fields": [["qid", 8, false], ["enq_qdepth", 32, false], ["deq_timedelta", 32, false]]}
+        ],
+        "headers": [
+            {"name": "standard_metadata", "id": 0, "header_type": "standard_metadata", "metadata": true},
+            {"name": "queueing_metadata", "id": 1, "header_type": "queueing_metadata_t", "metadata": true},
+            {"name": "probe", "id": 2, "header_type": "probe_t", "metadata": false},
+            {"name": "int_rec", "id": 3, "header_type": "int_rec_t", "metadata": false}
+        ],
+        "parsers": [{"name": "parser", "id": 0, "init_state": "start",
+            "parse_states": [state(0, "start", vec![extract("probe")], vec![], &[], None)]}],
+        "deparsers": [{"name": "deparser", "id": 0, "order": ["probe", "int_rec"]}],
+        "actions": [
+            action(0, "to_port_1", vec![
+                assign(std_f("egress_spec"), hex("0x0001")),
+                assign(std_f("priority"), field("probe", "priority")),
+            ]),
+            action(1, "add_int_rec", vec![
+                prim("add_header", vec![json!({"type": "header", "value": "int_rec"})]),
+                assign(field("int_rec", "qid"), field("queueing_metadata", "qid")),
+                assign(field("int_rec", "enq_qdepth"), widen("enq_qdepth")),
+                assign(field("int_rec", "deq_timedelta"), field("queueing_metadata", "deq_timedelta")),
+                assign(field("probe", "hops"), op("&", op("+", field("probe", "hops"), hex("0x01")), hex("0x1f"))),
+            ]),
+        ],
+        "pipelines": [
+            pipeline(0, "ingress", Some("tbl_to_port_1"), vec![call(0, "tbl_to_port_1", 0, "to_port_1", None)], vec![]),
+            pipeline(1, "egress", Some("tbl_add_int_rec"), vec![call(1, "tbl_add_int_rec", 1, "add_int_rec", None)], vec![])
+        ]
+    })
+}
+
+#[test]
+fn telemetry_records_grow_with_a_congested_queue_and_name_the_queue() {
+    for (mode, mut sw) in switches(&int_program(), &[]) {
+        sw.set_priority_queues(2);
+        // The low class paced at 1 000 packets/s, offered 2 000.
+        assert!(sw.set_queue_rate(Some(1), Some(0), 1000), "{mode:?}");
+        // (tag, qid, enq_qdepth, deq_timedelta) of each departure.
+        let mut records: Vec<(u8, u8, u32, u32)> = Vec::new();
+        let mut collect = |b: &[u8]| {
+            assert_eq!(b.len(), 1 + 9 + 1, "one probe, one record, the payload");
+            assert_eq!(b[0] & 0x1f, 1, "one hop counted");
+            let word = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+            records.push((b[10], b[1], word(2), word(6)));
+        };
+        for i in 0..40u64 {
+            let t = i * 500;
+            sw.release_queued_at(t, &mut |_, b| collect(b));
+            sw.process_at(0, &[0, i as u8], t, &mut |_, _| panic!("the low class is paced"));
+            if i % 10 == 5 {
+                // A high-priority probe (priority 1) now and then.
+                sw.process_at(0, &[1 << 5, 100 + i as u8], t, &mut |_, _| {});
+                sw.release_queued_at(t, &mut |_, b| collect(b));
+            }
+        }
+        let (high, low): (Vec<(u8, u8, u32, u32)>, Vec<_>) = records.iter().partition(|r| r.0 >= 100);
+        assert_eq!(high.len(), 4, "{mode:?}: {records:?}");
+        for r in &high {
+            assert_eq!((r.1, r.2, r.3), (1, 0, 0), "{mode:?}: the high class sees no queue: {r:?}");
+        }
+        assert!(low.len() >= 15, "{mode:?}: {records:?}");
+        for w in low.windows(2) {
+            assert_eq!(w[0].1, 0, "{mode:?}: qid of the low class");
+            assert!(w[1].2 >= w[0].2 && w[1].3 >= w[0].3, "{mode:?}: depth and delay grow: {w:?}");
+        }
+        let last = low.last().unwrap();
+        assert!(last.2 >= 8 && last.3 >= 8_000, "{mode:?}: a congested queue shows: {last:?}");
+    }
+}

@@ -194,6 +194,9 @@ pub struct StdFields {
     pub enq_qdepth: Option<u32>,
     pub deq_timedelta: Option<u32>,
     pub deq_qdepth: Option<u32>,
+    /// `queueing_metadata.qid` (P4_14 programs; not in v1model's
+    /// `standard_metadata_t`): the queue a packet left from.
+    pub qid: Option<u32>,
     pub priority: Option<u32>,
 }
 
@@ -267,6 +270,7 @@ fn std_fields(layout: &Layout) -> StdFields {
         enq_qdepth: layout.intrinsic("enq_qdepth"),
         deq_timedelta: layout.intrinsic("deq_timedelta"),
         deq_qdepth: layout.intrinsic("deq_qdepth"),
+        qid: layout.intrinsic("qid"),
         priority: layout.intrinsic("priority"),
     }
 }

@@ -7,7 +7,8 @@
 //! Writes: the shared egress queues ([`EgressQueues`]), the queueing
 //! metadata of each packet that leaves (v1model: `enq_timestamp` and
 //! `deq_timedelta` in microseconds, `enq_qdepth` and `deq_qdepth` in packets
-//! of the packet's own queue, as bmv2 reads `size(port, priority)`), the
+//! of the packet's own queue, as bmv2 reads `size(port, priority)`, and
+//! `queueing_metadata.qid`, the queue's priority, where a program has it), the
 //! drop count. Leaves: a packet whose priority is out of range, or whose
 //! queue is full, is dropped and counted (bmv2 drops both); the others
 //! leave in strict priority, paced by the rates. Without any rate, what a
@@ -110,6 +111,7 @@ impl Switch {
                 self.set_std(&mut e.phv, std.enq_qdepth, u128::from(d.enq_depth));
                 self.set_std(&mut e.phv, std.deq_timedelta, u128::from((d.deq_ns - d.enq_ns) / 1000));
                 self.set_std(&mut e.phv, std.deq_qdepth, u128::from(d.deq_depth));
+                self.set_std(&mut e.phv, std.qid, d.queue as u128);
                 egress.push_back(e);
             });
         }
