@@ -65,10 +65,12 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn new(rate: Rate, now_ns: u64) -> Bucket {
+    /// A full bucket running at `rate` / `share`.
+    fn new(rate: Rate, share: u32, now_ns: u64) -> Bucket {
+        let share = f64::from(share.max(1));
         let (per_ns, burst) = match rate {
-            Rate::PacketsPerSecond(p) => (p / 1e9, 1.0),
-            Rate::BitsPerSecond { bits, burst_bits } => (bits / 1e9, burst_bits.max(1) as f64),
+            Rate::PacketsPerSecond(p) => (p / share / 1e9, 1.0),
+            Rate::BitsPerSecond { bits, burst_bits } => (bits / share / 1e9, burst_bits.max(1) as f64),
         };
         Bucket { rate, per_ns, burst, tokens: burst, last_ns: now_ns }
     }
@@ -207,6 +209,9 @@ pub struct EgressQueues<T> {
     shaping: bool,
     /// Packets dropped because their port was beyond [`MAX_PORT`].
     pub out_of_range: u64,
+    /// Copies of these queues whose rates add up (one per worker): each
+    /// runs at its rates / `share`.
+    share: u32,
 }
 
 impl<T> EgressQueues<T> {
@@ -220,6 +225,24 @@ impl<T> EgressQueues<T> {
             queued: 0,
             shaping: false,
             out_of_range: 0,
+            share: 1,
+        }
+    }
+
+    /// Runs every rate, set and to come, at 1 / `share` of itself: for
+    /// `share` copies (workers) whose traffic adds up on the same links.
+    /// Buckets restart full.
+    pub fn set_share(&mut self, share: usize, now_ns: u64) {
+        let share = share.clamp(1, u32::MAX as usize) as u32;
+        self.share = share;
+        let fresh = |b: &mut Option<Bucket>| {
+            if let Some(old) = b {
+                *old = Bucket::new(old.rate, share, now_ns);
+            }
+        };
+        for pq in self.ports.iter_mut().flatten() {
+            fresh(&mut pq.rate);
+            pq.queues.iter_mut().for_each(|q| fresh(&mut q.rate));
         }
     }
 
@@ -253,9 +276,10 @@ impl<T> EgressQueues<T> {
             self.ports.resize_with(i + 1, || None);
         }
         if self.ports[i].is_none() {
-            let (n, depth, rate) = (self.priorities, self.default_depth, self.default_rate);
-            let queues =
-                (0..n).map(|_| Queue { rate: rate.map(|r| Bucket::new(r, now_ns)), ..Queue::new(depth) }).collect();
+            let (n, depth, rate, share) = (self.priorities, self.default_depth, self.default_rate, self.share);
+            let queues = (0..n)
+                .map(|_| Queue { rate: rate.map(|r| Bucket::new(r, share, now_ns)), ..Queue::new(depth) })
+                .collect();
             self.ports[i] = Some(PortQueues { queues, rate: None, queued: 0 });
         }
         self.ports[i].as_mut()
@@ -307,7 +331,8 @@ impl<T> EgressQueues<T> {
         if port.is_none() && queue.is_none() {
             self.default_rate = rate;
         }
-        let ok = self.each_queue(port, queue, now_ns, |q| q.rate = rate.map(|r| Bucket::new(r, now_ns)));
+        let share = self.share;
+        let ok = self.each_queue(port, queue, now_ns, |q| q.rate = rate.map(|r| Bucket::new(r, share, now_ns)));
         self.note_rates();
         ok
     }
@@ -320,8 +345,9 @@ impl<T> EgressQueues<T> {
 
     /// Sets (or removes) the rate of a port, all its queues together.
     pub fn set_port_rate(&mut self, port: u32, rate: Option<Rate>, now_ns: u64) -> bool {
+        let share = self.share;
         let Some(pq) = self.port_mut(port, now_ns) else { return false };
-        pq.rate = rate.map(|r| Bucket::new(r, now_ns));
+        pq.rate = rate.map(|r| Bucket::new(r, share, now_ns));
         self.note_rates();
         true
     }
@@ -446,7 +472,7 @@ impl<T> EgressQueues<T> {
     /// Queues of the same settings (priorities, depths, rates, their
     /// buckets full) holding nothing, counters at zero: for a replica.
     pub fn settings_copy<U>(&self, now_ns: u64) -> EgressQueues<U> {
-        let fresh = |b: &Option<Bucket>| b.map(|b| Bucket::new(b.rate, now_ns));
+        let fresh = |b: &Option<Bucket>| b.map(|b| Bucket::new(b.rate, self.share, now_ns));
         EgressQueues {
             priorities: self.priorities,
             default_depth: self.default_depth,
@@ -469,6 +495,7 @@ impl<T> EgressQueues<T> {
             queued: 0,
             shaping: self.shaping,
             out_of_range: 0,
+            share: self.share,
         }
     }
 
@@ -654,5 +681,29 @@ mod tests {
         assert!(q.shaping());
         assert!(q.set_queue_rate(None, None, None, 0));
         assert!(!q.shaping());
+    }
+
+    #[test]
+    fn copies_sharing_a_link_run_at_their_share_of_the_rate() {
+        // Two workers' copies of a port paced at 1 000 packets/s: each
+        // sends one packet per 2 ms, settings made before or after the share.
+        let mut a: EgressQueues<u32> = EgressQueues::new(1);
+        a.set_queue_rate(Some(3), None, Some(Rate::PacketsPerSecond(1000.0)), 0);
+        a.set_share(2, 0);
+        let mut b: EgressQueues<u32> = a.settings_copy(0);
+        b.set_queue_rate(None, None, Some(Rate::PacketsPerSecond(1000.0)), 0);
+        for q in [&mut a, &mut b] {
+            for i in 0..10 {
+                q.enqueue(3, 0, 64, i, 0);
+            }
+            let mut times = Vec::new();
+            let mut now = 0;
+            while let Some(t) = q.next_departure(now) {
+                now = t;
+                q.dequeue(now, usize::MAX, |d| times.push(d.deq_ns));
+            }
+            let gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+            assert_eq!(gaps, vec![2_000_000; 9]);
+        }
     }
 }

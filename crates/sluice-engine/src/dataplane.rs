@@ -102,6 +102,7 @@ impl DataPlane for Switch {
         // Workers that share meter cells with others colour green from leases.
         sw.state.meter_leases.on = workers > 1;
         sw.clock.set(self.clock.on());
+        sw.set_queue_share(workers);
         Ok(sw)
     }
 

@@ -2021,3 +2021,61 @@ fn partial_checksums_stay_partial_through_rewrites_and_packet_ins_get_them_whole
     assert_eq!(&data[30..34], &[10, 9, 9, 9]);
     assert!(checksums_ok(data), "packet-in with its checksum completed: {data:02x?}");
 }
+
+// ---------------------------------------------------------------- queues
+
+#[test]
+fn set_queue_sends_through_the_ports_shaped_queue_and_counts_each_queue() {
+    use sluice_ofswitch::switch::QueueConfig;
+    let mut sw = switch(3);
+    let q = |s: &str| QueueConfig::parse(s).unwrap();
+    // Queue 1 of port 2 shaped to 10 kbit/s (a burst of 24 000 bits: three
+    // 1 000-byte frames), queue 5 counted but not shaped.
+    sw.set_queues(vec![q("2:1:max-rate=10k,depth=8"), q("2:5:min-rate=1M")]).unwrap();
+    assert!(sw.set_queues(vec![q("9:1")]).unwrap_err().contains("no port 9"));
+    let udp_to = |dport: u16| {
+        let mut f = udp4([10, 0, 0, 1], [10, 0, 0, 2], 1000, dport);
+        f.resize(1000, 0);
+        f
+    };
+    let to_port = |d: u16| vec![ipv4_type(), oxm(OxmField::IpProto, &[17]), oxm(OxmField::UdpDst, &d.to_be_bytes())];
+    // Apply-actions: set_queue then output; the action set: output and
+    // set_queue written in the other order (the set runs the queue first).
+    add(&mut sw, 1, flow(0, 10, to_port(1), vec![apply(vec![Action::SetQueue(1), out(2)])]));
+    add(&mut sw, 2, flow(0, 10, to_port(5), vec![write(vec![out(2), Action::SetQueue(5)])]));
+    add(&mut sw, 3, flow(0, 10, to_port(7), vec![apply(vec![Action::SetQueue(7), out(2)])]));
+    let started = std::time::Instant::now();
+    for _ in 0..12 {
+        assert!(run(&mut sw, 1, &udp_to(1)).is_empty(), "a shaped queue's packets leave on release");
+    }
+    // Not shaped, and a queue id port 2 does not have: sent at once.
+    assert_eq!(ports_of(&run(&mut sw, 1, &udp_to(5))), vec![2]);
+    assert_eq!(ports_of(&run(&mut sw, 1, &udp_to(7))), vec![2]);
+    assert_eq!(sw.queues().unwrap().queued(), 8, "eight queued, four dropped at the depth");
+    let mut out = Vec::new();
+    sw.release_queued(&mut |p, b: &[u8]| out.push((p, b.len())));
+    // The burst lets three go at once; one more per 0.8 s since the first.
+    let due = 3 + (started.elapsed().as_secs_f64() / 0.8) as usize;
+    assert!((3..=due).contains(&out.len()), "{} released, {due} due", out.len());
+    assert!(out.iter().all(|&(p, len)| (p, len) == (2, 1000)));
+    let wait = sw.next_departure_in().expect("more wait");
+    assert!(wait <= std::time::Duration::from_millis(800), "{wait:?}");
+    let c = sw.counters();
+    assert_eq!(
+        c.queues[&(2, 1)],
+        sluice_ofswitch::switch::QueueCounts {
+            tx_packets: out.len() as u64,
+            tx_bytes: 1000 * out.len() as u64,
+            tx_errors: 4
+        }
+    );
+    assert_eq!(c.queues[&(2, 5)].tx_packets, 1);
+    assert_eq!(c.queues[&(2, 5)].tx_bytes, 1000);
+    // Port 2 counted what left and the four tail drops.
+    assert_eq!(c.ports[&2][2], out.len() as u64 + 2);
+    assert_eq!(c.ports[&2][4], 4);
+    // A replica has the settings, not the packets, and shapes its share.
+    let r = sw.replica(2).unwrap();
+    assert_eq!(r.queues().unwrap().queued(), 0);
+    assert_eq!(r.queues().unwrap().configs(), sw.queues().unwrap().configs());
+}

@@ -95,6 +95,9 @@ pub struct Switch {
     tm: Option<Box<EgressQueues<EgressItem>>>,
     /// Priority queues per port (`--priority-queues`; 1 by default).
     priority_queues: usize,
+    /// Workers whose queues feed the same links: each replica's queue
+    /// rates are its share (see `EgressQueues::set_share`).
+    queue_share: usize,
     /// Set while [`Switch::release_queued_at`] runs: queued packets may
     /// leave even when rates are set (otherwise they leave only there).
     tm_release: bool,
@@ -201,6 +204,7 @@ impl Switch {
             egress_q: VecDeque::new(),
             tm: None,
             priority_queues: 1,
+            queue_share: 1,
             tm_release: false,
             now: 0,
             hash_buf: sluice_hash::BitPacker::with_capacity(256),
@@ -254,6 +258,7 @@ impl Switch {
         sw.set_mode(self.mode())?;
         sw.max_recirculations = self.max_recirculations;
         sw.priority_queues = self.priority_queues;
+        sw.queue_share = self.queue_share;
         sw.tm = self.tm.as_ref().map(|t| Box::new(t.settings_copy(self.now * 1000)));
         sw.set_trace(self.tracing());
         Ok(sw)

@@ -28,8 +28,23 @@ use super::Switch;
 
 impl Switch {
     fn queues_mut(&mut self) -> &mut EgressQueues<EgressItem> {
-        let n = self.priority_queues;
-        self.tm.get_or_insert_with(|| Box::new(EgressQueues::new(n)))
+        let (n, share, now) = (self.priority_queues, self.queue_share, self.now * 1000);
+        self.tm.get_or_insert_with(|| {
+            let mut tm = EgressQueues::new(n);
+            tm.set_share(share, now);
+            Box::new(tm)
+        })
+    }
+
+    /// This copy is one of `workers` whose packets leave through the same
+    /// ports: its queues run at 1 / `workers` of every rate, so the rates
+    /// hold for the switch as a whole when traffic spreads evenly.
+    pub fn set_queue_share(&mut self, workers: usize) {
+        self.queue_share = workers.max(1);
+        let now = self.now * 1000;
+        if let Some(tm) = self.tm.as_mut() {
+            tm.set_share(workers, now);
+        }
     }
 
     /// Sets the number of priority queues per port (bmv2's

@@ -209,7 +209,7 @@ impl OfSwitch {
     ) {
         let in_port = pkt.meta.in_port;
         match out {
-            port::IN_PORT => self.send(idx, in_port, &pkt.buf, emit),
+            port::IN_PORT => self.send(idx, in_port, &pkt.buf, pkt.queue, emit),
             port::ALL | port::FLOOD => {
                 let targets: Vec<u32> = self
                     .ports
@@ -220,7 +220,7 @@ impl OfSwitch {
                     .map(|(n, _)| *n)
                     .collect();
                 for t in targets {
-                    self.send(idx, t, &pkt.buf, emit);
+                    self.send(idx, t, &pkt.buf, pkt.queue, emit);
                 }
             }
             port::CONTROLLER => {
@@ -239,7 +239,7 @@ impl OfSwitch {
             port::NORMAL => self.normal(idx, pkt, emit),
             port::LOCAL if self.ports.contains_key(&port::LOCAL) => {
                 if in_port != port::LOCAL {
-                    self.send(idx, port::LOCAL, &pkt.buf, emit)
+                    self.send(idx, port::LOCAL, &pkt.buf, pkt.queue, emit)
                 }
             }
             port::TABLE => {
@@ -254,7 +254,7 @@ impl OfSwitch {
             // specification asks for IN_PORT to send a packet back).
             p if p <= port::MAX => {
                 if p != in_port {
-                    self.send(idx, p, &pkt.buf, emit)
+                    self.send(idx, p, &pkt.buf, pkt.queue, emit)
                 }
             }
             _ => self.counters.unsupported_output += 1,
@@ -279,7 +279,7 @@ impl OfSwitch {
         self.macs.learn(vid, src, in_port, now);
         match self.macs.port_of(vid, dst, now) {
             Some(p) if p == in_port => self.stats.dropped += 1,
-            Some(p) => self.send(idx, p, &pkt.buf, emit),
+            Some(p) => self.send(idx, p, &pkt.buf, pkt.queue, emit),
             None => self.output(idx, pkt, port::FLOOD, 0, 0, 0, 0, emit),
         }
     }
@@ -491,7 +491,7 @@ impl OfSwitch {
                         pkt.moved();
                     }
                 }
-                Action::SetQueue(_) => {}
+                Action::SetQueue(q) => pkt.queue = Some(*q),
                 Action::Experimenter { .. } => {
                     self.counters.unsupported_output += 1;
                 }
@@ -568,7 +568,7 @@ impl OfSwitch {
             b.copy_from_slice(m);
         }
         if f.port != pkt.meta.in_port {
-            self.send(idx, f.port, &pkt.buf, emit);
+            self.send(idx, f.port, &pkt.buf, pkt.queue, emit);
         }
         true
     }

@@ -13,7 +13,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use sluice_dataplane::Metrics;
 
-use super::{OfSwitch, N_TABLES};
+use super::{OfSwitch, QueueCounts, N_TABLES};
 use crate::cache::Count;
 use crate::table::FlowTable;
 
@@ -87,6 +87,8 @@ pub struct Counters {
     /// Packets forwarded by the NORMAL port while the switch stood alone
     /// (fail mode standalone without a controller): neither cached nor walked.
     pub standalone: u64,
+    /// (port, queue id) → the queue's counts.
+    pub queues: BTreeMap<(u32, u32), QueueCounts>,
 }
 
 /// Adds `p` packets and `b` bytes of what a recorded walk counts to the
@@ -178,6 +180,9 @@ impl OfSwitch {
         }
         c.meters =
             self.meters.meters.iter().map(|(id, m)| (*id, (m.packets, m.bytes, m.band_counts.clone()))).collect();
+        if let Some(q) = self.queues() {
+            c.queues = q.configs().iter().map(|c| (c.port, c.queue_id)).zip(q.counts()).collect();
+        }
         c
     }
 
@@ -211,6 +216,12 @@ impl OfSwitch {
             for (k, v) in &r.meters {
                 add_counts(sum.meters.entry(*k).or_default(), v);
             }
+            for (k, v) in &r.queues {
+                let e = sum.queues.entry(*k).or_default();
+                e.tx_packets += v.tx_packets;
+                e.tx_bytes += v.tx_bytes;
+                e.tx_errors += v.tx_errors;
+            }
         }
         self.counters = sum;
     }
@@ -238,6 +249,18 @@ impl OfSwitch {
         let cache = "Packets the flow cache served (hit) or that walked the tables (miss).";
         to.counter("sluice_openflow_flow_cache_total", cache, &[("result", "hit")], self.counters.cache_hits);
         to.counter("sluice_openflow_flow_cache_total", cache, &[("result", "miss")], self.counters.cache_misses);
+        for ((port, queue), c) in &self.counters.queues {
+            let (port, queue) = (port.to_string(), queue.to_string());
+            let l = [("port", port.as_str()), ("queue", queue.as_str())];
+            to.counter("sluice_openflow_queue_tx_packets_total", "Packets sent by a port queue.", &l, c.tx_packets);
+            to.counter("sluice_openflow_queue_tx_bytes_total", "Bytes sent by a port queue.", &l, c.tx_bytes);
+            to.counter(
+                "sluice_openflow_queue_dropped_packets_total",
+                "Packets a full port queue dropped.",
+                &l,
+                c.tx_errors,
+            );
+        }
         to.counter(
             "sluice_openflow_packet_ins_dropped_total",
             "Packet-ins dropped because the agent's queue was full.",

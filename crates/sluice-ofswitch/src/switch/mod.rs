@@ -42,6 +42,7 @@
 //!   replicas' counters, metrics;
 //! - `pipeline.rs`: the packet (`Pkt`), the walk from table to
 //!   table, batches, meters on the path, packet-outs;
+//! - `queues.rs`: port queues (`set_queue`), shaped to their maximum rates;
 //! - `record.rs`: recording walks for the flow cache and replaying them.
 //!
 //! Changes: every change goes through a method of [`OfSwitch`]
@@ -75,6 +76,7 @@ mod counters;
 mod groups;
 mod pipeline;
 mod ports;
+mod queues;
 mod record;
 
 pub use actions::action_type;
@@ -82,6 +84,7 @@ pub use counters::{Counters, GroupCounts, IdHasher, IdMap};
 pub use groups::{Group, Groups};
 pub use pipeline::encode_packet_out;
 pub use ports::PortInfo;
+pub use queues::{PortQueues, QueueConfig, QueueCounts};
 
 use actions::ActionSet;
 use pipeline::Pkt;
@@ -190,6 +193,8 @@ pub struct OfSwitch {
     /// Which frames of the next batch have a partial checksum (see
     /// [`DataPlane::partial_checksums`]).
     partial: u128,
+    /// The port queues, when any are configured (see `queues.rs`).
+    queues: Option<Box<PortQueues>>,
 }
 
 impl Default for OfSwitch {
@@ -224,6 +229,7 @@ impl OfSwitch {
             pipeline: None,
             batch: Vec::new(),
             partial: 0,
+            queues: None,
             flow_cache: true,
             port_state: Vec::new(),
             port_counts: vec![[0; 5]; DENSE_PORTS],
@@ -630,6 +636,7 @@ impl DataPlane for OfSwitch {
         r.tables.iter_mut().for_each(FlowTable::reset_counts);
         r.port_counts.iter_mut().for_each(|c| *c = [0; 5]);
         r.meters.share = workers.max(1) as u64;
+        r.share_queues(workers.max(1));
         r.groups.values_mut().for_each(|g| g.forwarded = (0, 0));
         r.counters = Counters { tables: vec![(0, 0); N_TABLES], ..Counters::default() };
         r.stats = Stats::default();
@@ -639,6 +646,16 @@ impl DataPlane for OfSwitch {
 
     fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Queued frames whose time has come leave (port queues with rates).
+    fn tick<E: FnMut(u32, &[u8]) + ?Sized>(&mut self, _now_ns: u64, emit: &mut E) {
+        self.release_queued(emit);
+    }
+
+    /// Until the next queued frame may leave, while queues hold some.
+    fn tick_interval(&self) -> Option<std::time::Duration> {
+        self.next_departure_in()
     }
 
     /// Rebuilds what every change method already keeps right itself (the

@@ -92,6 +92,8 @@ pub(super) struct Pkt {
     /// while the batch was prefetched; void once `full` is extracted
     /// again.
     found: Option<(u8, Option<Hit>)>,
+    /// The queue a `set_queue` action chose for the outputs that follow.
+    pub(super) queue: Option<u32>,
 }
 
 impl Pkt {
@@ -103,7 +105,16 @@ impl Pkt {
     }
 
     pub(super) fn new(buf: Vec<u8>, meta: Meta) -> Pkt {
-        Pkt { buf, parsed: Parsed::default(), meta, full: [0; FULL_LEN], stale: true, reparse: true, found: None }
+        Pkt {
+            buf,
+            parsed: Parsed::default(),
+            meta,
+            full: [0; FULL_LEN],
+            stale: true,
+            reparse: true,
+            found: None,
+            queue: None,
+        }
     }
 
     /// Becomes a copy of `frame` with `meta`, parsed and its key
@@ -115,6 +126,7 @@ impl Pkt {
         self.buf.clear();
         self.buf.extend_from_slice(frame);
         self.meta = meta;
+        self.queue = None;
         fields::parse_extract(frame, &self.meta, &mut self.parsed, &mut self.full);
         self.reparse = false;
         self.stale = false;
@@ -207,6 +219,7 @@ impl OfSwitch {
             stale: pkt.stale,
             reparse: pkt.reparse,
             found: pkt.found,
+            queue: pkt.queue,
         }
     }
 

@@ -7,11 +7,12 @@
 //! batch enters, tx and tx-dropped here) and the switch's transmitted
 //! count. A frame leaves through `emit` to a port that exists and is not
 //! configured down or NO_FWD (LOCAL as live port 0); to any other it is
-//! counted as tx-dropped.
+//! counted as tx-dropped. A frame with a queue id goes through the port's
+//! queue of that id, if it has one (`queues.rs`); a full queue counts a
+//! tx drop.
 
-use sluice_openflow::port;
-
-use super::{OfSwitch, LOCAL_LIVE_PORT};
+use super::queues::{live_port, Offer};
+use super::OfSwitch;
 
 /// Ports numbered below this keep their state and counters in arrays
 /// indexed by number (others in maps).
@@ -76,7 +77,40 @@ impl OfSwitch {
         self.ports.get(&p).is_some_and(|i| i.live && i.config & sluice_openflow::port_config::PORT_DOWN == 0)
     }
 
-    pub(super) fn send<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, to: u32, f: &[u8], emit: &mut E) {
+    /// Sends `f` to port `to`, through its queue `queue` when the port has
+    /// one that shapes (see `queues.rs`).
+    #[inline]
+    pub(super) fn send<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        to: u32,
+        f: &[u8],
+        queue: Option<u32>,
+        emit: &mut E,
+    ) {
+        if let (Some(q), true) = (queue, self.queues.is_some()) {
+            if self.port_bits(to) & (PORT_EXISTS | PORT_CLOSED) == PORT_EXISTS {
+                match self.offer_to_queue(to, q, f) {
+                    Offer::Send => {}
+                    Offer::Queued => return,
+                    Offer::Dropped => {
+                        self.port_count(to)[4] += 1;
+                        return;
+                    }
+                }
+            }
+        }
+        self.send_now(idx, to, f, emit)
+    }
+
+    /// Sends `f` to port `to` now.
+    pub(super) fn send_now<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+        &mut self,
+        idx: usize,
+        to: u32,
+        f: &[u8],
+        emit: &mut E,
+    ) {
         // A port configured down or NO_FWD drops what is sent to it.
         let ok = self.port_bits(to) & (PORT_EXISTS | PORT_CLOSED) == PORT_EXISTS;
         let c = self.port_count(to);
@@ -84,7 +118,7 @@ impl OfSwitch {
             c[2] += 1;
             c[3] += f.len() as u64;
             self.stats.transmitted += 1;
-            emit(idx, if to == port::LOCAL { LOCAL_LIVE_PORT } else { to }, f);
+            emit(idx, live_port(to), f);
         } else {
             c[4] += 1;
         }

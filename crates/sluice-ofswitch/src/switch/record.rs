@@ -143,7 +143,7 @@ impl OfSwitch {
                 }
                 Op::Output { port } => {
                     if *port != pkt.meta.in_port {
-                        self.send(idx, *port, &pkt.buf, emit);
+                        self.send(idx, *port, &pkt.buf, pkt.queue, emit);
                     }
                 }
                 Op::DecTtl { table, cookie, counted } => {
