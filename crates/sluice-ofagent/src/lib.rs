@@ -12,7 +12,8 @@
 //! `replies.rs` (statistics, descriptions, features); what the switch says
 //! on its own (packet-ins from the workers, flow-removed, port status) and
 //! what the clock brings (flow expiry, link watching, compiling small
-//! tables, standalone mode) are in `upkeep.rs`; bundles (flow-mods
+//! tables, standalone mode) are in `upkeep.rs`; port queues' configuration
+//! and statistics in `queues.rs`; bundles (flow-mods
 //! committed all or nothing) in `bundles.rs`; flow monitors (flow changes
 //! told to the connections that asked) in `monitors.rs`.
 //!
@@ -32,6 +33,7 @@ pub mod buffers;
 mod bundles;
 mod monitors;
 pub mod notes;
+mod queues;
 mod replies;
 mod requests;
 mod upkeep;

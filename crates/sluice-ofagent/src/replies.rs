@@ -1,5 +1,6 @@
 //! The answers to controllers' reads: descriptions, features and
-//! statistics (flows, aggregates, tables, ports, groups, meters), as
+//! statistics (flows, aggregates, tables, ports, groups, meters; queues in
+//! `queues.rs`), as
 //! multipart replies.
 //!
 //! Contract: reads the master copy through the node's `Control`, after
@@ -148,7 +149,10 @@ impl Agent {
                 vec![MultipartReply::PortStats(s)]
             }
             MultipartRequest::PortDesc => vec![MultipartReply::PortDesc(self.port_descs())],
-            MultipartRequest::Queue { .. } => vec![MultipartReply::Queue(vec![])],
+            MultipartRequest::Queue { port_no, queue_id } => match self.queue_stats(port_no, queue_id) {
+                Ok(s) => vec![MultipartReply::Queue(s)],
+                Err(e) => return self.error(ci, raw, &e, xid),
+            },
             MultipartRequest::Group { group_id } => {
                 self.pool().merge_counters();
                 let control = self.control.clone();
@@ -283,8 +287,10 @@ impl Agent {
             MultipartRequest::TableDesc => vec![MultipartReply::TableDesc(
                 (0..N_TABLES).map(|t| TableDesc { table_id: t as u8, config: 0 }).collect(),
             )],
-            // No port has queues configured.
-            MultipartRequest::QueueDesc { .. } => vec![MultipartReply::QueueDesc(vec![])],
+            MultipartRequest::QueueDesc { port_no, queue_id } => match self.queue_descs(port_no, queue_id) {
+                Ok(d) => vec![MultipartReply::QueueDesc(d)],
+                Err(e) => return self.error(ci, raw, &e, xid),
+            },
             MultipartRequest::FlowMonitor(reqs) => return self.monitor_request14(ci, raw, xid, reqs),
             MultipartRequest::Experimenter { experimenter, exp_type, data }
                 if experimenter == sluice_openflow::monitor::ONF_EXPERIMENTER

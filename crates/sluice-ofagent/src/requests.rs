@@ -217,9 +217,10 @@ impl Agent {
                 }
             }
             Message::MultipartRequest { body, .. } => self.multipart(ci, raw, xid, body),
-            Message::QueueGetConfigRequest { port } => {
-                self.reply(ci, &Message::QueueGetConfigReply { port, queues: vec![] }, xid)
-            }
+            Message::QueueGetConfigRequest { port } => match self.packet_queues(port) {
+                Ok(queues) => self.reply(ci, &Message::QueueGetConfigReply { port, queues }, xid),
+                Err(e) => self.error(ci, raw, &e, xid),
+            },
             Message::Experimenter { experimenter, exp_type, data } => {
                 self.experimenter(ci, raw, xid, experimenter, exp_type, &data)
             }

@@ -467,7 +467,7 @@ fn error_from_10(e: &OfError) -> OfError {
 
 /// A 1.3 error type and code as 1.0 says them: BAD_REQUEST's and
 /// BAD_ACTION's first nine codes are the same in both; the flow-mod and
-/// port-mod failures map code by code; a match or instruction 1.0 cannot
+/// port-mod and queue failures map code by code; a match or instruction 1.0 cannot
 /// take is an unsupported flow-mod; what 1.0 has no word for is EPERM.
 pub fn error_to_10(typ: u16, code: u16) -> (u16, u16) {
     use crate::errors::port_mod_failed;
@@ -491,6 +491,8 @@ pub fn error_to_10(typ: u16, code: u16) -> (u16, u16) {
         error_type::PORT_MOD_FAILED => {
             (error_type10::PORT_MOD_FAILED, if code == port_mod_failed::BAD_HW_ADDR { 1 } else { 0 })
         }
+        // BAD_PORT, BAD_QUEUE and EPERM in both.
+        error_type::QUEUE_OP_FAILED if code <= 2 => (error_type10::QUEUE_OP_FAILED, code),
         _ => (error_type10::BAD_REQUEST, bad_request10::EPERM),
     }
 }
@@ -514,6 +516,33 @@ pub fn phy_port_10(p: &PortDesc) -> Option<PhyPort10> {
 
 /// The 1.3 `ofp_flow_stats` body of a 1.0 statistics reply, or the 1.3
 /// reply as 1.0's (`None` for a reply 1.0 has no statistics type for).
+/// Queues as 1.0's `ofp_packet_queue` list: 1.0 knows the minimum rate
+/// only (`ofp_queue_prop_min_rate`); other properties are left out.
+fn packet_queues_10(queues: &[crate::PacketQueue]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for q in queues {
+        let mins: Vec<u16> = q
+            .properties
+            .iter()
+            .filter_map(|p| match p {
+                crate::QueueProp::MinRate(r) => Some(*r),
+                _ => None,
+            })
+            .collect();
+        out.u32(q.queue_id);
+        out.u16((8 + 16 * mins.len()) as u16);
+        out.zeros(2);
+        for rate in mins {
+            out.u16(crate::codec::queue_prop_type::MIN_RATE);
+            out.u16(16);
+            out.zeros(4);
+            out.u16(rate);
+            out.zeros(6);
+        }
+    }
+    out
+}
+
 fn stats_reply_10(body: &MultipartReply) -> Option<(u16, Vec<u8>)> {
     let mut out = Vec::new();
     let typ = match body {
@@ -594,7 +623,18 @@ fn stats_reply_10(body: &MultipartReply) -> Option<(u16, Vec<u8>)> {
             }
             stats_type10::PORT
         }
-        MultipartReply::Queue(_) => stats_type10::QUEUE,
+        MultipartReply::Queue(qs) => {
+            for q in qs {
+                let Ok(n) = port32_to_10(q.port_no) else { continue };
+                out.u16(n);
+                out.zeros(2);
+                out.u32(q.queue_id);
+                out.u64(q.tx_bytes);
+                out.u64(q.tx_packets);
+                out.u64(q.tx_errors);
+            }
+            stats_type10::QUEUE
+        }
         _ => return None,
     };
     Some((typ, out))
@@ -651,8 +691,8 @@ pub fn message_to_10(m: &Message) -> Option<Message10> {
             let (typ, body) = stats_reply_10(body)?;
             Message10::StatsReply { typ, flags: *flags, body }
         }
-        Message::QueueGetConfigReply { port, .. } => {
-            Message10::QueueGetConfigReply { port: port32_to_10(*port).ok()?, queues: Vec::new() }
+        Message::QueueGetConfigReply { port, queues } => {
+            Message10::QueueGetConfigReply { port: port32_to_10(*port).ok()?, queues: packet_queues_10(queues) }
         }
         _ => return None,
     })

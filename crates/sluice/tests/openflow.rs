@@ -6,7 +6,7 @@
 //! followed by fast-failover groups; hostile messages on the control
 //! connection; os-ken's learning switch with whole and with buffered
 //! packet-ins; offloaded TCP segments through address and port rewrites;
-//! Faucet; os-ken's switch test suite.
+//! Faucet; os-ken's switch test suite; shaped port queues.
 //!
 //! Needs root, iproute2, iperf3, ethtool, ping, python3 and ovs-ofctl
 //! (Debian's openvswitch-common; `scripts/test.sh` installs them all, a
@@ -844,6 +844,141 @@ fn silent_and_unread_openflow_connections_are_closed_and_answering_ones_kept() {
 }
 
 /// Waits until `ovs-ofctl dump-ports-desc` shows port `n`'s state as `state`.
+/// `(bytes, packets, errors)` of `port P queue Q` in `ovs-ofctl queue-stats` output.
+fn queue_counts(stats: &str, port: u32, queue: u32) -> (u64, u64, u64) {
+    let line = stats
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("port {port} queue {queue}:")))
+        .unwrap_or_else(|| panic!("no queue {queue} of port {port} in:\n{stats}"));
+    let num = |key: &str| -> u64 {
+        line.split(&format!("{key}="))
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    };
+    (num("bytes"), num("pkts"), num("errors"))
+}
+
+/// A `key=N` count of the `tx` line of port 2 in `ovs-ofctl dump-ports` output.
+fn port2_tx(ports: &str, key: &str) -> u64 {
+    let tx = ports.lines().skip_while(|l| !l.contains("port  2:")).find(|l| l.trim_start().starts_with("tx"));
+    let tx = tx.unwrap_or_else(|| panic!("no tx line of port 2 in:\n{ports}"));
+    tx.split(&format!("{key}=")).nth(1).and_then(|s| s.split(',').next()).and_then(|s| s.trim().parse().ok()).unwrap()
+}
+
+/// Two queues on port 2 shaped to 4 and 12 Mbit/s (`--queue`), flows
+/// sending a TCP port into each with `set_queue`, and two iperf3 transfers
+/// through them at once: each is held to its queue's rate; `ovs-ofctl
+/// queue-stats` (1.3 and 1.0) counts what the port sent; the queues'
+/// configuration reads back in 1.0, 1.3 and 1.4 (QUEUE_DESC); 1.0's
+/// `enqueue` action sends into a queue too. The rates are checked loosely
+/// here (the shaper can only hold a stream below its rate, so the bound
+/// above is exact; the one below allows for a busy machine); `bench/queues.py`
+/// measures them closely.
+#[test]
+fn two_shaped_queues_hold_two_tcp_streams_to_their_rates_and_count_them() {
+    require_ovs_ofctl();
+    let mut lab = Lab::with_veth_hosts(false);
+    start(&mut lab, &["--queue", "2:1:max-rate=4M", "--queue", "2:2:min-rate=1M,max-rate=12M"]);
+    let route2 = format!("set_field:{MAC_SW2}->eth_src,set_field:{MAC_H2}->eth_dst,dec_ttl");
+    let route1 = format!("set_field:{MAC_SW1}->eth_src,set_field:{MAC_H1}->eth_dst,dec_ttl");
+    let flows = lab.dir.join("flows.txt");
+    std::fs::write(
+        &flows,
+        format!(
+            "priority=30,tcp,nw_dst=10.0.2.0/24,tp_dst=5401,actions={route2},set_queue:1,output:2\n\
+             priority=30,tcp,nw_dst=10.0.2.0/24,tp_dst=5402,actions={route2},set_queue:2,output:2\n\
+             priority=20,ip,nw_dst=10.0.2.0/24,actions={route2},output:2\n\
+             priority=20,ip,nw_dst=10.0.1.0/24,actions={route1},output:1\n"
+        ),
+    )
+    .unwrap();
+    ofctl_ok(&lab, &["add-flows", flows.to_str().unwrap()]);
+
+    let config = ofctl_ok(&lab, &["queue-get-config", "2"]);
+    assert!(config.contains("queue 1: max_rate:") && config.contains("queue 2: min_rate:"), "{config}");
+    let (ok, config10) = ofctl_in(&lab, "OpenFlow10", &["queue-get-config", "2"]);
+    assert!(ok && config10.contains("queue 1:") && config10.contains("queue 2: min_rate:"), "{config10}");
+    let (ok, desc) = ofctl_in(&lab, "OpenFlow14", &["queue-get-config"]);
+    assert!(ok && desc.contains("OFPST_QUEUE_DESC") && desc.contains("queue 2: min_rate:"), "{desc}");
+    let (_, bad) = ofctl(&lab, &["queue-stats", "2", "9"]);
+    assert!(bad.contains("OFPQOFC_BAD_QUEUE"), "{bad}");
+
+    // Both transfers at once, 5 s each.
+    let servers: Vec<Kill> = [5401, 5402]
+        .iter()
+        .map(|p| {
+            let c = Command::new("ip")
+                .args(["netns", "exec", &lab.h2, "iperf3", "-s", "-1", "-p", &p.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("run iperf3");
+            Kill(c)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let clients: Vec<_> = [5401, 5402]
+        .iter()
+        .map(|p| {
+            Command::new("ip")
+                .args(["netns", "exec", &lab.h1, "iperf3", "-c", "10.0.2.1", "-p", &p.to_string(), "-t", "5"])
+                .args(["--connect-timeout", "5000", "-J"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run iperf3")
+        })
+        .collect();
+    let mut received = Vec::new();
+    for (c, max) in clients.into_iter().zip([4e6, 12e6]) {
+        let out = c.wait_with_output().expect("iperf3");
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("iperf3: {}\n{}", String::from_utf8_lossy(&out.stderr), lab.log()));
+        let (bytes, secs) = (
+            j["end"]["sum_received"]["bytes"].as_u64().unwrap(),
+            j["end"]["sum_received"]["seconds"].as_f64().unwrap(),
+        );
+        // On the wire: each 1448-byte segment in a 1514-byte frame.
+        let wire = (bytes + bytes.div_ceil(1448) * 66) as f64 * 8.0 / secs;
+        assert!(
+            wire <= max * 1.05 && wire >= max * 0.85,
+            "queue shaped to {max} bit/s carried {wire:.0} bit/s\n{}",
+            lab.log()
+        );
+        received.push(bytes);
+    }
+    drop(servers);
+
+    // The queues' counts: what port 2 sent and dropped is theirs (nothing
+    // else went there), and each carried at least its stream's bytes.
+    let stats = ofctl_ok(&lab, &["queue-stats"]);
+    let (q1, q2) = (queue_counts(&stats, 2, 1), queue_counts(&stats, 2, 2));
+    assert!(q1.0 >= received[0] && q2.0 >= received[1], "{stats}");
+    let ports = ofctl_ok(&lab, &["dump-ports", "2"]);
+    assert_eq!(port2_tx(&ports, "pkts"), q1.1 + q2.1, "{ports}\n{stats}");
+    assert_eq!(port2_tx(&ports, "bytes"), q1.0 + q2.0, "{ports}\n{stats}");
+    assert_eq!(port2_tx(&ports, "drop"), q1.2 + q2.2, "{ports}\n{stats}");
+    let (ok, stats10) = ofctl_in(&lab, "OpenFlow10", &["queue-stats"]);
+    assert!(ok, "{stats10}");
+    assert_eq!((queue_counts(&stats10, 2, 1), queue_counts(&stats10, 2, 2)), (q1, q2), "{stats10}");
+
+    // OpenFlow 1.0's enqueue: pings into queue 1.
+    let (ok, out) = ofctl_in(
+        &lab,
+        "OpenFlow10",
+        &[
+            "add-flow",
+            &format!("priority=40,icmp,nw_dst=10.0.2.1,actions=mod_dl_src:{MAC_SW2},mod_dl_dst:{MAC_H2},enqueue:2:1"),
+        ],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(lab.ping(3), 3, "{}", lab.log());
+    let after = queue_counts(&ofctl_ok(&lab, &["queue-stats", "2", "1"]), 2, 1);
+    assert_eq!(after.1, q1.1 + 3, "three echo requests through queue 1");
+}
+
 fn wait_port_state(lab: &Lab, n: u32, state: &str) {
     let t0 = Instant::now();
     loop {

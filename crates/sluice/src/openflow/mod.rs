@@ -5,7 +5,7 @@
 //! `sluice openflow -i 1@veth1 -i 2@veth2 ... [--datapath-id ID]
 //! [--controller tcp:IP:PORT]... [--listen ptcp:PORT[:IP]]... [--workers N]
 //! [--fail-mode secure|standalone] [--inactivity-probe SECS] [--local NAME]
-//! [--protocols OpenFlow10,OpenFlow13,OpenFlow14]`:
+//! [--protocols OpenFlow10,OpenFlow13,OpenFlow14] [--queue PORT:QUEUE:max-rate=BPS]...`:
 //! the switch runs as a node (`sluice_node`) whose one control server is
 //! the OpenFlow agent, until SIGINT or SIGTERM.
 
@@ -19,7 +19,7 @@ use std::time::Duration;
 use sluice_live::{LiveConfig, PortSpec};
 use sluice_node::{Node, NodeOptions};
 use sluice_ofagent::{Agent, AgentConfig, FailMode};
-use sluice_ofswitch::switch::LOCAL_LIVE_PORT;
+use sluice_ofswitch::switch::{QueueConfig, LOCAL_LIVE_PORT};
 use sluice_ofswitch::{OfSwitch, PortInfo};
 
 /// The arguments of `sluice openflow`.
@@ -73,6 +73,9 @@ pub struct OpenflowArgs {
     /// Serve gNMI at ADDR (`HOST:PORT`): the ports in the OpenConfig interfaces model (names, ids, status, counters; enable or disable by Set).
     #[arg(long, value_name = "ADDR")]
     pub gnmi: Option<String>,
+    /// A port queue, `PORT:QUEUE[:min-rate=BPS,max-rate=BPS,depth=N]` (rates in bit/s, k/M/G suffixes; depth in packets, default 64): flows send into it with `set_queue:QUEUE` (1.0: `enqueue:PORT:QUEUE`); it is shaped to its max-rate. Repeat for more queues.
+    #[arg(long = "queue", value_name = "SPEC")]
+    pub queues: Vec<String>,
     /// The OpenFlow versions spoken, comma-separated, as Open vSwitch's bridge `protocols`: OpenFlow10, OpenFlow13, OpenFlow14 (default all three).
     #[arg(long, default_value = "OpenFlow10,OpenFlow13,OpenFlow14")]
     pub protocols: String,
@@ -168,6 +171,8 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     let versions = parse_protocols(&a.protocols)?;
     let mut sw = OfSwitch::new(infos);
     sw.set_flow_cache(!a.no_flow_cache);
+    let queues = a.queues.iter().map(|s| QueueConfig::parse(s)).collect::<Result<Vec<_>, _>>()?;
+    sw.set_queues(queues).map_err(|e| format!("--queue: {e}"))?;
     // Packet-ins wait for the agent in a bounded channel; when it is full the workers drop them and count it.
     let (sink, notes) = sluice_ofagent::packet_in_channel();
     let cfg = LiveConfig { ports, offload: a.offload, workers: a.workers.max(1), ..LiveConfig::default() };
