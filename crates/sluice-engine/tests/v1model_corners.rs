@@ -1,4 +1,5 @@
-//! v1model behaviours that the shared corpora do not reach, each checked end
+//! v1model behaviours that the shared corpora do not reach (and PSA's class
+//! of service on the same egress queues), each checked end
 //! to end on a small hand-written BMv2 JSON program, interpreted and
 //! compiled, against bytes computed here (the checksum, CRC-32 and bit
 //! packing references are the test's own).
@@ -928,5 +929,42 @@ fn telemetry_records_grow_with_a_congested_queue_and_name_the_queue() {
         }
         let last = low.last().unwrap();
         assert!(last.2 >= 8 && last.3 >= 8_000, "{mode:?}: a congested queue shows: {last:?}");
+    }
+}
+
+/// PSA on the same queues: `class_of_service` chooses the queue. The
+/// program is p4c's `psa-unicast-or-drop-bmv2` from the PSA corpus: ingress
+/// sends a packet to the port its destination MAC address names with class
+/// of service = the source address's last bit; egress writes the egress
+/// port and the class it sees into `output_data` (word0, word3).
+#[test]
+fn psa_class_of_service_chooses_the_queue() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/conformance/p4c-stf-psa/psa-unicast-or-drop-bmv2/psa-unicast-or-drop-bmv2.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let program: Value = serde_json::from_str(&text).expect("JSON");
+    // To port 1, class of service `cos`, `tag` in word1's place.
+    let packet = |cos: u8, tag: u8| {
+        let mut p = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, cos, 0xff, 0xff];
+        p.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef, tag, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        p
+    };
+    for (mode, mut sw) in switches(&program, &[]) {
+        sw.set_priority_queues(2);
+        // Class 0 paced at one packet per second on port 1; class 1 not.
+        assert!(sw.set_queue_rate(Some(1), Some(0), 1), "{mode:?}");
+        for tag in 0..5 {
+            sw.process_at(4, &packet(0, tag), 0, &mut |_, _| panic!("{mode:?}: leaves only on release"));
+        }
+        sw.process_at(4, &packet(1, 9), 5, &mut |_, _| panic!("{mode:?}: leaves only on release"));
+        let mut out = Vec::new();
+        sw.release_queued_at(5, &mut |port, b| {
+            let word = |i: usize| u32::from_be_bytes(b[14 + 4 * i..18 + 4 * i].try_into().unwrap());
+            out.push((port, word(0), word(3)));
+        });
+        // Class 1 first, then the one class-0 packet the rate allows.
+        assert_eq!(out, [(1, 1, 1), (1, 1, 0)], "{mode:?}");
+        assert_eq!(sw.queued_packets(), 4, "{mode:?}");
+        assert_eq!(sw.next_queue_departure_us(), Some(1_000_005), "{mode:?}: a second after the last");
     }
 }

@@ -2,7 +2,8 @@
 //! egress queues (`--priority-queues`, `set_queue_depth`, `set_queue_rate`).
 //!
 //! Contract. Reads: packets the replication stage sends toward egress, with
-//! their egress port and `standard_metadata.priority`; the queue settings
+//! their egress port and `standard_metadata.priority` (PSA:
+//! `class_of_service`, a class beyond the queues taken as class 0); the queue settings
 //! (priorities per port, depths in packets, rates in packets per second).
 //! Writes: the shared egress queues ([`EgressQueues`]), the queueing
 //! metadata of each packet that leaves (v1model: `enq_timestamp` and
@@ -98,7 +99,14 @@ impl Switch {
         let Some(mut tm) = self.tm.take() else { return };
         let now_ns = self.now * 1000;
         while let Some(e) = egress.pop_front() {
-            let priority = self.get_std(&e.phv, self.plan.std.priority) as usize;
+            let (mut priority, psa) = match &self.plan.psa {
+                Some(f) => (self.get_std(&e.phv, f.eg_cos) as usize, true),
+                None => (self.get_std(&e.phv, self.plan.std.priority) as usize, false),
+            };
+            if psa && priority >= tm.priorities() {
+                self.trace_note(|| format!("Class of service {priority} has no queue, using class 0"));
+                priority = 0;
+            }
             let dropped = if priority >= tm.priorities() {
                 self.trace_note(|| format!("Priority {priority} out of range, dropping packet"));
                 Some(e)
