@@ -157,13 +157,15 @@ impl Device {
         }
     }
 
-    /// Replaces the running program with a compiled one (all state starts
-    /// fresh); refused as [`Device::check_swap`] says.
-    pub fn install(&self, sw: Switch, json: Arc<str>) -> Result<(), String> {
+    /// Replaces the running program with a compiled one (all its state
+    /// starts fresh; the egress queues' settings, the switch's, stay);
+    /// refused as [`Device::check_swap`] says.
+    pub fn install(&self, mut sw: Switch, json: Arc<str>) -> Result<(), String> {
         self.check_swap(&json)?;
         self.has_program.store(true, std::sync::atomic::Ordering::Release);
         let lists = learn_list_ids(&sw);
         let mut pool = self.pool();
+        sw.keep_queue_settings(pool.view());
         pool.replace(sw)?;
         *self.program.lock().unwrap_or_else(|e| e.into_inner()) = Program { json };
         if let Some(l) = self.learning() {

@@ -8,9 +8,12 @@
 //!   in packets (bmv2's default: 64); a packet arriving at a full queue is
 //!   dropped (tail drop), handed back to the caller and counted;
 //! - optional rates, per port and per queue: packets per second (bmv2's
-//!   `set_queue_rate`: a pacer, one packet per 1/rate) or bits per second
-//!   (a token bucket whose burst defaults to one 1 500-byte frame); a
-//!   packet leaves when its queue's rate and its port's rate both allow it;
+//!   `set_queue_rate`: a pacer, as bmv2 schedules it: each packet may
+//!   leave 1/rate after the one before it or when it arrived, whichever is
+//!   later, so a late caller sends what was due at once and an idle queue
+//!   saves no credit) or bits per second (a token bucket whose burst
+//!   defaults to one 1 500-byte frame); a packet leaves when its queue's
+//!   rate and its port's rate both allow it;
 //! - scheduling per port: strict priority among the queues whose own rate
 //!   allows a packet now (a rate-limited high queue does not hold back
 //!   lower ones); ports are independent (separate links);
@@ -54,7 +57,9 @@ impl Rate {
     }
 }
 
-/// A token bucket in tokens (packets, or bits) per nanosecond.
+/// A rate limiter: for bits per second a token bucket in bits per
+/// nanosecond; for packets per second a pacer (`next_ns`, the earliest
+/// time of the next departure).
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     rate: Rate,
@@ -62,6 +67,9 @@ struct Bucket {
     burst: f64,
     tokens: f64,
     last_ns: u64,
+    /// Pacer: nanoseconds between two departures, and the earliest next one.
+    gap_ns: f64,
+    next_ns: f64,
 }
 
 impl Bucket {
@@ -72,7 +80,12 @@ impl Bucket {
             Rate::PacketsPerSecond(p) => (p / share / 1e9, 1.0),
             Rate::BitsPerSecond { bits, burst_bits } => (bits / share / 1e9, burst_bits.max(1) as f64),
         };
-        Bucket { rate, per_ns, burst, tokens: burst, last_ns: now_ns }
+        let gap_ns = if per_ns > 0.0 { 1.0 / per_ns } else { f64::INFINITY };
+        Bucket { rate, per_ns, burst, tokens: burst, last_ns: now_ns, gap_ns, next_ns: 0.0 }
+    }
+
+    fn paces(&self) -> bool {
+        matches!(self.rate, Rate::PacketsPerSecond(_))
     }
 
     fn cost(&self, bytes: u32) -> f64 {
@@ -96,19 +109,31 @@ impl Bucket {
         self.cost(bytes).min(self.burst)
     }
 
-    /// Whether a packet of `bytes` may leave at `now_ns`.
-    fn allows(&mut self, bytes: u32, now_ns: u64) -> bool {
+    /// Whether a packet of `bytes` queued at `enq_ns` may leave at `now_ns`.
+    fn allows(&mut self, bytes: u32, enq_ns: u64, now_ns: u64) -> bool {
+        if self.paces() {
+            return self.next_ns.max(enq_ns as f64) <= now_ns as f64 + 0.5;
+        }
         self.refill(now_ns);
         self.tokens + 1e-9 >= self.need(bytes)
     }
 
-    fn take(&mut self, bytes: u32) {
-        self.tokens -= self.cost(bytes);
+    /// A packet of `bytes` queued at `enq_ns` leaves.
+    fn take(&mut self, bytes: u32, enq_ns: u64) {
+        if self.paces() {
+            self.next_ns = self.next_ns.max(enq_ns as f64) + self.gap_ns;
+        } else {
+            self.tokens -= self.cost(bytes);
+        }
     }
 
-    /// When a packet of `bytes` may leave (`now_ns` or later; never for a
-    /// zero rate).
-    fn ready_at(mut self, bytes: u32, now_ns: u64) -> Option<u64> {
+    /// When a packet of `bytes` queued at `enq_ns` may leave (`now_ns` or
+    /// later; never for a zero rate).
+    fn ready_at(mut self, bytes: u32, enq_ns: u64, now_ns: u64) -> Option<u64> {
+        if self.paces() {
+            let at = self.next_ns.max(enq_ns as f64);
+            return at.is_finite().then(|| (at.ceil() as u64).max(now_ns));
+        }
         self.refill(now_ns);
         let missing = self.need(bytes) - self.tokens;
         if missing <= 1e-9 {
@@ -355,23 +380,42 @@ impl<T> EgressQueues<T> {
     /// Queues `item` (a frame of `bytes`) on `port`'s queue `queue`
     /// (clamped to the highest priority).
     pub fn enqueue(&mut self, port: u32, queue: usize, bytes: u32, item: T, now_ns: u64) -> Enqueue<T> {
+        let mut item = Some(item);
+        match self.enqueue_with(port, queue, bytes, now_ns, || item.take().expect("taken once")) {
+            Some(depth) => Enqueue::Queued { depth },
+            None => Enqueue::Dropped(item.take().expect("not taken")),
+        }
+    }
+
+    /// [`EgressQueues::enqueue`] of the item `make` gives, made only when
+    /// there is room for it: the depth it is queued behind, or `None` when
+    /// it was dropped (and counted).
+    pub fn enqueue_with(
+        &mut self,
+        port: u32,
+        queue: usize,
+        bytes: u32,
+        now_ns: u64,
+        make: impl FnOnce() -> T,
+    ) -> Option<u32> {
         let queue = queue.min(self.priorities - 1);
         let Some(pq) = self.port_mut(port, now_ns) else {
             self.out_of_range += 1;
-            return Enqueue::Dropped(item);
+            return None;
         };
         let port_depth = pq.queued as u32;
         let q = &mut pq.queues[queue];
         if q.items.len() >= q.depth {
             q.stats.dropped += 1;
-            return Enqueue::Dropped(item);
+            return None;
         }
+        let item = make();
         let depth = q.items.len() as u32;
         q.items.push_back(Held { item, bytes, enq_ns: now_ns, enq_depth: depth, enq_port_depth: port_depth });
         q.stats.enqueued += 1;
         pq.queued += 1;
         self.queued += 1;
-        Enqueue::Queued { depth }
+        Some(depth)
     }
 
     /// Hands `out` every packet allowed to leave at `now_ns`, at most
@@ -391,20 +435,20 @@ impl<T> EgressQueues<T> {
                     match (q.items.front(), q.rate.as_mut()) {
                         (None, _) => false,
                         (Some(_), None) => true,
-                        (Some(h), Some(b)) => b.allows(h.bytes, now_ns),
+                        (Some(h), Some(b)) => b.allows(h.bytes, h.enq_ns, now_ns),
                     }
                 });
                 let Some(i) = pick else { break };
-                let bytes = pq.queues[i].items.front().map_or(0, |h| h.bytes);
+                let (bytes, enq_ns) = pq.queues[i].items.front().map_or((0, 0), |h| (h.bytes, h.enq_ns));
                 if let Some(b) = pq.rate.as_mut() {
-                    if !b.allows(bytes, now_ns) {
+                    if !b.allows(bytes, enq_ns, now_ns) {
                         break;
                     }
-                    b.take(bytes);
+                    b.take(bytes, enq_ns);
                 }
                 let q = &mut pq.queues[i];
                 if let Some(b) = q.rate.as_mut() {
-                    b.take(bytes);
+                    b.take(bytes, enq_ns);
                 }
                 let h = q.items.pop_front().expect("picked a non-empty queue");
                 q.stats.dequeued += 1;
@@ -441,23 +485,23 @@ impl<T> EgressQueues<T> {
                 continue;
             }
             let mut port_best: Option<u64> = None;
-            let mut head_bytes = 0;
+            let (mut head_bytes, mut head_enq) = (0, 0);
             for q in pq.queues.iter().rev() {
                 let Some(h) = q.items.front() else { continue };
                 let t = match q.rate {
                     None => Some(now_ns),
-                    Some(b) => b.ready_at(h.bytes, now_ns),
+                    Some(b) => b.ready_at(h.bytes, h.enq_ns, now_ns),
                 };
                 if let Some(t) = t {
                     if port_best.is_none_or(|b| t < b) {
                         port_best = Some(t);
-                        head_bytes = h.bytes;
+                        (head_bytes, head_enq) = (h.bytes, h.enq_ns);
                     }
                 }
             }
             let Some(mut t) = port_best else { continue };
             if let Some(b) = pq.rate {
-                match b.ready_at(head_bytes, t) {
+                match b.ready_at(head_bytes, head_enq, t) {
                     Some(u) => t = t.max(u),
                     None => continue,
                 }
@@ -506,6 +550,18 @@ impl<T> EgressQueues<T> {
             .and_then(|p| p.as_ref())
             .and_then(|p| p.queues.get(queue))
             .map_or_else(QueueStats::default, |q| q.stats)
+    }
+
+    /// `(port, queue, counters, packets waiting)` of every queue made so far.
+    pub fn all_stats(&self) -> Vec<(u32, usize, QueueStats, usize)> {
+        let mut out = Vec::new();
+        for (p, pq) in self.ports.iter().enumerate() {
+            let Some(pq) = pq else { continue };
+            for (i, q) in pq.queues.iter().enumerate() {
+                out.push((p as u32, i, q.stats, q.items.len()));
+            }
+        }
+        out
     }
 
     /// Packets waiting in `port`'s queue `queue`.
@@ -631,8 +687,8 @@ mod tests {
         q.enqueue(0, 0, 64, 3, 0);
         let out = drain(&mut q, 10);
         assert_eq!(out.iter().map(|d| d.item).collect::<Vec<_>>(), [1, 3]);
-        // The bucket was full at 0 and emptied at 10 ns: one token a second later.
-        assert_eq!(q.next_departure(10), Some(1_000_000_010));
+        // The first was due when it arrived (0), the next is due 1/rate after it.
+        assert_eq!(q.next_departure(10), Some(1_000_000_000));
     }
 
     #[test]

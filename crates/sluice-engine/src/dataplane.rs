@@ -7,9 +7,10 @@
 //! leased tokens (`meters::Leases::on`). Counters merge by summing; idle-timeout hits by
 //! taking the latest.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+use sluice_dataplane::egress_queues::QueueStats;
 use sluice_dataplane::{DataPlane, Metrics, Profile, Stats, TraceOut};
 
 use crate::state::Digest;
@@ -32,6 +33,8 @@ pub struct CounterSnapshot {
     pub lookups: Vec<[u64; 2]>,
     /// The switch's own counters.
     pub stats: Stats,
+    /// Egress queues: `(port, queue, counters, packets waiting)`.
+    pub queues: Vec<(u32, usize, QueueStats, usize)>,
 }
 
 impl CounterSnapshot {
@@ -53,6 +56,7 @@ impl CounterSnapshot {
             hits: last_hits(sw),
             lookups: sw.state.lookups.clone(),
             stats: sw.stats,
+            queues: sw.queue_stats(),
         }
     }
 }
@@ -189,6 +193,16 @@ impl DataPlane for Switch {
             transmitted: a.transmitted + s.stats.transmitted,
             dropped: a.dropped + s.stats.dropped,
         });
+        let mut queues: BTreeMap<(u32, usize), (QueueStats, usize)> = BTreeMap::new();
+        for &(port, queue, st, depth) in snaps.iter().flat_map(|s| &s.queues) {
+            let e = queues.entry((port, queue)).or_default();
+            e.0.enqueued += st.enqueued;
+            e.0.dequeued += st.dequeued;
+            e.0.dequeued_bytes += st.dequeued_bytes;
+            e.0.dropped += st.dropped;
+            e.1 += depth;
+        }
+        self.queue_totals = queues.into_iter().map(|((p, q), (st, d))| (p, q, st, d)).collect();
     }
 
     /// Per table its entries, its lookups by result (and, for a table with
@@ -196,6 +210,24 @@ impl DataPlane for Switch {
     /// more than [`METRIC_CELLS`] cells: their sum, as cell `all`); the
     /// packets the program dropped.
     fn metrics(&self, to: &mut Metrics) {
+        for &(port, queue, st, depth) in &self.queue_totals {
+            let (port, queue) = (port.to_string(), queue.to_string());
+            let l = [("port", port.as_str()), ("queue", queue.as_str())];
+            to.gauge("sluice_egress_queue_depth_packets", "Packets waiting in an egress queue.", &l, depth as f64);
+            to.counter("sluice_egress_queue_sent_packets_total", "Packets that left an egress queue.", &l, st.dequeued);
+            to.counter(
+                "sluice_egress_queue_sent_bytes_total",
+                "Bytes that left an egress queue.",
+                &l,
+                st.dequeued_bytes,
+            );
+            to.counter(
+                "sluice_egress_queue_dropped_packets_total",
+                "Packets dropped at a full egress queue.",
+                &l,
+                st.dropped,
+            );
+        }
         let plan = &self.plan;
         for (t, tp) in plan.tables.iter().enumerate() {
             // Tables p4c made of straight-line code (no key, one action) are no one's tables.

@@ -329,6 +329,16 @@ impl<N: Send + 'static> LiveIo<N> {
         })
     }
 
+    /// Runs the data plane's `tick`; what it sends carries no offload header.
+    fn run_tick<D: DataPlane<Notification = N>>(&mut self, dp: &mut D) {
+        self.last_tick = Some(Instant::now());
+        let none = VnetHdr::default();
+        let out = &mut self.out;
+        let now = self.started.elapsed().as_nanos() as u64;
+        dp.tick(now, &mut |p, bytes: &[u8]| out.send(p, 0, bytes, bytes.len(), &none));
+        self.out.after_batch(dp);
+    }
+
     /// Runs the `n` frames in the receive buffer (from port index `k`)
     /// through the data plane and sends what it emits: as one batch, or,
     /// from a port that carries several ports' frames, one batch per run of
@@ -766,12 +776,7 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         // Ticks: once at start, then as often as the data plane asks.
         let interval = dp.tick_interval();
         if self.last_tick.is_none_or(|t| interval.is_some_and(|d| t.elapsed() >= d)) {
-            self.last_tick = Some(Instant::now());
-            let none = VnetHdr::default();
-            let out = &mut self.out;
-            let now = self.started.elapsed().as_nanos() as u64;
-            dp.tick(now, &mut |p, bytes: &[u8]| out.send(p, 0, bytes, bytes.len(), &none));
-            self.out.after_batch(dp);
+            self.run_tick(dp);
             self.out.flush();
         }
         // Sleep until a frame, a control message (the pool writes the
@@ -784,9 +789,13 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
         if self.out.slots.iter().any(|s| s.link != Link::Up) {
             wait = wait.min(RETRY.saturating_sub(self.last_retry.elapsed()));
         }
-        let ms = wait.as_micros().div_ceil(1000) as libc::c_int;
-        // SAFETY: `pfds` is a live array of pollfd.
-        let r = unsafe { libc::poll(self.out.pfds.as_mut_ptr(), self.out.pfds.len() as libc::nfds_t, ms) };
+        // To the microsecond (a paced queue's next departure may be sooner
+        // than a millisecond away).
+        let timeout = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos().into() };
+        // SAFETY: `pfds` is a live array of pollfd, `timeout` a live timespec, no signal mask.
+        let r = unsafe {
+            libc::ppoll(self.out.pfds.as_mut_ptr(), self.out.pfds.len() as libc::nfds_t, &timeout, std::ptr::null())
+        };
         if r <= 0 {
             if r == 0 && wait == IDLE_WAIT && !self.rx_released {
                 // A whole idle wait without input: the buffers' pages go back.
@@ -871,6 +880,11 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
                     break;
                 }
             }
+        }
+        // What the data plane holds that is due now (queued packets whose
+        // rate allows them to leave) goes out with this round's frames.
+        if dp.tick_interval() == Some(Duration::ZERO) {
+            self.run_tick(dp);
         }
         self.out.flush();
         !self.out.shared.stop.is_set()

@@ -206,6 +206,27 @@ fn egress_queue_depth_and_rate_through_the_stock_cli() {
     sw.release_queued_at(0, &mut |p, _| out.push(p));
     assert_eq!(out, [2], "one packet leaves at once, on the routed port");
     assert_eq!(sw.next_queue_departure_us(), Some(1_000_000), "the next one a second later");
+    // The metrics count per queue what left, what was dropped, what waits.
+    use sluice_dataplane::DataPlane;
+    let snap = sw.counters();
+    sw.merge_counters(&[snap]);
+    let mut m = sluice_dataplane::Metrics::new();
+    sw.metrics(&mut m);
+    let l = [("port", "2"), ("queue", "0")];
+    assert_eq!(m.get("sluice_egress_queue_sent_packets_total", &l), Some(1.0));
+    assert_eq!(m.get("sluice_egress_queue_dropped_packets_total", &l), Some(3.0));
+    assert_eq!(m.get("sluice_egress_queue_depth_packets", &l), Some(1.0));
+    drop(pool);
+    // The queue settings belong to the switch: a new program keeps them.
+    dev.stage(&std::fs::read_to_string(repo().join("examples/router.json")).unwrap()).unwrap();
+    assert!(dev.swap_staged().unwrap());
+    cli(port, &routes.join("\n"));
+    let mut pool = dev.pool();
+    let sw = pool.alone().unwrap();
+    for _ in 0..5 {
+        sw.process_at(1, &frame, 10, &mut |_, _| sent += 1);
+    }
+    assert_eq!((sent, sw.queued_packets(), sw.queue_drops(2, 0)), (0, 2, 3), "depth 2 and the rate kept");
 }
 
 /// The built-in CLI (`sluice cli`, `--commands`, `replay --then`) answers

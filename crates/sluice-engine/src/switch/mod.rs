@@ -98,6 +98,9 @@ pub struct Switch {
     /// Workers whose queues feed the same links: each replica's queue
     /// rates are its share (see `EgressQueues::set_share`).
     queue_share: usize,
+    /// Every worker's egress queues summed (`merge_counters`, for the
+    /// metrics): `(port, queue, counters, packets waiting)`.
+    pub(crate) queue_totals: Vec<(u32, usize, sluice_dataplane::egress_queues::QueueStats, usize)>,
     /// Set while [`Switch::release_queued_at`] runs: queued packets may
     /// leave even when rates are set (otherwise they leave only there).
     tm_release: bool,
@@ -205,6 +208,7 @@ impl Switch {
             tm: None,
             priority_queues: 1,
             queue_share: 1,
+            queue_totals: Vec::new(),
             tm_release: false,
             now: 0,
             hash_buf: sluice_hash::BitPacker::with_capacity(256),

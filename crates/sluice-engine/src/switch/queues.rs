@@ -61,6 +61,16 @@ impl Switch {
         }
     }
 
+    /// Takes `from`'s queue settings (queues per port, depths, rates): they
+    /// belong to the switch, not to its program, and stay when another
+    /// program replaces it, as bmv2 keeps them. Its queued packets are not
+    /// taken.
+    pub fn keep_queue_settings(&mut self, from: &Switch) {
+        self.priority_queues = from.priority_queues;
+        self.queue_share = from.queue_share;
+        self.tm = from.tm.as_ref().map(|t| Box::new(t.settings_copy(self.now * 1000)));
+    }
+
     /// Priority queues per port.
     pub fn priority_queues(&self) -> usize {
         self.priority_queues
@@ -80,6 +90,11 @@ impl Switch {
         let now = self.now * 1000;
         let rate = (pps > 0).then_some(Rate::PacketsPerSecond(pps as f64));
         self.queues_mut().set_queue_rate(port, priority, rate, now)
+    }
+
+    /// This copy's egress queues: `(port, queue, counters, packets waiting)`.
+    pub fn queue_stats(&self) -> Vec<(u32, usize, sluice_dataplane::egress_queues::QueueStats, usize)> {
+        self.tm.as_ref().map(|t| t.all_stats()).unwrap_or_default()
     }
 
     /// Packets waiting in the egress queues.

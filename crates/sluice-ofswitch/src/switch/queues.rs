@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use sluice_dataplane::egress_queues::{EgressQueues, Enqueue, Rate, DEFAULT_DEPTH, MAX_PORT};
+use sluice_dataplane::egress_queues::{EgressQueues, Rate, DEFAULT_DEPTH, MAX_PORT};
 
 use super::{OfSwitch, LOCAL_LIVE_PORT};
 
@@ -251,15 +251,17 @@ impl OfSwitch {
             p.tx_bytes += f.len() as u64;
             return Offer::Send;
         }
-        let mut buf = self.spare.pop().unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(f);
-        match pq.queues.enqueue(port, pq.rank[i], f.len() as u32, buf, now) {
-            Enqueue::Queued { .. } => Offer::Queued,
-            Enqueue::Dropped(buf) => {
-                self.spare.push(buf);
-                Offer::Dropped
-            }
+        let spare = &mut self.spare;
+        // The frame is copied only when its queue has room.
+        let copy = || {
+            let mut buf = spare.pop().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(f);
+            buf
+        };
+        match pq.queues.enqueue_with(port, pq.rank[i], f.len() as u32, now, copy) {
+            Some(_) => Offer::Queued,
+            None => Offer::Dropped,
         }
     }
 

@@ -172,6 +172,10 @@ pub fn run(a: &OpenflowArgs) -> Result<(), String> {
     let mut sw = OfSwitch::new(infos);
     sw.set_flow_cache(!a.no_flow_cache);
     let queues = a.queues.iter().map(|s| QueueConfig::parse(s)).collect::<Result<Vec<_>, _>>()?;
+    if !queues.is_empty() && a.offload {
+        // A queued frame leaves later, without the offload header it came with.
+        return Err("--queue and --offload do not go together: queued frames leave without offload headers".into());
+    }
     sw.set_queues(queues).map_err(|e| format!("--queue: {e}"))?;
     // Packet-ins wait for the agent in a bounded channel; when it is full the workers drop them and count it.
     let (sink, notes) = sluice_ofagent::packet_in_channel();
