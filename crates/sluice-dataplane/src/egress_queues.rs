@@ -418,6 +418,32 @@ impl<T> EgressQueues<T> {
         Some(depth)
     }
 
+    /// Lets a packet of `bytes` for `port`'s queue `queue` pass at once,
+    /// without waiting, when neither its queue nor a higher one holds a
+    /// packet (strict priority would send it next) and the rates allow it
+    /// now: counted as queued and sent (depth 0, no delay). False when it
+    /// must be enqueued.
+    pub fn try_pass(&mut self, port: u32, queue: usize, bytes: u32, now_ns: u64) -> bool {
+        let queue = queue.min(self.priorities - 1);
+        let Some(pq) = self.port_mut(port, now_ns) else { return false };
+        if pq.queues[queue..].iter().any(|q| !q.items.is_empty()) {
+            return false;
+        }
+        let q = &mut pq.queues[queue];
+        if !q.rate.as_mut().is_none_or(|b| b.allows(bytes, now_ns, now_ns))
+            || !pq.rate.as_mut().is_none_or(|b| b.allows(bytes, now_ns, now_ns))
+        {
+            return false;
+        }
+        for b in [q.rate.as_mut(), pq.rate.as_mut()].into_iter().flatten() {
+            b.take(bytes, now_ns);
+        }
+        q.stats.enqueued += 1;
+        q.stats.dequeued += 1;
+        q.stats.dequeued_bytes += u64::from(bytes);
+        true
+    }
+
     /// Hands `out` every packet allowed to leave at `now_ns`, at most
     /// `budget` of them, port by port, each port's in strict priority.
     /// Returns how many left.
@@ -761,5 +787,18 @@ mod tests {
             let gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
             assert_eq!(gaps, vec![2_000_000; 9]);
         }
+    }
+
+    #[test]
+    fn an_idle_queue_whose_rate_allows_lets_a_packet_pass_unqueued() {
+        let mut q: EgressQueues<u32> = EgressQueues::new(2);
+        q.set_queue_rate(Some(4), Some(0), Some(Rate::PacketsPerSecond(1.0)), 0);
+        assert!(q.try_pass(4, 0, 100, 0), "idle, the rate allows one");
+        assert!(!q.try_pass(4, 0, 100, 1), "the next is due a second later");
+        assert_eq!(q.enqueue(4, 0, 100, 7, 1), Enqueue::Queued { depth: 0 });
+        assert!(!q.try_pass(4, 0, 100, 2_000_000_000), "never ahead of a packet of its queue");
+        assert!(q.try_pass(4, 1, 100, 2), "a higher queue with nothing ahead of it passes");
+        let s = q.stats(4, 0);
+        assert_eq!((s.enqueued, s.dequeued, s.dequeued_bytes), (2, 1, 100));
     }
 }

@@ -668,22 +668,23 @@ fn a_paced_egress_queue_fills_drops_when_full_and_reports_depths_and_delay() {
         assert!(sw.set_queue_rate(Some(1), None, 1), "{mode:?}");
         let mut sent = Vec::new();
         for tag in 0..70u8 {
-            sw.process_at(0, &queued_packet(0, tag), 0, &mut |_, b| sent.push(b.to_vec()));
+            sw.process_at(0, &queued_packet(0, tag), 0, &mut |_, b| sent.push(queue_report(b)));
         }
-        assert!(sent.is_empty(), "{mode:?}: with a rate, packets leave only when released");
-        // bmv2's default depth: 64 queued, the other 6 dropped.
+        // The idle port's rate lets the first go at once, unqueued; the
+        // others wait: bmv2's default depth, 64, the other 5 dropped.
+        assert_eq!(sent, [(0, 0, 0, 0)], "{mode:?}");
         assert_eq!(sw.queued_packets(), 64, "{mode:?}");
-        assert_eq!(sw.queue_drops(1, 0), 6, "{mode:?}");
-        assert_eq!(sw.stats.dropped, 6, "{mode:?}");
-        // The bucket starts full: one leaves at once, the next a second later.
-        assert_eq!(released(&mut sw, 0), [(0, 0, 0, 63)], "{mode:?}");
+        assert_eq!(sw.queue_drops(1, 0), 5, "{mode:?}");
+        assert_eq!(sw.stats.dropped, 5, "{mode:?}");
+        // The next is due a second after the first.
+        assert!(released(&mut sw, 0).is_empty(), "{mode:?}");
         assert_eq!(sw.next_queue_departure_us(), Some(1_000_000), "{mode:?}");
         assert!(released(&mut sw, 999_999).is_empty(), "{mode:?}");
-        assert_eq!(released(&mut sw, 1_000_000), [(1, 1, 1_000_000, 62)], "{mode:?}");
+        assert_eq!(released(&mut sw, 1_000_000), [(1, 0, 1_000_000, 63)], "{mode:?}");
         // Released late, what was due goes at once (bmv2 schedules each
         // packet 1/rate after the one before it); each reports the queue it
         // found: the depth grows with the queue.
-        assert_eq!(released(&mut sw, 3_000_000), [(2, 2, 3_000_000, 61), (3, 3, 3_000_000, 60)], "{mode:?}");
+        assert_eq!(released(&mut sw, 3_000_000), [(2, 1, 3_000_000, 62), (3, 2, 3_000_000, 61)], "{mode:?}");
     }
 }
 
@@ -693,14 +694,18 @@ fn a_high_priority_class_leaves_before_a_congested_low_one_untouched() {
         sw.set_priority_queues(2);
         // The low class (priority 0) paced at 1 packet/s, the high one not.
         assert!(sw.set_queue_rate(Some(1), Some(0), 1), "{mode:?}");
+        let mut at_once = Vec::new();
         for tag in 0..20u8 {
-            sw.process_at(0, &queued_packet(0, tag), 0, &mut |_, _| {});
+            sw.process_at(0, &queued_packet(0, tag), 0, &mut |_, b| at_once.push(queue_report(b)));
         }
-        sw.process_at(0, &queued_packet(1, 100), 10, &mut |_, _| {});
-        let out = released(&mut sw, 10);
-        // Strict priority: the high packet first, without delay or queue; then
-        // the one low packet the rate allows.
-        assert_eq!(out, [(100, 0, 0, 0), (0, 0, 10, 19)], "{mode:?}");
+        // The one low packet the rate allows left at once; 19 wait.
+        assert_eq!(at_once, [(0, 0, 0, 0)], "{mode:?}");
+        // Strict priority: the high packet goes at once, without delay, its
+        // own queue empty; the low ones wait for their rate.
+        sw.process_at(0, &queued_packet(1, 100), 10, &mut |_, b| at_once.push(queue_report(b)));
+        assert_eq!(at_once[1..], [(100, 0, 0, 0)], "{mode:?}");
+        assert!(released(&mut sw, 10).is_empty(), "{mode:?}");
+        assert_eq!(sw.queued_packets(), 19, "{mode:?}");
         // A priority beyond the queues is dropped, as bmv2 does.
         let before = sw.stats.dropped;
         sw.process_at(0, &queued_packet(5, 101), 20, &mut |_, _| {});
@@ -807,7 +812,8 @@ fn ecn_marks_packets_enqueued_above_the_threshold_on_a_port_paced_below_the_offe
             // Every third packet is not ECN-capable; the others alternate
             // ECT(1) and ECT(0).
             let ecn = [0, 1, 2][usize::from(seq) % 3];
-            sw.process_at(0, &ecn_packet(ecn, seq), t, &mut |_, _| panic!("a paced port sends only on release"));
+            // (One that finds the port idle and its rate allowing it leaves at once.)
+            sw.process_at(0, &ecn_packet(ecn, seq), t, &mut |_, b| departed.push(b.to_vec()));
         }
         // Then the queue drains at the port's rate.
         while let Some(t) = sw.next_queue_departure_us() {
@@ -912,10 +918,10 @@ fn telemetry_records_grow_with_a_congested_queue_and_name_the_queue() {
         for i in 0..40u64 {
             let t = i * 500;
             sw.release_queued_at(t, &mut |_, b| collect(b));
-            sw.process_at(0, &[0, i as u8], t, &mut |_, _| panic!("the low class is paced"));
+            sw.process_at(0, &[0, i as u8], t, &mut |_, b| collect(b));
             if i % 10 == 5 {
                 // A high-priority probe (priority 1) now and then.
-                sw.process_at(0, &[1 << 5, 100 + i as u8], t, &mut |_, _| {});
+                sw.process_at(0, &[1 << 5, 100 + i as u8], t, &mut |_, b| collect(b));
                 sw.release_queued_at(t, &mut |_, b| collect(b));
             }
         }
@@ -955,17 +961,20 @@ fn psa_class_of_service_chooses_the_queue() {
         sw.set_priority_queues(2);
         // Class 0 paced at one packet per second on port 1; class 1 not.
         assert!(sw.set_queue_rate(Some(1), Some(0), 1), "{mode:?}");
-        for tag in 0..5 {
-            sw.process_at(4, &packet(0, tag), 0, &mut |_, _| panic!("{mode:?}: leaves only on release"));
-        }
-        sw.process_at(4, &packet(1, 9), 5, &mut |_, _| panic!("{mode:?}: leaves only on release"));
-        let mut out = Vec::new();
-        sw.release_queued_at(5, &mut |port, b| {
+        let report = |port: u32, b: &[u8]| {
             let word = |i: usize| u32::from_be_bytes(b[14 + 4 * i..18 + 4 * i].try_into().unwrap());
-            out.push((port, word(0), word(3)));
-        });
-        // Class 1 first, then the one class-0 packet the rate allows.
-        assert_eq!(out, [(1, 1, 1), (1, 1, 0)], "{mode:?}");
+            (port, word(0), word(3))
+        };
+        let mut at_once = Vec::new();
+        for tag in 0..5 {
+            sw.process_at(4, &packet(0, tag), 0, &mut |p, b| at_once.push(report(p, b)));
+        }
+        // The one class-0 packet the rate allows left at once; 4 wait.
+        assert_eq!(at_once, [(1, 1, 0)], "{mode:?}");
+        // Class 1 goes at once, before the waiting class 0.
+        sw.process_at(4, &packet(1, 9), 5, &mut |p, b| at_once.push(report(p, b)));
+        assert_eq!(at_once[1..], [(1, 1, 1)], "{mode:?}");
+        sw.release_queued_at(5, &mut |_, _| panic!("{mode:?}: class 0 waits for its rate"));
         assert_eq!(sw.queued_packets(), 4, "{mode:?}");
         assert_eq!(sw.next_queue_departure_us(), Some(1_000_000), "{mode:?}: 1/rate after the first (queued at 0)");
     }

@@ -2045,35 +2045,38 @@ fn set_queue_sends_through_the_ports_shaped_queue_and_counts_each_queue() {
     add(&mut sw, 2, flow(0, 10, to_port(5), vec![write(vec![out(2), Action::SetQueue(5)])]));
     add(&mut sw, 3, flow(0, 10, to_port(7), vec![apply(vec![Action::SetQueue(7), out(2)])]));
     let started = std::time::Instant::now();
+    let mut at_once = 0;
     for _ in 0..12 {
-        assert!(run(&mut sw, 1, &udp_to(1)).is_empty(), "a shaped queue's packets leave on release");
+        at_once += run(&mut sw, 1, &udp_to(1)).len();
     }
+    // The idle queue's burst lets three go at once, unqueued (one more per
+    // 0.8 s since the first, should this machine be that slow).
+    let due = 3 + (started.elapsed().as_secs_f64() / 0.8) as usize;
+    assert!((3..=due).contains(&at_once), "{at_once} sent at once, {due} due");
     // Not shaped, and a queue id port 2 does not have: sent at once.
     assert_eq!(ports_of(&run(&mut sw, 1, &udp_to(5))), vec![2]);
     assert_eq!(ports_of(&run(&mut sw, 1, &udp_to(7))), vec![2]);
-    assert_eq!(sw.queues().unwrap().queued(), 8, "eight queued, four dropped at the depth");
+    let queued = sw.queues().unwrap().queued();
+    assert_eq!(queued, 8, "eight wait, the rest dropped at the depth");
+    let dropped = 12 - at_once - queued;
     let mut out = Vec::new();
     sw.release_queued(&mut |p, b: &[u8]| out.push((p, b.len())));
-    // The burst lets three go at once; one more per 0.8 s since the first.
     let due = 3 + (started.elapsed().as_secs_f64() / 0.8) as usize;
-    assert!((3..=due).contains(&out.len()), "{} released, {due} due", out.len());
+    assert!(at_once + out.len() <= due, "{} released, {due} due in all", out.len());
     assert!(out.iter().all(|&(p, len)| (p, len) == (2, 1000)));
     let wait = sw.next_departure_in().expect("more wait");
     assert!(wait <= std::time::Duration::from_millis(800), "{wait:?}");
     let c = sw.counters();
+    let left = (at_once + out.len()) as u64;
     assert_eq!(
         c.queues[&(2, 1)],
-        sluice_ofswitch::switch::QueueCounts {
-            tx_packets: out.len() as u64,
-            tx_bytes: 1000 * out.len() as u64,
-            tx_errors: 4
-        }
+        sluice_ofswitch::switch::QueueCounts { tx_packets: left, tx_bytes: 1000 * left, tx_errors: dropped as u64 }
     );
     assert_eq!(c.queues[&(2, 5)].tx_packets, 1);
     assert_eq!(c.queues[&(2, 5)].tx_bytes, 1000);
-    // Port 2 counted what left and the four tail drops.
-    assert_eq!(c.ports[&2][2], out.len() as u64 + 2);
-    assert_eq!(c.ports[&2][4], 4);
+    // Port 2 counted what left and the tail drops.
+    assert_eq!(c.ports[&2][2], left + 2);
+    assert_eq!(c.ports[&2][4], dropped as u64);
     // A replica has the settings, not the packets, and shapes its share.
     let r = sw.replica(2).unwrap();
     assert_eq!(r.queues().unwrap().queued(), 0);

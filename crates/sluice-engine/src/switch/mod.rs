@@ -104,6 +104,8 @@ pub struct Switch {
     /// Set while [`Switch::release_queued_at`] runs: queued packets may
     /// leave even when rates are set (otherwise they leave only there).
     tm_release: bool,
+    /// Packets that passed an idle shaped port at once (reused from round to round).
+    tm_passed: Vec<EgressItem>,
     /// Time of the packet being processed, µs since start (read once per packet).
     now: u64,
     hash_buf: sluice_hash::BitPacker,
@@ -210,6 +212,7 @@ impl Switch {
             queue_share: 1,
             queue_totals: Vec::new(),
             tm_release: false,
+            tm_passed: Vec::new(),
             now: 0,
             hash_buf: sluice_hash::BitPacker::with_capacity(256),
             mc_buf: Vec::new(),

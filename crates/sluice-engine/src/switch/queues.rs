@@ -13,10 +13,12 @@
 //! drop count. Leaves: a packet whose priority is out of range, or whose
 //! queue is full, is dropped and counted (bmv2 drops both); the others
 //! leave in strict priority, paced by the rates. Without any rate, what a
-//! batch queues leaves in that batch; with rates, queued packets leave
-//! only from [`Switch::release_queued_at`] (the data plane's `tick`, which
-//! the packet loop calls when [`Switch::next_queue_departure_us`] comes), so
-//! a departure is never credited to an unrelated input frame.
+//! batch queues leaves in that batch; with rates, a packet whose port's
+//! queues are empty and whose rates allow it leaves at once, with its own
+//! frame, and queued packets leave only from [`Switch::release_queued_at`]
+//! (the data plane's `tick`, which the packet loop calls when
+//! [`Switch::next_queue_departure_us`] comes), so a departure is never
+//! credited to an unrelated input frame.
 //! No queue exists until a setting asks for one: the fast paths (the fused
 //! batch function, egress on the borrowed payload) run only without one.
 
@@ -113,7 +115,9 @@ impl Switch {
     pub(super) fn through_queues(&mut self, egress: &mut VecDeque<EgressItem>) {
         let Some(mut tm) = self.tm.take() else { return };
         let now_ns = self.now * 1000;
-        while let Some(e) = egress.pop_front() {
+        // Packets that pass an idle port at once (its rates allow them).
+        let mut passed = std::mem::take(&mut self.tm_passed);
+        while let Some(mut e) = egress.pop_front() {
             let (mut priority, psa) = match &self.plan.psa {
                 Some(f) => (self.get_std(&e.phv, f.eg_cos) as usize, true),
                 None => (self.get_std(&e.phv, self.plan.std.priority) as usize, false),
@@ -125,6 +129,11 @@ impl Switch {
             let dropped = if priority >= tm.priorities() {
                 self.trace_note(|| format!("Priority {priority} out of range, dropping packet"));
                 Some(e)
+            } else if tm.shaping() && !self.tm_release && tm.try_pass(e.port, priority, e.meta.len_reg, now_ns) {
+                // Leaves with the frame it came from, as if queued and sent at once.
+                self.set_queue_metadata(&mut e, now_ns, now_ns, 0, 0, priority);
+                passed.push(e);
+                None
             } else {
                 let (port, bytes) = (e.port, e.meta.len_reg);
                 match tm.enqueue(port, priority, bytes, e, now_ns) {
@@ -141,19 +150,26 @@ impl Switch {
                 self.buf_pool.push(e.payload);
             }
         }
+        egress.extend(passed.drain(..));
+        self.tm_passed = passed;
         if !tm.shaping() || self.tm_release {
             tm.dequeue(now_ns, usize::MAX, |d| {
                 let mut e = d.item;
-                let std = &self.plan.std;
-                self.set_std(&mut e.phv, std.enq_timestamp, u128::from(d.enq_ns / 1000));
-                self.set_std(&mut e.phv, std.enq_qdepth, u128::from(d.enq_depth));
-                self.set_std(&mut e.phv, std.deq_timedelta, u128::from((d.deq_ns - d.enq_ns) / 1000));
-                self.set_std(&mut e.phv, std.deq_qdepth, u128::from(d.deq_depth));
-                self.set_std(&mut e.phv, std.qid, d.queue as u128);
+                self.set_queue_metadata(&mut e, d.enq_ns, d.deq_ns, d.enq_depth, d.deq_depth, d.queue);
                 egress.push_back(e);
             });
         }
         self.tm = Some(tm);
+    }
+
+    /// Egress's queueing metadata (bmv2's units: µs and packets).
+    fn set_queue_metadata(&self, e: &mut EgressItem, enq_ns: u64, deq_ns: u64, enq: u32, deq: u32, queue: usize) {
+        let std = &self.plan.std;
+        self.set_std(&mut e.phv, std.enq_timestamp, u128::from(enq_ns / 1000));
+        self.set_std(&mut e.phv, std.enq_qdepth, u128::from(enq));
+        self.set_std(&mut e.phv, std.deq_timedelta, u128::from((deq_ns - enq_ns) / 1000));
+        self.set_std(&mut e.phv, std.deq_qdepth, u128::from(deq));
+        self.set_std(&mut e.phv, std.qid, queue as u128);
     }
 
     /// Lets every queued packet whose time has come (at `now_us` of this

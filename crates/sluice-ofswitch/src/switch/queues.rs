@@ -8,8 +8,10 @@
 //! Writes: the egress queues, per queue the packets and bytes sent and
 //! the packets dropped, the port's tx counts when a queued packet leaves.
 //! Leaves: a packet output to a port with a queue id that port has
-//! waits in that queue when the queue has a maximum rate, and leaves from
-//! [`OfSwitch::release_queued`] (the data plane's `tick`) at that rate;
+//! goes at once when none of the port's queues holds a packet and the
+//! queue's maximum rate allows it; otherwise it waits in that queue and
+//! leaves from [`OfSwitch::release_queued`] (the data plane's `tick`) at
+//! that rate;
 //! a full queue drops it (tail drop, counted as the queue's tx error and
 //! the port's tx drop). A queue without a maximum rate passes packets on
 //! at once, counted. A queue id the port does not have, or no `set_queue`
@@ -251,6 +253,11 @@ impl OfSwitch {
             p.tx_bytes += f.len() as u64;
             return Offer::Send;
         }
+        let (len, rank) = (f.len() as u32, pq.rank[i]);
+        // An idle port whose rate allows it: no wait, no copy.
+        if pq.queues.try_pass(port, rank, len, now) {
+            return Offer::Send;
+        }
         let spare = &mut self.spare;
         // The frame is copied only when its queue has room.
         let copy = || {
@@ -259,7 +266,7 @@ impl OfSwitch {
             buf.extend_from_slice(f);
             buf
         };
-        match pq.queues.enqueue_with(port, pq.rank[i], f.len() as u32, now, copy) {
+        match pq.queues.enqueue_with(port, rank, len, now, copy) {
             Some(_) => Offer::Queued,
             None => Offer::Dropped,
         }
