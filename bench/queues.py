@@ -22,8 +22,8 @@ Measured, in this order:
    two readings of `ovs-ofctl queue-stats` (bytes, and the queue's own
    duration) taken 1 s into the run and 0.5 s before its end; the error
    against R (the goal: within 2%);
-3. a class under congestion: queue 1 shaped to 10 Mbit/s with UDP offered at
-   20 Mbit/s, and ICMP with TOS 0xb8 (DSCP EF) sent by a flow into queue 2
+3. a class under congestion: queue 1 shaped to 10 Mbit/s (100 packets deep)
+   with UDP offered at 20 Mbit/s, and ICMP with TOS 0xb8 (DSCP EF) sent by a flow into queue 2
    (not shaped) of the same port: ping's average round trip for that class,
    and for plain ping in the congested queue 1;
 4. the cost of queues that never congest: iperf3 TCP h1 -> h2 through
@@ -200,7 +200,7 @@ def shaped_rate(sluice, tmp, secs, max_rate):
 
 def class_delays(sluice, tmp, secs):
     """Ping round trips (ms): EF-marked ICMP into unshaped queue 2, plain ICMP into queue 1 congested at 10 Mbit/s."""
-    sw = Switch(sluice, tmp, ["2:1:max-rate=10M", "2:2"], [
+    sw = Switch(sluice, tmp, ["2:1:max-rate=10M,depth=100", "2:2"], [
         "priority=20,in_port=1,icmp,nw_tos=184,actions=set_queue:2,output:2",
         "priority=10,in_port=1,actions=set_queue:1,output:2",
         "priority=10,in_port=2,actions=output:1",

@@ -876,15 +876,16 @@ impl<D: DataPlane> WorkerIo<D> for LiveIo<D::Notification> {
                     }
                 }
                 self.run_frames(dp, k, n);
+                // What the data plane holds that is due now (queued packets
+                // whose rate lets them leave) goes out with this batch's
+                // frames, before the next batch can find their queue full.
+                if dp.tick_interval() == Some(Duration::ZERO) {
+                    self.run_tick(dp);
+                }
                 if n < BATCH {
                     break;
                 }
             }
-        }
-        // What the data plane holds that is due now (queued packets whose
-        // rate allows them to leave) goes out with this round's frames.
-        if dp.tick_interval() == Some(Duration::ZERO) {
-            self.run_tick(dp);
         }
         self.out.flush();
         !self.out.shared.stop.is_set()

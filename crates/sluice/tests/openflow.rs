@@ -880,7 +880,8 @@ fn port2_tx(ports: &str, key: &str) -> u64 {
 fn two_shaped_queues_hold_two_tcp_streams_to_their_rates_and_count_them() {
     require_ovs_ofctl();
     let mut lab = Lab::with_veth_hosts(false);
-    start(&mut lab, &["--queue", "2:1:max-rate=4M", "--queue", "2:2:min-rate=1M,max-rate=12M"]);
+    // 100 packets deep: a queue's wait stays well under the transfers' length.
+    start(&mut lab, &["--queue", "2:1:max-rate=4M,depth=100", "--queue", "2:2:min-rate=1M,max-rate=12M,depth=100"]);
     let route2 = format!("set_field:{MAC_SW2}->eth_src,set_field:{MAC_H2}->eth_dst,dec_ttl");
     let route1 = format!("set_field:{MAC_SW1}->eth_src,set_field:{MAC_H1}->eth_dst,dec_ttl");
     let flows = lab.dir.join("flows.txt");

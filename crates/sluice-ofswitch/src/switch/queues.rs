@@ -27,9 +27,14 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use sluice_dataplane::egress_queues::{EgressQueues, Rate, DEFAULT_DEPTH, MAX_PORT};
+use sluice_dataplane::egress_queues::{EgressQueues, Rate, MAX_PORT};
 
 use super::{OfSwitch, LOCAL_LIVE_PORT};
+
+/// Packets a port queue holds unless its configuration says: Linux's
+/// default transmit queue length, which the kernel queues Open vSwitch
+/// configures inherit (a batch of 128 frames fits several times over).
+pub const DEFAULT_QUEUE_DEPTH: usize = 1000;
 
 /// One queue of a port, as configured at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +45,7 @@ pub struct QueueConfig {
     pub min_rate: Option<u64>,
     /// Shaping rate, bits per second.
     pub max_rate: Option<u64>,
-    /// Packets the queue holds (64 unless given).
+    /// Packets the queue holds ([`DEFAULT_QUEUE_DEPTH`] unless given).
     pub depth: usize,
 }
 
@@ -55,7 +60,7 @@ impl QueueConfig {
         let queue = parts.next().ok_or_else(|| bad("expected PORT:QUEUE[:min-rate=BPS,max-rate=BPS,depth=N]"))?;
         let port: u32 = port.parse().map_err(|_| bad(&format!("bad port {port}")))?;
         let queue_id: u32 = queue.parse().map_err(|_| bad(&format!("bad queue id {queue}")))?;
-        let mut c = QueueConfig { port, queue_id, min_rate: None, max_rate: None, depth: DEFAULT_DEPTH };
+        let mut c = QueueConfig { port, queue_id, min_rate: None, max_rate: None, depth: DEFAULT_QUEUE_DEPTH };
         for kv in parts.next().unwrap_or("").split(',').filter(|p| !p.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| bad(&format!("{kv}: expected KEY=VALUE")))?;
             match k {

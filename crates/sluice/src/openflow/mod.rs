@@ -73,7 +73,7 @@ pub struct OpenflowArgs {
     /// Serve gNMI at ADDR (`HOST:PORT`): the ports in the OpenConfig interfaces model (names, ids, status, counters; enable or disable by Set).
     #[arg(long, value_name = "ADDR")]
     pub gnmi: Option<String>,
-    /// A port queue, `PORT:QUEUE[:min-rate=BPS,max-rate=BPS,depth=N]` (rates in bit/s, k/M/G suffixes; depth in packets, default 64): flows send into it with `set_queue:QUEUE` (1.0: `enqueue:PORT:QUEUE`); it is shaped to its max-rate. Repeat for more queues.
+    /// A port queue, `PORT:QUEUE[:min-rate=BPS,max-rate=BPS,depth=N]` (rates in bit/s, k/M/G suffixes; depth in packets, default 1000): flows send into it with `set_queue:QUEUE` (1.0: `enqueue:PORT:QUEUE`); it is shaped to its max-rate. Repeat for more queues.
     #[arg(long = "queue", value_name = "SPEC")]
     pub queues: Vec<String>,
     /// The OpenFlow versions spoken, comma-separated, as Open vSwitch's bridge `protocols`: OpenFlow10, OpenFlow13, OpenFlow14 (default all three).
