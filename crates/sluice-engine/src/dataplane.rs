@@ -202,7 +202,7 @@ impl DataPlane for Switch {
             e.0.dropped += st.dropped;
             e.1 += depth;
         }
-        self.queue_totals = queues.into_iter().map(|((p, q), (st, d))| (p, q, st, d)).collect();
+        self.tm_state.totals = queues.into_iter().map(|((p, q), (st, d))| (p, q, st, d)).collect();
     }
 
     /// Per table its entries, its lookups by result (and, for a table with
@@ -210,7 +210,7 @@ impl DataPlane for Switch {
     /// more than [`METRIC_CELLS`] cells: their sum, as cell `all`); the
     /// packets the program dropped.
     fn metrics(&self, to: &mut Metrics) {
-        for &(port, queue, st, depth) in &self.queue_totals {
+        for &(port, queue, st, depth) in &self.tm_state.totals {
             let (port, queue) = (port.to_string(), queue.to_string());
             let l = [("port", port.as_str()), ("queue", queue.as_str())];
             to.gauge("sluice_egress_queue_depth_packets", "Packets waiting in an egress queue.", &l, depth as f64);

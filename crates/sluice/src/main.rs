@@ -110,6 +110,9 @@ enum Cmd {
         /// Faults injected into the traffic before it is replayed (as `--inject-faults` of the live ports: drop=P,dup=P,reorder=P,truncate=P,corrupt=P,seed=N); no reference run then.
         #[arg(long, value_name = "SPEC")]
         inject_faults: Option<sluice_ports::faults::Faults>,
+        /// Egress queues per port, as simple_switch's --priority-queues: every packet goes through its port's queue (no rate is set, so none waits); measures what configured queues cost.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+        priority_queues: u32,
     },
     /// Watch a running Sluice instance live (rates per port, per worker and
     /// per stage, drops, updates per second), as `snabb top` does; reads the
@@ -264,6 +267,7 @@ fn main() -> ExitCode {
             rounds,
             profile,
             inject_faults,
+            priority_queues,
         } => bench::run(&bench::BenchArgs {
             program: program.as_deref(),
             mode,
@@ -281,6 +285,7 @@ fn main() -> ExitCode {
             rounds: rounds as usize,
             profile,
             faults: inject_faults,
+            priority_queues: priority_queues as usize,
         }),
         Cmd::Cli { program, commands } => (|| {
             use std::io::{BufRead, IsTerminal, Write};

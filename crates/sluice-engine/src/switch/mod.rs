@@ -93,19 +93,12 @@ pub struct Switch {
     /// count above one, a depth or a rate is set (`None`: packets go from
     /// ingress to egress at once, the fast paths stay on).
     tm: Option<Box<EgressQueues<EgressItem>>>,
-    /// Priority queues per port (`--priority-queues`; 1 by default).
-    priority_queues: usize,
-    /// Workers whose queues feed the same links: each replica's queue
-    /// rates are its share (see `EgressQueues::set_share`).
-    queue_share: usize,
-    /// Every worker's egress queues summed (`merge_counters`, for the
-    /// metrics): `(port, queue, counters, packets waiting)`.
-    pub(crate) queue_totals: Vec<(u32, usize, sluice_dataplane::egress_queues::QueueStats, usize)>,
+    /// The traffic manager's settings and counts (boxed: read only where
+    /// queues are set up, counted or released).
+    pub(crate) tm_state: Box<queues::TmState>,
     /// Set while [`Switch::release_queued_at`] runs: queued packets may
     /// leave even when rates are set (otherwise they leave only there).
     tm_release: bool,
-    /// Packets that passed an idle shaped port at once (reused from round to round).
-    tm_passed: Vec<EgressItem>,
     /// Time of the packet being processed, µs since start (read once per packet).
     now: u64,
     hash_buf: sluice_hash::BitPacker,
@@ -208,11 +201,8 @@ impl Switch {
             ingress_q: VecDeque::new(),
             egress_q: VecDeque::new(),
             tm: None,
-            priority_queues: 1,
-            queue_share: 1,
-            queue_totals: Vec::new(),
+            tm_state: Box::default(),
             tm_release: false,
-            tm_passed: Vec::new(),
             now: 0,
             hash_buf: sluice_hash::BitPacker::with_capacity(256),
             mc_buf: Vec::new(),
@@ -264,8 +254,8 @@ impl Switch {
         sw.state = self.state.clone();
         sw.set_mode(self.mode())?;
         sw.max_recirculations = self.max_recirculations;
-        sw.priority_queues = self.priority_queues;
-        sw.queue_share = self.queue_share;
+        sw.tm_state.priority_queues = self.tm_state.priority_queues;
+        sw.tm_state.share = self.tm_state.share;
         sw.tm = self.tm.as_ref().map(|t| Box::new(t.settings_copy(self.now * 1000)));
         sw.set_trace(self.tracing());
         Ok(sw)

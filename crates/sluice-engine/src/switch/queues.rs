@@ -29,9 +29,29 @@ use sluice_dataplane::egress_queues::{EgressQueues, Enqueue, Rate};
 use super::replication::EgressItem;
 use super::Switch;
 
+/// What the traffic manager keeps besides its queues.
+pub(crate) struct TmState {
+    /// Priority queues per port (`--priority-queues`; 1 by default).
+    pub(crate) priority_queues: usize,
+    /// Workers whose queues feed the same links: each replica's queue
+    /// rates are its share (see `EgressQueues::set_share`).
+    pub(crate) share: usize,
+    /// Every worker's egress queues summed (`merge_counters`, for the
+    /// metrics): `(port, queue, counters, packets waiting)`.
+    pub(crate) totals: Vec<(u32, usize, sluice_dataplane::egress_queues::QueueStats, usize)>,
+    /// Packets that passed an idle shaped port at once (reused from round to round).
+    pub(super) passed: Vec<EgressItem>,
+}
+
+impl Default for TmState {
+    fn default() -> TmState {
+        TmState { priority_queues: 1, share: 1, totals: Vec::new(), passed: Vec::new() }
+    }
+}
+
 impl Switch {
     fn queues_mut(&mut self) -> &mut EgressQueues<EgressItem> {
-        let (n, share, now) = (self.priority_queues, self.queue_share, self.now * 1000);
+        let (n, share, now) = (self.tm_state.priority_queues, self.tm_state.share, self.now * 1000);
         self.tm.get_or_insert_with(|| {
             let mut tm = EgressQueues::new(n);
             tm.set_share(share, now);
@@ -43,7 +63,7 @@ impl Switch {
     /// ports: its queues run at 1 / `workers` of every rate, so the rates
     /// hold for the switch as a whole when traffic spreads evenly.
     pub fn set_queue_share(&mut self, workers: usize) {
-        self.queue_share = workers.max(1);
+        self.tm_state.share = workers.max(1);
         let now = self.now * 1000;
         if let Some(tm) = self.tm.as_mut() {
             tm.set_share(workers, now);
@@ -54,11 +74,11 @@ impl Switch {
     /// `--priority-queues`; at least 1). More than one makes the traffic
     /// manager; packets already queued are dropped (a start-up setting).
     pub fn set_priority_queues(&mut self, n: usize) {
-        self.priority_queues = n.max(1);
+        self.tm_state.priority_queues = n.max(1);
         if let Some(old) = self.tm.take() {
             self.stats.dropped += old.len() as u64;
         }
-        if self.priority_queues > 1 {
+        if self.tm_state.priority_queues > 1 {
             self.queues_mut();
         }
     }
@@ -68,14 +88,14 @@ impl Switch {
     /// program replaces it, as bmv2 keeps them. Its queued packets are not
     /// taken.
     pub fn keep_queue_settings(&mut self, from: &Switch) {
-        self.priority_queues = from.priority_queues;
-        self.queue_share = from.queue_share;
+        self.tm_state.priority_queues = from.tm_state.priority_queues;
+        self.tm_state.share = from.tm_state.share;
         self.tm = from.tm.as_ref().map(|t| Box::new(t.settings_copy(self.now * 1000)));
     }
 
     /// Priority queues per port.
     pub fn priority_queues(&self) -> usize {
-        self.priority_queues
+        self.tm_state.priority_queues
     }
 
     /// Sets the depth in packets of `port`'s queue of `priority` (`None`:
@@ -116,7 +136,7 @@ impl Switch {
         let Some(mut tm) = self.tm.take() else { return };
         let now_ns = self.now * 1000;
         // Packets that pass an idle port at once (its rates allow them).
-        let mut passed = std::mem::take(&mut self.tm_passed);
+        let mut passed = std::mem::take(&mut self.tm_state.passed);
         while let Some(mut e) = egress.pop_front() {
             let (mut priority, psa) = match &self.plan.psa {
                 Some(f) => (self.get_std(&e.phv, f.eg_cos) as usize, true),
@@ -151,7 +171,7 @@ impl Switch {
             }
         }
         egress.extend(passed.drain(..));
-        self.tm_passed = passed;
+        self.tm_state.passed = passed;
         if !tm.shaping() || self.tm_release {
             tm.dequeue(now_ns, usize::MAX, |d| {
                 let mut e = d.item;

@@ -548,6 +548,8 @@ pub struct BenchArgs<'a> {
     pub profile: bool,
     /// Faults injected into the traffic before it is replayed.
     pub faults: Option<sluice_ports::faults::Faults>,
+    /// Egress queues per port (`--priority-queues`; 1: none).
+    pub priority_queues: usize,
 }
 
 /// The traffic `frames` as a port injecting `faults` delivers it, once
@@ -595,6 +597,10 @@ pub fn run(a: &BenchArgs<'_>) -> Result<(), String> {
     };
     if a.no_reference {
         w.reference = None;
+    }
+    if a.priority_queues > 1 {
+        // Every packet through the egress queues (no rate: none waits).
+        w.data_plane.set_priority_queues(a.priority_queues);
     }
     if let Some(f) = a.faults {
         let (traffic, counts) = inject_faults(&w.traffic, f)?;
