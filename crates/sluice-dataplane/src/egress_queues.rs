@@ -57,44 +57,34 @@ impl Rate {
     }
 }
 
-/// A rate limiter: for bits per second a token bucket in bits per
-/// nanosecond; for packets per second a pacer (`next_ns`, the earliest
-/// time of the next departure).
+/// A rate limiter, full when made: a pacer for packets per second, a token
+/// bucket for bits per second.
 #[derive(Debug, Clone, Copy)]
-struct Bucket {
+enum Bucket {
+    Pacer(Pacer),
+    Tokens(TokenBucket),
+}
+
+/// Each packet leaves `gap_ns` after the one before it (`next_ns`) or when
+/// it was queued, whichever is later (bmv2's schedule).
+#[derive(Debug, Clone, Copy)]
+struct Pacer {
+    rate: Rate,
+    gap_ns: f64,
+    next_ns: f64,
+}
+
+/// Tokens in bits, `per_ns` of them a nanosecond, at most `burst`.
+#[derive(Debug, Clone, Copy)]
+struct TokenBucket {
     rate: Rate,
     per_ns: f64,
     burst: f64,
     tokens: f64,
     last_ns: u64,
-    /// Pacer: nanoseconds between two departures, and the earliest next one.
-    gap_ns: f64,
-    next_ns: f64,
 }
 
-impl Bucket {
-    /// A full bucket running at `rate` / `share`.
-    fn new(rate: Rate, share: u32, now_ns: u64) -> Bucket {
-        let share = f64::from(share.max(1));
-        let (per_ns, burst) = match rate {
-            Rate::PacketsPerSecond(p) => (p / share / 1e9, 1.0),
-            Rate::BitsPerSecond { bits, burst_bits } => (bits / share / 1e9, burst_bits.max(1) as f64),
-        };
-        let gap_ns = if per_ns > 0.0 { 1.0 / per_ns } else { f64::INFINITY };
-        Bucket { rate, per_ns, burst, tokens: burst, last_ns: now_ns, gap_ns, next_ns: 0.0 }
-    }
-
-    fn paces(&self) -> bool {
-        matches!(self.rate, Rate::PacketsPerSecond(_))
-    }
-
-    fn cost(&self, bytes: u32) -> f64 {
-        match self.rate {
-            Rate::PacketsPerSecond(_) => 1.0,
-            Rate::BitsPerSecond { .. } => f64::from(bytes) * 8.0,
-        }
-    }
-
+impl TokenBucket {
     fn refill(&mut self, now_ns: u64) {
         if now_ns > self.last_ns {
             self.tokens = (self.tokens + (now_ns - self.last_ns) as f64 * self.per_ns).min(self.burst);
@@ -102,47 +92,78 @@ impl Bucket {
         }
     }
 
-    /// What a packet of `bytes` needs in the bucket to leave: its cost, or
-    /// the whole burst for a packet costlier than the burst (it then
+    /// What a packet of `bytes` needs in the bucket to leave: its size in
+    /// bits, or the whole burst for a packet bigger than the burst (it then
     /// leaves the bucket in debt, so the average rate holds).
     fn need(&self, bytes: u32) -> f64 {
-        self.cost(bytes).min(self.burst)
+        (f64::from(bytes) * 8.0).min(self.burst)
+    }
+}
+
+impl Bucket {
+    /// A full limiter running at `rate` / `share`.
+    fn new(rate: Rate, share: u32, now_ns: u64) -> Bucket {
+        let share = f64::from(share.max(1));
+        match rate {
+            Rate::PacketsPerSecond(p) => {
+                let per_ns = p / share / 1e9;
+                let gap_ns = if per_ns > 0.0 { 1.0 / per_ns } else { f64::INFINITY };
+                Bucket::Pacer(Pacer { rate, gap_ns, next_ns: 0.0 })
+            }
+            Rate::BitsPerSecond { bits, burst_bits } => {
+                let burst = burst_bits.max(1) as f64;
+                Bucket::Tokens(TokenBucket { rate, per_ns: bits / share / 1e9, burst, tokens: burst, last_ns: now_ns })
+            }
+        }
+    }
+
+    /// The rate it was made for (before the share).
+    fn rate(&self) -> Rate {
+        match self {
+            Bucket::Pacer(p) => p.rate,
+            Bucket::Tokens(t) => t.rate,
+        }
     }
 
     /// Whether a packet of `bytes` queued at `enq_ns` may leave at `now_ns`.
     fn allows(&mut self, bytes: u32, enq_ns: u64, now_ns: u64) -> bool {
-        if self.paces() {
-            return self.next_ns.max(enq_ns as f64) <= now_ns as f64 + 0.5;
+        match self {
+            Bucket::Pacer(p) => p.next_ns.max(enq_ns as f64) <= now_ns as f64 + 0.5,
+            Bucket::Tokens(t) => {
+                t.refill(now_ns);
+                t.tokens + 1e-9 >= t.need(bytes)
+            }
         }
-        self.refill(now_ns);
-        self.tokens + 1e-9 >= self.need(bytes)
     }
 
     /// A packet of `bytes` queued at `enq_ns` leaves.
     fn take(&mut self, bytes: u32, enq_ns: u64) {
-        if self.paces() {
-            self.next_ns = self.next_ns.max(enq_ns as f64) + self.gap_ns;
-        } else {
-            self.tokens -= self.cost(bytes);
+        match self {
+            Bucket::Pacer(p) => p.next_ns = p.next_ns.max(enq_ns as f64) + p.gap_ns,
+            Bucket::Tokens(t) => t.tokens -= f64::from(bytes) * 8.0,
         }
     }
 
     /// When a packet of `bytes` queued at `enq_ns` may leave (`now_ns` or
     /// later; never for a zero rate).
-    fn ready_at(mut self, bytes: u32, enq_ns: u64, now_ns: u64) -> Option<u64> {
-        if self.paces() {
-            let at = self.next_ns.max(enq_ns as f64);
-            return at.is_finite().then(|| (at.ceil() as u64).max(now_ns));
+    fn ready_at(self, bytes: u32, enq_ns: u64, now_ns: u64) -> Option<u64> {
+        match self {
+            Bucket::Pacer(p) => {
+                let at = p.next_ns.max(enq_ns as f64);
+                at.is_finite().then(|| (at.ceil() as u64).max(now_ns))
+            }
+            Bucket::Tokens(mut t) => {
+                t.refill(now_ns);
+                let missing = t.need(bytes) - t.tokens;
+                if missing <= 1e-9 {
+                    Some(now_ns)
+                } else if t.per_ns <= 0.0 {
+                    None
+                } else {
+                    Some(now_ns + (missing / t.per_ns).ceil() as u64)
+                }
+            }
         }
-        self.refill(now_ns);
-        let missing = self.need(bytes) - self.tokens;
-        if missing <= 1e-9 {
-            return Some(now_ns);
-        }
-        if self.per_ns <= 0.0 {
-            return None;
-        }
-        Some(now_ns + (missing / self.per_ns).ceil() as u64)
     }
 }
 
@@ -262,7 +283,7 @@ impl<T> EgressQueues<T> {
         self.share = share;
         let fresh = |b: &mut Option<Bucket>| {
             if let Some(old) = b {
-                *old = Bucket::new(old.rate, share, now_ns);
+                *old = Bucket::new(old.rate(), share, now_ns);
             }
         };
         for pq in self.ports.iter_mut().flatten() {
@@ -542,7 +563,7 @@ impl<T> EgressQueues<T> {
     /// Queues of the same settings (priorities, depths, rates, their
     /// buckets full) holding nothing, counters at zero: for a replica.
     pub fn settings_copy<U>(&self, now_ns: u64) -> EgressQueues<U> {
-        let fresh = |b: &Option<Bucket>| b.map(|b| Bucket::new(b.rate, self.share, now_ns));
+        let fresh = |b: &Option<Bucket>| b.map(|b| Bucket::new(b.rate(), self.share, now_ns));
         EgressQueues {
             priorities: self.priorities,
             default_depth: self.default_depth,
