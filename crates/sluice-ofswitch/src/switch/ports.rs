@@ -11,8 +11,10 @@
 //! queue of that id, if it has one (`queues.rs`); a full queue counts a
 //! tx drop.
 
-use super::queues::{live_port, Offer};
-use super::OfSwitch;
+use sluice_openflow::port;
+
+use super::queues::Offer;
+use super::{OfSwitch, LOCAL_LIVE_PORT};
 
 /// Ports numbered below this keep their state and counters in arrays
 /// indexed by number (others in maps).
@@ -77,6 +79,13 @@ impl OfSwitch {
         self.ports.get(&p).is_some_and(|i| i.live && i.config & sluice_openflow::port_config::PORT_DOWN == 0)
     }
 
+    /// Whether port `p` exists and takes what is sent to it (a port
+    /// configured down or NO_FWD drops it).
+    #[inline]
+    fn sends_to(&self, p: u32) -> bool {
+        self.port_bits(p) & (PORT_EXISTS | PORT_CLOSED) == PORT_EXISTS
+    }
+
     /// Sends `f` to port `to`, through its queue `queue` when the port has
     /// one that shapes (see `queues.rs`).
     #[inline]
@@ -89,7 +98,7 @@ impl OfSwitch {
         emit: &mut E,
     ) {
         if let (Some(q), true) = (queue, self.queues.is_some()) {
-            if self.port_bits(to) & (PORT_EXISTS | PORT_CLOSED) == PORT_EXISTS {
+            if self.sends_to(to) {
                 match self.offer_to_queue(to, q, f) {
                     Offer::Send => {}
                     Offer::Queued => return,
@@ -111,14 +120,13 @@ impl OfSwitch {
         f: &[u8],
         emit: &mut E,
     ) {
-        // A port configured down or NO_FWD drops what is sent to it.
-        let ok = self.port_bits(to) & (PORT_EXISTS | PORT_CLOSED) == PORT_EXISTS;
+        let ok = self.sends_to(to);
         let c = self.port_count(to);
         if ok {
             c[2] += 1;
             c[3] += f.len() as u64;
             self.stats.transmitted += 1;
-            emit(idx, live_port(to), f);
+            emit(idx, if to == port::LOCAL { LOCAL_LIVE_PORT } else { to }, f);
         } else {
             c[4] += 1;
         }

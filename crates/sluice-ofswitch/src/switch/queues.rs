@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use sluice_dataplane::egress_queues::{EgressQueues, Rate, MAX_PORT};
 
-use super::{OfSwitch, LOCAL_LIVE_PORT};
+use super::OfSwitch;
 
 /// Packets a port queue holds unless its configuration says: Linux's
 /// default transmit queue length, which the kernel queues Open vSwitch
@@ -249,7 +249,6 @@ impl OfSwitch {
 
     /// Offers frame `f` for `port`'s queue `queue_id` (see [`Offer`]).
     pub(super) fn offer_to_queue(&mut self, port: u32, queue_id: u32, f: &[u8]) -> Offer {
-        let now = self.clock.elapsed().as_nanos() as u64;
         let Some(pq) = self.queues.as_deref_mut() else { return Offer::Send };
         let Some(&i) = pq.index.get(&(port, queue_id)) else { return Offer::Send };
         if pq.configs[i].max_rate.is_none() {
@@ -259,6 +258,7 @@ impl OfSwitch {
             return Offer::Send;
         }
         let (len, rank) = (f.len() as u32, pq.rank[i]);
+        let now = self.clock.elapsed().as_nanos() as u64;
         // An idle port whose rate allows it: no wait, no copy.
         if pq.queues.try_pass(port, rank, len, now) {
             return Offer::Send;
@@ -300,15 +300,6 @@ impl OfSwitch {
         let now = self.clock.elapsed().as_nanos() as u64;
         let at = pq.queues.next_departure(now)?;
         Some(std::time::Duration::from_nanos(at.saturating_sub(now)))
-    }
-}
-
-/// The live port a frame for OpenFlow port `p` leaves by.
-pub(super) fn live_port(p: u32) -> u32 {
-    if p == sluice_openflow::port::LOCAL {
-        LOCAL_LIVE_PORT
-    } else {
-        p
     }
 }
 
