@@ -4,8 +4,8 @@
 //!
 //! What it measures: how many packets per second a data plane runs to
 //! completion when nothing but the data plane costs anything, on `N`
-//! worker threads. The path measured is [`DataPlane::process_batch`], the
-//! call the live ports make: each worker's replica gets batches of
+//! worker threads. The path measured is [`DataPlane::process_batch_to`],
+//! the call the live ports make: each worker's replica gets batches of
 //! [`BATCH`](sluice_dataplane::BATCH) frames, as from a port whose receive
 //! ring is full. Nothing is received or sent: the frames come from memory,
 //! what the data plane emits is dropped by an empty callback.
@@ -210,7 +210,10 @@ pub struct Interval<'a> {
     pub out: &'a [OutputCount],
 }
 
-/// The output class of a frame emitted on a port (see [`Outputs::classify`]).
+/// The output class of a frame emitted on a port (see [`Outputs::classify`]):
+/// given the port and the frame, or, for a frame sent in two parts, its
+/// first part (at least its Ethernet header, and its VLAN tag when it has
+/// one).
 pub type Classify = fn(u32, &[u8]) -> usize;
 
 /// Makes one line from an interval's counts.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_dataplane::workers::{Pool, WorkerIo};
-use sluice_dataplane::{DataPlane, BATCH};
+use sluice_dataplane::{DataPlane, Emit, BATCH};
 
 use crate::ring::Ring;
 use crate::{os, say, share_out, Classify, Interval, Options, OutputCount, Outputs, ReferenceRun, ReplicaReport, Turn};
@@ -160,14 +160,52 @@ impl<D: DataPlane> WorkerIo<D> for BenchIo<D> {
 /// into `out` when there are classes.
 fn process<D: DataPlane>(dp: &mut D, port: u32, batch: &[&[u8]], classify: Option<(Classify, usize)>, out: &mut [u64]) {
     match classify {
-        None => dp.process_batch(port, batch, &mut |_, _, _| {}),
-        Some((classify, n)) => dp.process_batch(port, batch, &mut |_, p, f: &[u8]| {
-            let c = classify(p, f);
-            if c < n {
-                out[2 * c] += 1;
-                out[2 * c + 1] += f.len() as u64;
-            }
-        }),
+        None => dp.process_batch_to(port, batch, &mut Discard),
+        Some((classify, classes)) => dp.process_batch_to(port, batch, &mut Count { classify, classes, out }),
+    }
+}
+
+/// The sink of a bench without output classes: frames emitted are dropped
+/// (the data plane counts them itself).
+struct Discard;
+
+impl Emit for Discard {
+    #[inline]
+    fn emit(&mut self, _: usize, _: u32, _: &[u8]) {}
+
+    #[inline]
+    fn emit_parts(&mut self, _: usize, _: u32, _: &[u8], _: &[u8]) {}
+}
+
+/// The sink of a bench with output classes: frames and bytes per class.
+struct Count<'a> {
+    classify: Classify,
+    classes: usize,
+    out: &'a mut [u64],
+}
+
+impl Count<'_> {
+    #[inline]
+    fn count(&mut self, c: usize, len: usize) {
+        if c < self.classes {
+            self.out[2 * c] += 1;
+            self.out[2 * c + 1] += len as u64;
+        }
+    }
+}
+
+impl Emit for Count<'_> {
+    #[inline]
+    fn emit(&mut self, _: usize, p: u32, f: &[u8]) {
+        let c = (self.classify)(p, f);
+        self.count(c, f.len());
+    }
+
+    /// Classed by the head (the frame's new headers), counted whole.
+    #[inline]
+    fn emit_parts(&mut self, _: usize, p: u32, head: &[u8], tail: &[u8]) {
+        let c = (self.classify)(p, head);
+        self.count(c, head.len() + tail.len());
     }
 }
 

@@ -11,8 +11,8 @@
 //! - [`telemetry`]: what everything counts, as Prometheus metric families;
 //! - [`stop`]: the one stop signal of a running data plane;
 //! - the live port loop (`sluice-live`), the pcap replay and the in-memory
-//!   bench (`sluice-bench`) all call [`DataPlane::process_batch`] with at
-//!   most [`BATCH`] frames: one loop, one batch size.
+//!   bench (`sluice-bench`) all call [`DataPlane::process_batch_to`] with
+//!   at most [`BATCH`] frames: one loop, one batch size.
 //!
 //! Contract of [`DataPlane::process_batch`]: reads the frames (borrowed for
 //! the call only); writes the data plane's own state (tables it updates,
@@ -20,15 +20,21 @@
 //! tagged with the index of the input frame that caused it (a clone or a
 //! multicast copy carries its original's index), in the order the data
 //! plane sends them. A frame the data plane drops leaves nothing and is
-//! counted in [`Stats::dropped`].
+//! counted in [`Stats::dropped`]. [`DataPlane::process_batch_to`] is the
+//! same call with an [`Emit`] receiver, which also takes a frame in two
+//! parts (new headers, then the received packet they carry), so that a
+//! data plane that adds or removes headers need not copy the packet: the
+//! driver joins the parts as it copies the frame out.
 
 pub mod egress_queues;
+pub mod emit;
 pub mod profile;
 pub mod stop;
 pub mod telemetry;
 pub mod trace;
 pub mod workers;
 
+pub use emit::Emit;
 pub use profile::{Profile, StageClock};
 pub use stop::Stop;
 pub use telemetry::Metrics;
@@ -68,6 +74,13 @@ pub trait DataPlane: Send + Sized + 'static {
     /// completion; `emit(input, port, frame)` receives every frame sent,
     /// `input` being the index in `frames` of the frame it came from.
     fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E);
+
+    /// [`DataPlane::process_batch`] into an [`Emit`], which may get frames
+    /// in two parts ([`Emit::emit_parts`]); what the live ports and the
+    /// bench call. The default sends whole frames through `process_batch`.
+    fn process_batch_to<E: Emit + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
+        self.process_batch(port, frames, &mut |i, p, f: &[u8]| emit.emit(i, p, f));
+    }
 
     /// Told before the next [`DataPlane::process_batch`] by a driver whose
     /// port carries offload headers: bit `i` of `mask` is set when frame

@@ -24,8 +24,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sluice_dataplane::emit::joined;
 use sluice_dataplane::workers::{Waker, WorkerIo};
-use sluice_dataplane::{DataPlane, Level, Metrics, Profile, StageClock, Stop, TraceOut, BATCH};
+use sluice_dataplane::{DataPlane, Emit, Level, Metrics, Profile, StageClock, Stop, TraceOut, BATCH};
 use sluice_ports::{complete_checksum, link_event, LinkEvent, Port, PortStats, RxBatch, VnetHdr, MAX_FRAME};
 
 use crate::capture::{Captures, Direction};
@@ -374,14 +375,32 @@ impl<N: Send + 'static> LiveIo<N> {
                 dp.partial_checksums(partial);
             }
             self.out.stats.batches += 1;
-            let (rx, out) = (&self.rx, &mut self.out);
-            dp.process_batch(number, &frames[start..end], &mut |i, p, bytes: &[u8]| {
-                let (input, vnet) = rx.frame(start + i);
-                out.send(p, rx.origin_of(start + i), bytes, input.len(), vnet);
-            });
+            let mut to = ToPorts { rx: &self.rx, out: &mut self.out, start };
+            dp.process_batch_to(number, &frames[start..end], &mut to);
             self.out.after_batch(dp);
             start = end;
         }
+    }
+}
+
+/// Where the frames a batch emits go: to the ports, with the length and
+/// offload header of the input frame each came from.
+struct ToPorts<'a, N> {
+    rx: &'a RxBatch,
+    out: &'a mut Outputs<N>,
+    /// The batch's first frame in the receive buffer.
+    start: usize,
+}
+
+impl<N> Emit for ToPorts<'_, N> {
+    fn emit(&mut self, i: usize, p: u32, frame: &[u8]) {
+        self.emit_parts(i, p, frame, &[]);
+    }
+
+    fn emit_parts(&mut self, i: usize, p: u32, head: &[u8], tail: &[u8]) {
+        let k = self.start + i;
+        let (input, vnet) = self.rx.frame(k);
+        self.out.send_parts(p, self.rx.origin_of(k), head, tail, input.len(), vnet);
     }
 }
 
@@ -406,9 +425,21 @@ impl<N> Outputs<N> {
     /// Sends one emitted frame to port number `p`; `in_len` and `vnet` are
     /// the length and offload header of the frame it came from.
     fn send(&mut self, p: u32, origin: u64, bytes: &[u8], in_len: usize, vnet: &VnetHdr) {
+        self.send_parts(p, origin, bytes, &[], in_len, vnet);
+    }
+
+    /// [`Outputs::send`] of the frame `head` followed by `tail`: the port
+    /// copies the parts into its transmit buffer (what needs the frame
+    /// whole, a packet-in, a checksum to finish, a dump or a capture,
+    /// joins them first).
+    fn send_parts(&mut self, p: u32, origin: u64, head: &[u8], tail: &[u8], in_len: usize, vnet: &VnetHdr) {
+        let len = head.len() + tail.len();
         if Some(p) == self.cpu_port {
             if let Some(up) = &self.shared.up {
-                if !up(Up::PacketIn(bytes.to_vec())) {
+                let mut whole = Vec::with_capacity(len);
+                whole.extend_from_slice(head);
+                whole.extend_from_slice(tail);
+                if !up(Up::PacketIn(whole)) {
                     self.stats.up_dropped += 1;
                 }
             }
@@ -425,34 +456,40 @@ impl<N> Outputs<N> {
             self.stats.link_dropped += 1;
             return;
         };
-        let v = vnet.shifted(bytes.len() as isize - in_len as isize);
+        let v = vnet.shifted(len as isize - in_len as isize);
         // Without offload on the way out: finish the checksum here; a segment cannot go.
         let no_offload = !port.offload();
-        let mut frame = bytes;
+        let (mut head, mut tail) = (head, tail);
         if no_offload && (v.is_gso() || v.needs_csum()) {
             self.scratch.clear();
-            self.scratch.extend_from_slice(bytes);
+            self.scratch.extend_from_slice(head);
+            self.scratch.extend_from_slice(tail);
             if v.is_gso() || !complete_checksum(&mut self.scratch, &v) {
                 self.stats.gso_dropped += 1;
                 return;
             }
-            frame = &self.scratch;
+            (head, tail) = (&self.scratch, &[]);
         }
         let v = if no_offload { VnetHdr::default() } else { v };
-        match port.send_to(p, origin, frame, &v) {
+        match port.send_parts_to(p, origin, head, tail, &v) {
             Ok(()) => {
                 slot.dirty = true;
                 self.stats.sent += 1;
-                match group_kind(frame) {
+                let kind = if head.len() >= 6 { group_kind(head) } else { joined(head, tail, group_kind) };
+                match kind {
                     Some(true) => slot.casts.tx_broadcast += 1,
                     Some(false) => slot.casts.tx_multicast += 1,
                     None => {}
                 }
-                if dump {
-                    self.dumped_out.push(dump_line("Sending", frame, p, self.taps.dump_packet_data));
-                }
-                if let Some(c) = &self.shared.captures {
-                    c.record(p, Direction::Out, frame);
+                if dump || self.shared.captures.is_some() {
+                    joined(head, tail, |frame| {
+                        if dump {
+                            self.dumped_out.push(dump_line("Sending", frame, p, self.taps.dump_packet_data));
+                        }
+                        if let Some(c) = &self.shared.captures {
+                            c.record(p, Direction::Out, frame);
+                        }
+                    });
                 }
             }
             Err(e) => match link_event(&e) {

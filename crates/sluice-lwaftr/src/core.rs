@@ -4,9 +4,12 @@
 //!
 //! Contract: reads untagged frames that passed reassembly, the ingress
 //! filter, ARP/NDP and echo; writes the core's Snabb counters; frames leave
-//! through the next-hop stage (`next_hop_out`), built in the plane's scratch
-//! buffers (`ebuf` for encapsulation, `dbuf` for decapsulation; generated
-//! ICMP errors, a rare path, get their own buffer). Hairpinned packets and
+//! through the next-hop stage (`next_hop_out`) in two parts: the new
+//! headers, built in the plane's scratch buffers (`ebuf` for encapsulation:
+//! Ethernet, IPv6 and the IPv4 header with its TTL decremented; `dbuf` for
+//! decapsulation: Ethernet), then the rest of the received packet,
+//! unchanged and not copied (generated ICMP errors, a rare path, are built
+//! whole in their own buffer). Hairpinned packets and
 //! ICMPv4 errors to managed addresses wait in the hairpin queue, which the
 //! plane drains at the end of each batch (Snabb's order: all of a batch's
 //! input first, then the hairpin queue). Lookup keys:
@@ -16,10 +19,12 @@
 //! = identifier, echo reply = 0, other ICMP = the quoted source port.
 
 use sluice_hash::csum16;
+use sluice_lookup::mem::copy_short;
 
 use crate::frame::*;
 use crate::icmp;
 use crate::plane::{Lwaftr, Side};
+use sluice_dataplane::Emit;
 
 impl Lwaftr {
     fn drop_v4_iface(&mut self, len: u64, hairpinned: bool) {
@@ -41,13 +46,7 @@ impl Lwaftr {
 
     /// A frame from the internet (or hairpinned: a decapsulated packet or a
     /// generated ICMPv4 error to a managed address).
-    pub(crate) fn inet_in<E: FnMut(usize, u32, &[u8]) + ?Sized>(
-        &mut self,
-        idx: usize,
-        f: &[u8],
-        hairpinned: bool,
-        emit: &mut E,
-    ) {
+    pub(crate) fn inet_in<E: Emit + ?Sized>(&mut self, idx: usize, f: &[u8], hairpinned: bool, emit: &mut E) {
         let len = f.len() as u64;
         if ethertype(f) != Some(ET_IPV4) {
             self.c.snabb.drop_misplaced_not_ipv4_bytes += len;
@@ -101,52 +100,77 @@ impl Lwaftr {
             return self.drop_v4_iface(len, hairpinned);
         };
         // Encapsulate: IPv6 header in front of the IPv4 packet, TTL - 1.
-        let mut b = std::mem::take(&mut self.ebuf);
-        b.clear();
-        b.resize(ETH + IPV6, 0);
-        b.extend_from_slice(l3);
-        let ttl = decrement_ttl(&mut b[ETH + IPV6..]);
+        // The head: Ethernet, IPv6 and the IPv4 header (its TTL and
+        // checksum change); the tail: the rest of the packet, as received.
+        let mut head = [0u8; ETH + IPV6 + 60];
+        copy_short(&mut head[ETH + IPV6..ETH + IPV6 + h.ihl], &l3[..h.ihl]);
+        let head = &mut head[..ETH + IPV6 + h.ihl];
+        let rest = &l3[h.ihl..];
+        let ttl = decrement_ttl(&mut head[ETH + IPV6..]);
+        let mtu = usize::from(self.s.internal.common.mtu);
+        if ttl == 0 || (l3.len() + IPV6 > mtu && h.df()) {
+            return self.not_encapsulated(idx, ttl, mtu, &head[ETH + IPV6..], rest, len, hairpinned, emit);
+        }
+        put16(head, 12, ET_IPV6);
+        let tos = u32::from(l3[1]);
+        put32(head, ETH, (6 << 28) | (tos << 20) | (self.s.flow_label & 0xf_ffff));
+        put16(head, ETH + 4, l3.len() as u16);
+        head[ETH + 6] = 4;
+        head[ETH + 7] = 255;
+        head[ETH + 8..ETH + 24].copy_from_slice(&sw.br);
+        head[ETH + 24..ETH + 40].copy_from_slice(&sw.b4);
+        self.c.snabb.out_ipv6_bytes += (head.len() + rest.len()) as u64;
+        self.c.snabb.out_ipv6_packets += 1;
+        self.next_hop_out(Side::V6, idx, head, rest, emit);
+    }
+
+    /// An IPv4 packet not encapsulated: its TTL ran out (`ttl` is 0 after
+    /// the decrement) or it is too big for the internal MTU with DF set.
+    /// Counted and dropped, with the ICMPv4 error the configuration asks
+    /// for (quoting the packet, `ip_header` then `rest`, TTL decremented).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn not_encapsulated<E: Emit + ?Sized>(
+        &mut self,
+        idx: usize,
+        ttl: u8,
+        mtu: usize,
+        ip_header: &[u8],
+        rest: &[u8],
+        len: u64,
+        hairpinned: bool,
+        emit: &mut E,
+    ) {
         let gen = self.s.external.common.generate_icmp_errors;
+        let mut quote = std::mem::take(&mut self.ebuf);
+        quote.clear();
+        quote.extend_from_slice(ip_header);
+        quote.extend_from_slice(rest);
         if ttl == 0 {
             self.c.snabb.drop_ttl_zero_ipv4_bytes += len;
             self.c.snabb.drop_ttl_zero_ipv4_packets += 1;
             if gen {
-                self.icmpv4_error(idx, 11, 0, 0, &b[ETH + IPV6..], emit);
+                self.icmpv4_error(idx, 11, 0, 0, &quote, emit);
             } else {
                 self.c.snabb.drop_out_by_policy_icmpv4_packets += 1;
             }
-            self.ebuf = b;
-            return self.drop_v4_iface(len, hairpinned);
-        }
-        let mtu = usize::from(self.s.internal.common.mtu);
-        if l3.len() + IPV6 > mtu && h.df() {
+        } else {
             self.c.snabb.drop_over_mtu_but_dont_fragment_ipv4_bytes += len;
             self.c.snabb.drop_over_mtu_but_dont_fragment_ipv4_packets += 1;
             if gen {
-                self.icmpv4_error(idx, 3, 4, (mtu - IPV6) as u32 & 0xffff, &b[ETH + IPV6..], emit);
+                self.icmpv4_error(idx, 3, 4, (mtu - IPV6) as u32 & 0xffff, &quote, emit);
             } else {
                 self.c.snabb.drop_out_by_policy_icmpv4_packets += 1;
             }
-            self.ebuf = b;
-            return self.drop_v4_iface(len, hairpinned);
         }
-        put16(&mut b, 12, ET_IPV6);
-        let tos = u32::from(l3[1]);
-        put32(&mut b, ETH, (6 << 28) | (tos << 20) | (self.s.flow_label & 0xf_ffff));
-        put16(&mut b, ETH + 4, l3.len() as u16);
-        b[ETH + 6] = 4;
-        b[ETH + 7] = 255;
-        b[ETH + 8..ETH + 24].copy_from_slice(&sw.br);
-        b[ETH + 24..ETH + 40].copy_from_slice(&sw.b4);
-        self.c.snabb.out_ipv6_bytes += b.len() as u64;
-        self.c.snabb.out_ipv6_packets += 1;
-        self.next_hop_out(Side::V6, idx, &mut b, emit);
-        self.ebuf = b;
+        self.ebuf = quote;
+        self.drop_v4_iface(len, hairpinned);
     }
 
     /// Sends an ICMPv4 error about IPv4 packet `quote` to its source,
     /// tunnelled when that source is a B4.
-    pub(crate) fn icmpv4_error<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+    pub(crate) fn icmpv4_error<E: Emit + ?Sized>(
         &mut self,
         idx: usize,
         ty: u8,
@@ -174,12 +198,12 @@ impl Lwaftr {
         } else {
             self.c.snabb.out_ipv4_bytes += e.len() as u64;
             self.c.snabb.out_ipv4_packets += 1;
-            self.next_hop_out(Side::V4, idx, &mut e, emit);
+            self.next_hop_out(Side::V4, idx, &mut e, &[], emit);
         }
     }
 
     /// A frame from a B4.
-    pub(crate) fn b4_in<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
+    pub(crate) fn b4_in<E: Emit + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
         let len = f.len() as u64;
         if ethertype(f) != Some(ET_IPV6) || f.len() < ETH + IPV6 {
             self.c.snabb.drop_misplaced_not_ipv6_bytes += len;
@@ -242,7 +266,7 @@ impl Lwaftr {
                     self.c.snabb.out_icmpv6_error_packets += 1;
                     self.c.snabb.out_ipv6_bytes += e.len() as u64;
                     self.c.snabb.out_ipv6_packets += 1;
-                    self.next_hop_out(Side::V6, idx, &mut e, emit);
+                    self.next_hop_out(Side::V6, idx, &mut e, &[], emit);
                 } else {
                     self.c.snabb.drop_over_rate_limit_icmpv6_bytes += e.len() as u64;
                     self.c.snabb.drop_over_rate_limit_icmpv6_packets += 1;
@@ -250,27 +274,30 @@ impl Lwaftr {
             }
             return self.drop_v6_iface(len);
         }
-        // Decapsulate: the inner packet behind a new Ethernet header.
-        let mut b = std::mem::take(&mut self.dbuf);
-        b.clear();
-        b.extend_from_slice(&[0; 12]);
-        b.extend_from_slice(&ET_IPV4.to_be_bytes());
-        b.extend_from_slice(inner);
+        // Decapsulate: the inner packet behind a new Ethernet header (sent
+        // as two parts; whole into the hairpin queue).
+        let mut head = [0u8; ETH];
+        put16(&mut head, 12, ET_IPV4);
+        let bytes = (ETH + inner.len()) as u64;
         if self.s.hairpinning && self.bt.is_managed(h.dst) {
-            self.c.snabb.hairpin_ipv4_bytes += b.len() as u64;
+            self.c.snabb.hairpin_ipv4_bytes += bytes;
             self.c.snabb.hairpin_ipv4_packets += 1;
+            let mut b = std::mem::take(&mut self.dbuf);
+            b.clear();
+            b.extend_from_slice(&head);
+            b.extend_from_slice(inner);
             self.defer_hairpin(idx, &b);
+            self.dbuf = b;
         } else {
-            self.c.snabb.out_ipv4_bytes += b.len() as u64;
+            self.c.snabb.out_ipv4_bytes += bytes;
             self.c.snabb.out_ipv4_packets += 1;
-            self.next_hop_out(Side::V4, idx, &mut b, emit);
+            self.next_hop_out(Side::V4, idx, &mut head, inner, emit);
         }
-        self.dbuf = b;
     }
 
     /// An ICMPv6 message from a B4 (not NDP, not an echo to us):
     /// translated to an ICMPv4 error to the quoted packet's source.
-    fn icmpv6_in<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
+    fn icmpv6_in<E: Emit + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
         let len = f.len() as u64;
         let icmp = &f[ETH + IPV6..];
         let (ty, code) = (icmp.first().copied(), icmp.get(1).copied());

@@ -17,15 +17,20 @@
 //! ([`Counters`]), the reassembly tables, the next-hop state and hold
 //! queues. Bad frames never panic: they are dropped and counted (in the
 //! Snabb block where Snabb counts them, else in the extra block).
-//! No allocation per packet on the encapsulation/decapsulation path: the
-//! frames the plane builds go into scratch buffers it keeps.
+//! No allocation per packet on the encapsulation/decapsulation path, and
+//! no copy of the packet carried: the core builds the new headers in a
+//! scratch buffer it keeps and sends them and the received packet as two
+//! parts ([`Emit::emit_parts`]), which the driver joins as it copies the
+//! frame out. A stage that needs the frame whole (a configured egress
+//! filter, the fragmenter, the hold queue of an unresolved next hop,
+//! hairpinning) joins the parts first.
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_dataplane::{DataPlane, Metrics, Stats};
+use sluice_dataplane::{DataPlane, Emit, Metrics, Stats};
 
 use crate::bt::BindingTable;
 use crate::conf::{Config, NextHop as ConfNextHop, QueueSettings};
@@ -99,14 +104,18 @@ pub struct Lwaftr {
     opts: Options,
     start: Instant,
     pub(crate) now: u64,
-    /// Scratch: untagged input, decapsulated, encapsulated, local replies,
-    /// fragments, tagged output.
+    /// Scratch: untagged input, a decapsulated packet joined for the
+    /// hairpin queue, a packet quoted by an ICMPv4 error (encapsulation
+    /// builds its headers on the stack), local replies, fragments, tagged
+    /// output's head.
     ubuf: Vec<u8>,
     pub(crate) dbuf: Vec<u8>,
     pub(crate) ebuf: Vec<u8>,
     obuf: Vec<u8>,
     fbuf: Vec<u8>,
     tbuf: Vec<u8>,
+    /// A frame sent in parts, joined for a stage that reads it whole.
+    jbuf: Vec<u8>,
     /// The hairpin queue: its first `hairpin_n` entries are waiting (the
     /// buffers beyond are kept for reuse).
     hairpin_q: Vec<(usize, Vec<u8>)>,
@@ -187,6 +196,7 @@ impl Lwaftr {
             obuf: Vec::new(),
             fbuf: Vec::new(),
             tbuf: Vec::new(),
+            jbuf: Vec::new(),
             hairpin_q: Vec::new(),
             hairpin_n: 0,
         })
@@ -233,21 +243,75 @@ impl Lwaftr {
         }
     }
 
-    /// Sends frame `f` out of `side`, tagged if the side is.
-    fn wire<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, side: Side, idx: usize, f: &[u8], emit: &mut E) {
+    /// Sends frame `head` + `tail` out of `side`, tagged if the side is.
+    fn wire<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, head: &[u8], tail: &[u8], emit: &mut E) {
         let (tag, port) = (self.tag_of(side), self.port_of(side));
         self.stats.transmitted += 1;
-        wire_frame(tag, port, &mut self.tbuf, idx, f, emit);
+        wire_frame(tag, port, &mut self.tbuf, idx, head, tail, emit);
     }
 
-    /// Egress after the next-hop stage: egress filter, fragmenter, tag.
-    pub(crate) fn egress<E: FnMut(usize, u32, &[u8]) + ?Sized>(
-        &mut self,
-        side: Side,
-        idx: usize,
-        f: &[u8],
-        emit: &mut E,
-    ) {
+    /// Egress after the next-hop stage: egress filter, fragmenter, tag;
+    /// the frame is `head` then `tail` (empty when the frame is whole).
+    pub(crate) fn egress<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, head: &[u8], tail: &[u8], emit: &mut E) {
+        if tail.is_empty() {
+            return self.egress_whole(side, idx, head, emit);
+        }
+        let len = head.len() + tail.len();
+        let (mtu, filtered) = match side {
+            Side::V4 => (self.s.external.common.mtu, self.filters.v4_out.is_some()),
+            Side::V6 => (self.s.internal.common.mtu, self.filters.v6_out.is_some()),
+        };
+        // The first bytes after the Ethernet header: in the head, or at the
+        // tail's start when the head is the Ethernet header alone.
+        let l3 = match head.len() {
+            n if n >= ETH + 6 => Some(&head[ETH..]),
+            ETH => Some(tail),
+            _ => None,
+        };
+        let Some(l3) = l3.filter(|l3| l3.len() >= 6 && !filtered && len <= ETH + usize::from(mtu)) else {
+            // The filter and the fragmenter read the frame whole.
+            return self.egress_joined(side, idx, head, tail, emit);
+        };
+        // Unfiltered and no longer than the MTU: check the length the
+        // header says and send the parts.
+        let valid = match (side, be16(head, 12)) {
+            (Side::V4, Some(ET_IPV4)) => {
+                len >= ETH + 20
+                    && usize::from(l3[0] & 0x0f) * 4 >= 20
+                    && usize::from(u16::from_be_bytes([l3[2], l3[3]])) == len - ETH
+            }
+            (Side::V6, Some(ET_IPV6)) => {
+                len >= ETH + IPV6 && usize::from(u16::from_be_bytes([l3[4], l3[5]])) == len - ETH - IPV6
+            }
+            _ => true,
+        };
+        if !valid {
+            self.c.extra.bad_length += 1;
+            self.stats.dropped += 1;
+            return;
+        }
+        match side {
+            Side::V4 => self.c.snabb.out_ipv4_frag_not += 1,
+            Side::V6 => self.c.snabb.out_ipv6_frag_not += 1,
+        }
+        self.wire(side, idx, head, tail, emit);
+    }
+
+    /// [`Lwaftr::egress`] of `head` + `tail` joined (for the stages that
+    /// read a frame whole).
+    #[cold]
+    #[inline(never)]
+    fn egress_joined<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, head: &[u8], tail: &[u8], emit: &mut E) {
+        let mut j = std::mem::take(&mut self.jbuf);
+        j.clear();
+        j.extend_from_slice(head);
+        j.extend_from_slice(tail);
+        self.egress_whole(side, idx, &j, emit);
+        self.jbuf = j;
+    }
+
+    /// [`Lwaftr::egress`] of a whole frame `f`.
+    fn egress_whole<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, f: &[u8], emit: &mut E) {
         let filter = match side {
             Side::V4 => &self.filters.v4_out,
             Side::V6 => &self.filters.v6_out,
@@ -273,14 +337,15 @@ impl Lwaftr {
                 }
                 if ethertype(f) != Some(ET_IPV4) || !frag::too_big(f, mtu) {
                     self.c.snabb.out_ipv4_frag_not += 1;
-                    self.wire(side, idx, f, emit);
+                    self.wire(side, idx, f, &[], emit);
                     return;
                 }
                 let id = self.frag_id4.wrapping_add(1);
                 let (tag, port) = (self.tag_of(side), self.port_of(side));
                 let tbuf = &mut self.tbuf;
-                let fate =
-                    frag::fragment_v4(f, mtu, id, &mut self.fbuf, &mut |p| wire_frame(tag, port, tbuf, idx, p, emit));
+                let fate = frag::fragment_v4(f, mtu, id, &mut self.fbuf, &mut |p| {
+                    wire_frame(tag, port, tbuf, idx, p, &[], emit)
+                });
                 match fate {
                     Fate::Fragments(n) => {
                         self.frag_id4 = id;
@@ -302,14 +367,15 @@ impl Lwaftr {
                 }
                 if ethertype(f) != Some(ET_IPV6) || !frag::too_big(f, mtu) {
                     self.c.snabb.out_ipv6_frag_not += 1;
-                    self.wire(side, idx, f, emit);
+                    self.wire(side, idx, f, &[], emit);
                     return;
                 }
                 let id = self.frag_id6.wrapping_add(1);
                 let (tag, port) = (self.tag_of(side), self.port_of(side));
                 let tbuf = &mut self.tbuf;
-                let fate =
-                    frag::fragment_v6(f, mtu, id, &mut self.fbuf, &mut |p| wire_frame(tag, port, tbuf, idx, p, emit));
+                let fate = frag::fragment_v6(f, mtu, id, &mut self.fbuf, &mut |p| {
+                    wire_frame(tag, port, tbuf, idx, p, &[], emit)
+                });
                 match fate {
                     Fate::Fragments(n) => {
                         self.frag_id6 = id;
@@ -325,13 +391,15 @@ impl Lwaftr {
         }
     }
 
-    /// The next-hop stage for a frame the core sends out of `side`: set the
-    /// MACs and go on, or hold the frame while the next hop is unresolved.
-    pub(crate) fn next_hop_out<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+    /// The next-hop stage for a frame the core sends out of `side` (`head`
+    /// then `tail`, which may be empty): set the MACs (in `head`) and go
+    /// on, or hold the frame, whole, while the next hop is unresolved.
+    pub(crate) fn next_hop_out<E: Emit + ?Sized>(
         &mut self,
         side: Side,
         idx: usize,
-        f: &mut [u8],
+        head: &mut [u8],
+        tail: &[u8],
         emit: &mut E,
     ) {
         let (mac, own) = match side {
@@ -340,37 +408,45 @@ impl Lwaftr {
         };
         match mac {
             Some(m) => {
-                f[..6].copy_from_slice(&m);
-                f[6..12].copy_from_slice(&own);
-                self.egress(side, idx, f, emit);
+                head[..6].copy_from_slice(&m);
+                head[6..12].copy_from_slice(&own);
+                self.egress(side, idx, head, tail, emit);
             }
-            None => {
-                let held = match side {
-                    Side::V4 => self.nh4.hold(idx, f),
-                    Side::V6 => self.nh6.hold(idx, f),
-                };
-                if !held {
-                    self.c.extra.hold_overflow += 1;
-                    self.stats.dropped += 1;
-                }
-            }
+            None => self.hold(side, idx, head, tail),
+        }
+    }
+
+    /// Keeps `head` + `tail` until `side`'s next hop is known (or counts it
+    /// dropped when the hold queue is full).
+    #[cold]
+    #[inline(never)]
+    fn hold(&mut self, side: Side, idx: usize, head: &[u8], tail: &[u8]) {
+        let mut whole = head.to_vec();
+        whole.extend_from_slice(tail);
+        let held = match side {
+            Side::V4 => self.nh4.hold(idx, &whole),
+            Side::V6 => self.nh6.hold(idx, &whole),
+        };
+        if !held {
+            self.c.extra.hold_overflow += 1;
+            self.stats.dropped += 1;
         }
     }
 
     /// Sends what waited for `side`'s next hop, now known; `idx` is the
     /// input that taught it.
-    fn release<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, side: Side, idx: usize, emit: &mut E) {
+    fn release<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, emit: &mut E) {
         let held = match side {
             Side::V4 => std::mem::take(&mut self.nh4.held),
             Side::V6 => std::mem::take(&mut self.nh6.held),
         };
         for (_, mut f) in held {
-            self.next_hop_out(side, idx, &mut f, emit);
+            self.next_hop_out(side, idx, &mut f, &[], emit);
         }
     }
 
     /// A frame arriving on `side` (still tagged).
-    fn ingress<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, side: Side, idx: usize, raw: &[u8], emit: &mut E) {
+    fn ingress<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, raw: &[u8], emit: &mut E) {
         match self.tag_of(side) {
             None => self.ingress_untagged(side, idx, raw, emit),
             Some(tag) => {
@@ -390,13 +466,7 @@ impl Lwaftr {
         }
     }
 
-    fn ingress_untagged<E: FnMut(usize, u32, &[u8]) + ?Sized>(
-        &mut self,
-        side: Side,
-        idx: usize,
-        f: &[u8],
-        emit: &mut E,
-    ) {
+    fn ingress_untagged<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, f: &[u8], emit: &mut E) {
         if f.len() < ETH {
             self.c.extra.malformed += 1;
             self.stats.dropped += 1;
@@ -408,7 +478,7 @@ impl Lwaftr {
         }
     }
 
-    fn reassemble_v4<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
+    fn reassemble_v4<E: Emit + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
         if ethertype(f) != Some(ET_IPV4) {
             self.c.snabb.in_ipv4_frag_reassembly_unneeded += 1;
             return self.after_reasm(Side::V4, idx, f, emit);
@@ -433,7 +503,7 @@ impl Lwaftr {
         self.reassembled(Side::V4, idx, outcome, emit);
     }
 
-    fn reassemble_v6<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
+    fn reassemble_v6<E: Emit + ?Sized>(&mut self, idx: usize, f: &[u8], emit: &mut E) {
         if ethertype(f) != Some(ET_IPV6) || f.len() < ETH + IPV6 {
             self.c.snabb.in_ipv6_frag_reassembly_unneeded += 1;
             return self.after_reasm(Side::V6, idx, f, emit);
@@ -455,13 +525,7 @@ impl Lwaftr {
         self.reassembled(Side::V6, idx, outcome, emit);
     }
 
-    fn reassembled<E: FnMut(usize, u32, &[u8]) + ?Sized>(
-        &mut self,
-        side: Side,
-        idx: usize,
-        outcome: Outcome,
-        emit: &mut E,
-    ) {
+    fn reassembled<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, outcome: Outcome, emit: &mut E) {
         match outcome {
             Outcome::Held => {}
             Outcome::Invalid => {
@@ -492,7 +556,7 @@ impl Lwaftr {
     }
 
     /// Ingress filter, ARP/NDP, echo, then the core.
-    fn after_reasm<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, side: Side, idx: usize, f: &[u8], emit: &mut E) {
+    fn after_reasm<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, f: &[u8], emit: &mut E) {
         let filter = match side {
             Side::V4 => &self.filters.v4_in,
             Side::V6 => &self.filters.v6_in,
@@ -519,7 +583,7 @@ impl Lwaftr {
                     icmp::echo_reply_v4(&mut o);
                     self.c.snabb.out_icmpv4_echo_bytes += o.len() as u64;
                     self.c.snabb.out_icmpv4_echo_packets += 1;
-                    self.egress(Side::V4, idx, &o, emit);
+                    self.egress(Side::V4, idx, &o, &[], emit);
                     self.obuf = o;
                     return;
                 }
@@ -539,7 +603,7 @@ impl Lwaftr {
                     icmp::echo_reply_v6(&mut o);
                     self.c.snabb.out_icmpv6_echo_bytes += o.len() as u64;
                     self.c.snabb.out_icmpv6_echo_packets += 1;
-                    self.egress(Side::V6, idx, &o, emit);
+                    self.egress(Side::V6, idx, &o, &[], emit);
                     self.obuf = o;
                     return;
                 }
@@ -548,7 +612,7 @@ impl Lwaftr {
         }
     }
 
-    fn arp_in<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], a: Arp, emit: &mut E) {
+    fn arp_in<E: Emit + ?Sized>(&mut self, idx: usize, f: &[u8], a: Arp, emit: &mut E) {
         let n = f.len() as u64;
         match a {
             Arp::Request(sha, spa, tpa) => {
@@ -559,7 +623,7 @@ impl Lwaftr {
                     nd::arp_reply(&mut o, self.ext_mac, self.ext_ip, sha, spa);
                     self.c.snabb.out_arp_reply_bytes += o.len() as u64;
                     self.c.snabb.out_arp_reply_packets += 1;
-                    self.egress(Side::V4, idx, &o, emit);
+                    self.egress(Side::V4, idx, &o, &[], emit);
                     self.obuf = o;
                 }
             }
@@ -578,7 +642,7 @@ impl Lwaftr {
         }
     }
 
-    fn ndp_in<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, idx: usize, f: &[u8], n: Ndp, emit: &mut E) {
+    fn ndp_in<E: Emit + ?Sized>(&mut self, idx: usize, f: &[u8], n: Ndp, emit: &mut E) {
         let len = f.len() as u64;
         match n {
             Ndp::Ns { target, answerable } => {
@@ -589,7 +653,7 @@ impl Lwaftr {
                     nd::na_reply(&mut o, self.int_mac, &self.int_ip, f);
                     self.c.snabb.out_ndp_na_bytes += o.len() as u64;
                     self.c.snabb.out_ndp_na_packets += 1;
-                    self.egress(Side::V6, idx, &o, emit);
+                    self.egress(Side::V6, idx, &o, &[], emit);
                     self.obuf = o;
                 }
             }
@@ -640,7 +704,7 @@ impl Lwaftr {
     }
 
     /// Takes a next-hop MAC another replica learned, and sends what waited for it.
-    fn adopt_shared_macs<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, emit: &mut E) {
+    fn adopt_shared_macs<E: Emit + ?Sized>(&mut self, emit: &mut E) {
         for side in [Side::V4, Side::V6] {
             let unresolved = match side {
                 Side::V4 => self.nh4.mac.is_none() && self.nh4.ip.is_some(),
@@ -663,7 +727,7 @@ impl Lwaftr {
     }
 
     /// Sends the ARP request / NS due at `now` (the driver's tick clock).
-    fn request_next_hops<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, now: u64, emit: &mut E) {
+    fn request_next_hops<E: Emit + ?Sized>(&mut self, now: u64, emit: &mut E) {
         if self.nh4.request_due(now) {
             self.nh4.last_request = Some(now);
             let target = self.nh4.ip.expect("due implies an ip");
@@ -671,7 +735,7 @@ impl Lwaftr {
             nd::arp_request(&mut o, self.ext_mac, self.ext_ip, target);
             self.c.snabb.out_arp_request_bytes += o.len() as u64;
             self.c.snabb.out_arp_request_packets += 1;
-            self.egress(Side::V4, 0, &o, emit);
+            self.egress(Side::V4, 0, &o, &[], emit);
             self.obuf = o;
         }
         if self.nh6.request_due(now) {
@@ -681,7 +745,7 @@ impl Lwaftr {
             nd::ns_request(&mut o, self.int_mac, &self.int_ip, &target);
             self.c.snabb.out_ndp_ns_bytes += o.len() as u64;
             self.c.snabb.out_ndp_ns_packets += 1;
-            self.egress(Side::V6, 0, &o, emit);
+            self.egress(Side::V6, 0, &o, &[], emit);
             self.obuf = o;
         }
     }
@@ -732,7 +796,7 @@ impl Lwaftr {
     }
 
     /// Runs the hairpin queue, including what running it adds.
-    fn drain_hairpin<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, emit: &mut E) {
+    fn drain_hairpin<E: Emit + ?Sized>(&mut self, emit: &mut E) {
         let mut i = 0;
         while i < self.hairpin_n {
             let (idx, buf) = std::mem::take(&mut self.hairpin_q[i]);
@@ -756,23 +820,26 @@ impl Lwaftr {
     }
 }
 
-/// Emits `f` on `port`, with an 802.1Q tag `tag` if given (built in `tbuf`).
-fn wire_frame<E: FnMut(usize, u32, &[u8]) + ?Sized>(
+/// Emits `head` + `tail` (`head` at least the Ethernet header) on `port`,
+/// with an 802.1Q tag `tag` if given (the tagged head built in `tbuf`).
+fn wire_frame<E: Emit + ?Sized>(
     tag: Option<u16>,
     port: u32,
     tbuf: &mut Vec<u8>,
     idx: usize,
-    f: &[u8],
+    head: &[u8],
+    tail: &[u8],
     emit: &mut E,
 ) {
     match tag {
-        None => emit(idx, port, f),
+        None if tail.is_empty() => emit.emit(idx, port, head),
+        None => emit.emit_parts(idx, port, head, tail),
         Some(tag) => {
             tbuf.clear();
-            tbuf.extend_from_slice(&f[..12]);
+            tbuf.extend_from_slice(&head[..12]);
             tbuf.extend_from_slice(&[0x81, 0x00, (tag >> 8) as u8 & 0x0f, tag as u8]);
-            tbuf.extend_from_slice(&f[12..]);
-            emit(idx, port, tbuf);
+            tbuf.extend_from_slice(&head[12..]);
+            emit.emit_parts(idx, port, tbuf, tail);
         }
     }
 }
@@ -782,6 +849,10 @@ impl DataPlane for Lwaftr {
     type Counters = Counters;
 
     fn process_batch<E: FnMut(usize, u32, &[u8]) + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
+        self.process_batch_to(port, frames, emit);
+    }
+
+    fn process_batch_to<E: Emit + ?Sized>(&mut self, port: u32, frames: &[&[u8]], emit: &mut E) {
         self.clock();
         if frames.len() > 1 && self.bt.worth_prefetching() {
             self.prefetch_batch(port, frames);
@@ -840,6 +911,7 @@ impl DataPlane for Lwaftr {
             obuf: Vec::new(),
             fbuf: Vec::new(),
             tbuf: Vec::new(),
+            jbuf: Vec::new(),
             hairpin_q: Vec::new(),
             hairpin_n: 0,
         })

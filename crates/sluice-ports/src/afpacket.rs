@@ -334,7 +334,12 @@ impl Port for AfPacketPort {
     }
 
     fn send(&mut self, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
-        if frame.len() > MAX_FRAME {
+        self.send_parts_to(0, 0, frame, &[], vnet)
+    }
+
+    fn send_parts_to(&mut self, _port: u32, _origin: u64, head: &[u8], tail: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        let len = head.len() + tail.len();
+        if len > MAX_FRAME {
             self.stats.tx_dropped += 1;
             return Ok(());
         }
@@ -345,8 +350,9 @@ impl Port for AfPacketPort {
             }
         }
         let start = self.tx_data.len();
-        self.tx_data.extend_from_slice(frame);
-        self.tx_frames.push((start, frame.len()));
+        self.tx_data.extend_from_slice(head);
+        self.tx_data.extend_from_slice(tail);
+        self.tx_frames.push((start, len));
         self.tx_vnet.push(vnet.to_bytes());
         Ok(())
     }

@@ -628,7 +628,12 @@ impl Port for AfXdpPort {
         Ok(n as usize)
     }
 
-    fn send(&mut self, frame: &[u8], _vnet: &VnetHdr) -> io::Result<()> {
+    fn send(&mut self, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        self.send_parts_to(0, 0, frame, &[], vnet)
+    }
+
+    fn send_parts_to(&mut self, _port: u32, _origin: u64, head: &[u8], tail: &[u8], _vnet: &VnetHdr) -> io::Result<()> {
+        let len = head.len() + tail.len();
         if self.free_tx.is_empty() {
             self.reclaim();
         }
@@ -636,21 +641,23 @@ impl Port for AfXdpPort {
             self.stats.tx_dropped += 1;
             return Ok(());
         };
-        if frame.len() > FRAME_SIZE as usize {
+        if len > FRAME_SIZE as usize {
             self.free_tx.push(addr);
             self.stats.tx_dropped += 1;
             return Ok(());
         }
-        // SAFETY: a free TX frame of the UMEM.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.umem.ptr.add(addr as usize), frame.len()) };
+        // SAFETY: a free TX frame of the UMEM, FRAME_SIZE >= len bytes long.
+        unsafe {
+            let to = self.umem.ptr.add(addr as usize);
+            std::ptr::copy_nonoverlapping(head.as_ptr(), to, head.len());
+            std::ptr::copy_nonoverlapping(tail.as_ptr(), to.add(head.len()), tail.len());
+        }
         let p = self.tx.prod().load(Ordering::Relaxed);
         // SAFETY: TX has RING slots and at most FRAMES / 2 <= RING frames are in flight.
-        unsafe {
-            *self.tx.desc_slot(p.wrapping_add(self.tx_pending)) = XdpDesc { addr, len: frame.len() as u32, options: 0 }
-        };
+        unsafe { *self.tx.desc_slot(p.wrapping_add(self.tx_pending)) = XdpDesc { addr, len: len as u32, options: 0 } };
         self.tx_pending += 1;
         self.stats.tx_packets += 1;
-        self.stats.tx_bytes += frame.len() as u64;
+        self.stats.tx_bytes += len as u64;
         Ok(())
     }
 

@@ -367,6 +367,13 @@ pub trait Port: Send {
         let _ = (port, origin);
         self.send(frame, vnet)
     }
+    /// [`Port::send_to`] of the frame `head` followed by `tail` (a data
+    /// plane's new headers, then the packet they carry). A port that copies
+    /// frames into its transmit buffers copies the parts one after the
+    /// other (AF_PACKET, AF_XDP); the default joins them first.
+    fn send_parts_to(&mut self, port: u32, origin: u64, head: &[u8], tail: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        sluice_dataplane::emit::joined(head, tail, |f| self.send_to(port, origin, f, vnet))
+    }
     /// Sends whatever [`Port::send`] queued.
     fn flush(&mut self) -> io::Result<()>;
     /// Counters so far.
@@ -413,6 +420,9 @@ impl<T: Port + ?Sized> Port for Box<T> {
     }
     fn send_to(&mut self, port: u32, origin: u64, frame: &[u8], vnet: &VnetHdr) -> io::Result<()> {
         (**self).send_to(port, origin, frame, vnet)
+    }
+    fn send_parts_to(&mut self, port: u32, origin: u64, head: &[u8], tail: &[u8], vnet: &VnetHdr) -> io::Result<()> {
+        (**self).send_parts_to(port, origin, head, tail, vnet)
     }
     fn flush(&mut self) -> io::Result<()> {
         (**self).flush()
