@@ -18,8 +18,8 @@
 //! queues. Bad frames never panic: they are dropped and counted (in the
 //! Snabb block where Snabb counts them, else in the extra block).
 //! No allocation per packet on the encapsulation/decapsulation path, and
-//! no copy of the packet carried: the core builds the new headers in a
-//! scratch buffer it keeps and sends them and the received packet as two
+//! no copy of the packet carried: the core builds the new headers on the
+//! stack and sends them and the received packet as two
 //! parts ([`Emit::emit_parts`]), which the driver joins as it copies the
 //! frame out. A stage that needs the frame whole (a configured egress
 //! filter, the fragmenter, the hold queue of an unresolved next hop,
