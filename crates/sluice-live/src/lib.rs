@@ -6,9 +6,11 @@
 //! stays on one worker and in order), starts a
 //! [`Pool`] of workers, and gives each the packet loop of
 //! [`packet_loop`]: poll the ports, receive up to [`BATCH`] frames, run
-//! them through the data plane as one batch, send what it emits. The same
-//! `DataPlane::process_batch` runs in `sluice bench`, the replay and the
-//! STF runner: what the lab measures is what the ports run.
+//! them through the data plane as one batch, send what it emits (a frame
+//! emitted in two parts goes into the port's transmit buffer part by
+//! part). `sluice bench` makes the same call, `DataPlane::process_batch_to`;
+//! the replay and the STF runner make `process_batch`, the same data plane
+//! code with the parts joined: what the lab measures is what the ports run.
 //!
 //! Frames keep their virtio-net offload header from input to output (see
 //! `sluice_ports`), so 64 KB TCP segments cross the data plane as one frame
