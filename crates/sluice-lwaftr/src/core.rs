@@ -5,11 +5,10 @@
 //! Contract: reads untagged frames that passed reassembly, the ingress
 //! filter, ARP/NDP and echo; writes the core's Snabb counters; frames leave
 //! through the next-hop stage (`next_hop_out`) in two parts: the new
-//! headers, built in the plane's scratch buffers (`ebuf` for encapsulation:
-//! Ethernet, IPv6 and the IPv4 header with its TTL decremented; `dbuf` for
-//! decapsulation: Ethernet), then the rest of the received packet,
-//! unchanged and not copied (generated ICMP errors, a rare path, are built
-//! whole in their own buffer). Hairpinned packets and
+//! headers, built on the stack (encapsulation: Ethernet, IPv6 and the IPv4
+//! header with its TTL decremented; decapsulation: Ethernet), then the rest
+//! of the received packet, unchanged and not copied (generated ICMP
+//! errors, a rare path, are built whole in their own buffer). Hairpinned packets and
 //! ICMPv4 errors to managed addresses wait in the hairpin queue, which the
 //! plane drains at the end of each batch (Snabb's order: all of a batch's
 //! input first, then the hairpin queue). Lookup keys:
@@ -21,10 +20,12 @@
 use sluice_hash::csum16;
 use sluice_lookup::mem::copy_short;
 
+use sluice_dataplane::emit::joined;
+use sluice_dataplane::Emit;
+
 use crate::frame::*;
 use crate::icmp;
 use crate::plane::{Lwaftr, Side};
-use sluice_dataplane::Emit;
 
 impl Lwaftr {
     fn drop_v4_iface(&mut self, len: u64, hairpinned: bool) {
@@ -143,28 +144,20 @@ impl Lwaftr {
         emit: &mut E,
     ) {
         let gen = self.s.external.common.generate_icmp_errors;
-        let mut quote = std::mem::take(&mut self.ebuf);
-        quote.clear();
-        quote.extend_from_slice(ip_header);
-        quote.extend_from_slice(rest);
-        if ttl == 0 {
+        let (ty, code, word) = if ttl == 0 {
             self.c.snabb.drop_ttl_zero_ipv4_bytes += len;
             self.c.snabb.drop_ttl_zero_ipv4_packets += 1;
-            if gen {
-                self.icmpv4_error(idx, 11, 0, 0, &quote, emit);
-            } else {
-                self.c.snabb.drop_out_by_policy_icmpv4_packets += 1;
-            }
+            (11, 0, 0)
         } else {
             self.c.snabb.drop_over_mtu_but_dont_fragment_ipv4_bytes += len;
             self.c.snabb.drop_over_mtu_but_dont_fragment_ipv4_packets += 1;
-            if gen {
-                self.icmpv4_error(idx, 3, 4, (mtu - IPV6) as u32 & 0xffff, &quote, emit);
-            } else {
-                self.c.snabb.drop_out_by_policy_icmpv4_packets += 1;
-            }
+            (3, 4, (mtu - IPV6) as u32 & 0xffff)
+        };
+        if gen {
+            joined(ip_header, rest, |quote| self.icmpv4_error(idx, ty, code, word, quote, emit));
+        } else {
+            self.c.snabb.drop_out_by_policy_icmpv4_packets += 1;
         }
-        self.ebuf = quote;
         self.drop_v4_iface(len, hairpinned);
     }
 
@@ -194,7 +187,7 @@ impl Lwaftr {
         // Tunnelled to a B4 whether or not hairpinning is on (this is not
         // hairpinning), through the hairpin queue.
         if self.bt.is_managed(dst) {
-            self.defer_hairpin(idx, &e);
+            self.defer_hairpin(idx, &e, &[]);
         } else {
             self.c.snabb.out_ipv4_bytes += e.len() as u64;
             self.c.snabb.out_ipv4_packets += 1;
@@ -282,12 +275,7 @@ impl Lwaftr {
         if self.s.hairpinning && self.bt.is_managed(h.dst) {
             self.c.snabb.hairpin_ipv4_bytes += bytes;
             self.c.snabb.hairpin_ipv4_packets += 1;
-            let mut b = std::mem::take(&mut self.dbuf);
-            b.clear();
-            b.extend_from_slice(&head);
-            b.extend_from_slice(inner);
-            self.defer_hairpin(idx, &b);
-            self.dbuf = b;
+            self.defer_hairpin(idx, &head, inner);
         } else {
             self.c.snabb.out_ipv4_bytes += bytes;
             self.c.snabb.out_ipv4_packets += 1;

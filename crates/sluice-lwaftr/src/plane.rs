@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use sluice_dataplane::emit::joined;
 use sluice_dataplane::{DataPlane, Emit, Metrics, Stats};
 
 use crate::bt::BindingTable;
@@ -104,18 +105,13 @@ pub struct Lwaftr {
     opts: Options,
     start: Instant,
     pub(crate) now: u64,
-    /// Scratch: untagged input, a decapsulated packet joined for the
-    /// hairpin queue, a packet quoted by an ICMPv4 error (encapsulation
-    /// builds its headers on the stack), local replies, fragments, tagged
-    /// output's head.
+    /// Scratch: untagged input, local replies, fragments, tagged output's
+    /// head (encapsulation and decapsulation build their headers on the
+    /// stack; parts a stage reads whole are joined by `emit::joined`).
     ubuf: Vec<u8>,
-    pub(crate) dbuf: Vec<u8>,
-    pub(crate) ebuf: Vec<u8>,
     obuf: Vec<u8>,
     fbuf: Vec<u8>,
     tbuf: Vec<u8>,
-    /// A frame sent in parts, joined for a stage that reads it whole.
-    jbuf: Vec<u8>,
     /// The hairpin queue: its first `hairpin_n` entries are waiting (the
     /// buffers beyond are kept for reuse).
     hairpin_q: Vec<(usize, Vec<u8>)>,
@@ -191,12 +187,9 @@ impl Lwaftr {
             now: opts.frozen_clock.unwrap_or(0),
             s,
             ubuf: Vec::new(),
-            dbuf: Vec::new(),
-            ebuf: Vec::new(),
             obuf: Vec::new(),
             fbuf: Vec::new(),
             tbuf: Vec::new(),
-            jbuf: Vec::new(),
             hairpin_q: Vec::new(),
             hairpin_n: 0,
         })
@@ -302,12 +295,7 @@ impl Lwaftr {
     #[cold]
     #[inline(never)]
     fn egress_joined<E: Emit + ?Sized>(&mut self, side: Side, idx: usize, head: &[u8], tail: &[u8], emit: &mut E) {
-        let mut j = std::mem::take(&mut self.jbuf);
-        j.clear();
-        j.extend_from_slice(head);
-        j.extend_from_slice(tail);
-        self.egress_whole(side, idx, &j, emit);
-        self.jbuf = j;
+        joined(head, tail, |f| self.egress_whole(side, idx, f, emit));
     }
 
     /// [`Lwaftr::egress`] of a whole frame `f`.
@@ -780,18 +768,18 @@ impl Lwaftr {
         }
     }
 
-    /// Queues a decapsulated packet (or an ICMPv4 error) for the managed
-    /// address it is sent to: it re-enters as if from the internet once
-    /// the batch's input has run.
-    pub(crate) fn defer_hairpin(&mut self, idx: usize, f: &[u8]) {
+    /// Queues a decapsulated packet (or an ICMPv4 error), `head` then
+    /// `tail`, for the managed address it is sent to: it re-enters as if
+    /// from the internet once the batch's input has run.
+    pub(crate) fn defer_hairpin(&mut self, idx: usize, head: &[u8], tail: &[u8]) {
         if self.hairpin_n == self.hairpin_q.len() {
-            self.hairpin_q.push((idx, f.to_vec()));
-        } else {
-            let e = &mut self.hairpin_q[self.hairpin_n];
-            e.0 = idx;
-            e.1.clear();
-            e.1.extend_from_slice(f);
+            self.hairpin_q.push((idx, Vec::new()));
         }
+        let e = &mut self.hairpin_q[self.hairpin_n];
+        e.0 = idx;
+        e.1.clear();
+        e.1.extend_from_slice(head);
+        e.1.extend_from_slice(tail);
         self.hairpin_n += 1;
     }
 
@@ -906,12 +894,9 @@ impl DataPlane for Lwaftr {
             start: self.start,
             now: self.now,
             ubuf: Vec::new(),
-            dbuf: Vec::new(),
-            ebuf: Vec::new(),
             obuf: Vec::new(),
             fbuf: Vec::new(),
             tbuf: Vec::new(),
-            jbuf: Vec::new(),
             hairpin_q: Vec::new(),
             hairpin_n: 0,
         })

@@ -153,11 +153,7 @@ impl Switch {
         }
         let strategy = self.strategy();
         let size = match strategy {
-            Strategy::Fused { prefetch: true }
-                if self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= PREFETCH_MIN_ENTRIES) =>
-            {
-                FAR_CHUNK
-            }
+            Strategy::Fused { prefetch: true } if self.prefetched_table_of(PREFETCH_MIN_ENTRIES) => FAR_CHUNK,
             _ => BATCH,
         };
         for (k, chunk) in frames.chunks(size).enumerate() {
@@ -173,7 +169,7 @@ impl Switch {
     /// The strategy for the next batch: it depends on the tables' sizes,
     /// which the control plane changes between batches.
     pub(crate) fn strategy(&self) -> Strategy {
-        let big_from = |n: usize| self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= n);
+        let big_from = |n: usize| self.prefetched_table_of(n);
         let fused =
             self.trace.is_none() && self.tm.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_fast_path());
         if fused {
@@ -184,6 +180,11 @@ impl Switch {
         } else {
             Strategy::PerPacket
         }
+    }
+
+    /// Whether a table whose lookups are prefetched holds `n` entries or more.
+    fn prefetched_table_of(&self, n: usize) -> bool {
+        self.prefetch.iter().any(|t| self.state.tables[t.0].len() >= n)
     }
 
     /// The packet-by-packet strategy: the next packet's headers start
