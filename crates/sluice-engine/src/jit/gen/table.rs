@@ -247,7 +247,7 @@ impl Gen<'_, '_, '_> {
         let r = self.b.block_params(hit)[0];
         let mf = mem(self.b, Mem::Inputs);
         let hot = self.b.ins().load(types::I64, mf, view, 32);
-        let off = self.b.ins().imul_imm_u(r, 48);
+        let off = self.b.ins().ishl_imm_u(r, crate::tables::HOT_RECORD_SHIFT);
         let rec = self.b.ins().iadd(hot, off);
         let mf = mem(self.b, Mem::Tables);
         let action = self.b.ins().uload32(mf, rec, 0);
