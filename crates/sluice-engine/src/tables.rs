@@ -274,8 +274,9 @@ pub const HOT_DATA: usize = 27;
 /// whole cache line (48-byte records straddled two lines one time in
 /// three), and compiled code finds record `r` with a shift rather than a
 /// multiplication, one link shorter in the chain of dependent loads a
-/// lookup is (router, 64 B, one worker, `bench/ab.sh`, three alternating
-/// 2 s turns: 1.03x at 10 and 10k routes, 1.01x at a million).
+/// lookup is (router, 64 B, one worker, `bench/ab.sh`, two runs of
+/// alternating 2 s turns: 1.02-1.03x at 10 routes, 0.99-1.03x at 10 000,
+/// 1.01x at a million).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C, align(64))]
 pub struct HotEntry {
