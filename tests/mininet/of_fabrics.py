@@ -43,7 +43,7 @@ class QuietHost(Host):
         return r
 
 
-class CheckedController(RemoteController):
+class SocketCheckedController(RemoteController):
     """Mininet's RemoteController without its own listening check.
 
     Why: that check runs `echo A | telnet -e A IP PORT` in the controller
@@ -173,7 +173,7 @@ def main():
         wait_listening(a.port, ctl, "the controller")
         net = Mininet(topo=topo, switch=SluiceOFSwitch, host=QuietHost, build=False, autoSetMacs=True,
                       controller=None)
-        net.addController(CheckedController("c0", ip="127.0.0.1", port=a.port))
+        net.addController(SocketCheckedController("c0", ip="127.0.0.1", port=a.port))
         net.build()
         try:
             net.start()

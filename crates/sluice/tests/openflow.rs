@@ -352,10 +352,10 @@ impl FlowMonitor {
         // ovs-ofctl prints some updates on standard error: both into one
         // pipe, line-buffered (stdbuf: its output to a pipe is otherwise
         // held back).
-        // Its control socket in a directory of its own: the default one,
-        // under /var/run/openvswitch, exists only where Open vSwitch's
-        // service has run, and without it the monitor exits at once.
-        let ctl = std::env::temp_dir().join(format!("sluice-ofctl-monitor-{}-{version}.ctl", std::process::id()));
+        // Its control socket in the lab's directory (removed with it): the
+        // default one, under /var/run/openvswitch, exists only where Open
+        // vSwitch's service has run, and without it the monitor exits at once.
+        let ctl = lab.dir.join(format!("ofctl-monitor-{version}.ctl"));
         let ctl = ctl.display();
         let script = format!("exec stdbuf -oL ovs-ofctl -O {version} --unixctl={ctl} monitor {target} watch: 2>&1");
         let child = Command::new("ip")

@@ -169,13 +169,12 @@ impl Switch {
     /// The strategy for the next batch: it depends on the tables' sizes,
     /// which the control plane changes between batches.
     pub(crate) fn strategy(&self) -> Strategy {
-        let big_from = |n: usize| self.prefetched_table_of(n);
         let fused =
             self.trace.is_none() && self.tm.is_none() && self.compiled.as_ref().is_some_and(|c| c.has_fast_path());
         if fused {
-            return Strategy::Fused { prefetch: self.preparse && big_from(FAST_PREFETCH_MIN_ENTRIES) };
+            return Strategy::Fused { prefetch: self.preparse && self.prefetched_table_of(FAST_PREFETCH_MIN_ENTRIES) };
         }
-        if self.preparse && self.trace.is_none() && big_from(PREFETCH_MIN_ENTRIES) {
+        if self.preparse && self.trace.is_none() && self.prefetched_table_of(PREFETCH_MIN_ENTRIES) {
             Strategy::ParseAhead
         } else {
             Strategy::PerPacket
