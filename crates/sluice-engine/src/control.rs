@@ -908,6 +908,13 @@ pub fn selector_input<'b>(
                         &mut buf[n..n + len],
                         &phv.wire()[at as usize..at as usize + len],
                     ),
+                    crate::plan::PieceFrom::Slot(i) if len <= 8 => {
+                        // The value's low `len` bytes, big-endian, from a
+                        // 64-bit shift: a port or a protocol number costs
+                        // no 128-bit arithmetic.
+                        let v = (phv.slots[i as usize] as u64) << (8 * (8 - len as u32));
+                        buf[n..n + 8].copy_from_slice(&v.to_be_bytes());
+                    }
                     crate::plan::PieceFrom::Slot(i) => {
                         // Slot pieces are at most 16 bytes (a slot's value).
                         let v = phv.slots[i as usize] << (8 * (16 - len as u32)).min(127);
@@ -1015,7 +1022,8 @@ mod tests {
         let model = sluice_json::load_str(include_str!("../../../examples/edge.json")).expect("edge parses");
         let plan = crate::plan::compile(&model).expect("edge compiles");
         let fast = plan.profiles.iter().find(|p| p.selector.is_some()).expect("edge has a selector");
-        assert_eq!(fast.selector_bytes.as_ref().map(Vec::len), Some(5), "the 5-tuple is byte-aligned");
+        // The 5-tuple is byte-aligned; the adjacent addresses are one piece.
+        assert_eq!(fast.selector_bytes.as_ref().map(Vec::len), Some(4));
         let slow = crate::plan::ProfilePlan { selector_bytes: None, ..fast.clone() };
         let mut phv = plan.layout.new_phv();
         let mut packer = sluice_hash::BitPacker::default();

@@ -133,7 +133,10 @@ impl DirLpm {
 
     /// Advises the top level into huge pages (a large table: fewer TLB
     /// misses). Not done for a small one: one route's slot would fault in
-    /// 2 MiB. Copies keep the advice.
+    /// 2 MiB. Copies keep the advice. The kernel backs a 2 MiB stretch with
+    /// a huge page only while nothing in it was written, so stretches that
+    /// already hold routes stay on 4 KiB pages; a copy, advised before it
+    /// is written, gets huge pages throughout.
     pub fn use_huge_pages(&mut self) {
         if !self.huge {
             crate::mem::advise_huge_pages(&self.top);

@@ -238,10 +238,31 @@ impl ProfilePlan {
                     Some(SelectorPiece { header: fi.header, from, len: fi.width / 8 })
                 })
                 .collect::<Option<Vec<_>>>()?;
-            (pieces.iter().map(|p| p.len).sum::<u32>() <= SELECTOR_BYTES_MAX).then_some(pieces)
+            (pieces.iter().map(|p| p.len).sum::<u32>() <= SELECTOR_BYTES_MAX).then(|| merge_adjacent(pieces))
         });
         ProfilePlan { name, max_size, selector, selector_bytes }
     }
+}
+
+/// Joins consecutive pieces that read adjacent wire bytes of one header
+/// (an IPv4 source and destination address) into one piece of at most 16
+/// bytes: the same input bytes, one copy instead of two. A header is valid
+/// or not as a whole, so a joined piece is left out exactly when both of
+/// its parts would have been.
+fn merge_adjacent(pieces: Vec<SelectorPiece>) -> Vec<SelectorPiece> {
+    let mut out: Vec<SelectorPiece> = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        if let Some(last) = out.last_mut() {
+            if let (PieceFrom::Wire(a), PieceFrom::Wire(b)) = (last.from, p.from) {
+                if last.header == p.header && a + last.len == b && last.len + p.len <= 16 {
+                    last.len += p.len;
+                    continue;
+                }
+            }
+        }
+        out.push(p);
+    }
+    out
 }
 
 /// Most bytes a selector's gathered input may have (its stack buffer).
