@@ -92,7 +92,7 @@ impl MeterLease {
     /// the packet is then green.
     #[inline]
     pub fn take(&mut self, size: u64) -> bool {
-        let s = size as f64;
+        let s = as_f64(size);
         if self.tokens[0] >= s && self.tokens[1] >= s {
             self.tokens[0] -= s;
             self.tokens[1] -= s;
@@ -103,6 +103,14 @@ impl MeterLease {
     }
 }
 
+/// `n` as a float through the signed conversion (one instruction on
+/// x86-64, where the unsigned one is several): sizes and microseconds are
+/// far below 2^63, and anything above is taken as 2^63 - 1.
+#[inline]
+fn as_f64(n: u64) -> f64 {
+    n.min(i64::MAX as u64) as i64 as f64
+}
+
 impl MeterState {
     /// Colours a packet of `size` units at time `now_us`: [`GREEN`],
     /// [`YELLOW`] or [`RED`].
@@ -111,12 +119,18 @@ impl MeterState {
         let Some(buckets) = self.buckets else {
             return GREEN;
         };
-        let dt = now_us.saturating_sub(self.last_us) as f64;
+        let dt = now_us.saturating_sub(self.last_us);
         self.last_us = now_us;
-        for (i, (rate, burst)) in buckets.into_iter().enumerate() {
-            self.tokens[i] = (self.tokens[i] + rate * dt).min(burst);
+        // Packets of one batch share its time stamp, so most see no time
+        // pass: then the buckets (never above their bursts) are left as
+        // they are, which is what adding `rate * 0` and capping gives.
+        if dt > 0 {
+            let dt = as_f64(dt);
+            for (i, (rate, burst)) in buckets.into_iter().enumerate() {
+                self.tokens[i] = (self.tokens[i] + rate * dt).min(burst);
+            }
         }
-        let s = size as f64;
+        let s = as_f64(size);
         // Peak bucket first, then committed (colour-blind mode).
         if self.tokens[1] < s {
             return RED;
