@@ -621,6 +621,21 @@ impl TableState {
         }
     }
 
+    /// [`TableState::lookup_cached`] of a key of `len` bytes (at most
+    /// [`sluice_lookup::classifier::WORD_KEY_BYTES`]) given only as words:
+    /// its bytes are written out only when the lookup needs them (not for
+    /// a lookup cache hit).
+    #[inline]
+    pub fn lookup_cached_words(&mut self, len: usize, words: &[u64; 4]) -> Option<u32> {
+        match &mut self.index {
+            Index::Tuples(c) => c.lookup_cached_words(len, words),
+            _ => {
+                let b = classifier::word_bytes(words);
+                self.lookup_words(&b[..len.min(b.len())], Some(words))
+            }
+        }
+    }
+
     /// The lookup cache's `(hits, misses)`, when the table has one.
     pub fn cache_stats(&self) -> Option<(u64, u64)> {
         match &self.index {

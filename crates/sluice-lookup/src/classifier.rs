@@ -511,6 +511,17 @@ pub fn key_words(key: &[u8]) -> [u64; 4] {
     }
 }
 
+/// The bytes of a key [`key_words`] read (its first `len` bytes are the
+/// key's): the inverse, for a caller that built the words.
+#[inline(always)]
+pub fn word_bytes(words: &[u64; 4]) -> [u8; WORD_KEY_BYTES] {
+    let mut b = [0u8; WORD_KEY_BYTES];
+    for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&w.to_le_bytes());
+    }
+    b
+}
+
 /// A key as four zero-padded little-endian words (keys are at most `WORD_KEY_BYTES`).
 #[inline(always)]
 fn cache_words(key: &[u8]) -> [u64; 4] {
@@ -725,14 +736,45 @@ impl Classifier {
     /// on; else a plain lookup.
     #[inline]
     pub fn lookup_cached(&mut self, key: &[u8], words: Option<&[u64; 4]>) -> Option<u32> {
-        let cacheable = self.rules.len() > SCAN_MAX && key.len() <= WORD_KEY_BYTES && self.caching;
-        if !cacheable {
-            return self.lookup_words(key, words);
-        }
-        if self.cache.as_mut().is_some_and(|c| c.skip()) {
+        if !self.cacheable(key.len()) {
             return self.lookup_words(key, words);
         }
         let words = words.copied().unwrap_or_else(|| cache_words(key));
+        self.through_cache(&words, |c| c.lookup_words(key, Some(&words)))
+    }
+
+    /// [`Classifier::lookup_cached`] of a key of `len` bytes (at most
+    /// [`WORD_KEY_BYTES`]) that the caller built as [`key_words`] reads it:
+    /// its bytes are written out (on the stack) only when the cache does
+    /// not answer. Why: generated code builds ACL keys as words, and
+    /// turning them into bytes for every packet cost more than a cache
+    /// hit.
+    #[inline]
+    pub fn lookup_cached_words(&mut self, len: usize, words: &[u64; 4]) -> Option<u32> {
+        let len = len.min(WORD_KEY_BYTES);
+        let bytes = || word_bytes(words);
+        if !self.cacheable(len) {
+            return self.lookup_words(&bytes()[..len], Some(words));
+        }
+        self.through_cache(words, |c| c.lookup_words(&bytes()[..len], Some(words)))
+    }
+
+    /// Whether a lookup of a `len`-byte key goes through the cache now:
+    /// tuples are searched, the key is short enough, caching is on and the
+    /// cache is not set aside (a lookup that asks counts as bypassed).
+    #[inline]
+    fn cacheable(&mut self, len: usize) -> bool {
+        self.rules.len() > SCAN_MAX
+            && len <= WORD_KEY_BYTES
+            && self.caching
+            && !self.cache.as_mut().is_some_and(|c| c.skip())
+    }
+
+    /// The cache's answer for `words`, or `search`'s (the tuple search),
+    /// which the cache then keeps.
+    #[inline]
+    fn through_cache(&mut self, words: &[u64; 4], search: impl FnOnce(&Self) -> Option<u32>) -> Option<u32> {
+        let words = *words;
         let h = (words[0] ^ words[1].rotate_left(17) ^ words[2].rotate_left(31) ^ words[3].rotate_left(47))
             .wrapping_mul(0x9e37_79b9_7f4a_7c15);
         // Two-way sets: slots 2i and 2i+1; a miss replaces the older way.
@@ -750,7 +792,7 @@ impl Classifier {
                 }
             }
         }
-        let found = self.lookup_words(key, Some(&words));
+        let found = search(self);
         let c = self.cache.get_or_insert_with(|| {
             Box::new(LookupCache {
                 slots: vec![CacheSlot::default(); CACHE_SLOTS],
@@ -1043,6 +1085,8 @@ mod tests {
             for _ in 0..16 {
                 let k = [0, (rnd() % 64) as u8, 0, (rnd() % 80) as u8];
                 assert_eq!(c.lookup_cached(&k, None), c.lookup(&k), "key {k:?} after {i} inserts");
+                // The same through the words-only form (ranges checked on the bytes it writes out).
+                assert_eq!(c.lookup_cached_words(4, &key_words(&k)), c.lookup(&k), "words of {k:?}");
             }
         }
         // Without changes, repeated keys come from the cache (once a bypass
@@ -1055,9 +1099,10 @@ mod tests {
         for i in 0..1000u32 {
             let k = [0, (i % 16) as u8, 0, (i % 5) as u8];
             assert_eq!(c.lookup_cached(&k, Some(&key_words(&k))), c.lookup(&k));
+            assert_eq!(c.lookup_cached_words(4, &key_words(&k)), c.lookup(&k));
         }
         let (hits, misses) = c.cache_stats().expect("cache");
-        assert!(hits - hits0 >= 900 && misses - misses0 <= 100, "{} hits, {} misses", hits - hits0, misses - misses0);
+        assert!(hits - hits0 >= 1900 && misses - misses0 <= 100, "{} hits, {} misses", hits - hits0, misses - misses0);
         // Without caching, lookups go straight to the rules.
         c.set_caching(false);
         assert_eq!(c.lookup_cached(&[0, 1, 0, 1], None), c.lookup(&[0, 1, 0, 1]));

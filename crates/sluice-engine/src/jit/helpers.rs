@@ -213,9 +213,9 @@ impl Exec<'_> {
         if self.trace.is_some() || !tp.hit_returns_to_jit() || tp.key_bytes > 32 {
             return self.apply_table_for_jit(ti, out);
         }
-        // The key bytes, for range checks and byte-keyed indexes.
-        crate::control::key_bytes_of_words(self.key_buf, &words, tp.key_bytes);
-        let hit = self.state.tables[ti].lookup_cached(self.key_buf, Some(&words));
+        // The key's bytes (range checks, byte-keyed indexes) are written
+        // out by the lookup, only when it needs them.
+        let hit = self.state.tables[ti].lookup_cached_words(tp.key_bytes, &words);
         self.result_or_apply(ti, hit, out)
     }
 
