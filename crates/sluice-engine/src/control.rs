@@ -416,7 +416,7 @@ impl Exec<'_> {
             None => 0,
         };
         // bmv2 picks with the hash's low 32 bits.
-        self.state.profiles[pi].groups[g as usize].as_ref()?.pick(hash & 0xffff_ffff)
+        grp.pick(hash & 0xffff_ffff)
     }
 
     fn write_dst(&mut self, dst: &Dst, v: u128, params: &[u8]) {

@@ -67,7 +67,14 @@ impl MemberSet {
         if n == 0 {
             return None;
         }
-        self.get((hash % n) as usize)
+        // The same remainder from a 32-bit division when both fit (a
+        // group's size always does; bmv2's hashes are taken to 32 bits):
+        // the member's data waits on it, and the 64-bit one is slower.
+        let i = match (u32::try_from(hash), u32::try_from(n)) {
+            (Ok(h), Ok(n)) => (h % n) as u64,
+            _ => hash % n,
+        };
+        self.get(i as usize)
     }
 
     /// How many members.
