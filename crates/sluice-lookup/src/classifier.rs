@@ -751,6 +751,7 @@ impl Classifier {
     /// hit.
     #[inline]
     pub fn lookup_cached_words(&mut self, len: usize, words: &[u64; 4]) -> Option<u32> {
+        debug_assert!(len <= WORD_KEY_BYTES, "a {len}-byte key is not read as words");
         let len = len.min(WORD_KEY_BYTES);
         let bytes = || word_bytes(words);
         if !self.cacheable(len) {
