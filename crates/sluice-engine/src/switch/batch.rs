@@ -86,19 +86,23 @@ pub(crate) struct FastRefs(pub(crate) Vec<crate::jit::PktRef>);
 unsafe impl Send for FastRefs {}
 
 /// Lists `chunk`'s packets for the batch function in `refs` and returns
-/// the longest one's length. Each packet's first 64 bytes (where its
-/// headers are) start loading into the cache as it is listed. Why: packets
-/// arrive from memory the CPU has not touched (a ring, or traffic bigger
-/// than the cache); read one by one, each packet's miss stalls the
-/// pipeline, taken together the misses overlap.
-fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>) -> usize {
+/// the longest one's length. With `headers`, each packet's first 64 bytes
+/// (where its headers are) start loading into the cache as it is listed:
+/// the key pass that follows for big tables then reads them with their
+/// misses overlapped. Why only then: in interleaved A/B runs of
+/// `bench/ab.sh`, without the prefetches `l2_learning` and `basic_routing`
+/// at 10 000 entries (no key pass) ran 5-8% faster, while the router at 1M
+/// routes and the edge example at 100 000 (key pass) ran up to 10% slower.
+fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>, headers: bool) -> usize {
     refs.clear();
     refs.reserve(chunk.len());
     let mut longest = 0;
     // Written in place rather than pushed: a push stores the length back
     // per packet (about 2% of the router's time at 64 B).
     for (r, data) in refs.spare_capacity_mut().iter_mut().zip(chunk) {
-        crate::lpm::prefetch_headers(data);
+        if headers {
+            crate::lpm::prefetch_headers(data);
+        }
         r.write(crate::jit::PktRef::of(data));
         longest = longest.max(data.len());
     }
@@ -291,7 +295,7 @@ impl Switch {
         emit: &mut E,
     ) {
         let FastRefs(mut refs) = std::mem::take(&mut self.chunk_refs);
-        let longest = list_chunk(chunk, &mut refs);
+        let longest = list_chunk(chunk, &mut refs, prefetch);
         if prefetch {
             self.prefetch_chunk(chunk);
         }
