@@ -32,8 +32,9 @@ pub enum Loc {
     Wire { bit: u32 },
 }
 
-/// Bytes of zero padding after the wire area, so every field read or write
-/// there can use a fixed 16-byte window.
+/// Bytes of padding after the wire area (zero in a PHV's own buffer), so
+/// every field read or write there can use a fixed 16-byte window, which
+/// masks off what it touches beyond the field.
 pub const WIRE_PAD: usize = 16;
 
 /// How a hot path reads an unsigned field of at most 64 bits without going
@@ -69,7 +70,7 @@ impl FieldSrc {
             FieldSrc::Slot(i) => phv.slots[i as usize] as u64,
             FieldSrc::Wire { byte, shift, mask } => {
                 let b = byte as usize;
-                let w: [u8; 8] = phv.wire[b..b + 8].try_into().expect("8 bytes");
+                let w: [u8; 8] = phv.buf()[b..b + 8].try_into().expect("8 bytes");
                 (u64::from_be_bytes(w) >> shift) & mask
             }
         }
@@ -82,7 +83,7 @@ impl FieldSrc {
             FieldSrc::Slot(i) => phv.slots[i as usize] = u128::from(v & width_mask),
             FieldSrc::Wire { byte, shift, mask } => {
                 let b = byte as usize;
-                let win: &mut [u8; 8] = (&mut phv.wire[b..b + 8]).try_into().expect("8 bytes");
+                let win: &mut [u8; 8] = (&mut phv.buf_mut()[b..b + 8]).try_into().expect("8 bytes");
                 let cur = u64::from_be_bytes(*win);
                 let m = mask << shift;
                 *win = ((cur & !m) | ((v & mask) << shift)).to_be_bytes();
@@ -404,6 +405,7 @@ impl Layout {
             // up to whole 8-byte words: generated code sets the flags up
             // with 8-byte stores (the bytes after the last flag stay zero).
             wire: vec![0; self.wire_bytes as usize + WIRE_PAD + self.headers.len().next_multiple_of(8)],
+            wire_at: std::ptr::null_mut(),
             varbit_len: vec![0; self.headers.len()],
             stack_next: vec![0; self.stacks.len()],
             union_stack_next: vec![0; self.union_stacks.len()],
@@ -415,17 +417,29 @@ impl Layout {
 }
 
 /// The per-packet header vector.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Phv {
     pub slots: Vec<u128>,
     pub wide: Vec<u8>,
-    /// Packet headers in wire format, followed by `WIRE_PAD` zero bytes
+    /// Packet headers in wire format, followed by `WIRE_PAD` bytes of
+    /// padding (zero here; in a batch function's output area, whatever was
+    /// there: reads and writes mask what they touch beyond their field)
     /// (`wire_len` bytes), then the headers' valid flags, one byte each (0
     /// or 1, only written as `bool`s). Why one buffer: generated code
     /// reaches a valid flag at a fixed distance from the headers, with no
     /// pointer of its own to load or keep in a register. Private, so that
     /// nothing writes other bytes than 0 and 1 among the flags.
     wire: Vec<u8>,
+    /// Null, or, while the batch function runs packets with their headers
+    /// in their output areas (see [`Phv::wire_at_slot`]), the area of the
+    /// packet being processed: the bytes every accessor then reads and
+    /// writes instead of `wire` (same length and layout). Why: engine code
+    /// that generated code calls (helpers) sees the headers where the
+    /// generated code keeps them.
+    ///
+    /// Invariant: null whenever no batch function call is running on this
+    /// PHV (`CompiledPipelines::run_batch` resets it before it returns).
+    wire_at: *mut u8,
     wire_len: usize,
     /// Current length in bits of each header's varbit field.
     pub varbit_len: Vec<u32>,
@@ -434,23 +448,101 @@ pub struct Phv {
     metadata: Vec<bool>,
 }
 
+// SAFETY: `wire_at` points into a buffer the batch function's caller owns
+// only during that call, on that thread (see the field's invariant); at
+// any other time the PHV owns all its memory.
+unsafe impl Send for Phv {}
+
+impl Clone for Phv {
+    fn clone(&self) -> Phv {
+        Phv {
+            slots: self.slots.clone(),
+            wide: self.wide.clone(),
+            wire: self.buf().to_vec(),
+            wire_at: std::ptr::null_mut(),
+            wire_len: self.wire_len,
+            varbit_len: self.varbit_len.clone(),
+            stack_next: self.stack_next.clone(),
+            union_stack_next: self.union_stack_next.clone(),
+            metadata: self.metadata.clone(),
+        }
+    }
+}
+
+/// The bytes of a PHV's headers and flags: its own buffer, or the area
+/// `at` points at (see `Phv::wire_at`).
+#[inline]
+fn buf_of(own: &[u8], at: *mut u8) -> &[u8] {
+    if at.is_null() {
+        own
+    } else {
+        // SAFETY: `at` points at `own.len()` bytes the running batch
+        // function's caller owns and nothing else borrows while engine code
+        // runs (see `Phv::wire_at`).
+        unsafe { std::slice::from_raw_parts(at, own.len()) }
+    }
+}
+
+/// [`buf_of`], writable.
+#[inline]
+fn buf_of_mut(own: &mut [u8], at: *mut u8) -> &mut [u8] {
+    if at.is_null() {
+        own
+    } else {
+        // SAFETY: as in `buf_of`.
+        unsafe { std::slice::from_raw_parts_mut(at, own.len()) }
+    }
+}
+
 impl Phv {
+    #[inline]
+    fn buf(&self) -> &[u8] {
+        buf_of(&self.wire, self.wire_at)
+    }
+
+    #[inline]
+    fn buf_mut(&mut self) -> &mut [u8] {
+        buf_of_mut(&mut self.wire, self.wire_at)
+    }
+
     /// The headers in wire format and the padding after them.
     #[inline]
     pub fn wire(&self) -> &[u8] {
-        &self.wire[..self.wire_len]
+        &self.buf()[..self.wire_len]
     }
 
     /// [`Phv::wire`], writable.
     #[inline]
     pub fn wire_mut(&mut self) -> &mut [u8] {
-        &mut self.wire[..self.wire_len]
+        let n = self.wire_len;
+        &mut self.buf_mut()[..n]
+    }
+
+    /// Bytes of the headers, padding and valid flags together (what an
+    /// output area holding them needs).
+    pub fn wire_total(&self) -> usize {
+        self.wire.len()
+    }
+
+    /// Where the batch function stores the output area of the packet it
+    /// runs before calling engine code (see `Phv::wire_at`).
+    pub(crate) fn wire_at_slot(&mut self) -> *mut *mut u8 {
+        &mut self.wire_at
+    }
+
+    /// Ends a batch function call's redirection; `area`: the headers,
+    /// padding and flags the PHV's own buffer takes first.
+    pub(crate) fn end_wire_redirect(&mut self, area: Option<&[u8]>) {
+        self.wire_at = std::ptr::null_mut();
+        if let Some(a) = area {
+            self.wire.copy_from_slice(a);
+        }
     }
 
     /// Each header's valid flag.
     #[inline]
     pub fn valid(&self) -> &[bool] {
-        let flags = &self.wire[self.wire_len..self.wire_len + self.metadata.len()];
+        let flags = &self.buf()[self.wire_len..self.wire_len + self.metadata.len()];
         // SAFETY: `bool` has the size and alignment of `u8`, and every flag
         // byte is 0 or 1: zeroed at creation, then only written through
         // `valid_mut` (as `bool`s), copied from another PHV's flags, or
@@ -467,7 +559,7 @@ impl Phv {
     /// The headers (with padding) and the valid flags, both writable.
     #[inline]
     pub fn wire_valid_mut(&mut self) -> (&mut [u8], &mut [bool]) {
-        Self::split_wire(&mut self.wire, self.wire_len, self.metadata.len())
+        Self::split_wire(buf_of_mut(&mut self.wire, self.wire_at), self.wire_len, self.metadata.len())
     }
 
     /// [`Phv::wire_valid_mut`] on the buffer alone, so that a caller can
@@ -488,6 +580,7 @@ impl Phv {
     /// The headers' buffer, for generated code: headers, padding, then the
     /// valid flags at [`Phv::valid_offset`].
     pub fn wire_ptr(&mut self) -> *mut u8 {
+        debug_assert!(self.wire_at.is_null(), "the PHV's own buffer, outside a batch function call");
         self.wire.as_mut_ptr()
     }
 
@@ -505,7 +598,8 @@ impl Phv {
         if !self.wide.is_empty() {
             self.wide.fill(0);
         }
-        let (wire, valid) = Self::split_wire(&mut self.wire, self.wire_len, self.metadata.len());
+        let (wire, valid) =
+            Self::split_wire(buf_of_mut(&mut self.wire, self.wire_at), self.wire_len, self.metadata.len());
         wire.fill(0);
         if valid.len() <= 32 {
             // A handful of headers: a loop beats a call to `memcpy`.
@@ -527,7 +621,7 @@ impl Phv {
     /// Makes every header invalid and keeps the metadata (what a PSA
     /// packet's egress starts from: the ingress's metadata, no headers).
     pub fn reset_headers(&mut self) {
-        let (_, valid) = Self::split_wire(&mut self.wire, self.wire_len, self.metadata.len());
+        let (_, valid) = Self::split_wire(buf_of_mut(&mut self.wire, self.wire_at), self.wire_len, self.metadata.len());
         valid.copy_from_slice(&self.metadata);
         // Empty vectors skipped, as in `reset`.
         for v in [&mut self.varbit_len, &mut self.stack_next, &mut self.union_stack_next] {
@@ -542,7 +636,7 @@ impl Phv {
         self.slots.copy_from_slice(&o.slots);
         self.wide.copy_from_slice(&o.wide);
         // (Headers and valid flags: one buffer.)
-        self.wire.copy_from_slice(&o.wire);
+        self.buf_mut().copy_from_slice(o.buf());
         self.varbit_len.copy_from_slice(&o.varbit_len);
         self.stack_next.copy_from_slice(&o.stack_next);
         self.union_stack_next.copy_from_slice(&o.union_stack_next);
@@ -554,7 +648,7 @@ impl Phv {
         match f.loc {
             Loc::Slot(i) => self.slots[i as usize],
             Loc::Wide { off, len } => be_to_u128(&self.wide[off as usize..(off + len) as usize]),
-            Loc::Wire { bit } => read_bits(&self.wire, bit as usize, f.width),
+            Loc::Wire { bit } => read_bits(self.buf(), bit as usize, f.width),
         }
     }
 
@@ -563,7 +657,7 @@ impl Phv {
     pub fn set(&mut self, f: &FieldInfo, v: u128) {
         match f.loc {
             Loc::Slot(i) => self.slots[i as usize] = v & mask128(f.width),
-            Loc::Wire { bit } => write_bits(&mut self.wire, bit as usize, f.width, v & mask128(f.width)),
+            Loc::Wire { bit } => write_bits(self.buf_mut(), bit as usize, f.width, v & mask128(f.width)),
             Loc::Wide { off, len } => {
                 let b = &mut self.wide[off as usize..(off + len) as usize];
                 b.fill(0);
@@ -580,7 +674,7 @@ impl Phv {
         match f.loc {
             Loc::Slot(i) => self.slots[i as usize] = be_to_u128(bytes) & mask128(f.width),
             Loc::Wire { bit } => {
-                write_bits(&mut self.wire, bit as usize, f.width, be_to_u128(bytes) & mask128(f.width))
+                write_bits(self.buf_mut(), bit as usize, f.width, be_to_u128(bytes) & mask128(f.width))
             }
             Loc::Wide { off, len } => {
                 let b = &mut self.wide[off as usize..(off + len) as usize];
@@ -597,7 +691,7 @@ impl Phv {
     pub fn get_bytes(&self, f: &FieldInfo, out: &mut [u8]) {
         match f.loc {
             Loc::Slot(i) => u128_to_be(self.slots[i as usize], out),
-            Loc::Wire { bit } => u128_to_be(read_bits(&self.wire, bit as usize, f.width), out),
+            Loc::Wire { bit } => u128_to_be(read_bits(self.buf(), bit as usize, f.width), out),
             Loc::Wide { off, len } => {
                 let b = &self.wide[off as usize..(off + len) as usize];
                 out.fill(0);
@@ -616,7 +710,7 @@ impl Phv {
         let (hd, hs) = (&layout.headers[dst as usize], &layout.headers[src as usize]);
         match (hd.wire, hs.wire) {
             (Some((a, n)), Some((b, m))) if n == m => {
-                self.wire.copy_within(b as usize..(b + n) as usize, a as usize);
+                self.buf_mut().copy_within(b as usize..(b + n) as usize, a as usize);
             }
             _ => {
                 for (fd, fs) in hd.fields.iter().zip(hs.fields.iter()) {
@@ -644,7 +738,7 @@ impl Phv {
     pub fn zero_header(&mut self, layout: &Layout, h: u32) {
         let hi = &layout.headers[h as usize];
         if let Some((off, n)) = hi.wire {
-            self.wire[off as usize..(off + n) as usize].fill(0);
+            self.buf_mut()[off as usize..(off + n) as usize].fill(0);
         }
         for f in &hi.fields {
             match layout.fields[*f as usize].loc {

@@ -370,6 +370,10 @@ pub(super) struct BatchCtx {
     /// [`compile_batch`]: super::batch::compile_batch
     pub(super) stride16: u64,
     pub(super) results: *mut PktResult,
+    /// The PHV's redirection slot (`Phv::wire_at_slot`): with headers in
+    /// the output areas, each helper call stores the packet's area there
+    /// first, so that engine code sees the headers generated code wrote.
+    pub(super) phv_wire_at: *mut *mut u8,
 }
 
 /// Where the parser's and the batch's contexts are from the forwarding function's.
@@ -384,6 +388,7 @@ pub(super) const B_OUT: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, ou
 pub(super) const B_STRIDE16: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, stride16) as i32;
 pub(super) const B_EDGES: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, edges) as i32;
 pub(super) const B_RESULTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, results) as i32;
+pub(super) const B_PHV_WIRE_AT: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, phv_wire_at) as i32;
 const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
 const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);
 pub(super) const OFF_DIRTY: i32 = std::mem::offset_of!(JitCtx, dirty) as i32;

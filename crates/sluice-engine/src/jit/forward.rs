@@ -254,6 +254,12 @@ pub(super) fn emit_forward(
     // not again in each header's copy (Cranelift places pure values at
     // their uses, per branch).
     let mut at = out;
+    // Headers in place (batch function, `Gen::in_place`): `out` is the
+    // wire area itself; a valid header stays where it is while every
+    // header before it in the layout was emitted, and otherwise moves down
+    // to the write pointer (ascending pieces, so a move never overwrites
+    // bytes it has yet to read).
+    let in_place = exit.is_some() && g.in_place;
     for (h, off, n) in deparse {
         let copy = g.b.create_block();
         let next = g.b.create_block();
@@ -262,8 +268,17 @@ pub(super) fn emit_forward(
         let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
         g.b.ins().brif(v, copy, &[], next, &[at.into()]);
         g.b.switch_to_block(copy);
-        g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Out, at, 0), n);
         let after = g.b.ins().iadd_imm_u(at, i64::from(n));
+        if in_place {
+            let home = g.b.ins().iadd_imm_u(wire, i64::from(off));
+            let moved = g.b.create_block();
+            let stays = g.b.ins().icmp(IntCC::Equal, at, home);
+            g.b.ins().brif(stays, next, &[after.into()], moved, &[]);
+            g.b.switch_to_block(moved);
+            g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Wire, at, 0), n);
+        } else {
+            g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Out, at, 0), n);
+        }
         g.b.ins().jump(next, &[after.into()]);
         g.b.switch_to_block(next);
         at = g.b.block_params(next)[0];

@@ -142,6 +142,9 @@ pub struct CompiledPipelines {
     /// How the batch function's inline hits follow from its edge counts
     /// (see `flow`); `None` when it counts them one by one.
     batch_flow: Option<flow::BatchFlow>,
+    /// Whether the batch function parses headers into the output areas
+    /// (see `compile_batch`).
+    batch_in_place: bool,
     /// The lookahead parser with the prefetchable tables' keys (see `compile_keys`).
     keys: Option<(KeysFn, u64, Option<KeyReads>)>,
     /// Bytes the forwarding function may write to its output buffer.
@@ -261,6 +264,7 @@ impl CompiledPipelines {
                 out: std::ptr::null_mut(),
                 stride16: 0,
                 results: std::ptr::null_mut(),
+                phv_wire_at: std::ptr::null_mut(),
                 edges: [0; flow::EDGE_SLOTS],
             },
         }
@@ -278,8 +282,10 @@ impl CompiledPipelines {
     /// and its result in `results[i]`. Returns the stride and how many
     /// packets were transmitted or dropped before the first that needs the
     /// general path (all of them when none does); that packet's PHV and
-    /// metadata are then in `ex`. `longest` is the longest packet's length
-    /// (the caller finds it while building `pkts`, saving a pass).
+    /// metadata are then in `ex` (with the headers in place, copied back
+    /// from its area into the PHV's own buffer). `longest` is the longest
+    /// packet's length (the caller finds it while building `pkts`, saving a
+    /// pass).
     ///
     /// # Safety
     /// No packet of `pkts` may be longer than `longest`: the areas are sized
@@ -297,7 +303,10 @@ impl CompiledPipelines {
         debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire_ptr()), "contexts of another PHV");
         assert!(results.len() >= pkts.len(), "one result per packet");
         debug_assert!(pkts.iter().all(|p| p.len as usize <= longest), "longest bounds every packet");
-        let stride = (self.forward_out + longest).next_multiple_of(64);
+        // With the headers in place, an area holds them, their padding
+        // and valid flags before the payload overwrites what follows them.
+        let head = if self.batch_in_place { self.forward_out.max(ex.phv.wire_total()) } else { self.forward_out };
+        let stride = (head + longest).next_multiple_of(64);
         if out.len() < stride * pkts.len() {
             out.resize(stride * pkts.len(), 0);
         }
@@ -308,16 +317,26 @@ impl CompiledPipelines {
         cx.batch.out = out.as_mut_ptr();
         cx.batch.stride16 = stride as u64 / 16;
         cx.batch.results = results.as_mut_ptr();
+        cx.batch.phv_wire_at = if self.batch_in_place { ex.phv.wire_at_slot() } else { std::ptr::null_mut() };
         // SAFETY: the parser reads at most each packet's `len` bytes of its
         // (live) slice and writes inside the PHV of `ex`, which the contexts
-        // point at; at `out + i * stride` the forwarding function writes at
-        // most `forward_out` header bytes and the payload copy at most `len`
-        // more (the stride covers both); views are current for this batch,
-        // and the helpers reach `ex`, alive for the call.
+        // point at, or, with the headers in place, its headers, padding and
+        // flags (`wire_total` bytes) at `out + i * stride`; there the
+        // forwarding function writes at most `forward_out` header bytes and
+        // the payload copy at most `len` more (the stride covers both);
+        // views are current for this batch, and the helpers reach `ex`,
+        // alive for the call, whose PHV reads and writes the area the batch
+        // function stored to its redirection slot (reset below).
         if let Some(flow) = &self.batch_flow {
             flow.mark(&ex.state.lookups, &mut ex.state.lookup_marks);
         }
         let done = unsafe { f(&mut cx.fwd) } as usize;
+        if self.batch_in_place {
+            // The general path goes on with the PHV's own buffer: the
+            // headers of the packet it takes come back from its area.
+            let area = (done < pkts.len()).then(|| &out[done * stride..done * stride + ex.phv.wire_total()]);
+            ex.phv.end_wire_redirect(area);
+        }
         if let Some(flow) = &self.batch_flow {
             let ran = if done < pkts.len() { done + 1 } else { pkts.len() };
             let after_ingress = done < pkts.len() && matches!(results[done].outcome().1, Forward::AfterIngress);
@@ -480,9 +499,9 @@ impl CompiledPipelines {
             }
             _ => None,
         };
-        let (batch_id, batch_flow) = match batch_id {
-            Some((id, flow)) => (Some(id), flow),
-            None => (None, None),
+        let (batch_id, batch_flow, batch_in_place) = match batch_id {
+            Some((id, flow, in_place)) => (Some(id), flow, in_place),
+            None => (None, None, false),
         };
         let keys_id = match &pshape {
             // A PSA program's packets are never parsed ahead (see `Switch::process_batch_at`).
@@ -540,6 +559,7 @@ impl CompiledPipelines {
             forward,
             batch,
             batch_flow,
+            batch_in_place,
             keys,
             forward_out: forward_hdr_max(plan),
             listing,

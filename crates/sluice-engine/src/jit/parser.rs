@@ -455,8 +455,8 @@ pub(super) fn emit_parser(
             g.b.ins().store(mf, zero, slots, 16 * *i as i32);
         }
         // The headers the parser's exits do not zero (see `ZeroPlan`).
-        // The padding after them is never written (see `phv::WIRE_PAD`):
-        // still zero.
+        // The padding after them needs no zeroing: field reads and writes
+        // mask off what they touch there (see `phv::WIRE_PAD`).
         if let Some(z) = &zeros {
             zero_headers(g, &z.setup);
         }

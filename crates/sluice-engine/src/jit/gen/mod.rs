@@ -18,8 +18,8 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Module};
 
 use super::abi::{
-    B_EDGES, DATA_LEN, HOT_RECORD, OFF_COUNTERS, OFF_DATA, OFF_LEN, OFF_REGISTERS, OFF_SLOTS, OFF_VALID, OFF_VIEWS,
-    OFF_WIRE,
+    B_EDGES, B_PHV_WIRE_AT, DATA_LEN, HOT_RECORD, OFF_COUNTERS, OFF_DATA, OFF_LEN, OFF_REGISTERS, OFF_SLOTS, OFF_VALID,
+    OFF_VIEWS, OFF_WIRE,
 };
 use super::flow::FlowPlan;
 use super::shape::SumStash;
@@ -260,6 +260,11 @@ pub(super) struct Gen<'p, 'b, 'f> {
     /// Per counted edge of the current pipeline, its counting block (see
     /// [`Gen::edge_to`]); filled at the pipeline's end.
     chords: BTreeMap<EdgeKey, (Block, usize, Block)>,
+    /// Batch function with the headers in the packets' output areas (see
+    /// `compile_batch`): the wire base is the packet's area, which each
+    /// helper call first stores to the PHV's redirection slot, and the
+    /// deparser moves headers only where an invalid one left a gap.
+    pub(in crate::jit) in_place: bool,
 }
 
 /// An edge between two nodes' keys (`None`: the pipeline's entry or end).
@@ -314,6 +319,7 @@ impl<'p, 'b, 'f> Gen<'p, 'b, 'f> {
             node: None,
             bodies: 0,
             chords: BTreeMap::new(),
+            in_place: false,
         }
     }
 }
@@ -332,6 +338,14 @@ impl Gen<'_, '_, '_> {
         if let Some(len) = self.len {
             let mf = mem(self.b, Mem::Ctx);
             self.b.ins().store(mf, len, self.ctx, OFF_LEN);
+        }
+        if self.in_place {
+            // Engine code then reads and writes the headers in the packet's area.
+            let mf = mem(self.b, Mem::Inputs);
+            let slot = self.b.ins().load(types::I64, mf, self.ctx, B_PHV_WIRE_AT);
+            let wire = self.ptr(OFF_WIRE);
+            let mf = mem(self.b, Mem::Ctx);
+            self.b.ins().store(mf, wire, slot, 0);
         }
         self.b.ins().call(f, args)
     }
@@ -436,6 +450,13 @@ impl Gen<'_, '_, '_> {
         }
         let mf = mem(self.b, Mem::Inputs);
         self.b.ins().load(types::I64, mf, self.ctx, off)
+    }
+
+    /// Makes `v` the value of context pointer `off` for the code generated
+    /// from here on (the batch function's per-packet wire base).
+    pub(in crate::jit) fn set_base(&mut self, off: i32, v: Value) {
+        self.bases.retain(|(o, _)| *o != off);
+        self.bases.push((off, v));
     }
 
     /// Loads the context's constant pointers (PHV vectors, table views) in
