@@ -520,7 +520,7 @@ impl Phv {
 
     /// Bytes of the headers, padding and valid flags together (what an
     /// output area holding them needs).
-    pub fn wire_total(&self) -> usize {
+    pub(crate) fn wire_total(&self) -> usize {
         self.wire.len()
     }
 

@@ -201,12 +201,13 @@ fn packet6(dst: u128, len: usize) -> Vec<u8> {
 
 /// The batch function parses headers into each packet's output area and
 /// deparses there: the router's IPv6 header, behind the (invalid) IPv4
-/// one in the header layout, moves down behind Ethernet when emitted. In
-/// one batch, IPv4 and IPv6 packets of several lengths, route misses (a
-/// helper applies the default, reading the headers where the batch
-/// function keeps them) and packets too short for their headers, in mixed
-/// orders, come out as the interpreter emits them; IPv6 packets keep
-/// their addresses and payload.
+/// one in the header layout, moves down behind Ethernet when emitted. The
+/// IPv6 route lookup (a 128-bit key) runs in engine code, which must read
+/// the destination where the batch function keeps it. In one batch, IPv4
+/// and IPv6 packets of several lengths, route hits and misses, and packets
+/// too short for their headers, in mixed orders, come out as the
+/// interpreter emits them, each forwarded IPv6 packet with its destination
+/// behind Ethernet.
 #[test]
 fn headers_deparsed_in_place_agree_with_the_interpreter() {
     let (mut compiled, mut twin) = one_route_router("10.0.0.0/8");

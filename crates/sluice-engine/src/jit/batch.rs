@@ -134,23 +134,11 @@ pub(super) fn compile_batch(
         // The parser, after its inputs: the packet and the setup flag
         // (full after a helper ran, see `JitCtx::dirty`).
         g.b.switch_to_block(body);
-        // The packet's output area; with the headers in place, also where
-        // the parser puts them (see `in_place`).
-        let area_of = |g: &mut Gen<'_, '_, '_>| {
-            let mf = mem(g.b, Mem::Inputs);
-            let stride16 = g.b.ins().load(types::I64, mf, fc, B_STRIDE16);
-            let mf = mem(g.b, Mem::Inputs);
-            let out = g.b.ins().load(types::I64, mf, fc, B_OUT);
-            let o = g.b.ins().imul(at, stride16);
-            g.b.ins().iadd(out, o)
-        };
-        let here = if let Some(a) = area_param {
+        // With the headers in place, the parser puts them in the packet's area.
+        if let Some(a) = area_param {
             g.set_base(OFF_WIRE, a);
             g.in_place = true;
-            Some(a)
-        } else {
-            None
-        };
+        }
         let pkts = load(g, Mem::Inputs, fc, B_PKTS);
         let p = g.b.ins().iadd(pkts, at);
         let ptr = load(g, Mem::Inputs, p, 0);
@@ -200,9 +188,16 @@ pub(super) fn compile_batch(
         // than kept across the forwarding code (kept, it would be spilled,
         // one more store per packet); the payload copy gets it from there
         // through the exit block.
-        let area = |g: &mut Gen<'_, '_, '_>| match here {
+        let area = |g: &mut Gen<'_, '_, '_>| match area_param {
             Some(a) => a,
-            None => area_of(g),
+            None => {
+                let mf = mem(g.b, Mem::Inputs);
+                let stride16 = g.b.ins().load(types::I64, mf, fc, B_STRIDE16);
+                let mf = mem(g.b, Mem::Inputs);
+                let out = g.b.ins().load(types::I64, mf, fc, B_OUT);
+                let o = g.b.ins().imul(at, stride16);
+                g.b.ins().iadd(out, o)
+            }
         };
         emit_forward(g, fc, forward, Some((forwarded, &area)));
 

@@ -259,7 +259,7 @@ pub(super) fn emit_forward(
     // header before it in the layout was emitted, and otherwise moves down
     // to the write pointer (ascending pieces, so a move never overwrites
     // bytes it has yet to read).
-    let in_place = exit.is_some() && g.in_place;
+    let in_place = g.in_place;
     for (h, off, n) in deparse {
         let copy = g.b.create_block();
         let next = g.b.create_block();
