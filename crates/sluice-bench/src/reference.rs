@@ -57,9 +57,8 @@ impl Dir24 {
         // Advised into 2 MiB pages before anything is written, so the
         // kernel backs it with them: with 4 KiB pages a lookup at random in
         // 64 MiB misses the TLB too. (The helper is only the kernel hint,
-        // no lookup logic. The engine's top level is advised only once its
-        // table is large, after its first routes were written, and stays
-        // on 4 KiB pages: see docs/performance.md.)
+        // no lookup logic. The engine's top level moves into huge pages
+        // once its table is large.)
         let tbl24 = vec![0; 1 << 24];
         sluice_lookup::mem::advise_huge_pages(&tbl24);
         Dir24 { tbl24, tbl8: Vec::new() }

@@ -159,9 +159,9 @@ const DIR_MIN_ENTRIES: usize = 8;
 const SHORT_ROUTE_SLOTS: u64 = 1 << 14;
 const DIR_MIN_ENTRIES_WITH_SHORT: usize = 1024;
 
-/// From this many entries on, the structure's top level is advised into
+/// From this many entries on, the structure's top level is moved into
 /// huge pages (fewer TLB misses on a large table; below, one touched slot
-/// would make the kernel fault in 2 MiB).
+/// would make the kernel fault in 2 MiB; see `DirLpm::use_huge_pages`).
 const HUGE_MIN_ENTRIES: usize = 4096;
 
 /// Whether a route of prefix length `plen` on a key of `width` bits is short (see [`SHORT_ROUTE_SLOTS`]).
@@ -896,10 +896,11 @@ impl TableState {
                             {
                                 // Small tables probe the maps; from this size on, every
                                 // entry (this one included) goes into the direct index.
-                                let mut d = crate::lpm::DirLpm::new(*width);
-                                if count >= HUGE_MIN_ENTRIES {
-                                    d.use_huge_pages();
-                                }
+                                let mut d = if count >= HUGE_MIN_ENTRIES {
+                                    crate::lpm::DirLpm::new_huge(*width)
+                                } else {
+                                    crate::lpm::DirLpm::new(*width)
+                                };
                                 for (l, _, m) in by_len.iter().rev() {
                                     m.for_each_int(|key, h| d.insert(key as u32, *l, h, self.hot.of[h as usize]));
                                 }

@@ -16,7 +16,7 @@
 //!   whatever the number of routes or prefix lengths, at an address known
 //!   from the key alone, so a batch can prefetch it. Memory: two top-level
 //!   arrays of `4 << min(width, 24)` bytes (128 MiB of address space from
-//!   width 24 on, touched only where routes are), advised into huge pages
+//!   width 24 on, touched only where routes are), moved into huge pages
 //!   when the owner says the table is large ([`DirLpm::use_huge_pages`]),
 //!   plus an extension group of `2^(width - 24)` slots in each array per
 //!   top slot that longer prefixes split. Updates cost the slots a prefix
@@ -67,24 +67,30 @@ pub struct DirLpm {
     huge: bool,
 }
 
+/// A copy of a top-level array, advised into huge pages (`huge`) or kept
+/// on small ones before anything in it is written: the kernel backs a
+/// 2 MiB stretch with a huge page only while nothing in it was written.
+/// Only the stretches holding routes are written; the rest stay untouched
+/// zero pages.
+fn copy_top(from: &[u32], huge: bool) -> Vec<u32> {
+    let mut v = vec![0; from.len()];
+    if huge {
+        crate::mem::advise_huge_pages(&v);
+    } else {
+        crate::mem::advise_small_pages(&v);
+    }
+    for (chunk, src) in v.chunks_mut(1024).zip(from.chunks(1024)) {
+        if src.iter().any(|x| *x != 0) {
+            chunk.copy_from_slice(src);
+        }
+    }
+    v
+}
+
 impl Clone for DirLpm {
     /// A copy whose top level is advised into huge pages too.
     fn clone(&self) -> DirLpm {
-        let copy = |from: &[u32]| {
-            let mut v = vec![0; from.len()];
-            if self.huge {
-                crate::mem::advise_huge_pages(&v);
-            } else {
-                crate::mem::advise_small_pages(&v);
-            }
-            // Only the pages holding routes are written (the rest stay untouched zero pages).
-            for (chunk, src) in v.chunks_mut(1024).zip(from.chunks(1024)) {
-                if src.iter().any(|x| *x != 0) {
-                    chunk.copy_from_slice(src);
-                }
-            }
-            v
-        };
+        let copy = |from: &[u32]| copy_top(from, self.huge);
         DirLpm {
             width: self.width,
             low_bits: self.low_bits,
@@ -110,8 +116,20 @@ fn yields(slot: u32, plen: u32) -> bool {
 }
 
 impl DirLpm {
-    /// An empty structure for keys of `width` bits (1..=32).
+    /// An empty structure for keys of `width` bits (1..=32), its top level
+    /// on small pages until [`DirLpm::use_huge_pages`].
     pub fn new(width: u32) -> DirLpm {
+        Self::with_pages(width, false)
+    }
+
+    /// An empty structure whose top level is advised into huge pages from
+    /// the start, for a table known to be large (see
+    /// [`DirLpm::use_huge_pages`]).
+    pub fn new_huge(width: u32) -> DirLpm {
+        Self::with_pages(width, true)
+    }
+
+    fn with_pages(width: u32, huge: bool) -> DirLpm {
         assert!((1..=32).contains(&width), "DirLpm keys are 1 to 32 bits wide");
         let top_bits = width.min(24);
         let d = DirLpm {
@@ -122,25 +140,37 @@ impl DirLpm {
             rtop: vec![0; 1 << top_bits],
             rext: Vec::new(),
             free_groups: Vec::new(),
-            huge: false,
+            huge,
         };
-        // Small pages until the owner says the table is large (the
+        // Small pages unless the owner says the table is large (the
         // program's allocator may advise huge pages for every big block).
-        crate::mem::advise_small_pages(&d.top);
-        crate::mem::advise_small_pages(&d.rtop);
+        for v in [&d.top, &d.rtop] {
+            if huge {
+                crate::mem::advise_huge_pages(v);
+            } else {
+                crate::mem::advise_small_pages(v);
+            }
+        }
         d
     }
 
-    /// Advises the top level into huge pages (a large table: fewer TLB
+    /// Moves the top level into huge pages (a large table: fewer TLB
     /// misses). Not done for a small one: one route's slot would fault in
-    /// 2 MiB. Copies keep the advice. The kernel backs a 2 MiB stretch with
-    /// a huge page only while nothing in it was written, so stretches that
-    /// already hold routes stay on 4 KiB pages; a copy, advised before it
-    /// is written, gets huge pages throughout.
+    /// 2 MiB. The kernel backs a 2 MiB stretch with a huge page only while
+    /// nothing in it was written, and a table that grows large already
+    /// holds routes in most stretches, so the top level is copied into
+    /// arrays advised before anything is written (once, when the owner
+    /// says the table is large; raw pointers from [`DirLpm::raw_parts`]
+    /// taken before are stale after it). Copies keep the advice. Why: at
+    /// 10 000 routes spread over the address space every lookup's slot
+    /// is on a page of its own, and on 4 KiB pages the slot prefetches
+    /// waited for page walks (router, 64 B, one worker, `bench/ab.sh`,
+    /// three alternating 2 s turns: 1.13x at 10 000 and at a million
+    /// routes).
     pub fn use_huge_pages(&mut self) {
         if !self.huge {
-            crate::mem::advise_huge_pages(&self.top);
-            crate::mem::advise_huge_pages(&self.rtop);
+            self.top = copy_top(&self.top, true);
+            self.rtop = copy_top(&self.rtop, true);
             self.huge = true;
         }
     }
@@ -401,6 +431,10 @@ mod tests {
             // Record ids: a few shared values, as route tables share next hops.
             let mut records: Vec<u32> = Vec::new();
             for idx in 0..300u32 {
+                if idx == 150 {
+                    // The top level moves into fresh (huge-page) arrays halfway.
+                    d.use_huge_pages();
+                }
                 records.push(1 + rnd() % 5);
                 let plen = rnd() % (width + 1);
                 let key = prefix(width, (base ^ (rnd() & 0xfff)) >> (32 - width), plen);

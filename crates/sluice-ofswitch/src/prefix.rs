@@ -273,9 +273,8 @@ impl PrefixShape {
         if self.broken || self.lpm.is_some() {
             return;
         }
-        let mut dir = DirLpm::new(32);
         // Started from `PREFIX_MIN` entries on (table.rs): a large table, where huge pages pay.
-        dir.use_huge_pages();
+        let mut dir = DirLpm::new_huge(32);
         for (len, m) in self.by_len.iter().enumerate() {
             for (addr, (id, _, tag)) in m {
                 dir.insert(*addr, len as u32, *id, record(*id, *tag));
