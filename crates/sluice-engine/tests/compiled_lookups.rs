@@ -314,8 +314,9 @@ fn inline_lookups_agree_with_the_interpreter_through_route_changes() {
     agree_through_route_changes(3000);
 }
 
-/// From 262 144 routes on, batches take the big-table path: each packet is
-/// parsed once into a scratch PHV for its lookup key (prefetches), then run.
+/// From 262 144 routes on, batches take the big-table path: each packet's
+/// key is read while the batch is listed and its slot prefetched, then the
+/// batch runs.
 #[test]
 fn big_route_tables_with_prefetching_agree_with_the_interpreter() {
     agree_through_route_changes(270_000);
@@ -365,9 +366,9 @@ fn agree_through_route_changes(count: usize) {
     let mut emitted = 0usize;
     let mut now = 0u64;
     for round in 0..40 {
-        // Sizes that fill the switch's chunks of 32, leave a partial one,
-        // and (100: four chunks) run its prefetch pipeline in every stage.
-        let batch: Vec<Vec<u8>> = (0..[64, 100, 7][round as usize % 3])
+        // Batches shorter than the switch's chunk, and (200) one that
+        // runs as two chunks, listed and prefetched each in turn.
+        let batch: Vec<Vec<u8>> = (0..[64, 200, 7][round as usize % 3])
             .map(|_| {
                 let dst = if r.below(5) == 0 {
                     r.next() as u32

@@ -87,6 +87,8 @@ use cranelift_module::FuncId;
 pub use abi::{CounterView, FastContexts, Forward, JitCtx, ParseCtx, PktRef, PktResult, RegisterView, Views};
 pub use forward::forward_hdr_max;
 pub use keys::{KeyRead, KeyReads, Lookahead};
+/// How many tables a [`KeyReads`] covers at most.
+pub const KEY_READ_TABLES: usize = abi::SPEC_TABLES;
 
 use crate::control::Exec;
 use crate::plan::Plan;

@@ -49,15 +49,6 @@ const PREFETCH_MIN_ENTRIES: usize = 1 << 18;
 /// 26.8 / 52.0 and 58.5 / 59.3. From about a thousand routes it never
 /// costs, and on routes spread over the address space it doubles the rate.
 const FAST_PREFETCH_MIN_ENTRIES: usize = 1 << 10;
-/// Packets per chunk of the fused strategy when a prefetched table is too
-/// big to stay in the caches ([`PREFETCH_MIN_ENTRIES`] entries or more):
-/// the chunk's headers, keys and table slots are loaded for all its
-/// packets before the first runs, and a chunk this short keeps them in
-/// the first-level cache until its packets run. Router, 64 B, one worker,
-/// a million routes spread (`bench/ab.sh`, five alternating 2 s turns):
-/// 18.4 Mpps in chunks of 128, 20.0 in chunks of 32 (0.64 and 0.74 of the
-/// reference router); 16 and 64 measured no better than 32 in single runs.
-const FAR_CHUNK: usize = 32;
 
 /// How many packets ahead of the one running the parse-ahead strategy
 /// prefetches index slots, and hit records.
@@ -156,12 +147,8 @@ impl Switch {
             return;
         }
         let strategy = self.strategy();
-        let size = match strategy {
-            Strategy::Fused { prefetch: true } if self.prefetched_table_of(PREFETCH_MIN_ENTRIES) => FAR_CHUNK,
-            _ => BATCH,
-        };
-        for (k, chunk) in frames.chunks(size).enumerate() {
-            let base = k * size;
+        for (k, chunk) in frames.chunks(BATCH).enumerate() {
+            let base = k * BATCH;
             match strategy {
                 Strategy::Fused { prefetch } => self.run_fused(port, chunk, base, prefetch, emit),
                 Strategy::ParseAhead => self.run_parsed_ahead(port, chunk, base, emit),
@@ -295,13 +282,66 @@ impl Switch {
         emit: &mut E,
     ) {
         let FastRefs(mut refs) = std::mem::take(&mut self.chunk_refs);
-        let longest = list_chunk(chunk, &mut refs, prefetch);
-        if prefetch {
-            self.prefetch_chunk(chunk);
-        }
+        let far = prefetch && self.prefetched_table_of(PREFETCH_MIN_ENTRIES);
+        let listed = if far { self.list_prefetching_slots(chunk, &mut refs) } else { None };
+        let longest = match listed {
+            Some(longest) => longest,
+            None => {
+                let longest = list_chunk(chunk, &mut refs, prefetch);
+                if prefetch {
+                    self.prefetch_chunk(chunk);
+                }
+                longest
+            }
+        };
         self.run_batch_function(port, chunk, &refs, longest, base, emit);
         refs.clear();
         self.chunk_refs = FastRefs(refs);
+    }
+
+    /// Lists `chunk`'s packets for the batch function in `refs` and, in the
+    /// same pass, prefetches each big table's index slot from the key read
+    /// straight from the packet (where the first packet's parse found it);
+    /// returns the longest packet's length. `None` (nothing listed) when a
+    /// table needs more than its index slot prefetched or the keys are not
+    /// plain header fields. For tables too big for the caches (from
+    /// [`PREFETCH_MIN_ENTRIES`] entries), where the slots come from memory
+    /// and starting their loads one pass earlier pays: router, 64 B, one
+    /// worker, a million routes spread, 1.03x against listing first and
+    /// reading the keys in a second pass (`bench/ab.sh`, five alternating
+    /// 2 s turns); at 10 000 routes 0.94-1.02x in two runs, so smaller
+    /// tables keep the two passes.
+    fn list_prefetching_slots(&mut self, chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>) -> Option<usize> {
+        let mut look = self.compiled.as_ref().and_then(|c| c.lookahead())?;
+        if chunk.is_empty() || self.prefetch.len() > crate::jit::KEY_READ_TABLES {
+            return None;
+        }
+        let mut scratch = self.take_phv();
+        let reads = look.key_reads(&mut scratch, chunk);
+        self.phv_pool.push(scratch);
+        let reads = reads?;
+        let state = &self.state;
+        let mut slots = [None; crate::jit::KEY_READ_TABLES];
+        for (s, &(ti, inline)) in slots.iter_mut().zip(&self.prefetch) {
+            *s = Some(inline.then(|| state.tables[ti].slot_prefetch()).flatten()?);
+        }
+        let slots = &slots[..self.prefetch.len()];
+        refs.clear();
+        refs.reserve(chunk.len());
+        let mut longest = 0;
+        for (r, data) in refs.spare_capacity_mut().iter_mut().zip(chunk) {
+            r.write(crate::jit::PktRef::of(data));
+            longest = longest.max(data.len());
+            for (s, read) in slots.iter().zip(&reads) {
+                if let (Some(s), Some(k)) = (s, read.read(data)) {
+                    s.prefetch(k as u32);
+                }
+            }
+        }
+        // SAFETY: the loop initialized the first `chunk.len()` spare slots
+        // (`reserve` made room for them).
+        unsafe { refs.set_len(chunk.len()) };
+        Some(longest)
     }
 
     /// Computes the lookup keys of `chunk`'s packets with the generated key
