@@ -315,6 +315,27 @@ impl PktRef {
     pub fn of(data: &[u8]) -> PktRef {
         PktRef { ptr: data.as_ptr(), len: data.len() as u64 }
     }
+
+    /// `frames` read as the batch function's packet list where they are,
+    /// when this build lays a `&[u8]` out as a `PktRef` (pointer, then
+    /// length): checked on a probe slice, not assumed, since Rust does not
+    /// fix a slice's layout. Why: listing a batch into `PktRef`s costs two
+    /// stores per packet that the batch function then loads back (router,
+    /// 64 B, 10 routes: about 2% of its time).
+    pub fn view<'a>(frames: &'a [&'a [u8]]) -> Option<&'a [PktRef]> {
+        static PROBE: [u8; 3] = [1, 2, 3];
+        let probe: &[u8] = &PROBE[1..];
+        // SAFETY: a `&[u8]` is two words on the 64-bit targets this JIT
+        // supports (the transmute checks the size at compile time).
+        let words = unsafe { std::mem::transmute::<&[u8], [usize; 2]>(probe) };
+        if words != [probe.as_ptr() as usize, probe.len()] || std::mem::size_of::<PktRef>() != 16 {
+            return None;
+        }
+        // SAFETY: each slice is laid out as a `PktRef` (checked above, and
+        // one layout holds for every `&[u8]` of a build), with the same
+        // alignment (two words); the list borrows `frames`.
+        Some(unsafe { std::slice::from_raw_parts(frames.as_ptr().cast::<PktRef>(), frames.len()) })
+    }
 }
 
 impl Default for PktRef {
@@ -466,6 +487,17 @@ mod tests {
     fn node_encoding_round_trips() {
         for n in [None, Some(Node::Table(0)), Some(Node::Cond(0)), Some(Node::Table(77)), Some(Node::Cond(1234))] {
             assert_eq!(decode_node(encode_node(n)), n);
+        }
+    }
+
+    #[test]
+    fn a_batch_of_slices_reads_as_its_packet_list() {
+        let frames: Vec<Vec<u8>> = (1..=5).map(|n| vec![n as u8; n * 7]).collect();
+        let chunk: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        let view = PktRef::view(&chunk).expect("a slice is (pointer, length) on x86-64");
+        assert_eq!(view.len(), chunk.len());
+        for (r, f) in view.iter().zip(&chunk) {
+            assert_eq!((r.ptr, r.len), (f.as_ptr(), f.len() as u64));
         }
     }
 }

@@ -103,6 +103,20 @@ fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>, headers: bool
     longest
 }
 
+/// The longest of `chunk`'s packets, for a chunk the batch function reads
+/// as it is ([`crate::jit::PktRef::view`]); with `headers`, each packet's
+/// headers start loading as in [`list_chunk`].
+fn longest_of(chunk: &[&[u8]], headers: bool) -> usize {
+    let mut longest = 0;
+    for data in chunk {
+        if headers {
+            crate::lpm::prefetch_headers(data);
+        }
+        longest = longest.max(data.len());
+    }
+    longest
+}
+
 impl Switch {
     /// Processes one received packet and everything it causes (clones,
     /// replicas, recirculations): a batch of one. `emit(port, bytes)`
@@ -283,26 +297,33 @@ impl Switch {
     ) {
         let FastRefs(mut refs) = std::mem::take(&mut self.chunk_refs);
         let far = prefetch && self.prefetched_table_of(PREFETCH_MIN_ENTRIES);
-        let listed = if far { self.list_prefetching_slots(chunk, &mut refs) } else { None };
+        // The chunk as the batch function's packet list where it is, or
+        // listed into `refs`.
+        let view = crate::jit::PktRef::view(chunk);
+        let list = view.is_none().then_some(&mut refs);
+        let listed = if far { self.list_prefetching_slots(chunk, list) } else { None };
         let longest = match listed {
             Some(longest) => longest,
             None => {
-                let longest = list_chunk(chunk, &mut refs, prefetch);
+                let longest = match view {
+                    Some(_) => longest_of(chunk, prefetch),
+                    None => list_chunk(chunk, &mut refs, prefetch),
+                };
                 if prefetch {
                     self.prefetch_chunk(chunk);
                 }
                 longest
             }
         };
-        self.run_batch_function(port, chunk, &refs, longest, base, emit);
+        self.run_batch_function(port, chunk, view.unwrap_or(&refs), longest, base, emit);
         refs.clear();
         self.chunk_refs = FastRefs(refs);
     }
 
-    /// Lists `chunk`'s packets for the batch function in `refs` and, in the
-    /// same pass, prefetches each big table's index slot from the key read
-    /// straight from the packet (where the first packet's parse found it);
-    /// returns the longest packet's length. `None` (nothing listed) when a
+    /// Lists `chunk`'s packets for the batch function in `refs` (when
+    /// given) and, in the same pass, prefetches each big table's index slot
+    /// from the key read straight from the packet (where the first packet's
+    /// parse found it); returns the longest packet's length. `None` (nothing listed) when a
     /// table needs more than its index slot prefetched or the keys are not
     /// plain header fields. For tables too big for the caches (from
     /// [`PREFETCH_MIN_ENTRIES`] entries), where the slots come from memory
@@ -311,7 +332,7 @@ impl Switch {
     /// reading the keys in a second pass (`bench/ab.sh`, five alternating
     /// 2 s turns); at 10 000 routes 0.94-1.02x in two runs, so smaller
     /// tables keep the two passes.
-    fn list_prefetching_slots(&mut self, chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>) -> Option<usize> {
+    fn list_prefetching_slots(&mut self, chunk: &[&[u8]], refs: Option<&mut Vec<crate::jit::PktRef>>) -> Option<usize> {
         let mut look = self.compiled.as_ref().and_then(|c| c.lookahead())?;
         if chunk.is_empty() || self.prefetch.len() > crate::jit::KEY_READ_TABLES {
             return None;
@@ -326,21 +347,29 @@ impl Switch {
             *s = Some(inline.then(|| state.tables[ti].slot_prefetch()).flatten()?);
         }
         let slots = &slots[..self.prefetch.len()];
-        refs.clear();
-        refs.reserve(chunk.len());
         let mut longest = 0;
-        for (r, data) in refs.spare_capacity_mut().iter_mut().zip(chunk) {
-            r.write(crate::jit::PktRef::of(data));
+        let mut prefetch_slots = |data: &[u8]| {
             longest = longest.max(data.len());
             for (s, read) in slots.iter().zip(&reads) {
                 if let (Some(s), Some(k)) = (s, read.read(data)) {
                     s.prefetch(k as u32);
                 }
             }
+        };
+        match refs {
+            Some(refs) => {
+                refs.clear();
+                refs.reserve(chunk.len());
+                for (r, data) in refs.spare_capacity_mut().iter_mut().zip(chunk) {
+                    r.write(crate::jit::PktRef::of(data));
+                    prefetch_slots(data);
+                }
+                // SAFETY: the loop initialized the first `chunk.len()` spare
+                // slots (`reserve` made room for them).
+                unsafe { refs.set_len(chunk.len()) };
+            }
+            None => chunk.iter().for_each(|data| prefetch_slots(data)),
         }
-        // SAFETY: the loop initialized the first `chunk.len()` spare slots
-        // (`reserve` made room for them).
-        unsafe { refs.set_len(chunk.len()) };
         Some(longest)
     }
 
