@@ -67,6 +67,16 @@ pub struct DirLpm {
     huge: bool,
 }
 
+/// Advises a top-level array, before anything in it is written, into huge
+/// pages (`huge`) or onto small ones.
+fn advise_top(v: &[u32], huge: bool) {
+    if huge {
+        crate::mem::advise_huge_pages(v);
+    } else {
+        crate::mem::advise_small_pages(v);
+    }
+}
+
 /// A copy of a top-level array, advised into huge pages (`huge`) or kept
 /// on small ones before anything in it is written: the kernel backs a
 /// 2 MiB stretch with a huge page only while nothing in it was written.
@@ -74,11 +84,7 @@ pub struct DirLpm {
 /// zero pages.
 fn copy_top(from: &[u32], huge: bool) -> Vec<u32> {
     let mut v = vec![0; from.len()];
-    if huge {
-        crate::mem::advise_huge_pages(&v);
-    } else {
-        crate::mem::advise_small_pages(&v);
-    }
+    advise_top(&v, huge);
     for (chunk, src) in v.chunks_mut(1024).zip(from.chunks(1024)) {
         if src.iter().any(|x| *x != 0) {
             chunk.copy_from_slice(src);
@@ -144,13 +150,8 @@ impl DirLpm {
         };
         // Small pages unless the owner says the table is large (the
         // program's allocator may advise huge pages for every big block).
-        for v in [&d.top, &d.rtop] {
-            if huge {
-                crate::mem::advise_huge_pages(v);
-            } else {
-                crate::mem::advise_small_pages(v);
-            }
-        }
+        advise_top(&d.top, huge);
+        advise_top(&d.rtop, huge);
         d
     }
 

@@ -328,12 +328,13 @@ impl PktRef {
         // SAFETY: a `&[u8]` is two words on the 64-bit targets this JIT
         // supports (the transmute checks the size at compile time).
         let words = unsafe { std::mem::transmute::<&[u8], [usize; 2]>(probe) };
-        if words != [probe.as_ptr() as usize, probe.len()] || std::mem::size_of::<PktRef>() != 16 {
+        if words != [probe.as_ptr() as usize, probe.len()] {
             return None;
         }
         // SAFETY: each slice is laid out as a `PktRef` (checked above, and
-        // one layout holds for every `&[u8]` of a build), with the same
-        // alignment (two words); the list borrows `frames`.
+        // one layout holds for every `&[u8]` of a build; a `PktRef` is 16
+        // bytes, asserted beside `BatchCtx`), with the same alignment (two
+        // words); the list borrows `frames`.
         Some(unsafe { std::slice::from_raw_parts(frames.as_ptr().cast::<PktRef>(), frames.len()) })
     }
 }

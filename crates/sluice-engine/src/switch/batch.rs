@@ -120,6 +120,32 @@ fn longest_of(chunk: &[&[u8]], headers: bool) -> usize {
     longest
 }
 
+/// The index slots of the tables a batch prefetches, in their order.
+type TableSlots<'t> = [Option<crate::lpm::SlotPrefetch<'t>>; crate::jit::KEY_READ_TABLES];
+
+/// Each big table's index slots and where its key is in a packet, when
+/// every table in `prefetch` needs only its index slot prefetched and every
+/// key is one header field: the keys are then read straight from the
+/// packets, where `chunk`'s first packet's parse (into `scratch`) found
+/// them (a key read wrong from a packet of another layout only wastes a
+/// prefetch). The slots are in `prefetch`'s order, one per table.
+fn slot_reads<'t>(
+    tables: &'t [crate::tables::TableState],
+    prefetch: &[(usize, bool)],
+    look: &mut crate::jit::Lookahead,
+    scratch: &mut Phv,
+    chunk: &[&[u8]],
+) -> Option<(TableSlots<'t>, crate::jit::KeyReads)> {
+    if chunk.is_empty() || prefetch.len() > crate::jit::KEY_READ_TABLES {
+        return None;
+    }
+    let mut slots = [None; crate::jit::KEY_READ_TABLES];
+    for (s, &(ti, inline)) in slots.iter_mut().zip(prefetch) {
+        *s = Some(inline.then(|| tables[ti].slot_prefetch()).flatten()?);
+    }
+    Some((slots, look.key_reads(scratch, chunk)?))
+}
+
 impl Switch {
     /// Processes one received packet and everything it causes (clones,
     /// replicas, recirculations): a batch of one. `emit(port, bytes)`
@@ -299,13 +325,12 @@ impl Switch {
         emit: &mut E,
     ) {
         let FastRefs(mut refs) = std::mem::take(&mut self.chunk_refs);
-        let far = prefetch && self.prefetched_table_of(PREFETCH_MIN_ENTRIES);
         // The chunk as the batch function's packet list where it is, or
         // listed into `refs`.
         let view = crate::jit::PktRef::view(chunk);
-        let list = view.is_none().then_some(&mut refs);
-        let listed = if far { self.list_prefetching_slots(chunk, list) } else { None };
-        let longest = match listed {
+        let far = prefetch && view.is_some() && self.prefetched_table_of(PREFETCH_MIN_ENTRIES);
+        let one_pass = if far { self.prefetch_slots_in_one_pass(chunk) } else { None };
+        let longest = match one_pass {
             Some(longest) => longest,
             None => {
                 let longest = match view {
@@ -323,57 +348,37 @@ impl Switch {
         self.chunk_refs = FastRefs(refs);
     }
 
-    /// Lists `chunk`'s packets for the batch function in `refs` (when
-    /// given) and, in the same pass, prefetches each big table's index slot
-    /// from the key read straight from the packet (where the first packet's
-    /// parse found it); returns the longest packet's length. `None` (nothing listed) when a
-    /// table needs more than its index slot prefetched or the keys are not
-    /// plain header fields. For tables too big for the caches (from
+    /// In one pass over `chunk` (which the batch function reads where it
+    /// is), prefetches each big table's index slot from the key read
+    /// straight from the packet ([`slot_reads`]) and finds the longest
+    /// packet, whose length it returns. `None` (nothing done) when a table
+    /// needs more than its index slot prefetched or the keys are not plain
+    /// header fields. For tables too big for the caches (from
     /// [`PREFETCH_MIN_ENTRIES`] entries), where the slots come from memory
     /// and starting their loads one pass earlier pays: router, 64 B, one
-    /// worker, a million routes spread, 1.03x against listing first and
-    /// reading the keys in a second pass (`bench/ab.sh`, five alternating
-    /// 2 s turns); at 10 000 routes 0.94-1.02x in two runs, so smaller
-    /// tables keep the two passes.
-    fn list_prefetching_slots(&mut self, chunk: &[&[u8]], refs: Option<&mut Vec<crate::jit::PktRef>>) -> Option<usize> {
+    /// worker, a million routes spread, 1.03x against finding the longest
+    /// first and reading the keys in a second pass (`bench/ab.sh`, five
+    /// alternating 2 s turns); at 10 000 routes 0.94-1.02x in two runs, so
+    /// smaller tables keep the two passes.
+    fn prefetch_slots_in_one_pass(&mut self, chunk: &[&[u8]]) -> Option<usize> {
         let mut look = self.compiled.as_ref().and_then(|c| c.lookahead())?;
-        if chunk.is_empty() || self.prefetch.len() > crate::jit::KEY_READ_TABLES {
-            return None;
-        }
         let mut scratch = self.take_phv();
-        let reads = look.key_reads(&mut scratch, chunk);
+        let found = slot_reads(&self.state.tables, &self.prefetch, &mut look, &mut scratch, chunk);
+        let tables = self.prefetch.len();
+        let longest = found.map(|(slots, reads)| {
+            let mut longest = 0;
+            for data in chunk {
+                longest = longest.max(data.len());
+                for (s, read) in slots[..tables].iter().flatten().zip(&reads) {
+                    if let Some(k) = read.read(data) {
+                        s.prefetch(k as u32);
+                    }
+                }
+            }
+            longest
+        });
         self.phv_pool.push(scratch);
-        let reads = reads?;
-        let state = &self.state;
-        let mut slots = [None; crate::jit::KEY_READ_TABLES];
-        for (s, &(ti, inline)) in slots.iter_mut().zip(&self.prefetch) {
-            *s = Some(inline.then(|| state.tables[ti].slot_prefetch()).flatten()?);
-        }
-        let slots = &slots[..self.prefetch.len()];
-        let mut longest = 0;
-        let mut prefetch_slots = |data: &[u8]| {
-            longest = longest.max(data.len());
-            for (s, read) in slots.iter().zip(&reads) {
-                if let (Some(s), Some(k)) = (s, read.read(data)) {
-                    s.prefetch(k as u32);
-                }
-            }
-        };
-        match refs {
-            Some(refs) => {
-                refs.clear();
-                refs.reserve(chunk.len());
-                for (r, data) in refs.spare_capacity_mut().iter_mut().zip(chunk) {
-                    r.write(crate::jit::PktRef::of(data));
-                    prefetch_slots(data);
-                }
-                // SAFETY: the loop initialized the first `chunk.len()` spare
-                // slots (`reserve` made room for them).
-                unsafe { refs.set_len(chunk.len()) };
-            }
-            None => chunk.iter().for_each(|data| prefetch_slots(data)),
-        }
-        Some(longest)
+        longest
     }
 
     /// Computes the lookup keys of `chunk`'s packets with the generated key
@@ -386,26 +391,16 @@ impl Switch {
         }
         let Some(mut look) = self.compiled.as_ref().and_then(|c| c.lookahead()) else { return };
         let mut scratch = self.take_phv();
-        // When each table needs only its index slot prefetched, the keys
-        // are read straight from the packets, where the first one's parse
-        // found them (a key read wrong from a packet of another layout only
-        // wastes a prefetch).
-        let state = &self.state;
-        let slots = |&(ti, inline): &(usize, bool)| inline.then(|| state.tables[ti].slot_prefetch()).flatten();
-        let mut done = false;
-        if self.prefetch.iter().all(|t| slots(t).is_some()) {
-            if let Some(reads) = look.key_reads(&mut scratch, chunk) {
-                for (s, r) in self.prefetch.iter().filter_map(slots).zip(&reads) {
-                    for d in chunk {
-                        if let Some(k) = r.read(d) {
-                            s.prefetch(k as u32);
-                        }
+        let found = slot_reads(&self.state.tables, &self.prefetch, &mut look, &mut scratch, chunk);
+        if let Some((slots, reads)) = &found {
+            for (s, r) in slots[..self.prefetch.len()].iter().flatten().zip(reads) {
+                for d in chunk {
+                    if let Some(k) = r.read(d) {
+                        s.prefetch(k as u32);
                     }
                 }
-                done = true;
             }
-        }
-        if !done {
+        } else {
             let tables = self.prefetch.len();
             let mut words = std::mem::take(&mut self.prefetch_words);
             look.keys(&mut scratch, chunk, &mut words);
