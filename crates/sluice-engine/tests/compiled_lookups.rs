@@ -39,12 +39,17 @@ fn ip(a: u32) -> String {
 
 /// An IPv4 packet to `dst` with a correct header checksum (or a broken one).
 fn packet(dst: u32, ttl: u8, good_checksum: bool) -> Vec<u8> {
-    let mut p = vec![0u8; 14 + 20 + 18];
+    packet_of(dst, ttl, good_checksum, 18)
+}
+
+/// [`packet`] with `payload` bytes after the IPv4 header.
+fn packet_of(dst: u32, ttl: u8, good_checksum: bool, payload: usize) -> Vec<u8> {
+    let mut p = vec![0u8; 14 + 20 + payload];
     p[0..6].copy_from_slice(&[0, 0, 0, 0, 0, 9]);
     p[12..14].copy_from_slice(&[0x08, 0x00]);
     let ipv4 = &mut p[14..34];
     ipv4[0] = 0x45;
-    ipv4[2..4].copy_from_slice(&38u16.to_be_bytes());
+    ipv4[2..4].copy_from_slice(&((20 + payload) as u16).to_be_bytes());
     ipv4[8] = ttl;
     ipv4[9] = 17;
     ipv4[12..16].copy_from_slice(&[192, 168, 7, 1]);
@@ -377,7 +382,9 @@ fn agree_through_route_changes(count: usize) {
                     let host = if len == 32 { 0 } else { (r.next() as u32) & (u32::MAX >> len) };
                     net | host
                 };
-                packet(dst, [64, 1, 2][r.below(3) as usize], r.below(20) != 0)
+                // Some long ones: the output areas are sized by the longest.
+                let payload = if r.below(8) == 0 { 1400 } else { 18 };
+                packet_of(dst, [64, 1, 2][r.below(3) as usize], r.below(20) != 0, payload)
             })
             .collect();
         now += 1000;
