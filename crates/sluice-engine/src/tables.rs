@@ -208,7 +208,9 @@ const _: () =
 /// [`TableView::kind`]: compiled code calls the engine for the lookup.
 pub const VIEW_ENGINE: u32 = 0;
 /// [`TableView::kind`]: an exact key indexes `a`, hot record ids (`len`
-/// slots, 0 for no entry).
+/// slots, 0 for no entry): one slot for every value of the table's key
+/// bytes (`2^(8 * key_len)`), which compiled code relies on to read a key
+/// of no more bits without a bounds check.
 pub const VIEW_DIRECT: u32 = 1;
 /// [`TableView::kind`]: DIR-24-8 of hot record ids (`a` = top level, `b` =
 /// extension groups, `shift` = low bits; see [`crate::lpm::DirLpm::raw_parts`]).
@@ -1066,6 +1068,7 @@ impl TableState {
         match &self.index {
             Index::Exact(m) => match m.layout() {
                 Layout::Direct { records } => {
+                    assert_eq!(records.len(), 1 << (8 * self.key_len), "a direct array covers every key");
                     TableView { kind: VIEW_DIRECT, a: records.as_ptr(), len: records.len() as u64, ..hot }
                 }
                 Layout::Open(m) => {

@@ -672,6 +672,55 @@ fn l2_open_addressing_and_direct_counters_agree_with_the_interpreter() {
 /// generated code on its own (the router's routes in a DIR-24-8, built
 /// from 64 routes on, and its next hops in a direct array); the counts
 /// come out the same compiled and interpreted, and reach the metrics.
+/// Packets longer than any before stop the batch function (its output
+/// areas would not hold them) and run again with more room: nothing is
+/// lost, emitted twice or counted twice, with the work ahead of big tables
+/// (2000 routes) and without it (one route).
+#[test]
+fn packets_longer_than_the_areas_so_far_run_again_with_more_room() {
+    for routes in [1u32, 2000] {
+        let (mut compiled, mut twin) = one_route_router("10.0.0.0/16");
+        for sw in [&mut compiled, &mut twin] {
+            for i in 1..routes {
+                let line = format!(
+                    "table_add RouterIngress.ipv4_lpm RouterIngress.set_nexthop {}/24 => 1",
+                    ip(0x0b00_0000 + (i << 8))
+                );
+                cli::run(sw, &line).unwrap();
+            }
+        }
+        let mut r = Rng(0x0123_4567_89ab_cdef ^ u64::from(routes));
+        let mut sent = 0u64;
+        for round in 0..6u64 {
+            // Lengths that grow within a batch (each new longest one
+            // restarts it), shrink again, and the odd one to no route.
+            let batch: Vec<Vec<u8>> = (0..150u32)
+                .map(|i| {
+                    let payload = match (round, i % 50) {
+                        (_, 7) => 100 + 300 * round as usize,
+                        (_, 31) => 1400,
+                        (5, 40) => 9000,
+                        _ => 18 + r.below(20) as usize,
+                    };
+                    let dst = if r.below(4) == 0 { 0x0c00_0001 } else { 0x0a00_0001 + i };
+                    packet_of(dst, 64, true, payload)
+                })
+                .collect();
+            sent += batch.len() as u64;
+            let out = same_output(&mut compiled, &mut twin, 1, &batch, 1_000 + round, round);
+            assert!(out.iter().any(|(_, d)| d.len() > 1400), "round {round}: the long packets are forwarded");
+        }
+        let stats = sluice_dataplane::DataPlane::stats(&compiled);
+        assert_eq!(stats.received, sent, "{routes} routes: every packet received once");
+        assert_eq!(stats.transmitted + stats.dropped, sent, "{routes} routes: each sent or dropped once");
+        assert_eq!(stats.transmitted, sluice_dataplane::DataPlane::stats(&twin).transmitted);
+        for t in ["RouterIngress.ipv4_lpm", "RouterIngress.nexthop"] {
+            let ti = compiled.index_of(sluice_engine::runtime::Resource::Table, t).unwrap();
+            assert_eq!(compiled.table_lookups(ti), twin.table_lookups(ti), "{routes} routes: {t} lookups");
+        }
+    }
+}
+
 #[test]
 fn table_lookups_are_counted_once_as_hits_or_misses_on_every_path() {
     let (mut compiled, mut twin) = one_route_router("10.0.0.0/16");

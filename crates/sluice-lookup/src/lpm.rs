@@ -355,7 +355,12 @@ pub struct SlotPrefetch<'a> {
     low_bits: u32,
 }
 
-impl SlotPrefetch<'_> {
+impl<'a> SlotPrefetch<'a> {
+    /// The slots, and how many low bits of a key a slot covers.
+    pub fn parts(&self) -> (&'a [u32], u32) {
+        (self.slots, self.low_bits)
+    }
+
     /// Prefetches the slot a lookup of `key` reads first.
     #[inline]
     pub fn prefetch(&self, key: u32) {

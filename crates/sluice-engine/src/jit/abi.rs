@@ -316,6 +316,11 @@ impl PktRef {
         PktRef { ptr: data.as_ptr(), len: data.len() as u64 }
     }
 
+    /// The packet's first byte and its length.
+    pub fn parts(&self) -> (*const u8, usize) {
+        (self.ptr, self.len as usize)
+    }
+
     /// `frames` read as the batch function's packet list where they are,
     /// when this build lays a `&[u8]` out as a `PktRef` (pointer, then
     /// length): checked on a probe slice, not assumed, since Rust does not
@@ -396,7 +401,26 @@ pub(super) struct BatchCtx {
     /// the output areas, each helper call stores the packet's area there
     /// first, so that engine code sees the headers generated code wrote.
     pub(super) phv_wire_at: *mut *mut u8,
+    /// Bytes a packet may have: a longer one stops the loop before it is
+    /// parsed (its area would not hold it).
+    pub(super) room: u64,
+    /// The loop runs packet `i` while `16 * i < limit16`; at the limit,
+    /// with packets left, it calls `ahead` and goes on to the limit it
+    /// returns. Without `ahead`, `16 * n`.
+    pub(super) limit16: u64,
+    pub(super) ahead: Option<AheadFn>,
+    pub(super) ahead_state: *mut c_void,
 }
+
+/// Work ahead of the batch function's packets (memory prefetches), called
+/// by it before packet `index` (counted from the call's first packet) when
+/// it reaches its limit: `state` is the caller's, and the result is the
+/// next limit, in packets, greater than `index` and at most the call's
+/// packet count. Why a call every few packets: a prefetch issued as the
+/// packets run overlaps their work, where a pass over the whole batch
+/// before them waits for the memory with nothing else to do, and the
+/// generated code has no prefetch instruction of its own.
+pub type AheadFn = unsafe extern "C" fn(state: *mut c_void, index: u64) -> u64;
 
 /// Where the parser's and the batch's contexts are from the forwarding function's.
 pub(super) const PARSE_FROM_FWD: i64 =
@@ -411,6 +435,10 @@ pub(super) const B_STRIDE16: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCt
 pub(super) const B_EDGES: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, edges) as i32;
 pub(super) const B_RESULTS: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, results) as i32;
 pub(super) const B_PHV_WIRE_AT: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, phv_wire_at) as i32;
+pub(super) const B_ROOM: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, room) as i32;
+pub(super) const B_LIMIT16: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, limit16) as i32;
+pub(super) const B_AHEAD: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, ahead) as i32;
+pub(super) const B_AHEAD_STATE: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, ahead_state) as i32;
 const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
 const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);
 pub(super) const OFF_DIRTY: i32 = std::mem::offset_of!(JitCtx, dirty) as i32;

@@ -30,7 +30,8 @@ use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
 
 use super::abi::{
-    B_N, B_OUT, B_PKTS, B_RESULTS, B_STRIDE16, OFF_DIRTY, OFF_META_FRESH, OFF_WIRE, PARSE_FROM_FWD, SETUP_WRITTEN,
+    B_AHEAD, B_AHEAD_STATE, B_LIMIT16, B_N, B_OUT, B_PKTS, B_RESULTS, B_ROOM, B_STRIDE16, OFF_DIRTY, OFF_META_FRESH,
+    OFF_WIRE, PARSE_FROM_FWD, SETUP_WRITTEN,
 };
 use super::flow::{BatchFlow, FlowPlan};
 use super::forward::emit_forward;
@@ -126,10 +127,44 @@ pub(super) fn compile_batch(
         g.b.switch_to_block(head);
         let at = g.b.block_params(head)[0];
         let area_param = in_place.then(|| g.b.block_params(head)[1]);
-        let n = load(g, Mem::Inputs, fc, B_N);
-        let n16 = g.b.ins().ishl_imm_u(n, 4);
-        let more = g.b.ins().icmp(IntCC::UnsignedLessThan, at, n16);
-        g.b.ins().brif(more, body, &[], stop, &[n16.into()]);
+        // Up to the limit (the packet count unless work ahead is asked
+        // for, see `BatchCtx::limit16`), then the work ahead or the end.
+        let mf = mem(g.b, Mem::Ctx);
+        let limit16 = g.b.ins().load(types::I64, mf, fc, B_LIMIT16);
+        let more = g.b.ins().icmp(IntCC::UnsignedLessThan, at, limit16);
+        let limit = g.b.create_block();
+        g.b.set_cold_block(limit);
+        g.b.ins().brif(more, body, &[], limit, &[]);
+        // (The limit's blocks are laid out after the loop: the common path
+        // falls through into the packet's code.)
+        let limit_code = |g: &mut Gen<'_, '_, '_>| {
+            g.b.switch_to_block(limit);
+            let n = load(g, Mem::Inputs, fc, B_N);
+            let n16 = g.b.ins().ishl_imm_u(n, 4);
+            let more = g.b.ins().icmp(IntCC::UnsignedLessThan, at, n16);
+            let ahead = g.b.create_block();
+            let all_done = g.b.create_block();
+            g.b.set_cold_block(ahead);
+            g.b.set_cold_block(all_done);
+            g.b.ins().brif(more, ahead, &[], all_done, &[]);
+            g.b.switch_to_block(all_done);
+            g.b.ins().jump(stop, &[n16.into()]);
+            g.b.switch_to_block(ahead);
+            let f = load(g, Mem::Inputs, fc, B_AHEAD);
+            let state = load(g, Mem::Inputs, fc, B_AHEAD_STATE);
+            let index = g.b.ins().ushr_imm_u(at, 4);
+            let mut sig = cranelift_codegen::ir::Signature::new(g.b.func.signature.call_conv);
+            sig.params.push(cranelift_codegen::ir::AbiParam::new(types::I64));
+            sig.params.push(cranelift_codegen::ir::AbiParam::new(types::I64));
+            sig.returns.push(cranelift_codegen::ir::AbiParam::new(types::I64));
+            let sig = g.b.import_signature(sig);
+            let call = g.b.ins().call_indirect(sig, f, &[state, index]);
+            let next_limit = g.b.inst_results(call)[0];
+            let next16 = g.b.ins().ishl_imm_u(next_limit, 4);
+            let mf = mem(g.b, Mem::Ctx);
+            g.b.ins().store(mf, next16, fc, B_LIMIT16);
+            g.b.ins().jump(body, &[]);
+        };
 
         // The parser, after its inputs: the packet and the setup flag
         // (full after a helper ran, see `JitCtx::dirty`).
@@ -143,6 +178,16 @@ pub(super) fn compile_batch(
         let p = g.b.ins().iadd(pkts, at);
         let ptr = load(g, Mem::Inputs, p, 0);
         let len = load(g, Mem::Inputs, p, 8);
+        // A packet its area would not hold stops the loop unparsed.
+        let room = load(g, Mem::Inputs, fc, B_ROOM);
+        let fits = g.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, len, room);
+        let fitting = g.b.create_block();
+        let too_long = g.b.create_block();
+        g.b.set_cold_block(too_long);
+        g.b.ins().brif(fits, fitting, &[], too_long, &[]);
+        g.b.switch_to_block(too_long);
+        g.b.ins().jump(stop, &[at.into()]);
+        g.b.switch_to_block(fitting);
         // The flag is cleared only when set: a load, not a store per packet.
         let dirty = load(g, Mem::Ctx, fc, OFF_DIRTY);
         let clear = g.b.create_block();
@@ -255,6 +300,7 @@ pub(super) fn compile_batch(
             }
         }
 
+        limit_code(g);
         g.b.switch_to_block(stop);
         let at = g.b.block_params(stop)[0];
         flow = match (g.flow.take(), g.flow_overflow) {

@@ -84,7 +84,7 @@ use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
 
-pub use abi::{CounterView, FastContexts, Forward, JitCtx, ParseCtx, PktRef, PktResult, RegisterView, Views};
+pub use abi::{AheadFn, CounterView, FastContexts, Forward, JitCtx, ParseCtx, PktRef, PktResult, RegisterView, Views};
 pub use forward::forward_hdr_max;
 pub use keys::{KeyRead, KeyReads, Lookahead};
 /// How many tables a [`KeyReads`] covers at most.
@@ -268,6 +268,10 @@ impl CompiledPipelines {
                 results: std::ptr::null_mut(),
                 phv_wire_at: std::ptr::null_mut(),
                 edges: [0; flow::EDGE_SLOTS],
+                room: 0,
+                limit16: 0,
+                ahead: None,
+                ahead_state: std::ptr::null_mut(),
             },
         }
     }
@@ -279,36 +283,43 @@ impl CompiledPipelines {
 
     /// Parses and forwards arriving packets `pkts` with the batch function
     /// (see `compile_batch`) on the PHV and state of `ex` (`cx` built with
-    /// it). Packet `i` gets an area of `out` (grown as needed; the stride
-    /// fits the longest packet) at `i * stride`, where a transmitted packet's headers and payload end up,
-    /// and its result in `results[i]`. Returns the stride and how many
-    /// packets were transmitted or dropped before the first that needs the
-    /// general path (all of them when none does); that packet's PHV and
-    /// metadata are then in `ex` (with the headers in place, copied back
-    /// from its area into the PHV's own buffer). `longest` is the longest
-    /// packet's length (the caller finds it while building `pkts`, saving a
-    /// pass).
+    /// it). Packet `i` gets an area of `out` (grown as needed) at `i *
+    /// stride`, where a transmitted packet's headers and payload end up,
+    /// and its result in `results[i]`; the stride leaves `room` bytes for
+    /// a packet, and a longer one stops the batch function before it is
+    /// parsed (the caller calls again with more room: the room is the
+    /// longest packet seen so far, so no pass over the batch finds the
+    /// longest first). Returns the stride, how many packets were
+    /// transmitted or dropped before the first that did not fit or needs
+    /// the general path (all of them when none), and whether that one did
+    /// not fit. A packet that needs the general path has its PHV and
+    /// metadata in `ex` (with the headers in place, copied back from its
+    /// area into the PHV's own buffer). With `ahead`, `(f, state, first)`:
+    /// the batch function calls `f(state, i)` before packet `i` when it
+    /// reaches its limit, the first being `first` packets (see
+    /// [`AheadFn`]).
     ///
     /// # Safety
-    /// No packet of `pkts` may be longer than `longest`: the areas are sized
-    /// by it, and a longer payload would be copied past `out`.
+    /// `f` must be callable with `state` for the whole call and return a
+    /// limit above its `index` and at most `pkts.len()`.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn run_batch(
         &self,
         cx: &mut FastContexts,
         ex: &mut Exec<'_>,
         pkts: &[PktRef],
-        longest: usize,
+        room: usize,
         out: &mut Vec<u8>,
         results: &mut [PktResult],
-    ) -> (usize, usize) {
+        ahead: Option<(AheadFn, *mut c_void, usize)>,
+    ) -> (usize, usize, bool) {
         let f = self.batch.expect("has_fast_path: the batch function exists");
         debug_assert!(std::ptr::eq(cx.parse.wire, ex.phv.wire_ptr()), "contexts of another PHV");
         assert!(results.len() >= pkts.len(), "one result per packet");
-        debug_assert!(pkts.iter().all(|p| p.len as usize <= longest), "longest bounds every packet");
         // With the headers in place, an area holds them, their padding
         // and valid flags before the payload overwrites what follows them.
         let head = if self.batch_in_place { self.forward_out.max(ex.phv.wire_total()) } else { self.forward_out };
-        let stride = (head + longest).next_multiple_of(64);
+        let stride = (head + room).next_multiple_of(64);
         if out.len() < stride * pkts.len() {
             out.resize(stride * pkts.len(), 0);
         }
@@ -319,13 +330,28 @@ impl CompiledPipelines {
         cx.batch.out = out.as_mut_ptr();
         cx.batch.stride16 = stride as u64 / 16;
         cx.batch.results = results.as_mut_ptr();
+        cx.batch.room = room as u64;
         cx.batch.phv_wire_at = if self.batch_in_place { ex.phv.wire_at_slot() } else { std::ptr::null_mut() };
+        let limit = match ahead {
+            Some((f, state, first)) => {
+                cx.batch.ahead = Some(f);
+                cx.batch.ahead_state = state;
+                first.min(pkts.len())
+            }
+            None => {
+                cx.batch.ahead = None;
+                cx.batch.ahead_state = std::ptr::null_mut();
+                pkts.len()
+            }
+        };
+        cx.batch.limit16 = 16 * limit as u64;
         // SAFETY: the parser reads at most each packet's `len` bytes of its
         // (live) slice and writes inside the PHV of `ex`, which the contexts
         // point at, or, with the headers in place, its headers, padding and
         // flags (`wire_total` bytes) at `out + i * stride`; there the
         // forwarding function writes at most `forward_out` header bytes and
-        // the payload copy at most `len` more (the stride covers both);
+        // the payload copy at most `len` more, at most `room` (a longer
+        // packet stops the batch function before it is parsed);
         // views are current for this batch, and the helpers reach `ex`,
         // alive for the call, whose PHV reads and writes the area the batch
         // function stored to its redirection slot (reset below).
@@ -333,24 +359,27 @@ impl CompiledPipelines {
             flow.mark(&ex.state.lookups, &mut ex.state.lookup_marks);
         }
         let done = unsafe { f(&mut cx.fwd) } as usize;
+        // The packet the call stopped at, unless it only did not fit.
+        let too_long = done < pkts.len() && pkts[done].len as usize > room;
+        let stopped = done < pkts.len() && !too_long;
         if self.batch_in_place {
             // The general path goes on with the PHV's own buffer: the
             // headers of the packet it takes come back from its area.
-            let area = (done < pkts.len()).then(|| &out[done * stride..done * stride + ex.phv.wire_total()]);
+            let area = stopped.then(|| &out[done * stride..done * stride + ex.phv.wire_total()]);
             ex.phv.end_wire_redirect(area);
         }
         if let Some(flow) = &self.batch_flow {
-            let ran = if done < pkts.len() { done + 1 } else { pkts.len() };
-            let after_ingress = done < pkts.len() && matches!(results[done].outcome().1, Forward::AfterIngress);
+            let ran = done + usize::from(stopped);
+            let after_ingress = stopped && matches!(results[done].outcome().1, Forward::AfterIngress);
             let state = &mut *ex.state;
             flow.fold(&mut cx.batch.edges, ran as u64, after_ingress, state);
         }
-        if done < pkts.len() && cx.fwd.meta_fresh == 0 {
+        if stopped && cx.fwd.meta_fresh == 0 {
             // The general path goes on with this packet's metadata.
             fresh_meta(ex.meta, pkts[done].len);
             cx.fwd.meta_fresh = 1;
         }
-        (stride, done)
+        (stride, done, too_long)
     }
 
     /// Runs the compiled parser on `data` into `phv`, or returns `None` when

@@ -79,18 +79,17 @@ pub(crate) struct FastRefs(pub(crate) Vec<crate::jit::PktRef>);
 // can move to another thread), so it holds no pointer between batches.
 unsafe impl Send for FastRefs {}
 
-/// Lists `chunk`'s packets for the batch function in `refs` and returns
-/// the longest one's length. With `headers`, each packet's first 64 bytes
-/// (where its headers are) start loading into the cache as it is listed:
-/// the key pass that follows for big tables then reads them with their
-/// misses overlapped. Why only then: in interleaved A/B runs of
-/// `bench/ab.sh`, without the prefetches `l2_learning` and `basic_routing`
-/// at 10 000 entries (no key pass) ran 5-8% faster, while the router at 1M
-/// routes and the edge example at 100 000 (key pass) ran up to 10% slower.
-fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>, headers: bool) -> usize {
+/// Lists `chunk`'s packets for the batch function in `refs`. With
+/// `headers`, each packet's first 64 bytes (where its headers are) start
+/// loading into the cache as it is listed: the key pass that follows for
+/// big tables then reads them with their misses overlapped. Why only then:
+/// in interleaved A/B runs of `bench/ab.sh`, without the prefetches
+/// `l2_learning` and `basic_routing` at 10 000 entries (no key pass) ran
+/// 5-8% faster, while the router at 1M routes and the edge example at
+/// 100 000 (key pass) ran up to 10% slower.
+fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>, headers: bool) {
     refs.clear();
     refs.reserve(chunk.len());
-    let mut longest = 0;
     // Written in place rather than pushed: a push stores the length back
     // per packet (about 2% of the router's time at 64 B).
     for (r, data) in refs.spare_capacity_mut().iter_mut().zip(chunk) {
@@ -98,26 +97,10 @@ fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>, headers: bool
             crate::lpm::prefetch_headers(data);
         }
         r.write(crate::jit::PktRef::of(data));
-        longest = longest.max(data.len());
     }
     // SAFETY: the loop initialized the first `chunk.len()` spare slots
     // (`reserve` made room for them).
     unsafe { refs.set_len(chunk.len()) };
-    longest
-}
-
-/// The longest of `chunk`'s packets, for a chunk the batch function reads
-/// as it is ([`crate::jit::PktRef::view`]); with `headers`, each packet's
-/// headers start loading as in [`list_chunk`].
-fn longest_of(chunk: &[&[u8]], headers: bool) -> usize {
-    let mut longest = 0;
-    for data in chunk {
-        if headers {
-            crate::lpm::prefetch_headers(data);
-        }
-        longest = longest.max(data.len());
-    }
-    longest
 }
 
 /// The index slots of the tables a batch prefetches, in their order.
@@ -144,6 +127,88 @@ fn slot_reads<'t>(
         *s = Some(inline.then(|| tables[ti].slot_prefetch()).flatten()?);
     }
     Some((slots, look.key_reads(scratch, chunk)?))
+}
+
+/// Packets the batch function runs between two calls of its work ahead
+/// ([`work_ahead`]), and how many such steps ahead of the packets running
+/// it prefetches their index slots, and their headers (read for the keys
+/// two steps before the slots are). Why these: router, 64 B, one worker,
+/// `bench/ab.sh` (alternating 2 s turns): steps of 8 packets ran 3-4%
+/// faster than 16 at 10 000 and a million routes, 32 slower still; slots
+/// two steps ahead and headers four 1.5% (10 000) and 6% (a million)
+/// faster than one and two; three and five the same as two and four.
+const AHEAD_STEP: usize = 8;
+const SLOT_STEPS: usize = 2;
+const HEADER_STEPS: usize = 4;
+
+/// What the batch function's work ahead reads (see [`work_ahead`]).
+///
+/// Raw pointers, as in a table's `TableView`: the batch function holds the
+/// switch's state mutably while it runs. They stay valid for the batch:
+/// the chunk's packets are borrowed for the call, and tables change only
+/// between batches (control-plane writes).
+struct Ahead {
+    /// The chunk's packet list.
+    pkts: *const crate::jit::PktRef,
+    n: usize,
+    /// The packet of the chunk the current call of the batch function
+    /// started with (its packet 0).
+    base: usize,
+    /// Per big table: its index slots, their count and the key bits below a slot.
+    slots: [(*const u32, usize, u32); crate::jit::KEY_READ_TABLES],
+    reads: crate::jit::KeyReads,
+    tables: usize,
+}
+
+impl Ahead {
+    /// Starts loading the headers of packets `from..to` of the chunk.
+    fn headers(&self, from: usize, to: usize) {
+        for i in from..to.min(self.n) {
+            // SAFETY: `i < n`, the list's length.
+            let (p, len) = unsafe { (*self.pkts.add(i)).parts() };
+            crate::lpm::prefetch_ptr(p);
+            crate::lpm::prefetch_ptr(p.wrapping_add(len.min(64).saturating_sub(1)));
+        }
+    }
+
+    /// Starts loading the index slots of packets `from..to` of the chunk,
+    /// from the keys read straight from the packets.
+    fn slots(&self, from: usize, to: usize) {
+        for i in from..to.min(self.n) {
+            // SAFETY: `i < n`; the packet's bytes are borrowed for the batch.
+            let d = unsafe {
+                let (p, len) = (*self.pkts.add(i)).parts();
+                std::slice::from_raw_parts(p, len)
+            };
+            for (&(top, len, low), read) in self.slots[..self.tables].iter().zip(&self.reads) {
+                if let Some(k) = read.read(d) {
+                    let at = ((k as u32) >> low) as usize;
+                    if at < len {
+                        crate::lpm::prefetch_ptr(top.wrapping_add(at).cast());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The batch function's work ahead (a `jit::AheadFn`): before packet
+/// `index` of its call it starts loading the index slots of the packets
+/// [`SLOT_STEPS`] steps on (their keys read from headers loaded two steps
+/// earlier) and the headers of those [`HEADER_STEPS`] steps on, then lets
+/// it run a step. Why: the memory latency then overlaps the packets'
+/// work, where a pass over the batch before the batch function waits for
+/// it alone.
+///
+/// # Safety
+/// `state` points to the [`Ahead`] of the running batch.
+unsafe extern "C" fn work_ahead(state: *mut std::ffi::c_void, index: u64) -> u64 {
+    // SAFETY: the caller's word.
+    let a = unsafe { &*(state as *const Ahead) };
+    let i = a.base + index as usize;
+    a.slots(i + SLOT_STEPS * AHEAD_STEP, i + (SLOT_STEPS + 1) * AHEAD_STEP);
+    a.headers(i + HEADER_STEPS * AHEAD_STEP, i + (HEADER_STEPS + 1) * AHEAD_STEP);
+    (index as usize + AHEAD_STEP).min(a.n - a.base) as u64
 }
 
 impl Switch {
@@ -314,8 +379,13 @@ impl Switch {
     }
 
     /// The fused strategy over one chunk (at most [`BATCH`] packets):
-    /// lists the packets, prefetches big tables' index slots from their
-    /// keys when `prefetch`, then runs the generated batch function.
+    /// lists the packets (unless the batch function reads them where they
+    /// are); with `prefetch`, either hands the batch function the work
+    /// ahead of its packets ([`work_ahead`]: index slots and headers a few
+    /// packets ahead) or, where that cannot do (a table needs more than its
+    /// index slot prefetched, or a key is not a plain header field),
+    /// prefetches the chunk's headers then its keys' memory first
+    /// ([`Switch::prefetch_chunk`]); then runs the batch function.
     fn run_fused<E: FnMut(usize, u32, &[u8]) + ?Sized>(
         &mut self,
         port: u32,
@@ -325,60 +395,47 @@ impl Switch {
         emit: &mut E,
     ) {
         let FastRefs(mut refs) = std::mem::take(&mut self.chunk_refs);
+        let ahead = if prefetch { self.ahead_of(chunk) } else { None };
+        let headers_first = prefetch && ahead.is_none();
         // The chunk as the batch function's packet list where it is, or
         // listed into `refs`.
         let view = crate::jit::PktRef::view(chunk);
-        let far = prefetch && view.is_some() && self.prefetched_table_of(PREFETCH_MIN_ENTRIES);
-        let one_pass = if far { self.prefetch_slots_in_one_pass(chunk) } else { None };
-        let longest = match one_pass {
-            Some(longest) => longest,
-            None => {
-                let longest = match view {
-                    Some(_) => longest_of(chunk, prefetch),
-                    None => list_chunk(chunk, &mut refs, prefetch),
-                };
-                if prefetch {
-                    self.prefetch_chunk(chunk);
-                }
-                longest
+        match view {
+            Some(_) if headers_first => chunk.iter().for_each(|d| crate::lpm::prefetch_headers(d)),
+            Some(_) => {}
+            None => list_chunk(chunk, &mut refs, headers_first),
+        }
+        let pkts = view.unwrap_or(&refs);
+        let mut ahead = ahead.map(|a| Ahead { pkts: pkts.as_ptr(), n: pkts.len(), ..a });
+        match &ahead {
+            Some(a) => {
+                // What the calls before the first packet would have done.
+                a.headers(0, HEADER_STEPS * AHEAD_STEP);
+                a.slots(0, SLOT_STEPS * AHEAD_STEP);
             }
-        };
-        self.run_batch_function(port, chunk, view.unwrap_or(&refs), longest, base, emit);
+            None if prefetch => self.prefetch_chunk(chunk),
+            None => {}
+        }
+        self.run_batch_function(port, chunk, pkts, base, ahead.as_mut(), emit);
         refs.clear();
         self.chunk_refs = FastRefs(refs);
     }
 
-    /// In one pass over `chunk` (which the batch function reads where it
-    /// is), prefetches each big table's index slot from the key read
-    /// straight from the packet ([`slot_reads`]) and finds the longest
-    /// packet, whose length it returns. `None` (nothing done) when a table
-    /// needs more than its index slot prefetched or the keys are not plain
-    /// header fields. For tables too big for the caches (from
-    /// [`PREFETCH_MIN_ENTRIES`] entries), where the slots come from memory
-    /// and starting their loads one pass earlier pays: router, 64 B, one
-    /// worker, a million routes spread, 1.03x against finding the longest
-    /// first and reading the keys in a second pass (`bench/ab.sh`, five
-    /// alternating 2 s turns); at 10 000 routes 0.94-1.02x in two runs, so
-    /// smaller tables keep the two passes.
-    fn prefetch_slots_in_one_pass(&mut self, chunk: &[&[u8]]) -> Option<usize> {
+    /// The work ahead for `chunk` (its packet list still to be set), when
+    /// every big table needs only its index slot prefetched and the keys
+    /// are plain header fields (see [`slot_reads`]).
+    fn ahead_of(&mut self, chunk: &[&[u8]]) -> Option<Ahead> {
         let mut look = self.compiled.as_ref().and_then(|c| c.lookahead())?;
         let mut scratch = self.take_phv();
         let found = slot_reads(&self.state.tables, &self.prefetch, &mut look, &mut scratch, chunk);
-        let tables = self.prefetch.len();
-        let longest = found.map(|(slots, reads)| {
-            let mut longest = 0;
-            for data in chunk {
-                longest = longest.max(data.len());
-                for (s, read) in slots[..tables].iter().flatten().zip(&reads) {
-                    if let Some(k) = read.read(data) {
-                        s.prefetch(k as u32);
-                    }
-                }
-            }
-            longest
-        });
         self.phv_pool.push(scratch);
-        longest
+        let (found, reads) = found?;
+        let mut slots = [(std::ptr::null(), 0, 0); crate::jit::KEY_READ_TABLES];
+        for (s, f) in slots.iter_mut().zip(found.iter().flatten()) {
+            let (top, low) = f.parts();
+            *s = (top.as_ptr(), top.len(), low);
+        }
+        Some(Ahead { pkts: std::ptr::null(), n: 0, base: 0, slots, reads, tables: self.prefetch.len() })
     }
 
     /// Computes the lookup keys of `chunk`'s packets with the generated key
@@ -413,9 +470,10 @@ impl Switch {
     }
 
     /// Runs the generated batch function over `batch` (at most [`BATCH`]
-    /// packets, listed in `refs`, the longest `longest` bytes): it parses
-    /// and forwards them into one output area per packet and stops at the
-    /// first packet that needs the general path; the transmitted ones
+    /// packets, listed in `refs`): it parses and forwards them into one
+    /// output area per packet and stops at the first packet that needs the
+    /// general path (or that its area would not hold: the areas then grow
+    /// to it, see [`Switch::area_room`], and it runs again); the transmitted ones
     /// (headers and payload in place) are emitted in order, and the general
     /// path takes that packet with its PHV and metadata before the batch
     /// function goes on after it. Same results as packet by packet (each
@@ -425,8 +483,8 @@ impl Switch {
         port: u32,
         batch: &[&[u8]],
         refs: &[crate::jit::PktRef],
-        longest: usize,
         base: usize,
+        mut ahead: Option<&mut Ahead>,
         emit: &mut E,
     ) {
         assert!(refs.len() == batch.len() && batch.len() <= BATCH, "one listing per packet, at most a batch");
@@ -441,7 +499,8 @@ impl Switch {
             let compiled = self.compiled.as_ref().expect("the fused strategy needs generated code");
             let mut out = std::mem::take(&mut self.fwd_hdr);
             let t = self.clock.start();
-            let (stride, done) = {
+            let room = self.area_room;
+            let (stride, done, too_long) = {
                 let mut ex = Exec {
                     plan: &self.plan,
                     state: &mut self.state,
@@ -454,12 +513,21 @@ impl Switch {
                     trace: None,
                 };
                 let mut cx = compiled.fast_contexts(&mut ex, &self.views, port);
-                // SAFETY: `longest` bounds every packet of `batch` (the caller's word).
-                unsafe { compiled.run_batch(&mut cx, &mut ex, listed, longest, &mut out, &mut results[..n]) }
+                // The work ahead starts at once, with this call's first packet.
+                let ahead = ahead.as_deref_mut().map(|a| {
+                    a.base = start;
+                    (work_ahead as crate::jit::AheadFn, (a as *mut Ahead).cast(), 0)
+                });
+                // SAFETY: `work_ahead` reads the `Ahead` of this chunk,
+                // alive for the call, and returns a limit above the index
+                // and at most the packets from `start` on.
+                unsafe { compiled.run_batch(&mut cx, &mut ex, listed, room, &mut out, &mut results[..n], ahead) }
             };
-            self.clock.record(super::STAGE_FUSED, t, (done + 1).min(n));
+            // The packets the call took: those done and the one it stopped at.
+            let took = (done + usize::from(done < n && !too_long)).min(n);
+            self.clock.record(super::STAGE_FUSED, t, took);
             self.fwd_hdr = out;
-            self.stats.received += (done + 1).min(n) as u64;
+            self.stats.received += took as u64;
             let mut sent = 0;
             for (i, (r, area)) in results[..done].iter().zip(self.fwd_hdr.chunks_exact(stride)).enumerate() {
                 // Headers and payload are in place (see `CompiledPipelines::run_batch`).
@@ -470,7 +538,12 @@ impl Switch {
             }
             self.stats.transmitted += sent;
             self.stats.dropped += done as u64 - sent;
-            if done < n {
+            if too_long {
+                // The areas grow to the packet, for this batch and the next.
+                self.area_room = rest[done].len().next_multiple_of(64);
+                self.phv_pool.push(phv);
+                start += done;
+            } else if done < n {
                 let (consumed, outcome) = results[done].outcome();
                 let at = base + start + done;
                 // (The general path times its own stages: replication, egress, deparser.)

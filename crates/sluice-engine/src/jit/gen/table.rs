@@ -124,12 +124,12 @@ impl Gen<'_, '_, '_> {
         let key = self.integer_key(parts);
         let views = self.ptr(OFF_VIEWS);
         let view = self.b.ins().iadd_imm_u(views, VIEW_SIZE * i64::from(t));
-        // The kind and the shift (both `u32`, at 0 and 4) in one load.
+        // The kind and the shift, both `u32`, at 0 and 4; the shift is
+        // loaded only where a kind uses it.
         const _: () =
             assert!(std::mem::offset_of!(TableView, kind) == 0 && std::mem::offset_of!(TableView, shift) == 4);
         let mf = mem(self.b, Mem::Inputs);
-        let kind_shift = self.b.ins().load(types::I64, mf, view, 0);
-        let kind = band_u(self.b, kind_shift, 0xffff_ffff);
+        let kind = self.b.ins().uload32(mf, view, 0);
         let direct = self.b.create_block();
         let dir = self.b.create_block();
         let hash = self.b.create_block();
@@ -138,6 +138,7 @@ impl Gen<'_, '_, '_> {
 
         // The kind the table's match type makes likely is tested first.
         let tp = &self.plan.tables[t as usize];
+        let tp_key_bytes = tp.key_bytes as u32;
         let mut kinds = [(VIEW_DIRECT, direct), (VIEW_DIR, dir), (VIEW_HASH, hash)];
         let likely = match tp.match_type.as_str() {
             "lpm" => VIEW_DIR,
@@ -161,7 +162,8 @@ impl Gen<'_, '_, '_> {
         self.b.switch_to_block(hash);
         let mul = self.b.ins().iconst(types::I64, crate::exact::HASH_MUL as i64);
         let h = self.b.ins().imul(key, mul);
-        let shift = self.b.ins().ushr_imm_u(kind_shift, 32);
+        let mf = mem(self.b, Mem::Inputs);
+        let shift = self.b.ins().uload32(mf, view, 4);
         let home = self.b.ins().ushr(h, shift);
         let mf = mem(self.b, Mem::Inputs);
         let slots = self.b.ins().load(types::I64, mf, view, 8);
@@ -195,14 +197,20 @@ impl Gen<'_, '_, '_> {
         let next = self.b.ins().band(next, mask);
         self.b.ins().jump(probe, &[next.into()]);
 
-        // Direct array: `a[key]`, the record id (0, the cold record, for no entry).
+        // Direct array: `a[key]`, the record id (0, the cold record, for no
+        // entry). The array has a slot for every key of the table's key
+        // bytes (`TableView::kind`), so a key of no more bits is inside it
+        // without a check.
         self.b.switch_to_block(direct);
-        let mf = mem(self.b, Mem::Inputs);
-        let len = self.b.ins().load(types::I64, mf, view, 24);
-        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, key, len);
-        let read = self.b.create_block();
-        self.b.ins().brif(inside, read, &[], engine, &[]);
-        self.b.switch_to_block(read);
+        let key_bits: u32 = parts.iter().map(|(_, bits)| *bits).sum();
+        if key_bits > 8 * tp_key_bytes {
+            let mf = mem(self.b, Mem::Inputs);
+            let len = self.b.ins().load(types::I64, mf, view, 24);
+            let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, key, len);
+            let read = self.b.create_block();
+            self.b.ins().brif(inside, read, &[], engine, &[]);
+            self.b.switch_to_block(read);
+        }
         let mf = mem(self.b, Mem::Inputs);
         let a = self.b.ins().load(types::I64, mf, view, 8);
         let off = self.b.ins().ishl_imm_u(key, 2);
@@ -214,7 +222,8 @@ impl Gen<'_, '_, '_> {
         // DIR-24-8 of record ids (`lpm::DirLpm::record`); 0 for no route.
         self.b.switch_to_block(dir);
         let k32 = band_u(self.b, key, 0xffff_ffff);
-        let shift = self.b.ins().ushr_imm_u(kind_shift, 32);
+        let mf = mem(self.b, Mem::Inputs);
+        let shift = self.b.ins().uload32(mf, view, 4);
         let mf = mem(self.b, Mem::Inputs);
         let top = self.b.ins().load(types::I64, mf, view, 8);
         let idx = self.b.ins().ushr(k32, shift);
