@@ -4,7 +4,8 @@
 //!
 //! Contract of the generated function:
 //! - reads: the `BatchCtx` beside its argument (packets, their number,
-//!   output areas and stride, results); each packet's bytes; the parser's
+//!   output areas, their stride and room, results, the limit and the
+//!   work ahead); each packet's bytes; the parser's
 //!   context for the setup inputs (port, time); `JitCtx::dirty` and
 //!   `meta_fresh`; what the parser and the forwarding function read;
 //! - writes: per packet, the PHV (a setup, then parsing and forwarding),
@@ -16,10 +17,13 @@
 //!   checksum sums (`JitCtx::stash`); the counted edges of the pipelines'
 //!   graphs (`BatchCtx::edges`, see `jit::flow`); clears `JitCtx::dirty`
 //!   and `meta_fresh` when set;
+//! - calls: `BatchCtx::ahead` with its state when the loop reaches its
+//!   limit with packets left, and goes on to the limit it returns;
 //! - leaves: by returning the index of the first packet that needs the
 //!   general path (status 1 or 3; its PHV, and with the headers in place
-//!   its area, are left as the forwarding function left them), or the
-//!   number of packets when none does.
+//!   its area, are left as the forwarding function left them) or that is
+//!   longer than the areas' room (not parsed at all), or the number of
+//!   packets when none is.
 
 use std::collections::BTreeSet;
 

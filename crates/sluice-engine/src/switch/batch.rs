@@ -16,8 +16,10 @@
 //!   packets (ingress, egress, deparser) into one output area each, and
 //!   stops at a packet that needs the general path (multicast, clone,
 //!   resubmit, recirculate, truncate), which then continues in Rust
-//!   (`replication.rs`); with big header-keyed tables the batch's lookup
-//!   keys are computed first and their index slots prefetched;
+//!   (`replication.rs`); with big header-keyed tables it calls back every
+//!   few packets for their index slots and headers to be prefetched ahead
+//!   of it ([`work_ahead`]), or, for tables that need more, the batch's
+//!   keys are computed first and their memory prefetched;
 //! - **parse ahead**: no generated batch function but big tables: the
 //!   batch is parsed first, the lookups' memory prefetched in a software
 //!   pipeline, then each packet runs;
@@ -40,10 +42,11 @@ pub(crate) use sluice_dataplane::BATCH;
 /// 300k about equal; 1M 4 without, 12 with; edge at 100k routes 4.0
 /// without, 3.8 with; `sluice bench --example router --entries N`).
 const PREFETCH_MIN_ENTRIES: usize = 1 << 18;
-/// [`PREFETCH_MIN_ENTRIES`] for generated code, whose key pass costs far
+/// [`PREFETCH_MIN_ENTRIES`] for generated code, whose prefetching costs far
 /// less than the interpreter's second parse. Why this many: router, 64 B,
 /// one worker (`sluice bench --example router --entries N --route-layout
-/// L`), Mpps without and with the key pass: 10 routes 74.9 / 74.6 (spread)
+/// L`), Mpps without and with prefetching (measured with the key pass
+/// that tables needing more than their index slot still get): 10 routes 74.9 / 74.6 (spread)
 /// and 75.1 / 74.1 (consecutive); 256: 68.5 / 69.7 and 74.6 / 72.8; 1000:
 /// 67.6 / 70.6 and 74.0 / 75.6; 10k: 50.9 / 58.3 and 62.6 / 62.1; 100k:
 /// 26.8 / 52.0 and 58.5 / 59.3. From about a thousand routes it never
