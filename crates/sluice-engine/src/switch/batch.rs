@@ -426,19 +426,22 @@ impl Switch {
 
     /// The work ahead for `chunk` (its packet list still to be set), when
     /// every big table needs only its index slot prefetched and the keys
-    /// are plain header fields (see [`slot_reads`]).
+    /// are plain header fields (as [`slot_reads`] finds them; the slots are
+    /// looked at first, so that tables needing more cost no parse).
     fn ahead_of(&mut self, chunk: &[&[u8]]) -> Option<Ahead> {
-        let mut look = self.compiled.as_ref().and_then(|c| c.lookahead())?;
-        let mut scratch = self.take_phv();
-        let found = slot_reads(&self.state.tables, &self.prefetch, &mut look, &mut scratch, chunk);
-        self.phv_pool.push(scratch);
-        let (found, reads) = found?;
+        if chunk.is_empty() || self.prefetch.len() > crate::jit::KEY_READ_TABLES {
+            return None;
+        }
         let mut slots = [(std::ptr::null(), 0, 0); crate::jit::KEY_READ_TABLES];
-        for (s, f) in slots.iter_mut().zip(found.iter().flatten()) {
-            let (top, low) = f.parts();
+        for (s, &(ti, inline)) in slots.iter_mut().zip(&self.prefetch) {
+            let (top, low) = inline.then(|| self.state.tables[ti].slot_prefetch()).flatten()?.parts();
             *s = (top.as_ptr(), top.len(), low);
         }
-        Some(Ahead { pkts: std::ptr::null(), n: 0, base: 0, slots, reads, tables: self.prefetch.len() })
+        let mut look = self.compiled.as_ref().and_then(|c| c.lookahead())?;
+        let mut scratch = self.take_phv();
+        let reads = look.key_reads(&mut scratch, chunk);
+        self.phv_pool.push(scratch);
+        Some(Ahead { pkts: std::ptr::null(), n: 0, base: 0, slots, reads: reads?, tables: self.prefetch.len() })
     }
 
     /// Computes the lookup keys of `chunk`'s packets with the generated key
