@@ -146,14 +146,8 @@ pub(super) fn compile_batch(
             let n = load(g, Mem::Inputs, fc, B_N);
             let n16 = g.b.ins().ishl_imm_u(n, 4);
             let more = g.b.ins().icmp(IntCC::UnsignedLessThan, at, n16);
-            let ahead = g.b.create_block();
-            let all_done = g.b.create_block();
+            let ahead = on_or_stop(g.b, more, stop, n16);
             g.b.set_cold_block(ahead);
-            g.b.set_cold_block(all_done);
-            g.b.ins().brif(more, ahead, &[], all_done, &[]);
-            g.b.switch_to_block(all_done);
-            g.b.ins().jump(stop, &[n16.into()]);
-            g.b.switch_to_block(ahead);
             let f = load(g, Mem::Inputs, fc, B_AHEAD);
             let state = load(g, Mem::Inputs, fc, B_AHEAD_STATE);
             let index = g.b.ins().ushr_imm_u(at, 4);
@@ -185,13 +179,7 @@ pub(super) fn compile_batch(
         // A packet its area would not hold stops the loop unparsed.
         let room = load(g, Mem::Inputs, fc, B_ROOM);
         let fits = g.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, len, room);
-        let fitting = g.b.create_block();
-        let too_long = g.b.create_block();
-        g.b.set_cold_block(too_long);
-        g.b.ins().brif(fits, fitting, &[], too_long, &[]);
-        g.b.switch_to_block(too_long);
-        g.b.ins().jump(stop, &[at.into()]);
-        g.b.switch_to_block(fitting);
+        on_or_stop(g.b, fits, stop, at);
         // The flag is cleared only when set: a load, not a store per packet.
         let dirty = load(g, Mem::Ctx, fc, OFF_DIRTY);
         let clear = g.b.create_block();
@@ -319,6 +307,21 @@ pub(super) fn compile_batch(
     let flow = flow?;
     define(module, id, &mut ctx, "sluice_batch")?;
     Ok((id, flow, in_place))
+}
+
+/// Branches on `cond`: when it holds, on in a new block (current on
+/// return), else through a cold block (laid out after the loop, without
+/// the edge block a branch with arguments would need) to `stop` with
+/// `arg`.
+fn on_or_stop(b: &mut FunctionBuilder, cond: Value, stop: Block, arg: Value) -> Block {
+    let on = b.create_block();
+    let out = b.create_block();
+    b.set_cold_block(out);
+    b.ins().brif(cond, on, &[], out, &[]);
+    b.switch_to_block(out);
+    b.ins().jump(stop, &[arg.into()]);
+    b.switch_to_block(on);
+    on
 }
 
 /// Generates a copy of `n` bytes (known at run time) from `src` to `dst`

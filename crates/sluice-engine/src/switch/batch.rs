@@ -106,32 +106,6 @@ fn list_chunk(chunk: &[&[u8]], refs: &mut Vec<crate::jit::PktRef>, headers: bool
     unsafe { refs.set_len(chunk.len()) };
 }
 
-/// The index slots of the tables a batch prefetches, in their order.
-type TableSlots<'t> = [Option<crate::lpm::SlotPrefetch<'t>>; crate::jit::KEY_READ_TABLES];
-
-/// Each big table's index slots and where its key is in a packet, when
-/// every table in `prefetch` needs only its index slot prefetched and every
-/// key is one header field: the keys are then read straight from the
-/// packets, where `chunk`'s first packet's parse (into `scratch`) found
-/// them (a key read wrong from a packet of another layout only wastes a
-/// prefetch). The slots are in `prefetch`'s order, one per table.
-fn slot_reads<'t>(
-    tables: &'t [crate::tables::TableState],
-    prefetch: &[(usize, bool)],
-    look: &mut crate::jit::Lookahead,
-    scratch: &mut Phv,
-    chunk: &[&[u8]],
-) -> Option<(TableSlots<'t>, crate::jit::KeyReads)> {
-    if chunk.is_empty() || prefetch.len() > crate::jit::KEY_READ_TABLES {
-        return None;
-    }
-    let mut slots = [None; crate::jit::KEY_READ_TABLES];
-    for (s, &(ti, inline)) in slots.iter_mut().zip(prefetch) {
-        *s = Some(inline.then(|| tables[ti].slot_prefetch()).flatten()?);
-    }
-    Some((slots, look.key_reads(scratch, chunk)?))
-}
-
 /// Packets the batch function runs between two calls of its work ahead
 /// ([`work_ahead`]), and how many such steps ahead of the packets running
 /// it prefetches their index slots, and their headers (read for the keys
@@ -158,19 +132,31 @@ struct Ahead {
     /// started with (its packet 0).
     base: usize,
     /// Per big table: its index slots, their count and the key bits below a slot.
-    slots: [(*const u32, usize, u32); crate::jit::KEY_READ_TABLES],
+    slots: TableSlots,
     reads: crate::jit::KeyReads,
     tables: usize,
 }
 
+/// Per big table (at most [`crate::jit::KEY_READ_TABLES`]): its index
+/// slots, their count and the key bits below a slot.
+type TableSlots = [(*const u32, usize, u32); crate::jit::KEY_READ_TABLES];
+
 impl Ahead {
+    /// Packet `i` of the chunk (`i < n`).
+    fn packet(&self, i: usize) -> &[u8] {
+        debug_assert!(i < self.n, "a packet of the chunk");
+        // SAFETY: `i < n`, the list's length; the packet's bytes are
+        // borrowed for the batch.
+        unsafe {
+            let (p, len) = (*self.pkts.add(i)).parts();
+            std::slice::from_raw_parts(p, len)
+        }
+    }
+
     /// Starts loading the headers of packets `from..to` of the chunk.
     fn headers(&self, from: usize, to: usize) {
         for i in from..to.min(self.n) {
-            // SAFETY: `i < n`, the list's length.
-            let (p, len) = unsafe { (*self.pkts.add(i)).parts() };
-            crate::lpm::prefetch_ptr(p);
-            crate::lpm::prefetch_ptr(p.wrapping_add(len.min(64).saturating_sub(1)));
+            crate::lpm::prefetch_headers(self.packet(i));
         }
     }
 
@@ -178,11 +164,7 @@ impl Ahead {
     /// from the keys read straight from the packets.
     fn slots(&self, from: usize, to: usize) {
         for i in from..to.min(self.n) {
-            // SAFETY: `i < n`; the packet's bytes are borrowed for the batch.
-            let d = unsafe {
-                let (p, len) = (*self.pkts.add(i)).parts();
-                std::slice::from_raw_parts(p, len)
-            };
+            let d = self.packet(i);
             for (&(top, len, low), read) in self.slots[..self.tables].iter().zip(&self.reads) {
                 if let Some(k) = read.read(d) {
                     let at = ((k as u32) >> low) as usize;
@@ -409,7 +391,9 @@ impl Switch {
             None => list_chunk(chunk, &mut refs, headers_first),
         }
         let pkts = view.unwrap_or(&refs);
-        let mut ahead = ahead.map(|a| Ahead { pkts: pkts.as_ptr(), n: pkts.len(), ..a });
+        let tables = self.prefetch.len();
+        let mut ahead =
+            ahead.map(|(slots, reads)| Ahead { pkts: pkts.as_ptr(), n: pkts.len(), base: 0, slots, reads, tables });
         match &ahead {
             Some(a) => {
                 // What the calls before the first packet would have done.
@@ -424,11 +408,14 @@ impl Switch {
         self.chunk_refs = FastRefs(refs);
     }
 
-    /// The work ahead for `chunk` (its packet list still to be set), when
-    /// every big table needs only its index slot prefetched and the keys
-    /// are plain header fields (as [`slot_reads`] finds them; the slots are
-    /// looked at first, so that tables needing more cost no parse).
-    fn ahead_of(&mut self, chunk: &[&[u8]]) -> Option<Ahead> {
+    /// What the work ahead for `chunk` reads besides its packet list, when
+    /// every big table needs only its index slot prefetched and every key
+    /// is one header field: each table's slots, and where each key is in a
+    /// packet, read straight from the packets where the chunk's first
+    /// packet's parse found it (a key read wrong from a packet of another
+    /// layout only wastes a prefetch). The slots are looked at first, so
+    /// that tables needing more cost no parse.
+    fn ahead_of(&mut self, chunk: &[&[u8]]) -> Option<(TableSlots, crate::jit::KeyReads)> {
         if chunk.is_empty() || self.prefetch.len() > crate::jit::KEY_READ_TABLES {
             return None;
         }
@@ -441,37 +428,27 @@ impl Switch {
         let mut scratch = self.take_phv();
         let reads = look.key_reads(&mut scratch, chunk);
         self.phv_pool.push(scratch);
-        Some(Ahead { pkts: std::ptr::null(), n: 0, base: 0, slots, reads: reads?, tables: self.prefetch.len() })
+        Some((slots, reads?))
     }
 
     /// Computes the lookup keys of `chunk`'s packets with the generated key
-    /// function (or reads them straight from the packets) and prefetches
-    /// the big tables' index slots (and hit records, when those do not stay
-    /// in cache). Parsing twice costs less than the memory stalls it hides.
+    /// function and prefetches the big tables' index slots (and hit
+    /// records, when those do not stay in cache), for tables the work ahead
+    /// cannot serve ([`Switch::ahead_of`]). Parsing twice costs less than
+    /// the memory stalls it hides.
     fn prefetch_chunk(&mut self, chunk: &[&[u8]]) {
         if chunk.is_empty() {
             return;
         }
         let Some(mut look) = self.compiled.as_ref().and_then(|c| c.lookahead()) else { return };
         let mut scratch = self.take_phv();
-        let found = slot_reads(&self.state.tables, &self.prefetch, &mut look, &mut scratch, chunk);
-        if let Some((slots, reads)) = &found {
-            for (s, r) in slots[..self.prefetch.len()].iter().flatten().zip(reads) {
-                for d in chunk {
-                    if let Some(k) = r.read(d) {
-                        s.prefetch(k as u32);
-                    }
-                }
-            }
-        } else {
-            let tables = self.prefetch.len();
-            let mut words = std::mem::take(&mut self.prefetch_words);
-            look.keys(&mut scratch, chunk, &mut words);
-            for (t, &(ti, inline)) in self.prefetch.iter().enumerate() {
-                self.state.tables[ti].prefetch_words(&words[t..], tables, inline);
-            }
-            self.prefetch_words = words;
+        let tables = self.prefetch.len();
+        let mut words = std::mem::take(&mut self.prefetch_words);
+        look.keys(&mut scratch, chunk, &mut words);
+        for (t, &(ti, inline)) in self.prefetch.iter().enumerate() {
+            self.state.tables[ti].prefetch_words(&words[t..], tables, inline);
         }
+        self.prefetch_words = words;
         self.phv_pool.push(scratch);
     }
 
