@@ -329,7 +329,8 @@ fn big_route_tables_with_prefetching_agree_with_the_interpreter() {
 
 /// The router with `count` routes and 300 next hops, fed batches through the
 /// compiled switch and packet by packet through its interpreted twin, with
-/// route deletes and adds between batches: both must emit the same packets.
+/// route deletes and adds and next-hop changes, deletes and adds between
+/// batches: both must emit the same packets.
 fn agree_through_route_changes(count: usize) {
     let mut compiled = router();
     assert_eq!(compiled.mode(), ExecMode::Compiled);
@@ -343,7 +344,8 @@ fn agree_through_route_changes(count: usize) {
             nh % 256,
             (nh * 7) % 256
         );
-        nexthops.push(handle(&cli::run(&mut compiled, &line).unwrap()));
+        let h = handle(&cli::run(&mut compiled, &line).unwrap());
+        nexthops.push((nh, h, h));
     }
     // Routes of every length; a share longer than 24 bits fills extension groups.
     // Each route keeps its handle in both switches: `(net, len, compiled, interpreted)`.
@@ -402,15 +404,34 @@ fn agree_through_route_changes(count: usize) {
             let (name, data) = action.split_once(' ').unwrap_or((&action, ""));
             cli::run(&mut compiled, &format!("table_modify RouterIngress.ipv4_lpm {name} {hc} {data}")).unwrap();
             cli::run(&mut twin, &format!("table_modify RouterIngress.ipv4_lpm {name} {ht} {data}")).unwrap();
-            let h = nexthops[r.below(nexthops.len() as u64) as usize];
+            let (_, hc, ht) = nexthops[r.below(nexthops.len() as u64) as usize];
+            if hc == u32::MAX {
+                continue; // deleted this round
+            }
+            let data =
+                format!("{} 00:00:00:00:03:{:02x} 00:00:00:00:04:{:02x}", r.below(8), r.below(256), r.below(256));
+            cli::run(&mut compiled, &format!("table_modify RouterIngress.nexthop RouterIngress.forward {hc} {data}"))
+                .unwrap();
+            cli::run(&mut twin, &format!("table_modify RouterIngress.nexthop RouterIngress.forward {ht} {data}"))
+                .unwrap();
+        }
+        // A next hop deleted (its packets miss the table until it is back),
+        // and the one deleted the round before added back with new data.
+        if round % 2 == 0 {
+            let (nh, hc, ht) = nexthops[round as usize];
+            cli::run(&mut compiled, &format!("table_delete RouterIngress.nexthop {hc}")).unwrap();
+            cli::run(&mut twin, &format!("table_delete RouterIngress.nexthop {ht}")).unwrap();
+            nexthops[round as usize] = (nh, u32::MAX, u32::MAX);
+        } else {
+            let (nh, _, _) = nexthops[round as usize - 1];
             let line = format!(
-                "table_modify RouterIngress.nexthop RouterIngress.forward {h} {} 00:00:00:00:03:{:02x} 00:00:00:00:04:{:02x}",
+                "table_add RouterIngress.nexthop RouterIngress.forward {nh} => {} 00:00:00:00:05:{:02x} 00:00:00:00:06:01",
                 r.below(8),
-                r.below(256),
                 r.below(256)
             );
-            cli::run(&mut compiled, &line).unwrap();
-            cli::run(&mut twin, &line).unwrap();
+            let hc = handle(&cli::run(&mut compiled, &line).unwrap());
+            let ht = handle(&cli::run(&mut twin, &line).unwrap());
+            nexthops[round as usize - 1] = (nh, hc, ht);
         }
         for _ in 0..50 {
             let i = r.below(routes.len() as u64) as usize;

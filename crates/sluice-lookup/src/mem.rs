@@ -114,6 +114,91 @@ pub fn clone_advised<T: Clone>(v: &[T]) -> Vec<T> {
     out
 }
 
+/// An array of `len` values of `T`, all zero bytes at first, in anonymous
+/// memory mapped for it alone: pages never written take no memory (reads
+/// of them see the kernel's shared zero page), so a big array that is
+/// written in a few places costs those places' pages. Why: a direct array
+/// of 64-byte records, one for every 16-bit key, is 4 MiB, of which a
+/// table of a few entries writes a few pages (an allocator's zeroed
+/// allocation may clear, and so commit, all of it).
+pub struct ZeroedArray<T> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: the array owns its mapping, like a `Box<[T]>`.
+unsafe impl<T: Send> Send for ZeroedArray<T> {}
+// SAFETY: shared references only read it.
+unsafe impl<T: Sync> Sync for ZeroedArray<T> {}
+
+impl<T: Copy> ZeroedArray<T> {
+    /// `len` zeroed values.
+    ///
+    /// # Safety
+    /// All-zero bytes must be a valid `T`.
+    ///
+    /// # Panics
+    /// When the kernel refuses the mapping (out of address space).
+    pub unsafe fn new(len: usize) -> ZeroedArray<T> {
+        let bytes = std::mem::size_of::<T>().checked_mul(len.max(1)).expect("array size");
+        assert!(std::mem::align_of::<T>() <= 4096, "pages align to 4096");
+        // SAFETY: a fresh private anonymous mapping, no file; checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert!(p != libc::MAP_FAILED, "mapping {bytes} bytes: {}", std::io::Error::last_os_error());
+        ZeroedArray { ptr: std::ptr::NonNull::new(p.cast()).expect("mmap gives no null"), len }
+    }
+
+    /// The first value, for readers that index the array themselves.
+    pub fn as_ptr(&self) -> *const T {
+        self.ptr.as_ptr()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Value `i` (`i < len`).
+    pub fn get(&self, i: usize) -> T {
+        assert!(i < self.len, "index {i} of {}", self.len);
+        // SAFETY: inside the mapping, whose bytes are valid `T`s (zeros or written).
+        unsafe { *self.ptr.as_ptr().add(i) }
+    }
+
+    /// Writes value `i` (`i < len`).
+    pub fn set(&mut self, i: usize, v: T) {
+        assert!(i < self.len, "index {i} of {}", self.len);
+        // SAFETY: inside the mapping, borrowed exclusively.
+        unsafe { *self.ptr.as_ptr().add(i) = v }
+    }
+}
+
+impl<T> Drop for ZeroedArray<T> {
+    fn drop(&mut self) {
+        let bytes = std::mem::size_of::<T>() * self.len.max(1);
+        // SAFETY: the mapping `new` made, of this size, unmapped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), bytes) };
+    }
+}
+
+impl<T> std::fmt::Debug for ZeroedArray<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ZeroedArray({} x {} bytes)", self.len, std::mem::size_of::<T>())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +216,17 @@ mod tests {
         w.extend_from_slice(&[1, 2, 3]);
         release_spare_capacity(&mut w);
         assert_eq!(w, [1, 2, 3], "the values held stay");
+    }
+
+    #[test]
+    fn a_zeroed_array_reads_zeros_until_written() {
+        // SAFETY: zero is a valid `[u64; 8]`.
+        let mut a = unsafe { ZeroedArray::<[u64; 8]>::new(1 << 16) };
+        assert_eq!(a.len(), 1 << 16);
+        assert_eq!(a.get(12345), [0; 8]);
+        a.set(12345, [3; 8]);
+        a.set(0, [1; 8]);
+        assert_eq!((a.get(12345), a.get(0), a.get(12346)), ([3; 8], [1; 8], [0; 8]));
+        assert_eq!(a.as_ptr() as usize % 4096, 0, "a mapping starts a page");
     }
 }

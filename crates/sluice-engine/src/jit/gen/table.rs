@@ -135,6 +135,10 @@ impl Gen<'_, '_, '_> {
         let hash = self.b.create_block();
         let hit = self.b.create_block();
         self.b.append_block_param(hit, types::I64); // the hot record id
+                                                    // The hit's record and its action.
+        let dispatch = self.b.create_block();
+        self.b.append_block_param(dispatch, types::I64);
+        self.b.append_block_param(dispatch, types::I64);
 
         // The kind the table's match type makes likely is tested first.
         let tp = &self.plan.tables[t as usize];
@@ -197,10 +201,13 @@ impl Gen<'_, '_, '_> {
         let next = self.b.ins().band(next, mask);
         self.b.ins().jump(probe, &[next.into()]);
 
-        // Direct array: `a[key]`, the record id (0, the cold record, for no
-        // entry). The array has a slot for every key of the table's key
-        // bytes (`TableView::kind`), so a key of no more bits is inside it
-        // without a check.
+        // Direct array: the key's own row in `b` (`tables::DirectRows`:
+        // its record with the action plus one, zeros for no entry, whose
+        // action then reads as the cold record's), or, for a table with an
+        // action profile (whose member records go to `h_indirect`),
+        // `a[key]`, the record id. The arrays have a slot for every key of
+        // the table's key bytes (`TableView::kind`), so a key of no more
+        // bits is inside them without a check.
         self.b.switch_to_block(direct);
         let key_bits: u32 = parts.iter().map(|(_, bits)| *bits).sum();
         if key_bits > 8 * tp_key_bytes {
@@ -211,13 +218,25 @@ impl Gen<'_, '_, '_> {
             self.b.ins().brif(inside, read, &[], engine, &[]);
             self.b.switch_to_block(read);
         }
-        let mf = mem(self.b, Mem::Inputs);
-        let a = self.b.ins().load(types::I64, mf, view, 8);
-        let off = self.b.ins().ishl_imm_u(key, 2);
-        let addr = self.b.ins().iadd(a, off);
-        let mf = mem(self.b, Mem::Tables);
-        let r = self.b.ins().uload32(mf, addr, 0);
-        self.b.ins().jump(hit, &[r.into()]);
+        if self.plan.tables[t as usize].profile.is_none() {
+            let mf = mem(self.b, Mem::Inputs);
+            let rows = self.b.ins().load(types::I64, mf, view, 16);
+            let off = self.b.ins().ishl_imm_u(key, crate::tables::HOT_RECORD_SHIFT);
+            let rec = self.b.ins().iadd(rows, off);
+            let mf = mem(self.b, Mem::Tables);
+            let plus_one = self.b.ins().load(types::I32, mf, rec, 0);
+            let action = self.b.ins().iadd_imm_s(plus_one, -1);
+            let action = self.b.ins().uextend(types::I64, action);
+            self.b.ins().jump(dispatch, &[rec.into(), action.into()]);
+        } else {
+            let mf = mem(self.b, Mem::Inputs);
+            let a = self.b.ins().load(types::I64, mf, view, 8);
+            let off = self.b.ins().ishl_imm_u(key, 2);
+            let addr = self.b.ins().iadd(a, off);
+            let mf = mem(self.b, Mem::Tables);
+            let r = self.b.ins().uload32(mf, addr, 0);
+            self.b.ins().jump(hit, &[r.into()]);
+        }
 
         // DIR-24-8 of record ids (`lpm::DirLpm::record`); 0 for no route.
         self.b.switch_to_block(dir);
@@ -260,6 +279,9 @@ impl Gen<'_, '_, '_> {
         let rec = self.b.ins().iadd(hot, off);
         let mf = mem(self.b, Mem::Tables);
         let action = self.b.ins().uload32(mf, rec, 0);
+        self.b.ins().jump(dispatch, &[rec.into(), action.into()]);
+        self.b.switch_to_block(dispatch);
+        let (rec, action) = (self.b.block_params(dispatch)[0], self.b.block_params(dispatch)[1]);
         // The action reads its data straight from the record (no copy).
         let data = self.b.ins().iadd_imm_u(rec, i64::from(crate::tables::HOT_DATA_OFFSET));
         let mut sw = CaseSwitch::new();
