@@ -135,7 +135,8 @@ impl Gen<'_, '_, '_> {
         let hash = self.b.create_block();
         let hit = self.b.create_block();
         self.b.append_block_param(hit, types::I64); // the hot record id
-                                                    // The hit's record and its action.
+
+        // The hit's record and its action, then the action's case.
         let dispatch = self.b.create_block();
         self.b.append_block_param(dispatch, types::I64);
         self.b.append_block_param(dispatch, types::I64);
