@@ -114,22 +114,68 @@ pub fn clone_advised<T: Clone>(v: &[T]) -> Vec<T> {
     out
 }
 
-/// An array of `len` values of `T`, all zero bytes at first, in anonymous
-/// memory mapped for it alone: pages never written take no memory (reads
-/// of them see the kernel's shared zero page), so a big array that is
-/// written in a few places costs those places' pages. Why: a direct array
-/// of 64-byte records, one for every 16-bit key, is 4 MiB, of which a
-/// table of a few entries writes a few pages (an allocator's zeroed
-/// allocation may clear, and so commit, all of it).
-pub struct ZeroedArray<T> {
-    ptr: std::ptr::NonNull<T>,
+/// Private anonymous memory mapped for one owner and unmapped when it is
+/// dropped: zeros until written. With `populate` every page is backed at
+/// once (`MAP_POPULATE`: a buffer the kernel or a NIC is about to fill);
+/// without it a page takes memory only when first written, and reads of
+/// untouched pages see the kernel's shared zero page.
+pub struct AnonMapping {
+    ptr: std::ptr::NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the array owns its mapping, like a `Box<[T]>`.
-unsafe impl<T: Send> Send for ZeroedArray<T> {}
-// SAFETY: shared references only read it.
-unsafe impl<T: Sync> Sync for ZeroedArray<T> {}
+// SAFETY: the mapping is owned like a `Box<[u8]>`; its users synchronize
+// their own accesses through the raw pointer.
+unsafe impl Send for AnonMapping {}
+// SAFETY: as above.
+unsafe impl Sync for AnonMapping {}
+
+impl AnonMapping {
+    /// `len` bytes (at least one page is mapped), page-aligned.
+    pub fn new(len: usize, populate: bool) -> std::io::Result<AnonMapping> {
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: a fresh private anonymous mapping, no file; checked below.
+        let p =
+            unsafe { libc::mmap(std::ptr::null_mut(), len.max(1), libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(AnonMapping { ptr: std::ptr::NonNull::new(p.cast()).expect("mmap gives no null"), len })
+    }
+
+    /// The first byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for AnonMapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `new` made, of this size, unmapped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len.max(1)) };
+    }
+}
+
+/// An array of `len` values of `T`, all zero bytes at first, in an
+/// [`AnonMapping`] of its own, not populated: pages never written take no
+/// memory, so a big array that is written in a few places costs those
+/// places' pages. Why: a direct array of 64-byte records, one for every
+/// 16-bit key, is 4 MiB, of which a table of a few entries writes a few
+/// pages (an allocator's zeroed allocation may clear, and so commit, all
+/// of it).
+pub struct ZeroedArray<T> {
+    map: AnonMapping,
+    len: usize,
+    _values: std::marker::PhantomData<T>,
+}
 
 impl<T: Copy> ZeroedArray<T> {
     /// `len` zeroed values.
@@ -140,26 +186,15 @@ impl<T: Copy> ZeroedArray<T> {
     /// # Panics
     /// When the kernel refuses the mapping (out of address space).
     pub unsafe fn new(len: usize) -> ZeroedArray<T> {
-        let bytes = std::mem::size_of::<T>().checked_mul(len.max(1)).expect("array size");
+        let bytes = std::mem::size_of::<T>().checked_mul(len).expect("array size");
         assert!(std::mem::align_of::<T>() <= 4096, "pages align to 4096");
-        // SAFETY: a fresh private anonymous mapping, no file; checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert!(p != libc::MAP_FAILED, "mapping {bytes} bytes: {}", std::io::Error::last_os_error());
-        ZeroedArray { ptr: std::ptr::NonNull::new(p.cast()).expect("mmap gives no null"), len }
+        let map = AnonMapping::new(bytes, false).unwrap_or_else(|e| panic!("mapping {bytes} bytes: {e}"));
+        ZeroedArray { map, len, _values: std::marker::PhantomData }
     }
 
     /// The first value, for readers that index the array themselves.
     pub fn as_ptr(&self) -> *const T {
-        self.ptr.as_ptr()
+        self.map.as_ptr().cast()
     }
 
     pub fn len(&self) -> usize {
@@ -174,22 +209,14 @@ impl<T: Copy> ZeroedArray<T> {
     pub fn get(&self, i: usize) -> T {
         assert!(i < self.len, "index {i} of {}", self.len);
         // SAFETY: inside the mapping, whose bytes are valid `T`s (zeros or written).
-        unsafe { *self.ptr.as_ptr().add(i) }
+        unsafe { *self.as_ptr().add(i) }
     }
 
     /// Writes value `i` (`i < len`).
     pub fn set(&mut self, i: usize, v: T) {
         assert!(i < self.len, "index {i} of {}", self.len);
         // SAFETY: inside the mapping, borrowed exclusively.
-        unsafe { *self.ptr.as_ptr().add(i) = v }
-    }
-}
-
-impl<T> Drop for ZeroedArray<T> {
-    fn drop(&mut self) {
-        let bytes = std::mem::size_of::<T>() * self.len.max(1);
-        // SAFETY: the mapping `new` made, of this size, unmapped once.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), bytes) };
+        unsafe { *self.map.as_ptr().cast::<T>().add(i) = v }
     }
 }
 

@@ -33,6 +33,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use sluice_lookup::mem::AnonMapping;
+
 use crate::{
     check, ifname, index_link, ioctl_socket, link_error, require_rx_queues, LinkEvent, Port, PortStats, RxBatch,
     VnetHdr, BATCH,
@@ -314,40 +316,6 @@ impl AfXdpInterface {
     }
 }
 
-/// An anonymous mapping for a UMEM, unmapped on drop.
-struct Umem {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Umem {
-    fn new(len: usize) -> io::Result<Umem> {
-        // SAFETY: anonymous private mapping.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::new(io::ErrorKind::OutOfMemory, "UMEM allocation failed"));
-        }
-        Ok(Umem { ptr: p as *mut u8, len })
-    }
-}
-
-impl Drop for Umem {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping. A socket that registered it keeps the
-        // pages pinned by itself until it is closed.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
-}
-
 /// An XDP socket on one receive queue of an interface.
 pub struct AfXdpPort {
     name: String,
@@ -360,7 +328,9 @@ pub struct AfXdpPort {
     fill: Ring,
     comp: Ring,
     sock: OwnedFd,
-    umem: Umem,
+    /// The frames' memory, populated up front (a socket that registered it
+    /// keeps its pages pinned by itself until it is closed).
+    umem: AnonMapping,
     /// TX frames not in use.
     free_tx: Vec<u64>,
     tx_pending: u32,
@@ -424,10 +394,11 @@ impl AfXdpPort {
             check(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) }, &e("AF_XDP socket"))?;
         // SAFETY: fresh descriptor.
         let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-        let umem = Umem::new((FRAMES * FRAME_SIZE) as usize).map_err(|err| io::Error::new(err.kind(), e("UMEM")))?;
+        let umem = AnonMapping::new((FRAMES * FRAME_SIZE) as usize, true)
+            .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, e("UMEM")))?;
         let reg = UmemReg {
-            addr: umem.ptr as u64,
-            len: umem.len as u64,
+            addr: umem.as_ptr() as u64,
+            len: umem.len() as u64,
             chunk_size: FRAME_SIZE,
             headroom: 0,
             flags: 0,
@@ -597,10 +568,10 @@ impl Port for AfXdpPort {
             // SAFETY: descriptor published by the kernel; its frame lies in the UMEM.
             let d = unsafe { *self.rx.desc_slot(c.wrapping_add(i)) };
             // The kernel keeps descriptors inside the UMEM; clamp anyway rather than trust it blindly.
-            let at = usize::try_from(d.addr).unwrap_or(usize::MAX).min(self.umem.len);
-            let len = (d.len as usize).min(batch.slot).min(self.umem.len - at);
+            let at = usize::try_from(d.addr).unwrap_or(usize::MAX).min(self.umem.len());
+            let len = (d.len as usize).min(batch.slot).min(self.umem.len() - at);
             // SAFETY: `at + len` lies inside the UMEM (clamped above).
-            let src = unsafe { std::slice::from_raw_parts(self.umem.ptr.add(at), len) };
+            let src = unsafe { std::slice::from_raw_parts(self.umem.as_ptr().add(at), len) };
             batch.slot_mut(i as usize)[..len].copy_from_slice(src);
             batch.lens[i as usize] = len;
             batch.vnet[i as usize] = VnetHdr::default();
@@ -648,7 +619,7 @@ impl Port for AfXdpPort {
         }
         // SAFETY: a free TX frame of the UMEM, FRAME_SIZE >= len bytes long.
         unsafe {
-            let to = self.umem.ptr.add(addr as usize);
+            let to = self.umem.as_ptr().add(addr as usize);
             std::ptr::copy_nonoverlapping(head.as_ptr(), to, head.len());
             std::ptr::copy_nonoverlapping(tail.as_ptr(), to.add(head.len()), tail.len());
         }
