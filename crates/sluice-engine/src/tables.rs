@@ -248,16 +248,23 @@ impl DirectRows {
         DirectRows { rows, written: vec![0; keys.div_ceil(64)] }
     }
 
-    /// Key `k`'s row for hot record `h` (the cold record: a zero row).
-    fn set(&mut self, k: usize, h: &HotEntry) {
+    /// The row of exact key `key` (its bytes, as the direct array reads them).
+    fn row_of(key: &[u8]) -> usize {
+        crate::value::be_to_u128(key) as usize
+    }
+
+    /// Key `key`'s row for hot record `h` (the cold record: a zero row).
+    fn set(&mut self, key: &[u8], h: &HotEntry) {
         if *h == HotEntry::COLD {
-            return self.clear(k);
+            return self.clear(key);
         }
+        let k = Self::row_of(key);
         self.rows.set(k, HotEntry { action: h.action.wrapping_add(1), ..*h });
         self.written[k / 64] |= 1 << (k % 64);
     }
 
-    fn clear(&mut self, k: usize) {
+    fn clear(&mut self, key: &[u8]) {
+        let k = Self::row_of(key);
         if self.written[k / 64] & 1 << (k % 64) != 0 {
             // SAFETY: zero bytes are a valid `HotEntry`.
             self.rows.set(k, unsafe { std::mem::zeroed() });
@@ -952,7 +959,7 @@ impl TableState {
                         m.insert(&k, handle);
                         m.set_record(&k, record);
                         if let Some(d) = &mut self.rows {
-                            d.set(crate::value::be_to_u128(&k) as usize, &self.hot.records[record as usize]);
+                            d.set(&k, &self.hot.records[record as usize]);
                         }
                     }
                     Index::Lpm { off, len, width, by_len, dir } => {
@@ -1048,7 +1055,7 @@ impl TableState {
             Index::Exact(m) => {
                 m.remove(&k);
                 if let Some(d) = &mut self.rows {
-                    d.clear(crate::value::be_to_u128(&k) as usize);
+                    d.clear(&k);
                 }
             }
             Index::Lpm { by_len, dir, .. } => {
@@ -1130,7 +1137,7 @@ impl TableState {
             Index::Exact(m) => {
                 m.set_record(&k, record);
                 if let Some(d) = &mut self.rows {
-                    d.set(crate::value::be_to_u128(&k) as usize, &self.hot.records[record as usize]);
+                    d.set(&k, &self.hot.records[record as usize]);
                 }
             }
             Index::Lpm { dir: Some(d), width, .. } => std::sync::Arc::make_mut(d).set_record(

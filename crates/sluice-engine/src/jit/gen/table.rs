@@ -105,6 +105,17 @@ impl Gen<'_, '_, '_> {
         self.b.ins().jump(result, &[r.into()]);
     }
 
+    /// `u32` slot `i` of the array whose address `view` holds at byte
+    /// `field` (a direct array's record ids, a DIR-24-8 level).
+    fn view_slot(&mut self, view: Value, field: i32, i: Value) -> Value {
+        let mf = mem(self.b, Mem::Inputs);
+        let base = self.b.ins().load(types::I64, mf, view, field);
+        let off = self.b.ins().ishl_imm_u(i, 2);
+        let addr = self.b.ins().iadd(base, off);
+        let mf = mem(self.b, Mem::Tables);
+        self.b.ins().uload32(mf, addr, 0)
+    }
+
     /// Looks table `t` up inline through its [`TableView`]: a direct array,
     /// a DIR-24-8 or open addressing, then the hit's hot record (its action dispatched to its
     /// case block, which reads the data from the record). A profile member
@@ -143,7 +154,7 @@ impl Gen<'_, '_, '_> {
 
         // The kind the table's match type makes likely is tested first.
         let tp = &self.plan.tables[t as usize];
-        let tp_key_bytes = tp.key_bytes as u32;
+        let (tp_key_bytes, has_profile) = (tp.key_bytes as u32, tp.profile.is_some());
         let mut kinds = [(VIEW_DIRECT, direct), (VIEW_DIR, dir), (VIEW_HASH, hash)];
         let likely = match tp.match_type.as_str() {
             "lpm" => VIEW_DIR,
@@ -219,7 +230,7 @@ impl Gen<'_, '_, '_> {
             self.b.ins().brif(inside, read, &[], engine, &[]);
             self.b.switch_to_block(read);
         }
-        if self.plan.tables[t as usize].profile.is_none() {
+        if !has_profile {
             let mf = mem(self.b, Mem::Inputs);
             let rows = self.b.ins().load(types::I64, mf, view, 16);
             let off = self.b.ins().ishl_imm_u(key, crate::tables::HOT_RECORD_SHIFT);
@@ -230,12 +241,7 @@ impl Gen<'_, '_, '_> {
             let action = self.b.ins().uextend(types::I64, action);
             self.b.ins().jump(dispatch, &[rec.into(), action.into()]);
         } else {
-            let mf = mem(self.b, Mem::Inputs);
-            let a = self.b.ins().load(types::I64, mf, view, 8);
-            let off = self.b.ins().ishl_imm_u(key, 2);
-            let addr = self.b.ins().iadd(a, off);
-            let mf = mem(self.b, Mem::Tables);
-            let r = self.b.ins().uload32(mf, addr, 0);
+            let r = self.view_slot(view, 8, key);
             self.b.ins().jump(hit, &[r.into()]);
         }
 
@@ -244,13 +250,8 @@ impl Gen<'_, '_, '_> {
         let k32 = band_u(self.b, key, 0xffff_ffff);
         let mf = mem(self.b, Mem::Inputs);
         let shift = self.b.ins().uload32(mf, view, 4);
-        let mf = mem(self.b, Mem::Inputs);
-        let top = self.b.ins().load(types::I64, mf, view, 8);
         let idx = self.b.ins().ushr(k32, shift);
-        let off = self.b.ins().ishl_imm_u(idx, 2);
-        let addr = self.b.ins().iadd(top, off);
-        let mf = mem(self.b, Mem::Tables);
-        let slot = self.b.ins().uload32(mf, addr, 0);
+        let slot = self.view_slot(view, 8, idx);
         let ext = self.b.create_block();
         let group = band_u(self.b, slot, i64::from(crate::lpm::GROUP_BIT));
         self.b.ins().brif(group, ext, &[], hit, &[slot.into()]);
@@ -262,12 +263,7 @@ impl Gen<'_, '_, '_> {
         let low_mask = self.b.ins().iadd_imm_u(low_mask, -1i64);
         let lo = self.b.ins().band(k32, low_mask);
         let i = self.b.ins().bor(hi, lo);
-        let mf = mem(self.b, Mem::Inputs);
-        let base = self.b.ins().load(types::I64, mf, view, 16);
-        let off = self.b.ins().ishl_imm_u(i, 2);
-        let addr = self.b.ins().iadd(base, off);
-        let mf = mem(self.b, Mem::Tables);
-        let slot = self.b.ins().uload32(mf, addr, 0);
+        let slot = self.view_slot(view, 16, i);
         self.b.ins().jump(hit, &[slot.into()]);
 
         // The hit's hot record (the cold record 0 for no entry, whose
