@@ -386,7 +386,13 @@ fn agree_through_route_changes(count: usize) {
                 };
                 // Some long ones: the output areas are sized by the longest.
                 let payload = if r.below(8) == 0 { 1400 } else { 18 };
-                packet_of(dst, [64, 1, 2][r.below(3) as usize], r.below(20) != 0, payload)
+                let mut p = packet_of(dst, [64, 1, 2][r.below(3) as usize], r.below(20) != 0, payload);
+                // Some too short for an IPv4 header, or for the work
+                // ahead's read of the destination (both dropped).
+                if r.below(16) == 0 {
+                    p.truncate(r.below(34) as usize);
+                }
+                p
             })
             .collect();
         now += 1000;

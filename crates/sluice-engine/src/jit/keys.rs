@@ -123,6 +123,24 @@ impl KeyRead {
         let b = d.get(self.field..self.field + 8)?;
         Some((u64::from_be_bytes(b.try_into().expect("8 bytes")) >> self.shift) & self.mask)
     }
+
+    /// The same key read from 4 big-endian bytes, when it has at most 32
+    /// bits: `(byte offset, shift, mask)` such that the key is
+    /// `(u32::from_be_bytes(d[o..o + 4]) >> shift) & mask`. Why: a 4-byte
+    /// read needs fewer bytes of the packet and a 32-bit mask, which the
+    /// work ahead keeps in registers.
+    pub fn window32(&self) -> Option<(usize, u32, u32)> {
+        let width = 64 - self.mask.leading_zeros();
+        // A mask of low bits, and the key whole inside the 8 bytes.
+        if self.mask.checked_add(1).is_some_and(|m| !m.is_power_of_two()) || width > 32 || self.shift + width > 64 {
+            return None;
+        }
+        // The window ending at or just above the key's top bit (bytes from
+        // the 8's first; byte o's window covers bits 8(4-o)..8(8-o)).
+        let o = ((64 - self.shift - width) / 8).min(4);
+        let low = 8 * (4 - o);
+        (low <= self.shift).then(|| (self.field + o as usize, self.shift - low, self.mask as u32))
+    }
 }
 
 /// Generates the key function the switch prefetches big tables with:
@@ -323,5 +341,40 @@ mod tests {
         vlan.splice(12..12, [0x81, 0x00, 0, 1]);
         assert_eq!(reads[0].read(&vlan), Some(u64::from(u32::from_be_bytes(vlan[30..34].try_into().unwrap()))));
         assert!(look.key_reads(&mut scratch, &batch).is_none(), "ARP first: no reads");
+    }
+
+    /// A key of at most 32 bits read from its 4-byte window equals the
+    /// 8-byte read, wherever it lies in the 8 bytes; wider keys, and
+    /// masks that are not low bits, have no window.
+    #[test]
+    fn window32_reads_the_same_key() {
+        use super::KeyRead;
+        let mut data = [0u8; 24];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for b in data.iter_mut() {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            *b = (x >> 56) as u8;
+        }
+        let mut windows = 0;
+        for field in 0..8 {
+            for width in 1..=40u32 {
+                for shift in 0..=(64 - width) {
+                    let r = KeyRead { field, shift, mask: (1u64 << width) - 1 };
+                    match r.window32() {
+                        Some((o, s, m)) => {
+                            windows += 1;
+                            assert!(width <= 32 && o + 4 <= field + 8, "{r:?}");
+                            let w = u32::from_be_bytes(data[o..o + 4].try_into().unwrap());
+                            assert_eq!(Some(u64::from((w >> s) & m)), r.read(&data), "{r:?}");
+                        }
+                        // No window: wider than 32 bits, or over 5 bytes.
+                        None => assert!(width > 32 || (shift + width - 1) / 8 - shift / 8 > 3, "{r:?} has a window"),
+                    }
+                }
+            }
+        }
+        assert!(windows > 1000);
+        assert_eq!(KeyRead { field: 30, shift: 32, mask: u64::from(u32::MAX) }.window32(), Some((30, 0, u32::MAX)));
+        assert_eq!(KeyRead { field: 0, shift: 0, mask: 0b1011 }.window32(), None, "not low bits");
     }
 }

@@ -135,6 +135,35 @@ struct Ahead {
     slots: TableSlots,
     reads: crate::jit::KeyReads,
     tables: usize,
+    /// The same for a lone big table whose key is read from 4 bytes.
+    one: Option<OneTable>,
+}
+
+/// A lone big table's slot, from a packet: the slot index is
+/// `(u32::from_be_bytes(packet[at..at + 4]) >> shift) & mask`, for packets
+/// of at least `at + 4` bytes, and the slot is `top[index]` when the index
+/// is below `len`. Why: the work ahead's commonest case (a route table)
+/// then costs about a dozen instructions per packet, where the general
+/// loop over tables and 8-byte reads cost about twice as many, which
+/// showed in the rate (the router at 10 000 routes runs about 336
+/// instructions per packet in all).
+#[derive(Clone, Copy)]
+struct OneTable {
+    top: *const u32,
+    len: usize,
+    at: usize,
+    shift: u32,
+    mask: u32,
+}
+
+impl OneTable {
+    /// The lone table of `slots` and `reads`, when its key has a 4-byte
+    /// window (`KeyRead::window32`) and the slot's low bits fit in it.
+    fn of(slots: &TableSlots, reads: &crate::jit::KeyReads, tables: usize) -> Option<OneTable> {
+        let (top, len, low) = slots[0];
+        let (at, shift, mask) = (tables == 1).then(|| reads[0].window32()).flatten()?;
+        (shift + low < 32).then_some(OneTable { top, len, at, shift: shift + low, mask: mask >> low })
+    }
 }
 
 /// Per big table (at most [`crate::jit::KEY_READ_TABLES`]): its index
@@ -157,6 +186,37 @@ impl Ahead {
     fn headers(&self, from: usize, to: usize) {
         for i in from..to.min(self.n) {
             crate::lpm::prefetch_headers(self.packet(i));
+        }
+    }
+
+    /// One step of the work ahead for a lone table ([`OneTable`]): the
+    /// slots of packets `slots..slots + AHEAD_STEP` and the headers of
+    /// `headers..headers + AHEAD_STEP`, all in the chunk (`slots <
+    /// headers`, `headers + AHEAD_STEP <= n`). A packet's headers are its
+    /// first two cache lines' worth from its start (its first 64 bytes,
+    /// wherever they fall), read past a shorter packet's end: a prefetch
+    /// never faults.
+    #[inline(always)]
+    fn step_one(&self, t: &OneTable, slots: usize, headers: usize) {
+        debug_assert!(slots < headers && headers + AHEAD_STEP <= self.n, "a step inside the chunk");
+        // In locals, so that they stay in registers across the prefetches.
+        let OneTable { top, len: slot_count, at, shift, mask } = *t;
+        for j in 0..AHEAD_STEP {
+            // SAFETY: both indices are below `n` (the caller's word), the
+            // list's length.
+            let (h, (p, len)) =
+                unsafe { ((*self.pkts.add(headers + j)).parts().0, (*self.pkts.add(slots + j)).parts()) };
+            crate::lpm::prefetch_ptr(h);
+            crate::lpm::prefetch_ptr(h.wrapping_add(63));
+            if len >= at + 4 {
+                // SAFETY: the packet's bytes are borrowed for the batch, and
+                // it has `at + 4` of them.
+                let w = unsafe { std::ptr::read_unaligned(p.add(at).cast::<[u8; 4]>()) };
+                let k = ((u32::from_be_bytes(w) >> shift) & mask) as usize;
+                if k < slot_count {
+                    crate::lpm::prefetch_ptr(top.wrapping_add(k).cast());
+                }
+            }
         }
     }
 
@@ -191,8 +251,14 @@ unsafe extern "C" fn work_ahead(state: *mut std::ffi::c_void, index: u64) -> u64
     // SAFETY: the caller's word.
     let a = unsafe { &*(state as *const Ahead) };
     let i = a.base + index as usize;
-    a.slots(i + SLOT_STEPS * AHEAD_STEP, i + (SLOT_STEPS + 1) * AHEAD_STEP);
-    a.headers(i + HEADER_STEPS * AHEAD_STEP, i + (HEADER_STEPS + 1) * AHEAD_STEP);
+    let (slots, headers) = (i + SLOT_STEPS * AHEAD_STEP, i + HEADER_STEPS * AHEAD_STEP);
+    match &a.one {
+        Some(t) if headers + AHEAD_STEP <= a.n => a.step_one(t, slots, headers),
+        _ => {
+            a.slots(slots, slots + AHEAD_STEP);
+            a.headers(headers, headers + AHEAD_STEP);
+        }
+    }
     (index as usize + AHEAD_STEP).min(a.n - a.base) as u64
 }
 
@@ -392,8 +458,10 @@ impl Switch {
         }
         let pkts = view.unwrap_or(&refs);
         let tables = self.prefetch.len();
-        let mut ahead =
-            ahead.map(|(slots, reads)| Ahead { pkts: pkts.as_ptr(), n: pkts.len(), base: 0, slots, reads, tables });
+        let mut ahead = ahead.map(|(slots, reads)| {
+            let one = OneTable::of(&slots, &reads, tables);
+            Ahead { pkts: pkts.as_ptr(), n: pkts.len(), base: 0, slots, reads, tables, one }
+        });
         match &ahead {
             Some(a) => {
                 // What the calls before the first packet would have done.
@@ -639,5 +707,63 @@ impl Switch {
             trace: None,
         };
         compiled.forward(&mut ex, len, &mut self.fwd_hdr, &self.views)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{EntryAction, FieldMatch, Resource};
+
+    /// The router with `routes` /24 routes spread over the address space,
+    /// every one to next hop 1.
+    fn router_with(routes: u32) -> Switch {
+        let mut sw = crate::load_switch(include_str!("../../../../examples/router.json")).expect("loads");
+        let t = sw.index_of(Resource::Table, "RouterIngress.ipv4_lpm").expect("table");
+        let a = sw.index_of(Resource::Action, "RouterIngress.set_nexthop").expect("action") as u32;
+        for r in 0..routes {
+            let net = (r.wrapping_mul(0x9e37_79b1) & 0xffff_ff00).to_be_bytes();
+            let data = sw.pack_action(a, &[vec![1]]).expect("data");
+            sw.add_entry(t, vec![FieldMatch::Lpm(net.to_vec(), 24)], EntryAction::Direct { action: a, data }, 0)
+                .expect("entry");
+        }
+        sw
+    }
+
+    fn ipv4_to(dst: u32, len: usize) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[12..14].copy_from_slice(&[0x08, 0x00]);
+        p[14] = 0x45;
+        p[22] = 64;
+        p[30..34].copy_from_slice(&dst.to_be_bytes());
+        p
+    }
+
+    /// With a big route table, the work ahead takes the lone table's step
+    /// (`OneTable`): it reads the destination address where it is (bytes
+    /// 30..34) and indexes the route table's top level with its top 24
+    /// bits, the slot a lookup reads first; the general path's 8-byte read
+    /// gives the same slot for every packet it can read.
+    #[test]
+    fn the_lone_route_tables_step_reads_each_packets_slot() {
+        let mut sw = router_with(2000);
+        sw.refresh_views();
+        assert_eq!(sw.strategy(), Strategy::Fused { prefetch: true });
+        let frames: Vec<Vec<u8>> = (0..16u32).map(|i| ipv4_to(i.wrapping_mul(0x0101_0203) ^ 0x0a00_0000, 64)).collect();
+        let chunk: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        let (slots, reads) = sw.ahead_of(&chunk).expect("the route table's slots, its key read from the packets");
+        let one = OneTable::of(&slots, &reads, sw.prefetch.len()).expect("one table, a 32-bit key");
+        let (top, len, low) = slots[0];
+        assert_eq!((one.top, one.len, one.at), (top, len, 30));
+        assert_eq!((len, low), (1 << 24, 8), "DIR-24-8: the top 24 bits index the top level");
+        for f in &frames {
+            let w = u32::from_be_bytes(f[one.at..one.at + 4].try_into().unwrap());
+            let dst = u32::from_be_bytes(f[30..34].try_into().unwrap());
+            let at = ((w >> one.shift) & one.mask) as usize;
+            assert_eq!(at, (dst >> 8) as usize);
+            assert_eq!(Some(at as u64), reads[0].read(f).map(|k| (k as u32 >> low).into()));
+        }
+        // A second table to prefetch would take the general step.
+        assert!(OneTable::of(&slots, &reads, 2).is_none());
     }
 }
