@@ -339,8 +339,9 @@ fn agree_through_route_changes(count: usize) {
     let mut nexthops = Vec::new();
     for nh in 0..300u32 {
         let line = format!(
-            "table_add RouterIngress.nexthop RouterIngress.forward {nh} => {} 00:00:00:00:01:{:02x} 00:00:00:00:02:{:02x}",
+            "table_add RouterIngress.nexthop RouterIngress.forward {nh} => {} 0a:{:02x}:00:00:01:{:02x} 00:00:00:00:02:{:02x}",
             nh % 7 + 1,
+            (nh * 3) % 256,
             nh % 256,
             (nh * 7) % 256
         );
@@ -415,7 +416,7 @@ fn agree_through_route_changes(count: usize) {
                 continue; // deleted this round
             }
             let data =
-                format!("{} 00:00:00:00:03:{:02x} 00:00:00:00:04:{:02x}", r.below(8), r.below(256), r.below(256));
+                format!("{} 0c:{:02x}:00:00:03:{:02x} 00:00:00:00:04:{:02x}", r.below(8), r.below(256), r.below(256), r.below(256));
             cli::run(&mut compiled, &format!("table_modify RouterIngress.nexthop RouterIngress.forward {hc} {data}"))
                 .unwrap();
             cli::run(&mut twin, &format!("table_modify RouterIngress.nexthop RouterIngress.forward {ht} {data}"))
