@@ -415,8 +415,13 @@ fn agree_through_route_changes(count: usize) {
             if hc == u32::MAX {
                 continue; // deleted this round
             }
-            let data =
-                format!("{} 0c:{:02x}:00:00:03:{:02x} 00:00:00:00:04:{:02x}", r.below(8), r.below(256), r.below(256), r.below(256));
+            let data = format!(
+                "{} 0c:{:02x}:00:00:03:{:02x} 00:00:00:00:04:{:02x}",
+                r.below(8),
+                r.below(256),
+                r.below(256),
+                r.below(256)
+            );
             cli::run(&mut compiled, &format!("table_modify RouterIngress.nexthop RouterIngress.forward {hc} {data}"))
                 .unwrap();
             cli::run(&mut twin, &format!("table_modify RouterIngress.nexthop RouterIngress.forward {ht} {data}"))
