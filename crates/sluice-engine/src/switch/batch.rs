@@ -168,6 +168,19 @@ impl OneTable {
         let (at, shift, mask) = (tables == 1).then(|| reads[0].window32()).flatten()?;
         (shift + low < 32).then_some(OneTable { top, len, at, shift: shift + low, mask: mask >> low })
     }
+
+    /// The slot index for packet `d`, `None` when `d` is too short for the
+    /// read or the index is past the slots.
+    #[inline(always)]
+    fn index(&self, d: &[u8]) -> Option<usize> {
+        if d.len() < self.at + 4 {
+            return None;
+        }
+        // SAFETY: `d` has `at + 4` bytes.
+        let w = unsafe { std::ptr::read_unaligned(d.as_ptr().add(self.at).cast::<[u8; 4]>()) };
+        let k = ((u32::from_be_bytes(w) >> self.shift) & self.mask) as usize;
+        (k < self.len).then_some(k)
+    }
 }
 
 /// Per big table (at most [`crate::jit::KEY_READ_TABLES`]): its index
@@ -203,23 +216,14 @@ impl Ahead {
     #[inline(always)]
     fn step_one(&self, t: &OneTable, slots: usize, headers: usize) {
         debug_assert!(slots < headers && headers + AHEAD_STEP <= self.n, "a step inside the chunk");
-        // In locals, so that they stay in registers across the prefetches.
-        let OneTable { top, len: slot_count, at, shift, mask } = *t;
+        // A local copy, so that its fields stay in registers across the prefetches.
+        let t = *t;
         for j in 0..AHEAD_STEP {
-            // SAFETY: both indices are below `n` (the caller's word), the
-            // list's length.
-            let (h, (p, len)) =
-                unsafe { ((*self.pkts.add(headers + j)).parts().0, (*self.pkts.add(slots + j)).parts()) };
+            let h = self.packet(headers + j).as_ptr();
             crate::lpm::prefetch_ptr(h);
             crate::lpm::prefetch_ptr(h.wrapping_add(63));
-            if len >= at + 4 {
-                // SAFETY: the packet's bytes are borrowed for the batch, and
-                // it has `at + 4` of them.
-                let w = unsafe { std::ptr::read_unaligned(p.add(at).cast::<[u8; 4]>()) };
-                let k = ((u32::from_be_bytes(w) >> shift) & mask) as usize;
-                if k < slot_count {
-                    crate::lpm::prefetch_ptr(top.wrapping_add(k).cast());
-                }
+            if let Some(k) = t.index(self.packet(slots + j)) {
+                crate::lpm::prefetch_ptr(t.top.wrapping_add(k).cast());
             }
         }
     }
@@ -761,11 +765,12 @@ mod tests {
         assert_eq!((one.top, one.len, one.at), (top, len, 30));
         assert_eq!((len, low), (1 << 24, 8), "DIR-24-8: the top 24 bits index the top level");
         for f in &frames {
-            let w = u32::from_be_bytes(f[one.at..one.at + 4].try_into().unwrap());
             let dst = u32::from_be_bytes(f[30..34].try_into().unwrap());
-            let at = ((w >> one.shift) & one.mask) as usize;
+            let at = one.index(f).expect("a slot for every address");
             assert_eq!(at, (dst >> 8) as usize);
             assert_eq!(Some(at as u64), reads[0].read(f).map(|k| (k as u32 >> low).into()));
+            // Too short for the read: no slot.
+            assert_eq!(one.index(&f[..33]), None);
         }
         // A second table to prefetch would take the general step.
         assert!(OneTable::of(&slots, &reads, 2).is_none());
