@@ -58,15 +58,12 @@ pub struct JitCtx {
     /// counts (see `jit::flow`): lookups the interpreter makes off its graph
     /// are then set apart (`State::outside_flow`).
     pub(super) in_flow: u64,
-    /// Set when a helper ran engine code, which may write any PHV field:
-    /// the next packet on this PHV then needs the full setup
-    /// ([`SETUP_FULL`]), not only the slots generated code writes.
-    pub(super) dirty: u64,
-    /// Zero when the packet metadata (`Exec::meta`) still hold an earlier
-    /// packet's: the batch function only clears this flag, and the first
-    /// helper that needs the metadata resets them (see `helpers::exec_of`). Why:
-    /// most packets never run a helper, and the reset is a dozen stores.
-    pub(super) meta_fresh: u64,
+    /// What helpers did since the batch function last looked
+    /// ([`MARK_DIRTY`], [`MARK_META_FRESH`]), one word so that a packet
+    /// after no helper costs the batch function one test: it then clears
+    /// the word, and its setup is the full one when the PHV was marked
+    /// dirty.
+    pub(super) marks: u64,
     /// Batch function: per stashed checksum, the sum the end of parsing
     /// left for the update (see [`SumStash`]). In memory rather than a
     /// value: kept across the forwarding code, it and its inputs would be
@@ -100,8 +97,7 @@ impl JitCtx {
             lookups: ex.state.lookups.as_mut_ptr(),
             in_flow: 0,
             // A PHV of unknown history: the first setup on it is full.
-            dirty: 1,
-            meta_fresh: 1,
+            marks: MARK_DIRTY | MARK_META_FRESH,
             stash: [0; STASH_MAX],
         }
     }
@@ -282,10 +278,11 @@ pub struct ParseCtx {
     pub(super) code: u64,
     /// In: set the PHV up first (zeroed, ingress standard metadata
     /// written) as `Switch::ingress_parse` does for an arriving packet:
-    /// 0 no, [`SETUP_FULL`] every slot, [`SETUP_WRITTEN`] only the slots
-    /// generated code writes (the others are still zero from the last full
-    /// setup, on a PHV only generated code touched since, and the port and
-    /// time still those of that setup).
+    /// 0 no, [`SETUP_FULL`] every slot, any other value only the slots
+    /// generated code writes (the written setup: the others are still zero
+    /// from the last full setup, on a PHV only generated code touched
+    /// since, and the port and time still those of that setup; the batch
+    /// function's, see `parser::SetupFlag`).
     pub(super) setup: u64,
     /// In (setup): the ingress port.
     pub(super) port: u64,
@@ -441,18 +438,25 @@ pub(super) const B_AHEAD: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, 
 pub(super) const B_AHEAD_STATE: i32 = BATCH_FROM_FWD + std::mem::offset_of!(BatchCtx, ahead_state) as i32;
 const _: () = assert!(std::mem::offset_of!(PktRef, len) == 8 && std::mem::size_of::<PktRef>() == 16);
 const _: () = assert!(std::mem::offset_of!(PktResult, consumed) == 12 && std::mem::size_of::<PktResult>() == 16);
-pub(super) const OFF_DIRTY: i32 = std::mem::offset_of!(JitCtx, dirty) as i32;
+pub(super) const OFF_MARKS: i32 = std::mem::offset_of!(JitCtx, marks) as i32;
 pub(super) const OFF_STASH: i32 = std::mem::offset_of!(JitCtx, stash) as i32;
 /// Updated checksums whose stable part the batch function stashes (the
 /// others are summed whole at the update).
 pub(super) const STASH_MAX: usize = 4;
-pub(super) const OFF_META_FRESH: i32 = std::mem::offset_of!(JitCtx, meta_fresh) as i32;
+/// `JitCtx::marks`: a helper ran engine code, which may write any PHV
+/// field: the next packet on this PHV needs the full setup
+/// ([`SETUP_FULL`]), not only the slots generated code writes.
+pub(super) const MARK_DIRTY: u64 = 1;
+/// `JitCtx::marks`: the packet metadata (`Exec::meta`) are this packet's.
+/// Clear, they still hold an earlier packet's: the batch function only
+/// clears the mark, and the first helper that needs the metadata resets
+/// them (see `helpers::exec_reading`). Why: most packets never run a
+/// helper, and the reset is a dozen stores.
+pub(super) const MARK_META_FRESH: u64 = 2;
 
 /// The batch function: its argument is `FastContexts::fwd` (see [`BatchCtx`]).
 pub(super) type BatchFn = unsafe extern "C" fn(*mut JitCtx) -> i64;
 
-/// `ParseCtx::setup`: zero only the slots the parser and forwarding function write.
-pub(super) const SETUP_WRITTEN: u64 = 1;
 /// `ParseCtx::setup`: zero every slot.
 pub(super) const SETUP_FULL: u64 = 2;
 

@@ -6,8 +6,8 @@
 //! - reads: the `BatchCtx` beside its argument (packets, their number,
 //!   output areas, their stride and room, results, the limit and the
 //!   work ahead); each packet's bytes; the parser's
-//!   context for the setup inputs (port, time); `JitCtx::dirty` and
-//!   `meta_fresh`; what the parser and the forwarding function read;
+//!   context for the setup inputs (port, time); `JitCtx::marks`; what
+//!   the parser and the forwarding function read;
 //! - writes: per packet, the PHV (a setup, then parsing and forwarding),
 //!   its output area (`out + 16 * i * stride16`: headers, then the
 //!   payload for a transmitted packet) and its `PktResult`; with the
@@ -15,8 +15,8 @@
 //!   and valid flags are that area itself, whose address each helper call
 //!   first stores to `BatchCtx::phv_wire_at`; the stashed
 //!   checksum sums (`JitCtx::stash`); the counted edges of the pipelines'
-//!   graphs (`BatchCtx::edges`, see `jit::flow`); clears `JitCtx::dirty`
-//!   and `meta_fresh` when set;
+//!   graphs (`BatchCtx::edges`, see `jit::flow`); clears `JitCtx::marks`
+//!   when set;
 //! - calls: `BatchCtx::ahead` with its state when the loop reaches its
 //!   limit with packets left, and goes on to the limit it returns;
 //! - leaves: by returning the index of the first packet that needs the
@@ -34,14 +34,13 @@ use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
 
 use super::abi::{
-    B_AHEAD, B_AHEAD_STATE, B_LIMIT16, B_N, B_OUT, B_PKTS, B_RESULTS, B_ROOM, B_STRIDE16, OFF_DIRTY, OFF_META_FRESH,
-    OFF_WIRE, PARSE_FROM_FWD, SETUP_WRITTEN,
+    B_AHEAD, B_AHEAD_STATE, B_LIMIT16, B_N, B_OUT, B_PKTS, B_RESULTS, B_ROOM, B_STRIDE16, OFF_WIRE, PARSE_FROM_FWD,
 };
 use super::flow::{BatchFlow, FlowPlan};
 use super::forward::emit_forward;
 use super::gen::{band_u, mem, Gen, Mem};
 use super::module::{declare_context_function, define, generate};
-use super::parser::{emit_parser, ParseInputs};
+use super::parser::{emit_parser, ParseInputs, SetupFlag};
 use super::shape::{plan_stash, ForwardShape, ParserShape};
 use super::JitStats;
 use crate::plan::Plan;
@@ -164,8 +163,8 @@ pub(super) fn compile_batch(
             g.b.ins().jump(body, &[]);
         };
 
-        // The parser, after its inputs: the packet and the setup flag
-        // (full after a helper ran, see `JitCtx::dirty`).
+        // The parser, after its inputs: the packet, and the setup the
+        // helper marks ask for (see `JitCtx::marks`).
         g.b.switch_to_block(body);
         // With the headers in place, the parser puts them in the packet's area.
         if let Some(a) = area_param {
@@ -180,20 +179,9 @@ pub(super) fn compile_batch(
         let room = load(g, Mem::Inputs, fc, B_ROOM);
         let fits = g.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, len, room);
         on_or_stop(g.b, fits, stop, at);
-        // The flag is cleared only when set: a load, not a store per packet.
-        let dirty = load(g, Mem::Ctx, fc, OFF_DIRTY);
-        let clear = g.b.create_block();
-        let cleared = g.b.create_block();
-        g.b.ins().brif(dirty, clear, &[], cleared, &[]);
-        g.b.switch_to_block(clear);
-        let mf = mem(g.b, Mem::Ctx);
-        g.b.ins().store(mf, zero, fc, OFF_DIRTY);
-        g.b.ins().jump(cleared, &[]);
-        g.b.switch_to_block(cleared);
-        let setup = g.b.ins().iadd_imm_u(dirty, SETUP_WRITTEN as i64);
         let parsed = g.b.create_block();
         g.b.append_block_param(parsed, types::I64); // the cursor
-        let inputs = ParseInputs { setup, always: true, pkt: ptr, len };
+        let inputs = ParseInputs { setup: SetupFlag::Marks(fc), pkt: ptr, len };
         // Checksum words nothing changes are summed where the parser ends
         // (it verifies there); only then does every packet pass there.
         if let Some((_, _, verified)) = &parser.ends {
@@ -206,15 +194,6 @@ pub(super) fn compile_batch(
         // packet whose helpers set it ends the batch (status 1 or 3).
         g.b.switch_to_block(parsed);
         let cursor = g.b.block_params(parsed)[0];
-        let fresh = load(g, Mem::Ctx, fc, OFF_META_FRESH);
-        let stale = g.b.create_block();
-        let meta_done = g.b.create_block();
-        g.b.ins().brif(fresh, stale, &[], meta_done, &[]);
-        g.b.switch_to_block(stale);
-        let mf = mem(g.b, Mem::Ctx);
-        g.b.ins().store(mf, zero, fc, OFF_META_FRESH);
-        g.b.ins().jump(meta_done, &[]);
-        g.b.switch_to_block(meta_done);
         // The length goes to the context only before a helper call (see `Gen::call`).
         g.len = Some(len);
         let forwarded = g.b.create_block();

@@ -11,7 +11,7 @@
 //! - writes: the PHV (actions, egress standard metadata, checksums),
 //!   counter and register cells, at most [`forward_hdr_max`] bytes of
 //!   headers at `JitCtx::out`, and `JitCtx::port` and `out_len`; helpers it
-//!   calls write anything engine code writes (`JitCtx::dirty` then says so);
+//!   calls write anything engine code writes (`MARK_DIRTY` then says so);
 //! - leaves: by returning a status: 0 to transmit (port and header length
 //!   in the context, the payload to follow the headers), 1 for the general
 //!   path after ingress, 2 dropped, 3 for the general path after egress (see
@@ -249,43 +249,91 @@ pub(super) fn emit_forward(
     };
     let wire = g.ptr(OFF_WIRE);
     let valid = g.ptr(OFF_VALID);
-    // The headers' write pointer, not their length, goes from header to
-    // header: the output area's address is then used (computed) once here,
-    // not again in each header's copy (Cranelift places pure values at
-    // their uses, per branch).
-    let mut at = out;
     // Headers in place (batch function, `Gen::in_place`): `out` is the
-    // wire area itself; a valid header stays where it is while every
-    // header before it in the layout was emitted, and otherwise moves down
-    // to the write pointer (ascending pieces, so a move never overwrites
-    // bytes it has yet to read).
-    let in_place = g.in_place;
-    for (h, off, n) in deparse {
-        let copy = g.b.create_block();
-        let next = g.b.create_block();
-        g.b.append_block_param(next, types::I64);
-        let mf = mem(g.b, Mem::Valid);
-        let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
-        g.b.ins().brif(v, copy, &[], next, &[at.into()]);
-        g.b.switch_to_block(copy);
-        let after = g.b.ins().iadd_imm_u(at, i64::from(n));
-        if in_place {
-            let home = g.b.ins().iadd_imm_u(wire, i64::from(off));
-            let moved = g.b.create_block();
-            let stays = g.b.ins().icmp(IntCC::Equal, at, home);
-            g.b.ins().brif(stays, next, &[after.into()], moved, &[]);
-            g.b.switch_to_block(moved);
-            g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Wire, at, 0), n);
-        } else {
-            g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Out, at, 0), n);
+    // wire area itself. While every header so far was valid, each is
+    // where it belongs and the write pointer is a constant offset: a
+    // valid header costs its flag's test and nothing else. From the first
+    // invalid header on (the gap), each valid one moves down to the write
+    // pointer (ascending pieces, so a move never overwrites bytes it has
+    // yet to read). Why two chains: the router's packets are deparsed
+    // without a gap, and one chain that compares the write pointer with
+    // each header's place cost them nine instructions more.
+    if g.in_place {
+        let ok = g.b.ins().iconst(types::I64, 0);
+        let gap = g.b.create_block();
+        g.b.append_block_param(gap, types::I64);
+        let mut emitted = 0;
+        let mut gaps = Vec::new();
+        for (i, &(h, off, n)) in deparse.iter().enumerate() {
+            debug_assert_eq!(off, emitted, "in place: the layout is the deparser's sequence");
+            let valid_next = g.b.create_block();
+            let first_gap = g.b.create_block();
+            let mf = mem(g.b, Mem::Valid);
+            let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
+            // (Invalid as the branch's condition: Cranelift lays the
+            // valid path out as the fall-through.)
+            let invalid = g.b.ins().icmp_imm_u(IntCC::Equal, v, 0);
+            g.b.ins().brif(invalid, first_gap, &[], valid_next, &[]);
+            gaps.push((i, first_gap, off));
+            g.b.switch_to_block(valid_next);
+            emitted = off + n;
         }
-        g.b.ins().jump(next, &[after.into()]);
-        g.b.switch_to_block(next);
-        at = g.b.block_params(next)[0];
+        let pos = g.b.ins().iconst(types::I64, i64::from(emitted));
+        g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
+        // From header `i` invalid on: the rest of the sequence with a gap.
+        for (i, first_gap, off) in gaps {
+            g.b.switch_to_block(first_gap);
+            if i + 1 == deparse.len() {
+                // The last header: nothing behind it moves.
+                let pos = g.b.ins().iconst(types::I64, i64::from(off));
+                g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
+                continue;
+            }
+            let mut at = g.b.ins().iadd_imm_u(wire, i64::from(off));
+            for &(h, off, n) in &deparse[i + 1..] {
+                let copy = g.b.create_block();
+                let next = g.b.create_block();
+                g.b.append_block_param(next, types::I64);
+                let mf = mem(g.b, Mem::Valid);
+                let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
+                g.b.ins().brif(v, copy, &[], next, &[at.into()]);
+                g.b.switch_to_block(copy);
+                g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Wire, at, 0), n);
+                let after = g.b.ins().iadd_imm_u(at, i64::from(n));
+                g.b.ins().jump(next, &[after.into()]);
+                g.b.switch_to_block(next);
+                at = g.b.block_params(next)[0];
+            }
+            g.b.ins().jump(gap, &[at.into()]);
+        }
+        g.b.switch_to_block(gap);
+        let at = g.b.block_params(gap)[0];
+        let pos = g.b.ins().isub(at, out);
+        g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
+    } else {
+        // The headers' write pointer, not their length, goes from header
+        // to header: the output area's address is then used (computed)
+        // once here, not again in each header's copy (Cranelift places
+        // pure values at their uses, per branch).
+        let mut at = out;
+        for &(h, off, n) in &deparse {
+            let copy = g.b.create_block();
+            let next = g.b.create_block();
+            g.b.append_block_param(next, types::I64);
+            let mf = mem(g.b, Mem::Valid);
+            let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
+            g.b.ins().brif(v, copy, &[], next, &[at.into()]);
+            g.b.switch_to_block(copy);
+            let after = g.b.ins().iadd_imm_u(at, i64::from(n));
+            g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Out, at, 0), n);
+            g.b.ins().jump(next, &[after.into()]);
+            g.b.switch_to_block(next);
+            at = g.b.block_params(next)[0];
+        }
+        let pos = g.b.ins().isub(at, out);
+        let ok = g.b.ins().iconst(types::I64, 0);
+        g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
     }
-    let pos = g.b.ins().isub(at, out);
-    let ok = g.b.ins().iconst(types::I64, 0);
-    g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
 
     if exit.is_none() {
         g.b.switch_to_block(ret);

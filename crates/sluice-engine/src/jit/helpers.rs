@@ -7,9 +7,9 @@
 //! (`exec_reading`). Helpers that ran interpreter actions report the
 //! packet's need of the general path in `JitCtx::special` (`settle`). The
 //! packet metadata are reset lazily, by the first helper that needs them
-//! (see `JitCtx::meta_fresh`).
+//! (see `MARK_META_FRESH`).
 
-use super::abi::{decode_node, encode_node, JitCtx, HOT_RECORD};
+use super::abi::{decode_node, encode_node, JitCtx, HOT_RECORD, MARK_DIRTY, MARK_META_FRESH};
 use crate::control::Exec;
 use crate::tables::HotEntry;
 
@@ -18,15 +18,15 @@ use crate::tables::HotEntry;
 /// # Safety
 /// `ctx` must be the live context of a running compiled pipeline.
 unsafe fn exec_of<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) {
-    // Engine code may write any field (see `JitCtx::dirty`).
-    (*ctx).dirty = 1;
+    // Engine code may write any field (see `MARK_DIRTY`).
+    (*ctx).marks |= MARK_DIRTY;
     exec_reading(ctx)
 }
 
 /// [`exec_of`] for engine code that writes no PHV field: a table lookup
 /// that hands its action back to generated code (its counters and caches
 /// are table state), a meter (generated code writes its colour). Why: the
-/// next packet's setup then stays the short one (see `JitCtx::dirty`);
+/// next packet's setup then stays the short one (see `MARK_DIRTY`);
 /// programs that look up or meter through helpers on every packet would
 /// otherwise zero the whole PHV for every packet.
 ///
@@ -35,9 +35,9 @@ unsafe fn exec_of<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) 
 unsafe fn exec_reading<'a>(ctx: *mut JitCtx) -> (&'a mut Exec<'a>, &'a mut [u8; 64]) {
     let c = &mut *ctx;
     let ex = &mut *(c.exec as *mut Exec<'a>);
-    if c.meta_fresh == 0 {
+    if c.marks & MARK_META_FRESH == 0 {
         fresh_meta(ex.meta, c.len);
-        c.meta_fresh = 1;
+        c.marks |= MARK_META_FRESH;
     }
     (ex, &mut c.data)
 }

@@ -20,7 +20,7 @@ use cranelift_module::FuncId;
 use super::abi::{KeysCtx, KeysFn, PktRef, K_KEYS, K_N, K_PKTS, K_SPEC, SPEC_TABLES, SPEC_UNKNOWN};
 use super::gen::{band_u, mem, Mem};
 use super::module::{declare_context_function, define, generate};
-use super::parser::{emit_parser, ParseInputs};
+use super::parser::{emit_parser, ParseInputs, SetupFlag};
 use super::shape::ParserShape;
 use super::JitStats;
 use crate::phv::FieldSrc;
@@ -247,7 +247,14 @@ pub(super) fn compile_keys(
             g.b.switch_to_block(parse);
         }
         let parsed = g.b.create_block();
-        emit_parser(g, pc, &shape, None, Some(parsed), Some(ParseInputs { setup: zero, always: false, pkt: ptr, len }));
+        emit_parser(
+            g,
+            pc,
+            &shape,
+            None,
+            Some(parsed),
+            Some(ParseInputs { setup: SetupFlag::Value(zero), pkt: ptr, len }),
+        );
 
         g.b.switch_to_block(parsed);
         let mf = mem(g.b, Mem::Inputs);

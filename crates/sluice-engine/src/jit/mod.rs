@@ -92,7 +92,10 @@ pub const KEY_READ_TABLES: usize = abi::SPEC_TABLES;
 
 use crate::control::Exec;
 use crate::plan::Plan;
-use abi::{BatchCtx, BatchFn, ForwardFn, KeysCtx, KeysFn, ParserFn, PipelineFn, SETUP_FULL, SPEC_TABLES, SPEC_UNKNOWN};
+use abi::{
+    BatchCtx, BatchFn, ForwardFn, KeysCtx, KeysFn, ParserFn, PipelineFn, MARK_META_FRESH, SETUP_FULL, SPEC_TABLES,
+    SPEC_UNKNOWN,
+};
 use batch::compile_batch;
 use forward::compile_forward;
 use helpers::fresh_meta;
@@ -374,10 +377,10 @@ impl CompiledPipelines {
             let state = &mut *ex.state;
             flow.fold(&mut cx.batch.edges, ran as u64, after_ingress, state);
         }
-        if stopped && cx.fwd.meta_fresh == 0 {
+        if stopped && cx.fwd.marks & MARK_META_FRESH == 0 {
             // The general path goes on with this packet's metadata.
             fresh_meta(ex.meta, pkts[done].len);
-            cx.fwd.meta_fresh = 1;
+            cx.fwd.marks |= MARK_META_FRESH;
         }
         (stride, done, too_long)
     }

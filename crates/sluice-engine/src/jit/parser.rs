@@ -29,7 +29,8 @@ use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
 
 use super::abi::{
-    OFF_SLOTS, OFF_VALID, OFF_WIRE, P_CODE, P_CURSOR, P_LEN, P_NOW, P_PKT, P_PORT, P_SETUP, P_STATUS, SETUP_FULL,
+    MARK_DIRTY, OFF_MARKS, OFF_SLOTS, OFF_VALID, OFF_WIRE, P_CODE, P_CURSOR, P_LEN, P_NOW, P_PKT, P_PORT, P_SETUP,
+    P_STATUS, SETUP_FULL,
 };
 use super::gen::{band_u, chunk_type, copy_chunks, mem, zero_vector, Gen, Mem};
 use super::module::{declare_context_function, define, generate};
@@ -75,22 +76,34 @@ pub(super) fn compile_parser(
 /// go through the parser context's memory and be loaded back.
 #[derive(Clone, Copy)]
 pub(super) struct ParseInputs {
-    /// `ParseCtx::setup`.
-    pub(super) setup: Value,
-    /// Whether `setup` is known to be non-zero.
-    pub(super) always: bool,
+    pub(super) setup: SetupFlag,
     pub(super) pkt: Value,
     pub(super) len: Value,
+}
+
+/// Which setup a packet's parser does (see [`ParseCtx::setup`]).
+///
+/// [`ParseCtx::setup`]: super::abi::ParseCtx::setup
+#[derive(Clone, Copy)]
+pub(super) enum SetupFlag {
+    /// The flag as a value: 0 none, [`SETUP_FULL`], else the written setup.
+    Value(Value),
+    /// The batch function, which always sets up: from the helper marks
+    /// of the context at this address (`JitCtx::marks`). Unmarked, the
+    /// written setup; marked, a cold block clears the marks, and the setup
+    /// is the full one when a helper marked the PHV dirty.
+    Marks(Value),
 }
 
 /// Generates the parser of `shape` at the current block, with `pc` the
 /// [`ParseCtx`]: returns from the function, or jumps to `exit` when given
 /// (the batch function goes on with the packet). `fwd_written`: the slots
-/// the forwarding function writes (see [`SETUP_WRITTEN`]). `inputs`: the
-/// setup flag, packet and length as values (else loaded from `pc`).
+/// the forwarding function writes (the written setup, see
+/// [`ParseCtx::setup`]). `inputs`: the setup flag, packet and length as
+/// values (else loaded from `pc`).
 ///
 /// [`ParseCtx`]: super::abi::ParseCtx
-/// [`SETUP_WRITTEN`]: super::abi::SETUP_WRITTEN
+/// [`ParseCtx::setup`]: super::abi::ParseCtx::setup
 pub(super) fn emit_parser(
     g: &mut Gen<'_, '_, '_>,
     pc: Value,
@@ -127,20 +140,31 @@ pub(super) fn emit_parser(
             Some(i) => i.setup,
             None => {
                 let mf = mem(g.b, Mem::Inputs);
-                g.b.ins().load(types::I64, mf, pc, P_SETUP)
+                SetupFlag::Value(g.b.ins().load(types::I64, mf, pc, P_SETUP))
             }
         };
-        // The batch function always sets up (its flag is never 0): a jump,
-        // so that the setup dominates the parser and Cranelift knows what
-        // it stored there (the ingress port, the zeroed metadata).
-        if inputs.is_some_and(|i| i.always) {
-            g.b.ins().jump(set_up, &[]);
-        } else {
-            g.b.ins().brif(flag, set_up, &[], parse, &[]);
+        match flag {
+            SetupFlag::Value(flag) => {
+                g.b.ins().brif(flag, set_up, &[], parse, &[]);
+                g.b.switch_to_block(set_up);
+                let is_full = g.b.ins().icmp_imm_u(IntCC::Equal, flag, SETUP_FULL as i64);
+                g.b.ins().brif(is_full, full, &[], written, &[]);
+            }
+            // The setup dominates the parser, so that Cranelift knows what
+            // it stored there (the ingress port, the zeroed metadata).
+            SetupFlag::Marks(ctx) => {
+                let mf = mem(g.b, Mem::Ctx);
+                let marks = g.b.ins().load(types::I64, mf, ctx, OFF_MARKS);
+                g.b.set_cold_block(set_up);
+                g.b.ins().brif(marks, set_up, &[], written, &[]);
+                g.b.switch_to_block(set_up);
+                let zero = g.b.ins().iconst(types::I64, 0);
+                let mf = mem(g.b, Mem::Ctx);
+                g.b.ins().store(mf, zero, ctx, OFF_MARKS);
+                let dirty = g.b.ins().band_imm_u(marks, MARK_DIRTY as i64);
+                g.b.ins().brif(dirty, full, &[], written, &[]);
+            }
         }
-        g.b.switch_to_block(set_up);
-        let is_full = g.b.ins().icmp_imm_u(IntCC::Equal, flag, SETUP_FULL as i64);
-        g.b.ins().brif(is_full, full, &[], written, &[]);
         setup_blocks = Some((full, written, parse));
         g.b.switch_to_block(parse);
     }
@@ -406,7 +430,7 @@ pub(super) fn emit_parser(
             }
         }
         // Port, time and instance type hold for a whole batch function
-        // call, whose first setup is full (`JitCtx::dirty` starts set):
+        // call, whose first setup is full (`JitCtx::marks` start with `MARK_DIRTY`):
         // when no generated code writes their slots, the full setup alone
         // writes them, and later packets find them still in place.
         // Per field: the context offset of its value (`None`: zero), and

@@ -9,7 +9,7 @@
 //!   `JitCtx::data` after a helper's table result;
 //! - writes: the PHV fields its actions write, counter and register cells;
 //!   the helpers it calls write anything engine code writes (the packet's
-//!   metadata, `JitCtx::special` for the general path, `JitCtx::dirty`);
+//!   metadata, `JitCtx::special` for the general path, `JitCtx::marks`);
 //! - leaves: by returning at the pipeline's end or at an `exit` (no status:
 //!   the caller reads the PHV and the metadata).
 

@@ -231,9 +231,8 @@ pub(super) struct Gen<'p, 'b, 'f> {
     /// read (the hit's hot record, or `JitCtx::data` after the helper).
     data_base: Option<Value>,
     /// Every PHV slot the generated code may store to: the parser's
-    /// per-packet setup zeroes only these (see [`SETUP_WRITTEN`]).
-    ///
-    /// [`SETUP_WRITTEN`]: crate::jit::abi::SETUP_WRITTEN
+    /// per-packet setup zeroes only these (the written setup, see
+    /// `ParseCtx::setup`).
     pub(super) written: BTreeSet<u32>,
     /// Headers whose extraction the parser records: `(header, context
     /// offset)` where the cursor at the header's start is stored (the key
