@@ -289,21 +289,8 @@ pub(super) fn emit_forward(
                 g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
                 continue;
             }
-            let mut at = g.b.ins().iadd_imm_u(wire, i64::from(off));
-            for &(h, off, n) in &deparse[i + 1..] {
-                let copy = g.b.create_block();
-                let next = g.b.create_block();
-                g.b.append_block_param(next, types::I64);
-                let mf = mem(g.b, Mem::Valid);
-                let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
-                g.b.ins().brif(v, copy, &[], next, &[at.into()]);
-                g.b.switch_to_block(copy);
-                g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Wire, at, 0), n);
-                let after = g.b.ins().iadd_imm_u(at, i64::from(n));
-                g.b.ins().jump(next, &[after.into()]);
-                g.b.switch_to_block(next);
-                at = g.b.block_params(next)[0];
-            }
+            let at = g.b.ins().iadd_imm_u(wire, i64::from(off));
+            let at = emit_valid_copies(g, &deparse[i + 1..], (wire, valid), (Mem::Wire, at));
             g.b.ins().jump(gap, &[at.into()]);
         }
         g.b.switch_to_block(gap);
@@ -315,21 +302,7 @@ pub(super) fn emit_forward(
         // to header: the output area's address is then used (computed)
         // once here, not again in each header's copy (Cranelift places
         // pure values at their uses, per branch).
-        let mut at = out;
-        for &(h, off, n) in &deparse {
-            let copy = g.b.create_block();
-            let next = g.b.create_block();
-            g.b.append_block_param(next, types::I64);
-            let mf = mem(g.b, Mem::Valid);
-            let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
-            g.b.ins().brif(v, copy, &[], next, &[at.into()]);
-            g.b.switch_to_block(copy);
-            let after = g.b.ins().iadd_imm_u(at, i64::from(n));
-            g.copy_bytes((Mem::Wire, wire, off as i32), (Mem::Out, at, 0), n);
-            g.b.ins().jump(next, &[after.into()]);
-            g.b.switch_to_block(next);
-            at = g.b.block_params(next)[0];
-        }
+        let at = emit_valid_copies(g, &deparse, (wire, valid), (Mem::Out, out));
         let pos = g.b.ins().isub(at, out);
         let ok = g.b.ins().iconst(types::I64, 0);
         g.b.ins().jump(ret, &[ok.into(), port.into(), pos.into(), out.into()]);
@@ -346,6 +319,32 @@ pub(super) fn emit_forward(
     }
 }
 
+/// The deparser's copies of `headers` (`(header, wire offset, bytes)`, in
+/// order): each valid one is copied from the wire area (`wire`, its
+/// valid flags at `valid`) to the write pointer `dst.1` in memory `dst.0`,
+/// which then moves past it. Returns the write pointer after the last.
+fn emit_valid_copies(
+    g: &mut Gen<'_, '_, '_>,
+    headers: &[(u32, u32, u32)],
+    (wire, valid): (Value, Value),
+    (dst, mut at): (Mem, Value),
+) -> Value {
+    for &(h, off, n) in headers {
+        let copy = g.b.create_block();
+        let next = g.b.create_block();
+        g.b.append_block_param(next, types::I64);
+        let mf = mem(g.b, Mem::Valid);
+        let v = g.b.ins().uload8(types::I64, mf, valid, h as i32);
+        g.b.ins().brif(v, copy, &[], next, &[at.into()]);
+        g.b.switch_to_block(copy);
+        g.copy_bytes((Mem::Wire, wire, off as i32), (dst, at, 0), n);
+        let after = g.b.ins().iadd_imm_u(at, i64::from(n));
+        g.b.ins().jump(next, &[after.into()]);
+        g.b.switch_to_block(next);
+        at = g.b.block_params(next)[0];
+    }
+    at
+}
 /// Bytes of `out` the forwarding function may write: every header the
 /// deparser can emit, plus 8 for the widest store.
 pub fn forward_hdr_max(plan: &Plan) -> usize {
